@@ -1,0 +1,114 @@
+"""The label vocabulary and the labeler's result types.
+
+The `Label` enum is the project's one label vocabulary: `models` uses the same
+names (as strings, in checkpoints) so mined labels feed training directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any, Literal
+
+__all__ = [
+    "CHESTXRAY8",
+    "CHESTXRAY14",
+    "LABEL_SETS",
+    "Label",
+    "Mention",
+    "ReportLabels",
+    "Status",
+    "labels_for",
+]
+
+
+class Label(str, Enum):
+    """The 14 ChestX-ray14 thoracic labels (Wang et al. 2017), spelled as in the NIH release."""
+
+    ATELECTASIS = "Atelectasis"
+    CARDIOMEGALY = "Cardiomegaly"
+    EFFUSION = "Effusion"
+    INFILTRATION = "Infiltration"
+    MASS = "Mass"
+    NODULE = "Nodule"
+    PNEUMONIA = "Pneumonia"
+    PNEUMOTHORAX = "Pneumothorax"
+    CONSOLIDATION = "Consolidation"
+    EDEMA = "Edema"
+    EMPHYSEMA = "Emphysema"
+    FIBROSIS = "Fibrosis"
+    PLEURAL_THICKENING = "Pleural_Thickening"
+    HERNIA = "Hernia"
+
+
+CHESTXRAY14: tuple[Label, ...] = tuple(Label)
+CHESTXRAY8: tuple[Label, ...] = (
+    Label.ATELECTASIS,
+    Label.CARDIOMEGALY,
+    Label.EFFUSION,
+    Label.INFILTRATION,
+    Label.MASS,
+    Label.NODULE,
+    Label.PNEUMONIA,
+    Label.PNEUMOTHORAX,
+)
+LABEL_SETS: dict[str, tuple[Label, ...]] = {"chestxray14": CHESTXRAY14, "chestxray8": CHESTXRAY8}
+
+Status = Literal["positive", "uncertain", "negative", "absent"]
+
+
+def labels_for(label_set: str) -> tuple[Label, ...]:
+    """Return the labels of a named label set (`chestxray14` or `chestxray8`).
+
+    Raises:
+        ValueError: the name is not a known label set.
+    """
+    try:
+        return LABEL_SETS[label_set.lower()]
+    except KeyError:
+        known = ", ".join(sorted(LABEL_SETS))
+        raise ValueError(f"unknown label set {label_set!r}; expected one of: {known}") from None
+
+
+@dataclass(frozen=True)
+class Mention:
+    """One concept mention found in a report, with its verdict.
+
+    `start`/`end` are character offsets into the original report text, so
+    `text == report[start:end]`. `rule` is the id of the rule that decided the
+    status (or None for a plain positive); `negex` is negspacy's verdict
+    ("negated" / "affirmed"), or None when negspacy did not run.
+    """
+
+    label: str
+    text: str
+    start: int
+    end: int
+    sentence: str
+    status: Literal["positive", "uncertain", "negative"]
+    rule: str | None = None
+    negex: str | None = None
+    section: str | None = None
+
+
+@dataclass
+class ReportLabels:
+    """Report-level result: a status per label, the No Finding flag and the evidence."""
+
+    id: str
+    labels: dict[str, Status]
+    no_finding: bool
+    mentions: list[Mention] = field(default_factory=list)
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON Lines object written by `cxr label` and returned by the API."""
+        out: dict[str, Any] = {
+            "id": self.id,
+            "labels": dict(self.labels),
+            "no_finding": self.no_finding,
+            "mentions": [asdict(m) for m in self.mentions],
+        }
+        if self.error is not None:
+            out["error"] = self.error
+        return out
