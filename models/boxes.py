@@ -1,0 +1,100 @@
+"""Bounding boxes from heatmaps, the paper's way (Wang et al. 2017, section 4.2):
+normalise each heatmap to [0, 255], threshold it (60 and 180), and box each
+connected component (OpenCV)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["DEFAULT_BOX_THRESHOLDS", "Box", "boxes_from_heatmap", "to_uint8"]
+
+DEFAULT_BOX_THRESHOLDS: tuple[int, ...] = (60, 180)
+
+
+@dataclass(frozen=True)
+class Box:
+    """An axis-aligned box in ORIGINAL image pixel coordinates (x right, y down).
+
+    `score` is in [0, 1]: the component's peak heat, times the label probability when
+    produced by `Predictor`. `threshold` is the [0, 255] level that produced it.
+    """
+
+    label: str
+    x: float
+    y: float
+    width: float
+    height: float
+    score: float
+    threshold: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: label, x, y, width, height, score (and threshold)."""
+        return asdict(self)
+
+
+def to_uint8(heatmap: np.ndarray) -> np.ndarray:
+    """Min/max normalise a heatmap to uint8 [0, 255] (a flat map becomes all zeros)."""
+    h = np.asarray(heatmap, dtype=np.float32)
+    lo, hi = float(h.min()), float(h.max())
+    if not hi > lo:
+        return np.zeros(h.shape, dtype=np.uint8)
+    return np.clip((h - lo) * (255.0 / (hi - lo)) + 0.5, 0, 255).astype(np.uint8)
+
+
+def boxes_from_heatmap(
+    heatmap: np.ndarray,
+    *,
+    label: str,
+    thresholds: Sequence[int] = DEFAULT_BOX_THRESHOLDS,
+    scale: tuple[float, float] = (1.0, 1.0),
+    min_area: int = 1,
+    max_boxes: int | None = None,
+) -> list[Box]:
+    """Box the connected components of a thresholded heatmap.
+
+    Args:
+        heatmap: (H, W) array, any range (min/max normalised to [0, 255] here).
+        label: label name put on each box.
+        thresholds: [0, 255] levels; a component is pixels >= level (8-connected).
+        scale: (sx, sy) factors from heatmap pixels to original pixels, e.g.
+            (columns / W, rows / H).
+        min_area: components smaller than this many heatmap pixels are dropped.
+        max_boxes: keep at most this many, highest score first (None: all).
+
+    Returns:
+        Boxes in original pixel coordinates, highest score first.
+    """
+    import cv2
+
+    h8 = to_uint8(heatmap)
+    sx, sy = scale
+    out: list[Box] = []
+    for t in thresholds:
+        if not 0 <= t <= 255:
+            raise ValueError(f"box threshold must be in [0, 255], got {t}")
+        mask = (h8 >= t).astype(np.uint8)
+        if t == 0 or not mask.any():
+            continue
+        n, labels, stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=8)
+        for i in range(1, n):
+            x, y, w, hh, area = (int(v) for v in stats[i])
+            if area < min_area:
+                continue
+            peak = float(h8[labels == i].max()) / 255.0
+            out.append(
+                Box(
+                    label=label,
+                    x=round(x * sx, 1),
+                    y=round(y * sy, 1),
+                    width=round(w * sx, 1),
+                    height=round(hh * sy, 1),
+                    score=round(peak, 4),
+                    threshold=int(t),
+                )
+            )
+    out.sort(key=lambda b: (-b.score, -(b.width * b.height)))
+    return out[:max_boxes] if max_boxes is not None else out

@@ -1,0 +1,252 @@
+"""Checkpoints: weights plus the model card that makes them usable and honest.
+
+A checkpoint file (format `cxr-checkpoint.v1`, written with `torch.save`, read with
+`weights_only=True` so loading never executes code) holds:
+  - `card`: the model card (labels, arch, pooling, input size, preprocessing,
+    operating thresholds, training data, metrics, code version, demo flag, intended use);
+  - `model`: the state dict;
+  - `train_state` (optional): optimizer state, epoch/step and the TrainConfig, to resume.
+Loading refuses a checkpoint whose labels differ from the ones the caller expects.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from models.boxes import DEFAULT_BOX_THRESHOLDS
+from models.errors import CheckpointError
+from models.network import ChestNet, build_model
+
+__all__ = [
+    "FORMAT",
+    "Checkpoint",
+    "ModelCard",
+    "build_demo_checkpoint",
+    "code_version",
+    "load_checkpoint",
+    "model_from_card",
+    "save_checkpoint",
+]
+
+FORMAT = "cxr-checkpoint.v1"
+DEMO_INTENDED_USE = (
+    "DEMONSTRATION ONLY: not trained on real radiographs (random or synthetic-phantom "
+    "weights). Not for clinical use or research conclusions."
+)
+RESEARCH_INTENDED_USE = (
+    "Research use: triage/labeling aid for chest radiograph datasets. Not a medical device; "
+    "not validated for diagnosis. Check the metrics on your own population first."
+)
+
+
+def code_version() -> str:
+    """Installed `cxr` package version (recorded in every model card)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"cxr {version('cxr')}"
+    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "cxr (not installed)"
+
+
+@dataclass
+class ModelCard:
+    """Everything needed to rebuild, run and judge a model (JSON-able via `to_dict`)."""
+
+    labels: list[str]
+    arch: str = "resnet50"
+    pooling: str = "lse"
+    lse_r: float = 10.0
+    transition_channels: int | None = None
+    output_stride: int = 32
+    image_size: int = 512
+    thresholds: dict[str, float] = field(default_factory=dict)
+    box_thresholds: list[int] = field(default_factory=lambda: list(DEFAULT_BOX_THRESHOLDS))
+    preprocessing: dict[str, Any] = field(
+        default_factory=lambda: {
+            "input": "grey float in [0, 1]: DICOM modality LUT -> VOI LUT/window -> "
+            "MONOCHROME1 inversion -> min/max; bitmaps min/max",
+            "resize": "whole image stretched to image_size x image_size (area interpolation)",
+            "normalisation": "ImageNet mean/std on the grey channel repeated x3 (inside the model)",
+        }
+    )
+    training_data: str = ""
+    metrics: dict[str, Any] = field(default_factory=dict)
+    name: str = "cxr-chestnet"
+    version: str = "v1"
+    demo: bool = False
+    intended_use: str = RESEARCH_INTENDED_USE
+    code_version: str = field(default_factory=code_version)
+    created: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able copy of the card."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelCard:
+        """Rebuild a card; unknown keys (from newer versions) are ignored.
+
+        Raises:
+            CheckpointError: `labels` is missing or empty.
+        """
+        known = {f.name for f in fields(cls)}
+        if not data.get("labels"):
+            raise CheckpointError("model card has no 'labels'; not a cxr checkpoint?")
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass
+class Checkpoint:
+    """A loaded checkpoint: the model (eval mode, on `map_location`), its card, and the
+    training state when the file has one."""
+
+    model: ChestNet
+    card: ModelCard
+    train_state: dict[str, Any] | None = None
+
+
+def model_from_card(card: ModelCard) -> ChestNet:
+    """Build an untrained `ChestNet` with the architecture a card describes."""
+    return build_model(
+        arch=card.arch,
+        num_labels=len(card.labels),
+        weights=None,
+        pooling=card.pooling,  # type: ignore[arg-type]
+        lse_r=card.lse_r,
+        transition_channels=card.transition_channels,
+        output_stride=card.output_stride,
+    )
+
+
+def save_checkpoint(
+    path: str | os.PathLike[str],
+    *,
+    model: torch.nn.Module,
+    card: ModelCard,
+    train_state: dict[str, Any] | None = None,
+) -> Path:
+    """Write a checkpoint atomically (temp file then rename).
+
+    Args:
+        path: destination file (conventionally `*.pt`).
+        model: the model (a `ChestNet`, possibly wrapped by DDP or torch.compile).
+        card: its model card; `len(card.labels)` must equal the model's outputs.
+        train_state: optional resume state (plain tensors/dicts/numbers only).
+
+    Returns:
+        The path written.
+
+    Raises:
+        CheckpointError: the card's labels do not match the model's output size.
+    """
+    inner = getattr(model, "module", model)
+    inner = getattr(inner, "_orig_mod", inner)
+    n_out = int(inner.head.out_features)
+    if n_out != len(card.labels):
+        raise CheckpointError(
+            f"model has {n_out} outputs but the card lists {len(card.labels)} labels"
+        )
+    state = {k: v.detach().cpu() for k, v in inner.state_dict().items()}
+    payload = {"format": FORMAT, "card": card.to_dict(), "model": state, "train_state": train_state}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(payload, tmp)
+    tmp.replace(path)
+    return path
+
+
+def load_checkpoint(
+    path: str | os.PathLike[str],
+    *,
+    labels: Sequence[str] | None = None,
+    map_location: str | torch.device = "cpu",
+) -> Checkpoint:
+    """Load a checkpoint safely (`weights_only=True`) and rebuild its model.
+
+    Args:
+        path: a file written by `save_checkpoint`.
+        labels: if given, the label names (in order) the caller expects.
+        map_location: device for the weights.
+
+    Returns:
+        `Checkpoint` with the model in eval mode.
+
+    Raises:
+        CheckpointError: missing/unreadable file, unknown format, label mismatch, or
+            weights that do not fit the architecture in the card.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: no such checkpoint file")
+    try:
+        payload = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - torch raises many types for bad files
+        raise CheckpointError(f"{path}: not a readable checkpoint ({exc})") from exc
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
+        raise CheckpointError(f"{path}: format is {found!r}; expected {FORMAT!r}")
+    card = ModelCard.from_dict(payload["card"])
+    if labels is not None and [str(x) for x in labels] != list(card.labels):
+        raise CheckpointError(
+            f"{path}: label mismatch: checkpoint has {list(card.labels)}, expected "
+            f"{[str(x) for x in labels]}. Train or pick a checkpoint for this label set."
+        )
+    model = model_from_card(card)
+    try:
+        model.load_state_dict(payload["model"])
+    except RuntimeError as exc:
+        raise CheckpointError(
+            f"{path}: weights do not fit the card's architecture ({exc})"
+        ) from exc
+    model.to(map_location).eval()
+    return Checkpoint(model=model, card=card, train_state=payload.get("train_state"))
+
+
+def build_demo_checkpoint(
+    path: str | os.PathLike[str],
+    *,
+    arch: str = "resnet18",
+    image_size: int = 64,
+    labels: Sequence[str] | None = None,
+    demo: bool = True,
+    seed: int = 0,
+) -> Path:
+    """Write a tiny randomly initialised checkpoint (for tests and demos; fast, offline).
+
+    Args:
+        path: destination file.
+        arch: "resnet18" (default, small) or "resnet50".
+        image_size: model input side.
+        labels: label names; default the 14 ChestX-ray14 labels.
+        demo: the card's demo flag.
+        seed: torch seed for the random weights (same seed, same weights).
+
+    Returns:
+        The path written. Thresholds are 0.5 for every label.
+    """
+    from labeler.schema import CHESTXRAY14
+
+    names = [str(getattr(x, "value", x)) for x in (labels if labels is not None else CHESTXRAY14)]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        card = ModelCard(
+            labels=names,
+            arch=arch,
+            image_size=image_size,
+            thresholds=dict.fromkeys(names, 0.5),
+            training_data="none: random initialisation",
+            demo=demo,
+            intended_use=DEMO_INTENDED_USE if demo else RESEARCH_INTENDED_USE,
+            name="cxr-demo-random",
+        )
+        model = model_from_card(card)
+    return save_checkpoint(path, model=model, card=card)

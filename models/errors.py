@@ -1,0 +1,55 @@
+"""Exceptions raised by `models`.
+
+`ImageError` is the one base class the service maps to an HTTP status; every
+subclass names the input, the bad value, the expected range and the remedy.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CheckpointError",
+    "DatasetError",
+    "ImageError",
+    "ImageTooLargeError",
+    "InvalidDicomError",
+    "MissingPixelData",
+    "ModelsError",
+    "UnsupportedImageError",
+    "UnsupportedTransferSyntax",
+]
+
+
+class ImageError(ValueError):
+    """Base class: an input image cannot be read or is not a chest radiograph we can handle."""
+
+
+class InvalidDicomError(ImageError):
+    """The input is not a DICOM file, or it is truncated/corrupt."""
+
+
+class UnsupportedTransferSyntax(ImageError):
+    """The pixel data uses a transfer syntax no installed decoder handles."""
+
+
+class MissingPixelData(ImageError):
+    """The DICOM dataset has no pixel data (e.g. a structured report or presentation state)."""
+
+
+class UnsupportedImageError(ImageError):
+    """Readable, but not something the model accepts (CT/MR, multi-frame, colour palette, tiny)."""
+
+
+class ImageTooLargeError(UnsupportedImageError):
+    """The image dimensions exceed the safety limit (guards memory and decode time)."""
+
+
+class ModelsError(ValueError):
+    """Base class for non-image errors of `models` (checkpoints, datasets, configs)."""
+
+
+class CheckpointError(ModelsError):
+    """A checkpoint is unreadable, of an unknown format, or does not match the caller."""
+
+
+class DatasetError(ModelsError):
+    """A training/evaluation dataset is missing files, columns or labels."""

@@ -1,0 +1,183 @@
+"""The paper's unified DCNN (Wang et al. 2017, Fig. 4): ResNet body, transition layer,
+global pooling, prediction layer.
+
+Input is a grey image batch (N, 1, H, W) in [0, 1]; the model repeats it to three
+channels and applies the ImageNet normalisation itself, so a checkpoint needs no
+separate preprocessing code beyond resizing. S = H / 32: a 1024 input gives 32x32 maps
+(or H / 16 with `output_stride=16`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+import torch
+from torch import nn
+
+from models.errors import ModelsError
+from models.pooling import GlobalPool, PoolingName
+
+__all__ = ["ARCHS", "Arch", "ChestNet", "build_model"]
+
+Arch = Literal["resnet50", "resnet18"]
+ARCHS: tuple[str, ...] = ("resnet50", "resnet18")
+_BODY_CHANNELS = {"resnet50": 2048, "resnet18": 512}
+_DEFAULT_TRANSITION = {"resnet50": 1024, "resnet18": 512}
+_IMAGENET_MEAN = (0.485, 0.456, 0.406)
+_IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+class ChestNet(nn.Module):
+    """ResNet body -> transition conv (D channels) -> global pooling -> linear (D x C).
+
+    `forward_features` returns the transition maps (N, D, S, S) that CAM weights with
+    the prediction layer; `forward_head` pools and classifies them to logits (N, C).
+    """
+
+    def __init__(
+        self,
+        body: nn.Module,
+        *,
+        body_channels: int,
+        num_labels: int,
+        transition_channels: int,
+        pooling: PoolingName,
+        lse_r: float,
+    ) -> None:
+        super().__init__()
+        self.body = body
+        # Transition layer (paper section 3.2): brings the body's maps to a uniform S x S x D.
+        self.transition = nn.Sequential(
+            nn.Conv2d(body_channels, transition_channels, 3, padding=1, bias=False),
+            nn.BatchNorm2d(transition_channels),
+            nn.ReLU(inplace=True),
+        )
+        self.pool = GlobalPool(pooling, lse_r)
+        self.head = nn.Linear(transition_channels, num_labels)
+        mean, std = torch.tensor(_IMAGENET_MEAN), torch.tensor(_IMAGENET_STD)
+        self.register_buffer("mean", mean.view(1, 3, 1, 1), persistent=False)
+        self.register_buffer("std", std.view(1, 3, 1, 1), persistent=False)
+
+    @property
+    def num_labels(self) -> int:
+        return int(self.head.out_features)
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, 1 or 3, H, W) in [0, 1] -> transition maps (N, D, H/32, W/32)."""
+        if x.shape[1] == 1:
+            x = x.expand(-1, 3, -1, -1)
+        x = (x - self.mean) / self.std
+        return self.transition(self.body(x))  # type: ignore[no-any-return]
+
+    def forward_head(self, features: torch.Tensor) -> torch.Tensor:
+        """Transition maps (N, D, S, S) -> logits (N, C)."""
+        pooled = self.pool(features).to(self.head.weight.dtype)
+        return self.head(pooled)  # type: ignore[no-any-return]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, 1 or 3, H, W) in [0, 1] -> logits (N, C)."""
+        return self.forward_head(self.forward_features(x))
+
+    def class_activation_maps(self, features: torch.Tensor) -> torch.Tensor:
+        """CAM (Zhou et al. 2016): prediction-layer weights applied to each map position.
+
+        Args:
+            features: (N, D, S, S) from `forward_features`.
+
+        Returns:
+            (N, C, S, S) float32 maps, one per label (bias included so pooling of an
+            avg-pooled model's map gives its logit).
+        """
+        w = self.head.weight.float()
+        maps = torch.einsum("cd,ndhw->nchw", w, features.float())
+        return maps + self.head.bias.float().view(1, -1, 1, 1)
+
+
+def _body(arch: str, weights: str | None, output_stride: int) -> nn.Module:
+    from torchvision import models as tvm
+
+    if arch == "resnet50":
+        w = tvm.ResNet50_Weights.IMAGENET1K_V1 if weights == "imagenet" else None
+        net = _with_weights(lambda: tvm.resnet50(weights=w), w)
+    elif arch == "resnet18":
+        w18 = tvm.ResNet18_Weights.IMAGENET1K_V1 if weights == "imagenet" else None
+        net = _with_weights(lambda: tvm.resnet18(weights=w18), w18)
+    else:
+        raise ModelsError(f"unknown arch {arch!r}; expected one of {', '.join(ARCHS)}")
+    if output_stride == 16:
+        # Finer maps for small inputs: layer4 keeps layer3's resolution (no dilation, so
+        # ImageNet weights still load; the receptive field is slightly smaller).
+        block = net.layer4[0]
+        conv = block.conv2 if hasattr(block, "conv3") else block.conv1
+        conv.stride = (1, 1)
+        if block.downsample is not None:
+            block.downsample[0].stride = (1, 1)
+    # Fully connected layers removed (paper section 3.2): keep conv1 .. layer4.
+    return nn.Sequential(
+        net.conv1, net.bn1, net.relu, net.maxpool, net.layer1, net.layer2, net.layer3, net.layer4
+    )
+
+
+def _with_weights(make: Callable[[], nn.Module], weights: object) -> nn.Module:
+    try:
+        return make()
+    except (OSError, RuntimeError) as exc:
+        if weights is None:
+            raise
+        url = getattr(weights, "url", "?")
+        raise ModelsError(
+            f"cannot load ImageNet weights {weights} ({exc}); they are downloaded once from {url} "
+            "into the torch hub cache ($TORCH_HOME/hub/checkpoints). Pre-fetch them on a "
+            "connected machine, or train with --weights none"
+        ) from exc
+
+
+def build_model(
+    *,
+    arch: Arch | str = "resnet50",
+    num_labels: int,
+    weights: Literal["imagenet"] | None = None,
+    pooling: PoolingName = "lse",
+    lse_r: float = 10.0,
+    transition_channels: int | None = None,
+    output_stride: int = 32,
+) -> ChestNet:
+    """Build the classifier.
+
+    Args:
+        arch: "resnet50" (the paper's best) or "resnet18" (fast, for CPU and tests).
+        num_labels: number of output labels C.
+        weights: "imagenet" for torchvision's IMAGENET1K_V1 body weights (from the local
+            torch hub cache, else downloaded), None for random init.
+        pooling: "lse" (default, r = `lse_r`), "avg" or "max".
+        lse_r: LSE sharpness r (paper: 10).
+        transition_channels: D; defaults to 1024 (resnet50) or 512 (resnet18).
+        output_stride: 32 (the paper: S = H/32) or 16 (S = H/16, finer heatmaps for
+            small inputs such as the phantom benchmark).
+
+    Returns:
+        `ChestNet` mapping (N, 1, H, W) in [0, 1] to logits (N, C).
+
+    Raises:
+        ModelsError: unknown arch, bad sizes, or ImageNet weights unavailable offline.
+    """
+    if arch not in ARCHS:
+        raise ModelsError(f"unknown arch {arch!r}; expected one of {', '.join(ARCHS)}")
+    if num_labels < 1:
+        raise ModelsError(f"num_labels must be >= 1, got {num_labels}")
+    if weights not in (None, "imagenet"):
+        raise ModelsError(f"weights must be 'imagenet' or None, got {weights!r}")
+    if output_stride not in (16, 32):
+        raise ModelsError(f"output_stride must be 16 or 32, got {output_stride}")
+    d = transition_channels or _DEFAULT_TRANSITION[arch]
+    if pooling not in ("lse", "avg", "max") or lse_r <= 0:
+        raise ModelsError(f"pooling must be lse (r > 0), avg or max; got {pooling!r}, r={lse_r}")
+    return ChestNet(
+        _body(arch, weights, output_stride),
+        body_channels=_BODY_CHANNELS[arch],
+        num_labels=num_labels,
+        transition_channels=d,
+        pooling=pooling,
+        lse_r=lse_r,
+    )
