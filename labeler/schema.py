@@ -7,7 +7,7 @@ names (as strings, in checkpoints) so mined labels feed training directly.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Literal
 
 __all__ = [
@@ -22,7 +22,7 @@ __all__ = [
 ]
 
 
-class Label(str, Enum):
+class Label(StrEnum):
     """The 14 ChestX-ray14 thoracic labels (Wang et al. 2017), spelled as in the NIH release."""
 
     ATELECTASIS = "Atelectasis"

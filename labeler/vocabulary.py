@@ -1,0 +1,283 @@
+"""Load the versioned pattern files in `labeler/patterns/` into dataclasses.
+
+A pattern set is named either by its packaged name (`concepts.v1`) or by a path
+to a YAML file of the same shape, so users can edit a copy without touching the
+package.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from labeler.errors import PatternFileError
+from labeler.schema import Label
+
+__all__ = [
+    "OTHER_LABEL",
+    "ConceptSet",
+    "Rule",
+    "RuleSet",
+    "SectionSet",
+    "load_concepts",
+    "load_rules",
+    "load_sections",
+]
+
+#: Label given to mentions of findings outside the 14 (they only decide No Finding).
+OTHER_LABEL = "Other"
+
+Scope = Literal["cue", "head", "list"]
+
+
+@dataclass(frozen=True)
+class Concept:
+    """Vocabulary of one label."""
+
+    label: str
+    phrases: tuple[str, ...]
+    patterns: tuple[tuple[dict[str, Any], ...], ...] = ()
+    exclude: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ConceptSet:
+    """All concepts of a vocabulary file, the 14 labels plus `Other`."""
+
+    name: str
+    concepts: tuple[Concept, ...]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One negation/uncertainty rule (see the header of rules.v1.yaml)."""
+
+    id: str
+    status: Literal["positive", "negative", "uncertain"]
+    cues: tuple[str, ...]
+    scope: Scope
+    via: frozenset[str]
+    cue_dep: frozenset[str] = frozenset()
+    clausal_conj: bool = False
+    subject: Literal["yes", "no", "if_no_object"] = "yes"
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """Ordered rules: the first that applies decides."""
+
+    name: str
+    rules: tuple[Rule, ...]
+
+    @functools.cached_property
+    def cue_words(self) -> frozenset[str]:
+        """Every lower-cased word of every cue: a sentence with none needs no parse."""
+        return frozenset(w for r in self.rules for c in r.cues for w in c.split())
+
+
+@dataclass(frozen=True)
+class SectionSet:
+    """Section headers: canonical name -> header variants."""
+
+    name: str
+    headers: dict[str, tuple[str, ...]]
+    label_sections: frozenset[str]
+    never_label: frozenset[str] = field(default_factory=frozenset)
+
+
+def _read_yaml(name: str) -> tuple[str, dict[str, Any]]:
+    if name.endswith((".yaml", ".yml")):
+        path = Path(name)
+        if not path.is_file():
+            raise PatternFileError(f"pattern file {name!r} does not exist")
+        text = path.read_text(encoding="utf-8")
+    else:
+        ref = resources.files("labeler") / "patterns" / f"{name}.yaml"
+        if not ref.is_file():
+            raise PatternFileError(
+                f"no packaged pattern set {name!r}; expected labeler/patterns/{name}.yaml "
+                "or a path to a .yaml file"
+            )
+        text = ref.read_text(encoding="utf-8")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise PatternFileError(f"pattern file {name!r} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise PatternFileError(f"pattern file {name!r} must hold a mapping at top level")
+    return name, data
+
+
+def _plural(phrase: str) -> str | None:
+    words = phrase.split()
+    last = words[-1]
+    if not last.isalpha() or last.endswith(("s", "ic", "ed", "ing", "ous", "ive", "al", "ar")):
+        return None
+    if last.endswith("y") and last[-2:-1] not in "aeiou":
+        plural = last[:-1] + "ies"
+    elif last.endswith(("x", "ch", "sh")):
+        plural = last + "es"
+    else:
+        plural = last + "s"
+    return " ".join([*words[:-1], plural])
+
+
+def _phrases(values: Any, where: str) -> tuple[str, ...]:
+    if values is None:
+        return ()
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise PatternFileError(f"{where} must be a list of strings")
+    out: dict[str, None] = {}
+    for v in values:
+        p = " ".join(v.lower().split())
+        out[p] = None
+        plural = _plural(p)
+        if plural is not None:
+            out[plural] = None
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=8)
+def load_concepts(name: str = "concepts.v1") -> ConceptSet:
+    """Load a concept vocabulary.
+
+    Args:
+        name: packaged set name (`concepts.v1`) or a path to a YAML file.
+
+    Returns:
+        The concepts of the 14 labels (every label must be present) and `Other`.
+
+    Raises:
+        PatternFileError: the file is missing, malformed or lacks a label.
+    """
+    name, data = _read_yaml(name)
+    labels = data.get("labels")
+    if not isinstance(labels, dict):
+        raise PatternFileError(f"{name}: missing `labels:` mapping")
+    known = {lab.value for lab in Label}
+    unknown = set(labels) - known
+    missing = known - set(labels)
+    if unknown or missing:
+        raise PatternFileError(
+            f"{name}: labels must be exactly the 14 ChestX-ray14 names; "
+            f"unknown {sorted(unknown)}, missing {sorted(missing)}"
+        )
+    concepts = []
+    for label, body in [*labels.items(), (OTHER_LABEL, data.get("other") or {})]:
+        if not isinstance(body, dict):
+            raise PatternFileError(f"{name}: entry {label!r} must be a mapping")
+        patterns = body.get("patterns") or []
+        if not isinstance(patterns, list) or not all(isinstance(p, list) for p in patterns):
+            raise PatternFileError(f"{name}: {label}.patterns must be a list of token patterns")
+        concepts.append(
+            Concept(
+                label=label,
+                phrases=_phrases(body.get("phrases"), f"{name}: {label}.phrases"),
+                patterns=tuple(tuple(p) for p in patterns),
+                exclude=_phrases(body.get("exclude"), f"{name}: {label}.exclude"),
+            )
+        )
+    return ConceptSet(name=name, concepts=tuple(concepts))
+
+
+@functools.lru_cache(maxsize=8)
+def load_rules(name: str = "rules.v1") -> RuleSet:
+    """Load a negation/uncertainty rule set.
+
+    Args:
+        name: packaged set name (`rules.v1`) or a path to a YAML file.
+
+    Returns:
+        The rules in file order.
+
+    Raises:
+        PatternFileError: the file is missing or a rule is malformed (the
+            message names the rule id and the field).
+    """
+    name, data = _read_yaml(name)
+    arcs = data.get("arcs") or {}
+    raw = data.get("rules")
+    if not isinstance(raw, list):
+        raise PatternFileError(f"{name}: missing `rules:` list")
+    rules: list[Rule] = []
+    seen: set[str] = set()
+    for i, r in enumerate(raw):
+        if not isinstance(r, dict) or not isinstance(r.get("id"), str):
+            raise PatternFileError(f"{name}: rule #{i} needs a string `id`")
+        rid = r["id"]
+        if rid in seen:
+            raise PatternFileError(f"{name}: duplicate rule id {rid!r}")
+        seen.add(rid)
+        status = r.get("status")
+        if status not in ("positive", "negative", "uncertain"):
+            raise PatternFileError(
+                f"{name}: rule {rid!r} has status {status!r}; "
+                "expected positive, negative or uncertain"
+            )
+        scope = r.get("scope")
+        if scope not in ("cue", "head", "list"):
+            raise PatternFileError(
+                f"{name}: rule {rid!r} has scope {scope!r}; expected cue, head or list"
+            )
+        via: set[str] = set()
+        for v in r.get("via") or []:
+            via.update(arcs.get(v, [v]))
+        subject = str(r.get("subject", "yes"))
+        if subject not in ("yes", "no", "if_no_object"):
+            raise PatternFileError(
+                f"{name}: rule {rid!r} has subject {subject!r}; expected yes, no or if_no_object"
+            )
+        cues = _phrases(r.get("cue"), f"{name}: rule {rid!r} cue")
+        if not cues:
+            raise PatternFileError(f"{name}: rule {rid!r} has no cue")
+        rules.append(
+            Rule(
+                id=rid,
+                status=status,
+                # cues are matched as written; no plurals
+                cues=tuple(" ".join(str(c).lower().split()) for c in r["cue"]),
+                scope=scope,
+                via=frozenset(via),
+                cue_dep=frozenset(r.get("cue_dep") or ()),
+                clausal_conj=bool(r.get("clausal_conj", False)),
+                subject=subject,  # type: ignore[arg-type]
+            )
+        )
+    return RuleSet(name=name, rules=tuple(rules))
+
+
+@functools.lru_cache(maxsize=8)
+def load_sections(name: str = "sections.v1") -> SectionSet:
+    """Load a section header set.
+
+    Args:
+        name: packaged set name (`sections.v1`) or a path to a YAML file.
+
+    Returns:
+        Header variants per canonical section name.
+
+    Raises:
+        PatternFileError: the file is missing or malformed.
+    """
+    name, data = _read_yaml(name)
+    headers = data.get("headers")
+    if not isinstance(headers, dict):
+        raise PatternFileError(f"{name}: missing `headers:` mapping")
+    parsed = {
+        str(k).lower(): tuple(" ".join(str(v).lower().split()) for v in vals)
+        for k, vals in headers.items()
+    }
+    label_sections = frozenset(str(s).lower() for s in data.get("label_sections") or ())
+    if not label_sections <= set(parsed):
+        raise PatternFileError(f"{name}: label_sections must name sections under `headers:`")
+    return SectionSet(
+        name=name,
+        headers=parsed,
+        label_sections=label_sections,
+        never_label=frozenset(str(s).lower() for s in data.get("never_label") or ()),
+    )
