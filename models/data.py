@@ -1,0 +1,285 @@
+"""Datasets: the NIH ChestX-ray14 layout, and a labels CSV from a PACS export.
+
+Accepted DATA:
+  - an NIH-layout folder: `Data_Entry*.csv[.gz]`, images under `images/` (or the
+    release's `images_001/images/...`), optional `train_val_list.txt`/`test_list.txt`
+    (the official patient-wise split; otherwise a seeded patient-wise 70/10/20 split);
+  - a CSV file with NIH-style columns `Image Index, Finding Labels[, Patient ID]`
+    (what `cxr batch --dataset` writes; image paths relative to the CSV's folder or
+    its `images/` subfolder), or with a `path` column plus one 0/1 column per label.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from models.errors import DatasetError, ImageError
+from models.images import load_image
+from models.transforms import resize_square
+
+__all__ = [
+    "ChestXrayDataset",
+    "Record",
+    "Split",
+    "load_records",
+    "resolve_labels",
+    "split_records",
+]
+
+log = logging.getLogger(__name__)
+Split = Literal["train", "val", "test", "all"]
+# Spellings seen in NIH files and reports that mean a vocabulary label.
+_ALIASES = {"Infiltrate": "Infiltration", "Pleural Thickening": "Pleural_Thickening"}
+_IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".dcm", ".tif", ".tiff", ""}
+
+
+@dataclass(frozen=True)
+class Record:
+    """One image: where it is, its labels (names), its patient."""
+
+    image_index: str
+    path: Path
+    findings: frozenset[str]
+    patient_id: str
+
+
+def _read_csv(path: Path) -> list[dict[str, str]]:
+    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    return list(csv.DictReader(io.StringIO(raw.decode("utf-8-sig"))))
+
+
+def _find_images(root: Path) -> dict[str, Path]:
+    index: dict[str, Path] = {}
+    for folder in [root / "images", *sorted(root.glob("images_*/images")), root]:
+        if folder.is_dir():
+            with os.scandir(folder) as it:
+                for entry in it:
+                    if entry.is_file() and Path(entry.name).suffix.lower() in _IMAGE_SUFFIXES:
+                        index.setdefault(entry.name, Path(entry.path))
+    return index
+
+
+def _findings(text: str) -> frozenset[str]:
+    parts = [p.strip() for p in (text or "").split("|")]
+    return frozenset(_ALIASES.get(p, p) for p in parts if p and p != "No Finding")
+
+
+def load_records(data: str | os.PathLike[str]) -> list[Record]:
+    """Read the image list of a dataset (NIH folder or labels CSV); rows whose image
+    file is missing are skipped with one warning.
+
+    Raises:
+        DatasetError: no metadata CSV, missing columns, or no image found at all.
+    """
+    data = Path(data)
+    if data.is_dir():
+        csvs = sorted(data.glob("Data_Entry*.csv")) + sorted(data.glob("Data_Entry*.csv.gz"))
+        if not csvs:
+            raise DatasetError(
+                f"{data}: no Data_Entry*.csv found; expected the NIH ChestX-ray14 layout "
+                "(Data_Entry_2017.csv + images/) or pass a labels CSV"
+            )
+        rows, base = _read_csv(csvs[0]), data
+    elif data.is_file():
+        rows, base = _read_csv(data), data.parent
+    else:
+        raise DatasetError(f"{data}: no such dataset folder or CSV file")
+    if not rows:
+        raise DatasetError(f"{data}: the metadata CSV has no rows")
+    columns = set(rows[0])
+    images = _find_images(base)
+    records: list[Record] = []
+    missing = 0
+    if {"Image Index", "Finding Labels"} <= columns:
+        for row in rows:
+            name = row["Image Index"].strip()
+            path = images.get(name) or _relative(base, name)
+            if path is None:
+                missing += 1
+                continue
+            pid = (row.get("Patient ID") or "").strip() or name
+            records.append(Record(name, path, _findings(row["Finding Labels"]), pid))
+    elif "path" in columns:
+        label_cols = [c for c in rows[0] if c not in {"path", "Patient ID", "patient_id", "id"}]
+        for row in rows:
+            path = _relative(base, row["path"].strip())
+            if path is None:
+                missing += 1
+                continue
+            found = frozenset(
+                _ALIASES.get(c, c) for c in label_cols if (row.get(c) or "").strip() in {"1", "1.0"}
+            )
+            pid = (row.get("Patient ID") or row.get("patient_id") or "").strip() or row["path"]
+            records.append(Record(path.name, path, found, pid))
+    else:
+        raise DatasetError(
+            f"{data}: CSV columns {sorted(columns)} are neither NIH-style ('Image Index', "
+            "'Finding Labels'[, 'Patient ID']) nor 'path' + one 0/1 column per label"
+        )
+    if missing:
+        log.warning("%s: %d of %d listed images not found; skipped", data, missing, len(rows))
+    if not records:
+        raise DatasetError(f"{data}: none of the {len(rows)} listed images was found under {base}")
+    return records
+
+
+def _relative(base: Path, name: str) -> Path | None:
+    for candidate in (Path(name), base / name, base / "images" / name):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def resolve_labels(spec: str | Sequence[str], records: Sequence[Record]) -> list[str]:
+    """Turn a label-set spec into label names.
+
+    Args:
+        spec: "chestxray14" / "chestxray8", "auto" (labels present in `records`, in
+            ChestX-ray14 order, others appended sorted), a comma list, or a sequence.
+        records: the dataset (for "auto").
+
+    Raises:
+        DatasetError: empty result or unknown set name.
+    """
+    from labeler.schema import CHESTXRAY14, LABEL_SETS
+
+    if isinstance(spec, str):
+        if spec.lower() in LABEL_SETS:
+            return [label.value for label in LABEL_SETS[spec.lower()]]
+        if spec == "auto":
+            present = set().union(*(r.findings for r in records)) if records else set()
+            order = [label.value for label in CHESTXRAY14]
+            names = [n for n in order if n in present] + sorted(present - set(order))
+        else:
+            names = [n.strip() for n in spec.split(",") if n.strip()]
+    else:
+        names = [str(getattr(n, "value", n)) for n in spec]
+    if not names:
+        raise DatasetError(f"label set {spec!r} is empty (no findings in the data?)")
+    return names
+
+
+def split_records(
+    records: Sequence[Record],
+    split: Split,
+    *,
+    root: str | os.PathLike[str] | None = None,
+    seed: int = 0,
+    fractions: tuple[float, float, float] = (0.7, 0.1, 0.2),
+) -> list[Record]:
+    """Select a patient-wise split.
+
+    Uses `root/train_val_list.txt` + `root/test_list.txt` when both exist (validation is
+    then a seeded 1/8 of the train_val patients); otherwise a seeded patient-wise split
+    with `fractions` (train, val, test). No patient appears in two splits.
+    """
+    if split == "all":
+        return list(records)
+    rng = np.random.default_rng(seed)
+    official = Path(root) if root is not None else None
+    if official and (official / "test_list.txt").is_file():
+        test_names = set((official / "test_list.txt").read_text().split())
+        if split == "test":
+            return [r for r in records if r.image_index in test_names]
+        pool = [r for r in records if r.image_index not in test_names]
+        patients = sorted({r.patient_id for r in pool})
+        rng.shuffle(patients)
+        val_patients = set(patients[: max(1, len(patients) // 8)]) if len(patients) > 1 else set()
+        want_val = split == "val"
+        return [r for r in pool if (r.patient_id in val_patients) == want_val]
+    patients = sorted({r.patient_id for r in records})
+    rng.shuffle(patients)
+    n = len(patients)
+    n_train = round(n * fractions[0])
+    n_val = round(n * fractions[1])
+    parts = {
+        "train": set(patients[:n_train]),
+        "val": set(patients[n_train : n_train + n_val]),
+        "test": set(patients[n_train + n_val :]),
+    }
+    return [r for r in records if r.patient_id in parts[split]]
+
+
+class ChestXrayDataset(Dataset[tuple[torch.Tensor, torch.Tensor, int]]):
+    """Images and multi-hot targets.
+
+    Items are `(image (1, S, S) float32 in [0, 1], target (C,) float32, index)`.
+
+    Args:
+        records: images to serve.
+        labels: label names, defining the target order.
+        transform: pixels (rows, columns) -> (1, S, S) tensor (e.g. `EvalTransform`).
+        cache_size: if set, keep each image in memory as uint8 resized to this side
+            after its first load (for small sets, e.g. phantoms; a big win on CPU).
+        on_error: "raise" on an unreadable image, or "skip" (serve a black image and
+            log it; the record still counts).
+    """
+
+    def __init__(
+        self,
+        records: Sequence[Record],
+        labels: Sequence[str],
+        transform: Callable[[np.ndarray], torch.Tensor],
+        *,
+        cache_size: int | None = None,
+        on_error: Literal["raise", "skip"] = "raise",
+    ) -> None:
+        self.records = list(records)
+        self.labels = list(labels)
+        self.transform = transform
+        self.cache_size = cache_size
+        self.on_error = on_error
+        self._cache: dict[int, tuple[np.ndarray, tuple[int, int]]] = {}
+        col = {name: i for i, name in enumerate(self.labels)}
+        self.targets = np.zeros((len(self.records), len(self.labels)), np.float32)
+        for i, r in enumerate(self.records):
+            for f in r.findings:
+                if f in col:
+                    self.targets[i, col[f]] = 1.0
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def pixels(self, index: int) -> tuple[np.ndarray, tuple[int, int]]:
+        """The grey image (maybe cached, downsized) and its ORIGINAL (rows, columns)."""
+        hit = self._cache.get(index)
+        if hit is not None:
+            return hit[0].astype(np.float32) / 255.0, hit[1]
+        record = self.records[index]
+        try:
+            px = load_image(record.path).pixels
+        except ImageError:
+            if self.on_error == "raise":
+                raise
+            log.warning("unreadable image %s; serving a blank image", record.path)
+            px = np.zeros((256, 256), np.float32)
+        shape = (int(px.shape[0]), int(px.shape[1]))
+        if self.cache_size is not None:
+            small = (resize_square(px, self.cache_size) * 255 + 0.5).astype(np.uint8)
+            self._cache[index] = (small, shape)
+            return small.astype(np.float32) / 255.0, shape
+        return px, shape
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+        px, _ = self.pixels(index)
+        return self.transform(px), torch.from_numpy(self.targets[index]), index
+
+    def describe(self) -> dict[str, Any]:
+        """Counts for the model card: images, patients, positives per label."""
+        return {
+            "images": len(self.records),
+            "patients": len({r.patient_id for r in self.records}),
+            "positives": {n: int(self.targets[:, i].sum()) for i, n in enumerate(self.labels)},
+        }
