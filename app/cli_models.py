@@ -1,10 +1,281 @@
-"""`cxr` subcommands of this area (placeholder until implemented)."""
+"""`cxr train`, `cxr evaluate`, `cxr predict`, `cxr phantoms`: the classifier's commands.
+
+Only the standard library is imported at module level (torch loads inside handlers),
+so `cxr label` and `cxr --help` stay fast.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+__all__ = ["register"]
 
-def register(sub: "argparse._SubParsersAction[Any]") -> None:
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _guard(command: str, handler: Handler) -> Handler:
+    """Turn expected failures into one line on stderr and exit status 2."""
+
+    def run(args: argparse.Namespace) -> int:
+        logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+        try:
+            return handler(args)
+        except (ValueError, OSError) as exc:  # ImageError/ModelsError are ValueErrors
+            sys.stderr.write(f"cxr {command}: error: {exc}\n")
+            return 2
+
+    return run
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add this area's subcommands to `cxr`."""
+    _register_train(sub)
+    _register_evaluate(sub)
+    _register_predict(sub)
+    _register_phantoms(sub)
+
+
+# --- train --------------------------------------------------------------------------------
+
+
+def _register_train(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train the weakly-supervised classifier",
+        description="Train a ChestNet (ResNet + transition layer + LSE pooling) on an NIH-layout "
+        "folder or a labels CSV. Multi-GPU: torchrun --nproc_per_node=N -m app.cli train ...",
+    )
+    p.add_argument("--data", help="NIH-layout folder (Data_Entry*.csv + images/) or labels CSV")
+    p.add_argument("--out", help="checkpoint to write (and to resume from)")
+    p.add_argument("--config", help="TOML file of TrainConfig keys (options given here win)")
+    p.add_argument("--arch", choices=["resnet50", "resnet18"])
+    p.add_argument("--image-size", type=int, help="input side (multiple of 32; paper: 1024)")
+    p.add_argument("--weights", choices=["imagenet", "none"])
+    p.add_argument("--pooling", choices=["lse", "avg", "max"])
+    p.add_argument("--lse-r", type=float)
+    p.add_argument("--output-stride", type=int, choices=[16, 32])
+    p.add_argument("--transition-channels", type=int)
+    p.add_argument("--labels", help="chestxray14 (default), chestxray8, auto, or A,B,C")
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--batch-size", type=int, help="micro-batch per device")
+    p.add_argument("--accum", type=int, help="micro-batches per optimizer step")
+    p.add_argument("--optimizer", choices=["sgd", "adamw"])
+    p.add_argument("--lr", type=float)
+    p.add_argument("--loss", choices=["weighted", "bce"])
+    p.add_argument("--max-steps", type=int, help="stop after N optimizer steps")
+    p.add_argument("--workers", type=int, help="DataLoader worker processes")
+    p.add_argument("--threads", type=int, help="torch CPU threads")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--device", help="auto (default), cpu, cuda, cuda:1")
+    p.add_argument("--cache-images", action="store_const", const=True, default=None)
+    p.add_argument("--compile", action="store_const", const=True, default=None)
+    p.add_argument("--resume", action="store_const", const=True, default=None)
+    p.add_argument(
+        "--demo",
+        action="store_const",
+        const=True,
+        default=None,
+        help="mark the model card as a demo (not for clinical use)",
+    )
+    p.add_argument(
+        "--no-progress", dest="progress", action="store_const", const=False, default=None
+    )
+    p.set_defaults(handler=_guard("train", _train))
+
+
+def _train(args: argparse.Namespace) -> int:
+    from models.train import load_train_config, train
+
+    overrides = {
+        key: getattr(args, key)
+        for key in (
+            "data", "out", "arch", "image_size", "weights", "pooling", "lse_r", "output_stride",
+            "transition_channels", "labels", "epochs", "batch_size", "accum", "optimizer", "lr",
+            "loss", "max_steps", "workers", "threads", "seed", "device", "cache_images",
+            "compile", "resume", "demo", "progress",
+        )
+    }  # fmt: skip
+    # torchrun sets these; the library itself never reads the environment.
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        overrides["distributed"] = True
+        overrides["local_rank"] = int(os.environ.get("LOCAL_RANK", "0"))
+    cfg = load_train_config(args.config, **overrides)
+    result = train(cfg)
+    val = result.metrics.get("validation", {})
+    sys.stderr.write(
+        f"wrote {result.checkpoint} after {result.steps} steps; "
+        f"validation mean AUC {val.get('mean_auc')}\n"
+    )
+    return 0
+
+
+# --- evaluate -----------------------------------------------------------------------------
+
+
+def _register_evaluate(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser(
+        "evaluate",
+        help="per-label ROC AUC and localization accuracy of a checkpoint",
+        description="Score a checkpoint on a patient-wise split: per-label AUC, and with --boxes "
+        "the paper's localization accuracy/false positives at T(IoBB) and T(IoU).",
+    )
+    p.add_argument("--model", required=True, help="checkpoint file")
+    p.add_argument("--data", required=True, help="NIH-layout folder or labels CSV")
+    p.add_argument("--boxes", help="BBox_List_2017.csv-format file of true boxes")
+    p.add_argument("--split", default="test", choices=["train", "val", "test", "all"])
+    p.add_argument("--seed", type=int, default=0, help="split seed (as used for training)")
+    p.add_argument("-o", "--output", help="write the JSON report here")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--workers", type=int, default=0)
+    p.set_defaults(handler=_guard("evaluate", _evaluate))
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from models.evaluate import evaluate_checkpoint, format_report
+
+    report = evaluate_checkpoint(
+        args.model,
+        args.data,
+        split=args.split,
+        boxes=args.boxes,
+        device=args.device,
+        batch_size=args.batch_size,
+        workers=args.workers,
+        seed=args.seed,
+        progress=sys.stderr.isatty(),
+    )
+    sys.stdout.write(format_report(report) + "\n")
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+# --- predict ------------------------------------------------------------------------------
+
+
+def _register_predict(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser(
+        "predict",
+        help="probabilities, boxes and heatmap overlays for image files",
+        description="Run a checkpoint on DICOM/PNG/JPEG files; writes OUTDIR/<file name>.json "
+        "and OUTDIR/<file name>.<label>.png overlays. Unreadable files get a JSON 'error' and "
+        "make the exit status 1; the others still run.",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--model", required=True, help="checkpoint file")
+    p.add_argument("-o", "--output", required=True, metavar="OUTDIR")
+    p.add_argument("--heatmaps", default="positive", choices=["positive", "all", "none"])
+    p.add_argument("--device", default="auto")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.set_defaults(handler=_guard("predict", _predict))
+
+
+def _predict(args: argparse.Namespace) -> int:
+    from models.errors import ImageError
+    from models.images import load_image
+    from models.overlay import render_overlay
+    from models.predict import load_predictor
+
+    predictor = load_predictor(args.model, device=args.device, batch_size=args.batch_size)
+    outdir = Path(args.output)
+    outdir.mkdir(parents=True, exist_ok=True)
+    card = predictor.card
+    failures = 0
+    used: set[str] = set()
+    files = [Path(f) for f in args.files]
+    for start in range(0, len(files), args.batch_size):
+        chunk = files[start : start + args.batch_size]
+        loaded = []
+        for path in chunk:
+            stem = _unique_name(path.name, used)
+            try:
+                image = load_image(path)
+            except ImageError as exc:
+                failures += 1
+                error = {"file": str(path), "error": str(exc), "error_type": type(exc).__name__}
+                (outdir / f"{stem}.json").write_text(json.dumps(error, indent=2) + "\n")
+                sys.stderr.write(f"cxr predict: {exc}\n")
+                continue
+            loaded.append((path, stem, image))
+        results = predictor.predict([im.pixels for _, _, im in loaded], heatmaps=args.heatmaps)
+        for (path, stem, image), result in zip(loaded, results, strict=True):
+            heatmaps = {}
+            for label, heat in result.heatmaps.items():
+                png = outdir / f"{stem}.{label}.png"
+                boxes = [b for b in result.boxes if b.label == label]
+                png.write_bytes(render_overlay(image.pixels, heat, boxes=boxes))
+                heatmaps[label] = str(png)
+            meta = image.meta
+            doc = {
+                "file": str(path),
+                "probabilities": result.probabilities,
+                "positive": result.positive,
+                "boxes": [b.to_dict() for b in result.boxes],
+                "heatmaps": heatmaps,
+                "image": {
+                    "rows": meta.rows,
+                    "columns": meta.columns,
+                    "modality": meta.modality,
+                    "photometric": meta.photometric,
+                    "view_position": meta.view_position,
+                    "sop_instance_uid": meta.sop_instance_uid,
+                },
+                "timings": result.timings,
+                "model": card,
+            }
+            (outdir / f"{stem}.json").write_text(json.dumps(doc, indent=2) + "\n")
+            found = ", ".join(result.positive) or "no label over threshold"
+            sys.stderr.write(f"{path}: {found}\n")
+    if failures:
+        sys.stderr.write(f"cxr predict: {failures} of {len(files)} inputs could not be read\n")
+        return 1
+    return 0
+
+
+def _unique_name(name: str, used: set[str]) -> str:
+    """`a.dcm`, then `a.dcm-2`, ... so same-named inputs from different folders don't collide."""
+    candidate, n = name, 1
+    while candidate in used:
+        n += 1
+        candidate = f"{name}-{n}"
+    used.add(candidate)
+    return candidate
+
+
+# --- phantoms -----------------------------------------------------------------------------
+
+
+def _register_phantoms(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser(
+        "phantoms",
+        help="write synthetic chest phantoms with known lesion boxes (NIH layout)",
+        description="Generate chest-like phantoms (Cardiomegaly, Effusion, Mass, Nodule, "
+        "Pneumothorax) as OUT/images/*.png, OUT/Data_Entry.csv and OUT/BBox_List.csv.",
+    )
+    p.add_argument("out", metavar="OUT")
+    p.add_argument("--n", type=int, default=1000, help="number of images (default 1000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--size", type=int, default=256, help="image side in pixels (default 256)")
+    p.add_argument("--prevalence", type=float, default=0.2, help="per-lesion probability")
+    p.set_defaults(handler=_guard("phantoms", _phantoms))
+
+
+def _phantoms(args: argparse.Namespace) -> int:
+    from models.phantoms import write_phantom_dataset
+
+    if args.n < 1 or args.size < 64:
+        raise ValueError(f"need --n >= 1 and --size >= 64, got {args.n} and {args.size}")
+    root = write_phantom_dataset(
+        args.out, n=args.n, seed=args.seed, size=args.size, prevalence=args.prevalence
+    )
+    sys.stderr.write(f"wrote {args.n} phantoms to {root}\n")
+    return 0
