@@ -1,10 +1,261 @@
-"""`cxr` subcommands of this area (placeholder until implemented)."""
+"""`cxr label` and `cxr evaluate-labels`.
+
+Only the standard library is imported at module level: `cxr label` must start
+without torch or the web stack. The labeler is imported inside the handlers.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
+__all__ = ["register"]
 
-def register(sub: "argparse._SubParsersAction[Any]") -> None:
-    """Add this area's subcommands to `cxr`."""
+_EXIT_OK, _EXIT_FAILED_REPORTS, _EXIT_USAGE = 0, 1, 2
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    """Add `label` and `evaluate-labels` to `cxr`."""
+    p = sub.add_parser(
+        "label",
+        help="label free-text reports with the 14 ChestX-ray14 findings",
+        description=(
+            "Label chest X-ray reports (positive / negative / uncertain / absent per label, "
+            "No Finding, and the evidence). INPUT is a CSV (columns id,report), a JSONL file "
+            "or a folder of .txt files. Exit status 1 when any report failed (its row "
+            "carries the error), 2 when the input cannot be read."
+        ),
+    )
+    p.add_argument("input", help="CSV, JSONL (.jsonl) or folder of .txt files")
+    p.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
+    p.add_argument(
+        "--format",
+        choices=["jsonl", "csv"],
+        help="jsonl (default; full evidence) or csv (CheXpert convention: 1, 0, -1, blank); "
+        "default: from the output suffix",
+    )
+    p.add_argument("--input-format", choices=["csv", "jsonl", "folder"], help="default: detect")
+    p.add_argument("--id-column", default="id", help="CSV column / JSON key of the id (id)")
+    p.add_argument(
+        "--text-column", default="report", help="CSV column / JSON key of the text (report)"
+    )
+    p.add_argument(
+        "--labels",
+        default="chestxray14",
+        choices=["chestxray14", "chestxray8"],
+        help="label set in the output (default chestxray14)",
+    )
+    p.add_argument(
+        "--workers", type=int, default=1, help="worker processes (0: one per CPU; default 1)"
+    )
+    p.add_argument("--batch-size", type=int, default=64, help="reports per batch (64)")
+    p.add_argument(
+        "--whole-report",
+        action="store_true",
+        help="label the whole text, not only FINDINGS and IMPRESSION",
+    )
+    p.add_argument("--no-negex", action="store_true", help="skip the negspacy second opinion")
+    p.add_argument("--max-chars", type=int, default=100_000, help="longest report (100000)")
+    p.add_argument("--concepts", help="concept vocabulary YAML (default: packaged concepts.v1)")
+    p.add_argument("--rules", help="negation/uncertainty rules YAML (default: rules.v1)")
+    p.add_argument("--sections", help="section headers YAML (default: sections.v1)")
+    p.add_argument("--rejects", help="also write failed reports (id, error) to this CSV")
+    p.add_argument(
+        "--strict", action="store_true", help="stop at the first report that cannot be labelled"
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(handler=_label)
+
+    e = sub.add_parser(
+        "evaluate-labels",
+        help="score predicted labels against a gold standard",
+        description=(
+            "Per-label precision, recall and F1 with micro and macro totals. PRED is "
+            "`cxr label` JSONL or a CSV (id + label columns, 1/0/-1/blank); GOLD is a CSV "
+            "with an id column and one column per label (1/0 or 1/0/-1/blank). A `No Finding` "
+            "column, when both have it, is scored apart from the totals."
+        ),
+    )
+    e.add_argument("pred", help="predictions: cxr label JSONL, or CSV")
+    e.add_argument("gold", help="gold CSV")
+    e.add_argument("--id-column", default="id", help="id column of GOLD (default id)")
+    e.add_argument("--pred-id-column", default="id", help="id column of a PRED CSV (default id)")
+    e.add_argument(
+        "--labels", default="chestxray14", choices=["chestxray14", "chestxray8"], help="label set"
+    )
+    e.add_argument(
+        "--ignore",
+        action="append",
+        default=[],
+        metavar="LABEL",
+        help="leave a label out of the totals (repeatable), e.g. --ignore Hernia",
+    )
+    e.add_argument(
+        "--uncertain",
+        choices=["negative", "positive"],
+        default="negative",
+        help="how uncertain predictions and -1 gold values count (default negative)",
+    )
+    e.add_argument("-o", "--output", help="also write the scores as JSON to this file")
+    e.set_defaults(handler=_evaluate)
+
+
+def _fail(command: str, message: str) -> int:
+    sys.stderr.write(f"cxr {command}: error: {message}\n")
+    return _EXIT_USAGE
+
+
+def _label(args: argparse.Namespace) -> int:
+    import contextlib
+    import csv
+    import os
+    from pathlib import Path
+
+    from labeler.config import LabelerConfig
+    from labeler.errors import LabelerError
+    from labeler.files import (
+        count_reports,
+        detect_input_format,
+        iter_reports,
+        open_output,
+        write_csv_header,
+        write_csv_row,
+        write_jsonl,
+    )
+    from labeler.parallel import label_reports_parallel
+    from labeler.schema import labels_for
+
+    try:
+        config = LabelerConfig(
+            label_set=args.labels,
+            negex=not args.no_negex,
+            max_chars=args.max_chars,
+            use_sections=not args.whole_report,
+            **{
+                k: v
+                for k, v in (
+                    ("concepts", args.concepts),
+                    ("rules", args.rules),
+                    ("sections", args.sections),
+                )
+                if v
+            },
+        )
+        # Load the pattern files now so a bad file fails before any work.
+        from labeler.vocabulary import load_concepts, load_rules, load_sections
+
+        load_concepts(config.concepts)
+        load_rules(config.rules)
+        load_sections(config.sections)
+        source = Path(args.input)
+        fmt = args.input_format or detect_input_format(source)
+        total = count_reports(source, fmt)
+    except (LabelerError, ValueError, OSError) as exc:
+        return _fail("label", str(exc))
+    if args.workers < 0 or args.batch_size < 1:
+        return _fail("label", "--workers must be >= 0 and --batch-size >= 1")
+    workers = args.workers or os.cpu_count() or 1
+    to_file = args.output not in (None, "-")
+    out_format = args.format or (
+        "csv" if to_file and args.output.lower().endswith(".csv") else "jsonl"
+    )
+    label_names = [lab.value for lab in labels_for(config.label_set)]
+
+    from tqdm import tqdm
+
+    failed = 0
+    with contextlib.ExitStack() as stack:
+        try:
+            out = open_output(args.output)
+            if out is not sys.stdout:
+                stack.enter_context(out)
+            rejects = (
+                stack.enter_context(open(args.rejects, "w", encoding="utf-8", newline=""))
+                if args.rejects
+                else None
+            )
+        except OSError as exc:
+            return _fail("label", f"cannot open output: {exc}")
+        writer = csv.writer(out) if out_format == "csv" else None
+        if writer is not None:
+            write_csv_header(writer, label_names)
+        reject_writer = csv.writer(rejects) if rejects else None
+        if reject_writer is not None:
+            reject_writer.writerow(["id", "error"])
+        items = iter_reports(
+            source, fmt=fmt, id_column=args.id_column, text_column=args.text_column
+        )
+        results = label_reports_parallel(
+            items,
+            config=config,
+            workers=workers,
+            on_error="raise" if args.strict else "skip",
+            batch_size=args.batch_size,
+        )
+        bar = stack.enter_context(
+            tqdm(total=total, unit="report", file=sys.stderr, disable=args.quiet or None)
+        )
+        try:
+            for result in results:
+                if writer is not None:
+                    write_csv_row(writer, result, label_names)
+                else:
+                    write_jsonl(result, out)
+                if result.error is not None:
+                    failed += 1
+                    if reject_writer is not None:
+                        reject_writer.writerow([result.id, result.error])
+                bar.update()
+        except LabelerError as exc:
+            return _fail("label", str(exc))
+        except BrokenPipeError:
+            return _EXIT_OK
+        out.flush()
+    if failed:
+        sys.stderr.write(
+            f"cxr label: {failed} report(s) could not be labelled; "
+            "their rows carry an error"
+            + (f" (also in {args.rejects})" if args.rejects else "")
+            + "\n"
+        )
+        return _EXIT_FAILED_REPORTS
+    return _EXIT_OK
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from labeler.errors import LabelerError
+    from labeler.files import NO_FINDING, read_gold, read_predictions
+    from labeler.schema import labels_for
+    from labeler.scoring import format_table, score_labels
+
+    names = [lab.value for lab in labels_for(args.labels)]
+    unknown = sorted(set(args.ignore) - set(names))
+    if unknown:
+        return _fail("evaluate-labels", f"--ignore: unknown label(s) {', '.join(unknown)}")
+    try:
+        gold, present = read_gold(Path(args.gold), id_column=args.id_column, labels=names)
+        pred = read_predictions(Path(args.pred), id_column=args.pred_id_column, labels=names)
+    except (LabelerError, OSError) as exc:
+        return _fail("evaluate-labels", str(exc))
+    scored = [lab for lab in present if lab not in args.ignore]
+    has_nf = any(NO_FINDING in g for g in gold.values()) and any(
+        NO_FINDING in p for p in pred.values()
+    )
+    scores = score_labels(
+        pred,
+        gold,
+        scored,
+        extra=[lab for lab in args.ignore if lab in present] + ([NO_FINDING] if has_nf else []),
+        uncertain=args.uncertain,
+    )
+    sys.stdout.write(format_table(scores) + "\n")
+    if args.output:
+        try:
+            Path(args.output).write_text(json.dumps(scores.to_dict(), indent=2) + "\n")
+        except OSError as exc:
+            return _fail("evaluate-labels", f"cannot write {args.output}: {exc}")
+    return _EXIT_OK

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "EmptyReportError",
+    "InputError",
     "LabelerError",
     "NotTextError",
     "PatternFileError",
@@ -33,3 +34,7 @@ class ReportTooLongError(LabelerError):
 
 class PatternFileError(LabelerError):
     """A pattern file (concepts, rules, sections) is missing or malformed."""
+
+
+class InputError(LabelerError):
+    """An input file cannot be read as a whole (missing file, missing column, bad value)."""

@@ -83,10 +83,13 @@ def validate_report(text: object, *, max_chars: int) -> str:
         `text`, unchanged.
 
     Raises:
-        NotTextError: `text` is not a str.
+        NotTextError: `text` is not a str. (A reader that could not parse a row
+            passes the row's `LabelerError` as its text; it is raised here.)
         EmptyReportError: `text` is empty or whitespace.
         ReportTooLongError: `text` is longer than `max_chars`.
     """
+    if isinstance(text, LabelerError):
+        raise text
     if not isinstance(text, str):
         raise NotTextError(
             f"report must be text (str), got {type(text).__name__}; "

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,6 +30,8 @@ __all__ = [
 
 #: Label given to mentions of findings outside the 14 (they only decide No Finding).
 OTHER_LABEL = "Other"
+
+_PATTERN_DIR = Path(__file__).resolve().parent / "patterns"
 
 Scope = Literal["cue", "head", "list"]
 
@@ -97,7 +98,7 @@ def _read_yaml(name: str) -> tuple[str, dict[str, Any]]:
             raise PatternFileError(f"pattern file {name!r} does not exist")
         text = path.read_text(encoding="utf-8")
     else:
-        ref = resources.files("labeler") / "patterns" / f"{name}.yaml"
+        ref = _PATTERN_DIR / f"{name}.yaml"
         if not ref.is_file():
             raise PatternFileError(
                 f"no packaged pattern set {name!r}; expected labeler/patterns/{name}.yaml "

@@ -1,0 +1,275 @@
+"""Report inputs and label files: streaming readers and writers.
+
+Readers yield `(report_id, text)` pairs one at a time, so inputs of any size
+are read in constant memory. A row whose text is missing or not text is passed
+on as is (None, bytes, a number) for the labeler to reject with a precise error.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any, Literal
+
+from labeler.errors import InputError, NotTextError
+from labeler.schema import ReportLabels
+
+__all__ = [
+    "CHEXPERT_CODES",
+    "InputFormat",
+    "NO_FINDING",
+    "InputError",
+    "count_reports",
+    "detect_input_format",
+    "iter_reports",
+    "read_gold",
+    "read_predictions",
+    "write_csv_header",
+    "write_csv_row",
+    "write_jsonl",
+]
+
+InputFormat = Literal["csv", "jsonl", "folder"]
+NO_FINDING = "No Finding"
+#: CheXpert convention for label files: 1 positive, 0 negative, -1 uncertain, blank absent.
+CHEXPERT_CODES: dict[str, str] = {"positive": "1", "negative": "0", "uncertain": "-1", "absent": ""}
+
+# Reports can be long; the csv module's default field limit (128 KiB) is not a
+# limit we want to impose (LabelerConfig.max_chars is).
+csv.field_size_limit(2**31 - 1)
+
+
+def detect_input_format(path: Path) -> InputFormat:
+    """`folder` for a directory, `jsonl` for .jsonl/.ndjson/.json, else `csv`.
+
+    Raises:
+        InputError: `path` does not exist.
+    """
+    if path.is_dir():
+        return "folder"
+    if not path.is_file():
+        raise InputError(f"input {str(path)!r} does not exist")
+    if path.suffix.lower() in (".jsonl", ".ndjson", ".json"):
+        return "jsonl"
+    return "csv"
+
+
+def iter_reports(
+    path: Path,
+    *,
+    fmt: InputFormat | None = None,
+    id_column: str = "id",
+    text_column: str = "report",
+) -> Iterator[tuple[str, Any]]:
+    """Stream (report id, text) pairs from a CSV, a JSONL file or a folder of .txt files.
+
+    Args:
+        path: the input.
+        fmt: input format; detected from `path` when None.
+        id_column: CSV column / JSON key of the report id.
+        text_column: CSV column / JSON key of the report text.
+
+    Yields:
+        (id, text) pairs in file order; text is whatever the row holds (None
+        for a missing field, bytes for a .txt file that is not UTF-8, a
+        `NotTextError` for a JSONL line that is not JSON), for the labeler to reject.
+
+    Raises:
+        InputError: the file is missing, or a CSV lacks the id/text columns.
+    """
+    fmt = fmt or detect_input_format(path)
+    if fmt == "folder":
+        yield from _iter_folder(path)
+    elif fmt == "jsonl":
+        yield from _iter_jsonl(path, id_column, text_column)
+    else:
+        yield from _iter_csv(path, id_column, text_column)
+
+
+def _iter_csv(path: Path, id_column: str, text_column: str) -> Iterator[tuple[str, Any]]:
+    with path.open(newline="", encoding="utf-8-sig", errors="replace") as f:
+        reader = csv.DictReader(f)
+        columns = reader.fieldnames or []
+        missing = [c for c in (id_column, text_column) if c not in columns]
+        if missing:
+            raise InputError(
+                f"{path}: no column {', '.join(map(repr, missing))}; columns are "
+                f"{', '.join(map(repr, columns)) or '(none)'}. "
+                "Choose them with --id-column / --text-column"
+            )
+        for n, row in enumerate(reader, start=1):
+            yield (row.get(id_column) or f"row{n}"), row.get(text_column)
+
+
+def _iter_jsonl(path: Path, id_column: str, text_column: str) -> Iterator[tuple[str, Any]]:
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for n, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                # Passed on as a non-text report so the run records the error.
+                yield f"line{n}", NotTextError(f"line {n} is not valid JSON: {exc.msg}")
+                continue
+            if not isinstance(obj, dict):
+                yield f"line{n}", NotTextError(f"line {n} is not a JSON object")
+                continue
+            rid = obj.get(id_column)
+            yield (str(rid) if rid is not None else f"line{n}"), obj.get(text_column)
+
+
+def _iter_folder(path: Path) -> Iterator[tuple[str, Any]]:
+    for file in sorted(path.rglob("*.txt")):
+        rid = file.relative_to(path).with_suffix("").as_posix()
+        data = file.read_bytes()
+        try:
+            yield rid, data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            yield rid, data
+
+
+def count_reports(path: Path, fmt: InputFormat | None = None) -> int | None:
+    """Number of reports in `path` (for a progress bar), or None when unknown."""
+    fmt = fmt or detect_input_format(path)
+    if fmt == "folder":
+        return sum(1 for _ in path.rglob("*.txt"))
+    with path.open(newline="", encoding="utf-8-sig", errors="replace") as f:
+        if fmt == "jsonl":
+            return sum(1 for line in f if line.strip())
+        return max(sum(1 for _ in csv.reader(f)) - 1, 0)
+
+
+def write_jsonl(result: ReportLabels, out: IO[str]) -> None:
+    """Write one result as a JSON Lines object."""
+    out.write(json.dumps(result.to_dict(), ensure_ascii=False))
+    out.write("\n")
+
+
+def write_csv_header(writer: Any, labels: Sequence[str]) -> None:
+    """Header of the CheXpert-style CSV: id, the labels, No Finding, error."""
+    writer.writerow(["id", *labels, NO_FINDING, "error"])
+
+
+def write_csv_row(writer: Any, result: ReportLabels, labels: Sequence[str]) -> None:
+    """One CheXpert-style row: 1 / 0 / -1 / blank per label, No Finding 1 or blank."""
+    writer.writerow(
+        [
+            result.id,
+            *(CHEXPERT_CODES[result.labels.get(lab, "absent")] for lab in labels),
+            "1" if result.no_finding and result.error is None else "",
+            result.error or "",
+        ]
+    )
+
+
+# --- label files for evaluation ------------------------------------------------------
+
+_CODE_TO_STATUS = {
+    "1": "positive",
+    "1.0": "positive",
+    "0": "negative",
+    "0.0": "negative",
+    "-1": "uncertain",
+    "-1.0": "uncertain",
+    "": "absent",
+}
+
+
+def _status(value: Any, where: str) -> str:
+    if isinstance(value, str) and value in ("positive", "negative", "uncertain", "absent"):
+        return value
+    text = "" if value is None else str(value).strip()
+    try:
+        return _CODE_TO_STATUS[text]
+    except KeyError:
+        raise InputError(f"{where}: label value {value!r} is not one of 1, 0, -1, blank") from None
+
+
+def read_predictions(
+    path: Path, *, id_column: str = "id", labels: Sequence[str]
+) -> dict[str, dict[str, str]]:
+    """Read predicted statuses from our JSONL output or a CheXpert-style CSV.
+
+    Args:
+        path: `cxr label` JSONL, or a CSV with an id column and label columns (1/0/-1/blank).
+        id_column: the CSV id column.
+        labels: label columns to read (missing ones count as absent); `No Finding`
+            is read as well when present.
+
+    Returns:
+        {report id: {label: status}}.
+
+    Raises:
+        InputError: unreadable file, missing id column or a bad value.
+    """
+    out: dict[str, dict[str, str]] = {}
+    if detect_input_format(path) == "jsonl":
+        with path.open(encoding="utf-8") as f:
+            for n, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                    row = {lab: obj["labels"].get(lab, "absent") for lab in labels}
+                    row[NO_FINDING] = "positive" if obj.get("no_finding") else "absent"
+                    out[str(obj["id"])] = row
+                except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
+                    raise InputError(
+                        f"{path}: line {n} is not a `cxr label` JSON object "
+                        '({"id": ..., "labels": {...}})'
+                    ) from None
+        return out
+    return _read_label_csv(path, id_column=id_column, labels=labels)
+
+
+def read_gold(
+    path: Path, *, id_column: str = "id", labels: Sequence[str]
+) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """Read a gold CSV: an id column and one column per label (1/0, or 1/0/-1/blank).
+
+    Returns:
+        ({report id: {label: status}}, the labels among `labels` that the file has).
+
+    Raises:
+        InputError: unreadable file, missing id column, no label column, or a bad value.
+    """
+    with path.open(newline="", encoding="utf-8-sig") as f:
+        columns = csv.DictReader(f).fieldnames or []
+    present = [lab for lab in labels if lab in columns]
+    if not present:
+        raise InputError(
+            f"{path}: none of the label columns {', '.join(labels)} is present; "
+            f"columns are {', '.join(columns)}"
+        )
+    return _read_label_csv(path, id_column=id_column, labels=present), present
+
+
+def _read_label_csv(
+    path: Path, *, id_column: str, labels: Sequence[str]
+) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    with path.open(newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        columns = reader.fieldnames or []
+        if id_column not in columns:
+            raise InputError(
+                f"{path}: no id column {id_column!r}; columns are {', '.join(columns)}. "
+                "Choose it with --id-column"
+            )
+        wanted = [lab for lab in (*labels, NO_FINDING) if lab in columns]
+        for n, row in enumerate(reader, start=2):
+            out[row[id_column]] = {
+                lab: _status(row[lab], f"{path}: line {n}, column {lab!r}") for lab in wanted
+            }
+    return out
+
+
+def open_output(path: str | None) -> IO[str]:
+    """`path` opened for writing (UTF-8, newline-safe for CSV), or stdout for None / "-"."""
+    if path is None or path == "-":
+        return sys.stdout
+    return Path(path).open("w", encoding="utf-8", newline="")

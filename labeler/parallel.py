@@ -1,0 +1,93 @@
+"""Label a stream of reports with several worker processes, keeping input order.
+
+Each worker builds its own pipeline once. At most `4 * workers` batches are in
+flight, so memory stays bounded however long the input is.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from collections import deque
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from multiprocessing.pool import AsyncResult
+from typing import Any, Literal
+
+from labeler.config import LabelerConfig
+from labeler.schema import ReportLabels
+
+__all__ = ["label_reports_parallel"]
+
+_worker_state: dict[str, Any] = {}
+
+
+def _init_worker(config: LabelerConfig) -> None:
+    from labeler.pipeline import build_nlp
+
+    _worker_state["nlp"] = build_nlp(config)
+    _worker_state["config"] = config
+
+
+def _label_batch(
+    batch: list[tuple[str, Any]], on_error: str, batch_size: int
+) -> list[ReportLabels]:
+    from labeler.pipeline import label_reports
+
+    return list(
+        label_reports(
+            batch,
+            nlp=_worker_state["nlp"],
+            config=_worker_state["config"],
+            on_error=on_error,  # type: ignore[arg-type]
+            batch_size=batch_size,
+        )
+    )
+
+
+def label_reports_parallel(
+    items: Iterable[tuple[str, Any]],
+    *,
+    config: LabelerConfig,
+    workers: int = 1,
+    on_error: Literal["raise", "skip"] = "skip",
+    batch_size: int = 64,
+) -> Iterator[ReportLabels]:
+    """Label (id, text) pairs with `workers` processes; results come in input order.
+
+    Args:
+        items: (report id, text) pairs; consumed lazily.
+        config: labeler configuration (each worker builds its pipeline from it).
+        workers: number of processes; 1 labels in this process.
+        on_error: as in `labeler.pipeline.label_reports`.
+        batch_size: reports per task sent to a worker.
+
+    Yields:
+        One `ReportLabels` per input pair, in input order.
+
+    Raises:
+        LabelerError: a report cannot be labelled and on_error is "raise".
+        ValueError: workers < 1.
+    """
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if workers == 1:
+        from labeler.pipeline import build_nlp, label_reports
+
+        nlp = build_nlp(config)
+        yield from label_reports(
+            items, nlp=nlp, config=config, on_error=on_error, batch_size=batch_size
+        )
+        return
+    # fork starts workers in milliseconds with the already imported modules;
+    # spawn elsewhere (macOS, Windows).
+    method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+    ctx = mp.get_context(method)
+    it = iter(items)
+    with ctx.Pool(workers, initializer=_init_worker, initargs=(config,)) as pool:
+        pending: deque[AsyncResult[list[ReportLabels]]] = deque()
+        while batch := list(islice(it, batch_size)):
+            pending.append(pool.apply_async(_label_batch, (batch, on_error, batch_size)))
+            if len(pending) >= 4 * workers:
+                yield from pending.popleft().get()
+        while pending:
+            yield from pending.popleft().get()
