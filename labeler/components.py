@@ -36,7 +36,8 @@ _MAX_PATH = 10
 # large pleural effusion, or pneumothorax"): nouns, adjectives, participles used
 # as adjectives, commas, slashes, hyphens, "of", conjunctions.
 _LIST_TAGS = frozenset({"NN", "NNS", "NNP", "NNPS", "JJ", "JJR", "JJS", "VBN", ",", "HYPH", "CC"})
-_LIST_WORDS = frozenset({"of", "/", "and", "or", "nor"})
+# "xxxx": the de-identification placeholder of OpenI/MIMIC-style reports
+_LIST_WORDS = frozenset({"of", "/", "and", "or", "nor", "xxxx"})
 _LIST_CLOSERS = frozenset({"or", "nor"})
 _SUBJECTS = frozenset({"nsubj", "nsubjpass", "csubj", "csubjpass", "expl"})
 _OBJECTS = frozenset({"dobj", "attr", "oprd"})
@@ -204,8 +205,12 @@ def _in_list(cue: Token, mention: Span) -> bool:
     if cue.i >= mention.start:
         return False
 
+    # other mentions are list items whatever their tag ("infiltrates" is often
+    # tagged as a verb)
+    in_mentions = {i for sp in doc.spans.get(MENTIONS_KEY, []) for i in range(sp.start, sp.end)}
+
     def is_item(t: Token) -> bool:
-        return t.tag_ in _LIST_TAGS or t.lower_ in _LIST_WORDS
+        return t.tag_ in _LIST_TAGS or t.lower_ in _LIST_WORDS or t.i in in_mentions
 
     between = doc[cue.i + 1 : mention.start]
     if not all(is_item(t) for t in between):

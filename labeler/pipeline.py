@@ -279,11 +279,18 @@ class _Engine:
         spans = list(doc.spans[MENTIONS_KEY])
         if "negex" not in self.nlp.pipe_names:
             return [None] * len(spans)
+        # negex reads doc.sents: mark the sentence, then unmark it so the
+        # parser is not constrained (the verdicts must not depend on negex).
         doc[0].is_sent_start = True
         for tok in doc[1:]:
             tok.is_sent_start = False
         self.nlp.get_pipe("negex")(doc)
-        return ["negated" if sp._.negex else "affirmed" for sp in doc.spans[MENTIONS_KEY]]
+        verdicts: list[str | None] = [
+            "negated" if sp._.negex else "affirmed" for sp in doc.spans[MENTIONS_KEY]
+        ]
+        for tok in doc:
+            tok.is_sent_start = None
+        return verdicts
 
     def _decide(self, pending: dict[str, tuple[Doc, list[str | None]]]) -> None:
         if not pending:
