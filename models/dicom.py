@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import os
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,7 +137,10 @@ def _dcmread(source: Source, **kwargs: Any) -> Any:
     if not isinstance(fp, str):
         fp.seek(start)
     try:
-        ds = pydicom.dcmread(fp, force=True, **kwargs)
+        with warnings.catch_warnings():
+            # pydicom warns while guessing the encoding of what may be random bytes.
+            warnings.simplefilter("ignore")
+            ds = pydicom.dcmread(fp, force=True, **kwargs)
         ok = "SOPClassUID" in ds or ("Rows" in ds and "Columns" in ds)
     except Exception:  # noqa: BLE001 - any parse failure here means "not DICOM"
         ok = False

@@ -1,0 +1,104 @@
+"""`cxr predict`, `cxr evaluate`, `cxr phantoms`, `cxr train` through the real entry point."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pydicom.dataset import Dataset, FileMetaDataset
+from pydicom.uid import ExplicitVRLittleEndian, generate_uid
+
+from app.cli import main
+
+
+def _dicom(path: Path, rows: int = 80, columns: int = 120) -> Path:
+    ds = Dataset()
+    ds.file_meta = FileMetaDataset()
+    ds.file_meta.TransferSyntaxUID = ExplicitVRLittleEndian
+    ds.file_meta.MediaStorageSOPClassUID = "1.2.840.10008.5.1.4.1.1.1"
+    ds.file_meta.MediaStorageSOPInstanceUID = generate_uid()
+    ds.SOPClassUID = ds.file_meta.MediaStorageSOPClassUID
+    ds.SOPInstanceUID = ds.file_meta.MediaStorageSOPInstanceUID
+    ds.Modality = "CR"
+    ds.Rows, ds.Columns = rows, columns
+    ds.SamplesPerPixel = 1
+    ds.PhotometricInterpretation = "MONOCHROME1"
+    ds.BitsAllocated = ds.BitsStored = 16
+    ds.HighBit = 15
+    ds.PixelRepresentation = 0
+    ds.PixelData = np.random.default_rng(0).integers(0, 4096, (rows, columns), np.uint16).tobytes()
+    ds.save_as(path, enforce_file_format=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from models.checkpoint import build_demo_checkpoint
+
+    path = tmp_path_factory.mktemp("cli") / "demo.pt"
+    return build_demo_checkpoint(path, labels=["Effusion", "Mass", "Nodule"], image_size=64)
+
+
+def test_cli_predict_writes_json_and_overlays(
+    checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = _dicom(tmp_path / "study.dcm")
+    bad = tmp_path / "broken.dcm"
+    bad.write_bytes(b"not a dicom" * 50)
+    out = tmp_path / "out"
+    status = main(["predict", "--model", str(checkpoint), str(good), str(bad), "-o", str(out),
+                   "--heatmaps", "all", "--device", "cpu"])  # fmt: skip
+    assert status == 1  # one input failed, the other still ran
+    doc = json.loads((out / "study.dcm.json").read_text())
+    assert set(doc["probabilities"]) == {"Effusion", "Mass", "Nodule"}
+    assert doc["image"]["rows"] == 80 and doc["image"]["columns"] == 120
+    assert doc["model"]["demo"] is True and doc["model"]["labels"] == ["Effusion", "Mass", "Nodule"]
+    assert set(doc["heatmaps"]) == {"Effusion", "Mass", "Nodule"}
+    assert all(Path(p).is_file() for p in doc["heatmaps"].values())
+    for box in doc["boxes"]:
+        assert box["x"] + box["width"] <= 120 + 1e-6
+    error = json.loads((out / "broken.dcm.json").read_text())
+    assert "error" in error and error["error_type"] == "UnsupportedImageError"
+    assert "broken.dcm" in capsys.readouterr().err
+
+
+def test_cli_phantoms_then_evaluate(
+    checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "ph"
+    assert main(["phantoms", str(data), "--n", "12", "--size", "64", "--seed", "2"]) == 0
+    assert (data / "Data_Entry.csv").is_file() and (data / "BBox_List.csv").is_file()
+    report_path = tmp_path / "report.json"
+    status = main(["evaluate", "--model", str(checkpoint), "--data", str(data), "--split", "all",
+                   "--boxes", str(data / "BBox_List.csv"), "-o", str(report_path),
+                   "--device", "cpu"])  # fmt: skip
+    assert status == 0
+    report = json.loads(report_path.read_text())
+    assert report["classification"]["n_images"] == 12
+    assert set(report["localization"]["iobb"]) == {"0.1", "0.25", "0.5", "0.75", "0.9"}
+    assert set(report["localization"]["iou"]) == {f"0.{i}" for i in range(1, 8)}
+    assert "mean AUC" in capsys.readouterr().out
+
+
+def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["phantoms", str(tmp_path / "x"), "--size", "16"]) == 2
+    assert (
+        main(["predict", "--model", str(tmp_path / "none.pt"), "a.png", "-o", str(tmp_path)]) == 2
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("cxr predict: error:") and "no such checkpoint" in err[-1]
+    assert "Traceback" not in "\n".join(err)
+
+
+@pytest.mark.slow
+def test_cli_train_one_step(tmp_path: Path) -> None:
+    data = tmp_path / "ph"
+    main(["phantoms", str(data), "--n", "16", "--size", "64"])
+    out = tmp_path / "m.pt"
+    status = main(["train", "--data", str(data), "--out", str(out), "--arch", "resnet18",
+                   "--weights", "none", "--image-size", "64", "--labels", "auto", "--epochs", "1",
+                   "--batch-size", "4", "--accum", "1", "--max-steps", "1", "--workers", "0",
+                   "--no-progress", "--device", "cpu"])  # fmt: skip
+    assert status == 0 and out.is_file()

@@ -1,0 +1,73 @@
+"""Class activation maps and heatmap boxes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from models.boxes import boxes_from_heatmap, to_uint8
+from models.cam import cam_to_image, compute_cams
+from models.network import build_model
+
+
+def test_cam_shapes_follow_input() -> None:
+    model = build_model(arch="resnet18", num_labels=4, weights=None, pooling="avg").eval()
+    x = torch.rand(2, 1, 96, 64)
+    with torch.no_grad():
+        logits, cams = compute_cams(model, x)
+    assert logits.shape == (2, 4)
+    assert cams.shape == (2, 4, 3, 2)  # S = input / 32
+
+
+def test_cam_mean_equals_logit_with_average_pooling() -> None:
+    model = build_model(arch="resnet18", num_labels=3, weights=None, pooling="avg").eval()
+    with torch.no_grad():
+        logits, cams = compute_cams(model, torch.rand(1, 1, 64, 64))
+    # CAM is linear in the maps: averaging it over positions gives the logit back.
+    assert torch.allclose(cams.mean(dim=(2, 3)), logits, atol=1e-4)
+
+
+def test_cam_to_image_maps_hot_cell_to_original_pixels() -> None:
+    cam = np.zeros((4, 4), np.float32)
+    cam[0, 3] = 1.0  # top-right cell
+    heat = cam_to_image(cam, rows=200, columns=100)
+    assert heat.shape == (200, 100) and heat.dtype == np.float32
+    assert heat.min() == 0.0 and heat.max() == pytest.approx(1.0)
+    y, x = np.unravel_index(np.argmax(heat), heat.shape)
+    assert y < 50 and x >= 75  # the top-right quarter-by-quarter of the original
+    torch_heat = cam_to_image(torch.from_numpy(cam), rows=200, columns=100)
+    assert np.allclose(torch_heat, heat, atol=0.02)
+
+
+def _blob(h: int, w: int, cy: float, cx: float, sigma: float) -> np.ndarray:
+    yy, xx = np.mgrid[0:h, 0:w]
+    return np.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / (2 * sigma**2)).astype(np.float32)
+
+
+def test_boxes_from_heatmap_finds_blob_at_known_place() -> None:
+    heat = _blob(64, 64, cy=20, cx=40, sigma=4)
+    boxes = boxes_from_heatmap(heat, label="Nodule")
+    assert {b.threshold for b in boxes} == {60, 180}
+    for b in boxes:
+        assert b.label == "Nodule"
+        assert b.x <= 40 <= b.x + b.width and b.y <= 20 <= b.y + b.height
+    small = next(b for b in boxes if b.threshold == 180)
+    large = next(b for b in boxes if b.threshold == 60)
+    assert small.width * small.height < large.width * large.height
+
+
+def test_boxes_from_heatmap_scales_to_original_and_splits_components() -> None:
+    heat = _blob(32, 32, 8, 8, 2) + _blob(32, 32, 24, 24, 2)
+    boxes = boxes_from_heatmap(heat, label="Mass", thresholds=(128,), scale=(10.0, 20.0))
+    assert len(boxes) == 2
+    centres = sorted((b.x + b.width / 2, b.y + b.height / 2) for b in boxes)
+    assert centres[0] == pytest.approx((85, 170), abs=15)
+    assert centres[1] == pytest.approx((245, 490), abs=15)
+
+
+def test_boxes_from_flat_heatmap_is_empty_and_threshold_checked() -> None:
+    assert boxes_from_heatmap(np.ones((8, 8)), label="X") == []
+    assert to_uint8(np.ones((2, 2))).max() == 0
+    with pytest.raises(ValueError, match=r"\[0, 255\]"):
+        boxes_from_heatmap(_blob(8, 8, 4, 4, 1), label="X", thresholds=(300,))

@@ -1,0 +1,98 @@
+"""Datasets (NIH layout, labels CSV, patient-wise splits) and the phantom generator."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from models.data import ChestXrayDataset, load_records, resolve_labels, split_records
+from models.errors import DatasetError
+from models.evaluate import load_bbox_csv
+from models.phantoms import PHANTOM_LABELS, make_phantom
+from models.transforms import EvalTransform, TrainTransform
+
+
+def test_make_phantom_boxes_lie_inside_image() -> None:
+    rng = np.random.default_rng(0)
+    ph = make_phantom(rng, size=128, labels=list(PHANTOM_LABELS))
+    assert ph.image.shape == (128, 128) and ph.image.dtype == np.uint8
+    assert sorted(b[0] for b in ph.boxes) == sorted(PHANTOM_LABELS)
+    for _, x, y, w, h in ph.boxes:
+        assert x >= 0 and y >= 0 and x + w <= 128 and y + h <= 128 and w > 0 and h > 0
+    normal = make_phantom(np.random.default_rng(0), size=128)
+    assert normal.labels == [] and normal.boxes == []
+    with pytest.raises(ValueError, match="unknown phantom labels"):
+        make_phantom(rng, labels=["Hernia"])
+
+
+def test_phantom_dataset_is_nih_layout(phantom_dir: Path) -> None:
+    with (phantom_dir / "Data_Entry.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 40 and (phantom_dir / "images" / rows[0]["Image Index"]).is_file()
+    assert {"Image Index", "Finding Labels", "Patient ID", "Follow-up #"} <= set(rows[0])
+    boxed = {b.image_index for b in load_bbox_csv(phantom_dir / "BBox_List.csv")}
+    with_findings = {r["Image Index"] for r in rows if r["Finding Labels"] != "No Finding"}
+    assert boxed == with_findings
+
+
+def test_load_records_and_patient_wise_split(phantom_dir: Path) -> None:
+    records = load_records(phantom_dir)
+    assert len(records) == 40
+    parts = {s: split_records(records, s, seed=3) for s in ("train", "val", "test")}  # type: ignore[misc]
+    assert sum(len(p) for p in parts.values()) == 40
+    patients = [{r.patient_id for r in p} for p in parts.values()]
+    assert not (patients[0] & patients[1] or patients[0] & patients[2] or patients[1] & patients[2])
+    assert split_records(records, "train", seed=3) == parts["train"]  # seeded
+
+
+def test_official_split_lists_are_used(phantom_dir: Path, tmp_path: Path) -> None:
+    records = load_records(phantom_dir)
+    (tmp_path / "test_list.txt").write_text("\n".join(r.image_index for r in records[:10]))
+    test = split_records(records, "test", root=tmp_path)
+    assert [r.image_index for r in test] == [r.image_index for r in records[:10]]
+    train = split_records(records, "train", root=tmp_path)
+    assert not {r.image_index for r in train} & {r.image_index for r in test}
+
+
+def test_labels_csv_with_path_columns(tmp_path: Path) -> None:
+    from PIL import Image
+
+    (tmp_path / "img").mkdir()
+    for i in range(3):
+        Image.fromarray(np.full((40, 50), 40 * i, np.uint8)).save(tmp_path / "img" / f"{i}.png")
+    (tmp_path / "labels.csv").write_text(
+        "path,Effusion,Mass\nimg/0.png,1,0\nimg/1.png,0,1\nimg/2.png,0,0\nimg/missing.png,1,1\n"
+    )
+    records = load_records(tmp_path / "labels.csv")
+    assert [sorted(r.findings) for r in records] == [["Effusion"], ["Mass"], []]
+    assert resolve_labels("auto", records) == ["Effusion", "Mass"]
+    assert len(resolve_labels("chestxray14", records)) == 14
+    ds = ChestXrayDataset(records, ["Mass", "Effusion"], EvalTransform(32), cache_size=32)
+    x, y, i = ds[0]
+    assert x.shape == (1, 32, 32) and y.tolist() == [0.0, 1.0] and i == 0
+    assert ds.pixels(0)[1] == (40, 50)  # original size survives the cache
+
+
+def test_nih_style_csv_from_service(tmp_path: Path, phantom_dir: Path) -> None:
+    name = sorted((phantom_dir / "images").iterdir())[0]
+    csv_path = tmp_path / "dataset.csv"
+    csv_path.write_text(f"Image Index,Finding Labels,Patient ID\n{name},Effusion|Nodule,p1\n")
+    [record] = load_records(csv_path)
+    assert record.findings == {"Effusion", "Nodule"} and record.patient_id == "p1"
+
+
+def test_load_records_errors(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match="Data_Entry"):
+        load_records(tmp_path)
+    (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(DatasetError, match="neither NIH-style"):
+        load_records(tmp_path / "bad.csv")
+
+
+def test_train_transform_keeps_shape_and_range() -> None:
+    px = np.random.default_rng(0).random((70, 50), dtype=np.float32)
+    out = TrainTransform(32)(px, np.random.default_rng(1))
+    assert out.shape == (1, 32, 32) and float(out.min()) >= 0.0 and float(out.max()) <= 1.0

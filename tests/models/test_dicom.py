@@ -1,0 +1,195 @@
+"""DICOM reading on pydicom-built files."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import BASIC_TEXT_SR, build_dataset, gradient, write
+from pydicom.dataset import Dataset
+from pydicom.encaps import encapsulate
+from pydicom.sequence import Sequence as DicomSequence
+from pydicom.uid import JPEGBaseline8Bit, RLELossless
+
+from models.dicom import read_dicom, read_dicom_header, read_sr_text
+from models.errors import (
+    ImageError,
+    ImageTooLargeError,
+    InvalidDicomError,
+    MissingPixelData,
+    UnsupportedImageError,
+)
+
+MakeDicom = Callable[..., Path]
+
+
+def test_read_dicom_monochrome2_scales_to_unit_range(make_dicom: MakeDicom) -> None:
+    image = read_dicom(make_dicom(gradient()))
+    assert image.pixels.dtype == np.float32
+    assert image.pixels.shape == (48, 64)
+    assert image.pixels[0, 0] == pytest.approx(0.0)
+    assert image.pixels[0, -1] == pytest.approx(1.0)
+    assert image.meta.accession_number == "ACC123"
+    assert image.meta.rows == 48 and image.meta.columns == 64
+
+
+def test_read_dicom_monochrome1_is_inverted(make_dicom: MakeDicom) -> None:
+    image = read_dicom(make_dicom(gradient(), photometric="MONOCHROME1"))
+    # MONOCHROME1: low stored values are displayed white, so the ramp reverses.
+    assert image.pixels[0, 0] == pytest.approx(1.0)
+    assert image.pixels[0, -1] == pytest.approx(0.0)
+
+
+def test_read_dicom_applies_rescale_then_window(make_dicom: MakeDicom) -> None:
+    # Stored 0..4095, rescale to -1024..3071 HU-like units, window 500 +/- 250 on that scale.
+    path = make_dicom(
+        gradient(top=4095),
+        RescaleSlope=1,
+        RescaleIntercept=-1024,
+        WindowCenter=500,
+        WindowWidth=500,
+    )
+    px = read_dicom(path).pixels
+    stored = gradient(top=4095)[0]
+    value = stored - 1024
+    below = value < 250
+    above = value > 750
+    assert np.allclose(px[0, below], 0.0, atol=1e-3)
+    assert np.allclose(px[0, above], 1.0, atol=1e-3)
+    inside = (~below) & (~above)
+    assert np.all(np.diff(px[0, inside]) >= 0) and 0.1 < px[0, inside].mean() < 0.9
+
+
+def test_read_dicom_keeps_non_square_geometry(make_dicom: MakeDicom) -> None:
+    arr = np.zeros((40, 100))
+    arr[5:10, 80:90] = 1000
+    px = read_dicom(make_dicom(arr)).pixels
+    assert px.shape == (40, 100)
+    ys, xs = np.nonzero(px > 0.5)
+    assert (ys.min(), ys.max(), xs.min(), xs.max()) == (5, 9, 80, 89)
+
+
+def test_read_dicom_accepts_bytes_and_streams(make_dicom: MakeDicom) -> None:
+    data = make_dicom(gradient()).read_bytes()
+    assert read_dicom(data).pixels.shape == (48, 64)
+    assert read_dicom(io.BytesIO(data)).pixels.shape == (48, 64)
+
+
+def test_read_dicom_rejects_multiframe(make_dicom: MakeDicom) -> None:
+    frames = np.stack([gradient(), gradient()])
+    with pytest.raises(UnsupportedImageError, match="Number of Frames"):
+        read_dicom(make_dicom(frames))
+
+
+def test_read_dicom_rejects_missing_pixel_data(make_dicom: MakeDicom) -> None:
+    with pytest.raises(MissingPixelData, match="7FE0,0010"):
+        read_dicom(make_dicom(None))
+
+
+def test_read_dicom_rejects_non_dicom(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_bytes(b"this is not a dicom file at all" * 10)
+    with pytest.raises(InvalidDicomError, match="not a DICOM"):
+        read_dicom(path)
+    with pytest.raises(InvalidDicomError, match="no such file"):
+        read_dicom(tmp_path / "missing.dcm")
+
+
+def test_read_dicom_rejects_truncated_file(make_dicom: MakeDicom, tmp_path: Path) -> None:
+    data = make_dicom(gradient(64, 64)).read_bytes()
+    cut = tmp_path / "cut.dcm"
+    cut.write_bytes(data[: len(data) - 3000])
+    with pytest.raises(InvalidDicomError, match="truncated"):
+        read_dicom(cut)
+    header_only = tmp_path / "header.dcm"
+    header_only.write_bytes(data[:200])
+    with pytest.raises(ImageError):
+        read_dicom(header_only)
+
+
+def test_read_dicom_rejects_ct(make_dicom: MakeDicom) -> None:
+    with pytest.raises(UnsupportedImageError, match="'CT'.*projection radiograph"):
+        read_dicom(make_dicom(gradient(), modality="CT"))
+
+
+def test_read_dicom_rejects_absurd_dimensions(make_dicom: MakeDicom) -> None:
+    with pytest.raises(UnsupportedImageError, match="at least 32"):
+        read_dicom(make_dicom(np.zeros((16, 16))))
+    ds = build_dataset(np.zeros((40, 40)))
+    ds.Rows = 20000  # header lies; must be refused before any decode
+    path = write(ds, make_dicom(np.zeros((40, 40))).with_name("huge.dcm"))
+    with pytest.raises(ImageTooLargeError, match="limit is 10000"):
+        read_dicom(path)
+
+
+def test_read_dicom_rejects_palette_colour(make_dicom: MakeDicom) -> None:
+    with pytest.raises(UnsupportedImageError, match="PALETTE COLOR"):
+        read_dicom(make_dicom(gradient(), photometric="PALETTE COLOR"))
+
+
+def test_read_dicom_decodes_rle(make_dicom: MakeDicom, tmp_path: Path) -> None:
+    ds = build_dataset(gradient())
+    ds.compress(RLELossless)
+    px = read_dicom(write(ds, tmp_path / "rle.dcm")).pixels
+    assert px.shape == (48, 64) and px[0, -1] == pytest.approx(1.0)
+
+
+def test_read_dicom_decodes_jpeg_baseline(tmp_path: Path) -> None:
+    from PIL import Image
+
+    arr = gradient(64, 64, top=255).astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, format="JPEG", quality=95)
+    ds = build_dataset(arr, bits=8)
+    ds.file_meta.TransferSyntaxUID = JPEGBaseline8Bit
+    ds.PixelData = encapsulate([buf.getvalue()])
+    ds["PixelData"].VR = "OB"
+    ds.PhotometricInterpretation = "MONOCHROME2"
+    path = tmp_path / "jpeg.dcm"
+    ds.save_as(path, enforce_file_format=True)
+    px = read_dicom(path).pixels
+    assert px.shape == (64, 64)
+    assert px[:, :8].mean() < 0.1 and px[:, -8:].mean() > 0.9
+
+
+def test_read_dicom_header_flags(make_dicom: MakeDicom, tmp_path: Path) -> None:
+    header = read_dicom_header(make_dicom(gradient()))
+    assert header.has_pixel_data and not header.is_dicomdir and not header.is_structured_report
+    assert header.modality == "CR" and header.accession_number == "ACC123"
+    sr = read_dicom_header(make_dicom(None, modality="SR", sop_class=BASIC_TEXT_SR))
+    assert sr.is_structured_report and not sr.has_pixel_data
+    with pytest.raises(InvalidDicomError):
+        read_dicom_header(Path(__file__))
+
+
+def _text_item(meaning: str, text: str) -> Dataset:
+    item = Dataset()
+    item.ValueType = "TEXT"
+    code = Dataset()
+    code.CodeMeaning = meaning
+    item.ConceptNameCodeSequence = DicomSequence([code])
+    item.TextValue = text
+    return item
+
+
+def test_read_sr_text_keeps_section_headings(tmp_path: Path) -> None:
+    ds = build_dataset(None, modality="SR", sop_class=BASIC_TEXT_SR)
+    container = Dataset()
+    container.ValueType = "CONTAINER"
+    code = Dataset()
+    code.CodeMeaning = "Findings"
+    container.ConceptNameCodeSequence = DicomSequence([code])
+    container.ContentSequence = DicomSequence([_text_item("Finding", "Small left effusion.")])
+    ds.ContentSequence = DicomSequence([container, _text_item("Impression", "Effusion.")])
+    text = read_sr_text(write(ds, tmp_path / "sr.dcm"))
+    assert text.splitlines()[0] == "FINDINGS:"
+    assert "Small left effusion." in text
+    assert text.splitlines()[-1] == "IMPRESSION: Effusion."
+
+
+def test_read_sr_text_rejects_images(make_dicom: MakeDicom) -> None:
+    with pytest.raises(InvalidDicomError, match="not a Structured Report"):
+        read_sr_text(make_dicom(gradient()))

@@ -1,0 +1,70 @@
+"""Network construction and checkpoints (model card, label mismatch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from models.checkpoint import ModelCard, build_demo_checkpoint, load_checkpoint, save_checkpoint
+from models.errors import CheckpointError, ModelsError
+from models.network import build_model
+
+
+def test_build_model_output_stride_and_errors() -> None:
+    model = build_model(arch="resnet18", num_labels=2, weights=None, output_stride=16).eval()
+    with torch.no_grad():
+        assert model.forward_features(torch.rand(1, 1, 64, 64)).shape[-2:] == (4, 4)
+        assert model(torch.rand(1, 3, 64, 64)).shape == (1, 2)
+    with pytest.raises(ModelsError, match="unknown arch"):
+        build_model(arch="vgg16", num_labels=2)
+    with pytest.raises(ModelsError, match="num_labels"):
+        build_model(arch="resnet18", num_labels=0)
+
+
+def test_checkpoint_roundtrip_keeps_card_and_weights(tmp_path: Path) -> None:
+    model = build_model(arch="resnet18", num_labels=2, weights=None, transition_channels=32)
+    card = ModelCard(labels=["Mass", "Nodule"], arch="resnet18", transition_channels=32,
+                     image_size=64, thresholds={"Mass": 0.3, "Nodule": 0.6})  # fmt: skip
+    path = save_checkpoint(tmp_path / "m.pt", model=model, card=card, train_state={"epoch": 1})
+    loaded = load_checkpoint(path, labels=["Mass", "Nodule"])
+    assert loaded.card.thresholds == {"Mass": 0.3, "Nodule": 0.6}
+    assert loaded.train_state == {"epoch": 1}
+    assert not loaded.model.training
+    x = torch.rand(1, 1, 64, 64)
+    model.eval()
+    with torch.no_grad():
+        assert torch.allclose(model(x), loaded.model(x), atol=1e-5)
+
+
+def test_load_checkpoint_refuses_label_mismatch(demo_checkpoint: Path) -> None:
+    with pytest.raises(CheckpointError, match="label mismatch"):
+        load_checkpoint(demo_checkpoint, labels=["Nodule", "Effusion", "Cardiomegaly"])
+
+
+def test_load_checkpoint_refuses_foreign_files(tmp_path: Path) -> None:
+    torch.save({"state_dict": {}}, tmp_path / "other.pt")
+    with pytest.raises(CheckpointError, match="format"):
+        load_checkpoint(tmp_path / "other.pt")
+    (tmp_path / "junk.pt").write_bytes(b"junk")
+    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+        load_checkpoint(tmp_path / "junk.pt")
+    with pytest.raises(CheckpointError, match="no such"):
+        load_checkpoint(tmp_path / "missing.pt")
+
+
+def test_save_checkpoint_refuses_card_model_mismatch(tmp_path: Path) -> None:
+    model = build_model(arch="resnet18", num_labels=3, weights=None)
+    with pytest.raises(CheckpointError, match="3 outputs"):
+        save_checkpoint(tmp_path / "x.pt", model=model, card=ModelCard(labels=["A"]))
+
+
+def test_build_demo_checkpoint_defaults_to_chestxray14(tmp_path: Path) -> None:
+    from labeler.schema import CHESTXRAY14
+
+    ckpt = load_checkpoint(build_demo_checkpoint(tmp_path / "d.pt"))
+    card = ckpt.card.to_dict()
+    assert card["labels"] == [label.value for label in CHESTXRAY14]
+    assert card["demo"] is True and "DEMONSTRATION" in card["intended_use"]
+    assert card["image_size"] == 64 and set(card["thresholds"].values()) == {0.5}

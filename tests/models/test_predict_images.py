@@ -1,0 +1,83 @@
+"""Predictor outputs in original coordinates; bitmap loading; overlays."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import build_dataset, gradient, write
+from PIL import Image
+
+from models.errors import ImageTooLargeError, UnsupportedImageError
+from models.images import load_image
+from models.overlay import render_overlay
+from models.predict import load_predictor
+
+
+def test_predictor_returns_maps_and_boxes_in_original_pixels(demo_checkpoint: Path) -> None:
+    predictor = load_predictor(demo_checkpoint, device="cpu")
+    assert predictor.labels == ["Cardiomegaly", "Effusion", "Nodule"]
+    assert predictor.card["demo"] is True
+    predictor.thresholds = dict.fromkeys(predictor.labels, 0.0)  # everything positive
+    images = [np.random.default_rng(0).random((90, 130), dtype=np.float32), np.zeros((64, 64))]
+    results = predictor.predict(images, heatmaps="all")
+    assert len(results) == 2
+    first = results[0]
+    assert set(first.probabilities) == set(predictor.labels)
+    assert first.positive == predictor.labels
+    assert first.heatmaps["Nodule"].shape == (90, 130)
+    assert first.heatmaps["Nodule"].dtype == np.float32
+    assert first.heatmaps["Nodule"].min() >= 0.0 and first.heatmaps["Nodule"].max() <= 1.0
+    assert first.boxes
+    for b in first.boxes:
+        assert b.x >= 0 and b.x + b.width <= 130 + 1e-6 and b.y + b.height <= 90 + 1e-6
+        assert set(b.to_dict()) >= {"label", "x", "y", "width", "height", "score"}
+    assert set(first.timings) == {"preprocess", "forward", "cam", "boxes"}
+    none = predictor.predict(images[:1], heatmaps="none", boxes=False)[0]
+    assert none.heatmaps == {} and none.boxes == []
+
+
+def test_predictor_rejects_colour_arrays(demo_checkpoint: Path) -> None:
+    predictor = load_predictor(demo_checkpoint, device="cpu")
+    with pytest.raises(ValueError, match="rows, columns"):
+        predictor.predict([np.zeros((64, 64, 3))])
+
+
+def _png(arr: np.ndarray, mode: str | None = None) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(arr, mode=mode).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def test_load_image_reads_rgba_grey_and_16_bit_png(tmp_path: Path) -> None:
+    grey = gradient(40, 60, top=255).astype(np.uint8)
+    rgba = np.dstack([grey, grey, grey, np.full_like(grey, 255)])
+    image = load_image(_png(rgba), filename="rgba.png")
+    assert image.pixels.shape == (40, 60) and image.pixels[0, -1] == pytest.approx(1.0)
+    deep = gradient(40, 60, top=60000).astype(np.uint16)
+    path = tmp_path / "deep.png"
+    path.write_bytes(_png(deep))
+    image16 = load_image(path)
+    assert image16.meta.bits_stored == 16 and image16.pixels[0, 30] == pytest.approx(0.5, abs=0.01)
+
+
+def test_load_image_routes_dicom_and_rejects_junk(tmp_path: Path) -> None:
+    dcm = write(build_dataset(gradient()), tmp_path / "noext")
+    assert load_image(dcm).meta.modality == "CR"
+    with pytest.raises(UnsupportedImageError, match="not a DICOM, PNG, JPEG"):
+        load_image(b"\x00" * 400, filename="junk.bin")
+    with pytest.raises(ImageTooLargeError):
+        load_image(_png(np.zeros((10, 10_001), np.uint8)))
+
+
+def test_render_overlay_is_png_of_image_size() -> None:
+    from models.boxes import Box
+
+    pixels = gradient(50, 80, top=1).astype(np.float32)
+    heat = np.zeros((50, 80), np.float32)
+    heat[10:20, 10:20] = 1
+    png = render_overlay(pixels, heat, boxes=[Box("Mass", 10, 10, 10, 10, 0.9)])
+    with Image.open(io.BytesIO(png)) as im:
+        assert im.format == "PNG" and im.size == (80, 50)
