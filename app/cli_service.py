@@ -1,10 +1,362 @@
-"""`cxr` subcommands of this area (placeholder until implemented)."""
+"""`cxr serve`, `cxr batch`, `cxr db upgrade`, `cxr apikey`: the service's commands.
+
+Only the standard library is imported at module level; the web stack, torch and
+spaCy load inside the handlers, so `cxr label` starts fast.
+"""
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import json
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+__all__ = ["register"]
 
-def register(sub: "argparse._SubParsersAction[Any]") -> None:
-    """Add this area's subcommands to `cxr`."""
+Handler = Callable[[argparse.Namespace], int]
+
+
+class CommandError(Exception):
+    """An expected failure: reported as one line on stderr, exit status 2."""
+
+
+def _guard(command: str, handler: Handler) -> Handler:
+    def run(args: argparse.Namespace) -> int:
+        logging.basicConfig(
+            level=getattr(logging, str(getattr(args, "log_level", "info")).upper(), logging.INFO),
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+            stream=sys.stderr,
+        )
+        try:
+            return handler(args)
+        except (CommandError, ValueError, OSError) as exc:  # ImageError, LabelerError: ValueError
+            sys.stderr.write(f"cxr {command}: error: {exc}\n")
+            return 2
+
+    return run
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    """Add `serve`, `batch`, `db` and `apikey` to `cxr`."""
+    _register_serve(sub)
+    _register_batch(sub)
+    _register_db(sub)
+    _register_apikey(sub)
+
+
+# --- serve -------------------------------------------------------------------------------
+
+
+def _register_serve(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="run the HTTP API (report labeling, image prediction, batch jobs)",
+        description="Start the FastAPI service with uvicorn. Settings come from CXR_* "
+        "environment variables (CXR_MODEL, CXR_DATABASE_URL, CXR_STORAGE_DIR, CXR_API_KEYS, "
+        "CXR_BATCH_ROOTS, CXR_MAX_UPLOAD_MB); options given here win. Without API keys the "
+        "service only listens on localhost.",
+    )
+    p.add_argument("--host", help="address to bind (default 127.0.0.1, or CXR_HOST)")
+    p.add_argument("--port", type=int, help="port (default 8000, or CXR_PORT)")
+    p.add_argument("--model", type=Path, help="checkpoint to serve (or CXR_MODEL)")
+    p.add_argument("--device", help="auto (default), cpu, cuda, cuda:1")
+    p.add_argument("--storage-dir", type=Path, help="storage folder (or CXR_STORAGE_DIR)")
+    p.add_argument("--database-url", help="SQLAlchemy URL (or CXR_DATABASE_URL)")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.set_defaults(handler=_guard("serve", _serve))
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _settings_from_args(args: argparse.Namespace, fields: tuple[str, ...]) -> Any:
+    from app.settings import Settings
+
+    overrides = {f: getattr(args, f) for f in fields if getattr(args, f, None) is not None}
+    return Settings(**overrides)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    settings = _settings_from_args(
+        args, ("host", "port", "model", "device", "storage_dir", "database_url")
+    )
+    if not settings.api_keys and not _is_loopback(settings.host):
+        raise CommandError(
+            f"refusing to listen on {settings.host} without API keys: anyone on the network "
+            "could use the API. Set CXR_API_KEYS (make a key with `cxr apikey`), or use "
+            "--host 127.0.0.1"
+        )
+    predictor = None
+    if settings.model is not None:
+        if not settings.model.is_file():
+            raise CommandError(f"--model/CXR_MODEL {settings.model}: no such checkpoint file")
+        from app.inference import load_model
+
+        predictor = load_model(settings.model, settings.device)  # CheckpointError: ValueError
+    import uvicorn
+
+    from app.main import create_app
+
+    app = create_app(settings, predictor=predictor)
+    logging.getLogger("app").info(
+        "serving on http://%s:%d (docs at /docs)", settings.host, settings.port
+    )
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=args.log_level,
+        log_config=None,  # keep the logging set up above
+        proxy_headers=True,
+    )
+    return 0
+
+
+# --- batch -------------------------------------------------------------------------------
+
+
+def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser(
+        "batch",
+        help="label a PACS export folder: reports and images, one JSON line per file",
+        description="Walk EXPORT_DIR (nested folders, files with or without .dcm, DICOMDIR, "
+        "DICOM SR), label reports (from --reports CSV keyed by AccessionNumber or "
+        "StudyInstanceUID, or SR documents in the export) and predict images with --model. "
+        "Writes one JSON line per file found to OUT; a summary goes to stderr; the exit "
+        "status is 1 if any file failed. Without a model, images are still read and reported "
+        "with their report's labels (prediction null). --dataset also writes an NIH-style "
+        "training set (PNG + Data_Entry.csv) for `cxr train --data`.",
+    )
+    p.add_argument("export_dir", type=Path, metavar="EXPORT_DIR")
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.jsonl")
+    p.add_argument("--reports", type=Path, metavar="REPORTS.csv")
+    p.add_argument("--model", type=Path, help="checkpoint (default: CXR_MODEL if set)")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--dataset", type=Path, metavar="DATASET_DIR", help="write a training set")
+    p.add_argument(
+        "--dataset-size", type=int, default=1024, help="PNG side (default 1024, as the paper)"
+    )
+    p.add_argument(
+        "--uncertain-positive",
+        action="store_true",
+        help="count uncertain findings as positive in the training set (default: not)",
+    )
+    p.add_argument(
+        "--pseudonym-key",
+        type=Path,
+        metavar="FILE",
+        help="file holding the secret key for patient pseudonyms (keeps them stable across "
+        "runs); default: a random key per run",
+    )
+    p.add_argument(
+        "--on-error",
+        choices=["skip", "raise"],
+        default="skip",
+        help="skip (default): record the error and go on; raise: stop at the first failure",
+    )
+    p.add_argument("--chunk-size", type=int, default=8, help="images per forward pass")
+    p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning"])
+    p.set_defaults(handler=_guard("batch", _batch))
+
+
+def _batch(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from app.batch import BatchProcessor, load_reports_csv, result_line, scan_export
+    from app.labeling import load_report_labeler
+
+    if not args.export_dir.is_dir():
+        raise CommandError(f"{args.export_dir}: not a folder")
+    if args.chunk_size < 1 or args.dataset_size < 32:
+        raise CommandError("--chunk-size must be >= 1 and --dataset-size >= 32")
+    model_path = args.model
+    if model_path is None:
+        from app.settings import Settings
+
+        model_path = Settings().model
+    reports = load_reports_csv(args.reports) if args.reports else None
+    predictor = None
+    if model_path is not None:
+        from app.inference import load_model
+
+        predictor = load_model(model_path, args.device)
+    dataset = None
+    if args.dataset is not None:
+        from app.dataset import DatasetWriter
+
+        key = args.pseudonym_key.read_bytes().strip() if args.pseudonym_key else None
+        dataset = DatasetWriter(
+            args.dataset,
+            size=args.dataset_size,
+            uncertain_positive=args.uncertain_positive,
+            key=key,
+        )
+
+    def on_image(file: Any, image: Any, result: dict[str, Any]) -> None:
+        report = result.get("report")
+        if dataset is None or not report or "labels" not in report:
+            return  # no mined labels, nothing to train on
+        meta = image.meta
+        patient = (
+            getattr(meta, "patient_id", None)
+            or meta.accession_number
+            or meta.study_instance_uid
+            or file.path
+        )
+        result["dataset_image"] = dataset.add(
+            image.pixels,
+            labels=report["labels"],
+            patient_key=str(patient),
+            view_position=getattr(meta, "view_position", None),
+        )
+
+    labeler = load_report_labeler()
+    files = sorted(
+        tqdm(
+            scan_export(args.export_dir, exclude=[args.reports] if args.reports else []),
+            desc="scanning",
+            unit=" files",
+            disable=None,
+            file=sys.stderr,
+        ),
+        key=lambda f: (f.kind != "sr", f.path),  # reports first, so images find them
+    )
+    processor = BatchProcessor(
+        args.export_dir,
+        labeler=labeler,
+        predictor=predictor,
+        reports=reports,
+        on_image=on_image,
+    )
+    counts = {"done": 0, "skipped": 0, "failed": 0}
+    with_report = images = 0
+    first_failure: str | None = None
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    with (
+        args.output.open("w", encoding="utf-8") as out,
+        tqdm(
+            total=len(files), desc="labeling", unit=" files", disable=None, file=sys.stderr
+        ) as bar,
+    ):
+        for start in range(0, len(files), args.chunk_size):
+            for outcome in processor.process(files[start : start + args.chunk_size]):
+                line = result_line(outcome.path, outcome.state, outcome.result, outcome.error)
+                out.write(json.dumps(line, separators=(",", ":")) + "\n")
+                counts[outcome.state] += 1
+                if outcome.result.get("kind") in ("image", "bitmap") and outcome.state == "done":
+                    images += 1
+                    with_report += bool(outcome.result.get("report"))
+                if outcome.state == "failed" and first_failure is None:
+                    first_failure = f"{outcome.path}: {outcome.error}"
+                bar.update(1)
+            if first_failure and args.on_error == "raise":
+                break
+    summary = (
+        f"cxr batch: {len(files)} files: {counts['done']} done, {counts['skipped']} skipped, "
+        f"{counts['failed']} failed; {images} images ({with_report} with a report)"
+    )
+    if reports is not None:
+        unmatched = len(reports) - len(processor.matched_report_keys)
+        summary += f"; {max(unmatched, 0)} CSV reports matched no image"
+    if predictor is None:
+        summary += "; no model (images reported without prediction)"
+    elif predictor.card.get("demo"):
+        summary += "; DEMO model"
+    summary += f"; wrote {args.output}"
+    if dataset is not None:
+        entry = dataset.close()
+        summary += f"; training set: {len(dataset)} images, {entry}"
+    sys.stderr.write(summary + "\n")
+    if first_failure and args.on_error == "raise":
+        sys.stderr.write(
+            f"cxr batch: stopped at the first failure (--on-error raise): {first_failure}\n"
+        )
+    return 1 if counts["failed"] else 0
+
+
+# --- db ----------------------------------------------------------------------------------
+
+
+def _register_db(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser("db", help="database maintenance (migrations)")
+    db_sub = p.add_subparsers(dest="db_command", metavar="ACTION", required=True)
+    up = db_sub.add_parser(
+        "upgrade",
+        help="apply the Alembic migrations (also done at service start-up)",
+        description="Migrate CXR_DATABASE_URL (default: SQLite in CXR_STORAGE_DIR) to the "
+        "latest schema, or to --revision.",
+    )
+    up.add_argument("--database-url", help="SQLAlchemy URL (default: CXR_DATABASE_URL)")
+    up.add_argument("--storage-dir", type=Path, help="for the default SQLite file")
+    up.add_argument("--revision", default="head")
+    up.set_defaults(handler=_guard("db upgrade", _db_upgrade))
+    cur = db_sub.add_parser("current", help="print the database's schema revision")
+    cur.add_argument("--database-url")
+    cur.add_argument("--storage-dir", type=Path)
+    cur.set_defaults(handler=_guard("db current", _db_current))
+
+
+def _db_upgrade(args: argparse.Namespace) -> int:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.db.migrate import current_revision, upgrade
+    from app.db.session import build_engine
+
+    settings = _settings_from_args(args, ("database_url", "storage_dir"))
+    url = settings.resolved_database_url
+    engine = build_engine(url)
+    try:
+        upgrade(url, args.revision, engine=engine)
+        revision = current_revision(engine)
+    except SQLAlchemyError as exc:
+        raise CommandError(
+            f"cannot migrate the database: {exc.__class__.__name__}: {exc}"
+        ) from None
+    finally:
+        engine.dispose()
+    sys.stderr.write(f"cxr db upgrade: database at revision {revision}\n")
+    return 0
+
+
+def _db_current(args: argparse.Namespace) -> int:
+    from app.db.migrate import current_revision
+    from app.db.session import build_engine
+
+    settings = _settings_from_args(args, ("database_url", "storage_dir"))
+    engine = build_engine(settings.resolved_database_url)
+    try:
+        sys.stdout.write(f"{current_revision(engine) or 'none'}\n")
+    finally:
+        engine.dispose()
+    return 0
+
+
+# --- apikey ------------------------------------------------------------------------------
+
+
+def _register_apikey(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser(
+        "apikey",
+        help="make a new API key and its hash for CXR_API_KEYS",
+        description="Print a new random API key (give it to the client) and the line to put "
+        "in CXR_API_KEYS (its SHA-256, so the key itself never sits in the server config).",
+    )
+    p.set_defaults(handler=_guard("apikey", _apikey))
+
+
+def _apikey(args: argparse.Namespace) -> int:
+    from app.security import generate_api_key, hash_api_key
+
+    key = generate_api_key()
+    sys.stdout.write(f"key:          {key}\nCXR_API_KEYS={hash_api_key(key)}\n")
+    return 0

@@ -1,0 +1,123 @@
+"""Safe zip extraction for uploaded PACS exports.
+
+Refused before anything is written: absolute names, drive letters, `..` parts,
+symbolic links, too many members, a declared total beyond the cap, and members
+compressed more than `max_ratio` times (zip bombs reach ratios of 1000+; DICOM
+pixel data rarely compresses beyond 10:1). During extraction bytes are counted
+as they are written, since the sizes in a zip's directory can lie.
+"""
+
+from __future__ import annotations
+
+import shutil
+import stat
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from app.errors import UnsafeArchiveError
+
+__all__ = ["ZipLimits", "check_zip", "extract_zip"]
+
+
+@dataclass(frozen=True)
+class ZipLimits:
+    """Caps applied to uploaded archives."""
+
+    max_total_bytes: int
+    max_ratio: float
+    max_members: int
+
+
+def _safe_name(name: str) -> PurePosixPath:
+    cleaned = name.replace("\\", "/")
+    path = PurePosixPath(cleaned)
+    if cleaned.startswith("/") or (len(cleaned) > 1 and cleaned[1] == ":"):
+        raise UnsafeArchiveError(f"zip member {name!r} has an absolute path; refusing the archive")
+    if any(part == ".." for part in path.parts):
+        raise UnsafeArchiveError(
+            f"zip member {name!r} climbs out of the archive with '..'; refusing the archive"
+        )
+    return path
+
+
+def check_zip(path: Path, limits: ZipLimits) -> int:
+    """Validate an archive's directory without extracting it.
+
+    Returns:
+        The declared uncompressed size in bytes.
+
+    Raises:
+        UnsafeArchiveError: not a zip, or any check above fails.
+    """
+    try:
+        with zipfile.ZipFile(path) as zf:
+            infos = zf.infolist()
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise UnsafeArchiveError(f"upload is not a readable zip archive ({exc})") from None
+    if len(infos) > limits.max_members:
+        raise UnsafeArchiveError(
+            f"zip has {len(infos)} members; the limit is {limits.max_members} (CXR_ZIP_MAX_MEMBERS)"
+        )
+    total = 0
+    for info in infos:
+        _safe_name(info.filename)
+        mode = info.external_attr >> 16
+        if stat.S_ISLNK(mode):
+            raise UnsafeArchiveError(f"zip member {info.filename!r} is a symbolic link; refusing")
+        if info.is_dir():
+            continue
+        total += info.file_size
+        if info.file_size > 1 << 20 and info.file_size > limits.max_ratio * max(
+            info.compress_size, 1
+        ):
+            ratio = info.file_size / max(info.compress_size, 1)
+            raise UnsafeArchiveError(
+                f"zip member {info.filename!r} expands {ratio:.0f}-fold (limit "
+                f"{limits.max_ratio:g}, CXR_ZIP_MAX_RATIO): refusing a likely zip bomb"
+            )
+    if total > limits.max_total_bytes:
+        raise UnsafeArchiveError(
+            f"zip would expand to {total / 2**20:.0f} MiB; the limit is "
+            f"{limits.max_total_bytes / 2**20:.0f} MiB (CXR_ZIP_MAX_UNCOMPRESSED_MB)"
+        )
+    return total
+
+
+def extract_zip(path: Path, dest: Path, limits: ZipLimits) -> None:
+    """Check then extract `path` into `dest` (created; must not exist yet).
+
+    Raises:
+        UnsafeArchiveError: the archive fails a check, or expands beyond its declared sizes.
+    """
+    check_zip(path, limits)
+    dest.mkdir(parents=True)
+    root = dest.resolve()
+    written = 0
+    with zipfile.ZipFile(path) as zf:
+        for info in zf.infolist():
+            rel = _safe_name(info.filename)
+            target = (root / rel).resolve()
+            if root not in target.parents and target != root:
+                raise UnsafeArchiveError(
+                    f"zip member {info.filename!r} resolves outside the export"
+                )
+            if info.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            remaining = info.file_size
+            with zf.open(info) as src, target.open("wb") as out:
+                while chunk := src.read(1 << 20):
+                    remaining -= len(chunk)
+                    written += len(chunk)
+                    if remaining < 0 or written > limits.max_total_bytes:
+                        raise UnsafeArchiveError(
+                            f"zip member {info.filename!r} expands beyond its declared size"
+                        )
+                    out.write(chunk)
+
+
+def remove_tree(path: Path) -> None:
+    """Delete an extracted export."""
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,1 @@
+"""Database models, engine/session factory and migrations runner."""

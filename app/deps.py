@@ -1,0 +1,128 @@
+"""FastAPI dependencies as `Annotated` aliases: routes stay thin and testable."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from fastapi import Depends, Request, Security
+from fastapi.security import APIKeyHeader
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.batch import BatchRunner
+from app.errors import ModelNotLoaded, ServiceError
+from app.inference import InferenceQueue
+from app.labeling import ReportLabeler
+from app.metrics import Metrics
+from app.security import ApiKeys
+from app.settings import Settings
+from app.storage import Storage
+
+__all__ = [
+    "AppState",
+    "InferenceDep",
+    "MetricsDep",
+    "NlpDep",
+    "PredictorDep",
+    "SessionDep",
+    "SettingsDep",
+    "StateDep",
+    "StorageDep",
+    "require_api_key",
+]
+
+
+@dataclass
+class AppState:
+    """Everything the app built at start-up, kept on `app.state.cxr`."""
+
+    settings: Settings
+    engine: Engine
+    sessions: sessionmaker[Session]
+    storage: Storage
+    metrics: Metrics
+    api_keys: ApiKeys
+    labeler: ReportLabeler | None = None
+    predictor: Any | None = None
+    model_error: str | None = None
+    inference: InferenceQueue | None = None
+    runner: BatchRunner | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Unauthorized(ServiceError):
+    """No X-API-Key header."""
+
+    status_code = 401
+
+
+class Forbidden(ServiceError):
+    """An X-API-Key that is not one of the configured keys."""
+
+    status_code = 403
+
+
+def get_state(request: Request) -> AppState:
+    state: AppState = request.app.state.cxr
+    return state
+
+
+StateDep = Annotated[AppState, Depends(get_state)]
+
+
+def get_settings_dep(state: StateDep) -> Settings:
+    return state.settings
+
+
+def get_session(state: StateDep) -> Iterator[Session]:
+    with state.sessions() as session:
+        yield session
+
+
+def get_storage(state: StateDep) -> Storage:
+    return state.storage
+
+
+def get_metrics(state: StateDep) -> Metrics:
+    return state.metrics
+
+
+def get_labeler(state: StateDep) -> ReportLabeler:
+    if state.labeler is None:  # only if start-up was skipped (tests building bare apps)
+        raise ServiceError("the report labeler is not loaded")
+    return state.labeler
+
+
+def get_predictor(state: StateDep) -> Any:
+    if state.predictor is None:
+        raise ModelNotLoaded()
+    return state.predictor
+
+
+def get_inference(state: StateDep) -> InferenceQueue:
+    if state.inference is None:
+        raise ModelNotLoaded()
+    return state.inference
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
+SessionDep = Annotated[Session, Depends(get_session)]
+StorageDep = Annotated[Storage, Depends(get_storage)]
+MetricsDep = Annotated[Metrics, Depends(get_metrics)]
+NlpDep = Annotated[ReportLabeler, Depends(get_labeler)]
+PredictorDep = Annotated[Any, Depends(get_predictor)]
+InferenceDep = Annotated[InferenceQueue, Depends(get_inference)]
+
+_api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False)
+
+
+def require_api_key(state: StateDep, key: Annotated[str | None, Security(_api_key_header)]) -> None:
+    """Check `X-API-Key` when keys are configured (401 missing, 403 wrong)."""
+    if not state.api_keys.enabled:
+        return
+    if not key:
+        raise Unauthorized("missing X-API-Key header")
+    if not state.api_keys.check(key):
+        raise Forbidden("invalid API key")

@@ -1,0 +1,301 @@
+"""The FastAPI application factory.
+
+`create_app(settings)` builds an app; nothing happens at import. Start-up (the
+lifespan) applies database migrations, loads the report labeler and, when
+configured, the model, then resumes unfinished batch jobs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.deps import AppState, require_api_key
+from app.errors import PayloadTooLarge, ServiceError
+from app.metrics import Metrics, MetricsMiddleware
+from app.schemas import DEMO_NOTICE
+from app.security import ApiKeys
+from app.settings import Settings, get_settings
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("app")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+
+def _error(status: int, detail: Any, error: str) -> JSONResponse:
+    return JSONResponse({"detail": detail, "error": error}, status_code=status)
+
+
+class UploadLimitMiddleware:
+    """Answer 413 for bodies over the limit: early from Content-Length, else while reading.
+
+    Batch uploads (POST /v1/batches) have their own, larger limit.
+    """
+
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.default = int(settings.max_upload_mb * 2**20)
+        self.batch = int(settings.max_batch_upload_mb * 2**20)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.batch if scope.get("path", "").startswith("/v1/batches") else self.default
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > limit:
+            response = _error(
+                413,
+                f"request body is {int(length) / 2**20:.1f} MiB; the limit is "
+                f"{limit / 2**20:.0f} MiB (CXR_MAX_UPLOAD_MB)",
+                "PayloadTooLarge",
+            )
+            await response(scope, receive, send)
+            return
+        received = 0
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    # An HTTPException is re-raised by FastAPI's body parsing (not turned
+                    # into a 400), so it reaches the handlers as a 413.
+                    raise PayloadTooLarge(
+                        f"request body exceeds the limit of {limit / 2**20:.0f} MiB "
+                        "(CXR_MAX_UPLOAD_MB)"
+                    )
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+
+class DemoHeaderMiddleware:
+    """Mark every response `X-CXR-Demo-Model: true` while a demo checkpoint is loaded."""
+
+    def __init__(self, app: ASGIApp, fastapi_app: FastAPI) -> None:
+        self.app = app
+        self.fastapi_app = fastapi_app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        state: AppState | None = getattr(self.fastapi_app.state, "cxr", None)
+        demo = (
+            state is not None
+            and state.predictor is not None
+            and bool(state.predictor.card.get("demo", False))
+        )
+        if scope["type"] != "http" or not demo:
+            await self.app(scope, receive, send)
+            return
+
+        async def send_wrapper(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (b"x-cxr-demo-model", b"true")]
+            await send(message)
+
+        await self.app(scope, receive, send_wrapper)
+
+
+def _register_exception_handlers(app: FastAPI) -> None:
+    from labeler import LabelerError
+    from models.errors import (
+        ImageError,
+        ImageTooLargeError,
+        UnsupportedImageError,
+        UnsupportedTransferSyntax,
+    )
+
+    async def image_error(_: Request, exc: Exception) -> JSONResponse:
+        # 415: we cannot handle this kind of file; 422: it claims to be DICOM but is
+        # corrupt, has no pixels, or is out of range.
+        unsupported = isinstance(exc, UnsupportedImageError | UnsupportedTransferSyntax)
+        status = 415 if unsupported and not isinstance(exc, ImageTooLargeError) else 422
+        return _error(status, str(exc), type(exc).__name__)
+
+    async def labeler_error(_: Request, exc: Exception) -> JSONResponse:
+        return _error(422, str(exc), type(exc).__name__)
+
+    async def http_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        name = (
+            type(exc).__name__
+            if isinstance(exc, ServiceError)
+            else HTTPStatus(exc.status_code).phrase.replace(" ", "").replace("-", "")
+        )
+        response = _error(exc.status_code, exc.detail, name)
+        if exc.headers:
+            response.headers.update(exc.headers)
+        return response
+
+    async def validation_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
+        return _error(422, errors, "RequestValidationError")
+
+    app.add_exception_handler(ImageError, image_error)
+    app.add_exception_handler(LabelerError, labeler_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+
+
+def _startup(settings: Settings, metrics: Metrics, predictor: Any | None) -> AppState:
+    """Blocking start-up work (run in a thread): database, labeler, model."""
+    from app.db.migrate import upgrade
+    from app.db.session import build_engine, build_sessionmaker
+    from app.labeling import load_report_labeler
+    from app.storage import Storage
+
+    settings.storage_dir.mkdir(parents=True, exist_ok=True)
+    url = settings.resolved_database_url
+    engine = build_engine(url)
+    upgrade(url, engine=engine)
+    state = AppState(
+        settings=settings,
+        engine=engine,
+        sessions=build_sessionmaker(engine),
+        storage=Storage(settings.storage_dir),
+        metrics=metrics,
+        api_keys=ApiKeys(settings.api_keys),
+    )
+    state.labeler = load_report_labeler()
+    if predictor is not None or settings.model is not None:
+        from app.inference import load_model
+
+        # A configured but broken checkpoint stops start-up: serving without the
+        # model the operator asked for would fail later, and less clearly.
+        state.predictor = (
+            predictor if predictor is not None else load_model(settings.model, settings.device)
+        )
+        card = state.predictor.card
+        metrics.model_loaded.set(1)
+        log.info(
+            "model %s %s loaded from %s (%d labels)",
+            card.get("name"),
+            card.get("version"),
+            settings.model,
+            len(card.get("labels", [])),
+        )
+        if card.get("demo"):
+            log.warning("the loaded model is a DEMO checkpoint: %s", DEMO_NOTICE)
+    else:
+        metrics.model_loaded.set(0)
+        log.warning("no model configured (CXR_MODEL): image prediction answers 503")
+    if state.api_keys.enabled:
+        log.info(
+            "API keys required on /v1 (X-API-Key); %d key(s) configured", len(settings.api_keys)
+        )
+    else:
+        log.warning(
+            "no API key configured (CXR_API_KEYS): the API is open, so it must listen on "
+            "localhost only"
+        )
+    return state
+
+
+def create_app(settings: Settings | None = None, *, predictor: Any | None = None) -> FastAPI:
+    """Build the service.
+
+    Args:
+        settings: configuration; default `get_settings()` (from `CXR_*` variables).
+        predictor: an already loaded `models.predict.Predictor` (`cxr serve` loads the
+            checkpoint before starting, to report a bad one in one line); default: load
+            `settings.model` at start-up, if set.
+
+    Returns:
+        The FastAPI app. Its lifespan migrates the database, loads the labeler and
+        model, and starts the batch runner; the state is on `app.state.cxr`.
+    """
+    settings = settings if settings is not None else get_settings()
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state = await run_in_threadpool(_startup, settings, metrics, predictor)
+        app.state.cxr = state
+        if state.predictor is not None:
+            from app.inference import InferenceQueue
+
+            state.inference = InferenceQueue(
+                state.predictor,
+                max_batch=settings.inference_max_batch,
+                max_wait_s=settings.inference_max_wait_ms / 1000.0,
+                metrics=metrics,
+            )
+            await state.inference.start()
+        if settings.run_batch_jobs:
+            from app.batch import BatchRunner
+
+            assert state.labeler is not None  # set by _startup
+            state.runner = BatchRunner(
+                sessions=state.sessions,
+                labeler=state.labeler,
+                predictor=state.predictor,
+                storage_root=state.storage.root,
+                zip_limits=zip_limits(settings),
+                chunk_size=settings.batch_chunk_size,
+                metrics=metrics,
+            )
+            await run_in_threadpool(state.runner.start)
+        try:
+            yield
+        finally:
+            if state.runner is not None:
+                await run_in_threadpool(state.runner.stop)
+            if state.inference is not None:
+                await state.inference.stop()
+            state.engine.dispose()
+
+    app = FastAPI(
+        title="cxr",
+        version="0.1.0",
+        summary="Chest X-ray report labeler and weakly-supervised classifier (ChestX-ray14).",
+        description=(
+            "Label radiology reports with the 14 ChestX-ray14 findings, classify and localize "
+            "findings on chest radiographs (DICOM, PNG, JPEG), and batch-label PACS exports. "
+            "Research use only: not a medical device. Send `X-API-Key` when keys are configured."
+        ),
+        lifespan=lifespan,
+    )
+    app.state.metrics = metrics
+    _register_exception_handlers(app)
+
+    from app.routes import batches, health, images, predictions, reports
+
+    secured = [Depends(require_api_key)]
+    app.include_router(health.router)
+    for module in (reports, images, predictions, batches):
+        app.include_router(module.router, prefix="/v1", dependencies=secured)
+
+    app.add_middleware(UploadLimitMiddleware, settings=settings)
+    app.add_middleware(DemoHeaderMiddleware, fastapi_app=app)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    return app
+
+
+def zip_limits(settings: Settings) -> Any:
+    """The zip safety limits from settings."""
+    from app.archive import ZipLimits
+
+    return ZipLimits(
+        max_total_bytes=int(settings.zip_max_uncompressed_mb * 2**20),
+        max_ratio=settings.zip_max_ratio,
+        max_members=settings.zip_max_members,
+    )

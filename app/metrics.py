@@ -1,0 +1,102 @@
+"""Prometheus metrics, one registry per app instance (so tests and reloads never clash)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+__all__ = ["Metrics", "MetricsMiddleware"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class Metrics:
+    """The service's counters and histograms, registered in their own registry."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "cxr_http_requests",
+            "HTTP requests by route template, method and status.",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "cxr_http_request_duration_seconds",
+            "HTTP request latency by route template.",
+            ["method", "route"],
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=self.registry,
+        )
+        self.predictions = Counter(
+            "cxr_predictions",
+            "Images run through the model (API and batch jobs).",
+            ["source"],
+            registry=self.registry,
+        )
+        self.inference_seconds = Histogram(
+            "cxr_inference_seconds",
+            "Model forward time per micro-batch.",
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=self.registry,
+        )
+        self.inference_batch_size = Histogram(
+            "cxr_inference_batch_size",
+            "Images per forward pass of the API's micro-batching queue.",
+            buckets=(1, 2, 4, 8, 16, 32),
+            registry=self.registry,
+        )
+        self.reports = Counter(
+            "cxr_reports_labeled", "Reports labeled.", ["source"], registry=self.registry
+        )
+        self.batch_items = Counter(
+            "cxr_batch_items",
+            "Batch job files processed, by outcome.",
+            ["state"],
+            registry=self.registry,
+        )
+        self.batch_jobs = Gauge(
+            "cxr_batch_jobs", "Batch jobs by state.", ["state"], registry=self.registry
+        )
+        self.model_loaded = Gauge(
+            "cxr_model_loaded", "1 when an image model is loaded.", registry=self.registry
+        )
+
+
+class MetricsMiddleware:
+    """Pure ASGI middleware counting requests and latencies by route template."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+        start = time.perf_counter()
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            route = scope.get("route")
+            # The template (/v1/predictions/{prediction_id}), never the raw path:
+            # raw paths would create one series per id.
+            template = getattr(route, "path", None) or "unmatched"
+            method = scope.get("method", "")
+            self.metrics.requests.labels(method, template, str(status)).inc()
+            self.metrics.latency.labels(method, template).observe(time.perf_counter() - start)

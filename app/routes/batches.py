@@ -1,0 +1,330 @@
+"""POST /v1/batches (a server folder or an uploaded zip), job status and results."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import StreamingResponse
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+
+from app import crud
+from app.archive import check_zip
+from app.batch import result_line
+from app.db.models import BatchJob
+from app.deps import AppState, SessionDep, StateDep
+from app.errors import BatchSourceError, NotFound, ServiceError, UnsupportedMediaType
+from app.schemas import BatchCreate, BatchRead, ErrorRead
+
+router = APIRouter(tags=["batches"])
+
+
+class BadBatchRequest(ServiceError):
+    """A batch request that cannot be understood (missing path or zip)."""
+
+    status_code = 422
+
+
+def resolve_in_roots(raw: str, roots: list[Path], *, want_dir: bool) -> Path:
+    """Resolve a client-given server path, refusing anything outside the batch roots.
+
+    Relative paths are tried under each root in turn; absolute paths must lie in one.
+    Symbolic links are resolved first, so a link cannot lead out of a root.
+
+    Raises:
+        BatchSourceError: no roots configured, path outside them, or not found.
+    """
+    if not roots:
+        raise BatchSourceError(
+            "server-side batch paths are disabled: set CXR_BATCH_ROOTS to the folders the "
+            "service may read, or upload a zip instead"
+        )
+    real_roots = [r.resolve() for r in roots]
+    candidate = Path(raw)
+    tries = [candidate] if candidate.is_absolute() else [r / candidate for r in real_roots]
+    inside = False
+    for path in tries:
+        resolved = path.resolve()
+        if not any(resolved == r or r in resolved.parents for r in real_roots):
+            continue
+        inside = True
+        if (resolved.is_dir() if want_dir else resolved.is_file()) and resolved.exists():
+            return resolved
+    if not inside:
+        raise BatchSourceError(f"{raw!r} is outside the configured batch roots (CXR_BATCH_ROOTS)")
+    kind = "folder" if want_dir else "file"
+    raise BatchSourceError(f"{raw!r}: no such {kind} inside the batch roots")
+
+
+def batch_read(job: BatchJob, counts: dict[str, int], state: AppState) -> BatchRead:
+    """The API view of a job with its progress."""
+    total = job.total
+    finished = counts["done"] + counts["skipped"] + counts["failed"]
+    card = job.options.get("model") or {}
+    return BatchRead(
+        id=job.id,
+        state=job.state,  # type: ignore[arg-type]
+        source_kind=job.source_kind,
+        total=total,
+        done=counts["done"],
+        skipped=counts["skipped"],
+        failed=counts["failed"],
+        pending=counts["pending"],
+        progress=round(finished / total, 4) if total else (1.0 if job.state == "done" else 0.0),
+        model=f"{card.get('name')} {card.get('version')}" if card else None,
+        demo=bool(card.get("demo", False)),
+        error=job.error,
+        created_at=job.created_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+        results={
+            "jsonl": f"/v1/batches/{job.id}/results",
+            "csv": f"/v1/batches/{job.id}/results?format=csv",
+        },
+    )
+
+
+def _save_upload(state: AppState, upload: UploadFile, suffix: str) -> Path:
+    key = state.storage.put_stream(upload.file, suffix)
+    return state.storage.path(key)
+
+
+_OPENAPI_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": BatchCreate.model_json_schema()},
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "file": {"type": "string", "format": "binary", "description": "zip"},
+                        "reports": {
+                            "type": "string",
+                            "format": "binary",
+                            "description": "optional reports CSV",
+                        },
+                    },
+                    "required": ["file"],
+                }
+            },
+        },
+    }
+}
+
+
+@router.post(
+    "/batches",
+    status_code=202,
+    response_model=BatchRead,
+    openapi_extra=_OPENAPI_BODY,
+    responses={
+        403: {"model": ErrorRead, "description": "Path outside CXR_BATCH_ROOTS."},
+        413: {"model": ErrorRead, "description": "Zip over CXR_MAX_BATCH_UPLOAD_MB."},
+        422: {"model": ErrorRead, "description": "Unsafe zip (traversal, links, bomb)."},
+    },
+    summary="Start a batch job on a PACS export",
+)
+async def create_batch(request: Request, response: Response, state: StateDep) -> BatchRead:
+    """Label every file of a PACS export in the background; answers 202 with the job.
+
+    Either JSON `{"path": ..., "reports": ...}` naming a folder inside
+    CXR_BATCH_ROOTS, or multipart with the export as a zip in `file` (and an
+    optional reports CSV in `reports`). Reports CSVs are keyed by AccessionNumber
+    or StudyInstanceUID; DICOM SR documents in the export are used too.
+    """
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    job_id = str(uuid.uuid4())
+    settings = state.settings
+    if content_type == "application/json":
+        try:
+            body = BatchCreate.model_validate_json(await request.body())
+        except ValidationError as exc:
+            errors = [{k: e[k] for k in ("loc", "msg", "type")} for e in exc.errors()]
+            raise BadBatchRequest(json.dumps(errors)) from None
+        source = resolve_in_roots(body.path, settings.batch_roots, want_dir=True)
+        reports = (
+            resolve_in_roots(body.reports, settings.batch_roots, want_dir=False)
+            if body.reports
+            else None
+        )
+        kind = "path"
+    elif content_type == "multipart/form-data":
+        form = await request.form(max_files=2, max_fields=10)
+        try:
+            upload = form.get("file")
+            if not isinstance(upload, UploadFile):
+                raise BadBatchRequest("multipart batch upload without a `file` field (the zip)")
+            zip_path = await run_in_threadpool(_save_upload, state, upload, ".zip")
+            try:
+                from app.main import zip_limits
+
+                await run_in_threadpool(check_zip, zip_path, zip_limits(settings))
+            except ServiceError:
+                zip_path.unlink(missing_ok=True)
+                raise
+            reports_upload = form.get("reports")
+            reports = (
+                await run_in_threadpool(_save_upload, state, reports_upload, ".csv")
+                if isinstance(reports_upload, UploadFile)
+                else None
+            )
+        finally:
+            await form.close()
+        # The job owns its copy of the zip (deleted once extracted).
+        job_dir = state.storage.job_dir(job_id)
+        job_dir.mkdir(parents=True)
+        source = job_dir / "upload.zip"
+        shutil.move(zip_path, source)
+        kind = "zip"
+    else:
+        raise UnsupportedMediaType(
+            f"Content-Type {content_type!r}: send application/json with a `path`, "
+            "or multipart/form-data with the export zip as `file`"
+        )
+    model = state.predictor.card if state.predictor is not None else None
+    options: dict[str, Any] = {}
+    if model is not None:
+        options["model"] = {k: model.get(k) for k in ("name", "version", "demo")}
+
+    def create() -> tuple[BatchJob, dict[str, int]]:
+        with state.sessions() as session:
+            job = crud.create_batch_job(
+                session,
+                job_id=job_id,
+                source_kind=kind,
+                source=str(source),
+                reports_path=str(reports) if reports else None,
+                options=options,
+            )
+            return job, crud.batch_counts(session, job.id)
+
+    job, counts = await run_in_threadpool(create)
+    if state.runner is not None:
+        state.runner.submit(job.id)
+    response.headers["Location"] = f"/v1/batches/{job.id}"
+    return batch_read(job, counts, state)
+
+
+@router.get(
+    "/batches/{job_id}",
+    response_model=BatchRead,
+    responses={404: {"model": ErrorRead}},
+    summary="Batch job state and progress",
+)
+def get_batch(job_id: str, session: SessionDep, state: StateDep) -> BatchRead:
+    """State (queued, running, done, failed) and counts of done/skipped/failed/pending files."""
+    job = crud.get_batch_job(session, job_id)
+    if job is None:
+        raise NotFound(f"no batch job {job_id!r}")
+    return batch_read(job, crud.batch_counts(session, job.id), state)
+
+
+CSV_FIXED = [
+    "path",
+    "state",
+    "kind",
+    "study_instance_uid",
+    "series_instance_uid",
+    "sop_instance_uid",
+    "accession_number",
+    "model_positive",
+    "report_source",
+    "report_positive",
+    "report_no_finding",
+    "error",
+]
+
+
+def _csv_row(line: dict[str, Any], labels: list[str]) -> list[Any]:
+    prediction = line.get("prediction") or {}
+    report = line.get("report") or {}
+    probs = prediction.get("probabilities") or {}
+    report_labels = report.get("labels") or {}
+    return [
+        line.get("path"),
+        line.get("state"),
+        line.get("kind"),
+        line.get("study_instance_uid"),
+        line.get("series_instance_uid"),
+        line.get("sop_instance_uid"),
+        line.get("accession_number"),
+        "|".join(prediction.get("positive") or []),
+        report.get("source"),
+        "|".join(report.get("positive") or []),
+        report.get("no_finding"),
+        line.get("error") or report.get("error") or line.get("reason"),
+        *[probs.get(label) for label in labels],
+        *[report_labels.get(label) for label in labels],
+    ]
+
+
+@router.get(
+    "/batches/{job_id}/results",
+    responses={
+        200: {
+            "content": {"application/x-ndjson": {}, "text/csv": {}},
+            "description": "One line per file (done, skipped or failed).",
+        },
+        404: {"model": ErrorRead},
+    },
+    summary="Batch results, streamed as JSON Lines or CSV",
+)
+def get_batch_results(
+    job_id: str,
+    state: StateDep,
+    format: Literal["jsonl", "csv"] = Query("jsonl", description="jsonl (default) or csv"),
+) -> StreamingResponse:
+    """Results of the files processed so far (all files once the job is done).
+
+    JSON Lines: one object per file with `path`, `state`, `kind`, UIDs, `prediction`
+    (probabilities, positive, boxes), `report` (mined labels) and `error`/`reason`.
+    CSV: the same flattened, with `prob_<label>` and `report_<label>` columns.
+    """
+    with state.sessions() as session:
+        job = crud.get_batch_job(session, job_id)
+        if job is None:
+            raise NotFound(f"no batch job {job_id!r}")
+    from labeler.schema import CHESTXRAY14
+
+    labels = [label.value for label in CHESTXRAY14]
+
+    def lines() -> Iterator[dict[str, Any]]:
+        with state.sessions() as session:
+            for item in crud.iter_batch_items(session, job_id):
+                yield result_line(item.path, item.state, item.result, item.error)
+
+    def jsonl() -> Iterator[bytes]:
+        for line in lines():
+            yield (json.dumps(line, separators=(",", ":")) + "\n").encode("utf-8")
+
+    def csv_rows() -> Iterator[bytes]:
+        buffer = io.StringIO()
+        writer = csv.writer(buffer)
+        writer.writerow(
+            [*CSV_FIXED, *(f"prob_{x}" for x in labels), *(f"report_{x}" for x in labels)]
+        )
+        for i, line in enumerate(lines()):
+            writer.writerow(_csv_row(line, labels))
+            if i % 200 == 0:
+                yield buffer.getvalue().encode("utf-8")
+                buffer.seek(0)
+                buffer.truncate()
+        yield buffer.getvalue().encode("utf-8")
+
+    if format == "csv":
+        return StreamingResponse(
+            csv_rows(),
+            media_type="text/csv; charset=utf-8",
+            headers={"Content-Disposition": f'attachment; filename="batch-{job_id}.csv"'},
+        )
+    return StreamingResponse(jsonl(), media_type="application/x-ndjson")

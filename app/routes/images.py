@@ -1,0 +1,164 @@
+"""POST /v1/images/predict: classify and localize findings on one radiograph."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from typing import Any
+
+from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+
+from app import crud
+from app.deps import AppState, InferenceDep, StateDep
+from app.errors import ServiceError, UnsupportedMediaType
+from app.routes.predictions import prediction_read
+from app.schemas import ErrorRead, PredictionRead
+
+router = APIRouter(tags=["images"])
+log = logging.getLogger(__name__)
+
+_RAW_TYPES = {
+    "application/dicom",
+    "application/octet-stream",
+    "image/png",
+    "image/jpeg",
+    "image/tiff",
+    "",
+}
+
+
+class EmptyUpload(ServiceError):
+    """The request carried no file."""
+
+    status_code = 422
+
+
+async def _read_upload(request: Request) -> tuple[bytes, str]:
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type == "multipart/form-data":
+        form = await request.form(max_files=1, max_fields=10)
+        try:
+            upload = form.get("file")
+            if not isinstance(upload, UploadFile):
+                raise EmptyUpload("multipart upload without a `file` field")
+            data = await upload.read()
+            name = upload.filename or "upload"
+        finally:
+            await form.close()
+    elif content_type in _RAW_TYPES:
+        data = await request.body()
+        name = "upload"
+    else:
+        raise UnsupportedMediaType(
+            f"Content-Type {content_type!r} is not accepted; send application/dicom "
+            "(or image/png, image/jpeg) as the body, or multipart/form-data with a `file` field"
+        )
+    if not data:
+        raise EmptyUpload("the uploaded file is empty")
+    return data, name
+
+
+_OPENAPI_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "properties": {"file": {"type": "string", "format": "binary"}},
+                    "required": ["file"],
+                }
+            },
+            "application/dicom": {"schema": {"type": "string", "format": "binary"}},
+            "image/png": {"schema": {"type": "string", "format": "binary"}},
+            "image/jpeg": {"schema": {"type": "string", "format": "binary"}},
+        },
+    }
+}
+
+
+@router.post(
+    "/images/predict",
+    response_model=PredictionRead,
+    openapi_extra=_OPENAPI_BODY,
+    responses={
+        413: {"model": ErrorRead, "description": "Upload over CXR_MAX_UPLOAD_MB."},
+        415: {"model": ErrorRead, "description": "Not DICOM/PNG/JPEG, or an unsupported image."},
+        422: {"model": ErrorRead, "description": "Corrupt DICOM, no pixel data."},
+        503: {"model": ErrorRead, "description": "No model loaded (says how to get one)."},
+    },
+    summary="Predict findings on a chest radiograph",
+)
+async def predict_image(
+    request: Request, state: StateDep, inference: InferenceDep
+) -> PredictionRead:
+    """Probabilities for every label, positives by the model card's thresholds, boxes in
+    original pixel coordinates, heatmap overlay links, the model card and timings.
+
+    Send the DICOM file as the body (`Content-Type: application/dicom`) or as the
+    multipart field `file`. The study/series/SOP instance UIDs are echoed; patient
+    name and other identifying tags are neither stored nor logged.
+    """
+    from models.images import load_image
+
+    start = time.perf_counter()
+    data, name = await _read_upload(request)
+    image = await run_in_threadpool(load_image, data, filename=name)
+    decoded = time.perf_counter()
+    prediction = await inference.predict(image.pixels)
+    predicted = time.perf_counter()
+    row = await run_in_threadpool(_store, state, data, image, prediction)
+    state.metrics.predictions.labels("api").inc()
+    timings = {
+        "decode": round(decoded - start, 6),
+        **{k: round(float(v), 6) for k, v in prediction.timings.items()},
+        "inference_total": round(predicted - decoded, 6),
+        "total": round(time.perf_counter() - start, 6),
+    }
+    if state.settings.log_patient_data:
+        log.info("prediction %s for SOP %s", row.id, image.meta.sop_instance_uid)
+    else:
+        log.info("prediction %s (%.0f ms)", row.id, timings["total"] * 1000)
+    return prediction_read(row, timings=timings)
+
+
+def _store(state: AppState, data: bytes, image: Any, prediction: Any) -> Any:
+    from app.inference import encode_heatmaps, encode_preview
+
+    storage = state.storage
+    pixels_key = storage.put_bytes(encode_preview(image.pixels), ".png")
+    heatmaps_key = (
+        storage.put_bytes(encode_heatmaps(prediction.heatmaps), ".npz")
+        if prediction.heatmaps
+        else None
+    )
+    upload_key = storage.put_bytes(data, ".dcm") if state.settings.store_uploads else None
+    meta = image.meta
+    with state.sessions() as session:
+        study = (
+            crud.get_or_create_study(session, meta.study_instance_uid)
+            if meta.study_instance_uid
+            else None
+        )
+        row = crud.create_image(
+            session,
+            sha256=hashlib.sha256(data).hexdigest(),
+            meta=meta,
+            study=study,
+            pixels_key=pixels_key,
+            upload_key=upload_key,
+        )
+        return crud.create_prediction(
+            session,
+            image=row,
+            card=state.predictor.card if state.predictor is not None else {},
+            probabilities=dict(prediction.probabilities),
+            positive=list(prediction.positive),
+            boxes=[b.to_dict() for b in prediction.boxes],
+            heatmaps_key=heatmaps_key,
+            heatmap_labels=list(prediction.heatmaps),
+            timings={k: float(v) for k, v in prediction.timings.items()},
+        )

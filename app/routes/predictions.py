@@ -1,0 +1,141 @@
+"""GET /v1/predictions/{id} and its heatmap overlays."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Response
+from starlette.concurrency import run_in_threadpool
+
+from app import crud
+from app.db.models import Prediction
+from app.deps import SessionDep, StorageDep
+from app.errors import NotFound
+from app.schemas import DEMO_NOTICE, ErrorRead, ImageRead, ModelCardRead, PredictionRead
+
+router = APIRouter(tags=["predictions"])
+
+
+def heatmap_url(prediction_id: str, label: str) -> str:
+    """Path of a heatmap overlay PNG."""
+    return f"/v1/predictions/{prediction_id}/heatmaps/{quote(label, safe='')}.png"
+
+
+def prediction_read(row: Prediction, *, timings: dict[str, float] | None = None) -> PredictionRead:
+    """The API view of a stored prediction."""
+    image = row.image
+    study = image.study
+    card = dict(row.model_card or {})
+    return PredictionRead(
+        id=row.id,
+        demo=row.demo,
+        notice=DEMO_NOTICE if row.demo else None,
+        model=ModelCardRead(**_card_fields(card)),
+        image=ImageRead(
+            study_instance_uid=study.study_instance_uid if study is not None else None,
+            series_instance_uid=image.series_instance_uid,
+            sop_instance_uid=image.sop_instance_uid,
+            sop_class_uid=image.sop_class_uid,
+            modality=image.modality,
+            rows=image.rows,
+            columns=image.columns,
+            sha256=image.sha256,
+        ),
+        probabilities=row.probabilities,
+        positive=list(row.positive),
+        boxes=list(row.boxes),
+        heatmaps={label: heatmap_url(row.id, label) for label in row.heatmap_labels},
+        timings=timings if timings is not None else dict(row.timings),
+        created_at=row.created_at,
+    )
+
+
+def _card_fields(card: dict[str, Any]) -> dict[str, Any]:
+    # The card the API shows: identity, use and labels, plus thresholds and metrics;
+    # training internals (architecture details, preprocessing) stay out.
+    keep = (
+        "name",
+        "version",
+        "intended_use",
+        "labels",
+        "demo",
+        "thresholds",
+        "metrics",
+        "training_data",
+        "created",
+        "code_version",
+    )
+    return {k: card[k] for k in keep if k in card}
+
+
+@router.get(
+    "/predictions/{prediction_id}",
+    response_model=PredictionRead,
+    responses={404: {"model": ErrorRead}},
+    summary="A stored prediction",
+)
+def get_prediction(prediction_id: str, session: SessionDep) -> PredictionRead:
+    """The prediction as returned by POST /v1/images/predict."""
+    row = crud.get_prediction(session, prediction_id)
+    if row is None:
+        raise NotFound(f"no prediction {prediction_id!r}")
+    return prediction_read(row)
+
+
+@router.get(
+    "/predictions/{prediction_id}/heatmaps/{label}.png",
+    response_class=Response,
+    responses={
+        200: {"content": {"image/png": {}}, "description": "Heatmap overlay with boxes."},
+        404: {"model": ErrorRead},
+    },
+    summary="Heatmap overlay PNG for one label",
+)
+async def get_heatmap(
+    prediction_id: str, label: str, session: SessionDep, storage: StorageDep
+) -> Response:
+    """The radiograph (at most 1024 px a side) with the label's heatmap and boxes drawn on it."""
+    row = await run_in_threadpool(crud.get_prediction, session, prediction_id)
+    if row is None:
+        raise NotFound(f"no prediction {prediction_id!r}")
+    if label not in row.heatmap_labels or row.heatmaps_key is None:
+        available = ", ".join(row.heatmap_labels) or "none (no positive finding)"
+        raise NotFound(f"no heatmap for {label!r} in this prediction; available: {available}")
+    pixels_key = row.image.pixels_key
+    if pixels_key is None:
+        raise NotFound("the image preview for this prediction is not stored")
+    boxes = [b for b in row.boxes if b.get("label") == label]
+    png = await run_in_threadpool(
+        _render, storage, pixels_key, row.heatmaps_key, label, boxes, row.image.columns
+    )
+    return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=3600"})
+
+
+def _render(
+    storage: Any,
+    pixels_key: str,
+    heatmaps_key: str,
+    label: str,
+    boxes: list[dict[str, Any]],
+    columns: int,
+) -> bytes:
+    from app.inference import decode_heatmaps, decode_preview
+    from models.boxes import Box
+    from models.overlay import render_overlay
+
+    preview = decode_preview(storage.get_bytes(pixels_key))
+    heat = decode_heatmaps(storage.get_bytes(heatmaps_key), label)
+    scale = preview.shape[1] / columns  # boxes are in original pixels; the preview is smaller
+    scaled = [
+        Box(
+            label=b["label"],
+            x=b["x"] * scale,
+            y=b["y"] * scale,
+            width=b["width"] * scale,
+            height=b["height"] * scale,
+            score=b["score"],
+        )
+        for b in boxes
+    ]
+    return render_overlay(preview, heat, boxes=scaled)

@@ -1,0 +1,82 @@
+"""POST /v1/reports/label: the report labeler over HTTP."""
+
+from __future__ import annotations
+
+import hashlib
+
+from fastapi import APIRouter
+
+from app import crud
+from app.deps import MetricsDep, NlpDep, SessionDep, SettingsDep
+from app.errors import ServiceError
+from app.schemas import (
+    ErrorRead,
+    ReportBatchCreate,
+    ReportBatchRead,
+    ReportCreate,
+    ReportLabelsRead,
+)
+
+router = APIRouter(tags=["reports"])
+
+
+class TooManyReports(ServiceError):
+    """A report batch larger than CXR_MAX_REPORTS_PER_REQUEST."""
+
+    status_code = 422
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@router.post(
+    "/reports/label",
+    response_model=ReportLabelsRead | ReportBatchRead,
+    responses={422: {"model": ErrorRead, "description": "Empty, non-text or too long report."}},
+    summary="Label one report, or a batch of reports",
+)
+def label_reports(
+    body: ReportCreate | ReportBatchCreate,
+    session: SessionDep,
+    labeler: NlpDep,
+    settings: SettingsDep,
+    metrics: MetricsDep,
+) -> ReportLabelsRead | ReportBatchRead:
+    """Mine the 14 ChestX-ray14 labels from report text.
+
+    Send `{"text": ...}` for one report (errors answer 422), or `{"reports": [...]}`
+    for up to CXR_MAX_REPORTS_PER_REQUEST reports (a bad report gets `error` set,
+    the others are labeled). Report text is not stored, only its SHA-256.
+    """
+    version = labeler.version
+    if isinstance(body, ReportCreate):
+        result = labeler.label(body.text, report_id=body.id)
+        crud.create_label_results(
+            session,
+            [(result, _sha(body.text), body.study_instance_uid)],
+            labeler_version=version,
+            source="api",
+        )
+        metrics.reports.labels("api").inc()
+        return ReportLabelsRead(**result.to_dict(), labeler_version=version)
+    limit = settings.max_reports_per_request
+    if len(body.reports) > limit:
+        raise TooManyReports(
+            f"{len(body.reports)} reports in one request; the limit is {limit} "
+            "(CXR_MAX_REPORTS_PER_REQUEST). Split the batch, or use `cxr label` for files."
+        )
+    results = labeler.label_many([(r.id, r.text) for r in body.reports])
+    crud.create_label_results(
+        session,
+        [
+            (res, _sha(r.text), r.study_instance_uid)
+            for res, r in zip(results, body.reports, strict=True)
+        ],
+        labeler_version=version,
+        source="api",
+    )
+    metrics.reports.labels("api").inc(len(results))
+    return ReportBatchRead(
+        results=[ReportLabelsRead(**res.to_dict(), labeler_version=version) for res in results]
+    )

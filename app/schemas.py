@@ -1,0 +1,293 @@
+"""Pydantic request/response models of the HTTP API (`XCreate` in, `XRead` out)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "DEMO_NOTICE",
+    "BatchCreate",
+    "BatchRead",
+    "BoxRead",
+    "ErrorRead",
+    "HealthRead",
+    "ImageRead",
+    "MentionRead",
+    "ModelCardRead",
+    "PredictionRead",
+    "ReadyRead",
+    "ReportBatchCreate",
+    "ReportBatchRead",
+    "ReportCreate",
+    "ReportLabelsRead",
+]
+
+DEMO_NOTICE = (
+    "DEMO MODEL: not trained on clinical data; its outputs are meaningless. Not for clinical use."
+)
+
+_REPORT_EXAMPLE = (
+    "FINDINGS: The heart is enlarged. Small left pleural effusion. No pneumothorax.\n"
+    "IMPRESSION: Cardiomegaly with small left effusion."
+)
+
+
+class ErrorRead(BaseModel):
+    """Every error response: a sentence for people and the exception class for programs."""
+
+    detail: Any = Field(examples=["scan.dcm: the dataset has no Pixel Data (7FE0,0010)"])
+    error: str = Field(examples=["MissingPixelData"])
+
+
+class ReportCreate(BaseModel):
+    """One report to label."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"id": "ACC123", "text": _REPORT_EXAMPLE}]}
+    )
+
+    text: str = Field(min_length=1, description="Report text (FINDINGS/IMPRESSION sections).")
+    id: str = Field(default="", max_length=128, description="Your id, echoed back.")
+    study_instance_uid: str | None = Field(
+        default=None, max_length=64, description="Links the report to a study."
+    )
+
+
+class ReportBatchCreate(BaseModel):
+    """Several reports labeled in one request (at most CXR_MAX_REPORTS_PER_REQUEST)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "reports": [
+                        {"id": "r1", "text": _REPORT_EXAMPLE},
+                        {"id": "r2", "text": "No acute cardiopulmonary abnormality."},
+                    ]
+                }
+            ]
+        }
+    )
+
+    reports: list[ReportCreate] = Field(min_length=1)
+
+
+class MentionRead(BaseModel):
+    """A finding mention with its character span and the rule that decided it."""
+
+    label: str
+    text: str
+    start: int
+    end: int
+    sentence: str
+    status: Literal["positive", "uncertain", "negative"]
+    rule: str | None = None
+    negex: str | None = None
+    section: str | None = None
+
+
+class ReportLabelsRead(BaseModel):
+    """The labeler's output for one report (same schema as `cxr label`)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "ACC123",
+                    "labels": {"Cardiomegaly": "positive", "Effusion": "positive"},
+                    "no_finding": False,
+                    "mentions": [],
+                    "labeler_version": "concepts.v1+rules.v1+sections.v1",
+                }
+            ]
+        }
+    )
+
+    id: str
+    labels: dict[str, str]
+    no_finding: bool
+    mentions: list[MentionRead] = Field(default_factory=list)
+    error: str | None = None
+    labeler_version: str
+
+
+class ReportBatchRead(BaseModel):
+    """Results in the order of the request; a bad report has `error` set."""
+
+    results: list[ReportLabelsRead]
+
+
+class ModelCardRead(BaseModel):
+    """What the model is and is not: name, version, intended use, label set, demo flag."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = "unknown"
+    version: str = "unknown"
+    intended_use: str = ""
+    labels: list[str] = Field(default_factory=list)
+    demo: bool = False
+
+
+class BoxRead(BaseModel):
+    """A localization box in original image pixel coordinates (x, y = top left)."""
+
+    label: str
+    x: float
+    y: float
+    width: float
+    height: float
+    score: float
+
+
+class ImageRead(BaseModel):
+    """The image the prediction was made on: UIDs echoed, no patient data."""
+
+    study_instance_uid: str | None = None
+    series_instance_uid: str | None = None
+    sop_instance_uid: str | None = None
+    sop_class_uid: str | None = None
+    modality: str | None = None
+    rows: int
+    columns: int
+    sha256: str
+
+
+class PredictionRead(BaseModel):
+    """Image prediction: probabilities, positives, boxes, heatmap links, model card, timing."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "6f1c2a4e-0d8b-4a7e-9d38-2c7a1f0e5b11",
+                    "demo": True,
+                    "notice": DEMO_NOTICE,
+                    "image": {
+                        "study_instance_uid": "1.2.826.0.1.3680043.8.498.1",
+                        "series_instance_uid": "1.2.826.0.1.3680043.8.498.2",
+                        "sop_instance_uid": "1.2.826.0.1.3680043.8.498.3",
+                        "modality": "DX",
+                        "rows": 2048,
+                        "columns": 2048,
+                        "sha256": "9f86d081884c7d659a2feaa0c55ad015"
+                        "a3bf4f1b2b0b822cd15d6c15b0f00a08",
+                    },
+                    "probabilities": {"Cardiomegaly": 0.91, "Effusion": 0.12},
+                    "positive": ["Cardiomegaly"],
+                    "boxes": [
+                        {
+                            "label": "Cardiomegaly",
+                            "x": 612.0,
+                            "y": 830.0,
+                            "width": 900.0,
+                            "height": 610.0,
+                            "score": 0.91,
+                        }
+                    ],
+                    "heatmaps": {
+                        "Cardiomegaly": "/v1/predictions/6f1c2a4e-0d8b-4a7e-9d38-2c7a1f0e5b11"
+                        "/heatmaps/Cardiomegaly.png"
+                    },
+                    "timings": {"decode_ms": 41.0, "model_ms": 95.0, "total_ms": 160.0},
+                }
+            ]
+        }
+    )
+
+    id: str
+    demo: bool
+    notice: str | None = Field(default=None, description="Set for demo models.")
+    model: ModelCardRead
+    image: ImageRead
+    probabilities: dict[str, float]
+    positive: list[str]
+    boxes: list[BoxRead]
+    heatmaps: dict[str, str] = Field(description="Label -> URL of a heatmap overlay PNG.")
+    timings: dict[str, float]
+    created_at: datetime | None = None
+
+
+class BatchCreate(BaseModel):
+    """A batch job on a server folder (inside CXR_BATCH_ROOTS)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"path": "exports/2024-05-ward3", "reports": "exports/ward3.csv"}]
+        }
+    )
+
+    path: str = Field(
+        min_length=1,
+        description="Export folder: relative to a batch root, or absolute inside one.",
+    )
+    reports: str | None = Field(
+        default=None, description="Reports CSV (accession number or StudyInstanceUID + text)."
+    )
+
+
+class BatchRead(BaseModel):
+    """State and progress of a batch job."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "0b5e8f8e-4c3b-4b8e-a0f3-3f1c8d2b9a77",
+                    "state": "running",
+                    "source_kind": "zip",
+                    "total": 1200,
+                    "done": 640,
+                    "skipped": 12,
+                    "failed": 3,
+                    "pending": 545,
+                    "progress": 0.546,
+                    "model": "resnet50-chestxray14 1.0",
+                    "demo": False,
+                    "results": {
+                        "jsonl": "/v1/batches/0b5e8f8e-4c3b-4b8e-a0f3-3f1c8d2b9a77/results",
+                        "csv": "/v1/batches/0b5e8f8e-4c3b-4b8e-a0f3-3f1c8d2b9a77/results"
+                        "?format=csv",
+                    },
+                }
+            ]
+        }
+    )
+
+    id: str
+    state: Literal["queued", "running", "done", "failed"]
+    source_kind: str
+    total: int = Field(description="Files found (0 until the scan finishes).")
+    done: int
+    skipped: int = Field(description="DICOMDIR, non-image SOP classes, non-DICOM files.")
+    failed: int
+    pending: int
+    progress: float = Field(ge=0, le=1)
+    model: str | None = Field(default=None, description="Model name and version, or None.")
+    demo: bool = False
+    error: str | None = None
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    results: dict[str, str]
+
+
+class HealthRead(BaseModel):
+    """Liveness."""
+
+    status: Literal["ok"] = "ok"
+
+
+class ReadyRead(BaseModel):
+    """Readiness: database reachable, labeler loaded, model loaded or explicitly absent."""
+
+    ready: bool
+    database: bool
+    labeler: bool
+    model: Literal["loaded", "absent", "failed"]
+    model_name: str | None = None
+    demo: bool = False
+    detail: str | None = None

@@ -1,0 +1,105 @@
+"""The service's one settings object, read from `CXR_*` environment variables.
+
+Built on demand by `get_settings()` (cached), never at import, so tests and the
+CLI can build their own `Settings(...)` and pass it to `create_app`.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+__all__ = ["Settings", "get_settings"]
+
+
+def _split_csv(value: object) -> object:
+    # `CXR_API_KEYS=a,b` and `CXR_BATCH_ROOTS=/data/a:/data/b` are friendlier than JSON lists.
+    if isinstance(value, str):
+        sep = "," if "," in value else None
+        parts = value.split(sep) if sep else value.replace(":", ",").split(",")
+        return [p.strip() for p in parts if p.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    """Service configuration. Every field can be set as `CXR_<FIELD>` (case-insensitive)."""
+
+    model_config = SettingsConfigDict(env_prefix="CXR_", extra="ignore", frozen=True)
+
+    model: Path | None = Field(
+        default=None, description="Checkpoint to serve; without one, image prediction answers 503."
+    )
+    device: str = Field(default="auto", description="Torch device for the model: auto, cpu, cuda.")
+    storage_dir: Path = Field(
+        default=Path("storage"),
+        description="Folder for heatmaps, uploads and the default SQLite database; "
+        "nothing is written outside it.",
+    )
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL, e.g. postgresql+psycopg://user@host/db; "
+        "default: SQLite file cxr.db in storage_dir.",
+    )
+    api_keys: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        repr=False,
+        description="Accepted X-API-Key values, comma-separated; an entry `sha256:<hex>` "
+        "gives the key's SHA-256 instead of the key itself.",
+    )
+    batch_roots: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list,
+        description="Server folders that POST /v1/batches may read (comma or colon separated).",
+    )
+    max_upload_mb: float = Field(default=100.0, gt=0, description="Largest request body (413).")
+    max_batch_upload_mb: float = Field(
+        default=4096.0, gt=0, description="Largest zip upload to POST /v1/batches (413)."
+    )
+    zip_max_uncompressed_mb: float = Field(
+        default=16384.0, gt=0, description="Refuse zips that would expand beyond this."
+    )
+    zip_max_ratio: float = Field(
+        default=200.0, gt=1, description="Refuse zip members compressed more than this (bombs)."
+    )
+    zip_max_members: int = Field(default=200_000, gt=0)
+    max_reports_per_request: int = Field(default=256, gt=0)
+    max_report_chars: int = Field(default=100_000, gt=0)
+    inference_max_batch: int = Field(
+        default=8, gt=0, description="Concurrent image requests batched into one forward pass."
+    )
+    inference_max_wait_ms: float = Field(default=5.0, ge=0)
+    batch_chunk_size: int = Field(default=8, gt=0, description="Images per forward pass in jobs.")
+    run_batch_jobs: bool = Field(
+        default=True, description="Run (and resume) batch jobs in this process."
+    )
+    store_uploads: bool = Field(
+        default=False,
+        description="Keep uploaded DICOM files in storage (they carry patient data); "
+        "by default only derived pixels and heatmaps are kept.",
+    )
+    log_patient_data: bool = Field(
+        default=False, description="Allow identifying tags (UIDs, accession) in logs."
+    )
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, gt=0, lt=65536)
+
+    @field_validator("api_keys", "batch_roots", mode="before")
+    @classmethod
+    def _split_lists(cls, value: object) -> object:
+        return _split_csv(value)
+
+    @property
+    def resolved_database_url(self) -> str:
+        """The database URL, defaulting to an SQLite file inside `storage_dir`."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.storage_dir / 'cxr.db').resolve()}"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Return the process-wide settings, read from the environment on first call."""
+    return Settings()

@@ -1,0 +1,173 @@
+"""Builders for service tests: pydicom DICOMs (DX, SR, DICOMDIR, CT, GSPS), a generated
+PACS export tree with its expected outcome per file, a reports CSV, a job poller.
+
+Imported by the tests as `service_fixtures` (pytest puts tests/app on sys.path)."""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from fastapi.testclient import TestClient
+from pydicom.dataset import Dataset, FileMetaDataset
+from pydicom.uid import ExplicitVRLittleEndian, generate_uid
+
+DX_STORAGE = "1.2.840.10008.5.1.4.1.1.1.1"
+CT_STORAGE = "1.2.840.10008.5.1.4.1.1.2"
+BASIC_TEXT_SR = "1.2.840.10008.5.1.4.1.1.88.11"
+GSPS_STORAGE = "1.2.840.10008.5.1.4.1.1.11.1"
+DICOMDIR_CLASS = "1.2.840.10008.1.3.10"
+PATIENT_NAME = "Doe^Jane"
+PATIENT_ID = "MRN-0042"
+
+
+# --- DICOM builders --------------------------------------------------------------------
+
+
+def build_dataset(
+    *,
+    pixels: np.ndarray | None = None,
+    modality: str = "DX",
+    sop_class: str = DX_STORAGE,
+    study_uid: str | None = None,
+    accession: str = "ACC-1",
+    **elements: Any,
+) -> Dataset:
+    """A small valid DICOM dataset with identifying tags set (to check they never leak)."""
+    ds = Dataset()
+    ds.file_meta = FileMetaDataset()
+    ds.file_meta.TransferSyntaxUID = ExplicitVRLittleEndian
+    ds.file_meta.MediaStorageSOPClassUID = sop_class
+    ds.file_meta.MediaStorageSOPInstanceUID = generate_uid()
+    ds.SOPClassUID = sop_class
+    ds.SOPInstanceUID = ds.file_meta.MediaStorageSOPInstanceUID
+    ds.StudyInstanceUID = study_uid or generate_uid()
+    ds.SeriesInstanceUID = generate_uid()
+    ds.AccessionNumber = accession
+    ds.PatientName = PATIENT_NAME
+    ds.PatientID = PATIENT_ID
+    ds.Modality = modality
+    if pixels is not None:
+        ds.Rows, ds.Columns = pixels.shape
+        ds.SamplesPerPixel = 1
+        ds.PhotometricInterpretation = "MONOCHROME2"
+        ds.BitsAllocated = 16
+        ds.BitsStored = 12
+        ds.HighBit = 11
+        ds.PixelRepresentation = 0
+        ds.PixelData = pixels.astype(np.uint16).tobytes()
+    for key, value in elements.items():
+        setattr(ds, key, value)
+    return ds
+
+
+def chest_pixels(rows: int = 64, columns: int = 64, seed: int = 0) -> np.ndarray:
+    """A smooth 12-bit test image (a bright disc on a ramp)."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:rows, 0:columns]
+    disc = ((y - rows / 2) ** 2 + (x - columns / 2) ** 2 < (rows / 4) ** 2) * 1500
+    return (x * 2000 / columns + disc + rng.integers(0, 50, (rows, columns))).astype(np.uint16)
+
+
+def to_bytes(ds: Dataset) -> bytes:
+    buffer = io.BytesIO()
+    ds.save_as(buffer, enforce_file_format=True)
+    return buffer.getvalue()
+
+
+def dx_bytes(**kwargs: Any) -> bytes:
+    """A 64x64 DX radiograph as DICOM file bytes."""
+    kwargs.setdefault("pixels", chest_pixels())
+    return to_bytes(build_dataset(**kwargs))
+
+
+def sr_dataset(text_value: str, *, study_uid: str, accession: str) -> Dataset:
+    """A Basic Text SR holding one 'Finding' TEXT item."""
+    ds = build_dataset(
+        modality="SR", sop_class=BASIC_TEXT_SR, study_uid=study_uid, accession=accession
+    )
+    concept = Dataset()
+    concept.CodeValue = "121071"
+    concept.CodingSchemeDesignator = "DCM"
+    concept.CodeMeaning = "Finding"
+    item = Dataset()
+    item.RelationshipType = "CONTAINS"
+    item.ValueType = "TEXT"
+    item.ConceptNameCodeSequence = [concept]
+    item.TextValue = text_value
+    ds.ValueType = "CONTAINER"
+    ds.ContentSequence = [item]
+    return ds
+
+
+def dicomdir_dataset() -> Dataset:
+    """A (minimal) DICOMDIR: the Media Storage Directory SOP class with an empty record list."""
+    ds = build_dataset(sop_class=DICOMDIR_CLASS, modality="")
+    ds.DirectoryRecordSequence = []
+    return ds
+
+
+STUDY_A = "1.2.826.0.1.3680043.8.498.101"
+STUDY_B = "1.2.826.0.1.3680043.8.498.202"
+SR_TEXT = "The heart is enlarged. No pneumothorax."
+CSV_TEXT = "Small left pleural effusion. No pneumothorax."
+
+# path -> (kind, final state) for every file of the generated export
+EXPECTED_EXPORT = {
+    "DICOMDIR": ("dicomdir", "skipped"),
+    "PAT1/STUDY1/SER1/IM000001": ("image", "done"),
+    "PAT1/STUDY1/SER1/IM000002.dcm": ("image", "done"),
+    "PAT1/STUDY1/SR/SR000001": ("sr", "done"),
+    "PAT2/STUDY2/image.dcm": ("image", "done"),
+    "PAT2/STUDY2/broken.dcm": ("invalid", "failed"),
+    "PAT3/ct_slice.dcm": ("other", "skipped"),
+    "PAT3/PS000001": ("other", "skipped"),
+    "README.TXT": ("ignored", "skipped"),
+}
+
+
+def build_export(root: Path) -> Path:
+    """A PACS-export-like tree: nested folders, names with and without .dcm, a DICOMDIR,
+    an SR report (study A), a corrupt file, a CT slice, a presentation state, a README."""
+
+    def put(rel: str, data: bytes) -> None:
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+    put("DICOMDIR", to_bytes(dicomdir_dataset()))
+    put("PAT1/STUDY1/SER1/IM000001", dx_bytes(study_uid=STUDY_A, accession="A1"))
+    put(
+        "PAT1/STUDY1/SER1/IM000002.dcm",
+        dx_bytes(study_uid=STUDY_A, accession="A1", pixels=chest_pixels(seed=1)),
+    )
+    put("PAT1/STUDY1/SR/SR000001", to_bytes(sr_dataset(SR_TEXT, study_uid=STUDY_A, accession="A1")))
+    put("PAT2/STUDY2/image.dcm", dx_bytes(study_uid=STUDY_B, accession="B1"))
+    good = dx_bytes(study_uid=STUDY_B, accession="B1")
+    put("PAT2/STUDY2/broken.dcm", good[:-1000])  # pixel data cut short: corrupt
+    put(
+        "PAT3/ct_slice.dcm",
+        to_bytes(build_dataset(pixels=chest_pixels(), modality="CT", sop_class=CT_STORAGE)),
+    )
+    put("PAT3/PS000001", to_bytes(build_dataset(modality="PR", sop_class=GSPS_STORAGE)))
+    put("README.TXT", b"Exported by a PACS. Not DICOM.\n")
+    return root
+
+
+def write_reports_csv(path: Path) -> Path:
+    """Reports CSV keyed by accession number (only study B has one here)."""
+    path.write_text(f'AccessionNumber,Report\nB1,"{CSV_TEXT}"\nZ9,"No acute disease."\n')
+    return path
+
+
+def wait_for_job(client: TestClient, job_id: str, timeout: float = 60.0) -> dict[str, Any]:
+    """Poll GET /v1/batches/{id} until the job is done or failed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        body: dict[str, Any] = client.get(f"/v1/batches/{job_id}").json()
+        if body["state"] in ("done", "failed") or time.monotonic() > deadline:
+            return body
+        time.sleep(0.1)
