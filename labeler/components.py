@@ -133,14 +133,14 @@ class DependencyRules:
         present = set(words)
         return any(ws <= present for ws in self._cue_wordsets)
 
-    def cues(self, doc: Doc) -> list[list[Token]]:
-        """Cue roots of each rule in `doc` (index = rule order). `doc` must be parsed."""
-        per_rule: list[list[Token]] = [[] for _ in self.rule_set.rules]
+    def cues(self, doc: Doc) -> list[list[Span]]:
+        """Cue matches of each rule in `doc` (index = rule order). `doc` must be parsed."""
+        per_rule: list[list[Span]] = [[] for _ in self.rule_set.rules]
         for match_id, start, end in self.matcher(doc):
-            per_rule[int(self._strings[match_id])].append(doc[start:end].root)
+            per_rule[int(self._strings[match_id])].append(doc[start:end])
         return per_rule
 
-    def decide(self, mention: Span, cues: list[list[Token]] | None = None) -> Verdict:
+    def decide(self, mention: Span, cues: list[list[Span]] | None = None) -> Verdict:
         """The verdict for one mention of a parsed doc.
 
         Args:
@@ -161,29 +161,35 @@ class DependencyRules:
         return Verdict("positive", None)
 
     @staticmethod
-    def _applies(rule: Rule, cue: Token, root: Token, mention: Span) -> bool:
+    def _applies(rule: Rule, cue_span: Span, root: Token, mention: Span) -> bool:
+        cue = cue_span.root
         if rule.cue_dep and cue.dep_ not in rule.cue_dep:
             return False
         # A cue inside the mention negates it only through the tree
-        # ("heart is not enlarged"); one that IS the mention root does not.
-        if cue.i == root.i:
+        # ("heart is not enlarged"); one that holds the mention root does not.
+        if cue_span.start <= root.i < cue_span.end:
             return False
         if rule.scope == "list":
-            return _in_list(cue, mention)
-        scope = cue if rule.scope == "cue" else cue.head
-        if rule.scope == "head" and cue.head.i == cue.i:
-            return False
+            return _in_list(cue_span[-1], mention)
+        if rule.scope == "cue":
+            # any word of a multi-word cue: in "difficult to exclude A" the
+            # parser hangs "exclude" off the copula, not off "difficult"
+            targets = {t.i for t in cue_span}
+        else:
+            if cue.head.i == cue.i:
+                return False
+            targets = {cue.head.i}
         tok = root
         for _ in range(_MAX_PATH):
-            if tok.i == scope.i:
+            if tok.i in targets:
                 return True
             if tok.head.i == tok.i or tok.dep_ not in rule.via:
                 return False
             if (
-                tok.head.i == scope.i
+                tok.head.i in targets
                 and tok.dep_ in _SUBJECTS
                 and rule.subject != "yes"
-                and (rule.subject == "no" or any(c.dep_ in _OBJECTS for c in scope.children))
+                and (rule.subject == "no" or any(c.dep_ in _OBJECTS for c in tok.head.children))
             ):
                 return False
             if tok.dep_ == "conj" and not rule.clausal_conj and tok.tag_.startswith(_CLAUSAL_TAGS):

@@ -83,9 +83,10 @@ def labelled_spans(text: str, sections: SectionSet, *, use_sections: bool = True
     return [s for s in found if s.name not in sections.never_label]
 
 
-# A sentence ends at . ! ? followed by whitespace (not "1.5 cm"), or at a blank
+# A sentence ends at . ! ? followed by whitespace (not "1.5 cm"), at a
+# semicolon (a clause boundary: "no effusion; mild atelectasis"), or at a blank
 # line or a line that starts a list item.
-_SENT_END = re.compile(r"[.!?]+(?=\s|$)|\n\s*\n|\n(?=\s*(?:[-*\u2022]|\d+[.)])\s)")
+_SENT_END = re.compile(r"[.!?]+(?=\s|$)|;|\n\s*\n|\n(?=\s*(?:[-*\u2022]|\d+[.)])\s)")
 
 
 def split_sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:

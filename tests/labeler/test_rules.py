@@ -1,0 +1,194 @@
+"""Every negation / uncertainty rule of rules.v1, with sentences that fire it and ones that must not.
+
+The sentences are written for these tests (no shared report text). Each case
+names the label whose mention is checked and the expected (status, rule id).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from labeler.schema import Mention
+from labeler.vocabulary import load_rules
+
+# rule id -> [(sentence, label, expected status)] where the rule must decide,
+# and [(sentence, label, expected status)] where it must NOT be the deciding rule.
+FIRES: dict[str, list[tuple[str, str, str]]] = {
+    "pseudo.no_change": [
+        ("No change in the small left pleural effusion.", "Effusion", "positive"),
+        ("Without interval change in the right basilar atelectasis.", "Atelectasis", "positive"),
+    ],
+    "unc.cannot_exclude": [
+        ("Cannot exclude a small left pneumothorax.", "Pneumothorax", "uncertain"),
+        ("Early pneumonia cannot be excluded.", "Pneumonia", "uncertain"),
+        ("Mild edema is not excluded.", "Edema", "uncertain"),
+        ("It is difficult to exclude a small effusion.", "Effusion", "uncertain"),
+    ],
+    "unc.cannot_exclude_head": [
+        ("Small effusion not excluded.", "Effusion", "uncertain"),
+    ],
+    "unc.no_definite": [
+        ("No definite consolidation.", "Consolidation", "uncertain"),
+    ],
+    "neg.resolved": [
+        ("The left pleural effusion has resolved.", "Effusion", "negative"),
+        ("Interval resolution of the right lower lobe pneumonia.", "Pneumonia", "negative"),
+    ],
+    "neg.resolved_modifier": [
+        ("Resolved interstitial edema.", "Edema", "negative"),
+    ],
+    "neg.no_longer": [
+        ("The pneumothorax is no longer seen.", "Pneumothorax", "negative"),
+    ],
+    "neg.det": [
+        ("No pneumothorax.", "Pneumothorax", "negative"),
+        ("There is no evidence of pulmonary edema.", "Edema", "negative"),
+        ("No pleural effusion or pneumothorax.", "Pneumothorax", "negative"),
+    ],
+    "neg.not": [
+        ("The heart is not enlarged.", "Cardiomegaly", "negative"),
+        ("Pneumothorax is not seen.", "Pneumothorax", "negative"),
+    ],
+    "neg.without": [
+        ("The lungs are clear without consolidation.", "Consolidation", "negative"),
+        ("Hyperinflated lungs without evidence of emphysema.", "Emphysema", "negative"),
+    ],
+    "neg.free_of": [
+        ("The lungs are clear of focal consolidation, effusion, or pneumothorax.",
+         "Pneumothorax", "negative"),
+        ("Negative for pneumonia.", "Pneumonia", "negative"),
+    ],
+    "neg.ruled_out": [
+        ("Pneumothorax has been ruled out.", "Pneumothorax", "negative"),
+    ],
+    "neg.list": [
+        ("No focal consolidation, suspicious opacity, large pleural effusion, or pneumothorax "
+         "is identified.", "Effusion", "negative"),
+    ],
+    "neg.absent_predicate": [
+        ("Pleural effusion is absent.", "Effusion", "negative"),
+    ],
+    "unc.hedge_adjective": [
+        ("Possible right lower lobe pneumonia.", "Pneumonia", "uncertain"),
+        ("Atelectasis versus pneumonia in the left base.", "Atelectasis", "uncertain"),
+        ("Questionable small nodule in the right apex.", "Nodule", "uncertain"),
+    ],
+    "unc.hedge_relation": [
+        ("Left basilar opacity, concerning for pneumonia.", "Pneumonia", "uncertain"),
+        ("Right base opacity suspicious for pneumonia.", "Pneumonia", "uncertain"),
+        ("Opacity suggestive of atelectasis.", "Atelectasis", "uncertain"),
+        ("Findings suggesting interstitial edema.", "Edema", "uncertain"),
+        ("Evaluate for pneumonia.", "Pneumonia", "uncertain"),
+        ("The opacity may represent atelectasis.", "Atelectasis", "uncertain"),
+    ],
+    "unc.differential": [
+        ("The differential diagnosis includes pneumonia.", "Pneumonia", "uncertain"),
+    ],
+    "unc.list": [
+        ("Possible focal consolidation, large pleural effusion, or pneumothorax is identified.",
+         "Effusion", "uncertain"),
+    ],
+    "unc.modal": [
+        ("This could be early pneumonia.", "Pneumonia", "uncertain"),
+        ("A small effusion may be present.", "Effusion", "uncertain"),
+    ],
+}
+
+# Sentences where the named rule must NOT decide the mention (scope limits).
+SPARED: dict[str, list[tuple[str, str, str]]] = {
+    "pseudo.no_change": [("No effusion.", "Effusion", "negative")],
+    "unc.cannot_exclude": [("Small effusion. Cannot exclude edema.", "Effusion", "positive")],
+    "unc.cannot_exclude_head": [("Edema is present.", "Edema", "positive")],
+    "unc.no_definite": [("Definite consolidation.", "Consolidation", "positive")],
+    "neg.resolved": [
+        ("The effusion has resolved but atelectasis persists.", "Atelectasis", "positive"),
+    ],
+    "neg.resolved_modifier": [("Edema, now improved.", "Edema", "positive")],
+    "neg.no_longer": [("The pneumothorax is larger.", "Pneumothorax", "positive")],
+    "neg.det": [
+        ("No pneumothorax. Small left effusion.", "Effusion", "positive"),
+        ("No pneumothorax, but there is a small effusion.", "Effusion", "positive"),
+    ],
+    "neg.not": [
+        ("The heart is enlarged and the aorta is not tortuous.", "Cardiomegaly", "positive"),
+    ],
+    "neg.without": [("Atelectasis without effusion.", "Atelectasis", "positive")],
+    "neg.free_of": [("Pneumonia, free of effusion.", "Pneumonia", "positive")],
+    "neg.ruled_out": [("Pneumothorax is present.", "Pneumothorax", "positive")],
+    "neg.list": [("No effusion; mild bibasilar atelectasis.", "Atelectasis", "positive")],
+    "neg.absent_predicate": [("Pleural effusion is present.", "Effusion", "positive")],
+    "unc.hedge_adjective": [("Definite right lower lobe pneumonia.", "Pneumonia", "positive")],
+    "unc.hedge_relation": [
+        ("Dense nodule suggests prior granulomatous infection.", "Nodule", "positive"),
+    ],
+    "unc.differential": [("Pneumonia is present.", "Pneumonia", "positive")],
+    "unc.list": [("Scar, cyst, or pneumonia.", "Pneumonia", "positive")],
+    "unc.modal": [("The nodule may represent a granuloma.", "Nodule", "positive")],
+}
+
+
+def _cases(table: dict[str, list[tuple[str, str, str]]]) -> list[tuple[str, str, str, str]]:
+    return [(rid, *case) for rid, cases in table.items() for case in cases]
+
+
+def test_rules_every_rule_has_cases() -> None:
+    ids = {r.id for r in load_rules().rules}
+    assert ids == set(FIRES), f"rules without a firing test: {ids - set(FIRES)}"
+    assert ids == set(SPARED), f"rules without a sparing test: {ids - set(SPARED)}"
+
+
+@pytest.mark.parametrize(("rule_id", "sentence", "label_name", "status"), _cases(FIRES))
+def test_rules_fire(
+    mention_of: Callable[[str, str], Mention],
+    rule_id: str,
+    sentence: str,
+    label_name: str,
+    status: str,
+) -> None:
+    m = mention_of(sentence, label_name)
+    assert (m.status, m.rule) == (status, rule_id)
+
+
+@pytest.mark.parametrize(("rule_id", "sentence", "label_name", "status"), _cases(SPARED))
+def test_rules_spare(
+    mention_of: Callable[[str, str], Mention],
+    rule_id: str,
+    sentence: str,
+    label_name: str,
+    status: str,
+) -> None:
+    m = mention_of(sentence, label_name)
+    assert m.rule != rule_id
+    assert m.status == status
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "The lungs are clear of consolidation, effusion, or pneumothorax.",
+        "No consolidation, effusion or pneumothorax.",
+        "There is no consolidation, effusion, or pneumothorax.",
+        "Without evidence of consolidation, effusion or pneumothorax.",
+    ],
+)
+def test_rules_negation_propagates_through_conjunctions(
+    label: Callable[[str], object], sentence: str
+) -> None:
+    result = label(sentence)
+    statuses = {k: v for k, v in result.labels.items() if v != "absent"}  # type: ignore[attr-defined]
+    assert statuses == {
+        "Consolidation": "negative",
+        "Effusion": "negative",
+        "Pneumothorax": "negative",
+    }
+
+
+def test_rules_pre_negation_uncertainty_checked_before_negation(
+    mention_of: Callable[[str, str], Mention],
+) -> None:
+    # "not" would negate, but "not be excluded" is uncertainty
+    m = mention_of("Pneumothorax can not be excluded.", "Pneumothorax")
+    assert m.status == "uncertain"
+    assert m.rule is not None and m.rule.startswith("unc.cannot_exclude")
