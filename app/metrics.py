@@ -70,6 +70,20 @@ class Metrics:
         )
 
 
+def _route_template(scope: Scope) -> str:
+    """The matched route's template (/v1/predictions/{prediction_id}), never the raw path:
+    raw paths would create one time series per id."""
+    route = scope.get("route")
+    template = getattr(route, "path", None)
+    if not isinstance(template, str):
+        return "unmatched"
+    # An included router's route knows only its own part of the path; the prefix is
+    # what precedes it in the request path (our templates never match a '/').
+    parts = str(scope.get("path", "")).split("/")
+    prefix = "/".join(parts[: max(len(parts) - template.count("/"), 0)])
+    return prefix + template
+
+
 class MetricsMiddleware:
     """Pure ASGI middleware counting requests and latencies by route template."""
 
@@ -93,10 +107,7 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
-            route = scope.get("route")
-            # The template (/v1/predictions/{prediction_id}), never the raw path:
-            # raw paths would create one series per id.
-            template = getattr(route, "path", None) or "unmatched"
+            template = _route_template(scope)
             method = scope.get("method", "")
             self.metrics.requests.labels(method, template, str(status)).inc()
             self.metrics.latency.labels(method, template).observe(time.perf_counter() - start)

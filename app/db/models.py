@@ -101,6 +101,7 @@ class Report(Base):
     source: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
+    study: Mapped[Study | None] = relationship()
     results: Mapped[list[LabelResult]] = relationship(back_populates="report")
 
 

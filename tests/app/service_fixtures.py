@@ -122,7 +122,8 @@ EXPECTED_EXPORT = {
     "PAT1/STUDY1/SER1/IM000002.dcm": ("image", "done"),
     "PAT1/STUDY1/SR/SR000001": ("sr", "done"),
     "PAT2/STUDY2/image.dcm": ("image", "done"),
-    "PAT2/STUDY2/broken.dcm": ("invalid", "failed"),
+    "PAT2/STUDY2/broken.dcm": ("image", "failed"),
+    "PAT2/STUDY2/GARBAGE01": ("invalid", "failed"),
     "PAT3/ct_slice.dcm": ("other", "skipped"),
     "PAT3/PS000001": ("other", "skipped"),
     "README.TXT": ("ignored", "skipped"),
@@ -131,7 +132,8 @@ EXPECTED_EXPORT = {
 
 def build_export(root: Path) -> Path:
     """A PACS-export-like tree: nested folders, names with and without .dcm, a DICOMDIR,
-    an SR report (study A), a corrupt file, a CT slice, a presentation state, a README."""
+    an SR report (study A), a truncated DICOM, a non-DICOM file without extension, a CT
+    slice, a presentation state and a README."""
 
     def put(rel: str, data: bytes) -> None:
         path = root / rel
@@ -148,6 +150,7 @@ def build_export(root: Path) -> Path:
     put("PAT2/STUDY2/image.dcm", dx_bytes(study_uid=STUDY_B, accession="B1"))
     good = dx_bytes(study_uid=STUDY_B, accession="B1")
     put("PAT2/STUDY2/broken.dcm", good[:-1000])  # pixel data cut short: corrupt
+    put("PAT2/STUDY2/GARBAGE01", bytes(range(256)) * 8)  # no extension, not DICOM
     put(
         "PAT3/ct_slice.dcm",
         to_bytes(build_dataset(pixels=chest_pixels(), modality="CT", sop_class=CT_STORAGE)),

@@ -1,0 +1,229 @@
+"""Batch jobs through HTTP: server folder, zip upload, results, refusals, restart-resume."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from service_fixtures import (
+    EXPECTED_EXPORT,
+    STUDY_A,
+    build_export,
+    wait_for_job,
+    write_reports_csv,
+)
+from sqlalchemy import func, select
+
+from app.batch import BatchRunner
+from app.db.models import BatchItem
+from app.main import zip_limits
+
+
+@pytest.fixture
+def export_root(tmp_path: Path) -> Path:
+    root = tmp_path / "roots"
+    build_export(root / "export1")
+    write_reports_csv(root / "reports.csv")
+    return root
+
+
+def _results(client: TestClient, job_id: str) -> list[dict[str, Any]]:
+    response = client.get(f"/v1/batches/{job_id}/results")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("application/x-ndjson")
+    return [json.loads(line) for line in response.text.splitlines()]
+
+
+def _check_every_file_once(lines: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    paths = [line["path"] for line in lines]
+    assert len(paths) == len(set(paths)), "a file was reported twice"
+    assert sorted(paths) == sorted(EXPECTED_EXPORT)
+    by_path = {line["path"]: line for line in lines}
+    for path, (kind, state) in EXPECTED_EXPORT.items():
+        assert (by_path[path]["kind"], by_path[path]["state"]) == (kind, state), path
+    return by_path
+
+
+def test_batch_server_path_end_to_end(
+    make_client: Callable[..., TestClient], export_root: Path
+) -> None:
+    client = make_client(batch_roots=[export_root], batch_chunk_size=2)
+    response = client.post("/v1/batches", json={"path": "export1", "reports": "reports.csv"})
+    assert response.status_code == 202, response.text
+    job_id = response.json()["id"]
+    assert response.headers["location"] == f"/v1/batches/{job_id}"
+    status = wait_for_job(client, job_id)
+    assert status["state"] == "done", status
+    assert status["total"] == len(EXPECTED_EXPORT)
+    assert (status["done"], status["skipped"], status["failed"], status["pending"]) == (4, 4, 2, 0)
+    assert status["progress"] == 1.0 and status["demo"] is True
+
+    by_path = _check_every_file_once(_results(client, job_id))
+    sr_image = by_path["PAT1/STUDY1/SER1/IM000001"]
+    assert sr_image["study_instance_uid"] == STUDY_A
+    assert sr_image["report"]["source"] == "sr"
+    assert "Cardiomegaly" in sr_image["report"]["positive"]
+    assert len(sr_image["prediction"]["probabilities"]) == 14
+    csv_image = by_path["PAT2/STUDY2/image.dcm"]
+    assert csv_image["report"]["source"] == "csv"
+    assert csv_image["report"]["positive"] == ["Effusion"]
+    assert csv_image["report"]["labels"]["Pneumothorax"] == "negative"
+    assert "truncated" in by_path["PAT2/STUDY2/broken.dcm"]["error"]
+    assert "CT" in by_path["PAT3/ct_slice.dcm"]["reason"]
+
+    table = client.get(f"/v1/batches/{job_id}/results", params={"format": "csv"})
+    assert table.status_code == 200 and table.headers["content-type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(table.text)))
+    assert len(rows) == len(EXPECTED_EXPORT)
+    row = next(r for r in rows if r["path"] == "PAT2/STUDY2/image.dcm")
+    assert row["report_Effusion"] == "positive" and float(row["prob_Effusion"]) >= 0
+
+
+def test_batch_without_model_labels_reports_and_reads_images(
+    make_client: Callable[..., TestClient], export_root: Path
+) -> None:
+    client = make_client(model=False, batch_roots=[export_root])
+    job_id = client.post("/v1/batches", json={"path": str(export_root / "export1")}).json()["id"]
+    assert wait_for_job(client, job_id)["state"] == "done"
+    by_path = _check_every_file_once(_results(client, job_id))
+    image = by_path["PAT1/STUDY1/SER1/IM000002.dcm"]
+    assert image["prediction"] is None and "no model" in image["note"]
+    assert image["report"]["source"] == "sr"
+    assert by_path["PAT2/STUDY2/image.dcm"]["report"] is None  # no CSV given
+
+
+def test_batch_zip_upload_end_to_end(
+    make_client: Callable[..., TestClient], tmp_path: Path
+) -> None:
+    export = build_export(tmp_path / "export")
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(export.rglob("*")):
+            if path.is_file():
+                zf.write(path, path.relative_to(export).as_posix())
+    reports = write_reports_csv(tmp_path / "reports.csv").read_bytes()
+    client = make_client()
+    response = client.post(
+        "/v1/batches",
+        files={
+            "file": ("export.zip", buffer.getvalue(), "application/zip"),
+            "reports": ("reports.csv", reports, "text/csv"),
+        },
+    )
+    assert response.status_code == 202, response.text
+    job_id = response.json()["id"]
+    assert wait_for_job(client, job_id)["state"] == "done"
+    by_path = _check_every_file_once(_results(client, job_id))
+    assert by_path["PAT2/STUDY2/image.dcm"]["report"]["source"] == "csv"
+    storage = client.app.state.cxr.storage  # type: ignore[attr-defined]
+    assert not storage.job_dir(job_id).exists(), "extracted files must be removed when done"
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [("../evil.dcm", "'..'"), ("/etc/cron.d/evil", "absolute"), ("a/../../evil", "'..'")],
+)
+def test_batch_zip_with_path_traversal_is_refused(
+    make_client: Callable[..., TestClient], name: str, why: str
+) -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        zf.writestr("ok/IM1", b"x")
+        zf.writestr(name, b"x")
+    client = make_client()
+    response = client.post("/v1/batches", files={"file": ("x.zip", buffer.getvalue())})
+    assert response.status_code == 422
+    body = response.json()
+    assert body["error"] == "UnsafeArchiveError" and why in body["detail"]
+
+
+def test_batch_zip_bomb_is_refused(make_client: Callable[..., TestClient]) -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("bomb.dcm", b"\0" * (20 * 2**20))  # 20 MiB of zeros: ~1000:1
+    client = make_client()
+    response = client.post("/v1/batches", files={"file": ("bomb.zip", buffer.getvalue())})
+    assert response.status_code == 422
+    assert "zip bomb" in response.json()["detail"]
+
+
+def test_batch_path_outside_roots_is_refused(
+    make_client: Callable[..., TestClient], export_root: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (export_root / "link").symlink_to(outside)
+    client = make_client(batch_roots=[export_root])
+    for path in ("../elsewhere", str(outside), "link", "/etc"):
+        response = client.post("/v1/batches", json={"path": path})
+        assert response.status_code == 403, path
+        assert response.json()["error"] == "BatchSourceError"
+    missing = client.post("/v1/batches", json={"path": "nope"})
+    assert missing.status_code == 403 and "no such folder" in missing.json()["detail"]
+
+
+def test_batch_server_paths_disabled_without_roots(client: TestClient) -> None:
+    response = client.post("/v1/batches", json={"path": "anything"})
+    assert response.status_code == 403
+    assert "CXR_BATCH_ROOTS" in response.json()["detail"]
+
+
+def test_batch_unknown_job_is_404(client: TestClient) -> None:
+    assert client.get("/v1/batches/00000000-0000-0000-0000-000000000000").status_code == 404
+    assert client.get("/v1/batches/nope/results").status_code == 404
+
+
+class _Crash(BaseException):
+    """Simulates the process dying (not an Exception, so nothing catches it)."""
+
+
+def test_batch_job_resumes_after_restart_without_duplicates(
+    make_client: Callable[..., TestClient], export_root: Path
+) -> None:
+    # First life: the job is created, processes 3 chunks of 1 file, then the process "dies".
+    first = make_client(batch_roots=[export_root], run_batch_jobs=False)
+    job_id = first.post("/v1/batches", json={"path": "export1", "reports": "reports.csv"}).json()[
+        "id"
+    ]
+    state = first.app.state.cxr  # type: ignore[attr-defined]
+    runner = BatchRunner(
+        sessions=state.sessions,
+        labeler=state.labeler,
+        predictor=state.predictor,
+        storage_root=state.storage.root,
+        zip_limits=zip_limits(state.settings),
+        chunk_size=1,
+    )
+
+    def crash_after(chunks: int) -> None:
+        if chunks == 3:
+            raise _Crash
+
+    with pytest.raises(_Crash):
+        runner.run_job(job_id, after_chunk=crash_after)
+    interrupted = first.get(f"/v1/batches/{job_id}").json()
+    assert interrupted["state"] == "running"
+    assert interrupted["pending"] == len(EXPECTED_EXPORT) - 3
+    first.__exit__(None, None, None)
+
+    # Second life: start-up resumes the job, which finishes with every file exactly once.
+    second = make_client(batch_roots=[export_root])
+    status = wait_for_job(second, job_id)
+    assert status["state"] == "done"
+    assert status["total"] == len(EXPECTED_EXPORT)
+    assert status["done"] + status["skipped"] + status["failed"] == len(EXPECTED_EXPORT)
+    by_path = _check_every_file_once(_results(second, job_id))
+    # The SR was processed in the first life; images processed after the restart still get it.
+    assert by_path["PAT1/STUDY1/SER1/IM000002.dcm"]["report"]["source"] == "sr"
+    with second.app.state.cxr.sessions() as session:  # type: ignore[attr-defined]
+        rows = session.scalar(
+            select(func.count()).select_from(BatchItem).where(BatchItem.job_id == job_id)
+        )
+    assert rows == len(EXPECTED_EXPORT)

@@ -1,0 +1,73 @@
+"""POST /v1/reports/label through HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, text
+
+REPORT = "FINDINGS: The heart is enlarged. No pneumothorax.\nIMPRESSION: Cardiomegaly."
+
+
+def test_label_single_report_returns_labels_and_mentions(client: TestClient) -> None:
+    response = client.post("/v1/reports/label", json={"id": "r1", "text": REPORT})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["id"] == "r1"
+    assert body["labels"]["Cardiomegaly"] == "positive"
+    assert body["labels"]["Pneumothorax"] == "negative"
+    assert body["no_finding"] is False
+    mention = next(m for m in body["mentions"] if m["label"] == "Cardiomegaly")
+    assert REPORT[mention["start"] : mention["end"]] == mention["text"]
+    assert body["labeler_version"].startswith("concepts.")
+
+
+def test_label_batch_keeps_order_and_flags_bad_reports(client: TestClient) -> None:
+    reports = [
+        {"id": "a", "text": REPORT},
+        {"id": "b", "text": "   "},
+        {"id": "c", "text": "No acute cardiopulmonary abnormality."},
+    ]
+    response = client.post("/v1/reports/label", json={"reports": reports})
+    assert response.status_code == 200, response.text
+    results = response.json()["results"]
+    assert [r["id"] for r in results] == ["a", "b", "c"]
+    assert results[0]["labels"]["Cardiomegaly"] == "positive"
+    assert results[1]["error"] and "empty" in results[1]["error"].lower()
+    assert results[2]["error"] is None
+
+
+def test_label_empty_text_is_422(client: TestClient) -> None:
+    response = client.post("/v1/reports/label", json={"text": ""})
+    assert response.status_code == 422
+    assert response.json()["error"] == "RequestValidationError"
+    blank = client.post("/v1/reports/label", json={"text": "   "})
+    assert blank.status_code == 422
+    assert blank.json()["error"] == "EmptyReportError"
+
+
+def test_label_batch_over_limit_is_422(make_client: Callable[..., TestClient]) -> None:
+    client = make_client(model=False, max_reports_per_request=2)
+    reports = [{"id": str(i), "text": REPORT} for i in range(3)]
+    response = client.post("/v1/reports/label", json={"reports": reports})
+    assert response.status_code == 422
+    assert "limit is 2" in response.json()["detail"]
+
+
+def test_label_stores_hash_not_text(client: TestClient) -> None:
+    assert client.post("/v1/reports/label", json={"id": "r9", "text": REPORT}).status_code == 200
+    url = client.app.state.cxr.settings.resolved_database_url  # type: ignore[attr-defined]
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        reports = conn.execute(text("SELECT external_id, text_sha256 FROM reports")).all()
+        results = conn.execute(text("SELECT labels FROM label_results")).all()
+    engine.dispose()
+    assert reports[0][0] == "r9" and len(reports[0][1]) == 64
+    assert "heart is enlarged" not in str(reports) + str(results)
+    assert len(results) == 1
+
+
+def test_label_works_without_model(make_client: Callable[..., TestClient]) -> None:
+    client = make_client(model=False)
+    assert client.post("/v1/reports/label", json={"text": REPORT}).status_code == 200
