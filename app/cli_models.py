@@ -60,6 +60,11 @@ def _register_train(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--weights", choices=["imagenet", "none"])
     p.add_argument("--pooling", choices=["lse", "avg", "max"])
     p.add_argument("--lse-r", type=float)
+    p.add_argument(
+        "--pool-on",
+        choices=["cams", "features"],
+        help="pool class maps (default) or the transition maps (paper order)",
+    )
     p.add_argument("--output-stride", type=int, choices=[16, 32])
     p.add_argument("--transition-channels", type=int)
     p.add_argument("--labels", help="chestxray14 (default), chestxray8, auto, or A,B,C")
@@ -96,7 +101,8 @@ def _train(args: argparse.Namespace) -> int:
     overrides = {
         key: getattr(args, key)
         for key in (
-            "data", "out", "arch", "image_size", "weights", "pooling", "lse_r", "output_stride",
+            "data", "out", "arch", "image_size", "weights", "pooling", "lse_r", "pool_on",
+            "output_stride",
             "transition_channels", "labels", "epochs", "batch_size", "accum", "optimizer", "lr",
             "loss", "max_steps", "workers", "threads", "seed", "device", "cache_images",
             "compile", "resume", "demo", "progress",

@@ -42,7 +42,8 @@ def to_uint8(heatmap: np.ndarray) -> np.ndarray:
     lo, hi = float(h.min()), float(h.max())
     if not hi > lo:
         return np.zeros(h.shape, dtype=np.uint8)
-    return np.clip((h - lo) * (255.0 / (hi - lo)) + 0.5, 0, 255).astype(np.uint8)
+    out: np.ndarray = np.clip((h - lo) * (255.0 / (hi - lo)) + 0.5, 0, 255).astype(np.uint8)
+    return out
 
 
 def boxes_from_heatmap(

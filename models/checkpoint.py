@@ -64,6 +64,7 @@ class ModelCard:
     arch: str = "resnet50"
     pooling: str = "lse"
     lse_r: float = 10.0
+    pool_on: str = "cams"
     transition_channels: int | None = None
     output_stride: int = 32
     image_size: int = 512
@@ -121,6 +122,7 @@ def model_from_card(card: ModelCard) -> ChestNet:
         weights=None,
         pooling=card.pooling,  # type: ignore[arg-type]
         lse_r=card.lse_r,
+        pool_on=card.pool_on,  # type: ignore[arg-type]
         transition_channels=card.transition_channels,
         output_stride=card.output_stride,
     )
@@ -147,7 +149,7 @@ def save_checkpoint(
     Raises:
         CheckpointError: the card's labels do not match the model's output size.
     """
-    inner = getattr(model, "module", model)
+    inner: Any = getattr(model, "module", model)
     inner = getattr(inner, "_orig_mod", inner)
     n_out = int(inner.head.out_features)
     if n_out != len(card.labels):

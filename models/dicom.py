@@ -284,7 +284,7 @@ def _decode(name: str, ds: Any) -> np.ndarray:
 
 
 def _to_unit_grey(ds: Any, arr: np.ndarray, photometric: str) -> np.ndarray:
-    from pydicom.pixels import apply_modality_lut, apply_voi_lut
+    from pydicom.pixels.processing import apply_modality_lut, apply_voi_lut
 
     if arr.ndim == 3:
         # pydicom converts YBR to RGB by default; use ITU-R BT.601 luma.

@@ -91,9 +91,10 @@ def read_bitmap(data: bytes, *, name: str = "<bytes>") -> DicomImage:
         columns, rows = im.size
         # Checked before decoding: Image.open is lazy, so a decompression bomb costs nothing.
         check_dimensions(name, rows, columns)
-        if getattr(im, "n_frames", 1) > 1:
+        frames = int(getattr(im, "n_frames", 1))
+        if frames > 1:
             raise UnsupportedImageError(
-                f"{name}: image has {im.n_frames} frames; only single-frame images are supported"
+                f"{name}: image has {frames} frames; only single-frame images are supported"
             )
         mode = im.mode
         try:

@@ -10,7 +10,7 @@ separate preprocessing code beyond resizing. S = H / 32: a 1024 input gives 32x3
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -31,9 +31,19 @@ _IMAGENET_STD = (0.229, 0.224, 0.225)
 class ChestNet(nn.Module):
     """ResNet body -> transition conv (D channels) -> global pooling -> linear (D x C).
 
+    `pool_on="features"` is the paper's order: pool each of the D maps, then the linear
+    prediction layer. `pool_on="cams"` (default) applies the prediction layer at every
+    position first (the class activation maps) and pools those per class. With average
+    pooling the two are identical; with LSE/max pooling, pooling the class maps makes the
+    heatmap exactly the evidence the score is pooled from, which localizes far better
+    (phantom benchmark: IoBB-0.5 accuracy 0.20 -> see README) at the same AUC.
+
     `forward_features` returns the transition maps (N, D, S, S) that CAM weights with
     the prediction layer; `forward_head` pools and classifies them to logits (N, C).
     """
+
+    mean: torch.Tensor
+    std: torch.Tensor
 
     def __init__(
         self,
@@ -44,6 +54,7 @@ class ChestNet(nn.Module):
         transition_channels: int,
         pooling: PoolingName,
         lse_r: float,
+        pool_on: str = "cams",
     ) -> None:
         super().__init__()
         self.body = body
@@ -54,6 +65,7 @@ class ChestNet(nn.Module):
             nn.ReLU(inplace=True),
         )
         self.pool = GlobalPool(pooling, lse_r)
+        self.pool_on = pool_on
         self.head = nn.Linear(transition_channels, num_labels)
         mean, std = torch.tensor(_IMAGENET_MEAN), torch.tensor(_IMAGENET_STD)
         self.register_buffer("mean", mean.view(1, 3, 1, 1), persistent=False)
@@ -72,6 +84,8 @@ class ChestNet(nn.Module):
 
     def forward_head(self, features: torch.Tensor) -> torch.Tensor:
         """Transition maps (N, D, S, S) -> logits (N, C)."""
+        if self.pool_on == "cams":
+            return self.pool(self.class_activation_maps(features))  # type: ignore[no-any-return]
         pooled = self.pool(features).to(self.head.weight.dtype)
         return self.head(pooled)  # type: ignore[no-any-return]
 
@@ -97,6 +111,7 @@ class ChestNet(nn.Module):
 def _body(arch: str, weights: str | None, output_stride: int) -> nn.Module:
     from torchvision import models as tvm
 
+    net: Any
     if arch == "resnet50":
         w = tvm.ResNet50_Weights.IMAGENET1K_V1 if weights == "imagenet" else None
         net = _with_weights(lambda: tvm.resnet50(weights=w), w)
@@ -142,6 +157,7 @@ def build_model(
     lse_r: float = 10.0,
     transition_channels: int | None = None,
     output_stride: int = 32,
+    pool_on: Literal["cams", "features"] = "cams",
 ) -> ChestNet:
     """Build the classifier.
 
@@ -153,6 +169,8 @@ def build_model(
         pooling: "lse" (default, r = `lse_r`), "avg" or "max".
         lse_r: LSE sharpness r (paper: 10).
         transition_channels: D; defaults to 1024 (resnet50) or 512 (resnet18).
+        pool_on: "cams" (pool the per-class maps; default) or "features" (the paper's
+            order: pool the D transition maps, then the prediction layer).
         output_stride: 32 (the paper: S = H/32) or 16 (S = H/16, finer heatmaps for
             small inputs such as the phantom benchmark).
 
@@ -168,6 +186,8 @@ def build_model(
         raise ModelsError(f"num_labels must be >= 1, got {num_labels}")
     if weights not in (None, "imagenet"):
         raise ModelsError(f"weights must be 'imagenet' or None, got {weights!r}")
+    if pool_on not in ("cams", "features"):
+        raise ModelsError(f"pool_on must be 'cams' or 'features', got {pool_on!r}")
     if output_stride not in (16, 32):
         raise ModelsError(f"output_stride must be 16 or 32, got {output_stride}")
     d = transition_channels or _DEFAULT_TRANSITION[arch]
@@ -180,4 +200,5 @@ def build_model(
         transition_channels=d,
         pooling=pooling,
         lse_r=lse_r,
+        pool_on=pool_on,
     )

@@ -42,14 +42,15 @@ def render_overlay(
     grey = (np.clip(pixels, 0, 1) * 255 + 0.5).astype(np.uint8)
     heat = np.asarray(heatmap, np.float32)
     if heat.shape != pixels.shape:
-        heat = cv2.resize(heat, (columns, rows), interpolation=cv2.INTER_LINEAR)
+        heat = np.asarray(cv2.resize(heat, (columns, rows), interpolation=cv2.INTER_LINEAR))
     heat8 = (np.clip(heat, 0, 1) * 255 + 0.5).astype(np.uint8)
     colour = cv2.applyColorMap(heat8, cv2.COLORMAP_JET)
     img = cv2.addWeighted(cv2.cvtColor(grey, cv2.COLOR_GRAY2BGR), 1 - alpha, colour, alpha, 0)
     scale = 1.0
     if max_side is not None and max(rows, columns) > max_side:
         scale = max_side / max(rows, columns)
-        img = cv2.resize(img, (round(columns * scale), round(rows * scale)), cv2.INTER_AREA)
+        size = (round(columns * scale), round(rows * scale))
+        img = np.asarray(cv2.resize(img, size, interpolation=cv2.INTER_AREA))
     thick = max(1, round(max(img.shape[:2]) / 400))
     for b in boxes:
         p0 = (round(b.x * scale), round(b.y * scale))

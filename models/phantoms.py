@@ -172,7 +172,7 @@ def make_phantom(
         img = np.maximum(img, img + 0.42 * blob)
         boxes.append((name, *_bbox(blob > 0.05)))
     # Exposure, blur and quantum noise.
-    img = cv2.GaussianBlur(img, (0, 0), sigmaX=max(0.6, s / 320))
+    img = np.asarray(cv2.GaussianBlur(img, (0, 0), sigmaX=max(0.6, s / 320)), np.float32)
     img = img * rng.uniform(0.85, 1.15) + rng.uniform(-0.05, 0.05)
     img += rng.normal(0, 0.025, img.shape).astype(np.float32)
     out = (np.clip(img, 0, 1) * 255 + 0.5).astype(np.uint8)

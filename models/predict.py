@@ -84,7 +84,7 @@ class Predictor:
         self.device = device
         self.model = model.to(device).eval()
         if device.type == "cuda":
-            self.model = self.model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+            self.model = self.model.to(memory_format=torch.channels_last)
         self._card = card
         self.batch_size = batch_size
         self.labels: list[str] = list(card.labels)

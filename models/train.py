@@ -19,6 +19,7 @@ import math
 import os
 import time
 import tomllib
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -61,6 +62,7 @@ class TrainConfig:
     image_size: int = 512
     pooling: str = "lse"
     lse_r: float = 10.0
+    pool_on: str = "cams"  # "cams" (pool class maps) | "features" (paper order)
     transition_channels: int | None = None
     output_stride: int = 32
     labels: str = "chestxray14"  # "chestxray14" | "chestxray8" | "auto" | "A,B,C"
@@ -100,6 +102,7 @@ class TrainConfig:
             "arch": (self.arch, ("resnet50", "resnet18")),
             "weights": (self.weights, ("imagenet", "none")),
             "pooling": (self.pooling, ("lse", "avg", "max")),
+            "pool_on": (self.pool_on, ("cams", "features")),
             "optimizer": (self.optimizer, ("sgd", "adamw")),
             "schedule": (self.schedule, ("cosine", "constant")),
             "loss": (self.loss, ("weighted", "bce")),
@@ -205,7 +208,7 @@ def train_one_epoch(
             with autocast:
                 logits = model(x)
             loss = compute_loss(logits, y, loss_kind)  # type: ignore[arg-type]
-            (loss / accum).backward()
+            (loss / accum).backward()  # type: ignore[no-untyped-call]
         losses.append(float(loss.detach()))
         seen += x.shape[0]
         if last_micro:
@@ -299,15 +302,9 @@ def train(cfg: TrainConfig) -> TrainResult:
         if resume_state is None:
             raise ModelsError(f"{out}: checkpoint has no training state; cannot resume")
     cache = cfg.image_size if cfg.cache_images else None
-    if cfg.augment:
-        aug = TrainTransform(cfg.image_size)
-
-        def train_tf(px: np.ndarray) -> torch.Tensor:
-            # Drawn from torch's RNG, which DataLoader seeds differently in each worker.
-            seed = int(torch.randint(0, 2**31 - 1, ()).item())
-            return aug(px, np.random.default_rng(seed))
-    else:
-        train_tf = EvalTransform(cfg.image_size)
+    train_tf: Callable[[np.ndarray], torch.Tensor] = (
+        TrainTransform(cfg.image_size) if cfg.augment else EvalTransform(cfg.image_size)
+    )
     train_set = ChestXrayDataset(train_records, labels, train_tf, cache_size=cache)
     val_set = ChestXrayDataset(val_records, labels, EvalTransform(cfg.image_size), cache_size=cache)
     if len(train_set) == 0 or len(val_set) == 0:
@@ -315,7 +312,7 @@ def train(cfg: TrainConfig) -> TrainResult:
             f"{cfg.data}: {len(train_set)} training and {len(val_set)} validation images; "
             "need at least one of each"
         )
-    sampler = None
+    sampler: Any = None
     if cfg.distributed:
         from torch.utils.data.distributed import DistributedSampler
 
@@ -337,6 +334,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         arch=cfg.arch,
         pooling=cfg.pooling,
         lse_r=cfg.lse_r,
+        pool_on=cfg.pool_on,
         transition_channels=cfg.transition_channels,
         output_stride=cfg.output_stride,
         image_size=cfg.image_size,
@@ -353,6 +351,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         weights=None if (cfg.weights == "none" or resume_state) else "imagenet",
         pooling=cfg.pooling,  # type: ignore[arg-type]
         lse_r=cfg.lse_r,
+        pool_on=cfg.pool_on,  # type: ignore[arg-type]
         transition_channels=cfg.transition_channels,
         output_stride=cfg.output_stride,
     )
@@ -360,7 +359,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         model.load_state_dict(ckpt.model.state_dict())
     model.to(device)
     if device.type == "cuda":
-        model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+        model = model.to(memory_format=torch.channels_last)
     decay = [p for n, p in model.named_parameters() if p.ndim > 1]
     no_decay = [p for n, p in model.named_parameters() if p.ndim <= 1]
     groups = [

@@ -53,12 +53,15 @@ class TrainTransform:
     def __call__(self, pixels: np.ndarray, rng: np.random.Generator | None = None) -> torch.Tensor:
         import cv2
 
-        g = rng if rng is not None else np.random.default_rng()
+        if rng is None:
+            # From torch's RNG, which DataLoader seeds differently in each worker process.
+            rng = np.random.default_rng(int(torch.randint(0, 2**31 - 1, ()).item()))
+        g = rng
         img = resize_square(pixels, self.size)
         s = self.size
         angle = g.uniform(-self.rotate_deg, self.rotate_deg)
         zoom = g.uniform(*self.scale)
-        m = cv2.getRotationMatrix2D((s / 2, s / 2), angle, zoom)
+        m = np.asarray(cv2.getRotationMatrix2D((s / 2, s / 2), angle, zoom), np.float64)
         m[:, 2] += g.uniform(-self.shift, self.shift, size=2) * s
         img = cv2.warpAffine(img, m, (s, s), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REFLECT)
         img = np.clip(img, 0.0, 1.0) ** np.exp(g.uniform(-self.gamma, self.gamma))
