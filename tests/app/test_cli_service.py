@@ -1,0 +1,138 @@
+"""`cxr batch`, `cxr serve` (refusals), `cxr db upgrade`, `cxr apikey`."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from service_fixtures import EXPECTED_EXPORT, PATIENT_ID, build_export, write_reports_csv
+
+from app.cli import main
+from app.security import hash_api_key
+
+
+@pytest.fixture
+def export(tmp_path: Path) -> Path:
+    return build_export(tmp_path / "export")
+
+
+def test_cli_batch_writes_one_line_per_file_and_fails_on_errors(
+    export: Path, tmp_path: Path, demo_checkpoint: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out.jsonl"
+    reports = write_reports_csv(tmp_path / "reports.csv")
+    status = main(
+        ["batch", str(export), "-o", str(out), "--reports", str(reports),
+         "--model", str(demo_checkpoint), "--device", "cpu"]
+    )  # fmt: skip
+    assert status == 1  # the truncated DICOM and the garbage file failed
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(line["path"] for line in lines) == sorted(EXPECTED_EXPORT)
+    by_path = {line["path"]: line for line in lines}
+    for path, (kind, state) in EXPECTED_EXPORT.items():
+        assert (by_path[path]["kind"], by_path[path]["state"]) == (kind, state), path
+    image = by_path["PAT2/STUDY2/image.dcm"]
+    assert image["report"]["positive"] == ["Effusion"]
+    assert len(image["prediction"]["probabilities"]) == 14 and image["demo"] is True
+    err = capsys.readouterr().err
+    assert "10 files: 4 done, 4 skipped, 2 failed" in err
+    assert "1 CSV reports matched no image" in err and "DEMO model" in err
+
+
+def test_cli_batch_writes_nih_style_training_set(
+    export: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, dataset = tmp_path / "out.jsonl", tmp_path / "dataset"
+    reports = write_reports_csv(tmp_path / "reports.csv")
+    status = main(
+        ["batch", str(export), "-o", str(out), "--reports", str(reports),
+         "--dataset", str(dataset), "--dataset-size", "64"]
+    )  # fmt: skip
+    assert status == 1
+    rows = list(csv.DictReader((dataset / "Data_Entry.csv").open()))
+    assert len(rows) == 3  # the three readable images that have a report
+    labels = sorted(r["Finding Labels"] for r in rows)
+    assert labels == ["Cardiomegaly", "Cardiomegaly", "Effusion"]
+    assert all(PATIENT_ID not in r["Patient ID"] and len(r["Patient ID"]) == 12 for r in rows)
+    assert {r["OriginalImage[Width"] for r in rows} == {"64"}
+    for row in rows:
+        assert (dataset / "images" / row["Image Index"]).is_file()
+    assert "no model" in capsys.readouterr().err
+
+    from models.data import load_records
+
+    records = load_records(dataset)  # what `cxr train --data` reads
+    assert len(records) == 3
+
+
+def test_cli_batch_on_error_raise_stops_at_first_failure(
+    export: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out.jsonl"
+    status = main(
+        ["batch", str(export), "-o", str(out), "--on-error", "raise", "--chunk-size", "1"]
+    )
+    assert status == 1
+    assert len(out.read_text().splitlines()) < len(EXPECTED_EXPORT)
+    assert "stopped at the first failure" in capsys.readouterr().err
+
+
+def test_cli_batch_missing_folder_is_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = main(["batch", str(tmp_path / "nope"), "-o", str(tmp_path / "o.jsonl")])
+    assert status == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a folder" in err[0]
+
+
+def test_cli_serve_refuses_public_host_without_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--host", "0.0.0.0"]) == 2
+    err = capsys.readouterr().err
+    assert "without API keys" in err and "CXR_API_KEYS" in err and "Traceback" not in err
+
+
+def test_cli_serve_missing_model_is_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["serve", "--model", str(tmp_path / "missing.pt")]) == 2
+    assert "no such checkpoint file" in capsys.readouterr().err
+
+
+def test_cli_db_upgrade_and_current(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    assert main(["db", "upgrade", "--database-url", url]) == 0
+    assert "revision 0001" in capsys.readouterr().err
+    assert main(["db", "current", "--database-url", url]) == 0
+    assert capsys.readouterr().out.strip() == "0001"
+
+
+def test_cli_db_upgrade_unreachable_database_is_one_line_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = "postgresql+psycopg://nobody@127.0.0.1:1/none?connect_timeout=2"
+    assert main(["db", "upgrade", "--database-url", url]) == 2
+    err = capsys.readouterr().err
+    assert "cannot migrate the database" in err and "Traceback" not in err
+
+
+def test_cli_apikey_prints_key_and_its_hash(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["apikey"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    key = out[0].split()[-1]
+    assert out[1] == f"CXR_API_KEYS={hash_api_key(key)}"
+
+
+def test_cli_service_module_imports_only_stdlib() -> None:
+    code = (
+        "import sys, app.cli_service; "
+        "print(sorted(m for m in ('torch', 'fastapi', 'spacy', 'sqlalchemy') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"

@@ -1,0 +1,95 @@
+"""The direction of dependencies (STYLE.md): libraries never reach into the service.
+
+`labeler/` and `models/` must not import app, fastapi, starlette, sqlalchemy,
+pydantic_settings or uvicorn, nor read environment variables; `migrations/`
+imports only `app.db.models` from the app.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FORBIDDEN = {"app", "fastapi", "starlette", "sqlalchemy", "pydantic_settings", "uvicorn"}
+
+
+def _sources(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+def _imports(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.lineno, node.module
+            for alias in node.names:
+                yield node.lineno, f"{node.module}.{alias.name}"
+
+
+_ENV = ("environ", "getenv", "environb")
+
+
+def _env_reads(tree: ast.AST) -> Iterator[int]:
+    for node in ast.walk(tree):
+        attribute = isinstance(node, ast.Attribute) and node.attr in _ENV
+        imported = (
+            isinstance(node, ast.ImportFrom)
+            and node.module == "os"
+            and any(a.name in _ENV for a in node.names)
+        )
+        if attribute or imported:
+            yield node.lineno
+
+
+@pytest.mark.parametrize("package", ["labeler", "models"])
+def test_layout_libraries_do_not_import_the_service(package: str) -> None:
+    files = _sources(package)
+    assert files, f"{package}/ has no Python files"
+    offenders = []
+    for path in files:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for lineno, name in _imports(tree):
+            if name.split(".")[0] in FORBIDDEN:
+                offenders.append(f"{path.relative_to(ROOT)}:{lineno} imports {name}")
+        for lineno in _env_reads(tree):
+            offenders.append(f"{path.relative_to(ROOT)}:{lineno} reads the environment")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_layout_migrations_import_only_db_models_from_app() -> None:
+    offenders = []
+    for path in _sources("migrations"):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for lineno, name in _imports(tree):
+            top = name.split(".")[0]
+            if top == "app" and not (name == "app.db.models" or name.startswith("app.db.models.")):
+                offenders.append(f"{path.relative_to(ROOT)}:{lineno} imports {name}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_layout_detector_catches_violations() -> None:
+    bad = ast.parse("import os\nfrom app.main import create_app\nx = os.environ['A']\n")
+    assert [name for _, name in _imports(bad) if name.split(".")[0] in FORBIDDEN]
+    assert list(_env_reads(bad)) == [3]
+
+
+def test_layout_top_level_is_fixed() -> None:
+    allowed = {
+        "pyproject.toml", "Dockerfile", "docker-compose.yml", "README.md", "app", "labeler",
+        "models", "migrations", "tests", "benchmarks", ".ci",
+    }  # fmt: skip
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    if tracked.returncode != 0:
+        pytest.skip("not a git checkout")
+    top = {line.split("/")[0] for line in tracked.stdout.splitlines() if line}
+    extra = top - allowed - {".gitignore", ".dockerignore", "LICENSE"}
+    assert not extra, f"unexpected top-level entries: {sorted(extra)}"
