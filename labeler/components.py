@@ -183,7 +183,10 @@ class DependencyRules:
         for _ in range(_MAX_PATH):
             if tok.i in targets:
                 return True
-            if tok.head.i == tok.i or tok.dep_ not in rule.via:
+            dep = tok.dep_
+            if _is_verb_left(tok.head) and dep == "dobj":
+                dep = "amod"  # "and left effusion": see _is_verb_left
+            if tok.head.i == tok.i or dep not in rule.via:
                 return False
             if (
                 tok.head.i in targets
@@ -192,7 +195,12 @@ class DependencyRules:
                 and (rule.subject == "no" or any(c.dep_ in _OBJECTS for c in tok.head.children))
             ):
                 return False
-            if tok.dep_ == "conj" and not rule.clausal_conj and tok.tag_.startswith(_CLAUSAL_TAGS):
+            if (
+                dep == "conj"
+                and not rule.clausal_conj
+                and tok.tag_.startswith(_CLAUSAL_TAGS)
+                and not _is_verb_left(tok)
+            ):
                 return False
             tok = tok.head
         return False
@@ -204,6 +212,16 @@ class DependencyRules:
             span._.cxr_status = verdict.status
             span._.cxr_rule = verdict.rule
         return doc
+
+
+def _is_verb_left(tok: Token) -> bool:
+    """"left" read as the verb "leave" in "no right pneumothorax or left effusion".
+
+    The small English model tags a laterality "left" after a conjunction as a
+    past-tense verb with the finding as its object; the rules read it as the
+    adjective it is.
+    """
+    return tok.lower_ == "left" and tok.tag_.startswith("VB")
 
 
 def _in_list(cue: Token, mention: Span) -> bool:

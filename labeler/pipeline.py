@@ -277,7 +277,7 @@ class _Engine:
 
     def _negex(self, doc: Doc) -> list[str | None]:
         spans = list(doc.spans[MENTIONS_KEY])
-        if "negex" not in self.nlp.pipe_names:
+        if not self.config.negex or "negex" not in self.nlp.pipe_names:
             return [None] * len(spans)
         # negex reads doc.sents: mark the sentence, then unmark it so the
         # parser is not constrained (the verdicts must not depend on negex).

@@ -60,7 +60,34 @@ def find_sections(text: str, sections: SectionSet) -> list[Section]:
             out.append(Section(name, cursor, m.start(), header_start))
         name, cursor, header_start = canonical, m.end(), m.start()
     out.append(Section(name, cursor, len(text), header_start))
-    return [s for s in out if s.name is not None or text[s.start : s.end].strip()]
+    return [
+        part
+        for s in out
+        for part in _split_trailing_body(text, s, sections)
+        if part.name is not None or text[part.start : part.end].strip()
+    ]
+
+
+def _split_trailing_body(text: str, s: Section, sections: SectionSet) -> list[Section]:
+    """Let an INDICATION/COMPARISON/... section end with its first line of content.
+
+    Reports without a FINDINGS header often put the body right after a
+    one-line "COMPARISON: None." section; that body must not inherit a
+    never-labelled section. A header alone on its line keeps the paragraph
+    below it (up to a blank line).
+    """
+    if s.name not in sections.never_label:
+        return [s]
+    body = text[s.start : s.end]
+    content = len(body) - len(body.lstrip())
+    if content == len(body):
+        return [s]
+    same_line = "\n" not in body[:content]
+    stop = body.find("\n", content) if same_line else body.find("\n\n", content)
+    if stop < 0:
+        return [s]
+    cut = s.start + stop
+    return [Section(s.name, s.start, cut, s.header_start), Section(None, cut, s.end, cut)]
 
 
 def labelled_spans(text: str, sections: SectionSet, *, use_sections: bool = True) -> list[Section]:

@@ -1,4 +1,4 @@
-"""Every negation / uncertainty rule of rules.v1, with sentences that fire it and ones that must not.
+"""Every negation and uncertainty rule of rules.v1: sentences that fire it, ones that must not.
 
 The sentences are written for these tests (no shared report text). Each case
 names the label whose mention is checked and the expected (status, rule id).
@@ -56,16 +56,23 @@ FIRES: dict[str, list[tuple[str, str, str]]] = {
         ("Hyperinflated lungs without evidence of emphysema.", "Emphysema", "negative"),
     ],
     "neg.free_of": [
-        ("The lungs are clear of focal consolidation, effusion, or pneumothorax.",
-         "Pneumothorax", "negative"),
+        (
+            "The lungs are clear of focal consolidation, effusion, or pneumothorax.",
+            "Pneumothorax",
+            "negative",
+        ),
         ("Negative for pneumonia.", "Pneumonia", "negative"),
     ],
     "neg.ruled_out": [
         ("Pneumothorax has been ruled out.", "Pneumothorax", "negative"),
     ],
     "neg.list": [
-        ("No focal consolidation, suspicious opacity, large pleural effusion, or pneumothorax "
-         "is identified.", "Effusion", "negative"),
+        (
+            "No focal consolidation, suspicious opacity, large pleural effusion, or pneumothorax "
+            "is identified.",
+            "Effusion",
+            "negative",
+        ),
     ],
     "neg.absent_predicate": [
         ("Pleural effusion is absent.", "Effusion", "negative"),
@@ -87,8 +94,11 @@ FIRES: dict[str, list[tuple[str, str, str]]] = {
         ("The differential diagnosis includes pneumonia.", "Pneumonia", "uncertain"),
     ],
     "unc.list": [
-        ("Possible focal consolidation, large pleural effusion, or pneumothorax is identified.",
-         "Effusion", "uncertain"),
+        (
+            "Possible focal consolidation, large pleural effusion, or pneumothorax is identified.",
+            "Effusion",
+            "uncertain",
+        ),
     ],
     "unc.modal": [
         ("This could be early pneumonia.", "Pneumonia", "uncertain"),
@@ -192,3 +202,17 @@ def test_rules_pre_negation_uncertainty_checked_before_negation(
     m = mention_of("Pneumothorax can not be excluded.", "Pneumothorax")
     assert m.status == "uncertain"
     assert m.rule is not None and m.rule.startswith("unc.cannot_exclude")
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "No right pneumothorax or left effusion.",
+        "Resolution of right pneumothorax and left effusion.",
+    ],
+)
+def test_rules_laterality_left_is_not_a_verb(
+    mention_of: Callable[[str, str], Mention], sentence: str
+) -> None:
+    # the small model tags "left" after "or"/"and" as the verb "leave"
+    assert mention_of(sentence, "Effusion").status == "negative"

@@ -1,0 +1,169 @@
+"""The labelling pipeline: offsets, errors, streaming, label sets, No Finding."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from spacy.language import Language
+
+from labeler import LabelerError, ReportLabels, label_report
+from labeler.components import MENTIONS_KEY
+from labeler.config import LabelerConfig
+from labeler.errors import EmptyReportError, NotTextError, ReportTooLongError
+from labeler.pipeline import label_reports
+
+REPORT = (
+    "INDICATION: Cough, rule out pneumonia.\n"
+    "FINDINGS: The heart size is mildly enlarged. There is a small left pleural effusion.\n"
+    "No pneumothorax or consolidation. Possible right lower lobe pneumonia.\n"
+    "IMPRESSION: Cardiomegaly with small left effusion."
+)
+
+
+def test_pipeline_offsets_index_the_original_text(label: Callable[[str], ReportLabels]) -> None:
+    result = label(REPORT)
+    assert result.mentions
+    for m in result.mentions:
+        assert REPORT[m.start : m.end] == m.text
+        assert m.text in m.sentence
+        assert m.section in ("findings", "impression")
+
+
+def test_pipeline_report_level_labels(label: Callable[[str], ReportLabels]) -> None:
+    result = label(REPORT)
+    assert {k: v for k, v in result.labels.items() if v != "absent"} == {
+        "Cardiomegaly": "positive",
+        "Effusion": "positive",
+        "Pneumothorax": "negative",
+        "Consolidation": "negative",
+        "Pneumonia": "uncertain",
+    }
+    assert result.no_finding is False
+
+
+def test_pipeline_indication_is_never_labelled(label: Callable[[str], ReportLabels]) -> None:
+    result = label("INDICATION: rule out pneumonia.\nFINDINGS: The lungs are clear.")
+    assert result.labels["Pneumonia"] == "absent"
+    assert result.no_finding is True
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("", EmptyReportError),
+        ("  \n ", EmptyReportError),
+        (None, NotTextError),
+        (b"x", NotTextError),
+    ],
+)
+def test_pipeline_bad_input_raises(text: object, error: type[LabelerError], nlp: Language) -> None:
+    with pytest.raises(error):
+        label_report(text, nlp=nlp)  # type: ignore[arg-type]
+
+
+def test_pipeline_too_long_raises(nlp: Language) -> None:
+    with pytest.raises(ReportTooLongError, match="max_chars=10"):
+        label_report("No effusion. " * 2, nlp=nlp, config=LabelerConfig(max_chars=10))
+
+
+def test_pipeline_errors_are_value_errors() -> None:
+    assert issubclass(LabelerError, ValueError)
+
+
+def test_label_reports_skip_keeps_order_and_goes_on(nlp: Language, config: LabelerConfig) -> None:
+    items = [("a", "No effusion."), ("b", ""), ("c", 42), ("d", "Small effusion.")]
+    results = list(label_reports(items, nlp=nlp, config=config, batch_size=2))  # type: ignore[arg-type]
+    assert [r.id for r in results] == ["a", "b", "c", "d"]
+    assert [r.error is None for r in results] == [True, False, False, True]
+    assert results[1].error is not None and results[1].error.startswith("EmptyReportError")
+    assert results[2].error is not None and results[2].error.startswith("NotTextError")
+    assert set(results[1].labels.values()) == {"absent"}
+    assert results[3].labels["Effusion"] == "positive"
+
+
+def test_label_reports_raise_stops(nlp: Language, config: LabelerConfig) -> None:
+    with pytest.raises(EmptyReportError):
+        list(label_reports([("a", "")], nlp=nlp, config=config, on_error="raise"))
+
+
+def test_label_reports_is_lazy(nlp: Language, config: LabelerConfig) -> None:
+    consumed: list[int] = []
+
+    def source():  # type: ignore[no-untyped-def]
+        for i in range(1000):
+            consumed.append(i)
+            yield str(i), "No effusion."
+
+    stream = label_reports(source(), nlp=nlp, config=config, batch_size=8)
+    next(stream)
+    assert len(consumed) <= 9
+
+
+def test_pipeline_chestxray8_label_set(nlp: Language) -> None:
+    config = LabelerConfig(label_set="chestxray8")
+    result = label_report("Emphysema. Small effusion.", nlp=nlp, config=config)
+    assert list(result.labels) == [
+        "Atelectasis", "Cardiomegaly", "Effusion", "Infiltration",
+        "Mass", "Nodule", "Pneumonia", "Pneumothorax",
+    ]  # fmt: skip
+    # emphysema is outside the set but still a disease
+    assert result.no_finding is False
+
+
+@pytest.mark.parametrize(
+    ("text", "no_finding"),
+    [
+        ("The lungs are clear. No effusion or pneumothorax.", True),
+        ("Normal chest.", True),
+        ("No effusion. Old healed rib fracture.", False),  # not one of the 14, still disease
+        ("No effusion. Possible pneumonia.", False),  # uncertain counts
+        ("Calcified granuloma in the right upper lobe.", False),
+        ("Right subclavian catheter in the SVC. Lungs are clear.", True),  # devices are not disease
+    ],
+)
+def test_pipeline_no_finding(
+    label: Callable[[str], ReportLabels], text: str, no_finding: bool
+) -> None:
+    assert label(text).no_finding is no_finding
+
+
+def test_pipeline_cache_does_not_change_results(nlp: Language) -> None:
+    texts = [(str(i), REPORT) for i in range(3)] + [("x", "No effusion. No effusion.")]
+    cached = list(label_reports(texts, nlp=nlp, config=LabelerConfig()))
+    uncached = list(label_reports(texts, nlp=nlp, config=LabelerConfig(cache_size=0)))
+    assert [r.to_dict() for r in cached] == [r.to_dict() for r in uncached]
+
+
+def test_pipeline_negex_is_a_second_opinion_only(nlp: Language) -> None:
+    with_negex = label_report(REPORT, nlp=nlp, config=LabelerConfig())
+    plain = label_report(REPORT, nlp=nlp, config=LabelerConfig(negex=False))
+    assert with_negex.labels == plain.labels
+    assert {m.negex for m in with_negex.mentions} <= {"negated", "affirmed"}
+    assert {m.negex for m in plain.mentions} == {None}
+
+
+def test_pipeline_full_spacy_pipeline_agrees_with_fast_path(
+    nlp: Language, label: Callable[[str], ReportLabels]
+) -> None:
+    sentence = "No pneumothorax or consolidation."
+    doc = nlp(sentence)
+    spans = list(doc.spans[MENTIONS_KEY])
+    assert [(s.text, s._.cxr_status, s._.cxr_rule) for s in spans] == [
+        (m.text, m.status, m.rule) for m in label(sentence).mentions
+    ]
+
+
+def test_pipeline_default_nlp_is_built_and_cached() -> None:
+    first = label_report("Small effusion.")
+    second = label_report("Small effusion.", report_id="r2")
+    assert first.labels["Effusion"] == second.labels["Effusion"] == "positive"
+    assert second.id == "r2"
+
+
+def test_report_labels_to_dict_shape(label: Callable[[str], ReportLabels]) -> None:
+    d = label(REPORT).to_dict()
+    assert set(d) == {"id", "labels", "no_finding", "mentions"}
+    assert set(d["mentions"][0]) == {
+        "label", "text", "start", "end", "sentence", "status", "rule", "negex", "section",
+    }  # fmt: skip

@@ -1,0 +1,83 @@
+"""Section detection and sentence splitting."""
+
+from __future__ import annotations
+
+import pytest
+
+from labeler.sections import find_sections, labelled_spans, split_sentences
+from labeler.vocabulary import load_sections
+
+SECTIONS = load_sections()
+
+
+def _names(text: str) -> list[str | None]:
+    return [s.name for s in find_sections(text, SECTIONS)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "INDICATION: cough\nFINDINGS: clear lungs\nIMPRESSION: normal",
+        "indication: cough\nfindings: clear lungs\nimpression: normal",
+        "Indication\ncough\n\nFindings\nclear lungs\n\nImpression\nnormal",
+        "INDICATION: cough. FINDINGS: clear lungs. IMPRESSION: normal",
+    ],
+)
+def test_sections_headers_any_case_with_or_without_colon(text: str) -> None:
+    assert _names(text) == ["indication", "findings", "impression"]
+
+
+def test_sections_synonyms_map_to_canonical_names() -> None:
+    text = "CLINICAL HISTORY: fever\nCOMPARISON: none\nCONCLUSION: pneumonia"
+    assert _names(text) == ["history", "comparison", "impression"]
+
+
+def test_sections_header_word_inside_a_sentence_is_not_a_header() -> None:
+    text = "FINDINGS: The impression of the heart is normal. No history of effusion."
+    assert _names(text) == ["findings"]
+
+
+def test_sections_label_only_findings_and_impression() -> None:
+    text = "INDICATION: rule out pneumonia\nFINDINGS: clear\nIMPRESSION: normal"
+    spans = labelled_spans(text, SECTIONS)
+    assert [s.name for s in spans] == ["findings", "impression"]
+    assert "pneumonia" not in "".join(text[s.start : s.end] for s in spans)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "HISTORY: rule out pneumonia\nThe lungs are clear. No effusion.",
+        "Indication\nrule out pneumonia\n\nThe lungs are clear. No effusion.",
+        "The lungs are clear.\nCOMPARISON: prior pneumonia\nNo effusion.",
+    ],
+)
+def test_sections_whole_report_when_no_findings_or_impression(text: str) -> None:
+    spans = labelled_spans(text, SECTIONS)
+    body = "".join(text[s.start : s.end] for s in spans)
+    assert "No effusion" in body
+    assert "pneumonia" not in body
+
+
+def test_sections_unsectioned_report_is_labelled_whole() -> None:
+    text = "The lungs are clear. No effusion."
+    spans = labelled_spans(text, SECTIONS)
+    assert [(s.start, s.end) for s in spans] == [(0, len(text))]
+
+
+def test_sections_use_sections_false_labels_everything() -> None:
+    text = "INDICATION: pneumonia\nFINDINGS: clear"
+    assert [(s.start, s.end) for s in labelled_spans(text, SECTIONS, use_sections=False)] == [
+        (0, len(text))
+    ]
+
+
+def test_split_sentences_keeps_decimals_and_offsets() -> None:
+    text = "A 1.5 cm nodule. No effusion; mild atelectasis!\n\nClear"
+    spans = split_sentences(text, 0, len(text))
+    assert [text[s:e] for s, e in spans] == [
+        "A 1.5 cm nodule.",
+        "No effusion;",
+        "mild atelectasis!",
+        "Clear",
+    ]

@@ -1,0 +1,92 @@
+"""Concept vocabulary: synonyms, inflections, multi-word forms, exclusions, loader errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from labeler.errors import PatternFileError
+from labeler.schema import Label, ReportLabels
+from labeler.vocabulary import load_concepts, load_rules, load_sections
+
+
+@pytest.mark.parametrize(
+    ("sentence", "label_name"),
+    [
+        ("Bilateral pleural effusions.", "Effusion"),
+        ("Atelectatic changes at the left base.", "Atelectasis"),
+        ("Nodular opacities are not nodules but this is a nodular lesion.", "Nodule"),
+        ("Enlarged cardiac silhouette.", "Cardiomegaly"),
+        ("The heart size is mildly enlarged.", "Cardiomegaly"),
+        ("Small hiatal hernia.", "Hernia"),
+        ("Small amount of pleural fluid.", "Effusion"),
+        ("Right upper lobe mass.", "Mass"),
+        ("Interstitial edema.", "Edema"),
+        ("Emphysematous changes.", "Emphysema"),
+        ("Right apical pneumothorax.", "Pneumothorax"),
+        ("Patchy infiltrates.", "Infiltration"),
+        ("Left lower lobe consolidation.", "Consolidation"),
+        ("Right lower lobe pneumonia.", "Pneumonia"),
+        ("Pulmonary fibrosis.", "Fibrosis"),
+        ("Apical pleural thickening.", "Pleural_Thickening"),
+    ],
+)
+def test_vocabulary_finds_forms(
+    label: Callable[[str], ReportLabels], sentence: str, label_name: str
+) -> None:
+    assert label(sentence).labels[label_name] == "positive"
+
+
+@pytest.mark.parametrize(
+    ("sentence", "label_name"),
+    [
+        ("Subcutaneous emphysema in the neck.", "Emphysema"),
+        ("Small pericardial effusion.", "Effusion"),
+        ("Nodular opacity in the right base.", "Nodule"),
+        ("Soft tissue edema of the chest wall.", "Edema"),
+        ("No mass effect.", "Mass"),
+    ],
+)
+def test_vocabulary_exclusions(
+    label: Callable[[str], ReportLabels], sentence: str, label_name: str
+) -> None:
+    assert label(sentence).labels[label_name] == "absent"
+
+
+def test_vocabulary_plurals_are_generated() -> None:
+    effusion = next(c for c in load_concepts().concepts if c.label == "Effusion")
+    assert "pleural effusions" in effusion.phrases
+
+
+def test_vocabulary_covers_all_labels() -> None:
+    labels = {c.label for c in load_concepts().concepts}
+    assert {lab.value for lab in Label} <= labels
+
+
+def test_vocabulary_missing_file_names_the_file(tmp_path: Path) -> None:
+    with pytest.raises(PatternFileError, match="does not exist"):
+        load_concepts(str(tmp_path / "nope.yaml"))
+    with pytest.raises(PatternFileError, match="no packaged pattern set"):
+        load_rules("rules.v0")
+
+
+def test_vocabulary_bad_rule_names_the_rule(tmp_path: Path) -> None:
+    path = tmp_path / "rules.yaml"
+    path.write_text("rules:\n  - id: my.rule\n    status: maybe\n    cue: [no]\n    scope: cue\n")
+    with pytest.raises(PatternFileError, match="my.rule.*maybe"):
+        load_rules(str(path))
+
+
+def test_vocabulary_concepts_must_name_all_14_labels(tmp_path: Path) -> None:
+    path = tmp_path / "concepts.yaml"
+    path.write_text("labels:\n  Atelectasis: {phrases: [atelectasis]}\n")
+    with pytest.raises(PatternFileError, match="missing"):
+        load_concepts(str(path))
+
+
+def test_vocabulary_sections_load() -> None:
+    sections = load_sections()
+    assert sections.label_sections == {"findings", "impression"}
+    assert "indication" in sections.never_label
