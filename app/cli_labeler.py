@@ -57,6 +57,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     p.add_argument("--no-negex", action="store_true", help="skip the negspacy second opinion")
     p.add_argument("--max-chars", type=int, default=100_000, help="longest report (100000)")
+    p.add_argument(
+        "--cache-size",
+        type=int,
+        default=100_000,
+        help="sentences whose verdicts are remembered per worker (0: no cache; 100000)",
+    )
     p.add_argument("--concepts", help="concept vocabulary YAML (default: packaged concepts.v1)")
     p.add_argument("--rules", help="negation/uncertainty rules YAML (default: rules.v1)")
     p.add_argument("--sections", help="section headers YAML (default: sections.v1)")
@@ -106,6 +112,24 @@ def _fail(command: str, message: str) -> int:
     return _EXIT_USAGE
 
 
+def _import_spacy_without_torch() -> None:
+    """Import spaCy while hiding torch, which thinc would otherwise import (1-2 s).
+
+    thinc imports torch when it is installed, only to offer PyTorch layers;
+    the labeler's pipeline runs on thinc's NumPy ops. Blocking the import for
+    the duration keeps `cxr label` start-up fast and free of torch. Later
+    `import torch` calls work as usual. Worker processes are forked after
+    this, so they inherit the torch-free spaCy.
+    """
+    if "spacy" in sys.modules or "torch" in sys.modules:
+        return
+    sys.modules["torch"] = None  # type: ignore[assignment]  # makes `import torch` fail
+    try:
+        import spacy  # noqa: F401
+    finally:
+        del sys.modules["torch"]
+
+
 def _label(args: argparse.Namespace) -> int:
     import contextlib
     import csv
@@ -132,6 +156,7 @@ def _label(args: argparse.Namespace) -> int:
             negex=not args.no_negex,
             max_chars=args.max_chars,
             use_sections=not args.whole_report,
+            cache_size=args.cache_size,
             **{
                 k: v
                 for k, v in (
@@ -164,6 +189,7 @@ def _label(args: argparse.Namespace) -> int:
 
     from tqdm import tqdm
 
+    _import_spacy_without_torch()
     failed = 0
     with contextlib.ExitStack() as stack:
         try:

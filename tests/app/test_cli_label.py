@@ -1,0 +1,244 @@
+"""`cxr label` and `cxr evaluate-labels` end to end (reports written for these tests)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+
+REPORTS = [
+    ("r1", "FINDINGS: Small left pleural effusion. No pneumothorax.\nIMPRESSION: Left effusion."),
+    ("r2", "INDICATION: rule out pneumonia\nFINDINGS: The lungs are clear."),
+    ("r3", "IMPRESSION: Possible right lower lobe pneumonia. Mild cardiomegaly."),
+]
+
+
+def _write_csv(
+    path: Path, rows: list[tuple[str, str]], header: tuple[str, str] = ("id", "report")
+) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+    return path
+
+
+def _read_jsonl(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_cli_label_csv_to_jsonl(tmp_path: Path) -> None:
+    out = tmp_path / "labels.jsonl"
+    assert main(["label", str(_write_csv(tmp_path / "r.csv", REPORTS)), "-o", str(out), "-q"]) == 0
+    rows = _read_jsonl(out)
+    assert [r["id"] for r in rows] == ["r1", "r2", "r3"]
+    assert rows[0]["labels"]["Effusion"] == "positive"  # type: ignore[index]
+    assert rows[0]["labels"]["Pneumothorax"] == "negative"  # type: ignore[index]
+    assert rows[1]["no_finding"] is True
+    assert rows[1]["labels"]["Pneumonia"] == "absent"  # type: ignore[index]
+    assert rows[2]["labels"]["Pneumonia"] == "uncertain"  # type: ignore[index]
+
+
+def test_cli_label_csv_format_chexpert(tmp_path: Path) -> None:
+    out = tmp_path / "labels.csv"
+    src = _write_csv(tmp_path / "r.csv", REPORTS)
+    assert main(["label", str(src), "-o", str(out), "-q", "--labels", "chestxray8"]) == 0
+    rows = list(csv.DictReader(out.open(encoding="utf-8")))
+    assert list(rows[0]) == [
+        "id", "Atelectasis", "Cardiomegaly", "Effusion", "Infiltration", "Mass", "Nodule",
+        "Pneumonia", "Pneumothorax", "No Finding", "error",
+    ]  # fmt: skip
+    assert (rows[0]["Effusion"], rows[0]["Pneumothorax"], rows[0]["Mass"]) == ("1", "0", "")
+    assert rows[1]["No Finding"] == "1"
+    assert (rows[2]["Pneumonia"], rows[2]["Cardiomegaly"]) == ("-1", "1")
+
+
+def test_cli_label_custom_columns(tmp_path: Path) -> None:
+    src = _write_csv(tmp_path / "r.csv", REPORTS, header=("study", "text"))
+    out = tmp_path / "o.jsonl"
+    args = [
+        "label",
+        str(src),
+        "-o",
+        str(out),
+        "-q",
+        "--id-column",
+        "study",
+        "--text-column",
+        "text",
+    ]
+    assert main(args) == 0
+    assert [r["id"] for r in _read_jsonl(out)] == ["r1", "r2", "r3"]
+
+
+def test_cli_label_missing_column_is_one_clear_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = _write_csv(tmp_path / "r.csv", REPORTS, header=("study", "text"))
+    assert main(["label", str(src), "-o", str(tmp_path / "o.jsonl"), "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0
+    assert "no column 'id'" in err and "--id-column" in err
+
+
+def test_cli_label_jsonl_input(tmp_path: Path) -> None:
+    src = tmp_path / "r.jsonl"
+    src.write_text(
+        "\n".join(json.dumps({"id": i, "report": t}) for i, t in REPORTS) + "\n", encoding="utf-8"
+    )
+    out = tmp_path / "o.jsonl"
+    assert main(["label", str(src), "-o", str(out), "-q"]) == 0
+    assert [r["id"] for r in _read_jsonl(out)] == ["r1", "r2", "r3"]
+
+
+def test_cli_label_folder_of_txt(tmp_path: Path) -> None:
+    folder = tmp_path / "reports"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.txt").write_text(REPORTS[0][1], encoding="utf-8")
+    (folder / "sub" / "b.txt").write_text(REPORTS[2][1], encoding="utf-8")
+    (folder / "ignored.md").write_text("Pneumothorax.", encoding="utf-8")
+    out = tmp_path / "o.jsonl"
+    assert main(["label", str(folder), "-o", str(out), "-q"]) == 0
+    rows = _read_jsonl(out)
+    assert [r["id"] for r in rows] == ["a", "sub/b"]
+    assert rows[1]["labels"]["Cardiomegaly"] == "positive"  # type: ignore[index]
+
+
+def test_cli_label_bad_rows_error_without_losing_others(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "r.jsonl"
+    src.write_text(
+        json.dumps({"id": "ok1", "report": "Small effusion."}) + "\n"
+        + json.dumps({"id": "empty", "report": "   "}) + "\n"
+        + json.dumps({"id": "number", "report": 12}) + "\n"
+        + "{not json\n"
+        + json.dumps({"id": "ok2", "report": "No pneumothorax."}) + "\n",
+        encoding="utf-8",
+    )  # fmt: skip
+    out, rejects = tmp_path / "o.jsonl", tmp_path / "rejects.csv"
+    status = main(["label", str(src), "-o", str(out), "-q", "--rejects", str(rejects)])
+    assert status == 1
+    rows = _read_jsonl(out)
+    assert [r["id"] for r in rows] == ["ok1", "empty", "number", "line4", "ok2"]
+    assert [("error" in r) for r in rows] == [False, True, True, True, False]
+    assert "EmptyReportError" in str(rows[1]["error"])
+    assert "NotTextError" in str(rows[2]["error"]) and "int" in str(rows[2]["error"])
+    assert "not valid JSON" in str(rows[3]["error"])
+    assert rows[4]["labels"]["Pneumothorax"] == "negative"  # type: ignore[index]
+    rejected = list(csv.DictReader(rejects.open(encoding="utf-8")))
+    assert [r["id"] for r in rejected] == ["empty", "number", "line4"]
+    assert "3 report(s) could not be labelled" in capsys.readouterr().err
+
+
+def test_cli_label_strict_stops_at_first_bad_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = _write_csv(tmp_path / "r.csv", [("a", "Effusion."), ("b", "")])
+    assert main(["label", str(src), "-o", str(tmp_path / "o.jsonl"), "-q", "--strict"]) == 2
+    assert "empty" in capsys.readouterr().err
+
+
+def test_cli_label_missing_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["label", str(tmp_path / "nope.csv"), "-q"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_cli_label_bad_pattern_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "rules.yaml"
+    bad.write_text("rules: 3\n")
+    src = _write_csv(tmp_path / "r.csv", REPORTS)
+    assert main(["label", str(src), "-q", "--rules", str(bad)]) == 2
+    assert "rules" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cli_label_workers_keep_order_and_results(tmp_path: Path) -> None:
+    rows = [(f"r{i}", REPORTS[i % 3][1]) for i in range(40)] + [("bad", "")]
+    src = _write_csv(tmp_path / "r.csv", rows)
+    one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    assert main(["label", str(src), "-o", str(one), "-q", "--batch-size", "4"]) == 1
+    args = ["label", str(src), "-o", str(two), "-q", "--workers", "2", "--batch-size", "4"]
+    assert main(args) == 1
+    assert one.read_text() == two.read_text()
+
+
+def test_cli_label_does_not_import_torch_or_web_stack(tmp_path: Path) -> None:
+    src = _write_csv(tmp_path / "r.csv", REPORTS[:1])
+    code = (
+        "import sys\n"
+        "from app.cli import main\n"
+        f"rc = main(['label', {str(src)!r}, '-o', {str(tmp_path / 'o.jsonl')!r}, '-q'])\n"
+        "heavy = ['torch', 'torchvision', 'fastapi', 'starlette', 'sqlalchemy',"
+        " 'pydantic_settings', 'uvicorn', 'cv2']\n"
+        "loaded = [m for m in heavy if m in sys.modules]\n"
+        "print(','.join(loaded))\n"
+        "sys.exit(rc)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "", f"cxr label imported: {proc.stdout.strip()}"
+
+
+# --- evaluate-labels ----------------------------------------------------------------------
+
+
+def test_cli_evaluate_labels_jsonl_against_gold(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pred = tmp_path / "pred.jsonl"
+    assert main(["label", str(_write_csv(tmp_path / "r.csv", REPORTS)), "-o", str(pred), "-q"]) == 0
+    gold = tmp_path / "gold.csv"
+    gold.write_text(
+        "id,Effusion,Pneumonia,Cardiomegaly,Hernia,No Finding\n"
+        "r1,1,0,0,0,0\n"
+        "r2,0,0,0,0,1\n"
+        "r3,0,1,1,,0\n",
+        encoding="utf-8",
+    )
+    scores = tmp_path / "scores.json"
+    args = ["evaluate-labels", str(pred), str(gold), "--ignore", "Hernia", "-o", str(scores)]
+    assert main(args) == 0
+    table = capsys.readouterr().out
+    assert "micro" in table and "Effusion" in table
+    data = json.loads(scores.read_text())
+    per = {s["label"]: s for s in data["labels"]}
+    assert set(per) == {"Effusion", "Pneumonia", "Cardiomegaly"}
+    assert (per["Effusion"]["tp"], per["Effusion"]["fp"], per["Effusion"]["fn"]) == (1, 0, 0)
+    # uncertain Pneumonia counts as not positive by default
+    assert per["Pneumonia"]["fn"] == 1
+    assert data["micro"]["tp"] == 2
+    assert {s["label"] for s in data["extra"]} == {"Hernia", "No Finding"}
+
+    assert main([*args, "--uncertain", "positive"]) == 0
+    per = {s["label"]: s for s in json.loads(scores.read_text())["labels"]}
+    assert per["Pneumonia"]["tp"] == 1
+
+
+def test_cli_evaluate_labels_csv_predictions(tmp_path: Path) -> None:
+    pred, gold = tmp_path / "pred.csv", tmp_path / "gold.csv"
+    pred.write_text("id,Effusion,Edema\na,1,-1\nb,,0\n", encoding="utf-8")
+    gold.write_text("study,Effusion,Edema\na,1,1\nb,1,0\n", encoding="utf-8")
+    out = tmp_path / "s.json"
+    assert (
+        main(["evaluate-labels", str(pred), str(gold), "--id-column", "study", "-o", str(out)]) == 0
+    )
+    micro = json.loads(out.read_text())["micro"]
+    assert (micro["tp"], micro["fp"], micro["fn"]) == (1, 0, 2)
+
+
+def test_cli_evaluate_labels_bad_value_is_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pred, gold = tmp_path / "pred.csv", tmp_path / "gold.csv"
+    pred.write_text("id,Effusion\na,1\n", encoding="utf-8")
+    gold.write_text("id,Effusion\na,yes\n", encoding="utf-8")
+    assert main(["evaluate-labels", str(pred), str(gold)]) == 2
+    err = capsys.readouterr().err
+    assert "'yes'" in err and "Effusion" in err
