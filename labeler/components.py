@@ -67,10 +67,10 @@ class ConceptMatcher:
         self.tokens = Matcher(nlp.vocab)
         for concept in load_concepts(concepts).concepts:
             if concept.phrases:
-                self.phrases.add(concept.label, list(nlp.tokenizer.pipe(concept.phrases)))
+                self.phrases.add(concept.label, [nlp.make_doc(p) for p in concept.phrases])
             if concept.exclude:
                 self.phrases.add(
-                    _EXCLUDE_PREFIX + concept.label, list(nlp.tokenizer.pipe(concept.exclude))
+                    _EXCLUDE_PREFIX + concept.label, [nlp.make_doc(p) for p in concept.exclude]
                 )
             if concept.patterns:
                 self.tokens.add(concept.label, [list(p) for p in concept.patterns])
@@ -121,7 +121,7 @@ class DependencyRules:
         self.rule_set = load_rules(rules)
         self.matcher = PhraseMatcher(nlp.vocab, attr="LOWER")
         for i, rule in enumerate(self.rule_set.rules):
-            self.matcher.add(str(i), list(nlp.tokenizer.pipe(rule.cues)))
+            self.matcher.add(str(i), [nlp.make_doc(c) for c in rule.cues])
         self._strings = nlp.vocab.strings
         self._cue_wordsets = [frozenset(c.split()) for r in self.rule_set.rules for c in r.cues]
 
