@@ -336,12 +336,12 @@ class BatchProcessor:
                     labels = self.labeler.label_many([(key.split(":", 1)[1], text)])[0]
                     self._csv_cache[key] = _report_summary(labels, "csv", self.labeler.version)
                 return self._csv_cache[key]
-        for key in (
+        for sr_key in (
             f"acc:{accession}" if accession else None,
             f"study:{study_uid}" if study_uid else None,
         ):
-            if key and key in self._sr_reports:
-                return self._sr_reports[key]
+            if sr_key and sr_key in self._sr_reports:
+                return self._sr_reports[sr_key]
         return None
 
     def process(self, files: Sequence[ExportFile]) -> list[FileOutcome]:
@@ -545,7 +545,7 @@ class BatchRunner:
         """The folder a job reads: its server path, or its extracted zip."""
         if job.source_kind == "path":
             return Path(job.source)
-        return self.storage_root / "jobs" / job.id / "export"
+        return self.storage_root / "jobs" / str(job.id) / "export"
 
     def _prepare_zip(self, job: Any) -> Path:
         export = self.source_dir(job)
@@ -582,7 +582,7 @@ class BatchRunner:
                 root = self._prepare_zip(job) if job.source_kind == "zip" else Path(job.source)
                 reports_path = Path(job.reports_path) if job.reports_path else None
                 if not job.scanned:
-                    files = scan_export(root, exclude=[reports_path] if reports_path else [])
+                    found = scan_export(root, exclude=[reports_path] if reports_path else [])
                     n = crud.add_batch_items(
                         session,
                         job,
@@ -590,7 +590,7 @@ class BatchRunner:
                             crud.NewItem(
                                 f.path, f.kind, f.study_instance_uid, f.accession_number, f.note
                             )
-                            for f in files
+                            for f in found
                         ),
                     )
                     log.info("batch job %s: %d files found", job.id, n)

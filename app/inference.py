@@ -197,7 +197,7 @@ def encode_preview(pixels: np.ndarray) -> bytes:
     import cv2
 
     rows, cols = pixels.shape
-    grey = np.clip(np.rint(pixels * 255.0), 0, 255).astype(np.uint8)
+    grey: np.ndarray = np.clip(np.rint(pixels * 255.0), 0, 255).astype(np.uint8)
     scale = min(1.0, PREVIEW_SIDE / max(rows, cols))
     if scale < 1:
         size = (max(1, round(cols * scale)), max(1, round(rows * scale)))

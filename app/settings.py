@@ -86,6 +86,12 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, gt=0, lt=65536)
 
+    @field_validator("model", "database_url", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        # `CXR_MODEL=` (as docker-compose writes an unset optional) means "none".
+        return None if isinstance(value, str) and not value.strip() else value
+
     @field_validator("api_keys", "batch_roots", mode="before")
     @classmethod
     def _split_lists(cls, value: object) -> object:
