@@ -215,7 +215,7 @@ class DependencyRules:
 
 
 def _is_verb_left(tok: Token) -> bool:
-    """"left" read as the verb "leave" in "no right pneumothorax or left effusion".
+    """ "left" read as the verb "leave" in "no right pneumothorax or left effusion".
 
     The small English model tags a laterality "left" after a conjunction as a
     past-tense verb with the finding as its object; the rules read it as the

@@ -29,9 +29,6 @@ FIRES: dict[str, list[tuple[str, str, str]]] = {
     "unc.cannot_exclude_head": [
         ("Small effusion not excluded.", "Effusion", "uncertain"),
     ],
-    "unc.no_definite": [
-        ("No definite consolidation.", "Consolidation", "uncertain"),
-    ],
     "neg.resolved": [
         ("The left pleural effusion has resolved.", "Effusion", "negative"),
         ("Interval resolution of the right lower lobe pneumonia.", "Pneumonia", "negative"),
@@ -46,6 +43,8 @@ FIRES: dict[str, list[tuple[str, str, str]]] = {
         ("No pneumothorax.", "Pneumothorax", "negative"),
         ("There is no evidence of pulmonary edema.", "Edema", "negative"),
         ("No pleural effusion or pneumothorax.", "Pneumothorax", "negative"),
+        ("No focal opacity to suggest pneumonia.", "Pneumonia", "negative"),
+        ("No definite consolidation.", "Consolidation", "negative"),
     ],
     "neg.not": [
         ("The heart is not enlarged.", "Cardiomegaly", "negative"),
@@ -111,7 +110,6 @@ SPARED: dict[str, list[tuple[str, str, str]]] = {
     "pseudo.no_change": [("No effusion.", "Effusion", "negative")],
     "unc.cannot_exclude": [("Small effusion. Cannot exclude edema.", "Effusion", "positive")],
     "unc.cannot_exclude_head": [("Edema is present.", "Edema", "positive")],
-    "unc.no_definite": [("Definite consolidation.", "Consolidation", "positive")],
     "neg.resolved": [
         ("The effusion has resolved but atelectasis persists.", "Atelectasis", "positive"),
     ],
