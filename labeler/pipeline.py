@@ -14,7 +14,7 @@ import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import spacy
 from spacy.language import Language
@@ -167,7 +167,24 @@ def label_reports(
 
 # --- the engine: per-pipeline state (components, sentence cache) ---------------------
 
-_SentenceResult = tuple[tuple[str, int, int, str, str | None, str | None], ...]
+
+class _Found(NamedTuple):
+    """One mention's verdict, with offsets relative to its sentence."""
+
+    label: str
+    start: int
+    end: int
+    status: str
+    rule: str | None
+    negex: str | None
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A valid report and its labelled sentences: (section, start, end) in the text."""
+
+    text: str
+    sentences: list[tuple[str | None, int, int]]
 
 
 @dataclass
@@ -176,104 +193,106 @@ class _Engine:
     config: LabelerConfig
     concepts: ConceptMatcher
     rules: DependencyRules
-    cache: dict[str, _SentenceResult]
-    _batch: dict[str, _SentenceResult] = field(default_factory=dict)
+    # sentence text -> verdicts of its mentions; insertion order = eviction order
+    cache: dict[str, tuple[_Found, ...]] = field(default_factory=dict)
 
     def label_batch(
         self, batch: list[tuple[str, str]], on_error: Literal["raise", "skip"]
     ) -> list[ReportLabels]:
-        sections = load_sections(self.config.sections)
-        labels = labels_for(self.config.label_set)
-        plans: list[tuple[str, list[tuple[str | None, int, int]]] | str] = []
-        pending: dict[str, tuple[Doc, list[str | None]]] = {}
-        self._batch: dict[str, _SentenceResult] = {}
-        for _, text in batch:
-            try:
-                validate_report(text, max_chars=self.config.max_chars)
-            except LabelerError as exc:
-                if on_error == "raise":
-                    raise
-                plans.append(f"{type(exc).__name__}: {exc}")
-                continue
-            sents = [
-                (sec.name, s, e)
-                for sec in labelled_spans(text, sections, use_sections=self.config.use_sections)
-                for s, e in split_sentences(text, sec.start, sec.end)
-            ]
-            plans.append((text, sents))
-            for _, s, e in sents:
-                sent = text[s:e]
-                if sent not in self.cache and sent not in self._batch and sent not in pending:
-                    prepared = self._prepare(sent)
-                    if prepared is not None:
-                        pending[sent] = prepared
-        self._decide(pending)
-        results = {**self.cache, **self._batch} if self.config.cache_size == 0 else None
-        for sent, result in self._batch.items():
-            if self.config.cache_size:
-                if len(self.cache) >= self.config.cache_size:
-                    del self.cache[next(iter(self.cache))]
-                self.cache[sent] = result
-        if results is None:
-            results = self.cache
-
-        out: list[ReportLabels] = []
-        for (report_id, _), plan in zip(batch, plans, strict=True):
-            if isinstance(plan, str):
-                out.append(
-                    ReportLabels(
-                        id=str(report_id),
-                        labels={lab.value: "absent" for lab in labels},
-                        no_finding=False,
-                        error=plan,
-                    )
-                )
-                continue
-            text, sents = plan
-            mentions = [
-                Mention(
-                    label=label,
-                    text=text[s + a : s + b],
-                    start=s + a,
-                    end=s + b,
-                    sentence=text[s:e],
-                    status=status,  # type: ignore[arg-type]
-                    rule=rule,
-                    negex=negex,
-                    section=section,
-                )
-                for section, s, e in sents
-                for label, a, b, status, rule, negex in results.get(text[s:e], ())
-            ]
-            out.append(
-                ReportLabels(
-                    id=str(report_id),
-                    labels=aggregate(mentions, labels),
-                    no_finding=is_no_finding(mentions),
-                    mentions=mentions,
-                )
-            )
-        return out
-
-    def _prepare(self, sent: str) -> tuple[Doc, list[str | None]] | None:
-        """Tokenize and match; store the result now if no parse is needed."""
-        doc = self.nlp.make_doc(sent)
-        spans = self.concepts.find(doc)
-        if not spans:
-            self._store(sent, ())
-            return None
-        doc.spans[MENTIONS_KEY] = spans
-        negex = self._negex(doc)
-        if self.rules.may_apply(t.lower_ for t in doc):
-            return doc, negex
-        self._store(
-            sent,
-            tuple(
-                (sp.label_, sp.start_char, sp.end_char, "positive", None, ng)
-                for sp, ng in zip(spans, negex, strict=True)
-            ),
+        plans = [self._plan(text, on_error) for _, text in batch]
+        needed = dict.fromkeys(
+            p.text[s:e] for p in plans if isinstance(p, _Plan) for _, s, e in p.sentences
         )
-        return None
+        verdicts = self._verdicts(list(needed))
+        return [
+            self._result(str(report_id), plan, verdicts)
+            for (report_id, _), plan in zip(batch, plans, strict=True)
+        ]
+
+    def _plan(self, text: str, on_error: Literal["raise", "skip"]) -> _Plan | str:
+        """Sections and sentences of a report, or the error message of a bad one."""
+        try:
+            validate_report(text, max_chars=self.config.max_chars)
+        except LabelerError as exc:
+            if on_error == "raise":
+                raise
+            return f"{type(exc).__name__}: {exc}"
+        sections = load_sections(self.config.sections)
+        spans = labelled_spans(text, sections, use_sections=self.config.use_sections)
+        return _Plan(
+            text,
+            [
+                (sec.name, s, e)
+                for sec in spans
+                for s, e in split_sentences(text, sec.start, sec.end)
+            ],
+        )
+
+    def _result(
+        self, report_id: str, plan: _Plan | str, verdicts: dict[str, tuple[_Found, ...]]
+    ) -> ReportLabels:
+        labels = labels_for(self.config.label_set)
+        if isinstance(plan, str):
+            return ReportLabels(
+                id=report_id,
+                labels={lab.value: "absent" for lab in labels},
+                no_finding=False,
+                error=plan,
+            )
+        text = plan.text
+        mentions = [
+            Mention(
+                label=f.label,
+                text=text[s + f.start : s + f.end],
+                start=s + f.start,
+                end=s + f.end,
+                sentence=text[s:e],
+                status=f.status,  # type: ignore[arg-type]
+                rule=f.rule,
+                negex=f.negex,
+                section=section,
+            )
+            for section, s, e in plan.sentences
+            for f in verdicts[text[s:e]]
+        ]
+        return ReportLabels(
+            id=report_id,
+            labels=aggregate(mentions, labels),
+            no_finding=is_no_finding(mentions),
+            mentions=mentions,
+        )
+
+    def _verdicts(self, sentences: list[str]) -> dict[str, tuple[_Found, ...]]:
+        """Verdicts for every sentence: from the cache, by matching alone, or by parsing."""
+        found: dict[str, tuple[_Found, ...]] = {}
+        to_parse: dict[str, tuple[Doc, list[str | None]]] = {}
+        for sent in sentences:
+            hit = self.cache.get(sent)
+            if hit is not None:
+                found[sent] = hit
+                continue
+            doc = self.nlp.make_doc(sent)
+            spans = self.concepts.find(doc)
+            if not spans:
+                found[sent] = ()
+                continue
+            doc.spans[MENTIONS_KEY] = spans
+            negex = self._negex(doc)
+            if self.rules.may_apply(t.lower_ for t in doc):
+                to_parse[sent] = (doc, negex)
+            else:  # no cue word: nothing can negate or hedge these mentions
+                found[sent] = tuple(
+                    _Found(sp.label_, sp.start_char, sp.end_char, "positive", None, ng)
+                    for sp, ng in zip(spans, negex, strict=True)
+                )
+        found.update(self._parse_and_decide(to_parse))
+        if self.config.cache_size:
+            for sent in sentences:
+                if sent not in self.cache:
+                    if len(self.cache) >= self.config.cache_size:
+                        del self.cache[next(iter(self.cache))]
+                    self.cache[sent] = found[sent]
+        return found
 
     def _negex(self, doc: Doc) -> list[str | None]:
         spans = list(doc.spans[MENTIONS_KEY])
@@ -285,30 +304,29 @@ class _Engine:
         for tok in doc[1:]:
             tok.is_sent_start = False
         self.nlp.get_pipe("negex")(doc)
-        verdicts: list[str | None] = [
-            "negated" if sp._.negex else "affirmed" for sp in doc.spans[MENTIONS_KEY]
-        ]
+        verdicts: list[str | None] = ["negated" if sp._.negex else "affirmed" for sp in spans]
         for tok in doc:
             tok.is_sent_start = None
         return verdicts
 
-    def _decide(self, pending: dict[str, tuple[Doc, list[str | None]]]) -> None:
-        if not pending:
-            return
-        docs: Iterable[Doc] = [doc for doc, _ in pending.values()]
+    def _parse_and_decide(
+        self, to_parse: dict[str, tuple[Doc, list[str | None]]]
+    ) -> dict[str, tuple[_Found, ...]]:
+        if not to_parse:
+            return {}
+        docs: Iterable[Doc] = [doc for doc, _ in to_parse.values()]
         for name in _PARSE_PIPES:
             if name in self.nlp.pipe_names:
                 docs = self.nlp.get_pipe(name).pipe(docs, batch_size=256)  # type: ignore[attr-defined]
-        for sent, doc in zip(pending, docs, strict=True):
+        out: dict[str, tuple[_Found, ...]] = {}
+        for (sent, (_, negex)), doc in zip(to_parse.items(), docs, strict=True):
             cues = self.rules.cues(doc)
-            result = []
-            for sp, ng in zip(doc.spans[MENTIONS_KEY], pending[sent][1], strict=True):
-                v = self.rules.decide(sp, cues)
-                result.append((sp.label_, sp.start_char, sp.end_char, v.status, v.rule, ng))
-            self._store(sent, tuple(result))
-
-    def _store(self, sent: str, result: _SentenceResult) -> None:
-        self._batch[sent] = result
+            out[sent] = tuple(
+                _Found(sp.label_, sp.start_char, sp.end_char, v.status, v.rule, ng)
+                for sp, ng in zip(doc.spans[MENTIONS_KEY], negex, strict=True)
+                for v in (self.rules.decide(sp, cues),)
+            )
+        return out
 
 
 _ENGINES: weakref.WeakKeyDictionary[Language, dict[LabelerConfig, _Engine]] = (
@@ -326,5 +344,5 @@ def _engine(nlp: Language, config: LabelerConfig) -> _Engine:
             raise LabelerError(
                 "nlp lacks the labeler components; build it with labeler.pipeline.build_nlp(config)"
             ) from None
-        per_nlp[config] = _Engine(nlp, config, concepts, rules, {})  # type: ignore[arg-type]
+        per_nlp[config] = _Engine(nlp, config, concepts, rules)  # type: ignore[arg-type]
     return per_nlp[config]

@@ -167,3 +167,10 @@ def test_report_labels_to_dict_shape(label: Callable[[str], ReportLabels]) -> No
     assert set(d["mentions"][0]) == {
         "label", "text", "start", "end", "sentence", "status", "rule", "negex", "section",
     }  # fmt: skip
+
+
+def test_pipeline_tiny_cache_evicts_without_losing_mentions(nlp: Language) -> None:
+    texts = [(str(i), REPORT if i % 2 else "No effusion. Small pneumothorax.") for i in range(6)]
+    tiny = list(label_reports(texts, nlp=nlp, config=LabelerConfig(cache_size=1), batch_size=2))
+    uncached = list(label_reports(texts, nlp=nlp, config=LabelerConfig(cache_size=0)))
+    assert [r.to_dict() for r in tiny] == [r.to_dict() for r in uncached]
