@@ -578,6 +578,9 @@ class BatchRunner:
             if job is None or job.state not in crud.UNFINISHED:
                 return
             crud.set_job_state(session, job, "running")
+            if job.scanned and not crud.pending_items(session, job.id, 1):
+                self._finish(session, job)  # crashed between the last chunk and "done"
+                return
             try:
                 root = self._prepare_zip(job) if job.source_kind == "zip" else Path(job.source)
                 reports_path = Path(job.reports_path) if job.reports_path else None
@@ -648,9 +651,14 @@ class BatchRunner:
                 chunks += 1
                 if after_chunk is not None:
                     after_chunk(chunks)
-            crud.set_job_state(session, job, "done")
-            if job.source_kind == "zip":
-                from app.archive import remove_tree
+            self._finish(session, job)
 
-                remove_tree(root.parent)  # extracted files carry patient data: keep only results
-            log.info("batch job %s done", job.id)
+    def _finish(self, session: Session, job: Any) -> None:
+        if job.source_kind == "zip":
+            from app.archive import remove_tree
+
+            # Extracted files carry patient data: keep only the results. Removed before
+            # the job reads "done", so a client that sees "done" sees a clean storage.
+            remove_tree(self.source_dir(job).parent)
+        crud.set_job_state(session, job, "done")
+        log.info("batch job %s done", job.id)

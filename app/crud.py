@@ -5,10 +5,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
-from sqlalchemy import case, func, select, update
+from sqlalchemy import case, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from app.db.models import (
@@ -32,11 +31,13 @@ __all__ = [
     "create_image",
     "create_label_results",
     "create_prediction",
+    "delete_batch_job",
     "get_batch_job",
     "get_or_create_study",
     "get_prediction",
     "iter_batch_items",
     "job_counts_by_state",
+    "list_batch_jobs",
     "done_report_items",
     "pending_items",
     "set_job_state",
@@ -339,6 +340,19 @@ def iter_batch_items(session: Session, job_id: str, page: int = 500) -> Iterator
         session.expunge_all()  # keep memory flat on exports of 100k files
 
 
+def list_batch_jobs(session: Session, limit: int = 50) -> list[BatchJob]:
+    """The most recent batch jobs, newest first."""
+    stmt = select(BatchJob).order_by(BatchJob.created_at.desc()).limit(limit)
+    return list(session.scalars(stmt))
+
+
+def delete_batch_job(session: Session, job: BatchJob) -> None:
+    """Delete a job and all its item results, and commit."""
+    session.execute(delete(BatchItem).where(BatchItem.job_id == job.id))
+    session.delete(job)
+    session.commit()
+
+
 def unfinished_job_ids(session: Session) -> list[str]:
     """Ids of jobs queued or running (to resume at start-up), oldest first."""
     stmt = select(BatchJob.id).where(BatchJob.state.in_(UNFINISHED)).order_by(BatchJob.created_at)
@@ -349,8 +363,3 @@ def job_counts_by_state(session: Session) -> dict[str, int]:
     """Number of batch jobs per state."""
     stmt = select(BatchJob.state, func.count()).group_by(BatchJob.state)
     return {state: int(n) for state, n in session.execute(stmt)}
-
-
-def datetime_or_none(value: datetime | None) -> str | None:
-    """ISO string of a timestamp (helper for CSV/JSONL output)."""
-    return value.isoformat() if value else None

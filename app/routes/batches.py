@@ -215,6 +215,43 @@ async def create_batch(request: Request, response: Response, state: StateDep) ->
     return batch_read(job, counts, state)
 
 
+@router.get("/batches", response_model=list[BatchRead], summary="Recent batch jobs")
+def list_batches(
+    session: SessionDep,
+    state: StateDep,
+    limit: int = Query(50, ge=1, le=500, description="How many, newest first."),
+) -> list[BatchRead]:
+    """The most recent batch jobs with their progress, newest first."""
+    return [
+        batch_read(job, crud.batch_counts(session, job.id), state)
+        for job in crud.list_batch_jobs(session, limit)
+    ]
+
+
+class JobBusy(ServiceError):
+    """The job is still queued or running."""
+
+    status_code = 409
+
+
+@router.delete(
+    "/batches/{job_id}",
+    status_code=204,
+    responses={404: {"model": ErrorRead}, 409: {"model": ErrorRead}},
+    summary="Delete a finished batch job and its results",
+)
+def delete_batch(job_id: str, session: SessionDep, state: StateDep) -> Response:
+    """Remove a done or failed job, its per-file results and any files it kept."""
+    job = crud.get_batch_job(session, job_id)
+    if job is None:
+        raise NotFound(f"no batch job {job_id!r}")
+    if job.state in crud.UNFINISHED:
+        raise JobBusy(f"batch job {job_id} is {job.state}; delete it once it is done or failed")
+    crud.delete_batch_job(session, job)
+    state.storage.remove_job_dir(job_id)
+    return Response(status_code=204)
+
+
 @router.get(
     "/batches/{job_id}",
     response_model=BatchRead,

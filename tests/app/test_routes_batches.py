@@ -78,12 +78,19 @@ def test_batch_server_path_end_to_end(
     assert "truncated" in by_path["PAT2/STUDY2/broken.dcm"]["error"]
     assert "CT" in by_path["PAT3/ct_slice.dcm"]["reason"]
 
+    listed = client.get("/v1/batches").json()
+    assert [job["id"] for job in listed] == [job_id]
+
     table = client.get(f"/v1/batches/{job_id}/results", params={"format": "csv"})
     assert table.status_code == 200 and table.headers["content-type"].startswith("text/csv")
     rows = list(csv.DictReader(io.StringIO(table.text)))
     assert len(rows) == len(EXPECTED_EXPORT)
     row = next(r for r in rows if r["path"] == "PAT2/STUDY2/image.dcm")
     assert row["report_Effusion"] == "positive" and float(row["prob_Effusion"]) >= 0
+
+    assert client.delete(f"/v1/batches/{job_id}").status_code == 204
+    assert client.get(f"/v1/batches/{job_id}").status_code == 404
+    assert client.get("/v1/batches").json() == []
 
 
 def test_batch_without_model_labels_reports_and_reads_images(
@@ -210,6 +217,7 @@ def test_batch_job_resumes_after_restart_without_duplicates(
         runner.run_job(job_id, after_chunk=crash_after)
     interrupted = first.get(f"/v1/batches/{job_id}").json()
     assert interrupted["state"] == "running"
+    assert first.delete(f"/v1/batches/{job_id}").status_code == 409
     assert interrupted["pending"] == len(EXPECTED_EXPORT) - 3
     first.__exit__(None, None, None)
 
