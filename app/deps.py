@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, Request, Security
@@ -49,7 +49,6 @@ class AppState:
     model_error: str | None = None
     inference: InferenceQueue | None = None
     runner: BatchRunner | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Unauthorized(ServiceError):
