@@ -119,7 +119,15 @@ def _iter_jsonl(path: Path, id_column: str, text_column: str) -> Iterator[tuple[
                 yield f"line{n}", NotTextError(f"line {n} is not a JSON object")
                 continue
             rid = obj.get(id_column)
-            yield (str(rid) if rid is not None else f"line{n}"), obj.get(text_column)
+            rid = str(rid) if rid is not None else f"line{n}"
+            if text_column not in obj:
+                keys = ", ".join(map(repr, obj)) or "none"
+                yield rid, NotTextError(
+                    f"line {n} has no key {text_column!r} (keys: {keys}); "
+                    "choose the text key with --text-column"
+                )
+                continue
+            yield rid, obj[text_column]
 
 
 def _iter_folder(path: Path) -> Iterator[tuple[str, Any]]:
