@@ -66,6 +66,7 @@ def _register_train(sub: argparse._SubParsersAction[Any]) -> None:
         help="pool class maps (default) or the transition maps (paper order)",
     )
     p.add_argument("--output-stride", type=int, choices=[16, 32])
+    p.add_argument("--body-stages", type=int, choices=[3, 4], help="3: stop after layer3")
     p.add_argument("--transition-channels", type=int)
     p.add_argument("--labels", help="chestxray14 (default), chestxray8, auto, or A,B,C")
     p.add_argument("--epochs", type=int)
@@ -102,7 +103,7 @@ def _train(args: argparse.Namespace) -> int:
         key: getattr(args, key)
         for key in (
             "data", "out", "arch", "image_size", "weights", "pooling", "lse_r", "pool_on",
-            "output_stride",
+            "output_stride", "body_stages",
             "transition_channels", "labels", "epochs", "batch_size", "accum", "optimizer", "lr",
             "loss", "max_steps", "workers", "threads", "seed", "device", "cache_images",
             "compile", "resume", "demo", "progress",

@@ -37,6 +37,11 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--pooling", default="lse", choices=["lse", "avg", "max"])
+    parser.add_argument("--lse-r", type=float, default=10.0)
+    parser.add_argument("--pool-on", default="cams", choices=["cams", "features"])
+    parser.add_argument("--stages", type=int, default=3, choices=[3, 4], help="body stages")
+    parser.add_argument("--shift", type=float, default=0.12, help="translation augmentation")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work", type=Path, default=REPO / "runs" / "phantom")
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "phantom_demo.pt")
@@ -62,7 +67,12 @@ def main() -> int:
         arch="resnet18",
         weights="none",
         image_size=args.size,
-        output_stride=16,  # 8x8 maps at 128 px: fine enough to box a nodule
+        output_stride=16,
+        body_stages=args.stages,
+        pooling=args.pooling,
+        lse_r=args.lse_r,
+        pool_on=args.pool_on,
+        aug_shift=args.shift,  # 8x8 maps at 128 px: fine enough to box a nodule
         transition_channels=128,
         labels="auto",
         epochs=args.epochs,

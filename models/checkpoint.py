@@ -67,6 +67,7 @@ class ModelCard:
     pool_on: str = "cams"
     transition_channels: int | None = None
     output_stride: int = 32
+    body_stages: int = 4
     image_size: int = 512
     thresholds: dict[str, float] = field(default_factory=dict)
     box_thresholds: list[int] = field(default_factory=lambda: list(DEFAULT_BOX_THRESHOLDS))
@@ -125,6 +126,7 @@ def model_from_card(card: ModelCard) -> ChestNet:
         pool_on=card.pool_on,  # type: ignore[arg-type]
         transition_channels=card.transition_channels,
         output_stride=card.output_stride,
+        body_stages=card.body_stages,
     )
 
 

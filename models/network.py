@@ -22,7 +22,8 @@ __all__ = ["ARCHS", "Arch", "ChestNet", "build_model"]
 
 Arch = Literal["resnet50", "resnet18"]
 ARCHS: tuple[str, ...] = ("resnet50", "resnet18")
-_BODY_CHANNELS = {"resnet50": 2048, "resnet18": 512}
+_BODY_CHANNELS = {("resnet50", 4): 2048, ("resnet18", 4): 512, ("resnet50", 3): 1024,
+                  ("resnet18", 3): 256}  # fmt: skip
 _DEFAULT_TRANSITION = {"resnet50": 1024, "resnet18": 512}
 _IMAGENET_MEAN = (0.485, 0.456, 0.406)
 _IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -108,7 +109,7 @@ class ChestNet(nn.Module):
         return maps + self.head.bias.float().view(1, -1, 1, 1)
 
 
-def _body(arch: str, weights: str | None, output_stride: int) -> nn.Module:
+def _body(arch: str, weights: str | None, output_stride: int, stages: int = 4) -> nn.Module:
     from torchvision import models as tvm
 
     net: Any
@@ -120,6 +121,12 @@ def _body(arch: str, weights: str | None, output_stride: int) -> nn.Module:
         net = _with_weights(lambda: tvm.resnet18(weights=w18), w18)
     else:
         raise ModelsError(f"unknown arch {arch!r}; expected one of {', '.join(ARCHS)}")
+    if stages == 3:
+        # Stop after layer3 (stride 16): a smaller receptive field, sharper maps, half the
+        # compute of layer4 at stride 16. For small inputs (the CPU phantom benchmark).
+        return nn.Sequential(
+            net.conv1, net.bn1, net.relu, net.maxpool, net.layer1, net.layer2, net.layer3
+        )
     if output_stride == 16:
         # Finer maps for small inputs: layer4 keeps layer3's resolution (no dilation, so
         # ImageNet weights still load; the receptive field is slightly smaller).
@@ -157,6 +164,7 @@ def build_model(
     lse_r: float = 10.0,
     transition_channels: int | None = None,
     output_stride: int = 32,
+    body_stages: int = 4,
     pool_on: Literal["cams", "features"] = "cams",
 ) -> ChestNet:
     """Build the classifier.
@@ -171,6 +179,8 @@ def build_model(
         transition_channels: D; defaults to 1024 (resnet50) or 512 (resnet18).
         pool_on: "cams" (pool the per-class maps; default) or "features" (the paper's
             order: pool the D transition maps, then the prediction layer).
+        body_stages: 4 (conv1..layer4, the paper) or 3 (stop after layer3; needs
+            output_stride=16): smaller receptive field and compute, for small inputs.
         output_stride: 32 (the paper: S = H/32) or 16 (S = H/16, finer heatmaps for
             small inputs such as the phantom benchmark).
 
@@ -190,12 +200,17 @@ def build_model(
         raise ModelsError(f"pool_on must be 'cams' or 'features', got {pool_on!r}")
     if output_stride not in (16, 32):
         raise ModelsError(f"output_stride must be 16 or 32, got {output_stride}")
+    if body_stages not in (3, 4) or (body_stages == 3 and output_stride != 16):
+        raise ModelsError(
+            f"body_stages must be 4, or 3 with output_stride 16; got {body_stages} and "
+            f"{output_stride}"
+        )
     d = transition_channels or _DEFAULT_TRANSITION[arch]
     if pooling not in ("lse", "avg", "max") or lse_r <= 0:
         raise ModelsError(f"pooling must be lse (r > 0), avg or max; got {pooling!r}, r={lse_r}")
     return ChestNet(
-        _body(arch, weights, output_stride),
-        body_channels=_BODY_CHANNELS[arch],
+        _body(arch, weights, output_stride, body_stages),
+        body_channels=_BODY_CHANNELS[(arch, body_stages)],
         num_labels=num_labels,
         transition_channels=d,
         pooling=pooling,

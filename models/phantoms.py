@@ -4,12 +4,12 @@ Each phantom has a body, two lungs with vessel-like texture, ribs, spine and a
 heart shadow, plus noise and a random pose/exposure. Five ChestX-ray14 labels are
 simulated, each a lesion type with a known place and size:
 
-    Nodule        small round opacity (radius 2.5-4% of the image) inside a lung
+    Nodule        small round opacity (radius 3.5-5% of the image) inside a lung
     Mass          large lobulated opacity (radius 7-10%) inside a lung
     Effusion      fluid level filling one lung base, with a meniscus
     Cardiomegaly  heart shadow enlarged to > 50% of the thoracic width
-    Pneumothorax  dark, texture-free band along one lung's apex/lateral wall with a
-                  visible pleural line
+    Pneumothorax  dark, texture-free band (8-11% of the image wide) along one lung's
+                  lateral wall, with a visible pleural line
 
 `write_phantom_dataset` writes them in the NIH ChestX-ray14 layout (images/*.png,
 Data_Entry.csv, BBox_List.csv) so training sees image-level labels only and the
@@ -146,14 +146,14 @@ def make_phantom(
     if "Pneumothorax" in labels:
         lung, cx = lungs[lung_index]
         side = np.sign(cx - 0.5)
-        edge = cx + side * (0.135 * k - rng.uniform(0.05, 0.07))
+        edge = cx + side * (0.135 * k - rng.uniform(0.08, 0.11))
         top = 0.45 + dy - 0.29 * k
         band = lung & (side * (xx - edge) > 0) & (yy < top + rng.uniform(0.3, 0.4) * k)
         img[band] = 0.04 + 0.01 * rng.standard_normal(int(band.sum())).astype(np.float32)
         pleural = lung & (np.abs(xx - edge) < 0.006) & (yy < top + 0.35 * k)
         img[pleural & ~band] = 0.5
         boxes.append(("Pneumothorax", *_bbox(band)))
-    for name, (r_lo, r_hi) in (("Nodule", (0.025, 0.04)), ("Mass", (0.07, 0.1))):
+    for name, (r_lo, r_hi) in (("Nodule", (0.035, 0.05)), ("Mass", (0.07, 0.1))):
         if name not in labels:
             continue
         lung, cx = lungs[int(rng.integers(0, 2))]

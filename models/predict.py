@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from models.boxes import Box, boxes_from_heatmap
 from models.cam import cam_to_image
 from models.checkpoint import ModelCard, load_checkpoint
+from models.errors import ModelsError
 from models.network import ChestNet
 from models.transforms import resize_square
 
@@ -62,10 +63,20 @@ class Prediction:
 
 
 def resolve_device(device: str = "auto") -> torch.device:
-    """Map "auto" to cuda when available, else cpu; pass anything else to torch.device."""
+    """Map "auto" to cuda when available, else cpu; pass anything else to torch.device.
+
+    Raises:
+        ModelsError: a CUDA device was asked for but none is available, or a bad name.
+    """
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    try:
+        dev = torch.device(device)
+    except RuntimeError as exc:
+        raise ModelsError(f"unknown device {device!r}; expected auto, cpu, cuda or cuda:N") from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ModelsError(f"device {device!r} requested but CUDA is not available; use cpu")
+    return dev
 
 
 class Predictor:

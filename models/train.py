@@ -65,6 +65,7 @@ class TrainConfig:
     pool_on: str = "cams"  # "cams" (pool class maps) | "features" (paper order)
     transition_channels: int | None = None
     output_stride: int = 32
+    body_stages: int = 4  # 3: stop after layer3 (needs output_stride 16)
     labels: str = "chestxray14"  # "chestxray14" | "chestxray8" | "auto" | "A,B,C"
     # optimisation
     epochs: int = 10
@@ -83,6 +84,7 @@ class TrainConfig:
     workers: int = 2
     seed: int = 0
     augment: bool = True
+    aug_shift: float = 0.05  # max random translation, fraction of the side
     cache_images: bool = False  # keep resized uint8 images in RAM (small sets)
     threshold_method: str = "youden"  # "youden" | "f1"
     training_data: str = ""  # free text for the model card
@@ -303,7 +305,9 @@ def train(cfg: TrainConfig) -> TrainResult:
             raise ModelsError(f"{out}: checkpoint has no training state; cannot resume")
     cache = cfg.image_size if cfg.cache_images else None
     train_tf: Callable[[np.ndarray], torch.Tensor] = (
-        TrainTransform(cfg.image_size) if cfg.augment else EvalTransform(cfg.image_size)
+        TrainTransform(cfg.image_size, shift=cfg.aug_shift)
+        if cfg.augment
+        else EvalTransform(cfg.image_size)
     )
     train_set = ChestXrayDataset(train_records, labels, train_tf, cache_size=cache)
     val_set = ChestXrayDataset(val_records, labels, EvalTransform(cfg.image_size), cache_size=cache)
@@ -337,6 +341,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         pool_on=cfg.pool_on,
         transition_channels=cfg.transition_channels,
         output_stride=cfg.output_stride,
+        body_stages=cfg.body_stages,
         image_size=cfg.image_size,
         training_data=cfg.training_data or _describe(cfg.data, train_set, val_set),
         demo=cfg.demo,
@@ -354,6 +359,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         pool_on=cfg.pool_on,  # type: ignore[arg-type]
         transition_channels=cfg.transition_channels,
         output_stride=cfg.output_stride,
+        body_stages=cfg.body_stages,
     )
     if resume_state is not None:
         model.load_state_dict(ckpt.model.state_dict())

@@ -81,3 +81,17 @@ def test_render_overlay_is_png_of_image_size() -> None:
     png = render_overlay(pixels, heat, boxes=[Box("Mass", 10, 10, 10, 10, 0.9)])
     with Image.open(io.BytesIO(png)) as im:
         assert im.format == "PNG" and im.size == (80, 50)
+
+
+def test_resolve_device_refuses_missing_cuda() -> None:
+    import torch
+
+    from models.errors import ModelsError
+    from models.predict import resolve_device
+
+    assert resolve_device("cpu").type == "cpu"
+    with pytest.raises(ModelsError, match="unknown device"):
+        resolve_device("tpu9")
+    if not torch.cuda.is_available():
+        with pytest.raises(ModelsError, match="CUDA is not available"):
+            resolve_device("cuda")
