@@ -37,7 +37,6 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-
 def _error(status: int, detail: Any, error: str) -> JSONResponse:
     return JSONResponse({"detail": detail, "error": error}, status_code=status)
 
@@ -150,6 +149,12 @@ def _register_exception_handlers(app: FastAPI) -> None:
         errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
         return _error(422, errors, "RequestValidationError")
 
+    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+        # Logged with its traceback for the operator; the client gets JSON, not a stack.
+        log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        return _error(500, "internal error; see the service log", "InternalServerError")
+
+    app.add_exception_handler(Exception, internal_error)
     app.add_exception_handler(ImageError, image_error)
     app.add_exception_handler(LabelerError, labeler_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
@@ -175,7 +180,9 @@ def _startup(settings: Settings, metrics: Metrics, predictor: Any | None) -> App
         metrics=metrics,
         api_keys=ApiKeys(settings.api_keys),
     )
-    state.labeler = load_report_labeler()
+    from labeler.config import LabelerConfig
+
+    state.labeler = load_report_labeler(LabelerConfig(max_chars=settings.max_report_chars))
     if predictor is not None or settings.model is not None:
         from app.inference import load_model
 

@@ -98,9 +98,9 @@ def make_client(
     """Factory: a started TestClient on the real app; `model=False` for no model."""
     clients: list[TestClient] = []
 
-    def make(*, model: bool = True, **overrides: Any) -> TestClient:
+    def make(*, model: bool = True, raise_errors: bool = True, **overrides: Any) -> TestClient:
         app = create_app(make_settings(**overrides), predictor=demo_predictor if model else None)
-        client = TestClient(app)
+        client = TestClient(app, raise_server_exceptions=raise_errors)
         client.__enter__()
         clients.append(client)
         return client

@@ -154,3 +154,31 @@ def test_predict_multipart_without_file_field_is_422(client: TestClient) -> None
     response = client.post("/v1/images/predict", files={"image": ("x.dcm", dx_bytes())})
     assert response.status_code == 422
     assert "file" in response.json()["detail"]
+
+
+def test_predict_png_upload_has_no_uids(client: TestClient) -> None:
+    import cv2
+    import numpy as np
+
+    ok, png = cv2.imencode(".png", (np.arange(64 * 64) % 256).reshape(64, 64).astype(np.uint8))
+    assert ok
+    response = client.post(
+        "/v1/images/predict", files={"file": ("chest.png", png.tobytes(), "image/png")}
+    )
+    assert response.status_code == 200, response.text
+    image = response.json()["image"]
+    assert image["study_instance_uid"] is None and image["sop_instance_uid"] is None
+    assert (image["rows"], image["columns"]) == (64, 64)
+
+
+def test_unexpected_error_is_json_500(make_client: Callable[..., TestClient]) -> None:
+    client = make_client(raise_errors=False)
+    client.app.state.cxr.storage = None  # type: ignore[attr-defined]  # break the service
+    response = client.post(
+        "/v1/images/predict", content=dx_bytes(), headers={"Content-Type": "application/dicom"}
+    )
+    assert response.status_code == 500
+    assert response.json() == {
+        "detail": "internal error; see the service log",
+        "error": "InternalServerError",
+    }

@@ -71,3 +71,10 @@ def test_label_stores_hash_not_text(client: TestClient) -> None:
 def test_label_works_without_model(make_client: Callable[..., TestClient]) -> None:
     client = make_client(model=False)
     assert client.post("/v1/reports/label", json={"text": REPORT}).status_code == 200
+
+
+def test_label_too_long_report_is_422(make_client: Callable[..., TestClient]) -> None:
+    client = make_client(model=False, max_report_chars=50)
+    response = client.post("/v1/reports/label", json={"text": REPORT * 3})
+    assert response.status_code == 422
+    assert response.json()["error"] == "ReportTooLongError"
