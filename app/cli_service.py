@@ -164,6 +164,13 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
         default="skip",
         help="skip (default): record the error and go on; raise: stop at the first failure",
     )
+    p.add_argument(
+        "--rejects",
+        type=Path,
+        metavar="REJECTS.jsonl",
+        help="where failed files and their reasons go (default: OUT with .rejects.jsonl; "
+        "written only when a file failed)",
+    )
     p.add_argument("--chunk-size", type=int, default=8, help="images per forward pass")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning"])
     p.set_defaults(handler=_guard("batch", _batch))
@@ -241,6 +248,7 @@ def _batch(args: argparse.Namespace) -> int:
     counts = {"done": 0, "skipped": 0, "failed": 0}
     with_report = images = 0
     first_failure: str | None = None
+    rejects: list[dict[str, Any]] = []
     args.output.parent.mkdir(parents=True, exist_ok=True)
     with (
         args.output.open("w", encoding="utf-8") as out,
@@ -256,8 +264,9 @@ def _batch(args: argparse.Namespace) -> int:
                 if outcome.result.get("kind") in ("image", "bitmap") and outcome.state == "done":
                     images += 1
                     with_report += bool(outcome.result.get("report"))
-                if outcome.state == "failed" and first_failure is None:
-                    first_failure = f"{outcome.path}: {outcome.error}"
+                if outcome.state == "failed":
+                    rejects.append({"path": outcome.path, "error": outcome.error})
+                    first_failure = first_failure or f"{outcome.path}: {outcome.error}"
                 bar.update(1)
             if first_failure and args.on_error == "raise":
                 break
@@ -273,6 +282,11 @@ def _batch(args: argparse.Namespace) -> int:
     elif predictor.card.get("demo"):
         summary += "; DEMO model"
     summary += f"; wrote {args.output}"
+    if rejects:
+        rejects_path = args.rejects or args.output.with_suffix(".rejects.jsonl")
+        with rejects_path.open("w", encoding="utf-8") as f:
+            f.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in rejects)
+        summary += f"; failures listed in {rejects_path}"
     if dataset is not None:
         entry = dataset.close()
         summary += f"; training set: {len(dataset)} images, {entry}"

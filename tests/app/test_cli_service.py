@@ -38,6 +38,9 @@ def test_cli_batch_writes_one_line_per_file_and_fails_on_errors(
     image = by_path["PAT2/STUDY2/image.dcm"]
     assert image["report"]["positive"] == ["Effusion"]
     assert len(image["prediction"]["probabilities"]) == 14 and image["demo"] is True
+    rejects = [json.loads(x) for x in (tmp_path / "out.rejects.jsonl").read_text().splitlines()]
+    assert {r["path"] for r in rejects} == {"PAT2/STUDY2/broken.dcm", "PAT2/STUDY2/GARBAGE01"}
+    assert all(r["error"] for r in rejects)
     err = capsys.readouterr().err
     assert "10 files: 4 done, 4 skipped, 2 failed" in err
     assert "1 CSV reports matched no image" in err and "DEMO model" in err
