@@ -235,3 +235,15 @@ def test_batch_job_resumes_after_restart_without_duplicates(
             select(func.count()).select_from(BatchItem).where(BatchItem.job_id == job_id)
         )
     assert rows == len(EXPECTED_EXPORT)
+
+
+def test_batch_job_survives_graceful_shutdown(
+    make_client: Callable[..., TestClient], export_root: Path
+) -> None:
+    first = make_client(batch_roots=[export_root], batch_chunk_size=1)
+    job_id = first.post("/v1/batches", json={"path": "export1"}).json()["id"]
+    first.__exit__(None, None, None)  # shutdown mid-job: the runner stops after its chunk
+    second = make_client(batch_roots=[export_root], batch_chunk_size=1)
+    status = wait_for_job(second, job_id)
+    assert status["state"] == "done" and status["pending"] == 0
+    _check_every_file_once(_results(second, job_id))
