@@ -1,17 +1,25 @@
 """Class activation maps mapped back onto the original image (Wang et al. 2017, 4.2).
 
-The network sees the whole image stretched to image_size x image_size, so a
-map position (i, j) covers the same fraction of the original image: resizing the
-S x S map to (rows, columns) maps it back exactly (pixel centres aligned).
+Geometry. The network sees the whole image stretched to N x N. In a torchvision
+ResNet every strided layer is "same"-padded (conv1 7x7/2 pad 3, max-pool 3x3/2 pad 1,
+3x3/2 pad 1, 1x1/2), so map cell i is centred on input pixel stride * i (pixel-index
+coordinates), NOT on stride * i + (stride - 1) / 2 as a plain `resize` of the map
+assumes. Resizing would shift every heatmap by about half a cell towards the
+bottom-right (8 px at stride 16; 16 px of a 1024 input at stride 32). We therefore
+interpolate at the exact cell coordinate of each output pixel:
+
+    input coordinate   p = (q + 0.5) * N / R - 0.5      (q: original pixel index, R: rows)
+    cell coordinate    u = p / stride, clamped to [0, S - 1], then linear interpolation
+
+done separably as `W_rows @ cam @ W_cols.T`, which is also cheap for large originals.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-__all__ = ["cam_to_image", "compute_cams", "normalize_map"]
+__all__ = ["cam_to_image", "compute_cams", "interpolation_matrix", "normalize_map", "upsample_cams"]
 
 
 def compute_cams(model: torch.nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -29,6 +37,47 @@ def compute_cams(model: torch.nn.Module, x: torch.Tensor) -> tuple[torch.Tensor,
     return logits, model.class_activation_maps(features)  # type: ignore[operator]
 
 
+def interpolation_matrix(n_out: int, cells: int, input_size: int) -> np.ndarray:
+    """Linear interpolation weights from `cells` map cells to `n_out` output pixels.
+
+    Args:
+        n_out: output length (original rows or columns, or the input size itself).
+        cells: map length S.
+        input_size: model input length N (stride = N / S).
+
+    Returns:
+        float32 (n_out, cells) matrix whose rows sum to 1.
+    """
+    stride = input_size / cells
+    p = (np.arange(n_out, dtype=np.float64) + 0.5) * input_size / n_out - 0.5
+    u = np.clip(p / stride, 0.0, cells - 1)
+    lo = np.floor(u).astype(np.int64)
+    hi = np.minimum(lo + 1, cells - 1)
+    frac = u - lo
+    w = np.zeros((n_out, cells), dtype=np.float64)
+    rows = np.arange(n_out)
+    np.add.at(w, (rows, lo), 1.0 - frac)
+    np.add.at(w, (rows, hi), frac)
+    return w.astype(np.float32)
+
+
+def upsample_cams(cams: torch.Tensor, rows: int, columns: int, input_size: int) -> torch.Tensor:
+    """Map (..., S, S) class activation maps to (..., rows, columns) with exact geometry.
+
+    Args:
+        cams: (..., S, S) maps on any device.
+        rows, columns: output size (the original image, or input_size for model space).
+        input_size: the model's input side N.
+
+    Returns:
+        (..., rows, columns) float32 maps (not normalised), on the same device.
+    """
+    s_rows, s_cols = cams.shape[-2:]
+    wy = torch.from_numpy(interpolation_matrix(rows, s_rows, input_size)).to(cams.device)
+    wx = torch.from_numpy(interpolation_matrix(columns, s_cols, input_size)).to(cams.device)
+    return wy @ cams.float() @ wx.T
+
+
 def normalize_map(m: np.ndarray) -> np.ndarray:
     """Min/max scale a map to float32 [0, 1] (a flat map becomes zeros)."""
     m = np.asarray(m, dtype=np.float32)
@@ -36,17 +85,19 @@ def normalize_map(m: np.ndarray) -> np.ndarray:
     return (m - lo) / (hi - lo) if hi > lo else np.zeros_like(m)
 
 
-def cam_to_image(cam: np.ndarray | torch.Tensor, rows: int, columns: int) -> np.ndarray:
-    """Resize one (S, S) map to the original (rows, columns) and scale it to [0, 1].
+def cam_to_image(
+    cam: np.ndarray | torch.Tensor, rows: int, columns: int, *, input_size: int
+) -> np.ndarray:
+    """Map one (S, S) class activation map onto the original image, scaled to [0, 1].
+
+    Args:
+        cam: (S, S) map.
+        rows, columns: original image size.
+        input_size: the model's input side N the map was computed from.
 
     Returns:
         float32 (rows, columns) heatmap in [0, 1].
     """
-    if isinstance(cam, torch.Tensor):
-        t = cam.detach().float()[None, None]
-        up = F.interpolate(t, size=(rows, columns), mode="bilinear", align_corners=False)
-        return normalize_map(up[0, 0].cpu().numpy())
-    import cv2
-
-    up_np = cv2.resize(np.asarray(cam, np.float32), (columns, rows), interpolation=cv2.INTER_LINEAR)
-    return normalize_map(up_np)
+    t = cam if isinstance(cam, torch.Tensor) else torch.from_numpy(np.asarray(cam, np.float32))
+    up = upsample_cams(t.detach().float().cpu(), rows, columns, input_size)
+    return normalize_map(up.numpy())

@@ -384,9 +384,9 @@ def localize_dataset(
         (image_index, label) -> boxes, the input of `localization_metrics`.
     """
     import torch
-    import torch.nn.functional as F
 
     from models.boxes import boxes_from_heatmap
+    from models.cam import upsample_cams
 
     dev = torch.device(device)
     col = {name: i for i, name in enumerate(dataset.labels)}
@@ -404,7 +404,7 @@ def localize_dataset(
             pixels, (rows, columns) = dataset.pixels(i)
             x = dataset.transform(pixels)[None].to(dev)
             cams = model.class_activation_maps(model.forward_features(x))
-            up = F.interpolate(cams, size=(image_size, image_size), mode="bilinear")
+            up = upsample_cams(cams, image_size, image_size, image_size)
             up_np = up[0].float().cpu().numpy()
             for label in labels:
                 out[(record.image_index, label)] = boxes_from_heatmap(

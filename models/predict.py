@@ -20,10 +20,9 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from models.boxes import Box, boxes_from_heatmap
-from models.cam import cam_to_image
+from models.cam import cam_to_image, upsample_cams
 from models.checkpoint import ModelCard, load_checkpoint
 from models.errors import ModelsError
 from models.network import ChestNet
@@ -171,7 +170,7 @@ class Predictor:
         t2 = time.perf_counter()
         # Box extraction works on maps at the model's input resolution; coordinates are
         # then scaled to the original image (same geometry as the stretch resize).
-        up = F.interpolate(cams, size=(size, size), mode="bilinear", align_corners=False).cpu()
+        up = upsample_cams(cams, size, size, size).cpu()
         cams_cpu = cams.cpu().numpy()
         t3 = time.perf_counter()
         results: list[Prediction] = []
@@ -206,7 +205,9 @@ class Predictor:
             tb = time.perf_counter()
             names = {"positive": positive, "all": self.labels, "none": []}[heatmaps]
             maps = {
-                name: cam_to_image(cams_cpu[i, self.labels.index(name)], rows, columns)
+                name: cam_to_image(
+                    cams_cpu[i, self.labels.index(name)], rows, columns, input_size=size
+                )
                 for name in names
             }
             tc = time.perf_counter()

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from models.boxes import boxes_from_heatmap, to_uint8
-from models.cam import cam_to_image, compute_cams
+from models.cam import cam_to_image, compute_cams, interpolation_matrix
 from models.network import build_model
 
 
@@ -30,14 +30,43 @@ def test_cam_mean_equals_logit_with_average_pooling() -> None:
 
 def test_cam_to_image_maps_hot_cell_to_original_pixels() -> None:
     cam = np.zeros((4, 4), np.float32)
-    cam[0, 3] = 1.0  # top-right cell
-    heat = cam_to_image(cam, rows=200, columns=100)
+    cam[0, 3] = 1.0  # top-right cell, centred on input pixel (0, 96) of a 128 input
+    heat = cam_to_image(cam, rows=200, columns=100, input_size=128)
     assert heat.shape == (200, 100) and heat.dtype == np.float32
     assert heat.min() == 0.0 and heat.max() == pytest.approx(1.0)
     y, x = np.unravel_index(np.argmax(heat), heat.shape)
-    assert y < 50 and x >= 75  # the top-right quarter-by-quarter of the original
-    torch_heat = cam_to_image(torch.from_numpy(cam), rows=200, columns=100)
-    assert np.allclose(torch_heat, heat, atol=0.02)
+    # input x 96 -> original (96 + 0.5) * 100 / 128 - 0.5 = 74.9; input y 0 -> row 0.
+    assert y == 0 and x == 75
+    torch_heat = cam_to_image(torch.from_numpy(cam), rows=200, columns=100, input_size=128)
+    assert np.allclose(torch_heat, heat)
+
+
+def test_interpolation_matrix_puts_cell_i_on_pixel_stride_times_i() -> None:
+    # ResNet cells are centred on input pixel stride * i ("same" padding everywhere).
+    w = interpolation_matrix(64, 4, 64)
+    assert np.allclose(w.sum(axis=1), 1.0)
+    for i in range(4):
+        assert w[16 * i, i] == pytest.approx(1.0)
+    assert w[8, 0] == pytest.approx(0.5) and w[8, 1] == pytest.approx(0.5)
+
+
+def test_receptive_field_centre_matches_geometry() -> None:
+    # With every conv weight positive the receptive field is symmetric around its
+    # centre: the input gradient of one cell peaks where `interpolation_matrix` says.
+    model = build_model(arch="resnet18", num_labels=1, weights=None, output_stride=16,
+                        body_stages=3).eval()  # fmt: skip
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.Conv2d):
+                m.weight.fill_(0.01)
+    model.body[3] = torch.nn.AvgPool2d(3, 2, 1)  # max-pool ties on a flat input favour top-left
+    x = torch.full((1, 1, 160, 160), 0.5, requires_grad=True)
+    features = model.forward_features(x)
+    features[0, :, 5, 5].sum().backward()  # cell (5, 5) of 10 x 10: centred on pixel 80
+    g = x.grad[0, 0].abs().numpy()  # type: ignore[union-attr]
+    ys, xs = np.nonzero(g > 0.5 * g.max())
+    assert (ys.min() + ys.max()) / 2 == pytest.approx(16 * 5, abs=0.5)
+    assert (xs.min() + xs.max()) / 2 == pytest.approx(16 * 5, abs=0.5)
 
 
 def _blob(h: int, w: int, cy: float, cx: float, sigma: float) -> np.ndarray:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import BASIC_TEXT_SR, build_dataset, gradient, write
+from dicom_builders import BASIC_TEXT_SR, build_dataset, gradient, write
 from pydicom.dataset import Dataset
 from pydicom.encaps import encapsulate
 from pydicom.sequence import Sequence as DicomSequence

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import build_dataset, gradient, write
+from dicom_builders import build_dataset, gradient, write
 from PIL import Image
 
 from models.errors import ImageTooLargeError, UnsupportedImageError
