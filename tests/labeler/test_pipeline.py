@@ -174,3 +174,12 @@ def test_pipeline_tiny_cache_evicts_without_losing_mentions(nlp: Language) -> No
     tiny = list(label_reports(texts, nlp=nlp, config=LabelerConfig(cache_size=1), batch_size=2))
     uncached = list(label_reports(texts, nlp=nlp, config=LabelerConfig(cache_size=0)))
     assert [r.to_dict() for r in tiny] == [r.to_dict() for r in uncached]
+
+
+def test_report_labels_to_dict_covers_every_mention_field(
+    label: Callable[[str], ReportLabels],
+) -> None:
+    from dataclasses import asdict
+
+    result = label(REPORT)
+    assert result.to_dict()["mentions"] == [asdict(m) for m in result.mentions]
