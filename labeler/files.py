@@ -122,9 +122,12 @@ def _iter_jsonl(path: Path, id_column: str, text_column: str) -> Iterator[tuple[
             rid = str(rid) if rid is not None else f"line{n}"
             if text_column not in obj:
                 keys = ", ".join(map(repr, obj)) or "none"
-                yield rid, NotTextError(
-                    f"line {n} has no key {text_column!r} (keys: {keys}); "
-                    "choose the text key with --text-column"
+                yield (
+                    rid,
+                    NotTextError(
+                        f"line {n} has no key {text_column!r} (keys: {keys}); "
+                        "choose the text key with --text-column"
+                    ),
                 )
                 continue
             yield rid, obj[text_column]
