@@ -82,12 +82,21 @@ def label_reports_parallel(
     # spawn elsewhere (macOS, Windows).
     method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
     ctx = mp.get_context(method)
+    if method == "fork":
+        # Load the pipeline once here; forked workers share it copy-on-write.
+        _init_worker(config)
+        pool_args: dict[str, Any] = {}
+    else:
+        pool_args = {"initializer": _init_worker, "initargs": (config,)}
     it = iter(items)
-    with ctx.Pool(workers, initializer=_init_worker, initargs=(config,)) as pool:
-        pending: deque[AsyncResult[list[ReportLabels]]] = deque()
-        while batch := list(islice(it, batch_size)):
-            pending.append(pool.apply_async(_label_batch, (batch, on_error, batch_size)))
-            if len(pending) >= 4 * workers:
+    try:
+        with ctx.Pool(workers, **pool_args) as pool:
+            pending: deque[AsyncResult[list[ReportLabels]]] = deque()
+            while batch := list(islice(it, batch_size)):
+                pending.append(pool.apply_async(_label_batch, (batch, on_error, batch_size)))
+                if len(pending) >= 4 * workers:
+                    yield from pending.popleft().get()
+            while pending:
                 yield from pending.popleft().get()
-        while pending:
-            yield from pending.popleft().get()
+    finally:
+        _worker_state.clear()
