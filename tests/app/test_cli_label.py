@@ -242,3 +242,21 @@ def test_cli_evaluate_labels_bad_value_is_reported(
     assert main(["evaluate-labels", str(pred), str(gold)]) == 2
     err = capsys.readouterr().err
     assert "'yes'" in err and "Effusion" in err
+
+
+def test_cli_label_edited_vocabulary(tmp_path: Path) -> None:
+    import labeler
+
+    packaged = Path(labeler.__file__).parent / "patterns" / "concepts.v1.yaml"
+    edited = tmp_path / "concepts.yaml"
+    text = packaged.read_text(encoding="utf-8")
+    # treat calcified nodules as granulomas: exclude them from Nodule
+    marker = 'exclude: ["nodular opacity",'
+    assert marker in text
+    edited.write_text(text.replace(marker, 'exclude: ["calcified nodule", "nodular opacity",'))
+    src = _write_csv(tmp_path / "r.csv", [("a", "Calcified nodule in the right upper lobe.")])
+    default, custom = tmp_path / "default.jsonl", tmp_path / "custom.jsonl"
+    assert main(["label", str(src), "-o", str(default), "-q"]) == 0
+    assert main(["label", str(src), "-o", str(custom), "-q", "--concepts", str(edited)]) == 0
+    assert _read_jsonl(default)[0]["labels"]["Nodule"] == "positive"  # type: ignore[index]
+    assert _read_jsonl(custom)[0]["labels"]["Nodule"] == "absent"  # type: ignore[index]
