@@ -141,6 +141,10 @@ def label_reports(
 ) -> Iterator[ReportLabels]:
     """Label a stream of reports, in input order, holding one batch at a time.
 
+    Not thread-safe for one `nlp` (spaCy pipelines are not; the sentence cache
+    is shared): serialize calls, or use worker processes
+    (`labeler.parallel.label_reports_parallel`).
+
     Args:
         items: (report id, text) pairs.
         nlp: a pipeline from `build_nlp(config)`.
