@@ -271,7 +271,7 @@ def _register_phantoms(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("out", metavar="OUT")
     p.add_argument("--n", type=int, default=1000, help="number of images (default 1000)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--size", type=int, default=256, help="image side in pixels (default 256)")
+    p.add_argument("--size", type=int, default=192, help="image side in pixels (default 192)")
     p.add_argument("--prevalence", type=float, default=0.2, help="per-lesion probability")
     p.set_defaults(handler=_guard("phantoms", _phantoms))
 

@@ -28,12 +28,12 @@ def _say(text: str) -> None:
 def _synthetic_dicom(path: Path, rows: int = 2500, columns: int = 2048) -> Path:
     import numpy as np
     from pydicom.dataset import Dataset, FileMetaDataset
-    from pydicom.uid import ExplicitVRLittleEndian, generate_uid
+    from pydicom.uid import UID, ExplicitVRLittleEndian, generate_uid
 
     ds = Dataset()
     ds.file_meta = FileMetaDataset()
     ds.file_meta.TransferSyntaxUID = ExplicitVRLittleEndian
-    ds.file_meta.MediaStorageSOPClassUID = "1.2.840.10008.5.1.4.1.1.1"
+    ds.file_meta.MediaStorageSOPClassUID = UID("1.2.840.10008.5.1.4.1.1.1")
     ds.file_meta.MediaStorageSOPInstanceUID = generate_uid()
     ds.SOPClassUID = ds.file_meta.MediaStorageSOPClassUID
     ds.SOPInstanceUID = ds.file_meta.MediaStorageSOPInstanceUID
