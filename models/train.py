@@ -194,7 +194,8 @@ def train_one_epoch(
         from tqdm import tqdm
 
         bar = tqdm(loader, desc=f"epoch {epoch + 1}/{cfg.epochs}", dynamic_ncols=True, leave=True)
-    losses: list[float] = []
+    # Losses stay on the device; reading them back every step would sync the GPU.
+    losses: list[torch.Tensor] = []
     seen = 0
     t0 = time.perf_counter()
     optimizer.zero_grad(set_to_none=True)
@@ -211,7 +212,7 @@ def train_one_epoch(
                 logits = model(x)
             loss = compute_loss(logits, y, loss_kind)  # type: ignore[arg-type]
             (loss / accum).backward()  # type: ignore[no-untyped-call]
-        losses.append(float(loss.detach()))
+        losses.append(loss.detach())
         seen += x.shape[0]
         if last_micro:
             lr = _lr_at(step, total_steps, cfg)
@@ -222,18 +223,17 @@ def train_one_epoch(
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             step += 1
-            if show:
+            if show and (step % 10 == 0 or step == 1):
                 rate = seen / (time.perf_counter() - t0)
-                bar.set_postfix(
-                    loss=f"{np.mean(losses[-20:]):.4f}", lr=f"{lr:.2e}", img_s=f"{rate:.1f}"
-                )
+                recent = float(torch.stack(losses[-20:]).mean())
+                bar.set_postfix(loss=f"{recent:.4f}", lr=f"{lr:.2e}", img_s=f"{rate:.1f}")
             if cfg.max_steps is not None and step >= cfg.max_steps:
                 break
     if cuda:
         torch.cuda.synchronize(device)
     elapsed = time.perf_counter() - t0
     return step, {
-        "loss": float(np.mean(losses)) if losses else math.nan,
+        "loss": float(torch.stack(losses).mean()) if losses else math.nan,
         "images_per_s": seen / elapsed if elapsed > 0 else 0.0,
     }
 
