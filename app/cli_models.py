@@ -115,6 +115,8 @@ def _train(args: argparse.Namespace) -> int:
         overrides["local_rank"] = int(os.environ.get("LOCAL_RANK", "0"))
     cfg = load_train_config(args.config, **overrides)
     result = train(cfg)
+    if os.environ.get("RANK", "0") != "0":
+        return 0  # other DDP ranks: rank 0 reports
     val = result.metrics.get("validation", {})
     sys.stderr.write(
         f"wrote {result.checkpoint} after {result.steps} steps; "

@@ -276,9 +276,13 @@ def train(cfg: TrainConfig) -> TrainResult:
         import torch.distributed as dist
 
         # torchrun provides RANK/WORLD_SIZE/MASTER_ADDR; init_process_group reads them.
-        dist.init_process_group(backend="nccl")
-        torch.cuda.set_device(cfg.local_rank)
-        device = torch.device("cuda", cfg.local_rank)
+        if torch.cuda.is_available() and cfg.device != "cpu":
+            torch.cuda.set_device(cfg.local_rank)
+            dist.init_process_group(backend="nccl")
+            device = torch.device("cuda", cfg.local_rank)
+        else:  # CPU processes (gloo): slow, but lets the DDP path be tested anywhere
+            dist.init_process_group(backend="gloo")
+            device = torch.device("cpu")
         rank, world = dist.get_rank(), dist.get_world_size()
     else:
         device = resolve_device(cfg.device)
@@ -386,7 +390,8 @@ def train(cfg: TrainConfig) -> TrainResult:
     if cfg.compile:
         net = torch.compile(net)  # type: ignore[assignment]
     if cfg.distributed:
-        net = nn.parallel.DistributedDataParallel(net, device_ids=[cfg.local_rank])
+        ids = [cfg.local_rank] if device.type == "cuda" else None
+        net = nn.parallel.DistributedDataParallel(net, device_ids=ids)
     steps_per_epoch = math.ceil(len(loader) / cfg.accum)
     total_steps = steps_per_epoch * cfg.epochs
     if cfg.max_steps is not None:
