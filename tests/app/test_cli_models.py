@@ -102,3 +102,24 @@ def test_cli_train_one_step(tmp_path: Path) -> None:
                    "--batch-size", "4", "--accum", "1", "--max-steps", "1", "--workers", "0",
                    "--no-progress", "--device", "cpu"])  # fmt: skip
     assert status == 0 and out.is_file()
+
+
+@pytest.mark.slow
+def test_cli_train_under_torchrun_ddp(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    data = tmp_path / "ph"
+    main(["phantoms", str(data), "--n", "16", "--size", "64"])
+    out = tmp_path / "ddp.pt"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "-m", "app.cli", "train", "--data", str(data), "--out", str(out), "--arch",
+           "resnet18", "--weights", "none", "--image-size", "64", "--labels", "auto",
+           "--epochs", "1", "--batch-size", "2", "--accum", "2", "--workers", "0",
+           "--no-progress", "--device", "cpu", "--threads", "1"]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    from models.checkpoint import load_checkpoint
+
+    state = load_checkpoint(out).train_state
+    assert state is not None and state["config"]["distributed"] is True
