@@ -386,7 +386,7 @@ def localize_dataset(
     import torch
 
     from models.boxes import boxes_from_heatmap
-    from models.cam import upsample_cams
+    from models.cam import positive_evidence, upsample_cams
 
     dev = torch.device(device)
     col = {name: i for i, name in enumerate(dataset.labels)}
@@ -403,7 +403,7 @@ def localize_dataset(
                 continue
             pixels, (rows, columns) = dataset.pixels(i)
             x = dataset.transform(pixels)[None].to(dev)
-            cams = model.class_activation_maps(model.forward_features(x))
+            cams = positive_evidence(model.class_activation_maps(model.forward_features(x)))
             up = upsample_cams(cams, image_size, image_size, image_size)
             up_np = up[0].float().cpu().numpy()
             for label in labels:

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from models.boxes import Box, boxes_from_heatmap
-from models.cam import cam_to_image, upsample_cams
+from models.cam import cam_to_image, positive_evidence, upsample_cams
 from models.checkpoint import ModelCard, load_checkpoint
 from models.errors import ModelsError
 from models.network import ChestNet
@@ -164,7 +164,8 @@ class Predictor:
         with self._autocast():
             features = self.model.forward_features(x)
             logits = self.model.forward_head(features).float()
-        cams = self.model.class_activation_maps(features)  # (N, C, S, S) float32
+        # (N, C, S, S) float32, positive evidence only (see models.cam).
+        cams = positive_evidence(self.model.class_activation_maps(features))
         probs = torch.sigmoid(logits).cpu().numpy()
         _sync(self.device)
         t2 = time.perf_counter()
