@@ -31,6 +31,8 @@ def _guard(command: str, handler: Handler) -> Handler:
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
             stream=sys.stderr,
         )
+        # Alembic announces each of its internal plugins at INFO; keep only the migrations.
+        logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
         try:
             return handler(args)
         except (CommandError, ValueError, OSError) as exc:  # ImageError, LabelerError: ValueError
@@ -215,7 +217,7 @@ def _batch(args: argparse.Namespace) -> int:
             return  # no mined labels, nothing to train on
         meta = image.meta
         patient = (
-            getattr(meta, "patient_id", None)
+            meta.patient_id
             or meta.accession_number
             or meta.study_instance_uid
             or file.path

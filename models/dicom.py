@@ -16,7 +16,7 @@ import io
 import os
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -57,7 +57,12 @@ Source = str | os.PathLike[str] | bytes | BinaryIO
 
 @dataclass(frozen=True)
 class ImageMeta:
-    """Non-identifying facts about an image: deliberately no patient name, ID or birth date."""
+    """Facts about an image; deliberately no patient name or birth date.
+
+    `patient_id` is kept only so that callers can group a patient's images under a
+    keyed pseudonym (patient-wise training splits); it is excluded from `repr` and
+    must never be logged, stored or returned as is.
+    """
 
     study_instance_uid: str | None = None
     series_instance_uid: str | None = None
@@ -71,6 +76,7 @@ class ImageMeta:
     bits_stored: int | None = None
     view_position: str | None = None
     transfer_syntax_uid: str | None = None
+    patient_id: str | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -176,6 +182,7 @@ def _meta(ds: Any) -> ImageMeta:
         bits_stored=int(bits) if bits is not None else None,
         view_position=_str(ds, "ViewPosition"),
         transfer_syntax_uid=str(tsuid) if tsuid else None,
+        patient_id=_str(ds, "PatientID"),
     )
 
 

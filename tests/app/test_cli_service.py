@@ -61,6 +61,8 @@ def test_cli_batch_writes_nih_style_training_set(
     labels = sorted(r["Finding Labels"] for r in rows)
     assert labels == ["Cardiomegaly", "Cardiomegaly", "Effusion"]
     assert all(PATIENT_ID not in r["Patient ID"] and len(r["Patient ID"]) == 12 for r in rows)
+    # One patient across studies: one pseudonym, so patient-wise splits keep them together.
+    assert len({r["Patient ID"] for r in rows}) == 1
     assert {r["OriginalImage[Width"] for r in rows} == {"64"}
     for row in rows:
         assert (dataset / "images" / row["Image Index"]).is_file()

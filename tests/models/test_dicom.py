@@ -36,6 +36,14 @@ def test_read_dicom_monochrome2_scales_to_unit_range(make_dicom: MakeDicom) -> N
     assert image.meta.rows == 48 and image.meta.columns == 64
 
 
+def test_read_dicom_keeps_patient_id_out_of_repr(make_dicom: MakeDicom) -> None:
+    meta = read_dicom(make_dicom(gradient())).meta
+    # Kept only for keyed pseudonyms (patient-wise splits); never shown.
+    assert meta.patient_id == "PID-1"
+    assert "PID-1" not in repr(meta)
+    assert "Test^Patient" not in repr(meta)
+
+
 def test_read_dicom_monochrome1_is_inverted(make_dicom: MakeDicom) -> None:
     image = read_dicom(make_dicom(gradient(), photometric="MONOCHROME1"))
     # MONOCHROME1: low stored values are displayed white, so the ramp reverses.
