@@ -235,9 +235,16 @@ def read_dicom(
             f"({', '.join(sorted(m for m in accepted_modalities if m))})"
         )
     if "PixelData" not in ds:
-        kind = " (a structured report)" if meta.modality == "SR" else ""
+        if meta.modality == "SR":
+            why = " (a structured report)"
+        elif "Rows" not in ds or "Columns" not in ds:
+            # pydicom stops quietly at end of file, so a file cut off in its header looks like
+            # a dataset without image elements.
+            why = " and no Rows/Columns: the file is truncated or is not an image"
+        else:
+            why = ""
         raise MissingPixelData(
-            f"{name}: the dataset has no Pixel Data (7FE0,0010){kind}; expected an image"
+            f"{name}: the dataset has no Pixel Data (7FE0,0010){why}; expected an image"
         )
     frames = int(ds.get("NumberOfFrames") or 1)
     if frames > 1:

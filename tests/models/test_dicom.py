@@ -114,7 +114,7 @@ def test_read_dicom_rejects_truncated_file(make_dicom: MakeDicom, tmp_path: Path
         read_dicom(cut)
     header_only = tmp_path / "header.dcm"
     header_only.write_bytes(data[:200])
-    with pytest.raises(ImageError):
+    with pytest.raises(ImageError, match="truncated or is not an image"):
         read_dicom(header_only)
 
 
