@@ -24,21 +24,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DATA_ENTRY_COLUMNS", "DatasetWriter"]
+from models.data import DATA_ENTRY_COLUMNS
 
-DATA_ENTRY_COLUMNS = [
-    "Image Index",
-    "Finding Labels",
-    "Follow-up #",
-    "Patient ID",
-    "Patient Age",
-    "Patient Gender",
-    "View Position",
-    "OriginalImage[Width",
-    "Height]",
-    "OriginalImagePixelSpacing[x",
-    "y]",
-]
+__all__ = ["DatasetWriter"]
+
 
 
 class DatasetWriter:

@@ -30,6 +30,7 @@ from models.images import load_image
 from models.transforms import resize_square
 
 __all__ = [
+    "DATA_ENTRY_COLUMNS",
     "ChestXrayDataset",
     "Record",
     "Split",
@@ -37,6 +38,21 @@ __all__ = [
     "resolve_labels",
     "split_records",
 ]
+
+DATA_ENTRY_COLUMNS: tuple[str, ...] = (
+    "Image Index",
+    "Finding Labels",
+    "Follow-up #",
+    "Patient ID",
+    "Patient Age",
+    "Patient Gender",
+    "View Position",
+    "OriginalImage[Width",
+    "Height]",
+    "OriginalImagePixelSpacing[x",
+    "y]",
+)
+"""Columns of the NIH `Data_Entry_2017.csv`, which phantoms and exported training sets write."""
 
 log = logging.getLogger(__name__)
 Split = Literal["train", "val", "test", "all"]

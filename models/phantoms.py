@@ -26,22 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
+from models.data import DATA_ENTRY_COLUMNS
+
 __all__ = ["PHANTOM_LABELS", "Phantom", "make_phantom", "write_phantom_dataset"]
 
 PHANTOM_LABELS: tuple[str, ...] = ("Cardiomegaly", "Effusion", "Mass", "Nodule", "Pneumothorax")
-DATA_ENTRY_HEADER = [
-    "Image Index",
-    "Finding Labels",
-    "Follow-up #",
-    "Patient ID",
-    "Patient Age",
-    "Patient Gender",
-    "View Position",
-    "OriginalImage[Width",
-    "Height]",
-    "OriginalImagePixelSpacing[x",
-    "y]",
-]
 
 
 @dataclass
@@ -238,7 +227,7 @@ def write_phantom_dataset(
             box_rows.append([name, label, f"{x:.1f}", f"{y:.1f}", f"{w:.1f}", f"{h:.1f}"])
     with (root / "Data_Entry.csv").open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(DATA_ENTRY_HEADER)
+        writer.writerow(DATA_ENTRY_COLUMNS)
         writer.writerows(entries)
     with (root / "BBox_List.csv").open("w", newline="") as f:
         writer = csv.writer(f)
