@@ -38,6 +38,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("cxr: interrupted\n")
         return 130
+    except (ValueError, OSError) as exc:
+        # Expected failures (LabelerError, ImageError, ModelsError and CommandError are
+        # ValueErrors): one line, no traceback.
+        sys.stderr.write(f"cxr {args.command}: error: {exc}\n")
+        return 2
     return status
 
 

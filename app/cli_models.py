@@ -20,16 +20,12 @@ __all__ = ["register"]
 Handler = Callable[[argparse.Namespace], int]
 
 
-def _guard(command: str, handler: Handler) -> Handler:
-    """Turn expected failures into one line on stderr and exit status 2."""
+def _with_logging(handler: Handler) -> Handler:
+    """Log progress to stderr; `cxr` itself turns expected failures into one line."""
 
     def run(args: argparse.Namespace) -> int:
         logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-        try:
-            return handler(args)
-        except (ValueError, OSError) as exc:  # ImageError/ModelsError are ValueErrors
-            sys.stderr.write(f"cxr {command}: error: {exc}\n")
-            return 2
+        return handler(args)
 
     return run
 
@@ -93,7 +89,7 @@ def _register_train(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument(
         "--no-progress", dest="progress", action="store_const", const=False, default=None
     )
-    p.set_defaults(handler=_guard("train", _train))
+    p.set_defaults(handler=_with_logging(_train))
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -144,7 +140,7 @@ def _register_evaluate(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--device", default="auto")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--workers", type=int, default=0)
-    p.set_defaults(handler=_guard("evaluate", _evaluate))
+    p.set_defaults(handler=_with_logging(_evaluate))
 
 
 def _evaluate(args: argparse.Namespace) -> int:
@@ -185,7 +181,7 @@ def _register_predict(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--heatmaps", default="positive", choices=["positive", "all", "none"])
     p.add_argument("--device", default="auto")
     p.add_argument("--batch-size", type=int, default=8)
-    p.set_defaults(handler=_guard("predict", _predict))
+    p.set_defaults(handler=_with_logging(_predict))
 
 
 def _predict(args: argparse.Namespace) -> int:
@@ -275,7 +271,7 @@ def _register_phantoms(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--size", type=int, default=192, help="image side in pixels (default 192)")
     p.add_argument("--prevalence", type=float, default=0.2, help="per-lesion probability")
-    p.set_defaults(handler=_guard("phantoms", _phantoms))
+    p.set_defaults(handler=_with_logging(_phantoms))
 
 
 def _phantoms(args: argparse.Namespace) -> int:

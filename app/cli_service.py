@@ -20,11 +20,11 @@ __all__ = ["register"]
 Handler = Callable[[argparse.Namespace], int]
 
 
-class CommandError(Exception):
-    """An expected failure: reported as one line on stderr, exit status 2."""
+class CommandError(ValueError):
+    """An expected failure: `cxr` reports it as one line on stderr, exit status 2."""
 
 
-def _guard(command: str, handler: Handler) -> Handler:
+def _with_logging(handler: Handler) -> Handler:
     def run(args: argparse.Namespace) -> int:
         logging.basicConfig(
             level=getattr(logging, str(getattr(args, "log_level", "info")).upper(), logging.INFO),
@@ -33,11 +33,7 @@ def _guard(command: str, handler: Handler) -> Handler:
         )
         # Alembic announces each of its internal plugins at INFO; keep only the migrations.
         logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
-        try:
-            return handler(args)
-        except (CommandError, ValueError, OSError) as exc:  # ImageError, LabelerError: ValueError
-            sys.stderr.write(f"cxr {command}: error: {exc}\n")
-            return 2
+        return handler(args)
 
     return run
 
@@ -69,7 +65,7 @@ def _register_serve(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--storage-dir", type=Path, help="storage folder (or CXR_STORAGE_DIR)")
     p.add_argument("--database-url", help="SQLAlchemy URL (or CXR_DATABASE_URL)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    p.set_defaults(handler=_guard("serve", _serve))
+    p.set_defaults(handler=_with_logging(_serve))
 
 
 def _is_loopback(host: str) -> bool:
@@ -175,7 +171,7 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
     )
     p.add_argument("--chunk-size", type=int, default=8, help="images per forward pass")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning"])
-    p.set_defaults(handler=_guard("batch", _batch))
+    p.set_defaults(handler=_with_logging(_batch))
 
 
 def _batch(args: argparse.Namespace) -> int:
@@ -315,11 +311,11 @@ def _register_db(sub: argparse._SubParsersAction[Any]) -> None:
     up.add_argument("--database-url", help="SQLAlchemy URL (default: CXR_DATABASE_URL)")
     up.add_argument("--storage-dir", type=Path, help="for the default SQLite file")
     up.add_argument("--revision", default="head")
-    up.set_defaults(handler=_guard("db upgrade", _db_upgrade))
+    up.set_defaults(handler=_with_logging(_db_upgrade))
     cur = db_sub.add_parser("current", help="print the database's schema revision")
     cur.add_argument("--database-url")
     cur.add_argument("--storage-dir", type=Path)
-    cur.set_defaults(handler=_guard("db current", _db_current))
+    cur.set_defaults(handler=_with_logging(_db_current))
 
 
 def _db_upgrade(args: argparse.Namespace) -> int:
@@ -367,7 +363,7 @@ def _register_apikey(sub: argparse._SubParsersAction[Any]) -> None:
         description="Print a new random API key (give it to the client) and the line to put "
         "in CXR_API_KEYS (its SHA-256, so the key itself never sits in the server config).",
     )
-    p.set_defaults(handler=_guard("apikey", _apikey))
+    p.set_defaults(handler=_with_logging(_apikey))
 
 
 def _apikey(args: argparse.Namespace) -> int:
