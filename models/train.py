@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import shutil
 import time
 import tomllib
 from collections.abc import Callable
@@ -41,6 +42,7 @@ from models.transforms import EvalTransform, TrainTransform
 __all__ = [
     "TrainConfig",
     "TrainResult",
+    "best_checkpoint_path",
     "evaluate",
     "load_train_config",
     "train",
@@ -259,6 +261,12 @@ def evaluate(
     return classification_metrics(probs, targets, dataset.labels, thresholds), thresholds
 
 
+
+def best_checkpoint_path(out: str | Path) -> Path:
+    """Where `train` keeps the checkpoint with the best validation mean AUC (`run.best.pt`)."""
+    out = Path(out)
+    return out.with_name(f"{out.stem}.best{out.suffix}")
+
 def train(cfg: TrainConfig) -> TrainResult:
     """Train a ChestNet as configured, writing `cfg.out` after every epoch.
 
@@ -382,9 +390,13 @@ def train(cfg: TrainConfig) -> TrainResult:
     else:
         optimizer = torch.optim.AdamW(groups, lr=cfg.lr, fused=device.type == "cuda")
     start_epoch, step = 0, 0
+    # The last epoch is not always the best: keep a copy of the best on validation beside it.
+    best_path = best_checkpoint_path(out)
+    best_auc = -math.inf
     if resume_state is not None:
         optimizer.load_state_dict(resume_state["optimizer"])
         start_epoch, step = int(resume_state["epoch"]), int(resume_state["step"])
+        best_auc = float(resume_state.get("best_mean_auc", -math.inf))
         log.info("resumed from %s at epoch %d, step %d", out, start_epoch, step)
     net: nn.Module = model
     if cfg.compile:
@@ -430,6 +442,10 @@ def train(cfg: TrainConfig) -> TrainResult:
         }
         card.thresholds = thresholds
         card.metrics = metrics
+        auc = val_metrics["mean_auc"]
+        improved = auc is not None and auc > best_auc
+        if improved:
+            best_auc = auc
         save_checkpoint(
             out,
             model=model,
@@ -439,8 +455,11 @@ def train(cfg: TrainConfig) -> TrainResult:
                 "epoch": epoch + 1,
                 "step": step,
                 "config": asdict(replace(cfg, resume=False)),
+                "best_mean_auc": best_auc,
             },
         )
+        if improved:
+            shutil.copyfile(out, best_path)
         log.info(
             "epoch %d: loss %.4f, %.1f img/s, val mean AUC %s -> %s",
             epoch + 1,

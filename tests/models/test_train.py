@@ -9,7 +9,7 @@ import torch
 
 from models.checkpoint import load_checkpoint
 from models.errors import ModelsError
-from models.train import load_train_config, train
+from models.train import best_checkpoint_path, load_train_config, train
 
 
 @pytest.mark.slow
@@ -35,6 +35,11 @@ def test_train_one_step_then_resume(phantom_dir: Path, tmp_path: Path) -> None:
     assert second.train_state is not None and second.train_state["epoch"] == 2
     changed = [k for k, v in second.model.state_dict().items() if not torch.equal(v, weights[k])]
     assert changed  # the resumed run kept training from the saved weights
+    # The best epoch on validation is kept beside the last one, and survives the resume.
+    best = load_checkpoint(best_checkpoint_path(out))
+    best_auc = second.train_state["best_mean_auc"]
+    assert best.card.metrics["validation"]["mean_auc"] == best_auc
+    assert best_auc >= first.card.metrics["validation"]["mean_auc"]
 
 
 def test_train_config_rejects_unknown_keys_and_values(tmp_path: Path) -> None:
