@@ -25,6 +25,7 @@ a `note`: "no model" is not an error.
 from __future__ import annotations
 
 import csv
+import json
 import logging
 import os
 import re
@@ -50,6 +51,7 @@ __all__ = [
     "FileOutcome",
     "ReportIndex",
     "load_reports_csv",
+    "read_result_lines",
     "result_line",
     "scan_export",
 ]
@@ -99,6 +101,51 @@ def result_line(
     if error is not None:
         line["error"] = error
     return line
+
+
+def read_result_lines(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """The complete result lines of a `cxr batch` output, for `--resume`.
+
+    A last line without its newline (or not valid JSON) is the line being written when
+    the run was interrupted: it is dropped, so its file is processed again. A path
+    recorded twice keeps its first line.
+
+    Returns:
+        (one result line per path, in file order; the number of lines dropped).
+
+    Raises:
+        BatchInputError: a line before the last is not a JSON object with a "path".
+    """
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        return [], 0
+    except OSError as exc:
+        raise BatchInputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    chunks = raw.split(b"\n")
+    torn = chunks.pop()  # b"" when the file ends with a newline
+    lines: dict[str, dict[str, Any]] = {}
+    dropped = 1 if torn.strip() else 0
+    for number, chunk in enumerate(chunks, start=1):
+        if not chunk.strip():
+            continue
+        try:
+            line = json.loads(chunk)
+            if not isinstance(line, dict) or not isinstance(line.get("path"), str):
+                raise ValueError("not a result object with a path")
+        except ValueError as exc:
+            if number == len(chunks):  # a torn last line that happens to end in a newline
+                dropped += 1
+                continue
+            raise BatchInputError(
+                f"{path}, line {number}: not a `cxr batch` result line ({exc}); "
+                "resume needs the output of an earlier run, or start over without --resume"
+            ) from None
+        if line["path"] in lines:
+            dropped += 1
+        else:
+            lines[line["path"]] = line
+    return list(lines.values()), dropped
 
 
 # --------------------------------------------------------------------------- scan

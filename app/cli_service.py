@@ -133,7 +133,8 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
         "Writes one JSON line per file found to OUT; a summary goes to stderr; the exit "
         "status is 1 if any file failed. Without a model, images are still read and reported "
         "with their report's labels (prediction null). --dataset also writes an NIH-style "
-        "training set (PNG + Data_Entry.csv) for `cxr train --data`.",
+        "training set (PNG + Data_Entry.csv) for `cxr train --data`. Lines are flushed as "
+        "files are done: an interrupted run continues with --resume.",
     )
     p.add_argument("export_dir", type=Path, metavar="EXPORT_DIR")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.jsonl")
@@ -169,6 +170,15 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
         help="where failed files and their reasons go (default: OUT with .rejects.jsonl; "
         "written only when a file failed)",
     )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted run: keep OUT's complete lines (a torn last line is "
+        "dropped), skip the files recorded there (by path relative to EXPORT_DIR), append "
+        "the rest; the summary, rejects and --dataset cover old and new files. A resumed "
+        "--dataset needs the first run's --pseudonym-key. Without --resume an existing OUT "
+        "is overwritten (and an existing --dataset folder is refused)",
+    )
     p.add_argument("--chunk-size", type=int, default=8, help="images per forward pass")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning"])
     p.set_defaults(handler=_with_logging(_batch))
@@ -177,13 +187,32 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
 def _batch(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from app.batch import BatchProcessor, load_reports_csv, result_line, scan_export
+    from app.batch import (
+        BatchProcessor,
+        load_reports_csv,
+        read_result_lines,
+        result_line,
+        scan_export,
+    )
     from app.labeling import load_report_labeler
 
     if not args.export_dir.is_dir():
         raise CommandError(f"{args.export_dir}: not a folder")
     if args.chunk_size < 1 or args.dataset_size < 32:
         raise CommandError("--chunk-size must be >= 1 and --dataset-size >= 32")
+    previous, torn = read_result_lines(args.output) if args.resume else ([], 0)
+    if (
+        args.resume
+        and args.dataset is not None
+        and args.pseudonym_key is None
+        and (args.dataset / "Data_Entry.csv").exists()
+    ):
+        raise CommandError(
+            f"--resume with --dataset {args.dataset} needs --pseudonym-key FILE, the key "
+            "of the first run: a new random key would give its patients new pseudonyms "
+            "(breaking patient-wise splits). Without that key, write the training set "
+            "to a new --dataset folder"
+        )
     model_path = args.model
     if model_path is None:
         from app.settings import Settings
@@ -205,6 +234,8 @@ def _batch(args: argparse.Namespace) -> int:
             size=args.dataset_size,
             uncertain_positive=args.uncertain_positive,
             key=key,
+            resume=args.resume,
+            keep={str(line["dataset_image"]) for line in previous if line.get("dataset_image")},
         )
 
     def on_image(file: Any, image: Any, result: dict[str, Any]) -> None:
@@ -226,13 +257,18 @@ def _batch(args: argparse.Namespace) -> int:
         )
 
     labeler = load_report_labeler()
+    recorded = {line["path"] for line in previous}
     files = sorted(
-        tqdm(
-            scan_export(args.export_dir, exclude=[args.reports] if args.reports else []),
-            desc="scanning",
-            unit=" files",
-            disable=None,
-            file=sys.stderr,
+        (
+            f
+            for f in tqdm(
+                scan_export(args.export_dir, exclude=[args.reports] if args.reports else []),
+                desc="scanning",
+                unit=" files",
+                disable=None,
+                file=sys.stderr,
+            )
+            if f.path not in recorded
         ),
         key=lambda f: (f.kind != "sr", f.path),  # reports first, so images find them
     )
@@ -244,33 +280,62 @@ def _batch(args: argparse.Namespace) -> int:
         on_image=on_image,
     )
     counts = {"done": 0, "skipped": 0, "failed": 0}
-    with_report = images = 0
-    first_failure: str | None = None
+    tally = {"images": 0, "with_report": 0}
     rejects: list[dict[str, Any]] = []
+
+    def count(line: dict[str, Any]) -> None:
+        counts[line["state"]] = counts.get(line["state"], 0) + 1
+        if line.get("kind") in ("image", "bitmap") and line["state"] == "done":
+            tally["images"] += 1
+            tally["with_report"] += bool(line.get("report"))
+        if line["state"] == "failed":
+            rejects.append({"path": line["path"], "error": line.get("error")})
+
+    for line in previous:  # files done before the interruption
+        count(line)
+        report = line.get("report")
+        if line.get("kind") == "sr" and line["state"] == "done" and report:
+            processor.remember_sr(
+                line.get("study_instance_uid"), line.get("accession_number"), report
+            )
+        if reports is not None and report and report.get("source") == "csv":
+            found = reports.lookup(line.get("accession_number"), line.get("study_instance_uid"))
+            if found is not None:
+                processor.matched_report_keys.add(found[0])
+    first_failure: str | None = None
     args.output.parent.mkdir(parents=True, exist_ok=True)
+    if args.resume:  # keep the complete lines only, then append
+        tmp = args.output.with_name(args.output.name + ".tmp")
+        with tmp.open("w", encoding="utf-8") as f:
+            f.writelines(json.dumps(line, separators=(",", ":")) + "\n" for line in previous)
+        tmp.replace(args.output)
     with (
-        args.output.open("w", encoding="utf-8") as out,
+        args.output.open("a" if args.resume else "w", encoding="utf-8") as out,
         tqdm(
-            total=len(files), desc="labeling", unit=" files", disable=None, file=sys.stderr
+            total=len(previous) + len(files),
+            initial=len(previous),
+            desc="labeling",
+            unit=" files",
+            disable=None,
+            file=sys.stderr,
         ) as bar,
     ):
         for start in range(0, len(files), args.chunk_size):
             for outcome in processor.process(files[start : start + args.chunk_size]):
                 line = result_line(outcome.path, outcome.state, outcome.result, outcome.error)
                 out.write(json.dumps(line, separators=(",", ":")) + "\n")
-                counts[outcome.state] += 1
-                if outcome.result.get("kind") in ("image", "bitmap") and outcome.state == "done":
-                    images += 1
-                    with_report += bool(outcome.result.get("report"))
+                out.flush()  # a kill loses at most the line being written
+                count(line)
                 if outcome.state == "failed":
-                    rejects.append({"path": outcome.path, "error": outcome.error})
                     first_failure = first_failure or f"{outcome.path}: {outcome.error}"
                 bar.update(1)
             if first_failure and args.on_error == "raise":
                 break
+    images, with_report = tally["images"], tally["with_report"]
     summary = (
-        f"cxr batch: {len(files)} files: {counts['done']} done, {counts['skipped']} skipped, "
-        f"{counts['failed']} failed; {images} images ({with_report} with a report)"
+        f"cxr batch: {sum(counts.values())} files: {counts['done']} done, "
+        f"{counts['skipped']} skipped, {counts['failed']} failed; "
+        f"{images} images ({with_report} with a report)"
     )
     if reports is not None:
         unmatched = len(reports) - len(processor.matched_report_keys)
@@ -279,6 +344,10 @@ def _batch(args: argparse.Namespace) -> int:
         summary += "; no model (images reported without prediction)"
     elif predictor.card.get("demo"):
         summary += "; DEMO model"
+    if args.resume:
+        summary += f"; resumed after {len(previous)} files already in OUT"
+        if torn:
+            summary += f" ({torn} incomplete line{'s' if torn > 1 else ''} dropped)"
     summary += f"; wrote {args.output}"
     if rejects:
         rejects_path = args.rejects or args.output.with_suffix(".rejects.jsonl")

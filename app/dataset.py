@@ -17,10 +17,12 @@ from __future__ import annotations
 import csv
 import hashlib
 import hmac
+import os
 import secrets
 from collections import defaultdict
+from collections.abc import Container
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -29,18 +31,27 @@ from models.data import DATA_ENTRY_COLUMNS
 __all__ = ["DatasetWriter"]
 
 
-
 class DatasetWriter:
-    """Collects images and their mined labels; `close()` writes Data_Entry.csv.
+    """Collects images and their mined labels into Data_Entry.csv.
+
+    Rows are appended to Data_Entry.csv as images are written (flushed per row, so
+    an interrupted run leaves what it wrote); `close()` rewrites the file sorted by
+    Image Index.
 
     Args:
-        out_dir: dataset folder (created); must be empty or new.
+        out_dir: dataset folder (created); must be empty or new unless `resume`.
         size: side of the square output PNGs (the paper used 1024).
         uncertain_positive: count "uncertain" findings as positive.
-        key: HMAC key for patient pseudonyms; random (per run) when None.
+        key: HMAC key for patient pseudonyms; random (per run) when None. A resumed
+            dataset needs the key of the first run, or returning patients get new IDs.
+        resume: continue an existing dataset: its Data_Entry.csv rows are loaded (a
+            torn last line is dropped) and new rows are added after them.
+        keep: with `resume`, the Image Index values to keep (those the batch output
+            recorded); rows and PNGs of other images, written just before an
+            interruption, are removed so that a re-run does not duplicate them.
 
     Raises:
-        FileExistsError: `out_dir` already holds a Data_Entry.csv.
+        FileExistsError: `out_dir` already holds a Data_Entry.csv and not `resume`.
     """
 
     def __init__(
@@ -50,11 +61,15 @@ class DatasetWriter:
         size: int = 1024,
         uncertain_positive: bool = False,
         key: bytes | None = None,
+        resume: bool = False,
+        keep: Container[str] | None = None,
     ) -> None:
         self.out_dir = Path(out_dir)
-        if (self.out_dir / "Data_Entry.csv").exists():
+        self.path = self.out_dir / "Data_Entry.csv"
+        if self.path.exists() and not resume:
             raise FileExistsError(
-                f"{self.out_dir / 'Data_Entry.csv'} exists; choose an empty --dataset folder"
+                f"{self.path} exists; choose an empty --dataset folder, or use --resume "
+                "to continue it"
             )
         (self.out_dir / "images").mkdir(parents=True, exist_ok=True)
         self.size = size
@@ -62,6 +77,28 @@ class DatasetWriter:
         self._key = key if key is not None else secrets.token_bytes(32)
         self._follow_up: dict[str, int] = defaultdict(int)
         self._rows: list[dict[str, Any]] = []
+        if resume and self.path.exists():
+            self._load(keep)
+        self._rewrite(self._rows)  # header (and kept rows), replacing the file atomically
+        self._file: IO[str] | None = self.path.open("a", newline="", encoding="utf-8")
+        self._writer = csv.DictWriter(self._file, fieldnames=DATA_ENTRY_COLUMNS)
+
+    def _load(self, keep: Container[str] | None) -> None:
+        text = self.path.read_text(encoding="utf-8")
+        if text and not text.endswith("\n"):
+            text = text[: text.rfind("\n") + 1]  # torn last row of an interrupted run
+        seen: set[str] = set()
+        for row in csv.DictReader(text.splitlines()):
+            name = row.get("Image Index") or ""
+            if not name or name in seen:
+                continue
+            if keep is not None and name not in keep:
+                (self.out_dir / "images" / name).unlink(missing_ok=True)
+                continue
+            seen.add(name)
+            self._rows.append({c: row.get(c, "") for c in DATA_ENTRY_COLUMNS})
+            patient, follow_up = row["Patient ID"], int(row["Follow-up #"])
+            self._follow_up[patient] = max(self._follow_up[patient], follow_up + 1)
 
     def pseudonym(self, patient_key: str) -> str:
         """Stable (per key) 12-hex-digit pseudonym of a patient identifier."""
@@ -104,31 +141,40 @@ class DatasetWriter:
         resized = cv2.resize(grey, (self.size, self.size), interpolation=interp)
         if not cv2.imwrite(str(self.out_dir / "images" / name), resized):
             raise OSError(f"could not write {self.out_dir / 'images' / name}")
-        self._rows.append(
-            {
-                "Image Index": name,
-                "Finding Labels": self.finding_labels(labels),
-                "Follow-up #": follow_up,
-                "Patient ID": patient,
-                "Patient Age": "",
-                "Patient Gender": "",
-                "View Position": view_position or "",
-                "OriginalImage[Width": cols,
-                "Height]": rows,
-                "OriginalImagePixelSpacing[x": "",
-                "y]": "",
-            }
-        )
+        row = {
+            "Image Index": name,
+            "Finding Labels": self.finding_labels(labels),
+            "Follow-up #": follow_up,
+            "Patient ID": patient,
+            "Patient Age": "",
+            "Patient Gender": "",
+            "View Position": view_position or "",
+            "OriginalImage[Width": cols,
+            "Height]": rows,
+            "OriginalImagePixelSpacing[x": "",
+            "y]": "",
+        }
+        self._rows.append(row)
+        if self._file is not None:
+            self._writer.writerow(row)
+            self._file.flush()
         return name
 
     def __len__(self) -> int:
         return len(self._rows)
 
     def close(self) -> Path:
-        """Write Data_Entry.csv (rows sorted by Image Index) and return its path."""
-        path = self.out_dir / "Data_Entry.csv"
-        with path.open("w", newline="", encoding="utf-8") as f:
+        """Rewrite Data_Entry.csv sorted by Image Index (atomically) and return its path."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        self._rewrite(sorted(self._rows, key=lambda r: r["Image Index"]))
+        return self.path
+
+    def _rewrite(self, rows: list[dict[str, Any]]) -> None:
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with tmp.open("w", newline="", encoding="utf-8") as f:
             writer = csv.DictWriter(f, fieldnames=DATA_ENTRY_COLUMNS)
             writer.writeheader()
-            writer.writerows(sorted(self._rows, key=lambda r: r["Image Index"]))
-        return path
+            writer.writerows(rows)
+        os.replace(tmp, self.path)

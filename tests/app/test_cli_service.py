@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from service_fixtures import EXPECTED_EXPORT, PATIENT_ID, build_export, write_reports_csv
@@ -84,6 +85,106 @@ def test_cli_batch_on_error_raise_stops_at_first_failure(
     assert status == 1
     assert len(out.read_text().splitlines()) < len(EXPECTED_EXPORT)
     assert "stopped at the first failure" in capsys.readouterr().err
+
+
+def _batch_args(export: Path, out: Path, tmp_path: Path, *extra: str) -> list[str]:
+    reports = write_reports_csv(tmp_path / "reports.csv")
+    key = tmp_path / "pseudonym.key"
+    if not key.exists():
+        key.write_bytes(b"test-key-0123456789")
+    return ["batch", str(export), "-o", str(out), "--reports", str(reports),
+            "--dataset", str(out.with_suffix(".dataset")), "--dataset-size", "32",
+            "--pseudonym-key", str(key), "--chunk-size", "2", *extra]  # fmt: skip
+
+
+@pytest.mark.parametrize("interrupt_after", [1, 2, 5])
+def test_cli_batch_resume_accounts_for_every_file_once(
+    export: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    interrupt_after: int,
+) -> None:
+    from app.batch import BatchProcessor
+
+    reference = tmp_path / "reference.jsonl"
+    assert main(_batch_args(export, reference, tmp_path)) == 1
+    capsys.readouterr()
+
+    # Interrupted run: the kill lands after chunk N was processed (its PNGs and
+    # Data_Entry rows written) but before its lines reached OUT; plus a torn line.
+    out = tmp_path / "out.jsonl"
+    process, calls = BatchProcessor.process, []
+
+    def interrupted(self: BatchProcessor, files: Any) -> Any:
+        outcomes = process(self, files)
+        calls.append(len(files))
+        if len(calls) == interrupt_after:
+            raise KeyboardInterrupt
+        return outcomes
+
+    monkeypatch.setattr(BatchProcessor, "process", interrupted)
+    assert main(_batch_args(export, out, tmp_path)) == 130
+    monkeypatch.setattr(BatchProcessor, "process", process)
+    written = out.read_text().splitlines()
+    assert len(written) == 2 * (interrupt_after - 1)
+    with out.open("a") as f:
+        f.write('{"path":"PAT2/STU')  # the line being written when the run died
+    capsys.readouterr()
+
+    assert main(_batch_args(export, out, tmp_path, "--resume")) == 1
+    err = capsys.readouterr().err
+    assert "10 files: 4 done, 4 skipped, 2 failed; 3 images (3 with a report)" in err
+    assert "1 CSV reports matched no image" in err
+    assert f"resumed after {len(written)} files already in OUT (1 incomplete line dropped)" in err
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(line["path"] for line in lines) == sorted(EXPECTED_EXPORT)  # each once
+    assert lines[: len(written)] == [json.loads(line) for line in written]  # kept, appended
+    # Same results as an uninterrupted run (SR labels remembered for the study's images).
+    expected = {line["path"]: line for line in map(json.loads, reference.open())}
+    assert {line["path"]: line for line in lines} == expected
+    rejects = [json.loads(x) for x in out.with_suffix(".rejects.jsonl").read_text().splitlines()]
+    assert sorted(r["path"] for r in rejects) == ["PAT2/STUDY2/GARBAGE01", "PAT2/STUDY2/broken.dcm"]
+
+    dataset = out.with_suffix(".dataset")
+    rows = list(csv.DictReader((dataset / "Data_Entry.csv").open()))
+    assert rows == list(
+        csv.DictReader((reference.with_suffix(".dataset") / "Data_Entry.csv").open())
+    )
+    names = [r["Image Index"] for r in rows]
+    assert len(names) == len(set(names)) == 3  # none lost, none duplicated
+    assert sorted(names) == sorted(
+        line["dataset_image"] for line in lines if "dataset_image" in line
+    )
+    assert sorted(p.name for p in (dataset / "images").iterdir()) == sorted(names)
+
+
+def test_cli_batch_resume_of_finished_run_adds_nothing(
+    export: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out.jsonl"
+    assert main(_batch_args(export, out, tmp_path)) == 1
+    before = out.read_text()
+    entry = (out.with_suffix(".dataset") / "Data_Entry.csv").read_text()
+    capsys.readouterr()
+    assert main(_batch_args(export, out, tmp_path, "--resume")) == 1
+    assert "10 files: 4 done, 4 skipped, 2 failed" in capsys.readouterr().err
+    assert out.read_text() == before
+    assert (out.with_suffix(".dataset") / "Data_Entry.csv").read_text() == entry
+
+
+def test_cli_batch_dataset_refusals_name_resume_and_key(
+    export: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, dataset = tmp_path / "out.jsonl", tmp_path / "dataset"
+    args = ["batch", str(export), "-o", str(out), "--dataset", str(dataset),
+            "--dataset-size", "32"]  # fmt: skip
+    assert main(args) == 1
+    capsys.readouterr()
+    assert main(args) == 2  # an existing training set is not overwritten
+    assert "--resume" in capsys.readouterr().err
+    assert main([*args, "--resume"]) == 2  # a new random key would re-pseudonymize
+    assert "--pseudonym-key" in capsys.readouterr().err
 
 
 def test_cli_batch_missing_folder_is_one_line_error(
