@@ -38,7 +38,9 @@ _MAX_PATH = 10
 _LIST_TAGS = frozenset({"NN", "NNS", "NNP", "NNPS", "JJ", "JJR", "JJS", "VBN", ",", "HYPH", "CC"})
 # "xxxx": the de-identification placeholder of OpenI/MIMIC-style reports
 _LIST_WORDS = frozenset({"of", "/", "and", "or", "nor", "xxxx"})
-_LIST_CLOSERS = frozenset({"or", "nor"})
+# coordinating conjunctions that close a comma list ("no A, B, or C")
+_LIST_CLOSERS = frozenset({"or", "nor", "and"})
+_ITEM, _OPEN, _CUT = "item", "open", "cut"
 _SUBJECTS = frozenset({"nsubj", "nsubjpass", "csubj", "csubjpass", "expl"})
 _OBJECTS = frozenset({"dobj", "attr", "oprd"})
 
@@ -156,12 +158,14 @@ class DependencyRules:
         root = mention.root
         for rule, roots in zip(self.rule_set.rules, cues, strict=True):
             for cue in roots:
-                if self._applies(rule, cue, root, mention):
+                if self._applies(rule, cue, root, mention, self.rule_set.list_breakers):
                     return Verdict(rule.status, rule.id)
         return Verdict("positive", None)
 
     @staticmethod
-    def _applies(rule: Rule, cue_span: Span, root: Token, mention: Span) -> bool:
+    def _applies(
+        rule: Rule, cue_span: Span, root: Token, mention: Span, breakers: frozenset[str]
+    ) -> bool:
         cue = cue_span.root
         if rule.cue_dep and cue.dep_ not in rule.cue_dep:
             return False
@@ -170,7 +174,15 @@ class DependencyRules:
         if cue_span.start <= root.i < cue_span.end:
             return False
         if rule.scope == "list":
-            return _in_list(cue_span[-1], mention)
+            return _in_list(cue_span[-1], mention, breakers) == _ITEM
+        # the parse joins "no A, mild B" by conj or appos (or hangs "no" on
+        # B): an item of its own in an unclosed comma list is out of reach
+        between = mention.doc[cue_span.end : mention.start]
+        if (
+            any(t.text == "," for t in between)
+            and _in_list(cue_span[-1], mention, breakers) == _CUT
+        ):
+            return False
         if rule.scope == "cue":
             # any word of a multi-word cue: in "difficult to exclude A" the
             # parser hangs "exclude" off the copula, not off "difficult"
@@ -224,11 +236,19 @@ def _is_verb_left(tok: Token) -> bool:
     return tok.lower_ == "left" and tok.tag_.startswith("VB")
 
 
-def _in_list(cue: Token, mention: Span) -> bool:
+def _in_list(cue: Token, mention: Span, breakers: frozenset[str]) -> str | None:
+    """How `mention` sits in a noun list that follows `cue`.
+
+    None when no list joins them (the mention does not follow the cue, or
+    other words lie between). `_ITEM` for one noun phrase ("no focal lung
+    infiltrates") or a comma list closed by "or"/"nor"/"and" ("no A, B, or
+    C"). In a comma list without one: `_CUT` when the mention's own item
+    holds a breaker word ("no A, mild B"), else `_OPEN` ("no A, B").
+    """
     doc = mention.doc
     if cue.i >= mention.start:
-        return False
-
+        return None
+    between = doc[cue.i + 1 : mention.start]
     # other mentions are list items whatever their tag ("infiltrates" is often
     # tagged as a verb)
     in_mentions = {i for sp in doc.spans.get(MENTIONS_KEY, []) for i in range(sp.start, sp.end)}
@@ -236,17 +256,18 @@ def _in_list(cue: Token, mention: Span) -> bool:
     def is_item(t: Token) -> bool:
         return t.tag_ in _LIST_TAGS or t.lower_ in _LIST_WORDS or t.i in in_mentions
 
-    between = doc[cue.i + 1 : mention.start]
     if not all(is_item(t) for t in between):
-        return False
-    if not any(t.text == "," for t in between):
-        return True  # one noun phrase: "no focal lung infiltrates"
-    # a comma-separated list must be a disjunction, "or"/"nor" before its end
-    # ("no A, B, or C"), so "no A, mild B" leaves B alone
+        return None
+    commas = [t.i for t in between if t.text == ","]
+    if not commas:
+        return _ITEM  # one noun phrase: "no focal lung infiltrates"
     end = mention.end
     while end < len(doc) and is_item(doc[end]):
         end += 1
-    return any(t.lower_ in _LIST_CLOSERS for t in doc[cue.i + 1 : end])
+    if any(t.lower_ in _LIST_CLOSERS for t in doc[cue.i + 1 : end]):
+        return _ITEM
+    own = doc[commas[-1] + 1 : mention.end]
+    return _CUT if any(t.lower_ in breakers for t in own) else _OPEN
 
 
 def register() -> None:

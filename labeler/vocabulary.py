@@ -74,6 +74,8 @@ class RuleSet:
 
     name: str
     rules: tuple[Rule, ...]
+    #: words that make a comma-list item a finding of its own ("no A, mild B")
+    list_breakers: frozenset[str] = frozenset()
 
     @functools.cached_property
     def cue_words(self) -> frozenset[str]:
@@ -249,7 +251,14 @@ def load_rules(name: str = "rules.v1") -> RuleSet:
                 subject=subject,  # type: ignore[arg-type]
             )
         )
-    return RuleSet(name=name, rules=tuple(rules))
+    breakers = data.get("list_breakers") or []
+    if not isinstance(breakers, list) or not all(
+        isinstance(b, str) and len(b.split()) == 1 for b in breakers
+    ):
+        raise PatternFileError(f"{name}: list_breakers must be a list of single words")
+    return RuleSet(
+        name=name, rules=tuple(rules), list_breakers=frozenset(b.lower() for b in breakers)
+    )
 
 
 @functools.lru_cache(maxsize=8)

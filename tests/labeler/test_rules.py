@@ -125,7 +125,10 @@ SPARED: dict[str, list[tuple[str, str, str]]] = {
     "neg.without": [("Atelectasis without effusion.", "Atelectasis", "positive")],
     "neg.free_of": [("Pneumonia, free of effusion.", "Pneumonia", "positive")],
     "neg.ruled_out": [("Pneumothorax is present.", "Pneumothorax", "positive")],
-    "neg.list": [("No effusion; mild bibasilar atelectasis.", "Atelectasis", "positive")],
+    "neg.list": [
+        ("No effusion; mild bibasilar atelectasis.", "Atelectasis", "positive"),
+        ("No effusion, mild bibasilar atelectasis.", "Atelectasis", "positive"),
+    ],
     "neg.absent_predicate": [("Pleural effusion is present.", "Effusion", "positive")],
     "unc.hedge_adjective": [("Definite right lower lobe pneumonia.", "Pneumonia", "positive")],
     "unc.hedge_relation": [
@@ -214,3 +217,42 @@ def test_rules_laterality_left_is_not_a_verb(
 ) -> None:
     # the small model tags "left" after "or"/"and" as the verb "leave"
     assert mention_of(sentence, "Effusion").status == "negative"
+
+
+@pytest.mark.parametrize(
+    ("sentence", "label_name"),
+    [
+        ("No effusion, mild atelectasis.", "Atelectasis"),
+        ("No pneumothorax, small left pleural effusion.", "Effusion"),
+        ("No focal consolidation, moderate cardiomegaly.", "Cardiomegaly"),
+        ("No pneumothorax, new right basilar consolidation.", "Consolidation"),
+        ("No effusion, increased interstitial edema.", "Edema"),
+        ("Without pneumothorax, persistent left basilar atelectasis.", "Atelectasis"),
+        ("Possible pneumonia, trace right effusion.", "Effusion"),
+    ],
+)
+def test_rules_unclosed_list_item_with_own_modifier_is_its_own_finding(
+    mention_of: Callable[[str, str], Mention], sentence: str, label_name: str
+) -> None:
+    # a comma list with no closing "or"/"and"/"nor" whose item carries a
+    # severity or course word: the item is a new finding, not in the cue's list
+    assert mention_of(sentence, label_name).status == "positive"
+
+
+@pytest.mark.parametrize(
+    ("sentence", "label_name"),
+    [
+        ("No effusion, pneumothorax, or consolidation.", "Pneumothorax"),
+        ("No effusion, pneumothorax, or consolidation.", "Consolidation"),
+        ("No pneumothorax, large pleural effusion, or consolidation.", "Effusion"),
+        ("No pneumothorax, small effusion and consolidation.", "Effusion"),
+        ("Lungs are clear of edema, large effusion, or pneumothorax.", "Effusion"),
+        ("No effusion or mild edema.", "Edema"),
+        ("No focal consolidation, pleural effusion, pneumothorax.", "Pneumothorax"),
+    ],
+)
+def test_rules_closed_or_bare_list_keeps_negating(
+    mention_of: Callable[[str, str], Mention], sentence: str, label_name: str
+) -> None:
+    # a list closed by a conjunction, or one of bare findings, stays negated
+    assert mention_of(sentence, label_name).status == "negative"

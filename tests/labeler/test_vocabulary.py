@@ -79,6 +79,15 @@ def test_vocabulary_bad_rule_names_the_rule(tmp_path: Path) -> None:
         load_rules(str(path))
 
 
+def test_vocabulary_list_breakers_load_and_must_be_words(tmp_path: Path) -> None:
+    assert {"mild", "small", "new"} <= load_rules().list_breakers
+    path = tmp_path / "rules.yaml"
+    rule = "rules:\n  - id: r\n    status: negative\n    cue: [no]\n    scope: head\n"
+    path.write_text("list_breakers: [very mild]\n" + rule)
+    with pytest.raises(PatternFileError, match="list_breakers"):
+        load_rules(str(path))
+
+
 def test_vocabulary_concepts_must_name_all_14_labels(tmp_path: Path) -> None:
     path = tmp_path / "concepts.yaml"
     path.write_text("labels:\n  Atelectasis: {phrases: [atelectasis]}\n")
