@@ -172,7 +172,8 @@ def test_api_keys_documented_form_through_http(
     with TestClient(create_app(settings)) as client:
 
         def post(headers: dict[str, str]) -> int:
-            return client.post("/v1/reports/label", json=REPORT, headers=headers).status_code
+            status: int = client.post("/v1/reports/label", json=REPORT, headers=headers).status_code
+            return status
 
         assert _statuses(post, key, env_value) == EXPECTED
         assert client.get("/v1/batches", headers={"X-API-Key": "sha256"}).status_code == 403
