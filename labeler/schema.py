@@ -75,9 +75,10 @@ class Mention:
     """One concept mention found in a report, with its verdict.
 
     `start`/`end` are character offsets into the original report text, so
-    `text == report[start:end]`. `rule` is the id of the rule that decided the
-    status (or None for a plain positive); `negex` is negspacy's verdict
-    ("negated" / "affirmed"), or None when negspacy did not run.
+    `text == report[start:end]`. `rule` is the id of the rule (or statement)
+    that decided the status (None for a plain positive), `cue` the cue words
+    that fired it; `negex` is negspacy's verdict ("negated" / "affirmed"), or
+    None when negspacy did not run.
     """
 
     label: str
@@ -89,6 +90,7 @@ class Mention:
     rule: str | None = None
     negex: str | None = None
     section: str | None = None
+    cue: str | None = None
 
 
 @dataclass
@@ -120,6 +122,7 @@ class ReportLabels:
                     "rule": m.rule,
                     "negex": m.negex,
                     "section": m.section,
+                    "cue": m.cue,
                 }
                 for m in self.mentions
             ],
