@@ -89,6 +89,10 @@ class Mention:
     rule: str | None = None
     negex: str | None = None
     section: str | None = None
+    #: where, how big, how many, changed: {"laterality": "left", "size_mm": 12.0, ...}
+    attributes: dict[str, Any] = field(default_factory=dict)
+    #: why each attribute: {"attribute", "value", "rule", "start", "end"} (report offsets)
+    attribute_evidence: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -100,6 +104,9 @@ class ReportLabels:
     no_finding: bool
     mentions: list[Mention] = field(default_factory=list)
     error: str | None = None
+    #: per label not absent: {"status", "laterality", "location", "severity", "size_mm",
+    #: "count", "change"}, aggregated over the label's mentions (labeler.attributes)
+    findings: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON Lines object written by `cxr label` and returned by the API."""
@@ -120,9 +127,12 @@ class ReportLabels:
                     "rule": m.rule,
                     "negex": m.negex,
                     "section": m.section,
+                    "attributes": m.attributes,
+                    "attribute_evidence": m.attribute_evidence,
                 }
                 for m in self.mentions
             ],
+            "findings": self.findings,
         }
         if self.error is not None:
             out["error"] = self.error
