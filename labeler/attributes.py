@@ -34,6 +34,7 @@ from spacy.tokens import Doc, Span, Token
 from spacy.util import filter_spans
 
 from labeler.errors import PatternFileError
+from labeler.schema import ATTRIBUTE_KEYS
 from labeler.vocabulary import _read_yaml
 
 __all__ = [
@@ -48,8 +49,6 @@ __all__ = [
     "merge_attributes",
 ]
 
-#: The attribute keys, in output order.
-ATTRIBUTE_KEYS = ("laterality", "location", "severity", "size_mm", "count", "change")
 _LATERALITIES = frozenset({"left", "right", "bilateral"})
 _CHANGES = frozenset(
     {"new", "increased", "decreased", "unchanged", "resolved", "improved", "worsened"}

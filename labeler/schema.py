@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 __all__ = [
+    "ATTRIBUTE_KEYS",
     "CHESTXRAY8",
     "CHESTXRAY14",
     "LABEL_SETS",
@@ -53,6 +54,9 @@ CHESTXRAY8: tuple[Label, ...] = (
     Label.PNEUMOTHORAX,
 )
 LABEL_SETS: dict[str, tuple[Label, ...]] = {"chestxray14": CHESTXRAY14, "chestxray8": CHESTXRAY8}
+
+#: Finding attribute keys, in output order (labeler.attributes).
+ATTRIBUTE_KEYS = ("laterality", "location", "severity", "size_mm", "count", "change")
 
 Status = Literal["positive", "uncertain", "negative", "absent"]
 
