@@ -143,7 +143,7 @@ def reading(name: str) -> Iterator[None]:
     except MemoryError as exc:
         raise ImageTooLargeError(
             f"{name}: not enough memory to decode this image; it is larger than this machine "
-            "can handle. Downsample it or set a pixel limit (CXR_MAX_PIXELS)."
+            "can handle. Downsample it, or set a lower pixel limit so such files are refused early."
         ) from exc
     except zlib.error as exc:
         raise InvalidDicomError(
@@ -362,9 +362,8 @@ def check_dimensions(name: str, rows: int, columns: int, max_pixels: int | None 
     """
     if max_pixels is not None and rows * columns > max_pixels:
         raise ImageTooLargeError(
-            f"{name}: image is {rows}x{columns} = {rows * columns / 1e6:.1f} megapixels; "
-            f"the limit is {max_pixels / 1e6:.1f} megapixels (CXR_MAX_PIXELS). "
-            "Downsample it before submitting."
+            f"{name}: image is {rows}x{columns} = {rows * columns:,} pixels; the limit is "
+            f"{max_pixels:,} pixels. Downsample it before submitting."
         )
     if rows > MAX_DIMENSION or columns > MAX_DIMENSION:
         raise ImageTooLargeError(

@@ -85,7 +85,10 @@ _OPENAPI_BODY: dict[str, Any] = {
     response_model=PredictionRead,
     openapi_extra=_OPENAPI_BODY,
     responses={
-        413: {"model": ErrorRead, "description": "Upload over CXR_MAX_UPLOAD_MB."},
+        413: {
+            "model": ErrorRead,
+            "description": "Upload over CXR_MAX_UPLOAD_MB, or image over CXR_MAX_PIXELS.",
+        },
         415: {"model": ErrorRead, "description": "Not DICOM/PNG/JPEG, or an unsupported image."},
         422: {"model": ErrorRead, "description": "Corrupt DICOM, no pixel data."},
         503: {"model": ErrorRead, "description": "No model loaded (says how to get one)."},
@@ -106,7 +109,9 @@ async def predict_image(
 
     start = time.perf_counter()
     data, name = await _read_upload(request)
-    image = await run_in_threadpool(load_image, data, filename=name)
+    image = await run_in_threadpool(
+        load_image, data, filename=name, max_pixels=state.settings.max_pixels
+    )
     decoded = time.perf_counter()
     prediction = await inference.predict(image.pixels)
     predicted = time.perf_counter()
