@@ -261,11 +261,11 @@ def evaluate(
     return classification_metrics(probs, targets, dataset.labels, thresholds), thresholds
 
 
+
 def best_checkpoint_path(out: str | Path) -> Path:
     """Where `train` keeps the checkpoint with the best validation mean AUC (`run.best.pt`)."""
     out = Path(out)
     return out.with_name(f"{out.stem}.best{out.suffix}")
-
 
 def train(cfg: TrainConfig) -> TrainResult:
     """Train a ChestNet as configured, writing `cfg.out` after every epoch.
