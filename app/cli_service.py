@@ -78,10 +78,10 @@ def _is_loopback(host: str) -> bool:
 
 
 def _settings_from_args(args: argparse.Namespace, fields: tuple[str, ...]) -> Any:
-    from app.settings import Settings
+    from app.settings import build_settings
 
     overrides = {f: getattr(args, f) for f in fields if getattr(args, f, None) is not None}
-    return Settings(**overrides)
+    return build_settings(**overrides)  # SettingsError: one line, exit status 2
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -215,9 +215,9 @@ def _batch(args: argparse.Namespace) -> int:
         )
     model_path = args.model
     if model_path is None:
-        from app.settings import Settings
+        from app.settings import build_settings
 
-        model_path = Settings().model
+        model_path = build_settings().model
     reports = load_reports_csv(args.reports) if args.reports else None
     predictor = None
     if model_path is not None:
