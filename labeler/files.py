@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from labeler.errors import InputError, NotTextError
-from labeler.schema import ReportLabels
+from labeler.schema import ATTRIBUTE_KEYS, ReportLabels
 
 __all__ = [
     "CHEXPERT_CODES",
@@ -171,13 +171,29 @@ def _column(spec: str) -> tuple[str, str | None]:
     return (header, field.rstrip("}")) if sep else (spec, None)
 
 
-def write_csv_header(writer: Any, columns: Sequence[str]) -> None:
-    """Header of a label CSV, in the label set's column order (`LabelSet.csv_columns`)."""
-    writer.writerow([_column(c)[0] for c in columns])
+def _label_columns(columns: Sequence[str]) -> list[str]:
+    return [c for c in columns if _column(c)[1] is None and c != NO_FINDING]
+
+
+def write_csv_header(writer: Any, columns: Sequence[str], *, attributes: bool = False) -> None:
+    """Header of a label CSV, in the label set's column order (`LabelSet.csv_columns`).
+
+    With `attributes`, one column per label and attribute follows, named
+    "<label> <attribute>" ("Effusion laterality"), after the label set's
+    columns so that readers of the plain layout still work.
+    """
+    labels = _label_columns(columns)
+    extra = [f"{lab} {key}" for lab in labels for key in ATTRIBUTE_KEYS] if attributes else []
+    writer.writerow([*(_column(c)[0] for c in columns), *extra])
 
 
 def write_csv_row(
-    writer: Any, result: ReportLabels, columns: Sequence[str], text: str | None = None
+    writer: Any,
+    result: ReportLabels,
+    columns: Sequence[str],
+    text: str | None = None,
+    *,
+    attributes: bool = False,
 ) -> None:
     """One CheXpert-style row: 1 / 0 / -1 / blank per label, No Finding 1 or blank.
 
@@ -186,6 +202,8 @@ def write_csv_row(
         result: the report's labels.
         columns: the label set's `csv_columns`.
         text: the report text, for a "Reports={text}" column (CheXpert's first column).
+        attributes: also the report's findings (locations joined by "; ",
+            blank where a label has no value).
     """
     fields = {"id": result.id, "text": text if isinstance(text, str) else "", "error": result.error}
     row = []
@@ -197,7 +215,21 @@ def write_csv_row(
             row.append("1" if result.no_finding and result.error is None else "")
         else:
             row.append(CHEXPERT_CODES[result.labels.get(header, "absent")])
+    if attributes:
+        row.extend(
+            _attribute_cell(result.findings.get(lab, {}).get(key))
+            for lab in _label_columns(columns)
+            for key in ATTRIBUTE_KEYS
+        )
     writer.writerow(row)
+
+
+def _attribute_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return "; ".join(str(v) for v in value)
+    return str(value)
 
 
 # --- label files for evaluation ------------------------------------------------------

@@ -21,6 +21,13 @@ from spacy.language import Language
 from spacy.tokens import Doc, Span
 
 from labeler.aggregate import aggregate, implied, is_no_finding
+from labeler.attributes import (
+    AttributeEvidence,
+    AttributeFinder,
+    aggregate_findings,
+    conflicting,
+    load_attribute_rules,
+)
 from labeler.components import HEDGED, MENTIONS_KEY, ConceptMatcher, DependencyRules, register
 from labeler.config import LabelerConfig
 from labeler.errors import EmptyReportError, LabelerError, NotTextError, ReportTooLongError
@@ -188,6 +195,8 @@ class _Found(NamedTuple):
     status: str
     rule: str | None
     negex: str | None
+    attributes: dict[str, object]
+    evidence: tuple[AttributeEvidence, ...]
     cue: str | None = None
 
 
@@ -210,6 +219,7 @@ class _Engine:
     config: LabelerConfig
     concepts: ConceptMatcher
     rules: DependencyRules
+    attributes: AttributeFinder
     label_set: LabelSet
     statements: StatementMatcher | None
     # sentence text -> verdicts of its mentions; insertion order = eviction order
@@ -273,23 +283,27 @@ class _Engine:
                 negex=f.negex,
                 section=section,
                 cue=f.cue,
+                attributes=f.attributes,
+                attribute_evidence=[_evidence_dict(ev, s, key) for ev in f.evidence],
             )
             for section, s, e, key in plan.sentences
             for f in verdicts[key.text]
             for a, b in (key.span(f.start, f.end),)
         ]
         extra = implied(mentions, self.label_set.implies)
+        statuses = aggregate([*mentions, *extra], labels)
         return ReportLabels(
             id=report_id,
-            labels=aggregate([*mentions, *extra], labels),
+            labels=statuses,
             no_finding=is_no_finding(mentions, ignore=self.label_set.no_finding_ignores),
             mentions=mentions,
+            findings=aggregate_findings(mentions, statuses, self.attributes.rules.severity_order),
         )
 
     def _verdicts(self, sentences: list[str]) -> dict[str, tuple[_Found, ...]]:
         """Verdicts for every sentence: from the cache, by matching alone, or by parsing."""
         found: dict[str, tuple[_Found, ...]] = {}
-        to_parse: dict[str, tuple[Doc, list[str | None]]] = {}
+        to_parse: dict[str, tuple[Doc, list[str | None], tuple[_Found, ...]]] = {}
         for sent in sentences:
             hit = self.cache.get(sent)
             if hit is not None:
@@ -303,12 +317,15 @@ class _Engine:
                 continue
             doc.spans[MENTIONS_KEY] = spans
             negex = self._negex(doc)
-            if self.rules.may_apply(t.lower_ for t in doc):
+            words = [t.lower_ for t in doc]
+            attrs = [] if self.rules.may_apply(words) else self.attributes.find(doc, spans, words)
+            if not attrs or any(conflicting(ev) for _, ev in attrs):
+                # a cue word may negate or hedge, or the attributes need the tree
                 to_parse[sent] = (doc, negex, stated)
             else:  # no cue word: nothing can negate or hedge these mentions
                 found[sent] = stated + tuple(
-                    _Found(sp.label_, sp.start_char, sp.end_char, *_plain(sp), ng)
-                    for sp, ng in zip(spans, negex, strict=True)
+                    _Found(sp.label_, sp.start_char, sp.end_char, *_plain(sp), ng, *at)
+                    for sp, ng, at in zip(spans, negex, attrs, strict=True)
                 )
         found.update(self._parse_and_decide(to_parse))
         for sent, verdicts in found.items():
@@ -326,7 +343,7 @@ class _Engine:
         if self.statements is None:
             return ()
         return tuple(
-            _Found(m.label, m.start, m.end, m.status, m.rule, None)
+            _Found(m.label, m.start, m.end, m.status, m.rule, None, {}, ())
             for m in self.statements.find(doc)
         )
 
@@ -357,11 +374,19 @@ class _Engine:
         out: dict[str, tuple[_Found, ...]] = {}
         for (sent, (_, negex, stated)), doc in zip(to_parse.items(), docs, strict=True):
             cues = self.rules.cues(doc)
+            spans = list(doc.spans[MENTIONS_KEY])
+            attrs = self.attributes.find(doc, spans)
             out[sent] = stated + tuple(
                 _Found(
-                    sp.label_, sp.start_char, sp.end_char, *_hedge(sp, v.status, v.rule), ng, v.cue
+                    sp.label_,
+                    sp.start_char,
+                    sp.end_char,
+                    *_hedge(sp, v.status, v.rule),
+                    ng,
+                    *at,
+                    v.cue,
                 )
-                for sp, ng in zip(doc.spans[MENTIONS_KEY], negex, strict=True)
+                for sp, ng, at in zip(spans, negex, attrs, strict=True)
                 for v in (self.rules.decide(sp, cues),)
             )
         return out
@@ -403,12 +428,25 @@ def _engine(nlp: Language, config: LabelerConfig) -> _Engine:
             if config.statements
             else None
         )
+        finder = AttributeFinder(nlp.make_doc, nlp.vocab, load_attribute_rules(config.attributes))
         per_nlp[config] = _Engine(
             nlp,
             config,
             concepts,  # type: ignore[arg-type]
             rules,  # type: ignore[arg-type]
+            finder,
             label_set,
             statements,
         )
     return per_nlp[config]
+
+
+def _evidence_dict(ev: AttributeEvidence, offset: int, key: ParseText) -> dict[str, object]:
+    start, end = key.span(ev.start, ev.end)  # parse-text offsets -> sentence offsets
+    return {
+        "attribute": ev.attribute,
+        "value": ev.value,
+        "rule": ev.rule,
+        "start": start + offset,
+        "end": end + offset,
+    }
