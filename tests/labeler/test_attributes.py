@@ -42,7 +42,7 @@ def attrs(label: Callable[[str], ReportLabels]) -> Attrs:
         ("Bilateral pleural effusions.", "Effusion", "bilateral"),
         ("Effusions in both lungs.", "Effusion", "bilateral"),
         ("Bibasilar atelectasis.", "Atelectasis", "bilateral"),
-        ("Opacity in the left lower lobe consistent with pneumonia.", "Pneumonia", None),
+        ("Opacity in the left lower lobe consistent with pneumonia.", "Pneumonia", "left"),
         ("Consolidation in the right middle lobe.", "Consolidation", "right"),
         ("Atelectasis in the lingula.", "Atelectasis", "left"),
         ("Left and right pleural effusions.", "Effusion", "bilateral"),
