@@ -47,7 +47,10 @@ def label_reports(
 
     Send `{"text": ...}` for one report (errors answer 422), or `{"reports": [...]}`
     for up to CXR_MAX_REPORTS_PER_REQUEST reports (a bad report gets `error` set,
-    the others are labeled). Report text is not stored, only its SHA-256.
+    the others are labeled). The response includes each finding's evidence (words,
+    sentence, offsets). The service stores the labels, offsets and rule ids with the
+    report's SHA-256; the evidence words and sentences only with
+    CXR_STORE_REPORT_TEXT=true, the full text never. Report text is never logged.
     """
     version = labeler.version
     if isinstance(body, ReportCreate):
@@ -57,6 +60,7 @@ def label_reports(
             [(result, _sha(body.text), body.study_instance_uid)],
             labeler_version=version,
             source="api",
+            store_text=settings.store_report_text,
         )
         metrics.reports.labels("api").inc()
         return ReportLabelsRead(**result.to_dict(), labeler_version=version)
@@ -75,6 +79,7 @@ def label_reports(
         ],
         labeler_version=version,
         source="api",
+        store_text=settings.store_report_text,
     )
     metrics.reports.labels("api").inc(len(results))
     return ReportBatchRead(
