@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import hashlib
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends, Request
 
 from app import crud
 from app.deps import MetricsDep, NlpDep, SessionDep, SettingsDep
-from app.errors import ServiceError
+from app.errors import ServiceError, UnsupportedMediaType
 from app.schemas import (
     ErrorRead,
     ReportBatchCreate,
@@ -17,7 +17,18 @@ from app.schemas import (
     ReportLabelsRead,
 )
 
-router = APIRouter(tags=["reports"])
+
+def require_json(request: Request) -> None:
+    """415 for a body sent as anything but JSON (FastAPI would answer a vague 422)."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/json" and not content_type.endswith("+json"):
+        raise UnsupportedMediaType(
+            f"Content-Type {content_type or 'missing'!r}: send the report as JSON "
+            '(Content-Type: application/json, body {"text": "..."} or {"reports": [...]})'
+        )
+
+
+router = APIRouter(tags=["reports"], dependencies=[Depends(require_json)])
 
 
 class TooManyReports(ServiceError):
