@@ -283,6 +283,7 @@ def create_app(settings: Settings | None = None, *, predictor: Any | None = None
                 zip_limits=state.zip_limits,
                 chunk_size=settings.batch_chunk_size,
                 metrics=metrics,
+                max_pixels=settings.max_pixels,
             )
             await run_in_threadpool(state.runner.start)
         try:
