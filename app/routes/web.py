@@ -61,7 +61,7 @@ def index(state: StateDep) -> HTMLResponse:
         "batchRoots": bool(state.settings.batch_roots),
     }
     if card is None:
-        model_line = "No image model loaded: image prediction is unavailable (report labeling works)."
+        model_line = "No image model loaded: image prediction is unavailable."
     else:
         model_line = f"Model {card.get('name')} {card.get('version')}"
     page = _template().substitute(

@@ -138,17 +138,19 @@ class Problems:
         self.items: list[str] = []
         page.on(
             "console",
-            lambda m: self.items.append(f"console {m.type}: {m.text}") if m.type == "error" else None,
+            lambda m: (
+                self.items.append(f"console {m.type}: {m.text}") if m.type == "error" else None
+            ),
         )
         page.on("pageerror", lambda e: self.items.append(f"page error: {e}"))
-        page.on(
-            "requestfailed", lambda r: self.items.append(f"request failed: {r.method} {r.url}")
-        )
+        page.on("requestfailed", lambda r: self.items.append(f"request failed: {r.method} {r.url}"))
         page.on(
             "response",
-            lambda r: self.items.append(f"HTTP {r.status}: {r.request.method} {r.url}")
-            if r.status >= 400
-            else None,
+            lambda r: (
+                self.items.append(f"HTTP {r.status}: {r.request.method} {r.url}")
+                if r.status >= 400
+                else None
+            ),
         )
 
 
@@ -285,9 +287,7 @@ def test_web_batch_job_followed_to_done(server: LiveServer, page: Any, tmp_path:
     done.first.wait_for(timeout=45_000)
     assert done.first.locator("progress").get_attribute("value") == "1"
     results = page.locator("#result-table tbody tr")
-    page.wait_for_function(
-        "() => document.querySelectorAll('#result-table tbody tr').length >= 10"
-    )
+    page.wait_for_function("() => document.querySelectorAll('#result-table tbody tr').length >= 10")
     total = results.count()
     page.locator("#filter-errors").check()
     failed = page.locator("#result-table tbody tr").count()
