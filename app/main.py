@@ -163,6 +163,7 @@ def _register_exception_handlers(app: FastAPI) -> None:
 
 def _startup(settings: Settings, metrics: Metrics, predictor: Any | None) -> AppState:
     """Blocking start-up work (run in a thread): database, labeler, model."""
+    from app.archive import zip_limits
     from app.db.migrate import upgrade
     from app.db.session import build_engine, build_sessionmaker
     from app.labeling import load_report_labeler
@@ -179,6 +180,7 @@ def _startup(settings: Settings, metrics: Metrics, predictor: Any | None) -> App
         storage=Storage(settings.storage_dir),
         metrics=metrics,
         api_keys=ApiKeys(settings.api_keys),
+        zip_limits=zip_limits(settings),
     )
     from labeler.config import LabelerConfig
 
@@ -248,7 +250,7 @@ def create_app(settings: Settings | None = None, *, predictor: Any | None = None
             )
             await state.inference.start()
         if settings.run_batch_jobs:
-            from app.batch import BatchRunner
+            from app.batch.runner import BatchRunner
 
             assert state.labeler is not None  # set by _startup
             state.runner = BatchRunner(
@@ -256,7 +258,7 @@ def create_app(settings: Settings | None = None, *, predictor: Any | None = None
                 labeler=state.labeler,
                 predictor=state.predictor,
                 storage_root=state.storage.root,
-                zip_limits=zip_limits(settings),
+                zip_limits=state.zip_limits,
                 chunk_size=settings.batch_chunk_size,
                 metrics=metrics,
             )
@@ -296,14 +298,3 @@ def create_app(settings: Settings | None = None, *, predictor: Any | None = None
     app.add_middleware(DemoHeaderMiddleware, fastapi_app=app)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app
-
-
-def zip_limits(settings: Settings) -> Any:
-    """The zip safety limits from settings."""
-    from app.archive import ZipLimits
-
-    return ZipLimits(
-        max_total_bytes=int(settings.zip_max_uncompressed_mb * 2**20),
-        max_ratio=settings.zip_max_ratio,
-        max_members=settings.zip_max_members,
-    )

@@ -24,6 +24,7 @@ from labeler.aggregate import aggregate, is_no_finding
 from labeler.components import MENTIONS_KEY, ConceptMatcher, DependencyRules, register
 from labeler.config import LabelerConfig
 from labeler.errors import EmptyReportError, LabelerError, NotTextError, ReportTooLongError
+from labeler.normalize import ParseText, clean_text, parse_text
 from labeler.schema import Mention, ReportLabels, labels_for
 from labeler.sections import labelled_spans, split_sentences
 from labeler.vocabulary import load_sections
@@ -185,10 +186,15 @@ class _Found(NamedTuple):
 
 @dataclass(frozen=True)
 class _Plan:
-    """A valid report and its labelled sentences: (section, start, end) in the text."""
+    """A valid report and its labelled sentences.
+
+    `sentences` holds (section, start, end, parse text): offsets into `text`,
+    and the normalised sentence the matcher and parser read, with its map
+    back to sentence offsets.
+    """
 
     text: str
-    sentences: list[tuple[str | None, int, int]]
+    sentences: list[tuple[str | None, int, int, ParseText]]
 
 
 @dataclass
@@ -205,7 +211,7 @@ class _Engine:
     ) -> list[ReportLabels]:
         plans = [self._plan(text, on_error) for _, text in batch]
         needed = dict.fromkeys(
-            p.text[s:e] for p in plans if isinstance(p, _Plan) for _, s, e in p.sentences
+            key.text for p in plans if isinstance(p, _Plan) for _, _, _, key in p.sentences
         )
         verdicts = self._verdicts(list(needed))
         return [
@@ -222,13 +228,15 @@ class _Engine:
                 raise
             return f"{type(exc).__name__}: {exc}"
         sections = load_sections(self.config.sections)
-        spans = labelled_spans(text, sections, use_sections=self.config.use_sections)
+        # one-for-one replacements only: offsets into `clean` index `text`
+        clean = clean_text(text)
+        spans = labelled_spans(clean, sections, use_sections=self.config.use_sections)
         return _Plan(
             text,
             [
-                (sec.name, s, e)
+                (sec.name, s, e, parse_text(clean[s:e]))
                 for sec in spans
-                for s, e in split_sentences(text, sec.start, sec.end)
+                for s, e in split_sentences(clean, sec.start, sec.end, sections.wrap_words)
             ],
         )
 
@@ -247,17 +255,18 @@ class _Engine:
         mentions = [
             Mention(
                 label=f.label,
-                text=text[s + f.start : s + f.end],
-                start=s + f.start,
-                end=s + f.end,
+                text=text[s + a : s + b],
+                start=s + a,
+                end=s + b,
                 sentence=text[s:e],
                 status=f.status,  # type: ignore[arg-type]
                 rule=f.rule,
                 negex=f.negex,
                 section=section,
             )
-            for section, s, e in plan.sentences
-            for f in verdicts[text[s:e]]
+            for section, s, e, key in plan.sentences
+            for f in verdicts[key.text]
+            for a, b in (key.span(f.start, f.end),)
         ]
         return ReportLabels(
             id=report_id,

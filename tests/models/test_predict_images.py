@@ -27,9 +27,10 @@ def test_predictor_returns_maps_and_boxes_in_original_pixels(demo_checkpoint: Pa
     first = results[0]
     assert set(first.probabilities) == set(predictor.labels)
     assert first.positive == predictor.labels
-    assert first.heatmaps["Nodule"].shape == (90, 130)
-    assert first.heatmaps["Nodule"].dtype == np.float32
-    assert first.heatmaps["Nodule"].min() >= 0.0 and first.heatmaps["Nodule"].max() <= 1.0
+    nodule = first.heatmaps["Nodule"].render()
+    assert nodule.shape == (90, 130) and nodule.dtype == np.float32
+    assert nodule.min() >= 0.0 and nodule.max() <= 1.0
+    assert first.heatmaps["Nodule"].render(9, 13).shape == (9, 13)
     assert first.boxes
     for b in first.boxes:
         assert b.x >= 0 and b.x + b.width <= 130 + 1e-6 and b.y + b.height <= 90 + 1e-6
