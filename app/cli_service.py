@@ -195,6 +195,13 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
         "is overwritten (and an existing --dataset folder is refused)",
     )
     p.add_argument("--chunk-size", type=int, default=8, help="images per forward pass")
+    p.add_argument(
+        "--max-pixels",
+        type=int,
+        default=50_000_000,
+        help="images with more pixels (rows x columns) fail from their header, undecoded, "
+        "like CXR_MAX_PIXELS in the service (50000000; 0: no limit)",
+    )
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning"])
     p.set_defaults(handler=_with_logging(_batch))
 
@@ -259,7 +266,11 @@ def _batch(args: argparse.Namespace) -> int:
 
     source = FolderSource(args.export_dir, exclude=[args.reports] if args.reports else [])
     processor = BatchProcessor(
-        source, labeler=load_report_labeler(), predictor=predictor, reports=reports
+        source,
+        labeler=load_report_labeler(),
+        predictor=predictor,
+        reports=reports,
+        max_pixels=args.max_pixels or None,
     )
     found = tqdm(source.scan(), desc="scanning", unit=" files", disable=None, file=sys.stderr)
     items = plan(list(found), previous, processor)  # the resume path shared with the service

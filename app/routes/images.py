@@ -85,7 +85,10 @@ _OPENAPI_BODY: dict[str, Any] = {
     response_model=PredictionRead,
     openapi_extra=_OPENAPI_BODY,
     responses={
-        413: {"model": ErrorRead, "description": "Upload over CXR_MAX_UPLOAD_MB."},
+        413: {
+            "model": ErrorRead,
+            "description": "Upload over CXR_MAX_UPLOAD_MB, or image over CXR_MAX_PIXELS.",
+        },
         415: {"model": ErrorRead, "description": "Not DICOM/PNG/JPEG, or an unsupported image."},
         422: {"model": ErrorRead, "description": "Corrupt DICOM, no pixel data."},
         503: {"model": ErrorRead, "description": "No model loaded (says how to get one)."},
@@ -104,7 +107,9 @@ async def predict_image(
     """
     start = time.perf_counter()
     data, name = await _read_upload(request)
-    meta, prepared, preview_png = await run_in_threadpool(_decode, inference.predictor, data, name)
+    meta, prepared, preview_png = await run_in_threadpool(
+        _decode, inference.predictor, data, name, state.settings.max_pixels
+    )
     decoded = time.perf_counter()
     prediction = await inference.predict(prepared)
     del prepared
@@ -124,7 +129,9 @@ async def predict_image(
     return prediction_read(row, timings=timings)
 
 
-def _decode(predictor: Any, data: bytes, name: str) -> tuple[Any, Any, bytes]:
+def _decode(
+    predictor: Any, data: bytes, name: str, max_pixels: int | None
+) -> tuple[Any, Any, bytes]:
     """Decode once, then keep only small copies: the model input and a display preview.
 
     The full-resolution float array (400 MB for a 10000 x 10000 image) is dropped before
@@ -133,7 +140,8 @@ def _decode(predictor: Any, data: bytes, name: str) -> tuple[Any, Any, bytes]:
     from app.inference import encode_preview
     from models.images import load_image
 
-    image = load_image(data, filename=name)
+    # Over CXR_MAX_PIXELS: refused from the header, before decoding (413).
+    image = load_image(data, filename=name, max_pixels=max_pixels)
     prepared = predictor.prepare(image.pixels)
     preview_png = encode_preview(image.pixels)
     return image.meta, prepared, preview_png
