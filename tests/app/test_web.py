@@ -40,6 +40,8 @@ from app.settings import Settings  # noqa: E402
 
 pytestmark = pytest.mark.issue(11)
 
+KEY = "s3cret-key-for-the-web-test"
+
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -306,7 +308,7 @@ def test_web_api_key_asked_once_and_sent(
     tmp_path_factory: pytest.TempPathFactory, browser: Any
 ) -> None:
     root = tmp_path_factory.mktemp("web-key")
-    with LiveServer(_settings(root, api_keys=["s3cret-key"])) as live:
+    with LiveServer(_settings(root, api_keys=[KEY])) as live:
         context = browser.new_context()
         page = context.new_page()
         page.set_default_timeout(TIMEOUT_MS)
@@ -320,10 +322,10 @@ def test_web_api_key_asked_once_and_sent(
         page.wait_for_load_state("networkidle")
         assert page.locator("#keybar").is_visible()
         assert sent == []  # nothing asked of the API before a key is given
-        page.locator("#apikey-input").fill("s3cret-key")
+        page.locator("#apikey-input").fill(KEY)
         page.locator("#keybar button[type=submit]").click()
         assert not page.locator("#keybar").is_visible()
-        assert page.evaluate("sessionStorage.getItem('cxr-api-key')") == "s3cret-key"
+        assert page.evaluate("sessionStorage.getItem('cxr-api-key')") == KEY
         page.locator("textarea").fill(REPORT)
         page.get_by_role("button", name="Label", exact=True).click()
         page.locator("#report-highlighted mark").first.wait_for()
@@ -331,7 +333,7 @@ def test_web_api_key_asked_once_and_sent(
         page.reload()
         page.wait_for_load_state("networkidle")
         assert not page.locator("#keybar").is_visible()
-        assert sent and all(k == "s3cret-key" for k in sent)
+        assert sent and all(k == KEY for k in sent)
         # No model on this service: the image input is disabled and says why.
         assert page.locator("#predict-file").is_disabled()
         context.close()
