@@ -177,6 +177,7 @@ class DicomwebClient:
 
     def _qido(self, path: str, params: dict[str, str]) -> Iterator[dict[str, Any]]:
         offset = 0
+        previous: list[Any] | None = None
         while True:
             page = params | {"limit": str(_PAGE), "offset": str(offset)}
             response = self._request("GET", path, params=page, headers={"Accept": _JSON})
@@ -191,10 +192,16 @@ class DicomwebClient:
                 ) from None
             if not isinstance(items, list):
                 raise DicomwebError(f"GET {self.url}/{path}: expected a JSON array of results")
+            if items == previous:  # a server that ignores offset: stop, don't loop
+                log.warning(
+                    "QIDO-RS %s/%s: the server ignores offset; paging stopped", self.url, path
+                )
+                return
             yield from (i for i in items if isinstance(i, dict))
             if len(items) < _PAGE:
                 return
             offset += len(items)
+            previous = items
 
     # ------------------------------------------------------------------ QIDO-RS
 
