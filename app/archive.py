@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from app.errors import UnsafeArchiveError
+from app.settings import Settings
 
-__all__ = ["ZipLimits", "check_zip", "extract_zip"]
+__all__ = ["ZipLimits", "check_zip", "extract_zip", "remove_tree", "zip_limits"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,15 @@ class ZipLimits:
     max_total_bytes: int
     max_ratio: float
     max_members: int
+
+
+def zip_limits(settings: Settings) -> ZipLimits:
+    """The limits from settings; built once at start-up and kept on the app state."""
+    return ZipLimits(
+        max_total_bytes=int(settings.zip_max_uncompressed_mb * 2**20),
+        max_ratio=settings.zip_max_ratio,
+        max_members=settings.zip_max_members,
+    )
 
 
 def _safe_name(name: str) -> PurePosixPath:

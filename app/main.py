@@ -123,10 +123,15 @@ def _register_exception_handlers(app: FastAPI) -> None:
     )
 
     async def image_error(_: Request, exc: Exception) -> JSONResponse:
+        # 413: larger than CXR_MAX_PIXELS or the per-side limit (refused before decoding);
         # 415: we cannot handle this kind of file; 422: it claims to be DICOM but is
         # corrupt, has no pixels, or is out of range.
-        unsupported = isinstance(exc, UnsupportedImageError | UnsupportedTransferSyntax)
-        status = 415 if unsupported and not isinstance(exc, ImageTooLargeError) else 422
+        if isinstance(exc, ImageTooLargeError):
+            status = 413
+        elif isinstance(exc, UnsupportedImageError | UnsupportedTransferSyntax):
+            status = 415
+        else:
+            status = 422
         return _error(status, str(exc), type(exc).__name__)
 
     async def labeler_error(_: Request, exc: Exception) -> JSONResponse:
@@ -163,6 +168,7 @@ def _register_exception_handlers(app: FastAPI) -> None:
 
 def _startup(settings: Settings, metrics: Metrics, predictor: Any | None) -> AppState:
     """Blocking start-up work (run in a thread): database, labeler, model."""
+    from app.archive import zip_limits
     from app.db.migrate import upgrade
     from app.db.session import build_engine, build_sessionmaker
     from app.labeling import load_report_labeler
@@ -179,6 +185,7 @@ def _startup(settings: Settings, metrics: Metrics, predictor: Any | None) -> App
         storage=Storage(settings.storage_dir),
         metrics=metrics,
         api_keys=ApiKeys(settings.api_keys),
+        zip_limits=zip_limits(settings),
     )
     from labeler.config import LabelerConfig
 
@@ -248,7 +255,7 @@ def create_app(settings: Settings | None = None, *, predictor: Any | None = None
             )
             await state.inference.start()
         if settings.run_batch_jobs:
-            from app.batch import BatchRunner
+            from app.batch.runner import BatchRunner
 
             assert state.labeler is not None  # set by _startup
             state.runner = BatchRunner(
@@ -256,9 +263,10 @@ def create_app(settings: Settings | None = None, *, predictor: Any | None = None
                 labeler=state.labeler,
                 predictor=state.predictor,
                 storage_root=state.storage.root,
-                zip_limits=zip_limits(settings),
+                zip_limits=state.zip_limits,
                 chunk_size=settings.batch_chunk_size,
                 metrics=metrics,
+                max_pixels=settings.max_pixels,
             )
             await run_in_threadpool(state.runner.start)
         try:
@@ -295,14 +303,3 @@ def create_app(settings: Settings | None = None, *, predictor: Any | None = None
     app.add_middleware(DemoHeaderMiddleware, fastapi_app=app)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app
-
-
-def zip_limits(settings: Settings) -> Any:
-    """The zip safety limits from settings."""
-    from app.archive import ZipLimits
-
-    return ZipLimits(
-        max_total_bytes=int(settings.zip_max_uncompressed_mb * 2**20),
-        max_ratio=settings.zip_max_ratio,
-        max_members=settings.zip_max_members,
-    )

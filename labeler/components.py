@@ -264,10 +264,15 @@ def _in_list(cue: Token, mention: Span, breakers: frozenset[str]) -> str | None:
     end = mention.end
     while end < len(doc) and is_item(doc[end]):
         end += 1
-    if any(t.lower_ in _LIST_CLOSERS for t in doc[cue.i + 1 : end]):
-        return _ITEM
-    own = doc[commas[-1] + 1 : mention.end]
-    return _CUT if any(t.lower_ in breakers for t in own) else _OPEN
+    closers = {t.lower_ for t in doc[cue.i + 1 : end]} & _LIST_CLOSERS
+    if closers - {"and"}:
+        return _ITEM  # "no A, B, or large C": "or"/"nor" carry the negation to every item
+    # "no A, mild B and C": from the first item after a comma that carries a
+    # severity or course word on, the items are findings of their own
+    later = doc[commas[0] + 1 : mention.end]
+    if any(t.lower_ in breakers for t in later):
+        return _CUT
+    return _ITEM if closers else _OPEN
 
 
 def register() -> None:

@@ -91,6 +91,8 @@ class SectionSet:
     headers: dict[str, tuple[str, ...]]
     label_sections: frozenset[str]
     never_label: frozenset[str] = field(default_factory=frozenset)
+    #: words after which a line break is a hard wrap, never a sentence end
+    wrap_words: frozenset[str] = field(default_factory=frozenset)
 
 
 def _read_yaml(name: str) -> tuple[str, dict[str, Any]]:
@@ -290,4 +292,5 @@ def load_sections(name: str = "sections.v1") -> SectionSet:
         headers=parsed,
         label_sections=label_sections,
         never_label=frozenset(str(s).lower() for s in data.get("never_label") or ()),
+        wrap_words=frozenset(str(w).lower() for w in data.get("wrap_words") or ()),
     )

@@ -19,7 +19,7 @@ from starlette.datastructures import UploadFile
 
 from app import crud
 from app.archive import check_zip
-from app.batch import result_line
+from app.batch.results import result_line
 from app.db.models import BatchJob
 from app.deps import AppState, SessionDep, StateDep
 from app.errors import BatchSourceError, NotFound, ServiceError, UnsupportedMediaType
@@ -166,9 +166,7 @@ async def create_batch(request: Request, response: Response, state: StateDep) ->
                 raise BadBatchRequest("multipart batch upload without a `file` field (the zip)")
             zip_path = await run_in_threadpool(_save_upload, state, upload, ".zip")
             try:
-                from app.main import zip_limits
-
-                await run_in_threadpool(check_zip, zip_path, zip_limits(settings))
+                await run_in_threadpool(check_zip, zip_path, state.zip_limits)
             except ServiceError:
                 zip_path.unlink(missing_ok=True)
                 raise
@@ -228,25 +226,23 @@ def list_batches(
     ]
 
 
-class JobBusy(ServiceError):
-    """The job is still queued or running."""
-
-    status_code = 409
-
-
 @router.delete(
     "/batches/{job_id}",
     status_code=204,
-    responses={404: {"model": ErrorRead}, 409: {"model": ErrorRead}},
-    summary="Delete a finished batch job and its results",
+    responses={404: {"model": ErrorRead}},
+    summary="Delete a batch job and its results, cancelling it if it runs",
 )
 def delete_batch(job_id: str, session: SessionDep, state: StateDep) -> Response:
-    """Remove a done or failed job, its per-file results and any files it kept."""
+    """Remove a job, its per-file results and any files it kept.
+
+    A queued or running job is cancelled first: the runner stops between two files and
+    records nothing more for it.
+    """
     job = crud.get_batch_job(session, job_id)
     if job is None:
         raise NotFound(f"no batch job {job_id!r}")
-    if job.state in crud.UNFINISHED:
-        raise JobBusy(f"batch job {job_id} is {job.state}; delete it once it is done or failed")
+    if job.state in crud.UNFINISHED and state.runner is not None:
+        state.runner.cancel(job_id)
     crud.delete_batch_job(session, job)
     state.storage.remove_job_dir(job_id)
     return Response(status_code=204)

@@ -229,6 +229,11 @@ def test_rules_laterality_left_is_not_a_verb(
         ("No effusion, increased interstitial edema.", "Edema"),
         ("Without pneumothorax, persistent left basilar atelectasis.", "Atelectasis"),
         ("Possible pneumonia, trace right effusion.", "Effusion"),
+        # issue 8: closed by "and", a severity word still starts findings of their own
+        ("No pneumothorax, small effusion and consolidation.", "Effusion"),
+        ("No pneumothorax, small effusion and consolidation.", "Consolidation"),
+        ("No effusion, mild atelectasis and cardiomegaly.", "Atelectasis"),
+        ("No effusion, mild atelectasis and cardiomegaly.", "Cardiomegaly"),
     ],
 )
 def test_rules_unclosed_list_item_with_own_modifier_is_its_own_finding(
@@ -245,7 +250,7 @@ def test_rules_unclosed_list_item_with_own_modifier_is_its_own_finding(
         ("No effusion, pneumothorax, or consolidation.", "Pneumothorax"),
         ("No effusion, pneumothorax, or consolidation.", "Consolidation"),
         ("No pneumothorax, large pleural effusion, or consolidation.", "Effusion"),
-        ("No pneumothorax, small effusion and consolidation.", "Effusion"),
+        ("No effusion, pneumothorax and consolidation.", "Consolidation"),
         ("Lungs are clear of edema, large effusion, or pneumothorax.", "Effusion"),
         ("No effusion or mild edema.", "Edema"),
         ("No focal consolidation, pleural effusion, pneumothorax.", "Pneumothorax"),
