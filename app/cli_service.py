@@ -61,6 +61,12 @@ def _register_serve(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--host", help="address to bind (default 127.0.0.1, or CXR_HOST)")
     p.add_argument("--port", type=int, help="port (default 8000, or CXR_PORT)")
     p.add_argument("--model", type=Path, help="checkpoint to serve (or CXR_MODEL)")
+    p.add_argument(
+        "--demo",
+        action="store_true",
+        help="serve a small DEMO model trained on synthetic phantoms (built on first use in "
+        "about a minute, cached in the storage folder; flagged as a demo in every response)",
+    )
     p.add_argument("--device", help="auto (default), cpu, cuda, cuda:1")
     p.add_argument("--storage-dir", type=Path, help="storage folder (or CXR_STORAGE_DIR)")
     p.add_argument("--database-url", help="SQLAlchemy URL (or CXR_DATABASE_URL)")
@@ -94,6 +100,15 @@ def _serve(args: argparse.Namespace) -> int:
             "could use the API. Set CXR_API_KEYS (make a key with `cxr apikey`), or use "
             "--host 127.0.0.1"
         )
+    if getattr(args, "demo", False):
+        if settings.model is not None:
+            raise CommandError(
+                f"--demo serves the demo model, but a model is also given ({settings.model}, "
+                "from --model or CXR_MODEL): drop one of them"
+            )
+        from app.demo import ensure_demo_model
+
+        settings = settings.model_copy(update={"model": ensure_demo_model(settings.storage_dir)})
     predictor = None
     if settings.model is not None:
         if not settings.model.is_file():

@@ -292,10 +292,11 @@ def create_app(settings: Settings | None = None, *, predictor: Any | None = None
     app.state.metrics = metrics
     _register_exception_handlers(app)
 
-    from app.routes import batches, health, images, predictions, reports
+    from app.routes import batches, health, images, predictions, reports, web
 
     secured = [Depends(require_api_key)]
     app.include_router(health.router)
+    app.include_router(web.router)  # the page at `/`; its data calls /v1 with the key
     for module in (reports, images, predictions, batches):
         app.include_router(module.router, prefix="/v1", dependencies=secured)
 

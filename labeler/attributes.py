@@ -109,6 +109,7 @@ class AttributeRules:
     plural_rule: str
     plural_labels: frozenset[str]
     place_nouns: frozenset[str] = frozenset()
+    links: frozenset[str] = frozenset()
 
     @functools.cached_property
     def size_pattern(self) -> re.Pattern[str]:
@@ -175,6 +176,7 @@ def load_attribute_rules(name: str = "attributes.v1") -> AttributeRules:
         plural_rule=str(plural.get("id", "count.plural")),
         plural_labels=frozenset(str(x) for x in plural.get("labels") or ()),
         place_nouns=frozenset(str(x).lower() for x in data.get("place_nouns") or ()),
+        links=frozenset(str(x).lower() for x in data.get("same_finding_links") or ()),
     )
 
 
@@ -221,6 +223,16 @@ class AttributeFinder:
         """Whether a sentence of these lower-cased words can hold any attribute."""
         return any(w in self.trigger_words or w[:1].isdigit() for w in words)
 
+    def needs_parse(self, words: Sequence[str], n_mentions: int) -> bool:
+        """Whether a sentence's attributes need the tree even without a cue word.
+
+        Two findings joined by a link word ("opacities likely representing
+        atelectasis") share their attributes only through the parse.
+        """
+        return (
+            n_mentions > 1 and any(w in self.rules.links for w in words) and self.may_apply(words)
+        )
+
     def find(
         self, doc: Doc, mentions: Sequence[Span], words: Sequence[str] | None = None
     ) -> list[tuple[dict[str, Any], tuple[AttributeEvidence, ...]]]:
@@ -249,7 +261,7 @@ class AttributeFinder:
         for idx, mention in enumerate(mentions):
             anchors = set(range(mention.start, mention.end))
             if parsed:
-                scope, np_left, anchors = _scope(mention, roots)
+                scope, np_left, anchors = _scope(mention, roots, self.rules.links)
             else:
                 scope, np_left = _window(doc, mentions, idx)
             mine: list[AttributeEvidence] = []
@@ -346,7 +358,9 @@ def _own_phrase(root: Token, other_roots: set[int]) -> set[int]:
     return keep
 
 
-def _scope(mention: Span, mention_roots: set[int]) -> tuple[set[int], set[int], set[int]]:
+def _scope(
+    mention: Span, mention_roots: set[int], links: frozenset[str] = frozenset()
+) -> tuple[set[int], set[int], set[int]]:
     """Tokens that may describe `mention` on the parse, its own pre-modifiers, and anchors.
 
     Anchors are the tokens that stand for the finding itself: the mention, its
@@ -402,7 +416,39 @@ def _scope(mention: Span, mention_roots: set[int]) -> tuple[set[int], set[int], 
             head = noun
             continue
         break
+    named = _linked_noun(root, links)
+    if named is not None:
+        scope |= _own_phrase(named, others - {named.i})
+        anchors.add(named.i)
     return scope, np_left, anchors
+
+
+def _linked_noun(root: Token, links: frozenset[str]) -> Token | None:
+    """The noun that a link word says is the same finding as `root`, if any.
+
+    "opacities likely representing atelectasis": the subject of the link verb;
+    "opacity consistent with atelectasis", "angle which may represent an
+    effusion": the noun the link hangs on.
+    """
+    tok = root
+    for _ in range(_MAX_UP):
+        link = tok.head
+        if link.i == tok.i:
+            return None
+        if link.lower_ in links:
+            for child in link.children:
+                if child.dep_ in ("nsubj", "nsubjpass") and child.tag_.startswith("NN"):
+                    return child
+            up = link
+            for _ in range(3):
+                if up.head.i == up.i:
+                    return None
+                up = up.head
+                if up.tag_.startswith("NN"):
+                    return up
+            return None
+        tok = link
+    return None
 
 
 def _left_modifier(tok: Token, root: Token) -> bool:

@@ -306,7 +306,11 @@ class _Engine:
             doc.spans[MENTIONS_KEY] = spans
             negex = self._negex(doc)
             words = [t.lower_ for t in doc]
-            attrs = [] if self.rules.may_apply(words) else self.attributes.find(doc, spans, words)
+            attrs = (
+                []
+                if self.rules.may_apply(words) or self.attributes.needs_parse(words, len(spans))
+                else self.attributes.find(doc, spans, words)
+            )
             if not attrs or any(conflicting(ev) for _, ev in attrs):
                 # a cue word may negate or hedge, or the attributes need the tree
                 to_parse[sent] = (doc, negex)

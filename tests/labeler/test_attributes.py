@@ -42,7 +42,7 @@ def attrs(label: Callable[[str], ReportLabels]) -> Attrs:
         ("Bilateral pleural effusions.", "Effusion", "bilateral"),
         ("Effusions in both lungs.", "Effusion", "bilateral"),
         ("Bibasilar atelectasis.", "Atelectasis", "bilateral"),
-        ("Opacity in the left lower lobe consistent with pneumonia.", "Pneumonia", None),
+        ("Opacity in the left lower lobe consistent with pneumonia.", "Pneumonia", "left"),
         ("Consolidation in the right middle lobe.", "Consolidation", "right"),
         ("Atelectasis in the lingula.", "Atelectasis", "left"),
         ("Left and right pleural effusions.", "Effusion", "bilateral"),
@@ -297,3 +297,27 @@ def test_packaged_attribute_file_loads() -> None:
     assert rules.severity_order == ("minimal", "mild", "moderate", "severe")
     ids = [t.id for t in rules.terms]
     assert len(ids) == len(set(ids)), "term ids must be unique"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "Bibasilar opacities likely representing atelectasis.",
+            {"laterality": "bilateral", "location": ["basilar"]},
+        ),
+        (
+            "Stable left retrocardiac opacity consistent with atelectasis.",
+            {"laterality": "left", "location": ["retrocardiac"], "change": "unchanged"},
+        ),
+        (
+            "Right lower lobe opacity, concerning for atelectasis.",
+            {"laterality": "right", "location": ["right lower lobe"]},
+        ),
+    ],
+)
+def test_a_finding_named_twice_shares_its_attributes(
+    attrs: Attrs, text: str, expected: dict[str, Any]
+) -> None:
+    # "X representing / consistent with / concerning for Y": one finding, two names
+    assert attrs(text, "Atelectasis") == expected
