@@ -260,6 +260,7 @@ def create_app(settings: Settings | None = None, *, predictor: Any | None = None
                 storage_root=state.storage.root,
                 zip_limits=state.zip_limits,
                 chunk_size=settings.batch_chunk_size,
+                file_timeout_s=settings.batch_file_timeout_s,
                 metrics=metrics,
             )
             await run_in_threadpool(state.runner.start)
