@@ -35,6 +35,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         help="jsonl (default; full evidence) or csv (CheXpert convention: 1, 0, -1, blank); "
         "default: from the output suffix",
     )
+    p.add_argument(
+        "--attribute-columns",
+        action="store_true",
+        help="csv: add '<label> <attribute>' columns (laterality, location, severity, size_mm, "
+        "count, change) after the label columns; JSONL always carries them as `findings`",
+    )
     p.add_argument("--input-format", choices=["csv", "jsonl", "folder"], help="default: detect")
     p.add_argument("--id-column", default="id", help="CSV column / JSON key of the id (id)")
     p.add_argument(
@@ -80,7 +86,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             "Per-label precision, recall and F1 with micro and macro totals. PRED is "
             "`cxr label` JSONL or a CSV (id + label columns, 1/0/-1/blank); GOLD is a CSV "
             "with an id column and one column per label (1/0 or 1/0/-1/blank). A `No Finding` "
-            "column, when both have it, is scored apart from the totals."
+            "column, when both have it, is scored apart from the totals. A GOLD with the "
+            "columns id, label, attribute, expected scores finding attributes instead "
+            "(accuracy per attribute; PRED must be `cxr label` JSONL)."
         ),
     )
     e.add_argument("pred", help="predictions: cxr label JSONL, or CSV")
@@ -205,7 +213,7 @@ def _label(args: argparse.Namespace) -> int:
             return _fail("label", f"cannot open output: {exc}")
         writer = csv.writer(out) if out_format == "csv" else None
         if writer is not None:
-            write_csv_header(writer, label_names)
+            write_csv_header(writer, label_names, attributes=args.attribute_columns)
         reject_writer = csv.writer(rejects) if rejects else None
         if reject_writer is not None:
             reject_writer.writerow(["id", "error"])
@@ -225,7 +233,7 @@ def _label(args: argparse.Namespace) -> int:
         try:
             for result in results:
                 if writer is not None:
-                    write_csv_row(writer, result, label_names)
+                    write_csv_row(writer, result, label_names, attributes=args.attribute_columns)
                 else:
                     write_jsonl(result, out)
                 if result.error is not None:
@@ -258,6 +266,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     from labeler.schema import labels_for
     from labeler.scoring import format_table, score_labels
 
+    if _is_attribute_gold(Path(args.gold)):
+        return _evaluate_attributes(args)
     names = [lab.value for lab in labels_for(args.labels)]
     unknown = sorted(set(args.ignore) - set(names))
     if unknown:
@@ -279,6 +289,46 @@ def _evaluate(args: argparse.Namespace) -> int:
         uncertain=args.uncertain,
     )
     sys.stdout.write(format_table(scores) + "\n")
+    if args.output:
+        try:
+            Path(args.output).write_text(json.dumps(scores.to_dict(), indent=2) + "\n")
+        except OSError as exc:
+            return _fail("evaluate-labels", f"cannot write {args.output}: {exc}")
+    return _EXIT_OK
+
+
+def _is_attribute_gold(path: object) -> bool:
+    """Whether GOLD is an attribute gold CSV (columns id, label, attribute, expected)."""
+    import csv
+    from pathlib import Path
+
+    try:
+        with Path(str(path)).open(encoding="utf-8", newline="") as f:
+            header = next(csv.reader(f), [])
+    except (OSError, UnicodeDecodeError):
+        return False  # the label path reports the error
+    return {"attribute", "expected", "label"} <= {h.strip() for h in header}
+
+
+def _evaluate_attributes(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from labeler.attribute_scoring import (
+        format_attribute_table,
+        read_attribute_gold,
+        read_findings,
+        score_attributes,
+    )
+    from labeler.errors import LabelerError
+
+    try:
+        gold = read_attribute_gold(Path(args.gold))
+        findings = read_findings(Path(args.pred))
+    except LabelerError as exc:
+        return _fail("evaluate-labels", str(exc))
+    scores = score_attributes(findings, gold)
+    sys.stdout.write(format_attribute_table(scores) + "\n")
     if args.output:
         try:
             Path(args.output).write_text(json.dumps(scores.to_dict(), indent=2) + "\n")

@@ -63,6 +63,12 @@ def _register_serve(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--host", help="address to bind (default 127.0.0.1, or CXR_HOST)")
     p.add_argument("--port", type=int, help="port (default 8000, or CXR_PORT)")
     p.add_argument("--model", type=Path, help="checkpoint to serve (or CXR_MODEL)")
+    p.add_argument(
+        "--demo",
+        action="store_true",
+        help="serve a small DEMO model trained on synthetic phantoms (built on first use in "
+        "about a minute, cached in the storage folder; flagged as a demo in every response)",
+    )
     p.add_argument("--device", help="auto (default), cpu, cuda, cuda:1")
     p.add_argument("--storage-dir", type=Path, help="storage folder (or CXR_STORAGE_DIR)")
     p.add_argument("--database-url", help="SQLAlchemy URL (or CXR_DATABASE_URL)")
@@ -96,6 +102,15 @@ def _serve(args: argparse.Namespace) -> int:
             "could use the API. Set CXR_API_KEYS (make a key with `cxr apikey`), or use "
             "--host 127.0.0.1"
         )
+    if getattr(args, "demo", False):
+        if settings.model is not None:
+            raise CommandError(
+                f"--demo serves the demo model, but a model is also given ({settings.model}, "
+                "from --model or CXR_MODEL): drop one of them"
+            )
+        from app.demo import ensure_demo_model
+
+        settings = settings.model_copy(update={"model": ensure_demo_model(settings.storage_dir)})
     predictor = None
     if settings.model is not None:
         if not settings.model.is_file():
@@ -184,6 +199,13 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
         "is overwritten (and an existing --dataset folder is refused)",
     )
     p.add_argument("--chunk-size", type=int, default=8, help="images per forward pass")
+    p.add_argument(
+        "--max-pixels",
+        type=int,
+        default=50_000_000,
+        help="images with more pixels (rows x columns) fail from their header, undecoded, "
+        "like CXR_MAX_PIXELS in the service (50000000; 0: no limit)",
+    )
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning"])
     p.set_defaults(handler=_with_logging(_batch))
 
@@ -282,6 +304,7 @@ def _run_batch(
         predictor=predictor,
         reports=reports,
         file_timeout_s=settings.batch_file_timeout_s,
+        max_pixels=args.max_pixels or None,
     )
     found = tqdm(source.scan(), desc="scanning", unit=" files", disable=None, file=sys.stderr)
     try:

@@ -123,10 +123,15 @@ def _register_exception_handlers(app: FastAPI) -> None:
     )
 
     async def image_error(_: Request, exc: Exception) -> JSONResponse:
+        # 413: larger than CXR_MAX_PIXELS or the per-side limit (refused before decoding);
         # 415: we cannot handle this kind of file; 422: it claims to be DICOM but is
         # corrupt, has no pixels, or is out of range.
-        unsupported = isinstance(exc, UnsupportedImageError | UnsupportedTransferSyntax)
-        status = 415 if unsupported and not isinstance(exc, ImageTooLargeError) else 422
+        if isinstance(exc, ImageTooLargeError):
+            status = 413
+        elif isinstance(exc, UnsupportedImageError | UnsupportedTransferSyntax):
+            status = 415
+        else:
+            status = 422
         return _error(status, str(exc), type(exc).__name__)
 
     async def labeler_error(_: Request, exc: Exception) -> JSONResponse:
@@ -262,6 +267,7 @@ def create_app(settings: Settings | None = None, *, predictor: Any | None = None
                 chunk_size=settings.batch_chunk_size,
                 file_timeout_s=settings.batch_file_timeout_s,
                 metrics=metrics,
+                max_pixels=settings.max_pixels,
             )
             await run_in_threadpool(state.runner.start)
         try:
@@ -287,10 +293,11 @@ def create_app(settings: Settings | None = None, *, predictor: Any | None = None
     app.state.metrics = metrics
     _register_exception_handlers(app)
 
-    from app.routes import batches, health, images, predictions, reports
+    from app.routes import batches, health, images, predictions, reports, web
 
     secured = [Depends(require_api_key)]
     app.include_router(health.router)
+    app.include_router(web.router)  # the page at `/`; its data calls /v1 with the key
     for module in (reports, images, predictions, batches):
         app.include_router(module.router, prefix="/v1", dependencies=secured)
 

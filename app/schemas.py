@@ -15,6 +15,7 @@ __all__ = [
     "ErrorRead",
     "HealthRead",
     "ImageRead",
+    "AttributeEvidenceRead",
     "MentionRead",
     "ModelCardRead",
     "PredictionRead",
@@ -75,6 +76,16 @@ class ReportBatchCreate(BaseModel):
     reports: list[ReportCreate] = Field(min_length=1)
 
 
+class AttributeEvidenceRead(BaseModel):
+    """Why a mention has an attribute value: the rule id and the words (report offsets)."""
+
+    attribute: str
+    value: str | int | float
+    rule: str
+    start: int
+    end: int
+
+
 class MentionRead(BaseModel):
     """A finding mention with its character span and the rule that decided it."""
 
@@ -87,6 +98,12 @@ class MentionRead(BaseModel):
     rule: str | None = None
     negex: str | None = None
     section: str | None = None
+    attributes: dict[str, Any] = Field(
+        default_factory=dict,
+        description="laterality, location (list), severity, size_mm, count, change; "
+        "keys without a value are left out",
+    )
+    attribute_evidence: list[AttributeEvidenceRead] = Field(default_factory=list)
 
 
 class ReportLabelsRead(BaseModel):
@@ -110,6 +127,11 @@ class ReportLabelsRead(BaseModel):
     labels: dict[str, str]
     no_finding: bool
     mentions: list[MentionRead] = Field(default_factory=list)
+    findings: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="per label that is not absent: status, laterality, location (list), "
+        "severity, size_mm, count, change; keys without a value are left out",
+    )
     error: str | None = None
     labeler_version: str
 

@@ -80,6 +80,13 @@ class Settings(BaseSettings):
     zip_max_members: int = Field(
         default=50_000, gt=0, description="Refuse zips with more members than this."
     )
+    max_pixels: int | None = Field(
+        default=50_000_000,
+        gt=0,
+        description="Largest image accepted, in pixels (rows x columns), read from the DICOM or "
+        "PNG/JPEG header before decoding; larger ones answer 413. Empty: no limit beyond "
+        "10000 per side.",
+    )
     max_reports_per_request: int = Field(default=256, gt=0)
     max_report_chars: int = Field(default=100_000, gt=0)
     inference_max_batch: int = Field(
@@ -107,7 +114,7 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, gt=0, lt=65536)
 
-    @field_validator("model", "database_url", mode="before")
+    @field_validator("model", "database_url", "max_pixels", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         # `CXR_MODEL=` (as docker-compose writes an unset optional) means "none".

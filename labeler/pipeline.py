@@ -21,6 +21,13 @@ from spacy.language import Language
 from spacy.tokens import Doc
 
 from labeler.aggregate import aggregate, is_no_finding
+from labeler.attributes import (
+    AttributeEvidence,
+    AttributeFinder,
+    aggregate_findings,
+    conflicting,
+    load_attribute_rules,
+)
 from labeler.components import MENTIONS_KEY, ConceptMatcher, DependencyRules, register
 from labeler.config import LabelerConfig
 from labeler.errors import EmptyReportError, LabelerError, NotTextError, ReportTooLongError
@@ -182,6 +189,8 @@ class _Found(NamedTuple):
     status: str
     rule: str | None
     negex: str | None
+    attributes: dict[str, object]
+    evidence: tuple[AttributeEvidence, ...]
 
 
 @dataclass(frozen=True)
@@ -203,6 +212,7 @@ class _Engine:
     config: LabelerConfig
     concepts: ConceptMatcher
     rules: DependencyRules
+    attributes: AttributeFinder
     # sentence text -> verdicts of its mentions; insertion order = eviction order
     cache: dict[str, tuple[_Found, ...]] = field(default_factory=dict)
 
@@ -263,16 +273,20 @@ class _Engine:
                 rule=f.rule,
                 negex=f.negex,
                 section=section,
+                attributes=f.attributes,
+                attribute_evidence=[_evidence_dict(ev, s) for ev in f.evidence],
             )
             for section, s, e, key in plan.sentences
             for f in verdicts[key.text]
             for a, b in (key.span(f.start, f.end),)
         ]
+        statuses = aggregate(mentions, labels)
         return ReportLabels(
             id=report_id,
-            labels=aggregate(mentions, labels),
+            labels=statuses,
             no_finding=is_no_finding(mentions),
             mentions=mentions,
+            findings=aggregate_findings(mentions, statuses, self.attributes.rules.severity_order),
         )
 
     def _verdicts(self, sentences: list[str]) -> dict[str, tuple[_Found, ...]]:
@@ -291,12 +305,19 @@ class _Engine:
                 continue
             doc.spans[MENTIONS_KEY] = spans
             negex = self._negex(doc)
-            if self.rules.may_apply(t.lower_ for t in doc):
+            words = [t.lower_ for t in doc]
+            attrs = (
+                []
+                if self.rules.may_apply(words) or self.attributes.needs_parse(words, len(spans))
+                else self.attributes.find(doc, spans, words)
+            )
+            if not attrs or any(conflicting(ev) for _, ev in attrs):
+                # a cue word may negate or hedge, or the attributes need the tree
                 to_parse[sent] = (doc, negex)
             else:  # no cue word: nothing can negate or hedge these mentions
                 found[sent] = tuple(
-                    _Found(sp.label_, sp.start_char, sp.end_char, "positive", None, ng)
-                    for sp, ng in zip(spans, negex, strict=True)
+                    _Found(sp.label_, sp.start_char, sp.end_char, "positive", None, ng, *at)
+                    for sp, ng, at in zip(spans, negex, attrs, strict=True)
                 )
         found.update(self._parse_and_decide(to_parse))
         if self.config.cache_size:
@@ -334,9 +355,11 @@ class _Engine:
         out: dict[str, tuple[_Found, ...]] = {}
         for (sent, (_, negex)), doc in zip(to_parse.items(), docs, strict=True):
             cues = self.rules.cues(doc)
+            spans = list(doc.spans[MENTIONS_KEY])
+            attrs = self.attributes.find(doc, spans)
             out[sent] = tuple(
-                _Found(sp.label_, sp.start_char, sp.end_char, v.status, v.rule, ng)
-                for sp, ng in zip(doc.spans[MENTIONS_KEY], negex, strict=True)
+                _Found(sp.label_, sp.start_char, sp.end_char, v.status, v.rule, ng, *at)
+                for sp, ng, at in zip(spans, negex, attrs, strict=True)
                 for v in (self.rules.decide(sp, cues),)
             )
         return out
@@ -357,5 +380,16 @@ def _engine(nlp: Language, config: LabelerConfig) -> _Engine:
             raise LabelerError(
                 "nlp lacks the labeler components; build it with labeler.pipeline.build_nlp(config)"
             ) from None
-        per_nlp[config] = _Engine(nlp, config, concepts, rules)  # type: ignore[arg-type]
+        finder = AttributeFinder(nlp.make_doc, nlp.vocab, load_attribute_rules(config.attributes))
+        per_nlp[config] = _Engine(nlp, config, concepts, rules, finder)  # type: ignore[arg-type]
     return per_nlp[config]
+
+
+def _evidence_dict(ev: AttributeEvidence, offset: int) -> dict[str, object]:
+    return {
+        "attribute": ev.attribute,
+        "value": ev.value,
+        "rule": ev.rule,
+        "start": ev.start + offset,
+        "end": ev.end + offset,
+    }

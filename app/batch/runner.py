@@ -65,6 +65,7 @@ class BatchRunner:
         chunk_size: images per forward pass.
         metrics: Prometheus metrics, or None.
         file_timeout_s: give up reading one file after this long (None: no limit).
+        max_pixels: images with more pixels fail from their header, undecoded (None: no limit).
         max_attempts: starts during which a file may be in flight when the process dies
             before it is recorded as failed without another try.
     """
@@ -81,6 +82,7 @@ class BatchRunner:
         metrics: Metrics | None = None,
         file_timeout_s: float | None = None,
         max_attempts: int = 2,
+        max_pixels: int | None = None,
     ) -> None:
         self.sessions = sessions
         self.labeler = labeler
@@ -91,6 +93,7 @@ class BatchRunner:
         self.metrics = metrics
         self.file_timeout_s = file_timeout_s
         self.max_attempts = max_attempts
+        self.max_pixels = max_pixels
         self._queue: list[str] = []
         self._cancelled: set[str] = set()
         self._cv = threading.Condition()
@@ -226,6 +229,7 @@ class BatchRunner:
             reports=reports,
             cancelled=stopping,
             file_timeout_s=self.file_timeout_s,
+            max_pixels=self.max_pixels,
         )
         with self.sessions() as session:
             items = crud.job_items(session, job_id)
