@@ -108,6 +108,13 @@ class Settings(BaseSettings):
         description="Keep uploaded DICOM files in storage (they carry patient data); "
         "by default only derived pixels and heatmaps are kept.",
     )
+    store_report_text: bool = Field(
+        default=False,
+        description="Keep report text in the database: each finding's evidence words and "
+        "sentence in label_results.mentions. Off by default: only labels, character offsets, "
+        "rule ids, sections and statuses are stored (the full report never is, only its "
+        "SHA-256). API responses always include the evidence text for the caller.",
+    )
     log_patient_data: bool = Field(
         default=False, description="Allow identifying tags (UIDs, accession) in logs."
     )
