@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from models.boxes import Box, boxes_from_heatmap
+from models.calibration import apply_temperatures, temperature_vector
 from models.cam import cam_to_image, positive_evidence, upsample_cams
 from models.checkpoint import ModelCard, load_checkpoint
 from models.errors import ModelsError
@@ -102,6 +103,10 @@ class Predictor:
             name: float(card.thresholds.get(name, 0.5)) for name in self.labels
         }
         self.box_thresholds: tuple[int, ...] = tuple(card.box_thresholds)
+        # Per-label temperature scaling from the card (models.calibration); T = 1 if absent.
+        self._temperatures = torch.from_numpy(
+            temperature_vector(card.temperatures, self.labels)
+        ).to(device)
 
     @property
     def card(self) -> dict[str, Any]:
@@ -166,7 +171,7 @@ class Predictor:
             logits = self.model.forward_head(features).float()
         # (N, C, S, S) float32, positive evidence only (see models.cam).
         cams = positive_evidence(self.model.class_activation_maps(features))
-        probs = torch.sigmoid(logits).cpu().numpy()
+        probs = apply_temperatures(logits, self._temperatures).cpu().numpy()
         _sync(self.device)
         t2 = time.perf_counter()
         # Box extraction works on maps at the model's input resolution; coordinates are
