@@ -201,18 +201,35 @@ def _register_predict(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("--model", required=True, help="checkpoint file")
     p.add_argument("-o", "--output", required=True, metavar="OUTDIR")
-    p.add_argument("--heatmaps", default="positive", choices=["positive", "all", "none"])
+    p.add_argument(
+        "--overlays",
+        "--heatmaps",
+        dest="overlays",
+        default="positive",
+        choices=["positive", "all", "none"],
+        help="labels that get an overlay PNG (default: positive labels only)",
+    )
+    p.add_argument(
+        "--overlay-size",
+        type=int,
+        default=512,
+        metavar="PX",
+        help="longer side of overlay PNGs in pixels (default 512)",
+    )
     p.add_argument("--device", default="auto")
     p.add_argument("--batch-size", type=int, default=8)
     p.set_defaults(handler=_with_logging(_predict))
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from models.errors import ImageError
-    from models.images import load_image
     from models.overlay import render_overlay
-    from models.predict import load_predictor
+    from models.predict import load_predictor, predict_files
 
+    if args.batch_size < 1 or not 16 <= args.overlay_size <= 8192:
+        raise ValueError(
+            f"need --batch-size >= 1 and 16 <= --overlay-size <= 8192, got {args.batch_size} "
+            f"and {args.overlay_size}"
+        )
     predictor = load_predictor(args.model, device=args.device, batch_size=args.batch_size)
     outdir = Path(args.output)
     outdir.mkdir(parents=True, exist_ok=True)
@@ -220,49 +237,49 @@ def _predict(args: argparse.Namespace) -> int:
     failures = 0
     used: set[str] = set()
     files = [Path(f) for f in args.files]
-    for start in range(0, len(files), args.batch_size):
-        chunk = files[start : start + args.batch_size]
-        loaded = []
-        for path in chunk:
-            stem = _unique_name(path.name, used)
-            try:
-                image = load_image(path)
-            except ImageError as exc:
-                failures += 1
-                error = {"file": str(path), "error": str(exc), "error_type": type(exc).__name__}
-                (outdir / f"{stem}.json").write_text(json.dumps(error, indent=2) + "\n")
-                sys.stderr.write(f"cxr predict: {exc}\n")
-                continue
-            loaded.append((path, stem, image))
-        results = predictor.predict([im.pixels for _, _, im in loaded], heatmaps=args.heatmaps)
-        for (path, stem, image), result in zip(loaded, results, strict=True):
-            heatmaps = {}
-            for label, heat in result.heatmaps.items():
-                png = outdir / f"{stem}.{label}.png"
-                boxes = [b for b in result.boxes if b.label == label]
-                png.write_bytes(render_overlay(image.pixels, heat, boxes=boxes))
-                heatmaps[label] = str(png)
-            meta = image.meta
-            doc = {
-                "file": str(path),
-                "probabilities": result.probabilities,
-                "positive": result.positive,
-                "boxes": [b.to_dict() for b in result.boxes],
-                "heatmaps": heatmaps,
-                "image": {
-                    "rows": meta.rows,
-                    "columns": meta.columns,
-                    "modality": meta.modality,
-                    "photometric": meta.photometric,
-                    "view_position": meta.view_position,
-                    "sop_instance_uid": meta.sop_instance_uid,
-                },
-                "timings": result.timings,
-                "model": card,
-            }
-            (outdir / f"{stem}.json").write_text(json.dumps(doc, indent=2) + "\n")
-            found = ", ".join(result.positive) or "no label over threshold"
-            sys.stderr.write(f"{path}: {found}\n")
+    display = None if args.overlays == "none" else args.overlay_size
+    for result in predict_files(predictor, files, heatmaps=args.overlays, display_size=display):
+        path = result.path
+        stem = _unique_name(path.name, used)
+        if result.error is not None or result.prediction is None or result.meta is None:
+            failures += 1
+            exc = result.error
+            error = {"file": str(path), "error": str(exc), "error_type": type(exc).__name__}
+            (outdir / f"{stem}.json").write_text(json.dumps(error, indent=2) + "\n")
+            sys.stderr.write(f"cxr predict: {exc}\n")
+            continue
+        prediction = result.prediction
+        heatmaps = {}
+        for label, heat in prediction.heatmaps.items():
+            if result.display is None:
+                break
+            png = outdir / f"{stem}.{label}.png"
+            boxes = [b for b in prediction.boxes if b.label == label]
+            png.write_bytes(
+                render_overlay(result.display, heat, boxes=boxes, max_side=args.overlay_size)
+            )
+            heatmaps[label] = str(png)
+        meta = result.meta
+        doc = {
+            "file": str(path),
+            "probabilities": prediction.probabilities,
+            "positive": prediction.positive,
+            "boxes": [b.to_dict() for b in prediction.boxes],
+            "heatmaps": heatmaps,
+            "image": {
+                "rows": meta.rows,
+                "columns": meta.columns,
+                "modality": meta.modality,
+                "photometric": meta.photometric,
+                "view_position": meta.view_position,
+                "sop_instance_uid": meta.sop_instance_uid,
+            },
+            "timings": {**result.timings, **prediction.timings},
+            "model": card,
+        }
+        (outdir / f"{stem}.json").write_text(json.dumps(doc, indent=2) + "\n")
+        found = ", ".join(prediction.positive) or "no label over threshold"
+        sys.stderr.write(f"{path}: {found}\n")
     if failures:
         sys.stderr.write(f"cxr predict: {failures} of {len(files)} inputs could not be read\n")
         return 1

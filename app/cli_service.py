@@ -7,10 +7,12 @@ spaCy load inside the handlers, so `cxr label` starts fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ipaddress
 import json
 import logging
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -61,6 +63,12 @@ def _register_serve(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--host", help="address to bind (default 127.0.0.1, or CXR_HOST)")
     p.add_argument("--port", type=int, help="port (default 8000, or CXR_PORT)")
     p.add_argument("--model", type=Path, help="checkpoint to serve (or CXR_MODEL)")
+    p.add_argument(
+        "--demo",
+        action="store_true",
+        help="serve a small DEMO model trained on synthetic phantoms (built on first use in "
+        "about a minute, cached in the storage folder; flagged as a demo in every response)",
+    )
     p.add_argument("--device", help="auto (default), cpu, cuda, cuda:1")
     p.add_argument("--storage-dir", type=Path, help="storage folder (or CXR_STORAGE_DIR)")
     p.add_argument("--database-url", help="SQLAlchemy URL (or CXR_DATABASE_URL)")
@@ -78,10 +86,10 @@ def _is_loopback(host: str) -> bool:
 
 
 def _settings_from_args(args: argparse.Namespace, fields: tuple[str, ...]) -> Any:
-    from app.settings import Settings
+    from app.settings import build_settings
 
     overrides = {f: getattr(args, f) for f in fields if getattr(args, f, None) is not None}
-    return Settings(**overrides)
+    return build_settings(**overrides)  # SettingsError: one line, exit status 2
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -94,6 +102,15 @@ def _serve(args: argparse.Namespace) -> int:
             "could use the API. Set CXR_API_KEYS (make a key with `cxr apikey`), or use "
             "--host 127.0.0.1"
         )
+    if getattr(args, "demo", False):
+        if settings.model is not None:
+            raise CommandError(
+                f"--demo serves the demo model, but a model is also given ({settings.model}, "
+                "from --model or CXR_MODEL): drop one of them"
+            )
+        from app.demo import ensure_demo_model
+
+        settings = settings.model_copy(update={"model": ensure_demo_model(settings.storage_dir)})
     predictor = None
     if settings.model is not None:
         if not settings.model.is_file():
@@ -128,7 +145,9 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
         "batch",
         help="label a PACS export folder: reports and images, one JSON line per file",
         description="Walk EXPORT_DIR (nested folders, files with or without .dcm, DICOMDIR, "
-        "DICOM SR), label reports (from --reports CSV keyed by AccessionNumber or "
+        "DICOM SR; or a zip of such a folder, checked against the CXR_ZIP_MAX_* limits and "
+        "extracted to a temporary folder removed afterwards), label reports (from --reports "
+        "CSV keyed by AccessionNumber or "
         "StudyInstanceUID, or SR documents in the export) and predict images with --model. "
         "Writes one JSON line per file found to OUT; a summary goes to stderr; the exit "
         "status is 1 if any file failed. Without a model, images are still read and reported "
@@ -136,7 +155,7 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
         "training set (PNG + Data_Entry.csv) for `cxr train --data`. Lines are flushed as "
         "files are done: an interrupted run continues with --resume.",
     )
-    p.add_argument("export_dir", type=Path, metavar="EXPORT_DIR")
+    p.add_argument("export_dir", type=Path, metavar="EXPORT_DIR", help="folder or .zip")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.jsonl")
     p.add_argument("--reports", type=Path, metavar="REPORTS.csv")
     p.add_argument("--model", type=Path, help="checkpoint (default: CXR_MODEL if set)")
@@ -180,24 +199,29 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
         "is overwritten (and an existing --dataset folder is refused)",
     )
     p.add_argument("--chunk-size", type=int, default=8, help="images per forward pass")
+    p.add_argument(
+        "--max-pixels",
+        type=int,
+        default=50_000_000,
+        help="images with more pixels (rows x columns) fail from their header, undecoded, "
+        "like CXR_MAX_PIXELS in the service (50000000; 0: no limit)",
+    )
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning"])
     p.set_defaults(handler=_with_logging(_batch))
 
 
 def _batch(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
+    import zipfile
 
-    from app.batch import (
-        BatchProcessor,
-        load_reports_csv,
-        read_result_lines,
-        result_line,
-        scan_export,
-    )
-    from app.labeling import load_report_labeler
+    from app.batch.interfaces import Sink
+    from app.batch.reports import load_reports_csv
+    from app.batch.results import read_result_lines
+    from app.batch.sinks import DatasetSink
+    from app.batch.sources import FolderSource, ZipSource
 
-    if not args.export_dir.is_dir():
-        raise CommandError(f"{args.export_dir}: not a folder")
+    is_zip = args.export_dir.is_file() and zipfile.is_zipfile(args.export_dir)
+    if not args.export_dir.is_dir() and not is_zip:
+        raise CommandError(f"{args.export_dir}: not a folder (nor a zip archive of one)")
     if args.chunk_size < 1 or args.dataset_size < 32:
         raise CommandError("--chunk-size must be >= 1 and --dataset-size >= 32")
     previous, torn = read_result_lines(args.output) if args.resume else ([], 0)
@@ -213,129 +237,114 @@ def _batch(args: argparse.Namespace) -> int:
             "(breaking patient-wise splits). Without that key, write the training set "
             "to a new --dataset folder"
         )
-    model_path = args.model
-    if model_path is None:
-        from app.settings import Settings
+    from app.settings import build_settings
 
-        model_path = Settings().model
+    settings = build_settings()
+    model_path = args.model if args.model is not None else settings.model
     reports = load_reports_csv(args.reports) if args.reports else None
     predictor = None
     if model_path is not None:
         from app.inference import load_model
 
         predictor = load_model(model_path, args.device)
-    dataset = None
+    sinks: list[Sink] = []
     if args.dataset is not None:
         from app.dataset import DatasetWriter
 
         key = args.pseudonym_key.read_bytes().strip() if args.pseudonym_key else None
-        dataset = DatasetWriter(
-            args.dataset,
-            size=args.dataset_size,
-            uncertain_positive=args.uncertain_positive,
-            key=key,
-            resume=args.resume,
-            keep={str(line["dataset_image"]) for line in previous if line.get("dataset_image")},
-        )
-
-    def on_image(file: Any, image: Any, result: dict[str, Any]) -> None:
-        report = result.get("report")
-        if dataset is None or not report or "labels" not in report:
-            return  # no mined labels, nothing to train on
-        meta = image.meta
-        patient = (
-            meta.patient_id
-            or meta.accession_number
-            or meta.study_instance_uid
-            or file.path
-        )
-        result["dataset_image"] = dataset.add(
-            image.pixels,
-            labels=report["labels"],
-            patient_key=str(patient),
-            view_position=getattr(meta, "view_position", None),
-        )
-
-    labeler = load_report_labeler()
-    recorded = {line["path"] for line in previous}
-    files = sorted(
-        (
-            f
-            for f in tqdm(
-                scan_export(args.export_dir, exclude=[args.reports] if args.reports else []),
-                desc="scanning",
-                unit=" files",
-                disable=None,
-                file=sys.stderr,
+        dataset = DatasetSink(
+            DatasetWriter(
+                args.dataset,
+                size=args.dataset_size,
+                uncertain_positive=args.uncertain_positive,
+                key=key,
+                resume=args.resume,
+                keep={str(line["dataset_image"]) for line in previous if line.get("dataset_image")},
             )
-            if f.path not in recorded
-        ),
-        key=lambda f: (f.kind != "sr", f.path),  # reports first, so images find them
-    )
+        )
+        sinks.append(dataset)  # before the JSONL sink: it adds `dataset_image`
+
+    exclude = [args.reports] if args.reports else []
+    with contextlib.ExitStack() as cleanup:
+        if is_zip:
+            from app.archive import remove_tree, zip_limits
+
+            tmp = Path(tempfile.mkdtemp(prefix="cxr-batch-"))
+            cleanup.callback(remove_tree, tmp)  # extracted files carry patient data
+            source: FolderSource = ZipSource(
+                args.export_dir, tmp / "export", zip_limits(settings), exclude=exclude
+            )
+        else:
+            source = FolderSource(args.export_dir, exclude=exclude)
+        return _run_batch(args, source, settings, previous, torn, reports, predictor, sinks)
+
+
+def _run_batch(
+    args: argparse.Namespace,
+    source: Any,
+    settings: Any,
+    previous: list[dict[str, Any]],
+    torn: int,
+    reports: Any,
+    predictor: Any,
+    sinks: list[Any],
+) -> int:
+    from tqdm import tqdm
+
+    from app.batch.engine import plan, run
+    from app.batch.interfaces import Sink
+    from app.batch.processor import BatchProcessor
+    from app.batch.sinks import DatasetSink, JsonlSink, TallySink
+    from app.errors import UnsafeArchiveError
+    from app.labeling import load_report_labeler
+
     processor = BatchProcessor(
-        args.export_dir,
-        labeler=labeler,
+        source,
+        labeler=load_report_labeler(),
         predictor=predictor,
         reports=reports,
-        on_image=on_image,
+        file_timeout_s=settings.batch_file_timeout_s,
+        max_pixels=args.max_pixels or None,
     )
-    counts = {"done": 0, "skipped": 0, "failed": 0}
-    tally = {"images": 0, "with_report": 0}
-    rejects: list[dict[str, Any]] = []
-
-    def count(line: dict[str, Any]) -> None:
-        counts[line["state"]] = counts.get(line["state"], 0) + 1
-        if line.get("kind") in ("image", "bitmap") and line["state"] == "done":
-            tally["images"] += 1
-            tally["with_report"] += bool(line.get("report"))
-        if line["state"] == "failed":
-            rejects.append({"path": line["path"], "error": line.get("error")})
-
+    found = tqdm(source.scan(), desc="scanning", unit=" files", disable=None, file=sys.stderr)
+    try:
+        items = plan(list(found), previous, processor)  # the resume path shared with the service
+    except UnsafeArchiveError as exc:
+        raise CommandError(f"{args.export_dir}: {exc.detail}") from None
+    dataset = next((s for s in sinks if isinstance(s, DatasetSink)), None)
+    tally = TallySink()
     for line in previous:  # files done before the interruption
-        count(line)
-        report = line.get("report")
-        if line.get("kind") == "sr" and line["state"] == "done" and report:
-            processor.remember_sr(
-                line.get("study_instance_uid"), line.get("accession_number"), report
+        tally.add_line(line)
+    out = JsonlSink(args.output, previous=previous, resume=args.resume)
+    sinks += [out, tally]
+
+    class Progress(Sink):
+        def write(self, outcomes: Any) -> None:
+            bar.update(len(outcomes))
+
+    with tqdm(
+        total=len(previous) + len(items),
+        initial=len(previous),
+        desc="labeling",
+        unit=" files",
+        disable=None,
+        file=sys.stderr,
+    ) as bar:
+        try:
+            report = run(
+                items,
+                processor,
+                [*sinks, Progress()],
+                chunk_size=args.chunk_size,
+                stop_on_failure=args.on_error == "raise",
             )
-        if reports is not None and report and report.get("source") == "csv":
-            found = reports.lookup(line.get("accession_number"), line.get("study_instance_uid"))
-            if found is not None:
-                processor.matched_report_keys.add(found[0])
-    first_failure: str | None = None
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    if args.resume:  # keep the complete lines only, then append
-        tmp = args.output.with_name(args.output.name + ".tmp")
-        with tmp.open("w", encoding="utf-8") as f:
-            f.writelines(json.dumps(line, separators=(",", ":")) + "\n" for line in previous)
-        tmp.replace(args.output)
-    with (
-        args.output.open("a" if args.resume else "w", encoding="utf-8") as out,
-        tqdm(
-            total=len(previous) + len(files),
-            initial=len(previous),
-            desc="labeling",
-            unit=" files",
-            disable=None,
-            file=sys.stderr,
-        ) as bar,
-    ):
-        for start in range(0, len(files), args.chunk_size):
-            for outcome in processor.process(files[start : start + args.chunk_size]):
-                line = result_line(outcome.path, outcome.state, outcome.result, outcome.error)
-                out.write(json.dumps(line, separators=(",", ":")) + "\n")
-                out.flush()  # a kill loses at most the line being written
-                count(line)
-                if outcome.state == "failed":
-                    first_failure = first_failure or f"{outcome.path}: {outcome.error}"
-                bar.update(1)
-            if first_failure and args.on_error == "raise":
-                break
-    images, with_report = tally["images"], tally["with_report"]
+        finally:
+            out.close()
+    counts = tally.counts
     summary = (
-        f"cxr batch: {sum(counts.values())} files: {counts['done']} done, "
+        f"cxr batch: {tally.total} files: {counts['done']} done, "
         f"{counts['skipped']} skipped, {counts['failed']} failed; "
-        f"{images} images ({with_report} with a report)"
+        f"{tally.images} images ({tally.with_report} with a report)"
     )
     if reports is not None:
         unmatched = len(reports) - len(processor.matched_report_keys)
@@ -349,18 +358,18 @@ def _batch(args: argparse.Namespace) -> int:
         if torn:
             summary += f" ({torn} incomplete line{'s' if torn > 1 else ''} dropped)"
     summary += f"; wrote {args.output}"
-    if rejects:
+    if tally.rejects:
         rejects_path = args.rejects or args.output.with_suffix(".rejects.jsonl")
         with rejects_path.open("w", encoding="utf-8") as f:
-            f.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in rejects)
+            f.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in tally.rejects)
         summary += f"; failures listed in {rejects_path}"
     if dataset is not None:
-        entry = dataset.close()
-        summary += f"; training set: {len(dataset)} images, {entry}"
+        dataset.close()
+        summary += f"; training set: {len(dataset.writer)} images, {dataset.entry}"
     sys.stderr.write(summary + "\n")
-    if first_failure and args.on_error == "raise":
+    if report.stopped and args.on_error == "raise":
         sys.stderr.write(
-            f"cxr batch: stopped at the first failure (--on-error raise): {first_failure}\n"
+            f"cxr batch: stopped at the first failure (--on-error raise): {report.first_failure}\n"
         )
     return 1 if counts["failed"] else 0
 

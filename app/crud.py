@@ -7,9 +7,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import case, delete, func, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
+from app.batch.interfaces import SourceItem
 from app.db.models import (
     BatchItem,
     BatchJob,
@@ -23,7 +24,6 @@ from app.db.models import (
 
 __all__ = [
     "ItemOutcome",
-    "NewItem",
     "add_batch_items",
     "batch_counts",
     "complete_items",
@@ -38,8 +38,12 @@ __all__ = [
     "iter_batch_items",
     "job_counts_by_state",
     "list_batch_jobs",
-    "done_report_items",
-    "pending_items",
+    "clear_in_flight",
+    "in_flight_attempts",
+    "job_items",
+    "mark_in_flight",
+    "mark_job_scanned",
+    "remove_batch_items",
     "set_job_state",
     "unfinished_job_ids",
 ]
@@ -47,22 +51,16 @@ __all__ = [
 UNFINISHED = ("queued", "running")
 
 
-@dataclass(frozen=True)
-class NewItem:
-    """A file found by the scan of a batch job's export."""
-
-    path: str
-    kind: str
-    study_instance_uid: str | None = None
-    accession_number: str | None = None
-    note: str | None = None
+# A pending item's `error` while a chunk holding it runs: the attempt count, so that a
+# file that kills the process is not retried forever (see app.batch.runner).
+IN_FLIGHT = "in flight, attempt "
 
 
 @dataclass(frozen=True)
 class ItemOutcome:
-    """The result of processing one batch item: state done, skipped or failed."""
+    """The result of processing one batch item (by its path): done, skipped or failed."""
 
-    item_id: int
+    path: str
     state: str
     result: dict[str, Any] | None = None
     error: str | None = None
@@ -146,12 +144,18 @@ def get_prediction(session: Session, prediction_id: str) -> Prediction | None:
     return session.get(Prediction, prediction_id)
 
 
+# Mention fields that quote the report (issue 7 item 7: a name typed in a report
+# reached the database through its evidence sentence).
+_MENTION_TEXT_KEYS = frozenset({"text", "sentence"})
+
+
 def create_label_results(
     session: Session,
     results: Sequence[tuple[Any, str, str | None]],
     *,
     labeler_version: str,
     source: str,
+    store_text: bool = False,
 ) -> list[LabelResult]:
     """Store labeled reports (text hashed, never stored) and commit.
 
@@ -160,6 +164,8 @@ def create_label_results(
             reports with an error are not stored.
         labeler_version: identifier of the labeler's rule set.
         source: where the reports came from ("api").
+        store_text: keep each mention's words and sentence (CXR_STORE_REPORT_TEXT);
+            by default they are dropped, leaving labels, offsets, rule ids and sections.
     """
     rows: list[LabelResult] = []
     for labels, text_sha256, study_uid in results:
@@ -178,7 +184,14 @@ def create_label_results(
             labeler_version=labeler_version,
             labels=data["labels"],
             no_finding=bool(data["no_finding"]),
-            mentions=data["mentions"],
+            mentions=(
+                data["mentions"]
+                if store_text
+                else [
+                    {k: v for k, v in m.items() if k not in _MENTION_TEXT_KEYS}
+                    for m in data["mentions"]
+                ]
+            ),
         )
         session.add_all([report, row])
         rows.append(row)
@@ -216,10 +229,15 @@ def get_batch_job(session: Session, job_id: str) -> BatchJob | None:
     return session.get(BatchJob, job_id)
 
 
-def set_job_state(
-    session: Session, job: BatchJob, state: str, *, error: str | None = None
-) -> BatchJob:
-    """Move a job to `state` (stamping start/finish times) and commit."""
+def set_job_state(session: Session, job_id: str, state: str, *, error: str | None = None) -> bool:
+    """Move a job to `state` (stamping start/finish times) and commit.
+
+    Returns:
+        False when the job no longer exists (deleted while it ran).
+    """
+    job = session.get(BatchJob, job_id)
+    if job is None:
+        return False
     job.state = state
     now = utcnow()
     if state == "running" and job.started_at is None:
@@ -229,53 +247,128 @@ def set_job_state(
     if error is not None:
         job.error = error
     session.commit()
-    return job
+    return True
 
 
-def add_batch_items(session: Session, job: BatchJob, items: Iterable[NewItem]) -> int:
-    """Record every file of a job's scan and mark the job scanned, in one transaction.
+def _clip(value: str | None, size: int = 64) -> str | None:
+    # Header values go into 64-character columns; a malformed header may hold more.
+    return value[:size] if value else value
 
-    Either all items and the `scanned` flag are committed, or none: a crash during
-    the scan simply rescans on resume.
+
+def add_batch_items(
+    session: Session, job_id: str, items: Iterable[SourceItem], *, chunk_size: int = 200
+) -> int:
+    """Record the items of a job's scan, committing every `chunk_size` items.
+
+    The scan reads a header per item; each chunk is collected first and written in one
+    short transaction, so a long scan never holds the database's write lock (issue 7
+    item 4). A scan interrupted midway is redone: `remove_batch_items`, then this again;
+    `mark_job_scanned` seals a complete scan.
 
     Returns:
         The number of items.
     """
     count = 0
+    chunk: list[BatchItem] = []
+
+    def flush() -> None:
+        session.add_all(chunk)
+        session.commit()
+        chunk.clear()
+
     for item in items:
-        session.add(
+        chunk.append(
             BatchItem(
-                job_id=job.id,
-                path=item.path,
+                job_id=job_id,
+                path=item.key,
                 kind=item.kind,
                 state="pending",
-                study_instance_uid=item.study_instance_uid,
-                accession_number=item.accession_number,
+                study_instance_uid=_clip(item.study_instance_uid),
+                accession_number=_clip(item.accession_number),
                 scan_note=item.note,
             )
         )
         count += 1
-        if count % 1000 == 0:
-            session.flush()
-    job.scanned = True
-    job.total = count
-    session.commit()
+        if len(chunk) >= chunk_size:
+            flush()
+    flush()
     return count
 
 
-def pending_items(session: Session, job_id: str, limit: int) -> list[BatchItem]:
-    """The next pending items of a job: structured reports first, then by id."""
-    reports_first = case((BatchItem.kind == "sr", 0), else_=1)
+def mark_job_scanned(session: Session, job_id: str, total: int) -> None:
+    """Seal a job's scan: its items are all recorded."""
+    session.execute(update(BatchJob).where(BatchJob.id == job_id).values(scanned=True, total=total))
+    session.commit()
+
+
+def remove_batch_items(session: Session, job_id: str) -> None:
+    """Delete a job's items (the rest of a scan interrupted before it was sealed)."""
+    session.execute(delete(BatchItem).where(BatchItem.job_id == job_id))
+    session.commit()
+
+
+def job_items(session: Session, job_id: str) -> list[SourceItem]:
+    """Every item of a job's scan, in scan order."""
     stmt = (
-        select(BatchItem)
-        .where(BatchItem.job_id == job_id, BatchItem.state == "pending")
-        .order_by(reports_first, BatchItem.id)
-        .limit(limit)
+        select(
+            BatchItem.path,
+            BatchItem.kind,
+            BatchItem.study_instance_uid,
+            BatchItem.accession_number,
+            BatchItem.scan_note,
+        )
+        .where(BatchItem.job_id == job_id)
+        .order_by(BatchItem.id)
     )
-    return list(session.scalars(stmt))
+    return [SourceItem(*row) for row in session.execute(stmt)]
 
 
-def complete_items(session: Session, outcomes: Iterable[ItemOutcome]) -> int:
+def mark_in_flight(session: Session, job_id: str, paths: Sequence[str]) -> None:
+    """Count one more attempt on pending items about to be processed, and commit."""
+    if not paths:
+        return
+    stmt = select(BatchItem).where(
+        BatchItem.job_id == job_id, BatchItem.path.in_(paths), BatchItem.state == "pending"
+    )
+    attempts = in_flight_attempts(session, job_id)
+    for item in session.scalars(stmt):
+        item.error = f"{IN_FLIGHT}{attempts.get(item.path, 0) + 1}"
+    session.commit()
+
+
+def clear_in_flight(session: Session, job_id: str, paths: Sequence[str]) -> None:
+    """Forget the attempts on pending items that were not processed after all, and commit."""
+    if not paths:
+        return
+    session.execute(
+        update(BatchItem)
+        .where(
+            BatchItem.job_id == job_id,
+            BatchItem.path.in_(paths),
+            BatchItem.state == "pending",
+        )
+        .values(error=None)
+    )
+    session.commit()
+
+
+def in_flight_attempts(session: Session, job_id: str) -> dict[str, int]:
+    """Pending items that were being processed when the process stopped: path -> attempts."""
+    stmt = select(BatchItem.path, BatchItem.error).where(
+        BatchItem.job_id == job_id,
+        BatchItem.state == "pending",
+        BatchItem.error.startswith(IN_FLIGHT),
+    )
+    found: dict[str, int] = {}
+    for path, error in session.execute(stmt):
+        try:
+            found[path] = int((error or "")[len(IN_FLIGHT) :])
+        except ValueError:
+            found[path] = 1
+    return found
+
+
+def complete_items(session: Session, job_id: str, outcomes: Iterable[ItemOutcome]) -> int:
     """Store outcomes of pending items and commit; an item already completed is left alone.
 
     The `state == 'pending'` guard makes completion idempotent, so an item is
@@ -289,7 +382,11 @@ def complete_items(session: Session, outcomes: Iterable[ItemOutcome]) -> int:
     for outcome in outcomes:
         result = session.execute(
             update(BatchItem)
-            .where(BatchItem.id == outcome.item_id, BatchItem.state == "pending")
+            .where(
+                BatchItem.job_id == job_id,
+                BatchItem.path == outcome.path,
+                BatchItem.state == "pending",
+            )
             .values(state=outcome.state, result=outcome.result, error=outcome.error, updated_at=now)
         )
         changed += int(getattr(result, "rowcount", 0) or 0)
@@ -308,14 +405,6 @@ def batch_counts(session: Session, job_id: str) -> dict[str, int]:
     for state, n in session.execute(stmt):
         counts[state] = int(n)
     return counts
-
-
-def done_report_items(session: Session, job_id: str) -> list[BatchItem]:
-    """Structured-report items of a job already processed (to rebuild state on resume)."""
-    stmt = select(BatchItem).where(
-        BatchItem.job_id == job_id, BatchItem.kind == "sr", BatchItem.state == "done"
-    )
-    return list(session.scalars(stmt))
 
 
 def iter_batch_items(session: Session, job_id: str, page: int = 500) -> Iterator[BatchItem]:

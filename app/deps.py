@@ -11,7 +11,8 @@ from fastapi.security import APIKeyHeader
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.batch import BatchRunner
+from app.archive import ZipLimits
+from app.batch.runner import BatchRunner
 from app.errors import ModelNotLoaded, ServiceError
 from app.inference import InferenceQueue
 from app.labeling import ReportLabeler
@@ -44,6 +45,7 @@ class AppState:
     storage: Storage
     metrics: Metrics
     api_keys: ApiKeys
+    zip_limits: ZipLimits
     labeler: ReportLabeler | None = None
     predictor: Any | None = None
     model_error: str | None = None

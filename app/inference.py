@@ -15,15 +15,18 @@ import io
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from app.metrics import Metrics
 
+if TYPE_CHECKING:
+    from models.heatmaps import Heatmap
+
 __all__ = [
     "InferenceQueue",
-    "decode_heatmaps",
+    "decode_heatmap",
     "decode_preview",
     "encode_heatmaps",
     "encode_preview",
@@ -31,9 +34,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-# Heatmaps are smooth upsampled CAMs: 256 px on the long side, 8 bits, loses nothing visible.
-_HEATMAP_SIDE = 256
 
 
 def load_model(path: Any, device: str = "auto") -> Any:
@@ -57,7 +57,7 @@ class InferenceQueue:
         self.max_batch = max_batch
         self.max_wait_s = max_wait_s
         self.metrics = metrics
-        self._queue: asyncio.Queue[tuple[np.ndarray, asyncio.Future[Any]]] | None = None
+        self._queue: asyncio.Queue[tuple[Any, asyncio.Future[Any]]] | None = None
         self._task: asyncio.Task[None] | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cxr-inference")
 
@@ -79,11 +79,12 @@ class InferenceQueue:
                     fut.set_exception(RuntimeError("the service is shutting down"))
         self._executor.shutdown(wait=True)
 
-    async def predict(self, pixels: np.ndarray) -> Any:
+    async def predict(self, image: Any) -> Any:
         """Predict one image.
 
         Args:
-            pixels: float32 (rows, cols) in [0, 1].
+            image: a `models.predict.PreparedImage` (small; what the service sends), or
+                float32 (rows, cols) pixels in [0, 1].
 
         Returns:
             The predictor's `Prediction` for this image.
@@ -91,10 +92,10 @@ class InferenceQueue:
         if self._queue is None:
             raise RuntimeError("InferenceQueue.start() was not called")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        await self._queue.put((pixels, future))
+        await self._queue.put((image, future))
         return await future
 
-    async def _collect(self) -> list[tuple[np.ndarray, asyncio.Future[Any]]]:
+    async def _collect(self) -> list[tuple[Any, asyncio.Future[Any]]]:
         assert self._queue is not None  # for mypy: start() set it
         loop = asyncio.get_running_loop()
         batch = [await self._queue.get()]
@@ -111,80 +112,90 @@ class InferenceQueue:
         return [(p, f) for p, f in batch if not f.cancelled()]
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
             batch = await self._collect()
-            if not batch:
-                continue
-            start = time.perf_counter()
-            try:
-                results = await loop.run_in_executor(
-                    self._executor, self.predictor.predict, [p for p, _ in batch]
-                )
-            except Exception as exc:  # noqa: BLE001 - delivered to the waiting requests
-                if len(batch) == 1:
-                    if not batch[0][1].done():
-                        batch[0][1].set_exception(exc)
-                    continue
-                # One bad image must not fail its neighbours: retry one at a time.
-                for pixels, fut in batch:
-                    try:
-                        (single,) = await loop.run_in_executor(
-                            self._executor, self.predictor.predict, [pixels]
-                        )
-                    except Exception as one_exc:  # noqa: BLE001
-                        if not fut.done():
-                            fut.set_exception(one_exc)
-                    else:
-                        if not fut.done():
-                            fut.set_result(single)
-                continue
-            if self.metrics is not None:
-                self.metrics.inference_seconds.observe(time.perf_counter() - start)
-                self.metrics.inference_batch_size.observe(len(batch))
-            for (_, fut), result in zip(batch, results, strict=True):
-                if not fut.done():
-                    fut.set_result(result)
+            if batch:
+                await self._serve(batch)
+            # Drop this batch's images now, not when the next request arrives: an idle
+            # server must not keep the last request's arrays alive.
+            del batch
+
+    async def _serve(self, batch: list[tuple[Any, asyncio.Future[Any]]]) -> None:
+        loop = asyncio.get_running_loop()
+        start = time.perf_counter()
+        try:
+            results = await loop.run_in_executor(
+                self._executor, self.predictor.predict, [p for p, _ in batch]
+            )
+        except Exception as exc:  # noqa: BLE001 - delivered to the waiting requests
+            if len(batch) == 1:
+                if not batch[0][1].done():
+                    batch[0][1].set_exception(exc)
+                return
+            # One bad image must not fail its neighbours: retry one at a time.
+            for image, fut in batch:
+                try:
+                    (single,) = await loop.run_in_executor(
+                        self._executor, self.predictor.predict, [image]
+                    )
+                except Exception as one_exc:  # noqa: BLE001
+                    if not fut.done():
+                        fut.set_exception(one_exc)
+                else:
+                    if not fut.done():
+                        fut.set_result(single)
+            return
+        if self.metrics is not None:
+            self.metrics.inference_seconds.observe(time.perf_counter() - start)
+            self.metrics.inference_batch_size.observe(len(batch))
+        for (_, fut), result in zip(batch, results, strict=True):
+            if not fut.done():
+                fut.set_result(result)
 
 
-def encode_heatmaps(heatmaps: dict[str, np.ndarray]) -> bytes:
-    """Pack heatmaps (float32 (rows, cols) in [0, 1]) into a small compressed .npz.
+def encode_heatmaps(heatmaps: dict[str, Heatmap]) -> bytes:
+    """Pack map-resolution heatmaps into a small .npz (a few KiB whatever the image size).
 
-    They are downsampled to at most 256 px per side and quantized to 8 bits; the
-    original shape is kept so `decode_heatmaps` restores full-size maps.
+    Each label's float16 (S, S) map is stored as is, with the `Geometry` that maps it onto
+    the original image; `decode_heatmap` restores a `Heatmap`, rendered at display size
+    when an overlay is asked for.
     """
-    import cv2
-
-    arrays: dict[str, np.ndarray] = {}
+    arrays: dict[str, np.ndarray] = {"format": np.array([2], dtype=np.int64)}
     for label, heat in heatmaps.items():
-        heat = np.asarray(heat, dtype=np.float32)
-        rows, cols = heat.shape
-        scale = min(1.0, _HEATMAP_SIDE / max(rows, cols))
-        size = (max(1, round(cols * scale)), max(1, round(rows * scale)))
-        small = cv2.resize(heat, size, interpolation=cv2.INTER_AREA) if scale < 1 else heat
-        arrays[f"map:{label}"] = np.clip(np.rint(small * 255), 0, 255).astype(np.uint8)
-        arrays[f"shape:{label}"] = np.array([rows, cols], dtype=np.int64)
+        g = heat.geometry
+        arrays[f"cam:{label}"] = np.asarray(heat.cam, np.float16)
+        arrays[f"geometry:{label}"] = np.array(
+            [g.rows, g.columns, g.size, g.top, g.left, g.height, g.width], dtype=np.int64
+        )
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)  # type: ignore[arg-type]
     return buffer.getvalue()
 
 
-def decode_heatmaps(data: bytes, label: str) -> np.ndarray:
-    """One heatmap from `encode_heatmaps` output, float32 (rows, cols) in [0, 1].
+def decode_heatmap(data: bytes, label: str) -> Heatmap | np.ndarray:
+    """One label's heatmap from `encode_heatmaps` output.
+
+    Returns:
+        A `Heatmap`; for files stored by earlier versions (8-bit maps at most 256 px a
+        side, no geometry) the float32 map in [0, 1] covering the whole image.
 
     Raises:
         KeyError: no heatmap for `label`.
     """
-    import cv2
+    from models.heatmaps import Heatmap
+    from models.transforms import Geometry
 
     with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-        if f"map:{label}" not in npz:
-            raise KeyError(label)
-        small = npz[f"map:{label}"].astype(np.float32) / 255.0
-        rows, cols = (int(v) for v in npz[f"shape:{label}"])
-    if small.shape != (rows, cols):
-        small = cv2.resize(small, (cols, rows), interpolation=cv2.INTER_LINEAR)
-    return np.ascontiguousarray(small, dtype=np.float32)
+        if f"cam:{label}" in npz:
+            rows, columns, size, top, left, height, width = (
+                int(v) for v in npz[f"geometry:{label}"]
+            )
+            geometry = Geometry(rows, columns, size, top, left, height, width)
+            return Heatmap(cam=npz[f"cam:{label}"].astype(np.float16), geometry=geometry)
+        if f"map:{label}" in npz:
+            old: np.ndarray = npz[f"map:{label}"].astype(np.float32) / 255.0
+            return old
+    raise KeyError(label)
 
 
 # The overlay is drawn on a preview at most this many pixels per side (render_overlay's
@@ -193,15 +204,16 @@ PREVIEW_SIDE = 1024
 
 
 def encode_preview(pixels: np.ndarray) -> bytes:
-    """An 8-bit grey PNG of `pixels` (float32 (rows, cols) in [0, 1]), at most 1024 px a side."""
+    """An 8-bit grey PNG of `pixels` (float32 (rows, cols) in [0, 1]), at most 1024 px a side.
+
+    Downscaled before anything else, so no full-resolution temporary is made.
+    """
     import cv2
 
-    rows, cols = pixels.shape
-    grey: np.ndarray = np.clip(np.rint(pixels * 255.0), 0, 255).astype(np.uint8)
-    scale = min(1.0, PREVIEW_SIDE / max(rows, cols))
-    if scale < 1:
-        size = (max(1, round(cols * scale)), max(1, round(rows * scale)))
-        grey = cv2.resize(grey, size, interpolation=cv2.INTER_AREA)
+    from models.transforms import fit_long_side
+
+    small = fit_long_side(pixels, PREVIEW_SIDE)
+    grey = (np.clip(small, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
     ok, png = cv2.imencode(".png", grey, [cv2.IMWRITE_PNG_COMPRESSION, 3])
     if not ok:
         raise RuntimeError("PNG encoding failed")
@@ -209,10 +221,10 @@ def encode_preview(pixels: np.ndarray) -> bytes:
 
 
 def decode_preview(data: bytes) -> np.ndarray:
-    """The preview from `encode_preview` as float32 (rows, cols) in [0, 1]."""
+    """The preview from `encode_preview` as uint8 (rows, cols)."""
     import cv2
 
     grey = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_GRAYSCALE)
     if grey is None:
         raise ValueError("stored preview is not a PNG")
-    return grey.astype(np.float32) / 255.0
+    return np.asarray(grey, np.uint8)

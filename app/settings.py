@@ -8,16 +8,22 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-__all__ = ["Settings", "get_settings"]
+from app.security import parse_api_key_entry, split_api_keys
+
+__all__ = ["Settings", "SettingsError", "build_settings", "get_settings"]
 
 
-def _split_csv(value: object) -> object:
-    # `CXR_API_KEYS=a,b` and `CXR_BATCH_ROOTS=/data/a:/data/b` are friendlier than JSON lists.
+class SettingsError(ValueError):
+    """Refused configuration, one line per bad `CXR_*` value (values are not echoed)."""
+
+
+def _split_paths(value: object) -> object:
+    # `CXR_BATCH_ROOTS=/data/a:/data/b` (or commas) is friendlier than a JSON list.
     if isinstance(value, str):
         sep = "," if "," in value else None
         parts = value.split(sep) if sep else value.replace(":", ",").split(",")
@@ -28,7 +34,10 @@ def _split_csv(value: object) -> object:
 class Settings(BaseSettings):
     """Service configuration. Every field can be set as `CXR_<FIELD>` (case-insensitive)."""
 
-    model_config = SettingsConfigDict(env_prefix="CXR_", extra="ignore", frozen=True)
+    # hide_input_in_errors: a refused setting's message must not echo API keys.
+    model_config = SettingsConfigDict(
+        env_prefix="CXR_", extra="ignore", frozen=True, hide_input_in_errors=True
+    )
 
     model: Path | None = Field(
         default=None, description="Checkpoint to serve; without one, image prediction answers 503."
@@ -47,8 +56,9 @@ class Settings(BaseSettings):
     api_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         repr=False,
-        description="Accepted X-API-Key values, comma-separated; an entry `sha256:<hex>` "
-        "gives the key's SHA-256 instead of the key itself.",
+        description="Accepted X-API-Key values, one per comma; an entry `sha256:<64 hex>` "
+        "(as `cxr apikey` prints) gives the key's SHA-256 instead of the key itself; a key "
+        "in clear needs at least 16 characters. An unusable entry stops start-up.",
     )
     batch_roots: Annotated[list[Path], NoDecode] = Field(
         default_factory=list,
@@ -59,12 +69,24 @@ class Settings(BaseSettings):
         default=4096.0, gt=0, description="Largest zip upload to POST /v1/batches (413)."
     )
     zip_max_uncompressed_mb: float = Field(
-        default=16384.0, gt=0, description="Refuse zips that would expand beyond this."
+        default=10240.0, gt=0, description="Refuse zips that would expand beyond this (MiB)."
     )
     zip_max_ratio: float = Field(
-        default=200.0, gt=1, description="Refuse zip members compressed more than this (bombs)."
+        default=200.0,
+        gt=1,
+        description="Refuse zips whose members, or whose whole, expand more than "
+        "this many times (zip bombs).",
     )
-    zip_max_members: int = Field(default=200_000, gt=0)
+    zip_max_members: int = Field(
+        default=50_000, gt=0, description="Refuse zips with more members than this."
+    )
+    max_pixels: int | None = Field(
+        default=50_000_000,
+        gt=0,
+        description="Largest image accepted, in pixels (rows x columns), read from the DICOM or "
+        "PNG/JPEG header before decoding; larger ones answer 413. Empty: no limit beyond "
+        "10000 per side.",
+    )
     max_reports_per_request: int = Field(default=256, gt=0)
     max_report_chars: int = Field(default=100_000, gt=0)
     inference_max_batch: int = Field(
@@ -72,6 +94,12 @@ class Settings(BaseSettings):
     )
     inference_max_wait_ms: float = Field(default=5.0, ge=0)
     batch_chunk_size: int = Field(default=8, gt=0, description="Images per forward pass in jobs.")
+    batch_file_timeout_s: float | None = Field(
+        default=300.0,
+        gt=0,
+        description="A batch job gives up reading one file after this many seconds "
+        "(a decoder that never returns); unset for no limit.",
+    )
     run_batch_jobs: bool = Field(
         default=True, description="Run (and resume) batch jobs in this process."
     )
@@ -80,22 +108,43 @@ class Settings(BaseSettings):
         description="Keep uploaded DICOM files in storage (they carry patient data); "
         "by default only derived pixels and heatmaps are kept.",
     )
+    store_report_text: bool = Field(
+        default=False,
+        description="Keep report text in the database: each finding's evidence words and "
+        "sentence in label_results.mentions. Off by default: only labels, character offsets, "
+        "rule ids, sections and statuses are stored (the full report never is, only its "
+        "SHA-256). API responses always include the evidence text for the caller.",
+    )
     log_patient_data: bool = Field(
         default=False, description="Allow identifying tags (UIDs, accession) in logs."
     )
     host: str = "127.0.0.1"
     port: int = Field(default=8000, gt=0, lt=65536)
 
-    @field_validator("model", "database_url", mode="before")
+    @field_validator("model", "database_url", "max_pixels", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         # `CXR_MODEL=` (as docker-compose writes an unset optional) means "none".
         return None if isinstance(value, str) and not value.strip() else value
 
-    @field_validator("api_keys", "batch_roots", mode="before")
+    @field_validator("batch_roots", mode="before")
     @classmethod
-    def _split_lists(cls, value: object) -> object:
-        return _split_csv(value)
+    def _split_roots(cls, value: object) -> object:
+        return _split_paths(value)
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _split_keys(cls, value: object) -> object:
+        return split_api_keys(value) if isinstance(value, str) else value
+
+    @field_validator("api_keys")
+    @classmethod
+    def _check_keys(cls, value: list[str]) -> list[str]:
+        # Refuse at start-up (InvalidApiKeyConfig is a ValueError) rather than serve
+        # with a key nobody meant, e.g. `sha256` split off its hash.
+        for position, entry in enumerate(value, start=1):
+            parse_api_key_entry(entry, position)
+        return [entry.strip() for entry in value]
 
     @property
     def resolved_database_url(self) -> str:
@@ -105,7 +154,28 @@ class Settings(BaseSettings):
         return f"sqlite:///{(self.storage_dir / 'cxr.db').resolve()}"
 
 
+def build_settings(**overrides: Any) -> Settings:
+    """Settings from the environment, with `overrides` (e.g. command-line options) winning.
+
+    Raises:
+        SettingsError: a value is refused; the message names each `CXR_*` variable and why.
+    """
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            field = ".".join(str(part) for part in error["loc"][:1])
+            message = str(error["msg"]).removeprefix("Value error, ")
+            problems.append(f"CXR_{field.upper()}: {message}")
+        raise SettingsError("invalid settings: " + "; ".join(problems)) from None
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    """Return the process-wide settings, read from the environment on first call."""
-    return Settings()
+    """Return the process-wide settings, read from the environment on first call.
+
+    Raises:
+        SettingsError: a `CXR_*` value is refused.
+    """
+    return build_settings()

@@ -111,16 +111,49 @@ def labelled_spans(text: str, sections: SectionSet, *, use_sections: bool = True
 
 
 # A sentence ends at . ! ? followed by whitespace (not "1.5 cm"), at a
-# semicolon (a clause boundary: "no effusion; mild atelectasis"), or at a blank
-# line or a line that starts a list item.
-_SENT_END = re.compile(r"[.!?]+(?=\s|$)|;|\n\s*\n|\n(?=\s*(?:[-*\u2022]|\d+[.)])\s)")
+# semicolon (a clause boundary: "no effusion; mild atelectasis"), at a blank
+# line, and where a list item starts. Typed reports also drop the space after
+# a period ("effusion.No", "effusion.2.No pneumothorax"; issue 8).
+_MARKER = (
+    r"(?:[-\u2010-\u2015*\u2022\u00b7\u2023\u25e6\u25aa\u25cf>]+"  # bullets and dashes
+    r"|\(?\d{1,2}[.):](?!\d)|\(\d{1,2}\)|#\d{1,2}[.):]?"  # 1.  2)  (3)  3:  #4
+    r"|\(?[a-hA-H][.)](?![A-Za-z]\.)|\(?(?:i{1,3}|iv|vi{0,3}|ix|I{1,3}|IV|VI{0,3}|IX)[.)]"
+    r"|\d{1,2}[ \t]*[-\u2013\u2014][ \t])"  # 1 - item
+)
+_SENT_END = re.compile(
+    r"[.!?]+(?=\s|$)"
+    r"|;"
+    r"|\n[ \t]*\n"
+    # a line that starts a list item or a "Field:" template line
+    rf"|\n(?=[ \t]*(?:{_MARKER}|[A-Za-z][A-Za-z /&-]{{0,30}}:))"
+    # no space after the period: "effusion.No", "effusion.no pneumothorax", "effusion.2.No"
+    r"|(?<=[A-Za-z)\]])\.(?=[A-Z]|\(?\d{1,2}[.)]\D)|(?<=[a-z]{2})\.(?=[a-z]{2})"
+    # an inline numbered item: "small effusion (2) no pneumothorax", "effusion 2) no"
+    r"|[ \t](?=\(\d{1,2}\)[ \t]*[A-Za-z]|\d{1,2}[.)][ \t]*[A-Za-z])"
+)
+_LEADING_MARKER = re.compile(rf"(?:{_MARKER}[ \t]*)+")
+_LINE_BREAK = re.compile(r"[ \t]*\n[ \t]*(?=[A-Z])")
 
 
-def split_sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
-    """Split `text[start:end]` into sentences.
+def split_sentences(
+    text: str, start: int, end: int, wrap_words: frozenset[str] = frozenset()
+) -> list[tuple[int, int]]:
+    """Split `text[start:end]` into sentences, without their list markers.
+
+    A line break inside a sentence is a hard wrap ("The heart is\nenlarged.")
+    unless the next line starts with a capital in mixed-case text and the line
+    before does not end with one of `wrap_words` ("or", "of", "the", ...):
+    then it ends a sentence (one finding per line, without periods).
+
+    Args:
+        text: the (cleaned) report.
+        start, end: the span to split.
+        wrap_words: lower-cased words after which a line always continues.
 
     Returns:
-        (start, end) character offsets into `text`, stripped of surrounding whitespace.
+        (start, end) character offsets into `text`, stripped of surrounding
+        whitespace and of leading numbering or bullets ("1.", "2)", "a.",
+        "(3)", "-", "\u2022", "*", "1 -").
     """
     out: list[tuple[int, int]] = []
     pos = start
@@ -128,11 +161,42 @@ def split_sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
         out.append((pos, m.end()))
         pos = m.end()
     out.append((pos, end))
-    spans = []
+    spans: list[tuple[int, int]] = []
     for s, e in out:
         chunk = text[s:e]
-        lead = len(chunk) - len(chunk.lstrip())
-        trail = len(chunk) - len(chunk.rstrip())
-        if e - trail > s + lead:
-            spans.append((s + lead, e - trail))
+        if "\n" in chunk.strip():
+            spans.extend(_split_lines(text, s, e, wrap_words))
+        else:
+            _add(text, s, e, spans)
     return spans
+
+
+def _split_lines(text: str, s: int, e: int, wrap_words: frozenset[str]) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    pos = s
+    for m in _LINE_BREAK.finditer(text, s, e):
+        before = text[pos : m.start()]
+        words = before.split()
+        if not words or before.isupper():
+            continue  # ALL CAPS text: a capital says nothing; read it as a wrap
+        last = words[-1].lower()
+        if last.endswith(",") or last in wrap_words:
+            continue
+        _add(text, pos, m.start(), spans)
+        pos = m.end()
+    _add(text, pos, e, spans)
+    return spans
+
+
+def _add(text: str, s: int, e: int, spans: list[tuple[int, int]]) -> None:
+    chunk = text[s:e]
+    lead = len(chunk) - len(chunk.lstrip())
+    m = _LEADING_MARKER.match(chunk, lead)
+    if m is not None:
+        if not chunk[m.end() :].strip():
+            return  # a bare marker ("2.") holds nothing to label
+        lead = m.end()
+        lead += len(chunk[lead:]) - len(chunk[lead:].lstrip())
+    trail = len(chunk) - len(chunk.rstrip())
+    if e - trail > s + lead:
+        spans.append((s + lead, e - trail))

@@ -23,6 +23,7 @@ import torch
 from models.boxes import DEFAULT_BOX_THRESHOLDS
 from models.errors import CheckpointError
 from models.network import ChestNet, build_model
+from models.transforms import preprocessing_record
 
 __all__ = [
     "FORMAT",
@@ -78,14 +79,8 @@ class ModelCard:
     # thresholds apply to the calibrated probabilities. Missing label: T = 1.
     temperatures: dict[str, float] = field(default_factory=dict)
     box_thresholds: list[int] = field(default_factory=lambda: list(DEFAULT_BOX_THRESHOLDS))
-    preprocessing: dict[str, Any] = field(
-        default_factory=lambda: {
-            "input": "grey float in [0, 1]: DICOM modality LUT -> VOI LUT/window -> "
-            "MONOCHROME1 inversion -> min/max; bitmaps min/max",
-            "resize": "whole image stretched to image_size x image_size (area interpolation)",
-            "normalisation": "ImageNet mean/std on the grey channel repeated x3 (inside the model)",
-        }
-    )
+    # New cards letterbox; cards saved before `resize_mode` existed stretch (issue 9, item 3).
+    preprocessing: dict[str, Any] = field(default_factory=lambda: preprocessing_record("letterbox"))
     training_data: str = ""
     # Resolved training settings (optimizer, lr, accumulation, schedule, epochs, steps).
     training: dict[str, Any] = field(default_factory=dict)

@@ -27,7 +27,7 @@ from torch.utils.data import Dataset
 
 from models.errors import DatasetError, ImageError
 from models.images import load_image
-from models.transforms import resize_square
+from models.transforms import fit_long_side
 
 __all__ = [
     "DATA_ENTRY_COLUMNS",
@@ -306,7 +306,9 @@ class ChestXrayDataset(Dataset[tuple[torch.Tensor, torch.Tensor, int]]):
             px = np.zeros((256, 256), np.float32)
         shape = (int(px.shape[0]), int(px.shape[1]))
         if self.cache_size is not None:
-            small = (resize_square(px, self.cache_size) * 255 + 0.5).astype(np.uint8)
+            # Aspect ratio kept: the transform then letterboxes (or stretches) it as it
+            # would the original.
+            small = (fit_long_side(px, self.cache_size) * 255 + 0.5).astype(np.uint8)
             self._cache[index] = (small, shape)
             return small.astype(np.float32) / 255.0, shape
         return px, shape

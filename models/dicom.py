@@ -13,9 +13,13 @@ Compressed transfer syntaxes are decoded by pydicom's pixel-data plugins
 from __future__ import annotations
 
 import io
+import math
 import os
+import struct
 import warnings
+import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -23,6 +27,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from models.errors import (
+    ImageError,
     ImageTooLargeError,
     InvalidDicomError,
     MissingPixelData,
@@ -33,11 +38,13 @@ from models.errors import (
 __all__ = [
     "ACCEPTED_MODALITIES",
     "MAX_DIMENSION",
+    "MAX_INFLATED_BYTES",
     "MIN_DIMENSION",
     "DicomHeader",
     "DicomImage",
     "ImageMeta",
     "check_dimensions",
+    "reading",
     "read_dicom",
     "read_dicom_header",
     "read_sr_text",
@@ -45,6 +52,10 @@ __all__ = [
 
 MAX_DIMENSION = 10_000
 MIN_DIMENSION = 32
+# A Deflated Explicit VR Little Endian dataset is inflated in memory by pydicom; refuse one
+# that would grow beyond this (a deflate bomb). 10000x10000 at 16 bits x 3 samples fits.
+MAX_INFLATED_BYTES = 1 << 30
+_DEFLATED_TS = b"1.2.840.10008.1.2.1.99"
 # Projection radiography. OT/SC appear on secondary-capture chest films (see
 # ../shared/data/dicom: Modality CR/DX on a Secondary Capture SOP class).
 ACCEPTED_MODALITIES = frozenset({"CR", "DX", "DR", "RG", "OT", "SC", "PX", ""})
@@ -113,6 +124,58 @@ def _name(source: Source) -> str:
     return "<bytes>" if isinstance(source, bytes) else getattr(source, "name", "<stream>")
 
 
+@contextmanager
+def reading(name: str) -> Iterator[None]:
+    """The boundary of one input: whatever a parser or decoder raises becomes an `ImageError`.
+
+    pydicom, its pixel-data plugins and Pillow raise what they like on hostile input
+    (zlib.error, struct.error, NotImplementedError, TypeError, pydicom's
+    BytesLengthException, a Rust decoder's PanicException...); each is this input's
+    failure, named, never the caller's crash. KeyboardInterrupt and SystemExit pass through.
+
+    Raises:
+        ImageError: (a subclass) for any exception raised inside the block.
+    """
+    try:
+        yield
+    except ImageError:
+        raise
+    except MemoryError as exc:
+        raise ImageTooLargeError(
+            f"{name}: not enough memory to decode this image; it is larger than this machine "
+            "can handle. Downsample it, or set a lower pixel limit so such files are refused early."
+        ) from exc
+    except zlib.error as exc:
+        raise InvalidDicomError(
+            f"{name}: the deflate-compressed data is corrupt ({exc}); re-export the file "
+            "uncompressed or with a valid Deflated Explicit VR Little Endian stream"
+        ) from exc
+    except NotImplementedError as exc:
+        raise UnsupportedImageError(
+            f"{name}: the file uses an encoding this reader does not support ({exc}); "
+            "re-export it as uncompressed MONOCHROME2 (Explicit VR Little Endian)"
+        ) from exc
+    except BaseException as exc:  # noqa: BLE001 - a decoder's failure is this input's failure
+        # Rust decoders (pylibjpeg-rle) panic with pyo3's PanicException, a BaseException;
+        # anything else outside Exception (KeyboardInterrupt, SystemExit) must go through.
+        if not isinstance(exc, Exception) and type(exc).__name__ != "PanicException":
+            raise
+        kind = type(exc).__name__
+        if isinstance(exc, struct.error | EOFError | OSError | ValueError | IndexError):
+            problem = "is truncated or corrupt"
+        else:
+            problem = "cannot be decoded"
+        raise InvalidDicomError(
+            f"{name}: the file {problem} ({kind}: {_short(exc)}); re-export it from the source "
+            "system, or check that it is a complete DICOM or PNG/JPEG file"
+        ) from exc
+
+
+def _short(exc: BaseException, limit: int = 200) -> str:
+    text = " ".join(str(exc).split()) or "no detail"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _open(source: Source) -> BinaryIO | str:
     if isinstance(source, bytes):
         return io.BytesIO(source)
@@ -124,20 +187,65 @@ def _open(source: Source) -> BinaryIO | str:
     return source
 
 
-def _dcmread(source: Source, **kwargs: Any) -> Any:
-    """Parse a dataset; accept files without the 128-byte preamble only if they look like DICOM."""
+def _check_deflate(name: str, fp: BinaryIO | str, max_pixels: int | None) -> None:
+    """Refuse a deflated dataset that inflates beyond `MAX_INFLATED_BYTES` (a deflate bomb),
+    or beyond what `max_pixels` pixels of 16-bit RGB could need.
+
+    pydicom inflates the whole dataset in one `zlib.decompress` call, so the check streams
+    the inflation first, with bounded output, and stops at the limit.
+    """
+    limit = MAX_INFLATED_BYTES
+    if max_pixels is not None:
+        limit = min(limit, max_pixels * 6 + (16 << 20))
+    f = open(fp, "rb") if isinstance(fp, str) else fp  # noqa: SIM115 - closed below
+    start = 0 if isinstance(fp, str) else f.tell()
+    try:
+        head = f.read(132 + 12)
+        if len(head) < 144 or head[128:132] != b"DICM" or head[132:136] != b"\x02\x00\x00\x00":
+            return  # no preamble or no (0002,0000) group length: pydicom decides
+        (meta_length,) = struct.unpack("<I", head[140:144])
+        meta = f.read(min(meta_length, 1 << 16))
+        if _DEFLATED_TS not in meta:
+            return
+        f.seek(start + 144 + meta_length)
+        inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+        total = 0
+        while chunk := f.read(1 << 16):
+            data = chunk
+            while data:
+                total += len(inflater.decompress(data, 1 << 20))
+                if total > limit:
+                    raise ImageTooLargeError(
+                        f"{name}: the deflate-compressed dataset inflates beyond "
+                        f"{limit >> 20} MiB (a deflate bomb?); re-export it "
+                        "uncompressed"
+                    )
+                data = inflater.unconsumed_tail
+            if inflater.eof:
+                break
+    finally:
+        if isinstance(fp, str):
+            f.close()
+        else:
+            f.seek(start)
+
+
+def _dcmread(source: Source, max_pixels: int | None = None, **kwargs: Any) -> Any:
+    """Parse a dataset; accept files without the 128-byte preamble only if they look like DICOM.
+
+    Call inside `reading(name)`: pydicom's own exceptions are mapped there.
+    """
     import pydicom
     from pydicom.errors import InvalidDicomError as PydicomInvalid
 
     name = _name(source)
     fp = _open(source)
+    _check_deflate(name, fp, max_pixels)
     start = fp.tell() if not isinstance(fp, str) else 0
     try:
         return pydicom.dcmread(fp, **kwargs)
     except PydicomInvalid:
         pass
-    except (EOFError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise InvalidDicomError(f"{name}: truncated or corrupt DICOM file ({exc})") from exc
     # No 'DICM' marker: old ACR-NEMA style files still parse with force=True, but so does
     # random data, so require the elements a real image or document always has.
     if not isinstance(fp, str):
@@ -165,10 +273,67 @@ def _str(ds: Any, keyword: str) -> str | None:
     return str(value).strip() or None
 
 
-def _meta(ds: Any) -> ImageMeta:
+# (tag, lowest, highest) of the integer elements the reader relies on; each must hold one value.
+_INT_ELEMENTS: dict[str, tuple[str, int, int]] = {
+    "Rows": ("0028,0010", 0, 65535),
+    "Columns": ("0028,0011", 0, 65535),
+    "SamplesPerPixel": ("0028,0002", 1, 4),
+    "BitsAllocated": ("0028,0100", 1, 64),
+    "BitsStored": ("0028,0101", 1, 64),
+    "HighBit": ("0028,0102", 0, 63),
+    "PixelRepresentation": ("0028,0103", 0, 1),
+    "NumberOfFrames": ("0028,0008", 0, 2**31 - 1),
+    "PlanarConfiguration": ("0028,0006", 0, 1),
+}
+
+
+def _int(name: str, ds: Any, keyword: str, default: int | None = None) -> int | None:
+    """One integer element, checked: a single value inside the range DICOM allows."""
+    tag, lo, hi = _INT_ELEMENTS[keyword]
+    value = ds.get(keyword)
+    if value is None or value == "":
+        return default
+    if isinstance(value, list | tuple) or type(value).__name__ == "MultiValue":
+        raise InvalidDicomError(
+            f"{name}: {keyword} ({tag}) holds {len(value)} values {list(value)[:4]}; "
+            "exactly one is allowed (VM 1). The file is malformed; re-export it."
+        )
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise InvalidDicomError(
+            f"{name}: {keyword} ({tag}) is {str(value)[:40]!r}; expected an integer "
+            f"in {lo}..{hi}. The file is malformed; re-export it."
+        ) from None
+    if not lo <= number <= hi:
+        raise InvalidDicomError(
+            f"{name}: {keyword} ({tag}) is {number}; expected {lo}..{hi}. "
+            "The file is malformed; re-export it."
+        )
+    return number
+
+
+def _floats(name: str, ds: Any, keyword: str, tag: str) -> list[float] | None:
+    value = ds.get(keyword)
+    if value is None or value == "":
+        return None
+    many = hasattr(value, "__iter__") and not isinstance(value, str | bytes)
+    values = list(value) if many else [value]
+    try:
+        numbers = [float(v) for v in values]
+    except (TypeError, ValueError):
+        numbers = []
+    if not numbers or not all(math.isfinite(v) for v in numbers):
+        raise InvalidDicomError(
+            f"{name}: {keyword} ({tag}) is {str(value)[:40]!r}; expected finite number(s). "
+            "The file is malformed; re-export it."
+        )
+    return numbers
+
+
+def _meta(name: str, ds: Any) -> ImageMeta:
     file_meta = getattr(ds, "file_meta", None)
     tsuid = file_meta.get("TransferSyntaxUID") if file_meta is not None else None
-    bits = ds.get("BitsStored")
     return ImageMeta(
         study_instance_uid=_str(ds, "StudyInstanceUID"),
         series_instance_uid=_str(ds, "SeriesInstanceUID"),
@@ -177,22 +342,33 @@ def _meta(ds: Any) -> ImageMeta:
         accession_number=_str(ds, "AccessionNumber"),
         modality=_str(ds, "Modality"),
         photometric=_str(ds, "PhotometricInterpretation"),
-        rows=int(ds.get("Rows") or 0),
-        columns=int(ds.get("Columns") or 0),
-        bits_stored=int(bits) if bits is not None else None,
+        rows=_int(name, ds, "Rows", 0) or 0,
+        columns=_int(name, ds, "Columns", 0) or 0,
+        bits_stored=_int(name, ds, "BitsStored"),
         view_position=_str(ds, "ViewPosition"),
         transfer_syntax_uid=str(tsuid) if tsuid else None,
         patient_id=_str(ds, "PatientID"),
     )
 
 
-def check_dimensions(name: str, rows: int, columns: int) -> None:
+def check_dimensions(name: str, rows: int, columns: int, max_pixels: int | None = None) -> None:
     """Reject absurd image sizes before decoding anything.
 
+    Args:
+        name: the input, for messages.
+        rows, columns: the size the header announces.
+        max_pixels: refuse more than this many pixels (rows x columns); None: no limit.
+
     Raises:
-        ImageTooLargeError: a side exceeds `MAX_DIMENSION` pixels.
+        ImageTooLargeError: a side exceeds `MAX_DIMENSION` pixels, or the image has more
+            than `max_pixels` pixels.
         UnsupportedImageError: a side is below `MIN_DIMENSION` pixels.
     """
+    if max_pixels is not None and rows * columns > max_pixels:
+        raise ImageTooLargeError(
+            f"{name}: image is {rows}x{columns} = {rows * columns:,} pixels; the limit is "
+            f"{max_pixels:,} pixels. Downsample it before submitting."
+        )
     if rows > MAX_DIMENSION or columns > MAX_DIMENSION:
         raise ImageTooLargeError(
             f"{name}: image is {rows}x{columns} pixels; the limit is {MAX_DIMENSION} per side. "
@@ -206,28 +382,43 @@ def check_dimensions(name: str, rows: int, columns: int) -> None:
 
 
 def read_dicom(
-    source: Source, *, accepted_modalities: frozenset[str] = ACCEPTED_MODALITIES
+    source: Source,
+    *,
+    accepted_modalities: frozenset[str] = ACCEPTED_MODALITIES,
+    max_pixels: int | None = None,
+    name: str | None = None,
 ) -> DicomImage:
     """Read a single-frame projection radiograph from a DICOM file.
 
     Args:
         source: a path, the file's bytes, or a binary stream.
         accepted_modalities: Modality values accepted (missing Modality counts as "").
+        max_pixels: refuse an image whose Rows x Columns exceeds this, before decoding.
+        name: the input's name in error messages (default: the path, or "<bytes>").
 
     Returns:
         `DicomImage` with `pixels` float32 (rows, columns) in [0, 1] after modality LUT,
         VOI LUT/window, MONOCHROME1 inversion and min/max scaling.
 
     Raises:
-        InvalidDicomError: not DICOM, truncated or corrupt.
+        InvalidDicomError: not DICOM, truncated, corrupt or malformed (the message names the
+            element and its bad value).
         MissingPixelData: no (7FE0,0010) Pixel Data element.
-        UnsupportedImageError: CT/MR/... modality, multi-frame, palette colour, tiny image.
-        ImageTooLargeError: a side above `MAX_DIMENSION`.
+        UnsupportedImageError: CT/MR/... modality, multi-frame, palette colour, tiny image,
+            an encoding no installed decoder handles.
+        ImageTooLargeError: a side above `MAX_DIMENSION`, more than `max_pixels` pixels.
         UnsupportedTransferSyntax: no installed decoder for the pixel data.
     """
-    name = _name(source)
-    ds = _dcmread(source)
-    meta = _meta(ds)
+    name = name or _name(source)
+    with reading(name):
+        return _read_dicom(name, source, accepted_modalities, max_pixels)
+
+
+def _read_dicom(
+    name: str, source: Source, accepted_modalities: frozenset[str], max_pixels: int | None
+) -> DicomImage:
+    ds = _dcmread(source, max_pixels)
+    meta = _meta(name, ds)
     modality = (meta.modality or "").upper()
     if modality not in accepted_modalities:
         raise UnsupportedImageError(
@@ -246,22 +437,57 @@ def read_dicom(
         raise MissingPixelData(
             f"{name}: the dataset has no Pixel Data (7FE0,0010){why}; expected an image"
         )
-    frames = int(ds.get("NumberOfFrames") or 1)
+    frames = _int(name, ds, "NumberOfFrames", 1) or 1
     if frames > 1:
         raise UnsupportedImageError(
             f"{name}: Number of Frames (0028,0008) is {frames}; only single-frame radiographs "
             "are supported. Split the series into single images first."
         )
-    check_dimensions(name, meta.rows, meta.columns)
+    check_dimensions(name, meta.rows, meta.columns, max_pixels)
     photometric = (meta.photometric or "").upper()
     if photometric not in {"MONOCHROME1", "MONOCHROME2"} | _COLOUR_PHOTOMETRICS:
         raise UnsupportedImageError(
             f"{name}: Photometric Interpretation (0028,0004) is {photometric!r}; expected "
             "MONOCHROME1, MONOCHROME2 or RGB/YBR"
         )
+    _check_pixel_module(name, ds, meta)
     _check_native_length(name, ds, meta)
+    _check_codestream_size(name, ds, meta)
+    if photometric.startswith("MONOCHROME"):
+        _check_luts(name, ds)
     pixels = _decode(name, ds)
-    return DicomImage(pixels=_to_unit_grey(ds, pixels, photometric), meta=meta)
+    if pixels.shape[:2] != (meta.rows, meta.columns):
+        raise InvalidDicomError(
+            f"{name}: decoded pixel data is {'x'.join(map(str, pixels.shape))} but Rows x "
+            f"Columns (0028,0010/0011) say {meta.rows}x{meta.columns}; the file is corrupt"
+        )
+    out = _to_unit_grey(name, ds, pixels, photometric)
+    return DicomImage(pixels=out, meta=meta)
+
+
+def _check_pixel_module(name: str, ds: Any, meta: ImageMeta) -> None:
+    """The Image Pixel module elements the decoders rely on: one value each, in range."""
+    samples = _int(name, ds, "SamplesPerPixel", 1)
+    photometric = (meta.photometric or "").upper()
+    expected = 1 if photometric.startswith("MONOCHROME") else 3
+    if samples != expected:
+        raise InvalidDicomError(
+            f"{name}: Samples per Pixel (0028,0002) is {samples} but Photometric "
+            f"Interpretation {photometric} needs {expected}; the file is malformed"
+        )
+    allocated = _int(name, ds, "BitsAllocated")
+    stored = _int(name, ds, "BitsStored")
+    if allocated is not None and allocated not in (1, 8, 16, 32):
+        raise UnsupportedImageError(
+            f"{name}: Bits Allocated (0028,0100) is {allocated}; expected 8, 16 or 32"
+        )
+    if allocated is not None and stored is not None and stored > allocated:
+        raise InvalidDicomError(
+            f"{name}: Bits Stored (0028,0101) is {stored}, more than Bits Allocated "
+            f"(0028,0100) {allocated}; the file is malformed"
+        )
+    for keyword in ("HighBit", "PixelRepresentation", "PlanarConfiguration"):
+        _int(name, ds, keyword)
 
 
 def _check_native_length(name: str, ds: Any, meta: ImageMeta) -> None:
@@ -270,14 +496,175 @@ def _check_native_length(name: str, ds: Any, meta: ImageMeta) -> None:
     native = {"1.2.840.10008.1.2", "1.2.840.10008.1.2.1", "1.2.840.10008.1.2.2", None}
     if tsuid not in native or getattr(ds.PixelData, "__len__", None) is None:
         return
-    samples = int(ds.get("SamplesPerPixel") or 1)
-    bits = int(ds.get("BitsAllocated") or 16)
-    expected = meta.rows * meta.columns * samples * bits // 8
+    samples = _int(name, ds, "SamplesPerPixel", 1) or 1
+    bits = _int(name, ds, "BitsAllocated", 16) or 16
+    expected = (meta.rows * meta.columns * samples * bits + 7) // 8
     if len(ds.PixelData) < expected:
         raise InvalidDicomError(
             f"{name}: Pixel Data holds {len(ds.PixelData)} bytes but {meta.rows}x{meta.columns}x"
             f"{samples} at {bits} bits needs {expected}; the file is truncated"
         )
+
+
+_JPEG_SYNTAXES = frozenset(f"1.2.840.10008.1.2.4.{n}" for n in ("50", "51", "57", "70", "80", "81"))
+_J2K_SYNTAXES = frozenset(
+    f"1.2.840.10008.1.2.4.{n}" for n in ("90", "91", "92", "93", "201", "202", "203")
+)
+_ITEM_TAG = b"\xfe\xff\x00\xe0"
+# SOF0..SOF15 except DHT (C4), JPG (C8) and DAC (CC), plus JPEG-LS SOF55 (F7).
+_SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC} | {0xF7}
+
+
+def _check_codestream_size(name: str, ds: Any, meta: ImageMeta) -> None:
+    """Compare the size in the JPEG/JPEG 2000 frame header with Rows x Columns, undecoded.
+
+    The decoders allocate what the codestream announces, so a header that says 64x64 over a
+    10000x10000 JPEG would slip past `check_dimensions` and the pixel limit.
+    """
+    tsuid = meta.transfer_syntax_uid
+    if tsuid not in _JPEG_SYNTAXES and tsuid not in _J2K_SYNTAXES:
+        return
+    fragment = _first_fragment(ds.PixelData)
+    if fragment is None:
+        raise InvalidDicomError(
+            f"{name}: the encapsulated Pixel Data (7FE0,0010) has no readable first fragment; "
+            "the file is truncated or corrupt. Re-export it."
+        )
+    size = _jpeg_size(fragment) if tsuid in _JPEG_SYNTAXES else _j2k_size(fragment)
+    if size is None:
+        kind = "JPEG" if tsuid in _JPEG_SYNTAXES else "JPEG 2000"
+        raise InvalidDicomError(
+            f"{name}: the Pixel Data has no readable {kind} frame header for Transfer Syntax "
+            f"{tsuid}; the file is corrupt. Re-export it."
+        )
+    if size != (meta.rows, meta.columns):
+        raise InvalidDicomError(
+            f"{name}: the compressed frame is {size[0]}x{size[1]} but Rows x Columns "
+            f"(0028,0010/0011) say {meta.rows}x{meta.columns}; the file is inconsistent. "
+            "Re-export it."
+        )
+
+
+def _first_fragment(pixel_data: bytes, limit: int = 1 << 20) -> bytes | None:
+    """The start of the first fragment after the Basic Offset Table (PS3.5 A.4)."""
+    if len(pixel_data) < 16 or pixel_data[:4] != _ITEM_TAG:
+        return None
+    pos = 8 + int.from_bytes(pixel_data[4:8], "little")
+    if pixel_data[pos : pos + 4] != _ITEM_TAG:
+        return None
+    length = int.from_bytes(pixel_data[pos + 4 : pos + 8], "little")
+    return pixel_data[pos + 8 : pos + 8 + min(length, limit)]
+
+
+def _jpeg_size(data: bytes) -> tuple[int, int] | None:
+    """(height, width) from the first SOF marker, walking the marker segments from SOI."""
+    i = data.find(b"\xff\xd8", 0, 64)
+    if i < 0:
+        return None
+    i += 2
+    while i + 4 <= len(data):
+        if data[i] != 0xFF:
+            return None
+        marker = data[i + 1]
+        if marker == 0xFF:  # fill byte
+            i += 1
+        elif marker in _SOF_MARKERS:
+            if i + 9 > len(data):
+                return None
+            return int.from_bytes(data[i + 5 : i + 7], "big"), int.from_bytes(
+                data[i + 7 : i + 9], "big"
+            )
+        elif marker == 0xDA:  # a scan before any frame header
+            return None
+        elif 0xD0 <= marker <= 0xD8 or marker == 0x01:  # markers without a length
+            i += 2
+        else:
+            i += 2 + int.from_bytes(data[i + 2 : i + 4], "big")
+    return None
+
+
+def _j2k_size(data: bytes) -> tuple[int, int] | None:
+    """(height, width) from the SIZ segment that follows SOC (a JP2 wrapper is searched)."""
+    i = data.find(b"\xff\x4f\xff\x51", 0, 4096)
+    if i < 0 or i + 24 > len(data):
+        return None
+    x, y, x0, y0 = (int.from_bytes(data[i + k : i + k + 4], "big") for k in (8, 12, 16, 20))
+    return y - y0, x - x0
+
+
+def _check_luts(name: str, ds: Any) -> None:
+    """Check the modality and VOI LUTs and windows before pydicom applies them.
+
+    pydicom trusts them: a LUT Descriptor of 0 or 64 bits raises NotImplementedError or
+    TypeError, a short LUT Data an IndexError, a zero window width a ValueError.
+    """
+    for keyword, tag in (("RescaleSlope", "0028,1053"), ("RescaleIntercept", "0028,1052")):
+        values = _floats(name, ds, keyword, tag)
+        if values is not None and len(values) != 1:
+            raise InvalidDicomError(
+                f"{name}: {keyword} ({tag}) holds {len(values)} values; exactly one is allowed"
+            )
+    for keyword, title in (
+        ("ModalityLUTSequence", "Modality LUT Sequence (0028,3000)"),
+        ("VOILUTSequence", "VOI LUT Sequence (0028,3010)"),
+    ):
+        items = ds.get(keyword)
+        if items:
+            _check_lut_item(f"{name}: {title} item 1", items[0])
+    if ds.get("VOILUTSequence"):
+        return  # preferred over the window below
+    centre = _floats(name, ds, "WindowCenter", "0028,1050")
+    width = _floats(name, ds, "WindowWidth", "0028,1051")
+    if centre is not None and width is not None and width[0] < 1:
+        raise InvalidDicomError(
+            f"{name}: Window Width (0028,1051) is {width[0]:g}; expected at least 1. "
+            "The file is malformed; re-export it."
+        )
+
+
+def _check_lut_item(where: str, item: Any) -> None:
+    descriptor = item.get("LUTDescriptor")
+    data = item.get("LUTData")
+    if descriptor is None or data is None:
+        raise InvalidDicomError(
+            f"{where} lacks LUT Descriptor (0028,3002) or LUT Data (0028,3006); the file is "
+            "malformed. Re-export it without the LUT or with a complete one."
+        )
+    values = list(descriptor) if hasattr(descriptor, "__len__") else [descriptor]
+    if len(values) != 3 or not all(isinstance(v, int) for v in values):
+        raise InvalidDicomError(
+            f"{where}: LUT Descriptor (0028,3002) is {values[:4]}; expected three integers "
+            "(entries, first mapped value, bits per entry). Re-export the image without this "
+            "LUT or with a valid one."
+        )
+    entries, _, bits = values
+    entries = entries or 65536  # PS3.3 C.11.1.1: 0 means 2^16 entries
+    if bits not in (8, *range(10, 17)):
+        raise InvalidDicomError(
+            f"{where}: LUT Descriptor (0028,3002) gives {bits} bits per entry; expected 8 or "
+            "10..16 (PS3.3 C.11.2.1.1). Re-export the image without this LUT or with a valid one."
+        )
+    # LUT Data is US (a list of ints, or one int for a 1-entry LUT) or OW (raw bytes).
+    if isinstance(data, bytes):
+        count = len(data) // 2
+    else:
+        count = len(data) if hasattr(data, "__len__") else 1
+    if count != entries:
+        raise InvalidDicomError(
+            f"{where}: LUT Data (0028,3006) has {count} entries but the LUT Descriptor "
+            f"(0028,3002) announces {entries}; the LUT is truncated or malformed. "
+            "Re-export the image without this LUT or with a valid one."
+        )
+    if not isinstance(data, bytes):
+        numbers = list(data) if hasattr(data, "__len__") else [data]
+        # pydicom stores 8-bit LUTs as uint8 and the others as uint16.
+        top = 2**8 if bits == 8 else 2**16
+        if any(not isinstance(v, int) or not 0 <= v < top for v in numbers):
+            raise InvalidDicomError(
+                f"{where}: LUT Data (0028,3006) holds values outside 0..{top - 1} for "
+                f"{bits}-bit entries; the LUT is malformed. Re-export the image without this "
+                "LUT or with a valid one."
+            )
 
 
 def _decode(name: str, ds: Any) -> np.ndarray:
@@ -292,12 +679,14 @@ def _decode(name: str, ds: Any) -> np.ndarray:
                 f"({getattr(tsuid, 'name', '')}); install a pydicom decoder plugin for it "
                 "(pylibjpeg-libjpeg, pylibjpeg-openjpeg, pylibjpeg-rle) or re-export uncompressed"
             ) from exc
-        raise InvalidDicomError(f"{name}: pixel data cannot be decoded ({exc})") from exc
+        raise InvalidDicomError(f"{name}: pixel data cannot be decoded ({_short(exc)})") from exc
     except (ValueError, EOFError, OSError, TypeError, AttributeError, KeyError) as exc:
-        raise InvalidDicomError(f"{name}: pixel data is truncated or corrupt ({exc})") from exc
+        raise InvalidDicomError(
+            f"{name}: pixel data is truncated or corrupt ({_short(exc)}); re-export the file"
+        ) from exc
 
 
-def _to_unit_grey(ds: Any, arr: np.ndarray, photometric: str) -> np.ndarray:
+def _to_unit_grey(name: str, ds: Any, arr: np.ndarray, photometric: str) -> np.ndarray:
     from pydicom.pixels.processing import apply_modality_lut, apply_voi_lut
 
     if arr.ndim == 3:
@@ -306,26 +695,46 @@ def _to_unit_grey(ds: Any, arr: np.ndarray, photometric: str) -> np.ndarray:
         out = arr
     else:
         try:
-            out = apply_modality_lut(arr, ds)
-            out = apply_voi_lut(out, ds, index=0, prefer_lut=True)
+            with warnings.catch_warnings():
+                # "VOI LUT on a float input array": expected after a rescale, and harmless.
+                warnings.simplefilter("ignore")
+                out = apply_modality_lut(arr, ds)
+                out = apply_voi_lut(out, ds, index=0, prefer_lut=True)
         except (ValueError, TypeError, IndexError, KeyError) as exc:
-            raise InvalidDicomError(f"modality/VOI LUT cannot be applied ({exc})") from exc
-    out = np.asarray(out, dtype=np.float32)
-    lo, hi = float(out.min()), float(out.max())
-    out = (out - lo) / (hi - lo) if hi > lo else np.zeros_like(out)
+            raise InvalidDicomError(
+                f"{name}: modality/VOI LUT cannot be applied ({_short(exc)}); re-export the "
+                "image without them or with valid ones"
+            ) from exc
+    with np.errstate(all="ignore"):
+        out = np.asarray(out, dtype=np.float64)
+        lo, hi = float(out.min()), float(out.max())
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise InvalidDicomError(
+                f"{name}: pixel values are not finite after Rescale Slope/Intercept and the "
+                "VOI LUT/window; check (0028,1053), (0028,1052), (0028,1050) and (0028,1051)"
+            )
+        out = (out - lo) / (hi - lo) if hi > lo else np.zeros_like(out)
     if photometric == "MONOCHROME1":
         out = 1.0 - out
     return np.ascontiguousarray(out, dtype=np.float32)
 
 
-def read_dicom_header(path: str | os.PathLike[str]) -> DicomHeader:
-    """Read the identifying header of a DICOM file without decoding its pixels.
+def read_dicom_header(path: Source) -> DicomHeader:
+    """Read the identifying header of a DICOM file (a path, bytes or a stream) without
+    decoding its pixels.
 
     Large element values (the pixel data) are deferred, not read, so this is cheap.
 
     Raises:
-        InvalidDicomError: the file is not DICOM or is corrupt.
+        InvalidDicomError: the file is not DICOM or is corrupt (whatever pydicom raised).
+        ImageError: (another subclass) e.g. a deflate bomb.
     """
+    name = _name(path)
+    with reading(name):
+        return _read_header(path)
+
+
+def _read_header(path: Source) -> DicomHeader:
     ds = _dcmread(path, defer_size=1024)
     sop_class = _str(ds, "SOPClassUID")
     if sop_class is None and getattr(ds, "file_meta", None) is not None:
@@ -380,6 +789,11 @@ def read_sr_text(path: str | os.PathLike[str] | bytes) -> str:
         InvalidDicomError: not DICOM, or not a structured report.
     """
     name = _name(path)
+    with reading(name):
+        return _read_sr_text(name, path)
+
+
+def _read_sr_text(name: str, path: str | os.PathLike[str] | bytes) -> str:
     ds = _dcmread(path)
     modality = _str(ds, "Modality")
     sop_class = _str(ds, "SOPClassUID") or ""

@@ -169,6 +169,7 @@ def localize_dataset(
     device: Any = "cpu",
     box_thresholds: Sequence[int] = (60, 180),
     image_size: int,
+    resize: str = "letterbox",
 ) -> dict[tuple[str, str], list[Box]]:
     """Generate heatmap boxes for each (image, label) pair that has ground truth.
 
@@ -180,8 +181,9 @@ def localize_dataset(
     """
     import torch
 
-    from models.boxes import boxes_from_heatmap
-    from models.cam import positive_evidence, upsample_cams
+    from models.cam import positive_evidence
+    from models.heatmaps import boxes_from_cam
+    from models.transforms import Geometry
 
     dev = torch.device(device)
     col = {name: i for i, name in enumerate(dataset.labels)}
@@ -199,14 +201,12 @@ def localize_dataset(
             pixels, (rows, columns) = dataset.pixels(i)
             x = dataset.transform(pixels)[None].to(dev)
             cams = positive_evidence(model.class_activation_maps(model.forward_features(x)))
-            up = upsample_cams(cams, image_size, image_size, image_size)
-            up_np = up[0].float().cpu().numpy()
+            cams_np = cams[0].float().cpu().numpy()
+            # The same geometry (letterbox or stretch) and box path as `models.predict`.
+            geometry = Geometry.fit(rows, columns, image_size, resize)
             for label in labels:
-                out[(record.image_index, label)] = boxes_from_heatmap(
-                    up_np[col[label]],
-                    label=label,
-                    thresholds=box_thresholds,
-                    scale=(columns / image_size, rows / image_size),
+                out[(record.image_index, label)] = boxes_from_cam(
+                    cams_np[col[label]], geometry, label=label, thresholds=box_thresholds
                 )
     return out
 
@@ -247,7 +247,7 @@ def evaluate_checkpoint(
     from models.checkpoint import load_checkpoint
     from models.data import ChestXrayDataset, load_records, split_records
     from models.predict import resolve_device
-    from models.transforms import EvalTransform
+    from models.transforms import EvalTransform, resize_mode_of
 
     dev = resolve_device(device)
     ckpt = load_checkpoint(checkpoint, map_location=dev)
@@ -255,7 +255,8 @@ def evaluate_checkpoint(
     records = load_records(data)
     root = Path(data) if Path(data).is_dir() else None
     chosen = split_records(records, split, root=root, seed=seed)
-    transform = EvalTransform(card.image_size)
+    resize = resize_mode_of(card.preprocessing)
+    transform = EvalTransform(card.image_size, resize)
     dataset = ChestXrayDataset(chosen, card.labels, transform)
     logits, targets = predict_dataset(
         ckpt.model, dataset, device=dev, batch_size=batch_size, workers=workers, progress=progress
@@ -300,6 +301,7 @@ def evaluate_checkpoint(
             device=dev,
             box_thresholds=card.box_thresholds,
             image_size=card.image_size,
+            resize=resize,
         )
         report["localization"] = localization_metrics(predicted, scored)
         report["localization"]["n_boxes"] = len(scored)

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import io
 import os
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from models.dicom import DicomImage, ImageMeta, check_dimensions, read_dicom
-from models.errors import ImageError, InvalidDicomError, UnsupportedImageError
+from models.dicom import DicomImage, ImageMeta, check_dimensions, read_dicom, reading
+from models.errors import ImageError, ImageTooLargeError, InvalidDicomError, UnsupportedImageError
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -25,23 +26,29 @@ _BITMAP_FORMATS = frozenset({"PNG", "JPEG", "TIFF", "BMP"})
 
 
 def load_image(
-    source: str | os.PathLike[str] | bytes, *, filename: str | None = None
+    source: str | os.PathLike[str] | bytes,
+    *,
+    filename: str | None = None,
+    max_pixels: int | None = None,
 ) -> DicomImage:
     """Read a DICOM or bitmap image.
 
     DICOM is recognised by the 'DICM' marker at byte 128 (or, failing a bitmap decode, by
-    parsing); anything else goes through Pillow.
+    parsing); anything else goes through Pillow. Whatever a decoder raises comes out as an
+    `ImageError` subclass naming the input.
 
     Args:
         source: a path or the file's bytes.
         filename: name used in error messages when `source` is bytes.
+        max_pixels: refuse an image of more than this many pixels, read from its header
+            before any pixel is decoded (`ImageTooLargeError`); None: only the per-side limit.
 
     Returns:
         `DicomImage`: pixels float32 (rows, columns) in [0, 1]; for bitmaps `meta` has only
         rows, columns, bits_stored and photometric set.
 
     Raises:
-        ImageError: (a subclass) the input is unreadable or unsupported.
+        ImageError: (a subclass) the input is unreadable, unsupported or too large.
     """
     if isinstance(source, bytes):
         data = source
@@ -54,55 +61,85 @@ def load_image(
         except OSError as exc:
             raise ImageError(f"{name}: cannot read file ({exc.strerror or exc})") from exc
     if len(data) >= 132 and data[128:132] == b"DICM":
-        return read_dicom(data)
+        return read_dicom(data, max_pixels=max_pixels, name=name)
     try:
-        return read_bitmap(data, name=name)
+        return read_bitmap(data, name=name, max_pixels=max_pixels)
     except UnsupportedImageError as bitmap_error:
         if "not a recognised image" not in str(bitmap_error):
             raise
         try:
             # Part 10 files without preamble exist in old archives.
-            return read_dicom(data)
+            return read_dicom(data, max_pixels=max_pixels, name=name)
         except InvalidDicomError:
             raise UnsupportedImageError(
                 f"{name}: not a DICOM, PNG, JPEG or TIFF image ({len(data)} bytes)"
             ) from None
 
 
-def read_bitmap(data: bytes, *, name: str = "<bytes>") -> DicomImage:
+def read_bitmap(data: bytes, *, name: str = "<bytes>", max_pixels: int | None = None) -> DicomImage:
     """Decode PNG/JPEG/TIFF bytes into grey float32 (rows, columns) scaled min/max to [0, 1].
 
     Raises:
         UnsupportedImageError: not a recognised image, animated/multi-page, or too small.
-        ImageTooLargeError: a side above the size limit (checked before decoding).
+        ImageTooLargeError: a side above the size limit or more than `max_pixels` pixels
+            (checked on the header, before decoding), or a Pillow decompression bomb.
+        InvalidDicomError: anything else Pillow raised (truncated or corrupt data).
     """
     from PIL import Image, UnidentifiedImageError
 
-    try:
-        im = Image.open(io.BytesIO(data))
-    except (UnidentifiedImageError, OSError) as exc:
-        raise UnsupportedImageError(f"{name}: not a recognised image ({exc})") from exc
-    with im:
-        if im.format not in _BITMAP_FORMATS:
-            raise UnsupportedImageError(
-                f"{name}: image format {im.format} is not supported; expected DICOM, PNG, JPEG "
-                "or TIFF"
-            )
-        columns, rows = im.size
-        # Checked before decoding: Image.open is lazy, so a decompression bomb costs nothing.
-        check_dimensions(name, rows, columns)
-        frames = int(getattr(im, "n_frames", 1))
-        if frames > 1:
-            raise UnsupportedImageError(
-                f"{name}: image has {frames} frames; only single-frame images are supported"
-            )
-        mode = im.mode
+    with reading(name):
         try:
+            im = Image.open(io.BytesIO(data))
+        except Image.DecompressionBombError as exc:
+            raise ImageTooLargeError(
+                f"{name}: Pillow refuses this image as a decompression bomb ({exc}); "
+                "downsample it before submitting"
+            ) from exc
+        except (UnidentifiedImageError, OSError) as exc:
+            raise UnsupportedImageError(f"{name}: not a recognised image ({exc})") from exc
+        with im:
+            return _read_opened(name, im, max_pixels)
+
+
+def _read_opened(name: str, im: Image.Image, max_pixels: int | None) -> DicomImage:
+    from PIL import Image
+
+    if im.format not in _BITMAP_FORMATS:
+        raise UnsupportedImageError(
+            f"{name}: image format {im.format} is not supported; expected DICOM, PNG, JPEG or TIFF"
+        )
+    columns, rows = im.size
+    # Checked before decoding: Image.open is lazy, so a decompression bomb costs nothing.
+    check_dimensions(name, rows, columns, max_pixels)
+    frames = int(getattr(im, "n_frames", 1))
+    if frames > 1:
+        raise UnsupportedImageError(
+            f"{name}: image has {frames} frames; only single-frame images are supported"
+        )
+    mode = im.mode
+    try:
+        with warnings.catch_warnings():
+            # Our own size limits came first; Pillow's warning adds nothing.
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             arr = _grey_array(im)
-        except (OSError, ValueError, SyntaxError) as exc:
-            raise UnsupportedImageError(f"{name}: truncated or corrupt image ({exc})") from exc
-    lo, hi = float(arr.min()), float(arr.max())
-    pixels = (arr - lo) / (hi - lo) if hi > lo else np.zeros_like(arr)
+    except Image.DecompressionBombError as exc:
+        raise ImageTooLargeError(
+            f"{name}: Pillow refuses this image as a decompression bomb ({exc}); "
+            "downsample it before submitting"
+        ) from exc
+    except (OSError, ValueError, SyntaxError) as exc:
+        raise UnsupportedImageError(f"{name}: truncated or corrupt image ({exc})") from exc
+    if arr.shape != (rows, columns):
+        raise UnsupportedImageError(
+            f"{name}: decoded image is {arr.shape} but its header says {rows}x{columns}"
+        )
+    with np.errstate(all="ignore"):
+        lo, hi = float(arr.min()), float(arr.max())
+        if not (np.isfinite(lo) and np.isfinite(hi)):
+            raise UnsupportedImageError(
+                f"{name}: image holds non-finite values (NaN or infinity); expected a radiograph"
+            )
+        pixels = (arr - lo) / (hi - lo) if hi > lo else np.zeros_like(arr)
     bits = 16 if mode.startswith("I") else 8
     meta = ImageMeta(rows=rows, columns=columns, bits_stored=bits, photometric="MONOCHROME2")
     return DicomImage(pixels=np.ascontiguousarray(pixels, dtype=np.float32), meta=meta)

@@ -3,17 +3,23 @@
     predictor = load_predictor("model.pt")
     image = load_image("study.dcm")
     [result] = predictor.predict([image.pixels])
-    result.probabilities["Effusion"], result.boxes, result.heatmaps["Effusion"]
+    result.probabilities["Effusion"], result.boxes, result.heatmaps["Effusion"].render(512, 512)
 
-Heatmaps and boxes are in the ORIGINAL image's pixel coordinates.
+Boxes are in the ORIGINAL image's pixel coordinates. Heatmaps stay at the network's map
+resolution (`models.heatmaps.Heatmap`) and are projected onto any display size on demand.
+To bound memory, callers with large images fit them first (`Predictor.prepare`) and drop
+the full-resolution array; `predict` accepts prepared images. `predict_files` runs files
+through the whole path with decoding overlapped with compute.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import queue
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -21,17 +27,42 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from models.boxes import Box, boxes_from_heatmap
+from models.boxes import Box
 from models.calibration import apply_temperatures, temperature_vector
-from models.cam import cam_to_image, positive_evidence, upsample_cams
+from models.cam import positive_evidence
 from models.checkpoint import ModelCard, load_checkpoint
-from models.errors import ModelsError
+from models.dicom import ImageMeta
+from models.errors import ImageError, ModelsError
+from models.heatmaps import Heatmap, boxes_from_cam
 from models.network import ChestNet
-from models.transforms import resize_square
+from models.transforms import Geometry, ResizeMode, fit_long_side, fit_square, resize_mode_of
 
-__all__ = ["Box", "Prediction", "Predictor", "load_predictor", "resolve_device"]
+__all__ = [
+    "Box",
+    "FileResult",
+    "Heatmap",
+    "Prediction",
+    "Predictor",
+    "PreparedImage",
+    "load_predictor",
+    "predict_files",
+    "resolve_device",
+]
 
 HeatmapPolicy = Literal["positive", "all", "none"]
+
+
+@dataclass(frozen=True)
+class PreparedImage:
+    """An image fitted to the model input, and the geometry that maps it back.
+
+    Attributes:
+        input: float32 (S, S) in [0, 1].
+        geometry: original size and placement (`models.transforms.Geometry`).
+    """
+
+    input: np.ndarray
+    geometry: Geometry
 
 
 @dataclass
@@ -39,17 +70,19 @@ class Prediction:
     """One image's result.
 
     Attributes:
-        probabilities: label -> sigmoid probability.
+        probabilities: label -> probability.
         positive: labels whose probability reaches their operating threshold.
         boxes: boxes (original pixels) for the positive labels, best first.
-        heatmaps: label -> float32 (rows, columns) in [0, 1], for the labels asked for.
+        heatmaps: label -> `Heatmap` (map resolution) for the labels asked for.
+        geometry: how the original was fitted into the model input.
         timings: seconds per stage for this image (its share of the batch).
     """
 
     probabilities: dict[str, float]
     positive: list[str]
     boxes: list[Box] = field(default_factory=list)
-    heatmaps: dict[str, np.ndarray] = field(default_factory=dict)
+    heatmaps: dict[str, Heatmap] = field(default_factory=dict)
+    geometry: Geometry | None = None
     timings: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -87,10 +120,18 @@ class Predictor:
         card: its model card.
         device: where to run; on CUDA inference uses bf16 autocast and channels_last.
         batch_size: images per forward pass.
+        resize: "letterbox" or "stretch"; default what the card records (cards without
+            the record, from before letterboxing, stretch).
     """
 
     def __init__(
-        self, model: ChestNet, card: ModelCard, *, device: torch.device, batch_size: int = 16
+        self,
+        model: ChestNet,
+        card: ModelCard,
+        *,
+        device: torch.device,
+        batch_size: int = 16,
+        resize: ResizeMode | None = None,
     ) -> None:
         self.device = device
         self.model = model.to(device).eval()
@@ -98,15 +139,14 @@ class Predictor:
             self.model = self.model.to(memory_format=torch.channels_last)
         self._card = card
         self.batch_size = batch_size
+        self.resize: ResizeMode = resize or resize_mode_of(card.preprocessing)
         self.labels: list[str] = list(card.labels)
         self.thresholds: dict[str, float] = {
             name: float(card.thresholds.get(name, 0.5)) for name in self.labels
         }
         self.box_thresholds: tuple[int, ...] = tuple(card.box_thresholds)
         # Per-label temperature scaling from the card (models.calibration); T = 1 if absent.
-        self._temperatures = torch.from_numpy(
-            temperature_vector(card.temperatures, self.labels)
-        ).to(device)
+        self._temperatures = torch.from_numpy(temperature_vector(card.temperatures, self.labels))
 
     @property
     def card(self) -> dict[str, Any]:
@@ -117,6 +157,29 @@ class Predictor:
     def image_size(self) -> int:
         return int(self._card.image_size)
 
+    def prepare(self, pixels: np.ndarray) -> PreparedImage:
+        """Fit a grey (rows, columns) image in [0, 1] into the model input (letterbox or
+        stretch, as the card says). The result is small: drop `pixels` after this.
+
+        Raises:
+            ValueError: `pixels` is not a 2-D array.
+        """
+        fitted, geometry = fit_square(pixels, self.image_size, self.resize)
+        return PreparedImage(input=fitted, geometry=geometry)
+
+    def probabilities(self, logits: torch.Tensor) -> np.ndarray:
+        """THE one place logits become probabilities: (N, C) logits -> (N, C) float64.
+
+        `sigmoid(logit / T)` per label, T from the model card's temperature scaling
+        (issue 9 item 5; `models.calibration`); applied here and nowhere else.
+        """
+        return (
+            apply_temperatures(logits, self._temperatures.to(logits.device))
+            .cpu()
+            .numpy()
+            .astype(np.float64)
+        )
+
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
         if self.device.type == "cuda":
             return torch.autocast("cuda", dtype=torch.bfloat16)
@@ -125,7 +188,7 @@ class Predictor:
     @torch.inference_mode()
     def predict(
         self,
-        images: Sequence[np.ndarray],
+        images: Sequence[np.ndarray | PreparedImage],
         *,
         heatmaps: HeatmapPolicy = "positive",
         boxes: bool = True,
@@ -134,17 +197,18 @@ class Predictor:
 
         Args:
             images: grey float arrays (rows, columns) in [0, 1], any sizes
-                (`DicomImage.pixels`).
-            heatmaps: which labels get an original-size heatmap: "positive" (default),
-                "all" or "none".
+                (`DicomImage.pixels`), or `PreparedImage`s from `prepare`.
+            heatmaps: which labels get a `Heatmap`: "positive" (default), "all" or "none".
             boxes: compute boxes for the positive labels.
 
         Returns:
             One `Prediction` per image, in order.
 
         Raises:
-            ValueError: an image is not a 2-D array.
+            ValueError: an image is not a 2-D array, or an unknown heatmap policy.
         """
+        if heatmaps not in ("positive", "all", "none"):
+            raise ValueError(f"heatmaps must be positive, all or none, got {heatmaps!r}")
         out: list[Prediction] = []
         for start in range(0, len(images), self.batch_size):
             out.extend(
@@ -153,93 +217,92 @@ class Predictor:
         return out
 
     def _predict_batch(
-        self, images: Sequence[np.ndarray], heatmaps: HeatmapPolicy, want_boxes: bool
-    ) -> Iterator[Prediction]:
+        self,
+        images: Sequence[np.ndarray | PreparedImage],
+        heatmaps: HeatmapPolicy,
+        want_boxes: bool,
+    ) -> list[Prediction]:
         n = len(images)
-        size = self.image_size
         t0 = time.perf_counter()
+        prepared: list[PreparedImage] = []
         for i, im in enumerate(images):
-            if np.ndim(im) != 2:
+            if isinstance(im, PreparedImage):
+                prepared.append(im)
+            elif np.ndim(im) != 2:
                 raise ValueError(f"image {i}: expected a (rows, columns) array, got {np.shape(im)}")
-        x = torch.from_numpy(np.stack([resize_square(im, size) for im in images]))[:, None]
+            else:
+                prepared.append(self.prepare(im))
+        x = torch.from_numpy(np.stack([p.input for p in prepared]))[:, None]
         x = x.to(self.device, non_blocking=True)
         if self.device.type == "cuda":
             x = x.contiguous(memory_format=torch.channels_last)
         t1 = time.perf_counter()
         with self._autocast():
             features = self.model.forward_features(x)
-            logits = self.model.forward_head(features).float()
+            logits = self.model.forward_head(features)
+        probs = self.probabilities(logits)
         # (N, C, S, S) float32, positive evidence only (see models.cam).
-        cams = positive_evidence(self.model.class_activation_maps(features))
-        probs = apply_temperatures(logits, self._temperatures).cpu().numpy()
-        _sync(self.device)
+        cams = positive_evidence(self.model.class_activation_maps(features)).float().cpu().numpy()
+        del features, x
         t2 = time.perf_counter()
-        # Box extraction works on maps at the model's input resolution; coordinates are
-        # then scaled to the original image (same geometry as the stretch resize).
-        up = upsample_cams(cams, size, size, size).cpu()
-        cams_cpu = cams.cpu().numpy()
-        t3 = time.perf_counter()
         results: list[Prediction] = []
-        cam_s = box_s = 0.0
-        for i, im in enumerate(images):
-            rows, columns = im.shape
+        box_s = cam_s = 0.0
+        for i, prep in enumerate(prepared):
+            geo = prep.geometry
             p = {name: round(float(probs[i, c]), 6) for c, name in enumerate(self.labels)}
             positive = [name for name in self.labels if p[name] >= self.thresholds[name]]
             ta = time.perf_counter()
-            boxes: list[Box] = []
+            found: list[Box] = []
             if want_boxes:
                 for name in positive:
                     c = self.labels.index(name)
-                    for b in boxes_from_heatmap(
-                        up[i, c].numpy(),
-                        label=name,
-                        thresholds=self.box_thresholds,
-                        scale=(columns / size, rows / size),
-                    ):
-                        boxes.append(
-                            Box(
-                                label=b.label,
-                                x=b.x,
-                                y=b.y,
-                                width=b.width,
-                                height=b.height,
-                                score=round(b.score * p[name], 4),
-                                threshold=b.threshold,
-                            )
+                    found.extend(
+                        _scored(b, p[name])
+                        for b in boxes_from_cam(
+                            cams[i, c], geo, label=name, thresholds=self.box_thresholds
                         )
-                boxes.sort(key=lambda b: -b.score)
+                    )
+                found.sort(key=lambda b: -b.score)
             tb = time.perf_counter()
             names = {"positive": positive, "all": self.labels, "none": []}[heatmaps]
-            maps = {
-                name: cam_to_image(
-                    cams_cpu[i, self.labels.index(name)], rows, columns, input_size=size
-                )
-                for name in names
-            }
+            maps = {name: Heatmap.from_cam(cams[i, self.labels.index(name)], geo) for name in names}
             tc = time.perf_counter()
             box_s += tb - ta
             cam_s += tc - tb
             results.append(
-                Prediction(probabilities=p, positive=positive, boxes=boxes, heatmaps=maps)
+                Prediction(
+                    probabilities=p, positive=positive, boxes=found, heatmaps=maps, geometry=geo
+                )
             )
         shared = {
             "preprocess": (t1 - t0) / n,
             "forward": (t2 - t1) / n,
-            "cam": (t3 - t2 + cam_s) / n,
+            "cam": cam_s / n,
             "boxes": box_s / n,
         }
         for r in results:
             r.timings = {k: round(v, 6) for k, v in shared.items()}
-        yield from results
+        return results
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+def _scored(box: Box, probability: float) -> Box:
+    return Box(
+        label=box.label,
+        x=box.x,
+        y=box.y,
+        width=box.width,
+        height=box.height,
+        score=round(box.score * probability, 4),
+        threshold=box.threshold,
+    )
 
 
 def load_predictor(
-    checkpoint: str | os.PathLike[str] | Path, *, device: str = "auto", batch_size: int = 16
+    checkpoint: str | os.PathLike[str] | Path,
+    *,
+    device: str = "auto",
+    batch_size: int = 16,
+    resize: ResizeMode | None = None,
 ) -> Predictor:
     """Load a checkpoint for inference.
 
@@ -247,13 +310,146 @@ def load_predictor(
         checkpoint: a file written by `models.checkpoint.save_checkpoint`.
         device: "auto" (CUDA if available), "cpu", "cuda", "cuda:1", ...
         batch_size: images per forward pass.
+        resize: override the card's resize mode (None: the card's).
 
     Returns:
         A `Predictor`.
 
     Raises:
         CheckpointError: the checkpoint cannot be loaded.
+        ModelsError: the device is unavailable.
     """
     dev = resolve_device(device)
     ckpt = load_checkpoint(checkpoint, map_location="cpu")
-    return Predictor(ckpt.model, ckpt.card, device=dev, batch_size=batch_size)
+    return Predictor(ckpt.model, ckpt.card, device=dev, batch_size=batch_size, resize=resize)
+
+
+# --- files through the whole path ---------------------------------------------------------
+
+
+@dataclass
+class FileResult:
+    """One input file's outcome from `predict_files`.
+
+    Attributes:
+        path: the input.
+        meta: image facts (None when unreadable).
+        display: uint8 grey copy, longer side at most `display_size` (None when unreadable
+            or not asked for), for overlays.
+        prediction: the result (None when unreadable).
+        error: why the file could not be read (None when it was).
+        timings: decode and preprocess seconds for this file.
+        prepared: the model input while it waits for its batch (None afterwards).
+    """
+
+    path: Path
+    meta: ImageMeta | None = None
+    display: np.ndarray | None = None
+    prediction: Prediction | None = None
+    error: ImageError | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    prepared: PreparedImage | None = field(default=None, repr=False)
+
+
+def _load_one(predictor: Predictor, path: Path, display_size: int | None) -> FileResult:
+    from models.images import load_image
+
+    t0 = time.perf_counter()
+    try:
+        image = load_image(path)
+    except ImageError as exc:
+        return FileResult(path=path, error=exc)
+    t1 = time.perf_counter()
+    prepared = predictor.prepare(image.pixels)
+    display = None
+    if display_size is not None:
+        display = (fit_long_side(image.pixels, display_size) * 255.0 + 0.5).astype(np.uint8)
+    # Only the small copies travel on: the full-resolution array dies here.
+    return FileResult(
+        path=path,
+        meta=image.meta,
+        display=display,
+        timings={"decode": t1 - t0, "preprocess": time.perf_counter() - t1},
+        prepared=prepared,
+    )
+
+
+_DONE = object()
+
+
+def _prefetch(items: Iterable[Any], depth: int) -> Iterator[Any]:
+    """Yield `items` produced by a background thread at most `depth` ahead (order kept)."""
+    q: queue.Queue[Any] = queue.Queue(maxsize=max(1, depth))
+    failure: list[BaseException] = []
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            for item in items:
+                if stop.is_set():
+                    return
+                q.put(item)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer
+            failure.append(exc)
+        finally:
+            q.put(_DONE)
+
+    thread = threading.Thread(target=work, name="cxr-predict-prefetch", daemon=True)
+    thread.start()
+    try:
+        while (item := q.get()) is not _DONE:
+            yield item
+    finally:
+        stop.set()
+        with contextlib.suppress(queue.Empty):
+            while True:
+                q.get_nowait()
+        thread.join(timeout=5)
+    if failure:
+        raise failure[0]
+
+
+def predict_files(
+    predictor: Predictor,
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    heatmaps: HeatmapPolicy = "positive",
+    display_size: int | None = 1024,
+) -> Iterator[FileResult]:
+    """Run files through decode -> fit -> batched forward -> boxes, in input order.
+
+    Decoding and fitting run in a background thread, up to two batches ahead of the
+    forward pass, so I/O and decoding overlap with compute; each decoded full-resolution
+    array is dropped as soon as its model input and display copy exist.
+
+    Args:
+        predictor: a loaded `Predictor` (its `batch_size` sets the batch).
+        paths: DICOM/PNG/JPEG/TIFF files.
+        heatmaps: which labels get a `Heatmap` ("positive", "all", "none").
+        display_size: longer side of the `display` copy kept for overlays (None: none).
+
+    Yields:
+        One `FileResult` per path, in order; unreadable files carry `error`.
+    """
+    batch = max(1, predictor.batch_size)
+    loaded = _prefetch(
+        (_load_one(predictor, Path(p), display_size) for p in paths), depth=2 * batch
+    )
+    pending: list[FileResult] = []
+
+    def flush() -> Iterator[FileResult]:
+        good = [r for r in pending if r.prepared is not None]
+        if good:
+            preds = predictor.predict(
+                [r.prepared for r in good if r.prepared is not None], heatmaps=heatmaps
+            )
+            for r, pred in zip(good, preds, strict=True):
+                r.prediction, r.prepared = pred, None
+        yield from pending
+        pending.clear()
+
+    for result in loaded:
+        pending.append(result)
+        if sum(r.prepared is not None for r in pending) >= batch:
+            yield from flush()
+    yield from flush()

@@ -61,7 +61,7 @@ from models.loss import compute_loss
 from models.metrics import choose_thresholds, classification_metrics, expected_calibration_error
 from models.network import DEFAULT_BODY_STAGES, DEFAULT_TRANSITION_CHANNELS
 from models.predict import resolve_device
-from models.transforms import EvalTransform, TrainTransform
+from models.transforms import RESIZE_MODES, EvalTransform, TrainTransform, preprocessing_record
 
 __all__ = [
     "TrainConfig",
@@ -94,6 +94,7 @@ class TrainConfig:
     arch: str = "resnet50"
     weights: str = "imagenet"  # "imagenet" | "none"
     image_size: int = 512
+    resize: str = "letterbox"  # fit into the square input: "letterbox" | "stretch"
     pooling: str = "lse"
     lse_r: float = 10.0
     pool_on: str = "cams"  # "cams" (pool class maps) | "features" (paper order)
@@ -140,6 +141,7 @@ class TrainConfig:
         """Raise ModelsError for a setting outside its allowed values."""
         checks = {
             "arch": (self.arch, ("resnet50", "resnet18")),
+            "resize": (self.resize, RESIZE_MODES),
             "weights": (self.weights, ("imagenet", "none")),
             "pooling": (self.pooling, ("lse", "avg", "max")),
             "pool_on": (self.pool_on, ("cams", "features")),
@@ -456,12 +458,13 @@ def train(cfg: TrainConfig) -> TrainResult:
         cache_images = len(records) * cfg.image_size**2 <= _CACHE_BYTES
     cache = cfg.image_size if cache_images else None
     train_tf: Callable[[np.ndarray], torch.Tensor] = (
-        TrainTransform(cfg.image_size, shift=cfg.aug_shift)
+        TrainTransform(cfg.image_size, shift=cfg.aug_shift, resize=cfg.resize)  # type: ignore[arg-type]
         if cfg.augment
-        else EvalTransform(cfg.image_size)
+        else EvalTransform(cfg.image_size, cfg.resize)  # type: ignore[arg-type]
     )
     train_set = ChestXrayDataset(train_records, labels, train_tf, cache_size=cache)
-    val_set = ChestXrayDataset(val_records, labels, EvalTransform(cfg.image_size), cache_size=cache)
+    val_tf = EvalTransform(cfg.image_size, cfg.resize)  # type: ignore[arg-type]
+    val_set = ChestXrayDataset(val_records, labels, val_tf, cache_size=cache)
     if len(train_set) == 0 or len(val_set) == 0:
         raise ModelsError(
             f"{cfg.data}: {len(train_set)} training and {len(val_set)} validation images; "
@@ -523,6 +526,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         body_stages=body_stages,
         dilated=cfg.output_stride == 16 and body_stages == 4,
         image_size=cfg.image_size,
+        preprocessing=preprocessing_record(cfg.resize),
         training_data=cfg.training_data or _describe(cfg.data, train_set, val_set),
         training={
             "optimizer": cfg.optimizer,

@@ -1,46 +1,216 @@
 """Train and eval presets: grey float image (rows, columns) in [0, 1] -> (1, S, S) tensor.
 
-The whole image is resized to S x S (no crop), so a model position maps back to
-the original image by scaling alone (see `models.cam`). The model applies the
-ImageNet normalisation itself.
+Fitting an image into the model's square input (issue 9, item 3):
+
+- "letterbox" (default since model cards record it): scale so the LONGER side is S,
+  keep the aspect ratio, centre it and pad the rest with 0 (black). Real radiographs are
+  2500x2048, 1955x1841, ...: stretching them distorts the heart and costophrenic angles.
+- "stretch": the whole image resized to S x S. Checkpoints whose card does not record
+  `preprocessing["resize_mode"]` were trained this way and keep it.
+
+Nothing is cropped, so a model position maps back to the original image exactly through a
+`Geometry` (scale and offset per axis). The model applies the ImageNet normalisation itself.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 import torch
 
-__all__ = ["EvalTransform", "TrainTransform", "resize_square"]
+__all__ = [
+    "RESIZE_MODES",
+    "EvalTransform",
+    "Geometry",
+    "ResizeMode",
+    "TrainTransform",
+    "fit_long_side",
+    "fit_square",
+    "preprocessing_record",
+    "resize_mode_of",
+    "resize_square",
+]
+
+ResizeMode = Literal["letterbox", "stretch"]
+RESIZE_MODES: tuple[str, ...] = ("letterbox", "stretch")
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Where an original image lies inside the model's square input.
+
+    Coordinates are continuous pixel-edge coordinates: original pixel q covers [q, q + 1).
+    The original's extent [0, columns) x [0, rows) maps linearly onto the input rectangle
+    [left, left + width) x [top, top + height); the rest of the input is padding.
+
+    Attributes:
+        rows, columns: the original image size.
+        size: the model input side S.
+        top, left: offset of the image inside the input, in input pixels.
+        height, width: the image's size inside the input, in input pixels.
+    """
+
+    rows: int
+    columns: int
+    size: int
+    top: int
+    left: int
+    height: int
+    width: int
+
+    @classmethod
+    def fit(cls, rows: int, columns: int, size: int, mode: ResizeMode | str) -> Geometry:
+        """The geometry `fit_square` uses for a (rows, columns) image.
+
+        Raises:
+            ValueError: unknown mode or a non-positive size.
+        """
+        if rows < 1 or columns < 1 or size < 1:
+            raise ValueError(f"need positive sizes, got {rows}x{columns} into {size}")
+        if mode == "stretch":
+            return cls(rows, columns, size, 0, 0, size, size)
+        if mode != "letterbox":
+            raise ValueError(f"resize mode must be one of {RESIZE_MODES}, got {mode!r}")
+        scale = size / max(rows, columns)
+        height = min(size, max(1, round(rows * scale)))
+        width = min(size, max(1, round(columns * scale)))
+        return cls(rows, columns, size, (size - height) // 2, (size - width) // 2, height, width)
+
+    @property
+    def scale(self) -> tuple[float, float]:
+        """(sx, sy): original pixels per input pixel along x and y."""
+        return self.columns / self.width, self.rows / self.height
+
+    def to_input(self, x: float, y: float) -> tuple[float, float]:
+        """Original edge coordinates -> input edge coordinates."""
+        sx, sy = self.scale
+        return self.left + x / sx, self.top + y / sy
+
+    def to_original(self, x: float, y: float) -> tuple[float, float]:
+        """Input edge coordinates -> original edge coordinates (inverse of `to_input`)."""
+        sx, sy = self.scale
+        return (x - self.left) * sx, (y - self.top) * sy
+
+    def to_dict(self) -> dict[str, int]:
+        """JSON-ready fields."""
+        return {
+            "rows": self.rows,
+            "columns": self.columns,
+            "size": self.size,
+            "top": self.top,
+            "left": self.left,
+            "height": self.height,
+            "width": self.width,
+        }
+
+
+def resize_mode_of(preprocessing: Mapping[str, Any] | None) -> ResizeMode:
+    """The resize mode a model card's preprocessing records; "stretch" when absent (old cards).
+
+    Raises:
+        ValueError: the card names an unknown mode.
+    """
+    mode = (preprocessing or {}).get("resize_mode", "stretch")
+    if mode not in RESIZE_MODES:
+        raise ValueError(f"model card resize_mode is {mode!r}; expected one of {RESIZE_MODES}")
+    return mode  # type: ignore[no-any-return]
+
+
+def preprocessing_record(mode: ResizeMode | str = "letterbox") -> dict[str, Any]:
+    """The `preprocessing` entry of a model card for a resize mode."""
+    if mode not in RESIZE_MODES:
+        raise ValueError(f"resize mode must be one of {RESIZE_MODES}, got {mode!r}")
+    how = (
+        "longer side scaled to image_size, aspect ratio kept, centred, padded with 0"
+        if mode == "letterbox"
+        else "whole image stretched to image_size x image_size"
+    )
+    return {
+        "input": "grey float in [0, 1]: DICOM modality LUT -> VOI LUT/window -> "
+        "MONOCHROME1 inversion -> min/max; bitmaps min/max",
+        "resize_mode": mode,
+        "resize": f"{how} (area interpolation when shrinking)",
+        "normalisation": "ImageNet mean/std on the grey channel repeated x3 (inside the model)",
+    }
+
+
+def _resize(pixels: np.ndarray, rows: int, columns: int) -> np.ndarray:
+    import cv2
+
+    src = np.asarray(pixels, np.float32)
+    if src.shape == (rows, columns):
+        return np.ascontiguousarray(src)
+    shrink = src.shape[0] > rows or src.shape[1] > columns
+    interp = cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
+    return np.asarray(cv2.resize(src, (columns, rows), interpolation=interp), np.float32)
+
+
+def fit_square(
+    pixels: np.ndarray, size: int, mode: ResizeMode | str = "letterbox"
+) -> tuple[np.ndarray, Geometry]:
+    """Fit a (rows, columns) float image into a (size, size) float32 square.
+
+    Args:
+        pixels: grey image, any size.
+        size: output side S.
+        mode: "letterbox" (keep aspect ratio, pad with 0) or "stretch".
+
+    Returns:
+        The (size, size) float32 image and the `Geometry` that maps it back.
+
+    Raises:
+        ValueError: `pixels` is not 2-D, or an unknown mode.
+    """
+    if np.ndim(pixels) != 2:
+        raise ValueError(f"expected a (rows, columns) image, got shape {np.shape(pixels)}")
+    rows, columns = pixels.shape
+    geo = Geometry.fit(rows, columns, size, mode)
+    content = _resize(pixels, geo.height, geo.width)
+    if geo.height == size and geo.width == size:
+        return content, geo
+    out = np.zeros((size, size), np.float32)
+    out[geo.top : geo.top + geo.height, geo.left : geo.left + geo.width] = content
+    return out, geo
 
 
 def resize_square(pixels: np.ndarray, size: int) -> np.ndarray:
-    """Resize a (rows, columns) float image to (size, size): area averaging when shrinking."""
-    import cv2
+    """Stretch a (rows, columns) float image to (size, size): area averaging when shrinking."""
+    return fit_square(pixels, size, "stretch")[0]
 
+
+def fit_long_side(pixels: np.ndarray, side: int) -> np.ndarray:
+    """Downscale so the longer side is at most `side`, keeping the aspect ratio (no padding).
+
+    Used for caches and display copies: letterboxing or stretching the result to `side`
+    gives (up to rounding) what it gives on the original.
+    """
     rows, columns = pixels.shape
-    if rows == size and columns == size:
+    if max(rows, columns) <= side:
         return np.ascontiguousarray(pixels, dtype=np.float32)
-    interp = cv2.INTER_AREA if rows > size or columns > size else cv2.INTER_LINEAR
-    return cv2.resize(np.asarray(pixels, np.float32), (size, size), interpolation=interp)
+    geo = Geometry.fit(rows, columns, side, "letterbox")
+    return _resize(pixels, geo.height, geo.width)
 
 
 @dataclass(frozen=True)
 class EvalTransform:
-    """Deterministic preset: resize to (size, size) -> tensor (1, size, size)."""
+    """Deterministic preset: fit into (size, size) -> tensor (1, size, size)."""
 
     size: int
+    resize: ResizeMode = "letterbox"
 
     def __call__(self, pixels: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(resize_square(pixels, self.size))[None]
+        return torch.from_numpy(fit_square(pixels, self.size, self.resize)[0])[None]
 
 
 @dataclass(frozen=True)
 class TrainTransform:
     """Mild, anatomy-preserving augmentation (no horizontal flip: the heart is on the left).
 
-    Random affine (rotation, scale, shift), then brightness/contrast and gamma jitter.
+    The same fit as `EvalTransform` (letterbox by default), then a random affine (rotation,
+    scale, shift), then brightness/contrast and gamma jitter.
     """
 
     size: int
@@ -49,6 +219,7 @@ class TrainTransform:
     shift: float = 0.05
     contrast: float = 0.15
     gamma: float = 0.15
+    resize: ResizeMode = "letterbox"
 
     def __call__(self, pixels: np.ndarray, rng: np.random.Generator | None = None) -> torch.Tensor:
         import cv2
@@ -57,7 +228,7 @@ class TrainTransform:
             # From torch's RNG, which DataLoader seeds differently in each worker process.
             rng = np.random.default_rng(int(torch.randint(0, 2**31 - 1, ()).item()))
         g = rng
-        img = resize_square(pixels, self.size)
+        img = fit_square(pixels, self.size, self.resize)[0]
         s = self.size
         angle = g.uniform(-self.rotate_deg, self.rotate_deg)
         zoom = g.uniform(*self.scale)

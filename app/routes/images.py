@@ -85,7 +85,10 @@ _OPENAPI_BODY: dict[str, Any] = {
     response_model=PredictionRead,
     openapi_extra=_OPENAPI_BODY,
     responses={
-        413: {"model": ErrorRead, "description": "Upload over CXR_MAX_UPLOAD_MB."},
+        413: {
+            "model": ErrorRead,
+            "description": "Upload over CXR_MAX_UPLOAD_MB, or image over CXR_MAX_PIXELS.",
+        },
         415: {"model": ErrorRead, "description": "Not DICOM/PNG/JPEG, or an unsupported image."},
         422: {"model": ErrorRead, "description": "Corrupt DICOM, no pixel data."},
         503: {"model": ErrorRead, "description": "No model loaded (says how to get one)."},
@@ -102,15 +105,16 @@ async def predict_image(
     multipart field `file`. The study/series/SOP instance UIDs are echoed; patient
     name and other identifying tags are neither stored nor logged.
     """
-    from models.images import load_image
-
     start = time.perf_counter()
     data, name = await _read_upload(request)
-    image = await run_in_threadpool(load_image, data, filename=name)
+    meta, prepared, preview_png = await run_in_threadpool(
+        _decode, inference.predictor, data, name, state.settings.max_pixels
+    )
     decoded = time.perf_counter()
-    prediction = await inference.predict(image.pixels)
+    prediction = await inference.predict(prepared)
+    del prepared
     predicted = time.perf_counter()
-    row = await run_in_threadpool(_store, state, data, image, prediction)
+    row = await run_in_threadpool(_store, state, data, meta, preview_png, prediction)
     state.metrics.predictions.labels("api").inc()
     timings = {
         "decode": round(decoded - start, 6),
@@ -119,24 +123,41 @@ async def predict_image(
         "total": round(time.perf_counter() - start, 6),
     }
     if state.settings.log_patient_data:
-        log.info("prediction %s for SOP %s", row.id, image.meta.sop_instance_uid)
+        log.info("prediction %s for SOP %s", row.id, meta.sop_instance_uid)
     else:
         log.info("prediction %s (%.0f ms)", row.id, timings["total"] * 1000)
     return prediction_read(row, timings=timings)
 
 
-def _store(state: AppState, data: bytes, image: Any, prediction: Any) -> Any:
-    from app.inference import encode_heatmaps, encode_preview
+def _decode(
+    predictor: Any, data: bytes, name: str, max_pixels: int | None
+) -> tuple[Any, Any, bytes]:
+    """Decode once, then keep only small copies: the model input and a display preview.
+
+    The full-resolution float array (400 MB for a 10000 x 10000 image) is dropped before
+    inference, so the request's peak memory is the decode itself (issue 7, item 5).
+    """
+    from app.inference import encode_preview
+    from models.images import load_image
+
+    # Over CXR_MAX_PIXELS: refused from the header, before decoding (413).
+    image = load_image(data, filename=name, max_pixels=max_pixels)
+    prepared = predictor.prepare(image.pixels)
+    preview_png = encode_preview(image.pixels)
+    return image.meta, prepared, preview_png
+
+
+def _store(state: AppState, data: bytes, meta: Any, preview_png: bytes, prediction: Any) -> Any:
+    from app.inference import encode_heatmaps
 
     storage = state.storage
-    pixels_key = storage.put_bytes(encode_preview(image.pixels), ".png")
+    pixels_key = storage.put_bytes(preview_png, ".png")
     heatmaps_key = (
         storage.put_bytes(encode_heatmaps(prediction.heatmaps), ".npz")
         if prediction.heatmaps
         else None
     )
     upload_key = storage.put_bytes(data, ".dcm") if state.settings.store_uploads else None
-    meta = image.meta
     with state.sessions() as session:
         study = (
             crud.get_or_create_study(session, meta.study_instance_uid)

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Query, Response
 from starlette.concurrency import run_in_threadpool
 
 from app import crud
 from app.db.models import Prediction
 from app.deps import SessionDep, StorageDep
 from app.errors import NotFound
+from app.inference import PREVIEW_SIDE
 from app.schemas import DEMO_NOTICE, ErrorRead, ImageRead, ModelCardRead, PredictionRead
 
 router = APIRouter(tags=["predictions"])
+
+MIN_OVERLAY_SIDE = 64
 
 
 def heatmap_url(prediction_id: str, label: str) -> str:
@@ -70,6 +73,30 @@ def _card_fields(card: dict[str, Any]) -> dict[str, Any]:
 
 
 @router.get(
+    "/predictions/{prediction_id}/image.png",
+    response_class=Response,
+    responses={
+        200: {"content": {"image/png": {}}, "description": "The radiograph as the model saw it."},
+        404: {"model": ErrorRead},
+    },
+    summary="The radiograph of a prediction, without overlay",
+)
+def get_prediction_image(prediction_id: str, session: SessionDep, storage: StorageDep) -> Response:
+    """The stored 8-bit preview (windowed as for the model, at most 1024 px a side): the
+    base layer on which a viewer draws heatmaps and boxes."""
+    row = crud.get_prediction(session, prediction_id)
+    if row is None:
+        raise NotFound(f"no prediction {prediction_id!r}")
+    if row.image.pixels_key is None:
+        raise NotFound("the image preview for this prediction is not stored")
+    return Response(
+        storage.get_bytes(row.image.pixels_key),
+        media_type="image/png",
+        headers={"Cache-Control": "private, max-age=3600"},
+    )
+
+
+@router.get(
     "/predictions/{prediction_id}",
     response_model=PredictionRead,
     responses={404: {"model": ErrorRead}},
@@ -93,9 +120,22 @@ def get_prediction(prediction_id: str, session: SessionDep) -> PredictionRead:
     summary="Heatmap overlay PNG for one label",
 )
 async def get_heatmap(
-    prediction_id: str, label: str, session: SessionDep, storage: StorageDep
+    prediction_id: str,
+    label: str,
+    session: SessionDep,
+    storage: StorageDep,
+    max_size: Annotated[
+        int,
+        Query(
+            ge=MIN_OVERLAY_SIDE,
+            le=PREVIEW_SIDE,
+            description="Longer side of the PNG in pixels (the stored preview is at most "
+            f"{PREVIEW_SIDE}).",
+        ),
+    ] = PREVIEW_SIDE,
 ) -> Response:
-    """The radiograph (at most 1024 px a side) with the label's heatmap and boxes drawn on it."""
+    """The radiograph with the label's heatmap and boxes drawn on it, rendered now from
+    the stored map-resolution heatmap at display size (at most `max_size` px a side)."""
     row = await run_in_threadpool(crud.get_prediction, session, prediction_id)
     if row is None:
         raise NotFound(f"no prediction {prediction_id!r}")
@@ -106,8 +146,9 @@ async def get_heatmap(
     if pixels_key is None:
         raise NotFound("the image preview for this prediction is not stored")
     boxes = [b for b in row.boxes if b.get("label") == label]
+    original = (row.image.rows, row.image.columns)
     png = await run_in_threadpool(
-        _render, storage, pixels_key, row.heatmaps_key, label, boxes, row.image.columns
+        _render, storage, pixels_key, row.heatmaps_key, label, boxes, original, max_size
     )
     return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=3600"})
 
@@ -118,24 +159,24 @@ def _render(
     heatmaps_key: str,
     label: str,
     boxes: list[dict[str, Any]],
-    columns: int,
+    original: tuple[int, int],
+    max_size: int,
 ) -> bytes:
-    from app.inference import decode_heatmaps, decode_preview
+    from app.inference import decode_heatmap, decode_preview
     from models.boxes import Box
     from models.overlay import render_overlay
 
     preview = decode_preview(storage.get_bytes(pixels_key))
-    heat = decode_heatmaps(storage.get_bytes(heatmaps_key), label)
-    scale = preview.shape[1] / columns  # boxes are in original pixels; the preview is smaller
-    scaled = [
+    heat = decode_heatmap(storage.get_bytes(heatmaps_key), label)
+    drawn = [
         Box(
             label=b["label"],
-            x=b["x"] * scale,
-            y=b["y"] * scale,
-            width=b["width"] * scale,
-            height=b["height"] * scale,
+            x=b["x"],
+            y=b["y"],
+            width=b["width"],
+            height=b["height"],
             score=b["score"],
         )
         for b in boxes
     ]
-    return render_overlay(preview, heat, boxes=scaled)
+    return render_overlay(preview, heat, boxes=drawn, original_size=original, max_side=max_size)

@@ -64,6 +64,31 @@ def test_cli_predict_writes_json_and_overlays(
     assert "broken.dcm" in capsys.readouterr().err
 
 
+def test_cli_predict_overlays_positive_by_default_none_and_bounded_size(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    from models.checkpoint import load_checkpoint, save_checkpoint
+
+    ckpt = load_checkpoint(checkpoint)
+    ckpt.card.thresholds = {"Effusion": 0.0, "Mass": 1.1, "Nodule": 1.1}  # one positive
+    model_path = save_checkpoint(tmp_path / "one.pt", model=ckpt.model, card=ckpt.card)
+    big = _dicom(tmp_path / "big.dcm", rows=900, columns=600)
+    out = tmp_path / "out"
+    assert main(["predict", "--model", str(model_path), str(big), "-o", str(out),
+                 "--overlay-size", "200", "--device", "cpu"]) == 0  # fmt: skip
+    doc = json.loads((out / "big.dcm.json").read_text())
+    assert doc["positive"] == ["Effusion"] and set(doc["heatmaps"]) == {"Effusion"}
+    from PIL import Image
+
+    with Image.open(doc["heatmaps"]["Effusion"]) as im:
+        assert im.size == (133, 200)  # longer side 200, aspect ratio kept
+    none = tmp_path / "none"
+    assert main(["predict", "--model", str(model_path), str(big), "-o", str(none),
+                 "--overlays", "none", "--device", "cpu"]) == 0  # fmt: skip
+    assert json.loads((none / "big.dcm.json").read_text())["heatmaps"] == {}
+    assert sorted(p.name for p in none.iterdir()) == ["big.dcm.json"]
+
+
 def test_cli_phantoms_then_evaluate(
     checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

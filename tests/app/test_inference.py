@@ -7,8 +7,11 @@ import threading
 from typing import Any
 
 import numpy as np
+import pytest
 
-from app.inference import InferenceQueue, decode_heatmaps, encode_heatmaps
+from app.inference import InferenceQueue, decode_heatmap, encode_heatmaps
+from models.heatmaps import Heatmap
+from models.transforms import Geometry
 
 
 class _RecordingPredictor:
@@ -64,11 +67,25 @@ def test_inference_queue_isolates_a_failing_image() -> None:
     assert isinstance(bad, ValueError)
 
 
-def test_inference_heatmaps_round_trip_at_original_size() -> None:
-    y, x = np.mgrid[0:600, 0:500]
-    heat = (x / 499.0).astype(np.float32)
-    data = encode_heatmaps({"Mass": heat})
-    assert len(data) < 50_000
-    back = decode_heatmaps(data, "Mass")
-    assert back.shape == (600, 500) and back.dtype == np.float32
-    assert float(np.abs(back - heat).max()) < 0.02
+def test_inference_heatmaps_stored_at_map_size_whatever_the_image_size() -> None:
+    geometry = Geometry.fit(10_000, 8_000, 1024, "letterbox")
+    cam = np.random.default_rng(0).random((32, 32)).astype(np.float32)
+    data = encode_heatmaps({"Mass": Heatmap.from_cam(cam, geometry)})
+    assert len(data) < 5_000  # a 10000 x 8000 image: a few KiB, not 320 MB of float32
+    back = decode_heatmap(data, "Mass")
+    assert isinstance(back, Heatmap) and back.geometry == geometry
+    assert back.cam.shape == (32, 32) and back.cam.dtype == np.float16
+    assert float(np.abs(back.cam.astype(np.float32) - cam / cam.max()).max()) < 1e-3
+    assert back.render(100, 80).shape == (100, 80)
+    with pytest.raises(KeyError):
+        decode_heatmap(data, "Nodule")
+
+
+def test_inference_decodes_heatmaps_stored_by_earlier_versions() -> None:
+    import io
+
+    buffer = io.BytesIO()
+    old = np.arange(64, dtype=np.uint8).reshape(8, 8)
+    np.savez_compressed(buffer, **{"map:Mass": old, "shape:Mass": np.array([80, 80])})
+    back = decode_heatmap(buffer.getvalue(), "Mass")
+    assert isinstance(back, np.ndarray) and back.shape == (8, 8) and back.max() <= 1.0

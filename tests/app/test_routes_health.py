@@ -41,13 +41,13 @@ def test_metrics_counts_requests_and_predictions(client: TestClient) -> None:
 
 
 def test_api_keys_401_403_and_ok(make_client: Callable[..., TestClient]) -> None:
-    client = make_client(model=False, api_keys=["s3cret", hash_api_key("other-key")])
+    client = make_client(model=False, api_keys=["s3cret-long-enough", hash_api_key("other-key")])
     payload = {"text": "No acute disease."}
     missing = client.post("/v1/reports/label", json=payload)
     assert missing.status_code == 401 and missing.json()["error"] == "Unauthorized"
     wrong = client.post("/v1/reports/label", json=payload, headers={"X-API-Key": "nope"})
     assert wrong.status_code == 403 and wrong.json()["error"] == "Forbidden"
-    for key in ("s3cret", "other-key"):
+    for key in ("s3cret-long-enough", "other-key"):
         ok = client.post("/v1/reports/label", json=payload, headers={"X-API-Key": key})
         assert ok.status_code == 200
     assert client.get("/healthz").status_code == 200  # probes need no key

@@ -48,6 +48,10 @@ def test_predict_multipart_then_get_prediction_and_heatmap(client: TestClient) -
     assert png.status_code == 200
     assert png.headers["content-type"] == "image/png"
     assert png.content[:8] == b"\x89PNG\r\n\x1a\n"
+    small = client.get(url, params={"max_size": 64})
+    assert small.status_code == 200 and max(_png_size(small.content)) == 64
+    assert client.get(url, params={"max_size": 10}).status_code == 422
+    assert client.get(url, params={"max_size": 100_000}).status_code == 422
     missing = client.get(f"/v1/predictions/{body['id']}/heatmaps/Nonsense.png")
     assert missing.status_code == 404
     assert missing.json()["error"] == "NotFound"
@@ -182,3 +186,32 @@ def test_unexpected_error_is_json_500(make_client: Callable[..., TestClient]) ->
         "detail": "internal error; see the service log",
         "error": "InternalServerError",
     }
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as im:
+        return im.size
+
+
+def test_predict_non_square_image_boxes_and_overlay_keep_its_aspect(client: TestClient) -> None:
+    import cv2
+    import numpy as np
+
+    grey = np.zeros((300, 120), np.uint8)
+    grey[40:120, 20:80] = 255
+    ok, png = cv2.imencode(".png", grey)
+    assert ok
+    response = client.post("/v1/images/predict", content=png.tobytes(),
+                           headers={"Content-Type": "image/png"})  # fmt: skip
+    assert response.status_code == 200, response.text
+    body = response.json()
+    for box in body["boxes"]:
+        assert box["x"] >= 0 and box["x"] + box["width"] <= 120 + 1e-6
+        assert box["y"] >= 0 and box["y"] + box["height"] <= 300 + 1e-6
+    for url in body["heatmaps"].values():
+        width, height = _png_size(client.get(url).content)
+        assert (width, height) == (120, 300)  # the image's own size and aspect, not a square

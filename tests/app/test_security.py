@@ -1,26 +1,237 @@
-"""API keys are kept as hashes and compared in constant time."""
+"""API keys: one entry per comma, hashes as `sha256:<hex>`, unusable entries refused,
+and the documented form end to end through HTTP (TestClient and a real `cxr serve`)."""
 
 from __future__ import annotations
 
-import pytest
+import hashlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
 
-from app.security import ApiKeys, generate_api_key, hash_api_key
+import pytest
+from fastapi.testclient import TestClient
+
+from app.cli import main
+from app.main import create_app
+from app.security import (
+    ApiKeys,
+    InvalidApiKeyConfig,
+    generate_api_key,
+    hash_api_key,
+    parse_api_key_entry,
+    split_api_keys,
+)
+from app.settings import Settings, SettingsError, build_settings
+
+PLAIN = "a-long-enough-plain-key"
+REPORT = {"text": "No acute disease."}
+
+
+def _apikey_line(capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
+    """(key, CXR_API_KEYS value) exactly as `cxr apikey` prints them."""
+    assert main(["apikey"]) == 0
+    key_line, env_line = capsys.readouterr().out.splitlines()
+    return key_line.split()[-1], env_line.split("=", 1)[1]
 
 
 def test_security_accepts_clear_and_hashed_keys() -> None:
     key = generate_api_key()
-    keys = ApiKeys(["plain-key", hash_api_key(key)])
-    assert keys.enabled
-    assert keys.check("plain-key") and keys.check(key)
-    assert not keys.check("plain-key ") and not keys.check("")
-    assert "plain-key" not in repr(vars(keys))  # only hashes are kept
+    keys = ApiKeys([PLAIN, hash_api_key(key), hash_api_key("x" * 16).upper().replace("SHA", "sha")])
+    assert keys.enabled and len(keys) == 3
+    assert keys.check(PLAIN) and keys.check(key) and keys.check("x" * 16)
+    assert not keys.check(PLAIN + " ") and not keys.check("") and not keys.check(hash_api_key(key))
+    assert PLAIN not in repr(vars(keys))  # only hashes are kept
 
 
 def test_security_no_keys_means_disabled() -> None:
     assert not ApiKeys([]).enabled
-    assert not ApiKeys(["", "  "]).enabled
+    assert split_api_keys("") == [] and split_api_keys("   ") == []
 
 
-def test_security_rejects_malformed_hash() -> None:
-    with pytest.raises(ValueError, match="64 hex digits"):
-        ApiKeys(["sha256:1234"])
+def test_security_split_is_per_comma_never_on_colon() -> None:
+    digest = "ab" * 32
+    assert split_api_keys(f"sha256:{digest}") == [f"sha256:{digest}"]
+    assert split_api_keys(f" sha256:{digest} , {PLAIN}") == [f"sha256:{digest}", PLAIN]
+    assert split_api_keys("k1,,k2") == ["k1", "", "k2"]  # kept, so that it is refused
+
+
+@pytest.mark.parametrize(
+    ("entry", "reason"),
+    [
+        ("", "empty"),
+        ("   ", "empty"),
+        ("short-key", "9 characters"),
+        ("sha256", "bare algorithm name"),
+        ("SHA512", "bare algorithm name"),
+        ("sha-256", "bare algorithm name"),
+        ("md5", "bare algorithm name"),
+        ("sha256:", "bare algorithm name"),
+        ("sha256:1234", "exactly 64 hex digits"),
+        ("sha256:" + "g" * 64, "exactly 64 hex digits"),
+        ("sha256:" + "a" * 65, "exactly 64 hex digits"),
+        ("sha512:" + "a" * 128, "only sha256"),
+        ("a" * 64, "without the sha256: prefix"),
+    ],
+)
+@pytest.mark.issue(7)
+def test_security_refuses_unusable_entries(entry: str, reason: str) -> None:
+    with pytest.raises(InvalidApiKeyConfig, match=reason):
+        parse_api_key_entry(entry, 2)
+    with pytest.raises(InvalidApiKeyConfig, match="entry 1"):
+        ApiKeys([entry])
+
+
+def test_security_plain_key_with_colon_is_a_key() -> None:
+    assert (
+        parse_api_key_entry("team:" + "k" * 16)
+        == hashlib.sha256(("team:" + "k" * 16).encode()).hexdigest()
+    )
+
+
+@pytest.mark.parametrize(
+    "value", ["sha256", "sha256,", ",sha256:" + "a" * 64, "tiny", "a" * 64, "k" * 20 + ",,x" * 3]
+)
+def test_settings_refuse_bad_api_keys_without_echoing_them(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("CXR_API_KEYS", value)
+    with pytest.raises(SettingsError, match="CXR_API_KEYS") as info:
+        build_settings()
+    message = str(info.value)
+    assert "\n" not in message
+    for secret in (part for part in value.split(",") if len(part) >= 4 and "sha" not in part):
+        assert secret not in message
+
+
+def test_settings_read_documented_form_as_one_key(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key, env_value = _apikey_line(capsys)
+    monkeypatch.setenv("CXR_API_KEYS", env_value)
+    assert Settings().api_keys == [env_value]
+    monkeypatch.setenv("CXR_API_KEYS", f"{env_value},{PLAIN}")
+    assert build_settings().api_keys == [env_value, PLAIN]
+
+
+@pytest.mark.issue(7)
+def test_cli_serve_refuses_bad_api_keys_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, env_value = _apikey_line(capsys)
+    for bad in (env_value.split(":")[0], env_value.split(":")[1], f"{env_value},", "short"):
+        monkeypatch.setenv("CXR_API_KEYS", bad)
+        assert main(["serve", "--host", "127.0.0.1", "--port", "1"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "CXR_API_KEYS entry" in err[0], err
+        assert "Traceback" not in err[0]
+
+
+def _statuses(post: Callable[[dict[str, str]], int], key: str, env_value: str) -> dict[str, int]:
+    digest = env_value.split(":", 1)[1]
+    return {
+        "real key": post({"X-API-Key": key}),
+        "plain key": post({"X-API-Key": PLAIN}),
+        "sha256": post({"X-API-Key": "sha256"}),
+        "bare hex": post({"X-API-Key": digest}),
+        "whole hash line": post({"X-API-Key": env_value}),
+        "key with blank": post({"X-API-Key": key + " x"}),
+        "empty header": post({"X-API-Key": ""}),
+        "no key": post({}),
+    }
+
+
+EXPECTED = {
+    "real key": 200,
+    "plain key": 200,
+    "sha256": 403,
+    "bare hex": 403,
+    "whole hash line": 403,
+    "key with blank": 403,
+    "empty header": 401,
+    "no key": 401,
+}
+
+
+@pytest.mark.issue(7)
+def test_api_keys_documented_form_through_http(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    make_settings: Callable[..., Settings],
+) -> None:
+    key, env_value = _apikey_line(capsys)
+    # Exactly as the README says: the environment variable, read by the settings.
+    monkeypatch.setenv("CXR_API_KEYS", f"{env_value}, {PLAIN}")
+    settings = make_settings()
+    assert len(settings.api_keys) == 2
+    with TestClient(create_app(settings)) as client:
+
+        def post(headers: dict[str, str]) -> int:
+            status: int = client.post("/v1/reports/label", json=REPORT, headers=headers).status_code
+            return status
+
+        assert _statuses(post, key, env_value) == EXPECTED
+        assert client.get("/v1/batches", headers={"X-API-Key": "sha256"}).status_code == 403
+        assert client.get("/healthz").status_code == 200  # probes need no key
+        body = client.post("/v1/reports/label", json=REPORT).json()
+        assert body == {"detail": "missing X-API-Key header", "error": "Unauthorized"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.mark.slow
+def test_api_keys_documented_form_through_real_cxr_serve(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key, env_value = _apikey_line(capsys)
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CXR_")}
+    env.update(
+        CXR_API_KEYS=f"{env_value},{PLAIN}",
+        CXR_STORAGE_DIR=str(tmp_path / "storage"),
+        PYTHONPATH=str(Path(__file__).resolve().parents[2]),
+    )
+    server = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--log-level", "warning"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                urllib.request.urlopen(base + "/readyz", timeout=2)
+                break
+            except (urllib.error.URLError, ConnectionError):
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"cxr serve did not start: {server.stderr.read()!r}")  # type: ignore[union-attr]
+                time.sleep(0.3)
+
+        def post(headers: dict[str, str]) -> int:
+            request = urllib.request.Request(
+                base + "/v1/reports/label",
+                data=b'{"text": "No acute disease."}',
+                headers={"Content-Type": "application/json", **headers},
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    return int(response.status)
+            except urllib.error.HTTPError as exc:
+                return exc.code
+
+        assert _statuses(post, key, env_value) == EXPECTED
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

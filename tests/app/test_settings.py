@@ -10,16 +10,16 @@ from app.settings import Settings
 
 
 def test_settings_parse_lists_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("CXR_API_KEYS", "k1, k2")
+    monkeypatch.setenv("CXR_API_KEYS", "key-one-sixteen-c, key-two-sixteen-c")
     monkeypatch.setenv("CXR_BATCH_ROOTS", "/data/a:/data/b")
     monkeypatch.setenv("CXR_MAX_UPLOAD_MB", "5")
     monkeypatch.setenv("CXR_STORAGE_DIR", str(tmp_path))
     settings = Settings()
-    assert settings.api_keys == ["k1", "k2"]
+    assert settings.api_keys == ["key-one-sixteen-c", "key-two-sixteen-c"]
     assert settings.batch_roots == [Path("/data/a"), Path("/data/b")]
     assert settings.max_upload_mb == 5
     assert settings.resolved_database_url == f"sqlite:///{tmp_path.resolve() / 'cxr.db'}"
-    assert "k1" not in repr(settings)  # keys never end up in logs
+    assert "key-one" not in repr(settings)  # keys never end up in logs
 
 
 def test_settings_defaults_are_safe() -> None:

@@ -39,6 +39,12 @@ FIRES: dict[str, list[tuple[str, str, str]]] = {
     "neg.no_longer": [
         ("The pneumothorax is no longer seen.", "Pneumothorax", "negative"),
     ],
+    "tmpl.field_none": [
+        ("Pneumothorax: none.", "Pneumothorax", "negative"),
+        ("Pleural effusion: not seen", "Effusion", "negative"),
+        ("EDEMA: ABSENT", "Edema", "negative"),
+        ("Pneumothorax: no.", "Pneumothorax", "negative"),
+    ],
     "neg.det": [
         ("No pneumothorax.", "Pneumothorax", "negative"),
         ("There is no evidence of pulmonary edema.", "Edema", "negative"),
@@ -107,6 +113,10 @@ FIRES: dict[str, list[tuple[str, str, str]]] = {
 
 # Sentences where the named rule must NOT decide the mention (scope limits).
 SPARED: dict[str, list[tuple[str, str, str]]] = {
+    "tmpl.field_none": [
+        ("Pneumothorax: small apical.", "Pneumothorax", "positive"),
+        ("Pleura: small left effusion.", "Effusion", "positive"),
+    ],
     "pseudo.no_change": [("No effusion.", "Effusion", "negative")],
     "unc.cannot_exclude": [("Small effusion. Cannot exclude edema.", "Effusion", "positive")],
     "unc.cannot_exclude_head": [("Edema is present.", "Edema", "positive")],
@@ -229,6 +239,11 @@ def test_rules_laterality_left_is_not_a_verb(
         ("No effusion, increased interstitial edema.", "Edema"),
         ("Without pneumothorax, persistent left basilar atelectasis.", "Atelectasis"),
         ("Possible pneumonia, trace right effusion.", "Effusion"),
+        # issue 8: closed by "and", a severity word still starts findings of their own
+        ("No pneumothorax, small effusion and consolidation.", "Effusion"),
+        ("No pneumothorax, small effusion and consolidation.", "Consolidation"),
+        ("No effusion, mild atelectasis and cardiomegaly.", "Atelectasis"),
+        ("No effusion, mild atelectasis and cardiomegaly.", "Cardiomegaly"),
     ],
 )
 def test_rules_unclosed_list_item_with_own_modifier_is_its_own_finding(
@@ -245,7 +260,7 @@ def test_rules_unclosed_list_item_with_own_modifier_is_its_own_finding(
         ("No effusion, pneumothorax, or consolidation.", "Pneumothorax"),
         ("No effusion, pneumothorax, or consolidation.", "Consolidation"),
         ("No pneumothorax, large pleural effusion, or consolidation.", "Effusion"),
-        ("No pneumothorax, small effusion and consolidation.", "Effusion"),
+        ("No effusion, pneumothorax and consolidation.", "Consolidation"),
         ("Lungs are clear of edema, large effusion, or pneumothorax.", "Effusion"),
         ("No effusion or mild edema.", "Edema"),
         ("No focal consolidation, pleural effusion, pneumothorax.", "Pneumothorax"),

@@ -3,18 +3,31 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
+import signal
+import struct
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
-from dicom_builders import BASIC_TEXT_SR, build_dataset, gradient, write
+from dicom_builders import (
+    BASIC_TEXT_SR,
+    build_dataset,
+    corrupt_deflate,
+    file_meta_bytes,
+    gradient,
+    to_bytes,
+    two_valued_rows_dataset,
+    voi_lut_dataset,
+    write,
+)
 from pydicom.dataset import Dataset
 from pydicom.encaps import encapsulate
 from pydicom.sequence import Sequence as DicomSequence
-from pydicom.uid import JPEGBaseline8Bit, RLELossless
+from pydicom.uid import DeflatedExplicitVRLittleEndian, JPEGBaseline8Bit, RLELossless
 
-from models.dicom import read_dicom, read_dicom_header, read_sr_text
+from models.dicom import read_dicom, read_dicom_header, read_sr_text, reading
 from models.errors import (
     ImageError,
     ImageTooLargeError,
@@ -22,6 +35,7 @@ from models.errors import (
     MissingPixelData,
     UnsupportedImageError,
 )
+from models.images import load_image
 
 MakeDicom = Callable[..., Path]
 
@@ -201,3 +215,201 @@ def test_read_sr_text_keeps_section_headings(tmp_path: Path) -> None:
 def test_read_sr_text_rejects_images(make_dicom: MakeDicom) -> None:
     with pytest.raises(InvalidDicomError, match="not a Structured Report"):
         read_sr_text(make_dicom(gradient()))
+
+
+@contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Fail (instead of hanging the suite) if the block runs longer than `seconds`."""
+
+    def expire(*_: object) -> None:
+        raise TimeoutError(f"still running after {seconds} s: the reader hangs")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+# The three files that froze a batch job (issue 7 item 2), and their relatives.
+POISONED = {
+    "corrupt-deflate": (lambda: corrupt_deflate(), "deflate-compressed data is corrupt"),
+    "voi-lut-0-bits": (lambda: to_bytes(voi_lut_dataset((256, 0, 0))), "gives 0 bits"),
+    "rows-vm2": (lambda: to_bytes(two_valued_rows_dataset()), r"Rows \(0028,0010\) holds 2"),
+    "voi-lut-64-bits": (lambda: to_bytes(voi_lut_dataset((256, 0, 64))), "gives 64 bits"),
+    "voi-lut-0-entries": (
+        lambda: to_bytes(voi_lut_dataset((0, 0, 16), data_length=256)),
+        "announces 65536",
+    ),
+    "voi-lut-short-data": (
+        lambda: to_bytes(voi_lut_dataset((256, 0, 16), data_length=10)),
+        "has 10 entries",
+    ),
+    "voi-lut-long-data": (
+        lambda: to_bytes(voi_lut_dataset((256, 0, 16), data_length=1000)),
+        "has 1000 entries",
+    ),
+}
+
+
+@pytest.mark.issue(7)
+@pytest.mark.parametrize("kind", sorted(POISONED))
+def test_load_image_poisoned_file_fails_promptly_with_image_error(
+    kind: str, tmp_path: Path
+) -> None:
+    build, message = POISONED[kind]
+    path = tmp_path / f"{kind}.dcm"
+    path.write_bytes(build())
+    with _time_limit(10), pytest.raises(ImageError, match=message) as caught:
+        load_image(path)
+    assert str(path) in str(caught.value) and "re-export" in str(caught.value).lower()
+    with _time_limit(10), pytest.raises(ImageError, match=message):
+        load_image(path.read_bytes(), filename="upload.dcm")
+    # The header reader of the batch scan reads no pixels, so it may accept a bad LUT or
+    # Rows; it must never raise anything but an ImageError.
+    try:
+        with _time_limit(10):
+            read_dicom_header(path)
+    except ImageError as exc:
+        assert str(path) in str(exc)
+
+
+@pytest.mark.issue(7)
+def test_read_dicom_header_corrupt_deflate_is_invalid_dicom(tmp_path: Path) -> None:
+    path = tmp_path / "deflate.dcm"
+    path.write_bytes(corrupt_deflate())
+    with pytest.raises(InvalidDicomError, match="deflate-compressed data is corrupt"):
+        read_dicom_header(path)
+
+
+@pytest.mark.issue(7)
+def test_read_dicom_valid_deflate_and_voi_lut_still_read(tmp_path: Path) -> None:
+    ds = build_dataset(gradient())
+    ds.file_meta.TransferSyntaxUID = DeflatedExplicitVRLittleEndian
+    px = load_image(write(ds, tmp_path / "deflated.dcm")).pixels
+    assert px.shape == (48, 64) and px[0, -1] == pytest.approx(1.0)
+    lut = load_image(to_bytes(voi_lut_dataset((256, 0, 8)))).pixels
+    assert lut.shape == (48, 64) and np.isfinite(lut).all()
+
+
+@pytest.mark.issue(7)
+def test_read_dicom_refuses_deflate_bomb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import zlib
+
+    import models.dicom
+
+    monkeypatch.setattr(models.dicom, "MAX_INFLATED_BYTES", 1 << 20)
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    bomb = compressor.compress(b"\0" * (4 << 20)) + compressor.flush()
+    path = tmp_path / "bomb.dcm"
+    path.write_bytes(file_meta_bytes(DeflatedExplicitVRLittleEndian) + bomb)
+    with pytest.raises(ImageTooLargeError, match="inflates beyond 1 MiB"):
+        load_image(path)
+    with pytest.raises(ImageTooLargeError, match="deflate bomb"):
+        read_dicom_header(path)
+
+
+@pytest.mark.issue(7)
+def test_read_dicom_deflate_limit_follows_max_pixels(tmp_path: Path) -> None:
+    import zlib
+
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    bomb = compressor.compress(b"\0" * (24 << 20)) + compressor.flush()  # 24 MiB in ~24 KB
+    path = tmp_path / "bomb.dcm"
+    path.write_bytes(file_meta_bytes(DeflatedExplicitVRLittleEndian) + bomb)
+    # 1000 pixels of 16-bit RGB need 6 KB; the bound is that plus 16 MiB of header room.
+    with pytest.raises(ImageTooLargeError, match="inflates beyond 16 MiB"):
+        load_image(path, max_pixels=1000)
+
+
+@pytest.mark.issue(7)
+@pytest.mark.parametrize(
+    ("elements", "message"),
+    [
+        ({"RescaleSlope": "NaN"}, r"Rescale Slope|RescaleSlope \(0028,1053\)"),
+        ({"RescaleSlope": [1, 2], "RescaleIntercept": 0}, "holds 2 values"),
+        ({"WindowCenter": 100, "WindowWidth": 0}, r"Window Width \(0028,1051\) is 0"),
+        ({"BitsStored": 20}, "more than Bits Allocated"),
+        ({"SamplesPerPixel": 3}, "Samples per Pixel"),
+        ({"PixelRepresentation": 7}, r"PixelRepresentation \(0028,0103\) is 7"),
+        ({"Columns": "abc"}, r"Columns \(0028,0011\)"),
+    ],
+)
+def test_read_dicom_malformed_element_names_the_tag(
+    elements: dict[str, object], message: str, tmp_path: Path
+) -> None:
+    ds = build_dataset(gradient())
+    for key, value in elements.items():
+        if key == "Columns":
+            ds.add_new(0x00280011, "LO", value)  # a string where an integer belongs
+        else:
+            setattr(ds, key, value)
+    with pytest.raises(ImageError, match=message):
+        load_image(write(ds, tmp_path / "bad.dcm"))
+
+
+@pytest.mark.issue(7)
+@pytest.mark.parametrize("exc", [struct.error("bad"), TypeError("x"), KeyError("y"), MemoryError()])
+def test_reading_maps_any_decoder_exception_to_image_error(exc: Exception) -> None:
+    with pytest.raises(ImageError, match="scan.dcm") as caught, reading("scan.dcm"):
+        raise exc
+    assert caught.value.__cause__ is exc
+
+
+def test_reading_lets_keyboard_interrupt_through() -> None:
+    with pytest.raises(KeyboardInterrupt), reading("scan.dcm"):
+        raise KeyboardInterrupt
+
+
+def _jpeg_dicom(rows: int, columns: int, jpeg_size: tuple[int, int]) -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("L", (jpeg_size[1], jpeg_size[0]), 100).save(buf, format="JPEG")
+    ds = build_dataset(np.zeros((rows, columns)), bits=8)
+    ds.file_meta.TransferSyntaxUID = JPEGBaseline8Bit
+    ds.PixelData = encapsulate([buf.getvalue()])
+    ds["PixelData"].VR = "OB"
+    return to_bytes(ds)
+
+
+@pytest.mark.issue(7)
+def test_read_dicom_refuses_codestream_larger_than_header_before_decoding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import pydicom.dataset
+
+    # The header says 64x64 (within any limit); the JPEG inside is 4000x3000.
+    data = _jpeg_dicom(64, 64, (4000, 3000))
+
+    def no_decoding(*_: object) -> None:
+        raise AssertionError("pixels decoded")
+
+    monkeypatch.setattr(pydicom.dataset.Dataset, "pixel_array", property(no_decoding))
+    with pytest.raises(InvalidDicomError, match="compressed frame is 4000x3000 but Rows x Col"):
+        load_image(data, max_pixels=1_000_000)
+
+
+@pytest.mark.issue(7)
+def test_read_dicom_checks_jpeg2000_size_against_header() -> None:
+    from pydicom.uid import JPEG2000Lossless
+
+    ds = build_dataset(gradient(48, 64))
+    ds.BitsStored, ds.HighBit = 12, 11
+    ds.compress(JPEG2000Lossless)
+    assert load_image(to_bytes(ds)).pixels.shape == (48, 64)
+    ds.Rows = 40
+    with pytest.raises(InvalidDicomError, match="compressed frame is 48x64 but .* say 40x64"):
+        load_image(to_bytes(ds))
+
+
+@pytest.mark.issue(7)
+def test_read_dicom_jpeg_without_frame_header_is_invalid() -> None:
+    ds = build_dataset(np.zeros((64, 64)), bits=8)
+    ds.file_meta.TransferSyntaxUID = JPEGBaseline8Bit
+    ds.PixelData = encapsulate([b"\xff\xd8\xff\xda" + b"\0" * 100])
+    ds["PixelData"].VR = "OB"
+    with pytest.raises(InvalidDicomError, match="no readable JPEG frame header"):
+        load_image(to_bytes(ds))

@@ -27,9 +27,10 @@ def test_predictor_returns_maps_and_boxes_in_original_pixels(demo_checkpoint: Pa
     first = results[0]
     assert set(first.probabilities) == set(predictor.labels)
     assert first.positive == predictor.labels
-    assert first.heatmaps["Nodule"].shape == (90, 130)
-    assert first.heatmaps["Nodule"].dtype == np.float32
-    assert first.heatmaps["Nodule"].min() >= 0.0 and first.heatmaps["Nodule"].max() <= 1.0
+    nodule = first.heatmaps["Nodule"].render()
+    assert nodule.shape == (90, 130) and nodule.dtype == np.float32
+    assert nodule.min() >= 0.0 and nodule.max() <= 1.0
+    assert first.heatmaps["Nodule"].render(9, 13).shape == (9, 13)
     assert first.boxes
     for b in first.boxes:
         assert b.x >= 0 and b.x + b.width <= 130 + 1e-6 and b.y + b.height <= 90 + 1e-6
@@ -95,3 +96,36 @@ def test_resolve_device_refuses_missing_cuda() -> None:
     if not torch.cuda.is_available():
         with pytest.raises(ModelsError, match="CUDA is not available"):
             resolve_device("cuda")
+
+
+@pytest.mark.issue(7)
+def test_load_image_max_pixels_refuses_before_decoding(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pydicom.dataset
+
+    dicom = write(build_dataset(gradient(64, 80)), tmp_path / "big.dcm")
+    buf = io.BytesIO()
+    Image.fromarray(gradient(64, 80, top=255).astype(np.uint8)).save(buf, format="PNG")
+    # Within the limit both read; over it, refused from the header alone.
+    assert load_image(dicom, max_pixels=64 * 80).pixels.shape == (64, 80)
+    assert load_image(buf.getvalue(), max_pixels=64 * 80).pixels.shape == (64, 80)
+
+    def no_decoding(*_: object) -> None:
+        raise AssertionError("pixels decoded despite the limit")
+
+    monkeypatch.setattr(pydicom.dataset.Dataset, "pixel_array", property(no_decoding))
+    monkeypatch.setattr(Image.Image, "load", no_decoding)
+    with pytest.raises(ImageTooLargeError, match="64x80 = 5,120 pixels; the limit is 5,119 pixels"):
+        load_image(dicom, max_pixels=64 * 80 - 1)
+    with pytest.raises(ImageTooLargeError, match="big.png: image is 64x80"):
+        load_image(buf.getvalue(), filename="big.png", max_pixels=1000)
+
+
+@pytest.mark.issue(7)
+def test_load_image_pillow_decompression_bomb_is_too_large(monkeypatch: pytest.MonkeyPatch) -> None:
+    buf = io.BytesIO()
+    Image.fromarray(gradient(64, 80, top=255).astype(np.uint8)).save(buf, format="PNG")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)  # 5120 pixels is over twice that
+    with pytest.raises(ImageTooLargeError, match="decompression bomb"):
+        load_image(buf.getvalue(), filename="bomb.png")

@@ -1,0 +1,39 @@
+"""The batch engine: label reports and predict images over a whole PACS export.
+
+One engine serves `cxr batch` (results streamed to a JSONL file) and `POST /v1/batches`
+(results stored per item in the database, so a job survives restarts):
+
+    source ──scan──▶ items ──plan (resume)──▶ processor ──chunks of outcomes──▶ sinks
+
+- **Sources** (`interfaces.Source`) find the items and give each a stable `key` (the
+  result line's `path`): `sources.FolderSource` (an export folder, key = relative path)
+  and `sources.ZipSource` (an uploaded zip, checked by `app.archive` and extracted first).
+  A source implements `scan()` (every item, classified from headers only, typically with
+  `scan.classify_file(local_file, key)`, in a stable order) and `local_path(item)` (a
+  local file with the item's bytes: a DICOMweb source downloads it there; `release(item)`
+  drops it after processing). A C-STORE inbox is a folder the listener writes into,
+  keyed by SOP Instance UID.
+- **The processor** (`processor.BatchProcessor`) turns a chunk of items into `Outcome`s:
+  done, skipped or failed with the reason, whatever the decoder raises; images are
+  predicted in one forward pass per chunk and get their study's report labels (reports
+  CSV via `reports.load_reports_csv`, or an SR of the same study, processed first).
+- **Sinks** (`interfaces.Sink`) receive each chunk's outcomes in order: `sinks.JsonlSink`
+  (the CLI's output), `sinks.DatabaseSink` (a service job's items), `sinks.DatasetSink`
+  (an NIH-style training set; it adds `dataset_image`, so it goes before the JSONL sink),
+  `sinks.TallySink` (counts, rejects). A DICOM push sink implements `write(outcomes)`
+  using `outcome.result` (UIDs, prediction, report) and `outcome.image` (the decoded
+  image, available while the chunk's sinks run).
+- **The engine** (`engine.plan`, `engine.run`): `plan` is the one resume path (items
+  already recorded, as result lines, are left out and what they taught the processor is
+  restored); `run` processes chunk by chunk and can be stopped between files.
+- **The runner** (`runner.BatchRunner`) is the service's background thread: it stores a
+  job's scan, runs the engine with the database as sink, resumes unfinished jobs at
+  start-up, and cancels a job on DELETE.
+
+The result-line format is in `results`. Only the contracts are imported here, so that
+`app.crud` can use `SourceItem` without importing the engine.
+"""
+
+from app.batch.interfaces import BatchInputError, Outcome, Sink, Source, SourceItem
+
+__all__ = ["BatchInputError", "Outcome", "Sink", "Source", "SourceItem"]

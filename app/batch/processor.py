@@ -1,0 +1,282 @@
+"""The one processor: turns a chunk of `SourceItem`s into `Outcome`s.
+
+Images are reported with their report's mined labels when a report exists: from the
+reports CSV (by AccessionNumber, else StudyInstanceUID) or from an SR of the same
+study (the engine processes SRs first). Without a model, images are still decoded
+(which validates them) and reported with `"prediction": null` and a `note`: "no model"
+is not an error.
+
+Every item ends done, skipped or failed, whatever its decoding raises: a third-party
+decoder's exception is caught at the boundary of one item and recorded as that item's
+error (issue 7, item 2), so good files in the same chunk are still recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from app.batch.interfaces import Outcome, Source, SourceItem
+from app.batch.reports import ReportIndex
+from app.batch.scan import describe_error
+from app.labeling import ReportLabeler
+
+__all__ = ["BatchProcessor", "FileTimeout"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class FileTimeout(RuntimeError):
+    """Reading one file took longer than the per-file limit."""
+
+
+def _call_with_limit(fn: Callable[[], T], limit_s: float | None) -> T:
+    """Run `fn` in a daemon thread and give up after `limit_s` seconds.
+
+    Python cannot kill a thread: a decoder that never returns keeps its thread, but the
+    batch moves on (and the daemon thread does not keep the process alive at exit).
+    """
+    if limit_s is None:
+        return fn()
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="cxr-batch-read", daemon=True)
+    thread.start()
+    thread.join(limit_s)
+    if thread.is_alive():
+        raise FileTimeout(f"reading took longer than {limit_s:g} s (CXR_BATCH_FILE_TIMEOUT_S)")
+    if "error" in box:
+        raise box["error"]
+    value: T = box["value"]
+    return value
+
+
+def _report_summary(labels: Any, source: str, version: str) -> dict[str, Any]:
+    data = labels.to_dict()
+    out: dict[str, Any] = {"source": source, "labeler_version": version}
+    if data.get("error"):
+        out["error"] = data["error"]
+        return out
+    out["labels"] = data["labels"]
+    out["positive"] = [k for k, v in data["labels"].items() if v == "positive"]
+    out["no_finding"] = data["no_finding"]
+    return out
+
+
+class BatchProcessor:
+    """Turns items into outcomes: reads images, labels SRs and CSV reports, predicts.
+
+    Args:
+        source: where the items' bytes are (`local_path`, `release`).
+        labeler: the report labeler.
+        predictor: a `models.predict.Predictor`, or None (images reported without prediction).
+        reports: reports from a CSV, or None.
+        cancelled: checked between items; when it returns True, `process` returns the
+            outcomes of the items done so far (the others stay pending).
+        file_timeout_s: give up reading one file after this long (None: no limit).
+        max_pixels: images with more pixels fail from their header, undecoded (None: no limit).
+    """
+
+    def __init__(
+        self,
+        source: Source,
+        *,
+        labeler: ReportLabeler,
+        predictor: Any | None,
+        reports: ReportIndex | None = None,
+        cancelled: Callable[[], bool] | None = None,
+        file_timeout_s: float | None = None,
+        max_pixels: int | None = None,
+    ) -> None:
+        self.source = source
+        self.max_pixels = max_pixels
+        self.labeler = labeler
+        self.predictor = predictor
+        self.reports = reports
+        self.cancelled = cancelled
+        self.file_timeout_s = file_timeout_s
+        self._csv_cache: dict[str, dict[str, Any]] = {}
+        self._sr_reports: dict[str, dict[str, Any]] = {}
+        self.matched_report_keys: set[str] = set()
+        card = predictor.card if predictor is not None else {}
+        self.model_name = (
+            f"{card.get('name', 'unknown')} {card.get('version', '')}".strip()
+            if predictor
+            else None
+        )
+        self.demo = bool(card.get("demo", False))
+
+    # --- memory kept across chunks (rebuilt on resume) --------------------------------
+
+    def remember_sr(
+        self, study_uid: str | None, accession: str | None, report: dict[str, Any]
+    ) -> None:
+        """Make an SR's labels available to images of the same study."""
+        if "error" in report:
+            return
+        if accession:
+            self._sr_reports.setdefault(f"acc:{accession}", report)
+        if study_uid:
+            self._sr_reports.setdefault(f"study:{study_uid}", report)
+
+    def restore(self, line: dict[str, Any]) -> None:
+        """Take back what an item recorded by an earlier run taught: its SR's labels, and
+        which CSV report it matched (the resume path of both the CLI and the service)."""
+        report = line.get("report")
+        if not isinstance(report, dict):
+            return
+        if line.get("kind") == "sr" and line.get("state") == "done":
+            self.remember_sr(line.get("study_instance_uid"), line.get("accession_number"), report)
+        if self.reports is not None and report.get("source") == "csv":
+            found = self.reports.lookup(
+                line.get("accession_number"), line.get("study_instance_uid")
+            )
+            if found is not None:
+                self.matched_report_keys.add(found[0])
+
+    def report_for(self, accession: str | None, study_uid: str | None) -> dict[str, Any] | None:
+        """The mined labels for a study: from the CSV first, else from an SR of the study."""
+        if self.reports is not None:
+            found = self.reports.lookup(accession, study_uid)
+            if found is not None:
+                key, text = found
+                self.matched_report_keys.add(key)
+                if key not in self._csv_cache:
+                    labels = self.labeler.label_many([(key.split(":", 1)[1], text)])[0]
+                    self._csv_cache[key] = _report_summary(labels, "csv", self.labeler.version)
+                return self._csv_cache[key]
+        for sr_key in (
+            f"acc:{accession}" if accession else None,
+            f"study:{study_uid}" if study_uid else None,
+        ):
+            if sr_key and sr_key in self._sr_reports:
+                return self._sr_reports[sr_key]
+        return None
+
+    # --- processing -------------------------------------------------------------------
+
+    def process(self, items: Sequence[SourceItem]) -> list[Outcome]:
+        """Process a chunk; the images read are predicted in one forward pass.
+
+        Returns:
+            One outcome per item, in order; fewer (a prefix) when `cancelled` turned true.
+        """
+        outcomes: list[Outcome] = []
+        for item in items:
+            if self.cancelled is not None and self.cancelled():
+                break
+            outcomes.append(self._process_one(item))
+        loaded = [o for o in outcomes if o.state == "done" and o.image is not None]
+        if loaded:
+            self._predict(loaded)
+        return outcomes
+
+    def _base(self, item: SourceItem) -> dict[str, Any]:
+        return {
+            "kind": item.kind,
+            "study_instance_uid": item.study_instance_uid,
+            "accession_number": item.accession_number,
+        }
+
+    def _process_one(self, item: SourceItem) -> Outcome:
+        if item.kind == "invalid":
+            return Outcome(item.key, "failed", {"kind": item.kind}, item.note or "unreadable")
+        if item.kind not in ("image", "bitmap", "sr"):
+            return Outcome(
+                item.key, "skipped", self._base(item) | {"reason": item.note or item.kind}
+            )
+        path = None
+        try:
+            path = self.source.local_path(item)
+            if item.kind == "sr":
+                return self._process_sr(item, path)
+            return self._read_image(item, path)
+        except Exception as exc:  # noqa: BLE001 - the boundary of one input (issue 7 item 2)
+            error = describe_error(exc, path, item.key) if path is not None else str(exc)
+            log.info("batch item %s failed: %s", item.key, error)
+            return Outcome(item.key, "failed", self._base(item), error)
+        finally:
+            try:
+                self.source.release(item)
+            except Exception:  # noqa: BLE001 - cleanup must not change the outcome
+                log.warning("could not release batch item %s", item.key, exc_info=True)
+
+    def _read_image(self, item: SourceItem, path: Any) -> Outcome:
+        from models.dicom import read_dicom
+        from models.images import load_image
+
+        reader = read_dicom if item.kind == "image" else load_image
+        image = _call_with_limit(
+            lambda: reader(path, max_pixels=self.max_pixels), self.file_timeout_s
+        )
+        meta = image.meta
+        result = self._base(item) | {
+            "study_instance_uid": meta.study_instance_uid or item.study_instance_uid,
+            "series_instance_uid": meta.series_instance_uid,
+            "sop_instance_uid": meta.sop_instance_uid,
+            "sop_class_uid": meta.sop_class_uid,
+            "accession_number": meta.accession_number or item.accession_number,
+            "modality": meta.modality,
+            "view_position": getattr(meta, "view_position", None),
+            "rows": meta.rows,
+            "columns": meta.columns,
+            "model": self.model_name,
+            "demo": self.demo,
+            "prediction": None,
+            "report": self.report_for(
+                meta.accession_number or item.accession_number,
+                meta.study_instance_uid or item.study_instance_uid,
+            ),
+        }
+        if self.predictor is None:
+            result["note"] = "no model loaded: image read and reported without prediction"
+        return Outcome(item.key, "done", result, image=image)
+
+    def _process_sr(self, item: SourceItem, path: Any) -> Outcome:
+        from models.dicom import read_sr_text
+
+        base = self._base(item)
+        text = _call_with_limit(lambda: read_sr_text(path), self.file_timeout_s)
+        if not text.strip():
+            return Outcome(item.key, "skipped", base | {"reason": "structured report without text"})
+        labels = self.labeler.label_many(
+            [(item.accession_number or item.study_instance_uid or item.key, text)]
+        )[0]
+        report = _report_summary(labels, "sr", self.labeler.version)
+        self.remember_sr(item.study_instance_uid, item.accession_number, report)
+        if "error" in report:
+            return Outcome(item.key, "failed", base | {"report": report}, report["error"])
+        return Outcome(item.key, "done", base | {"report": report})
+
+    def _predict(self, loaded: list[Outcome]) -> None:
+        if self.predictor is None:
+            return
+        pixels = [o.image.pixels for o in loaded if o.image is not None]
+        try:
+            predictions = self.predictor.predict(pixels, heatmaps="none")
+        except Exception:  # noqa: BLE001 - one bad image must not sink the chunk: retry one by one
+            predictions = []
+            for outcome, image in zip(loaded, pixels, strict=True):
+                try:
+                    predictions.append(self.predictor.predict([image], heatmaps="none")[0])
+                except Exception as exc:  # noqa: BLE001 - recorded as this file's error
+                    predictions.append(None)
+                    outcome.state = "failed"
+                    outcome.error = f"prediction failed: {type(exc).__name__}: {exc}"
+        for outcome, pred in zip(loaded, predictions, strict=True):
+            if pred is not None:
+                outcome.result["prediction"] = {
+                    "probabilities": pred.probabilities,
+                    "positive": list(pred.positive),
+                    "boxes": [b.to_dict() for b in pred.boxes],
+                }

@@ -1,0 +1,91 @@
+"""The reports CSV: report texts indexed by accession number and StudyInstanceUID."""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.batch.interfaces import BatchInputError
+
+__all__ = ["ReportIndex", "load_reports_csv"]
+
+
+def _norm(header: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", header.lower())
+
+
+_ACCESSION_COLS = ("accessionnumber", "accession", "accessionno", "accno")
+_STUDY_COLS = ("studyinstanceuid", "studyuid", "studyinstance")
+_TEXT_COLS = ("report", "reporttext", "text", "body", "reportbody")
+
+
+@dataclass
+class ReportIndex:
+    """Report texts by accession number and by StudyInstanceUID."""
+
+    by_accession: dict[str, str] = field(default_factory=dict)
+    by_study: dict[str, str] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return max(len(self.by_accession), len(self.by_study))
+
+    def lookup(self, accession: str | None, study_uid: str | None) -> tuple[str, str] | None:
+        """(key, text) of the report for a study, accession number first."""
+        if accession and accession in self.by_accession:
+            return f"acc:{accession}", self.by_accession[accession]
+        if study_uid and study_uid in self.by_study:
+            return f"study:{study_uid}", self.by_study[study_uid]
+        return None
+
+
+def load_reports_csv(path: Path) -> ReportIndex:
+    """Read a reports CSV keyed by accession number and/or StudyInstanceUID.
+
+    Recognized headers (case, spaces and underscores ignored): `AccessionNumber`
+    (or `accession`), `StudyInstanceUID`, and the text as `report`/`text`, or
+    `findings` + `impression` (joined as "FINDINGS: ...\\nIMPRESSION: ...").
+
+    Raises:
+        BatchInputError: unreadable file, or no key column or no text column.
+    """
+    csv.field_size_limit(16 * 2**20)  # long reports exceed the 128 KiB default
+    index = ReportIndex()
+    try:
+        with Path(path).open(newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f)
+            headers = {_norm(h): h for h in (reader.fieldnames or [])}
+            acc = next((headers[c] for c in _ACCESSION_COLS if c in headers), None)
+            study = next((headers[c] for c in _STUDY_COLS if c in headers), None)
+            text = next((headers[c] for c in _TEXT_COLS if c in headers), None)
+            findings, impression = headers.get("findings"), headers.get("impression")
+            if acc is None and study is None:
+                raise BatchInputError(
+                    f"{path}: no AccessionNumber or StudyInstanceUID column "
+                    f"(found: {', '.join(reader.fieldnames or []) or 'no header'})"
+                )
+            if text is None and findings is None and impression is None:
+                raise BatchInputError(
+                    f"{path}: no report text column; expected 'report' (or 'text'), "
+                    "or 'findings'/'impression'"
+                )
+            for row in reader:
+                if text is not None:
+                    body = (row.get(text) or "").strip()
+                else:
+                    parts = [
+                        f"{title}: {(row.get(col) or '').strip()}"
+                        for title, col in (("FINDINGS", findings), ("IMPRESSION", impression))
+                        if col is not None and (row.get(col) or "").strip()
+                    ]
+                    body = "\n".join(parts)
+                if acc is not None and (row.get(acc) or "").strip():
+                    index.by_accession[(row[acc] or "").strip()] = body
+                if study is not None and (row.get(study) or "").strip():
+                    index.by_study[(row[study] or "").strip()] = body
+    except OSError as exc:
+        raise BatchInputError(f"{path}: cannot read reports CSV ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise BatchInputError(f"{path}: not a UTF-8 CSV file ({exc})") from None
+    return index

@@ -1,0 +1,78 @@
+"""The result line: one JSON object per item, written by `cxr batch` to its JSONL file and
+served by GET /v1/batches/{id}/results; and reading it back for `--resume`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from app.batch.interfaces import BatchInputError, Outcome
+
+__all__ = ["dump_line", "outcome_line", "read_result_lines", "result_line"]
+
+
+def result_line(
+    path: str, state: str, result: dict[str, Any] | None, error: str | None
+) -> dict[str, Any]:
+    """The JSON object written per file by `cxr batch` and GET /v1/batches/{id}/results."""
+    line: dict[str, Any] = {"path": path, "state": state}
+    line.update(result or {})
+    if error is not None:
+        line["error"] = error
+    return line
+
+
+def read_result_lines(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """The complete result lines of a `cxr batch` output, for `--resume`.
+
+    A last line without its newline (or not valid JSON) is the line being written when
+    the run was interrupted: it is dropped, so its file is processed again. A path
+    recorded twice keeps its first line.
+
+    Returns:
+        (one result line per path, in file order; the number of lines dropped).
+
+    Raises:
+        BatchInputError: a line before the last is not a JSON object with a "path".
+    """
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        return [], 0
+    except OSError as exc:
+        raise BatchInputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    chunks = raw.split(b"\n")
+    torn = chunks.pop()  # b"" when the file ends with a newline
+    lines: dict[str, dict[str, Any]] = {}
+    dropped = 1 if torn.strip() else 0
+    for number, chunk in enumerate(chunks, start=1):
+        if not chunk.strip():
+            continue
+        try:
+            line = json.loads(chunk)
+            if not isinstance(line, dict) or not isinstance(line.get("path"), str):
+                raise ValueError("not a result object with a path")
+        except ValueError as exc:
+            if number == len(chunks):  # a torn last line that happens to end in a newline
+                dropped += 1
+                continue
+            raise BatchInputError(
+                f"{path}, line {number}: not a `cxr batch` result line ({exc}); "
+                "resume needs the output of an earlier run, or start over without --resume"
+            ) from None
+        if line["path"] in lines:
+            dropped += 1
+        else:
+            lines[line["path"]] = line
+    return list(lines.values()), dropped
+
+
+def outcome_line(outcome: Outcome) -> dict[str, Any]:
+    """The result line of an outcome."""
+    return result_line(outcome.key, outcome.state, outcome.result, outcome.error)
+
+
+def dump_line(line: dict[str, Any]) -> str:
+    """A result line as compact JSON with its newline."""
+    return json.dumps(line, separators=(",", ":")) + "\n"

@@ -1,0 +1,313 @@
+"""The service's batch jobs: one background thread running queued jobs through the engine.
+
+A job's scan is stored as its items (committed in small chunks), then the engine runs
+the items not yet completed, with the database as its sink. Progress is committed per
+chunk: after a crash or a restart at most one chunk is redone, and `crud.complete_items`
+records each file once.
+
+A job never freezes (issue 7 item 2):
+- every item ends done or failed whatever its decoder raises (`BatchProcessor`);
+- a job whose own machinery fails (disk, database) is marked failed, never left running;
+- items are marked in flight before their chunk runs: a file that kills the process
+  (a decoder crash, the OOM killer) is retried alone at the next start, then recorded
+  as failed, so a restart never dies on the same file again;
+- `cancel(job_id)` stops a job between files; DELETE /v1/batches/{id} uses it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from app import crud
+from app.archive import ZipLimits, remove_tree
+from app.batch.engine import plan, run
+from app.batch.interfaces import Outcome, Sink, Source, SourceItem
+from app.batch.processor import BatchProcessor
+from app.batch.reports import load_reports_csv
+from app.batch.results import result_line
+from app.batch.sinks import DatabaseSink, JobGone
+from app.batch.sources import FolderSource, ZipSource
+from app.labeling import ReportLabeler
+from app.metrics import Metrics
+
+__all__ = ["BatchRunner"]
+
+log = logging.getLogger(__name__)
+
+
+class _MetricsSink(Sink):
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def write(self, outcomes: Sequence[Outcome]) -> None:
+        for outcome in outcomes:
+            self.metrics.batch_items.labels(outcome.state).inc()
+        images = sum(1 for o in outcomes if o.result.get("prediction"))
+        if images:
+            self.metrics.predictions.labels("batch").inc(images)
+
+
+class BatchRunner:
+    """Runs batch jobs one at a time in a background thread, resuming unfinished ones.
+
+    Args:
+        sessions: database sessions.
+        labeler: the report labeler.
+        predictor: the loaded model, or None.
+        storage_root: the storage folder (uploaded zips are extracted under jobs/<id>/).
+        zip_limits: caps for extracting uploaded zips (built once at start-up).
+        chunk_size: images per forward pass.
+        metrics: Prometheus metrics, or None.
+        file_timeout_s: give up reading one file after this long (None: no limit).
+        max_pixels: images with more pixels fail from their header, undecoded (None: no limit).
+        max_attempts: starts during which a file may be in flight when the process dies
+            before it is recorded as failed without another try.
+    """
+
+    def __init__(
+        self,
+        *,
+        sessions: sessionmaker[Session],
+        labeler: ReportLabeler,
+        predictor: Any | None,
+        storage_root: Path,
+        zip_limits: ZipLimits,
+        chunk_size: int = 8,
+        metrics: Metrics | None = None,
+        file_timeout_s: float | None = None,
+        max_attempts: int = 2,
+        max_pixels: int | None = None,
+    ) -> None:
+        self.sessions = sessions
+        self.labeler = labeler
+        self.predictor = predictor
+        self.storage_root = Path(storage_root)
+        self.zip_limits = zip_limits
+        self.chunk_size = chunk_size
+        self.metrics = metrics
+        self.file_timeout_s = file_timeout_s
+        self.max_attempts = max_attempts
+        self.max_pixels = max_pixels
+        self._queue: list[str] = []
+        self._cancelled: set[str] = set()
+        self._cv = threading.Condition()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- thread ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the worker thread and queue every unfinished job found in the database."""
+        with self.sessions() as session:
+            pending = crud.unfinished_job_ids(session)
+        for job_id in pending:
+            self.submit(job_id)
+        if pending:
+            log.info("resuming %d unfinished batch job(s)", len(pending))
+        self._thread = threading.Thread(target=self._loop, name="cxr-batch", daemon=True)
+        self._thread.start()
+
+    def submit(self, job_id: str) -> None:
+        """Queue a job (no-op if already queued)."""
+        with self._cv:
+            if job_id not in self._queue:
+                self._queue.append(job_id)
+            self._cv.notify()
+
+    def cancel(self, job_id: str) -> None:
+        """Stop a job: dropped from the queue, or stopped between two files if running.
+
+        The caller deletes the job's rows; the runner then records nothing more for it.
+        """
+        with self._cv:
+            self._cancelled.add(job_id)
+            if job_id in self._queue:
+                self._queue.remove(job_id)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Ask the worker to stop between files, leaving its job resumable, and wait."""
+        self._stop.set()
+        with self._cv:
+            self._cv.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            with self._cv:
+                while not self._queue and not self._stop.is_set():
+                    self._cv.wait(timeout=1.0)
+                if self._stop.is_set():
+                    return
+                job_id = self._queue.pop(0)
+            self.run_job(job_id, stop=self._stop)
+
+    # --- one job --------------------------------------------------------------------
+
+    def job_dir(self, job_id: str) -> Path:
+        """Where a job keeps its upload and extracted export."""
+        return self.storage_root / "jobs" / job_id
+
+    def _source(self, job: Any) -> Source:
+        reports = [Path(job.reports_path)] if job.reports_path else []
+        if job.source_kind == "zip":
+            export = self.job_dir(str(job.id)) / "export"
+            return ZipSource(Path(job.source), export, self.zip_limits, exclude=reports)
+        return FolderSource(Path(job.source), exclude=reports)
+
+    def run_job(
+        self,
+        job_id: str,
+        *,
+        stop: threading.Event | None = None,
+        after_chunk: Callable[[int], None] | None = None,
+    ) -> None:
+        """Run (or resume) one job to done or failed; never raises an `Exception`.
+
+        Args:
+            job_id: the job.
+            stop: when set, return between files leaving the job resumable.
+            after_chunk: called with the number of chunks done so far (tests use it to
+                simulate a crash midway).
+        """
+
+        def stopping() -> bool:
+            return (stop is not None and stop.is_set()) or job_id in self._cancelled
+
+        try:
+            self._run_job(job_id, stopping, after_chunk)
+        except JobGone:
+            log.info("batch job %s cancelled", job_id)
+        except _Paused:
+            log.info("batch job %s paused during its scan; it rescans at next start", job_id)
+        except Exception as exc:  # noqa: BLE001 - a job's failure must not kill the worker
+            log.exception("batch job %s failed", job_id)
+            try:
+                with self.sessions() as session:
+                    crud.set_job_state(
+                        session, job_id, "failed", error=f"internal error: {type(exc).__name__}"
+                    )
+            except Exception:  # noqa: BLE001 - the database itself may be what failed
+                log.exception("could not mark batch job %s failed", job_id)
+        finally:
+            if job_id in self._cancelled:
+                remove_tree(self.job_dir(job_id))  # extraction may have run past the DELETE
+                self._cancelled.discard(job_id)
+
+    def _run_job(
+        self,
+        job_id: str,
+        stopping: Callable[[], bool],
+        after_chunk: Callable[[int], None] | None,
+    ) -> None:
+        with self.sessions() as session:
+            job = crud.get_batch_job(session, job_id)
+            if job is None or job.state not in crud.UNFINISHED:
+                return
+            crud.set_job_state(session, job_id, "running")
+        source = self._source(job)
+        try:
+            if not job.scanned:
+                self._scan(job, source, stopping)
+            reports = load_reports_csv(Path(job.reports_path)) if job.reports_path else None
+        except (ValueError, OSError) as exc:  # BatchInputError, UnsafeArchiveError, disk
+            message = str(exc).replace(str(self.storage_root.resolve()), "<storage>")
+            with self.sessions() as session:
+                crud.set_job_state(session, job_id, "failed", error=message)
+            log.warning("batch job %s failed: %s", job_id, message)
+            return
+        processor = BatchProcessor(
+            source,
+            labeler=self.labeler,
+            predictor=self.predictor,
+            reports=reports,
+            cancelled=stopping,
+            file_timeout_s=self.file_timeout_s,
+            max_pixels=self.max_pixels,
+        )
+        with self.sessions() as session:
+            items = crud.job_items(session, job_id)
+            recorded = (
+                result_line(i.path, i.state, i.result, i.error)
+                for i in crud.iter_batch_items(session, job_id)
+            )
+            remaining = plan(items, recorded, processor)
+            attempts = crud.in_flight_attempts(session, job_id)
+        sinks: list[Sink] = [DatabaseSink(self.sessions, job_id)]
+        if self.metrics is not None:
+            sinks.append(_MetricsSink(self.metrics))
+        given_up = [i for i in remaining if attempts.get(i.key, 0) >= self.max_attempts]
+        retried = [i for i in remaining if 0 < attempts.get(i.key, 0) < self.max_attempts]
+        rest = [i for i in remaining if not attempts.get(i.key)]
+        if given_up:
+            self._give_up(given_up, sinks)
+        if retried:  # were in flight when the process died: one at a time, to find the culprit
+            log.warning("batch job %s: retrying %d interrupted file(s)", job_id, len(retried))
+            report = run(retried, processor, sinks, chunk_size=1, should_stop=stopping)
+            if report.stopped:
+                return
+        report = run(
+            rest,
+            processor,
+            sinks,
+            chunk_size=self.chunk_size,
+            should_stop=stopping,
+            after_chunk=after_chunk,
+        )
+        if report.stopped:
+            log.info("batch job %s paused; it resumes at next start", job_id)
+            return
+        self._finish(job)
+
+    def _scan(self, job: Any, source: Source, stopping: Callable[[], bool]) -> None:
+        def watched(items: Iterator[SourceItem]) -> Iterator[SourceItem]:
+            for item in items:
+                if stopping():
+                    raise JobGone(job.id) if job.id in self._cancelled else _Paused()
+                yield item
+
+        with self.sessions() as session:
+            crud.remove_batch_items(session, job.id)  # what an interrupted scan left
+            total = crud.add_batch_items(session, job.id, watched(source.scan()))
+            crud.mark_job_scanned(session, job.id, total)
+        log.info("batch job %s: %d files found", job.id, total)
+        job.scanned = True
+        if job.source_kind == "zip":
+            Path(job.source).unlink(missing_ok=True)  # extracted; the upload is no longer needed
+
+    def _give_up(self, items: Sequence[SourceItem], sinks: Sequence[Sink]) -> None:
+        outcomes = [
+            Outcome(
+                item.key,
+                "failed",
+                {
+                    "kind": item.kind,
+                    "study_instance_uid": item.study_instance_uid,
+                    "accession_number": item.accession_number,
+                },
+                f"the service stopped {self.max_attempts} times while processing this file "
+                "(it may crash the decoder); not retried",
+            )
+            for item in items
+        ]
+        for sink in sinks:
+            sink.write(outcomes)
+
+    def _finish(self, job: Any) -> None:
+        if job.source_kind == "zip":
+            # Extracted files carry patient data: keep only the results. Removed before
+            # the job reads "done", so a client that sees "done" sees a clean storage.
+            remove_tree(self.job_dir(str(job.id)))
+        with self.sessions() as session:
+            crud.set_job_state(session, job.id, "done")
+        log.info("batch job %s done", job.id)
+
+
+class _Paused(Exception):
+    """The service is stopping during a scan: the scan is redone at the next start."""

@@ -1,0 +1,90 @@
+"""Classify a file from its name and DICOM header (pixels not decoded), for every source.
+
+| kind       | what it is                                   | what the processor does        |
+|------------|----------------------------------------------|--------------------------------|
+| `image`    | DICOM with pixel data, projection modality   | done (or failed: unreadable)   |
+| `bitmap`   | .png/.jpg/.tif next to the DICOMs            | done (or failed)               |
+| `sr`       | DICOM Structured Report: its text is labeled | done (or failed)               |
+| `dicomdir` | the export's index file                      | skipped (files are walked)     |
+| `other`    | a DICOM without pixels, or CT/MR/...         | skipped, with the reason       |
+| `ignored`  | viewer software, README.TXT, .DS_Store, ...  | skipped, with the reason       |
+| `invalid`  | not DICOM, truncated or corrupt              | failed, with the reader's error|
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.batch.interfaces import SourceItem
+
+__all__ = ["classify_file", "describe_error"]
+
+_BITMAP_EXT = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp"}
+# Files that ride along on PACS export media (viewers, autorun, docs): never DICOM.
+_IGNORED_EXT = {
+    ".txt", ".htm", ".html", ".xml", ".xsl", ".css", ".js", ".json", ".pdf", ".inf", ".ini",
+    ".exe", ".dll", ".ico", ".bat", ".sh", ".cfg", ".md", ".csv", ".zip", ".log", ".jar",
+}  # fmt: skip
+_IGNORED_NAMES = {".ds_store", "thumbs.db", "desktop.ini"}
+
+
+def describe_error(exc: BaseException, path: Path, key: str) -> str:
+    """One input's failure as a line: the reader's message with the server path replaced by
+    the item's key (no absolute storage paths in results), prefixed by the exception type
+    when it is not one of the readers' own errors."""
+    from models.errors import ImageError
+
+    message = str(exc).replace(str(path), key) or "no message"
+    if isinstance(exc, ImageError | OSError):
+        return message
+    # A decoder's own exception (zlib.error, TypeError, ...) escaped the reader: name it.
+    kind = type(exc)
+    name = (
+        kind.__qualname__
+        if kind.__module__ == "builtins"
+        else f"{kind.__module__}.{kind.__qualname__}"
+    )
+    return f"{key}: unexpected {name} while reading: {message}"
+
+
+def classify_file(path: Path, key: str) -> SourceItem:
+    """Classify one local file; a header that cannot be read makes it `invalid`.
+
+    Never raises for a bad file: whatever the header reader raises is this file's note.
+
+    Args:
+        path: the local file.
+        key: the item's stable key (its path relative to the export, for folders).
+    """
+    from models.dicom import ACCEPTED_MODALITIES, read_dicom_header
+
+    name = path.name.lower()
+    ext = path.suffix.lower()
+    if name in _IGNORED_NAMES or ext in _IGNORED_EXT:
+        return SourceItem(key, "ignored", note=f"not a DICOM file ({ext or name})")
+    if ext in _BITMAP_EXT:
+        return SourceItem(key, "bitmap")
+    try:
+        header = read_dicom_header(path)
+    except Exception as exc:  # noqa: BLE001 - one file's failure, whatever the decoder raised
+        return SourceItem(key, "invalid", note=describe_error(exc, path, key))
+    common = {
+        "study_instance_uid": header.study_instance_uid,
+        "accession_number": header.accession_number,
+    }
+    if header.is_dicomdir:
+        return SourceItem(
+            key, "dicomdir", note="DICOMDIR index; the files it lists are read directly"
+        )
+    if header.is_structured_report:
+        return SourceItem(key, "sr", **common)
+    if not header.has_pixel_data:
+        return SourceItem(
+            key, "other", note=f"no pixel data (SOP Class {header.sop_class_uid})", **common
+        )
+    modality = (header.modality or "").upper()
+    if modality not in ACCEPTED_MODALITIES:
+        return SourceItem(
+            key, "other", note=f"Modality {modality} is not a projection radiograph", **common
+        )
+    return SourceItem(key, "image", **common)

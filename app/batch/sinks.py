@@ -1,0 +1,160 @@
+"""Batch sinks: a JSONL file, the service database, an NIH-style training set, a tally."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from app import crud
+from app.batch.interfaces import Outcome, Sink, SourceItem
+from app.batch.results import dump_line, outcome_line
+from app.dataset import DatasetWriter
+
+__all__ = ["DatabaseSink", "DatasetSink", "JobGone", "JsonlSink", "TallySink"]
+
+
+class JobGone(RuntimeError):
+    """The job was deleted (cancelled) while it ran."""
+
+
+class JsonlSink(Sink):
+    """Result lines appended to a JSONL file, flushed per line (a kill loses at most the line
+    being written, which `read_result_lines` drops on resume).
+
+    Args:
+        path: the output file (its folder is created).
+        previous: with `resume`, the complete lines of the earlier run, kept first.
+        resume: keep `previous` and append; otherwise the file is overwritten.
+    """
+
+    def __init__(
+        self, path: Path, *, previous: Sequence[dict[str, Any]] = (), resume: bool = False
+    ) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if resume:  # keep the complete lines only (the torn one goes), then append
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            with tmp.open("w", encoding="utf-8") as f:
+                f.writelines(dump_line(line) for line in previous)
+            tmp.replace(self.path)
+        self._file: IO[str] | None = self.path.open("a" if resume else "w", encoding="utf-8")
+
+    def write(self, outcomes: Sequence[Outcome]) -> None:
+        """Append one line per outcome."""
+        assert self._file is not None, "write after close"
+        for outcome in outcomes:
+            self._file.write(dump_line(outcome_line(outcome)))
+            self._file.flush()
+
+    def close(self) -> None:
+        """Close the file."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class DatabaseSink(Sink):
+    """Outcomes stored on a service job's items, one short transaction per chunk.
+
+    Before a chunk runs its items are marked in flight (`crud.mark_in_flight`), so a
+    process killed by one file does not die on it forever: see `app.batch.runner`.
+    """
+
+    def __init__(self, sessions: sessionmaker[Session], job_id: str) -> None:
+        self.sessions = sessions
+        self.job_id = job_id
+        self._in_flight: list[str] = []
+
+    def begin(self, items: Sequence[SourceItem]) -> None:
+        """Count an attempt on each item about to be processed."""
+        self._in_flight = [i.key for i in items]
+        with self.sessions() as session:
+            crud.mark_in_flight(session, self.job_id, self._in_flight)
+
+    def write(self, outcomes: Sequence[Outcome]) -> None:
+        """Complete the items (idempotent: an item already completed is left alone).
+
+        Raises:
+            JobGone: the job was deleted meanwhile.
+        """
+        with self.sessions() as session:
+            changed = crud.complete_items(
+                session,
+                self.job_id,
+                [crud.ItemOutcome(o.key, o.state, o.result, o.error) for o in outcomes],
+            )
+            if changed < len(outcomes) and crud.get_batch_job(session, self.job_id) is None:
+                raise JobGone(self.job_id)
+            done = {o.key for o in outcomes}
+            # Items of the chunk left unprocessed (a stop between files) were not at fault.
+            crud.clear_in_flight(
+                session, self.job_id, [k for k in self._in_flight if k not in done]
+            )
+            self._in_flight = []
+
+
+class DatasetSink(Sink):
+    """Images with mined report labels written as a training set (PNG + Data_Entry.csv).
+
+    Adds `dataset_image` (the PNG's name) to the outcome's result, so it must come before
+    the sinks that write results.
+    """
+
+    def __init__(self, writer: DatasetWriter) -> None:
+        self.writer = writer
+        self.entry: Path | None = None
+
+    def write(self, outcomes: Sequence[Outcome]) -> None:
+        """Add each done image that has report labels."""
+        for outcome in outcomes:
+            report = outcome.result.get("report")
+            image = outcome.image
+            if outcome.state != "done" or image is None or not report or "labels" not in report:
+                continue  # no mined labels, nothing to train on
+            meta = image.meta
+            patient = (
+                meta.patient_id or meta.accession_number or meta.study_instance_uid or outcome.key
+            )
+            outcome.result["dataset_image"] = self.writer.add(
+                image.pixels,
+                labels=report["labels"],
+                patient_key=str(patient),
+                view_position=getattr(meta, "view_position", None),
+            )
+
+    def close(self) -> None:
+        """Write Data_Entry.csv sorted."""
+        if self.entry is None:
+            self.entry = self.writer.close()
+
+
+class TallySink(Sink):
+    """Counts by state, images with a report, and the failures (for summaries, rejects)."""
+
+    def __init__(self) -> None:
+        self.counts = {"done": 0, "skipped": 0, "failed": 0}
+        self.images = 0
+        self.with_report = 0
+        self.rejects: list[dict[str, Any]] = []
+
+    def add_line(self, line: dict[str, Any]) -> None:
+        """Count one result line (also used for the lines of an earlier run)."""
+        self.counts[line["state"]] = self.counts.get(line["state"], 0) + 1
+        if line.get("kind") in ("image", "bitmap") and line["state"] == "done":
+            self.images += 1
+            self.with_report += bool(line.get("report"))
+        if line["state"] == "failed":
+            self.rejects.append({"path": line["path"], "error": line.get("error")})
+
+    def write(self, outcomes: Sequence[Outcome]) -> None:
+        """Count the chunk."""
+        for outcome in outcomes:
+            self.add_line(outcome_line(outcome))
+
+    @property
+    def total(self) -> int:
+        """Items counted."""
+        return sum(self.counts.values())

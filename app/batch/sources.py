@@ -1,0 +1,108 @@
+"""Batch sources on local files: an export folder, and an uploaded zip extracted first."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from app.archive import ZipLimits, extract_zip, remove_tree
+from app.batch.interfaces import BatchInputError, Source, SourceItem
+from app.batch.scan import classify_file
+
+__all__ = ["FolderSource", "ZipSource"]
+
+
+class FolderSource(Source):
+    """A PACS export folder (nested folders, files with or without .dcm, DICOMDIR, SR).
+
+    Keys are paths relative to the folder, with "/" separators. Symbolic links are not
+    followed out of the export: a linked file whose target lies outside `root` is
+    `invalid`, linked folders are not entered.
+
+    Args:
+        root: the export folder.
+        exclude: files to leave out (e.g. the reports CSV when it sits in the export).
+    """
+
+    def __init__(self, root: Path, *, exclude: Sequence[Path] = ()) -> None:
+        self.root = Path(root)
+        self.exclude = tuple(Path(p) for p in exclude)
+
+    def scan(self) -> Iterator[SourceItem]:
+        """Every file, classified, in sorted path order.
+
+        Raises:
+            BatchInputError: `root` is not a folder.
+        """
+        root = self.root
+        if not root.is_dir():
+            raise BatchInputError(f"{root}: not a folder (expected a PACS export directory)")
+        real_root = root.resolve()
+        skip = {p.resolve() for p in self.exclude}
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+            dirnames.sort()
+            for filename in sorted(filenames):
+                full = Path(dirpath) / filename
+                key = full.relative_to(root).as_posix()
+                resolved = full.resolve()
+                if resolved in skip:
+                    continue
+                if full.is_symlink() and real_root not in resolved.parents:
+                    yield SourceItem(
+                        key, "invalid", note="symbolic link pointing outside the export"
+                    )
+                    continue
+                if not resolved.is_file():
+                    yield SourceItem(key, "ignored", note="not a regular file")
+                    continue
+                yield classify_file(full, key)
+
+    def local_path(self, item: SourceItem) -> Path:
+        """The file under the export folder."""
+        return self.root / item.key
+
+
+class ZipSource(FolderSource):
+    """An uploaded zip, checked and extracted into `extract_dir`, then read as a folder.
+
+    `prepare()` extracts once: a marker file records a finished extraction, so a job
+    resumed after a crash does not extract again (a half-finished one is redone).
+
+    Args:
+        archive: the zip file.
+        extract_dir: where to extract (its parent holds the marker).
+        limits: member count, total size and compression ratio caps.
+        exclude: files to leave out of the scan.
+    """
+
+    def __init__(
+        self,
+        archive: Path,
+        extract_dir: Path,
+        limits: ZipLimits,
+        *,
+        exclude: Sequence[Path] = (),
+    ) -> None:
+        super().__init__(extract_dir, exclude=exclude)
+        self.archive = Path(archive)
+        self.limits = limits
+        self._marker = self.root.parent / ".extracted"
+
+    def prepare(self) -> None:
+        """Extract the archive unless a previous run finished doing so.
+
+        Raises:
+            UnsafeArchiveError: the archive fails a safety check (a ValueError subclass
+                would not do: it is an HTTP error too, with status 422).
+        """
+        if self._marker.exists():
+            return
+        remove_tree(self.root)  # a half-finished extraction from before a crash
+        extract_zip(self.archive, self.root, self.limits)
+        self._marker.touch()
+
+    def scan(self) -> Iterator[SourceItem]:
+        """Extract if needed, then scan the extracted tree."""
+        self.prepare()
+        yield from super().scan()
