@@ -113,6 +113,7 @@ class TrainConfig:
     momentum: float = 0.9
     weight_decay: float = 1e-4
     warmup_fraction: float = 0.05  # of all optimizer steps
+    warmup_steps: int | None = None  # an explicit count instead of the fraction
     schedule: str = "cosine"  # "cosine" | "constant"
     final_lr_fraction: float = 0.02  # cosine ends at this fraction of the peak lr
     loss: str = "weighted"  # "weighted" (paper Eq. 1) | "bce"
@@ -256,24 +257,30 @@ def accumulation_steps(
 
 def learning_rate_at(
     step: int, total_steps: int, *, peak: float, warmup_fraction: float = 0.05,
-    schedule: str = "cosine", final_fraction: float = 0.02,
+    schedule: str = "cosine", final_fraction: float = 0.02, warmup_steps: int | None = None,
 ) -> float:  # fmt: skip
     """Learning rate for optimizer step `step` (0-based) of a run of `total_steps`.
 
     Linear warmup over the first `round(warmup_fraction x total_steps)` steps (at least
     one when the fraction is > 0), then constant or cosine decay from `peak` to
     `final_fraction x peak` at the last step. Both phases scale with the run's length,
-    so a 50-step and a 50,000-step run have the same shape.
+    so a 50-step and a 50,000-step run have the same shape. `warmup_steps`, when given,
+    replaces the fraction by a fixed count (kept for recipes that set one).
     """
     total = max(1, total_steps)
-    warmup = max(1, round(warmup_fraction * total)) if warmup_fraction > 0 else 0
-    warmup = min(warmup, total)
+    warmup = _warmup_steps(total, warmup_fraction, warmup_steps)
     if step < warmup:
         return peak * (step + 1) / warmup
     if schedule == "constant" or total - warmup <= 1:
         return peak
     progress = min((step - warmup) / (total - warmup - 1), 1.0)
     return peak * (final_fraction + (1 - final_fraction) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def _warmup_steps(total: int, fraction: float, count: int | None) -> int:
+    if count is not None:
+        return min(max(0, count), total)
+    return min(max(1, round(fraction * total)), total) if fraction > 0 else 0
 
 
 def train_one_epoch(
@@ -508,6 +515,7 @@ def train(cfg: TrainConfig) -> TrainResult:
             warmup_fraction=cfg.warmup_fraction,
             schedule=cfg.schedule,
             final_fraction=cfg.final_lr_fraction,
+            warmup_steps=cfg.warmup_steps,
         )
 
     # --- model card, then the model it describes ---------------------------------------------
@@ -538,9 +546,7 @@ def train(cfg: TrainConfig) -> TrainResult:
             "epochs": cfg.epochs,
             "steps_per_epoch": steps_per_epoch,
             "total_steps": total_steps,
-            "warmup_steps": max(1, round(cfg.warmup_fraction * total_steps))
-            if cfg.warmup_fraction > 0
-            else 0,
+            "warmup_steps": _warmup_steps(total_steps, cfg.warmup_fraction, cfg.warmup_steps),
             "schedule": cfg.schedule,
             "synthetic_data": synthetic,
         },
