@@ -358,7 +358,7 @@ def _run_batch(
 ) -> int:
     from tqdm import tqdm
 
-    from app.batch.engine import plan, run
+    from app.batch.engine import plan, run_resumed
     from app.batch.interfaces import Sink
     from app.batch.processor import BatchProcessor
     from app.batch.sinks import DatasetSink, JsonlSink, TallySink
@@ -398,13 +398,17 @@ def _run_batch(
         file=sys.stderr,
     ) as bar:
         try:
-            report = run(
+            report = run_resumed(
                 items,
                 processor,
                 [*sinks, Progress()],
+                attempts=dict(out.attempts),
                 chunk_size=args.chunk_size,
                 stop_on_failure=args.on_error == "raise",
             )
+        except KeyboardInterrupt:
+            out.forget_in_flight()
+            raise
         finally:
             out.close()
     counts = tally.counts
