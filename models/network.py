@@ -114,7 +114,14 @@ class ChestNet(nn.Module):
 
 
 def _body(arch: str, weights: str | None, output_stride: int, stages: int = 4) -> nn.Module:
-    from torchvision import models as tvm
+    # torchvision is imported only for ImageNet weights: its package import costs seconds
+    # (see models.resnet); random-init bodies, which inference loads its weights over, are
+    # the same modules without it.
+    tvm: Any
+    if weights == "imagenet":
+        from torchvision import models as tvm
+    else:
+        from models import resnet as tvm
 
     net: Any
     if arch == "resnet50":
