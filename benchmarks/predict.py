@@ -108,6 +108,35 @@ def whole_process(
     return seconds
 
 
+def _peer_weights(work: Path, txrv: Path) -> Path | None:
+    """A random DenseNet-121 state dict for the peer to load (as it would its weights)."""
+    path = work / "densenet121.pt"
+    code = (
+        "import sys, torch, torchxrayvision as xrv; torch.manual_seed(0); "
+        "torch.save(xrv.models.DenseNet(weights=None).state_dict(), sys.argv[1])"
+    )
+    env = {**os.environ, "PYTHONPATH": str(txrv)}
+    done = subprocess.run([sys.executable, "-c", code, str(path)], env=env, capture_output=True,
+                          text=True, check=False)  # fmt: skip
+    if done.returncode != 0:
+        _say(f"torchxrayvision not usable from {txrv}: {done.stderr.strip().splitlines()[-1:]}")
+        return None
+    return path
+
+
+def txrv_process(files: list[Path], txrv: Path, weights: Path) -> float:
+    """Seconds for one whole-process run of benchmarks/predict_txrv.py."""
+    env = {**os.environ, "PYTHONPATH": str(txrv)}
+    script = Path(__file__).with_name("predict_txrv.py")
+    cmd = [sys.executable, str(script), f"--weights={weights}", *map(str, files)]
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise RuntimeError(f"torchxrayvision run failed: {done.stderr[-2000:]}")
+    return seconds
+
+
 def stages(
     files: list[Path], checkpoint: Path, out: Path, *, device: str, batch: int, overlays: str
 ) -> dict[str, float]:
@@ -170,6 +199,20 @@ def main() -> int:
     parser.add_argument("--overlays", default="positive", choices=["positive", "all", "none"])
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N")
     parser.add_argument("--repeat", type=int, default=3, help="whole-process runs (median)")
+    parser.add_argument(
+        "--txrv",
+        type=Path,
+        metavar="DIR",
+        help="folder holding torchxrayvision and its dependencies (pip install --target DIR): "
+        "also time its pipeline (benchmarks/predict_txrv.py), runs interleaved with ours",
+    )
+    parser.add_argument(
+        "--txrv",
+        type=Path,
+        metavar="DIR",
+        help="folder holding torchxrayvision and its dependencies (pip install --target DIR): "
+        "also time its pipeline (benchmarks/predict_txrv.py), runs interleaved with ours",
+    )
     args = parser.parse_args()
 
     from models.errors import ModelsError
@@ -196,7 +239,9 @@ def main() -> int:
             f"14 labels, {args.positives} positive per image, overlays {args.overlays}, "
             f"batch {args.batch_size}"
         )
-        walls = []
+        walls: list[float] = []
+        peer: list[float] = []
+        peer_weights = _peer_weights(work, args.txrv) if args.txrv else None
         for i in range(args.repeat):
             out = work / f"out{i}"
             walls.append(
@@ -207,12 +252,21 @@ def main() -> int:
                     device=args.device,
                     batch=args.batch_size,
                     overlays=args.overlays,
-                )  # fmt: skip
+                )
             )
             shutil.rmtree(out)
+            if args.txrv and peer_weights:
+                peer.append(txrv_process(files, args.txrv, peer_weights))
         median = statistics.median(walls)
         runs = ", ".join(f"{w:.2f}" for w in walls)
         _say(f"whole process, `cxr predict` on {len(files)} files: {median:.2f} s median ({runs})")
+        if peer:
+            p_median = statistics.median(peer)
+            p_runs = ", ".join(f"{w:.2f}" for w in peer)
+            _say(
+                f"whole process, torchxrayvision DenseNet-121 + saliency: {p_median:.2f} s "
+                f"median ({p_runs}); cxr predict is {p_median / median:.2f}x faster"
+            )
         imports, load = startup(checkpoint, args.device)
         _say(f"start-up: imports {imports:.2f} s, checkpoint load {load:.2f} s")
         out = work / "stages"

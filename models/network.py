@@ -119,9 +119,13 @@ def _body(arch: str, weights: str | None, output_stride: int, stages: int = 4) -
     # the same modules without it.
     tvm: Any
     if weights == "imagenet":
-        from torchvision import models as tvm
+        import torchvision.models
+
+        tvm = torchvision.models
     else:
-        from models import resnet as tvm
+        from models import resnet
+
+        tvm = resnet
 
     net: Any
     if arch == "resnet50":
