@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["register"]
@@ -35,6 +37,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         help="jsonl (default; full evidence) or csv (CheXpert convention: 1, 0, -1, blank); "
         "default: from the output suffix",
     )
+    p.add_argument(
+        "--attribute-columns",
+        action="store_true",
+        help="csv: add '<label> <attribute>' columns (laterality, location, severity, size_mm, "
+        "count, change) after the label columns; JSONL always carries them as `findings`",
+    )
     p.add_argument("--input-format", choices=["csv", "jsonl", "folder"], help="default: detect")
     p.add_argument("--id-column", default="id", help="CSV column / JSON key of the id (id)")
     p.add_argument(
@@ -43,8 +51,19 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument(
         "--labels",
         default="chestxray14",
-        choices=["chestxray14", "chestxray8"],
-        help="label set in the output (default chestxray14)",
+        metavar="SET",
+        help="label set: chestxray14 (default), chestxray8, chexpert (the 14 CheXpert "
+        "observations and conventions), or a label set YAML file",
+    )
+    p.add_argument(
+        "--profile",
+        help="site profile YAML: extra section headers, synonyms, abbreviations",
+    )
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="add an `explanation` to each JSON result: every mention, the rule that "
+        "fired and why each label got its status",
     )
     p.add_argument(
         "--workers", type=int, default=1, help="worker processes (0: one per CPU; default 1)"
@@ -66,6 +85,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--concepts", help="concept vocabulary YAML (default: packaged concepts.v1)")
     p.add_argument("--rules", help="negation/uncertainty rules YAML (default: rules.v1)")
     p.add_argument("--sections", help="section headers YAML (default: sections.v1)")
+    p.add_argument(
+        "--statements", help="explicit statements YAML (default: the label set's, statements.v1)"
+    )
     p.add_argument("--rejects", help="also write failed reports (id, error) to this CSV")
     p.add_argument(
         "--strict", action="store_true", help="stop at the first report that cannot be labelled"
@@ -80,7 +102,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             "Per-label precision, recall and F1 with micro and macro totals. PRED is "
             "`cxr label` JSONL or a CSV (id + label columns, 1/0/-1/blank); GOLD is a CSV "
             "with an id column and one column per label (1/0 or 1/0/-1/blank). A `No Finding` "
-            "column, when both have it, is scored apart from the totals."
+            "column, when both have it, is scored apart from the totals. A GOLD with the "
+            "columns id, label, attribute, expected scores finding attributes instead "
+            "(accuracy per attribute; PRED must be `cxr label` JSONL). With --labels chexpert "
+            "it also reports the CheXpert paper's metrics; a CheXpert CSV without ids pairs "
+            "by text: --id-column Reports --pred-id-column Reports."
         ),
     )
     e.add_argument("pred", help="predictions: cxr label JSONL, or CSV")
@@ -88,7 +114,18 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     e.add_argument("--id-column", default="id", help="id column of GOLD (default id)")
     e.add_argument("--pred-id-column", default="id", help="id column of a PRED CSV (default id)")
     e.add_argument(
-        "--labels", default="chestxray14", choices=["chestxray14", "chestxray8"], help="label set"
+        "--labels",
+        default="chestxray14",
+        metavar="SET",
+        help="label set: chestxray14 (default), chestxray8, chexpert, or a label set YAML file",
+    )
+    e.add_argument(
+        "--chexpert-metrics",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also report the CheXpert paper's F1 of mention, negation, uncertainty and "
+        "positive per label and macro (GOLD must code 1/0/-1/blank; default on with "
+        "--labels chexpert)",
     )
     e.add_argument(
         "--ignore",
@@ -130,6 +167,14 @@ def _import_spacy_without_torch() -> None:
         del sys.modules["torch"]
 
 
+def _remembering(
+    items: Iterator[tuple[str, Any]], texts: deque[object]
+) -> Iterator[tuple[str, Any]]:
+    for rid, text in items:
+        texts.append(text)
+        yield rid, text
+
+
 def _label(args: argparse.Namespace) -> int:
     import contextlib
     import csv
@@ -138,6 +183,7 @@ def _label(args: argparse.Namespace) -> int:
 
     from labeler.config import LabelerConfig
     from labeler.errors import LabelerError
+    from labeler.explain import explain
     from labeler.files import (
         count_reports,
         detect_input_format,
@@ -147,12 +193,13 @@ def _label(args: argparse.Namespace) -> int:
         write_csv_row,
         write_jsonl,
     )
+    from labeler.labelsets import load_label_set
     from labeler.parallel import label_reports_parallel
-    from labeler.schema import labels_for
 
     try:
         config = LabelerConfig(
             label_set=args.labels,
+            profile=args.profile,
             negex=not args.no_negex,
             max_chars=args.max_chars,
             use_sections=not args.whole_report,
@@ -163,16 +210,20 @@ def _label(args: argparse.Namespace) -> int:
                     ("concepts", args.concepts),
                     ("rules", args.rules),
                     ("sections", args.sections),
+                    ("statements", args.statements),
                 )
                 if v
             },
         )
         # Load the pattern files now so a bad file fails before any work.
-        from labeler.vocabulary import load_concepts, load_rules, load_sections
+        from labeler.vocabulary import load_concepts, load_rules, load_sections, load_statements
 
-        load_concepts(config.concepts)
-        load_rules(config.rules)
-        load_sections(config.sections)
+        load_concepts(str(config.concepts), config.profile)
+        load_rules(str(config.rules))
+        load_sections(str(config.sections), config.profile)
+        if config.statements:
+            load_statements(config.statements)
+        label_set = load_label_set(config.label_set)
         source = Path(args.input)
         fmt = args.input_format or detect_input_format(source)
         total = count_reports(source, fmt)
@@ -185,7 +236,7 @@ def _label(args: argparse.Namespace) -> int:
     out_format = args.format or (
         "csv" if to_file and args.output.lower().endswith(".csv") else "jsonl"
     )
-    label_names = [lab.value for lab in labels_for(config.label_set)]
+    columns = label_set.csv_columns
 
     from tqdm import tqdm
 
@@ -205,13 +256,19 @@ def _label(args: argparse.Namespace) -> int:
             return _fail("label", f"cannot open output: {exc}")
         writer = csv.writer(out) if out_format == "csv" else None
         if writer is not None:
-            write_csv_header(writer, label_names)
+            write_csv_header(writer, columns, attributes=args.attribute_columns)
         reject_writer = csv.writer(rejects) if rejects else None
         if reject_writer is not None:
             reject_writer.writerow(["id", "error"])
         items = iter_reports(
             source, fmt=fmt, id_column=args.id_column, text_column=args.text_column
         )
+        # CheXpert's CSV starts with the report text: keep the texts in flight
+        # (results come in input order, one per input)
+        texts: deque[object] = deque()
+        keep_text = writer is not None and any(c.endswith("={text}") for c in columns)
+        if keep_text:
+            items = _remembering(items, texts)
         results = label_reports_parallel(
             items,
             config=config,
@@ -225,9 +282,16 @@ def _label(args: argparse.Namespace) -> int:
         try:
             for result in results:
                 if writer is not None:
-                    write_csv_row(writer, result, label_names)
+                    text = texts.popleft() if keep_text else None
+                    write_csv_row(
+                        writer,
+                        result,
+                        columns,
+                        text if isinstance(text, str) else None,
+                        attributes=args.attribute_columns,
+                    )
                 else:
-                    write_jsonl(result, out)
+                    write_jsonl(result, out, explain(result, label_set) if args.explain else None)
                 if result.error is not None:
                     failed += 1
                     if reject_writer is not None:
@@ -255,10 +319,16 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     from labeler.errors import LabelerError
     from labeler.files import NO_FINDING, read_gold, read_predictions
-    from labeler.schema import labels_for
-    from labeler.scoring import format_table, score_labels
+    from labeler.labelsets import load_label_set
+    from labeler.scoring import format_chexpert_table, format_table, score_chexpert, score_labels
 
-    names = [lab.value for lab in labels_for(args.labels)]
+    if _is_attribute_gold(Path(args.gold)):
+        return _evaluate_attributes(args)
+    try:
+        label_set = load_label_set(args.labels)
+    except LabelerError as exc:
+        return _fail("evaluate-labels", str(exc))
+    names = list(label_set.labels)
     unknown = sorted(set(args.ignore) - set(names))
     if unknown:
         return _fail("evaluate-labels", f"--ignore: unknown label(s) {', '.join(unknown)}")
@@ -279,6 +349,54 @@ def _evaluate(args: argparse.Namespace) -> int:
         uncertain=args.uncertain,
     )
     sys.stdout.write(format_table(scores) + "\n")
+    report = scores.to_dict()
+    chexpert = args.chexpert_metrics
+    if chexpert is None:
+        chexpert = label_set.name == "chexpert"
+    if chexpert:
+        cx = score_chexpert(pred, gold, scored)
+        sys.stdout.write("\nCheXpert metrics (F1):\n" + format_chexpert_table(cx) + "\n")
+        report["chexpert"] = cx.to_dict()
+    if args.output:
+        try:
+            Path(args.output).write_text(json.dumps(report, indent=2) + "\n")
+        except OSError as exc:
+            return _fail("evaluate-labels", f"cannot write {args.output}: {exc}")
+    return _EXIT_OK
+
+
+def _is_attribute_gold(path: object) -> bool:
+    """Whether GOLD is an attribute gold CSV (columns id, label, attribute, expected)."""
+    import csv
+    from pathlib import Path
+
+    try:
+        with Path(str(path)).open(encoding="utf-8", newline="") as f:
+            header = next(csv.reader(f), [])
+    except (OSError, UnicodeDecodeError):
+        return False  # the label path reports the error
+    return {"attribute", "expected", "label"} <= {h.strip() for h in header}
+
+
+def _evaluate_attributes(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from labeler.attribute_scoring import (
+        format_attribute_table,
+        read_attribute_gold,
+        read_findings,
+        score_attributes,
+    )
+    from labeler.errors import LabelerError
+
+    try:
+        gold = read_attribute_gold(Path(args.gold))
+        findings = read_findings(Path(args.pred))
+    except LabelerError as exc:
+        return _fail("evaluate-labels", str(exc))
+    scores = score_attributes(findings, gold)
+    sys.stdout.write(format_attribute_table(scores) + "\n")
     if args.output:
         try:
             Path(args.output).write_text(json.dumps(scores.to_dict(), indent=2) + "\n")

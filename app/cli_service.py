@@ -7,10 +7,12 @@ spaCy load inside the handlers, so `cxr label` starts fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ipaddress
 import json
 import logging
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -61,6 +63,12 @@ def _register_serve(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--host", help="address to bind (default 127.0.0.1, or CXR_HOST)")
     p.add_argument("--port", type=int, help="port (default 8000, or CXR_PORT)")
     p.add_argument("--model", type=Path, help="checkpoint to serve (or CXR_MODEL)")
+    p.add_argument(
+        "--demo",
+        action="store_true",
+        help="serve a small DEMO model trained on synthetic phantoms (built on first use in "
+        "about a minute, cached in the storage folder; flagged as a demo in every response)",
+    )
     p.add_argument("--device", help="auto (default), cpu, cuda, cuda:1")
     p.add_argument("--storage-dir", type=Path, help="storage folder (or CXR_STORAGE_DIR)")
     p.add_argument("--database-url", help="SQLAlchemy URL (or CXR_DATABASE_URL)")
@@ -94,6 +102,15 @@ def _serve(args: argparse.Namespace) -> int:
             "could use the API. Set CXR_API_KEYS (make a key with `cxr apikey`), or use "
             "--host 127.0.0.1"
         )
+    if getattr(args, "demo", False):
+        if settings.model is not None:
+            raise CommandError(
+                f"--demo serves the demo model, but a model is also given ({settings.model}, "
+                "from --model or CXR_MODEL): drop one of them"
+            )
+        from app.demo import ensure_demo_model
+
+        settings = settings.model_copy(update={"model": ensure_demo_model(settings.storage_dir)})
     predictor = None
     if settings.model is not None:
         if not settings.model.is_file():
@@ -128,7 +145,9 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
         "batch",
         help="label a PACS export folder: reports and images, one JSON line per file",
         description="Walk EXPORT_DIR (nested folders, files with or without .dcm, DICOMDIR, "
-        "DICOM SR), label reports (from --reports CSV keyed by AccessionNumber or "
+        "DICOM SR; or a zip of such a folder, checked against the CXR_ZIP_MAX_* limits and "
+        "extracted to a temporary folder removed afterwards), label reports (from --reports "
+        "CSV keyed by AccessionNumber or "
         "StudyInstanceUID, or SR documents in the export) and predict images with --model. "
         "Writes one JSON line per file found to OUT; a summary goes to stderr; the exit "
         "status is 1 if any file failed. Without a model, images are still read and reported "
@@ -136,7 +155,9 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
         "training set (PNG + Data_Entry.csv) for `cxr train --data`. Lines are flushed as "
         "files are done: an interrupted run continues with --resume.",
     )
-    p.add_argument("export_dir", type=Path, metavar="EXPORT_DIR")
+    p.add_argument(
+        "export_dir", type=Path, nargs="?", metavar="EXPORT_DIR", help="folder or .zip"
+    )
     p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.jsonl")
     p.add_argument("--reports", type=Path, metavar="REPORTS.csv")
     p.add_argument("--model", type=Path, help="checkpoint (default: CXR_MODEL if set)")
@@ -180,24 +201,54 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
         "is overwritten (and an existing --dataset folder is refused)",
     )
     p.add_argument("--chunk-size", type=int, default=8, help="images per forward pass")
+    p.add_argument(
+        "--max-pixels",
+        type=int,
+        default=50_000_000,
+        help="images with more pixels (rows x columns) fail from their header, undecoded, "
+        "like CXR_MAX_PIXELS in the service (50000000; 0: no limit)",
+    )
+    pacs = p.add_argument_group(
+        "PACS (instead of EXPORT_DIR)",
+        "Pull the instances of matching studies from a DICOMweb server (QIDO-RS, WADO-RS); "
+        "each line's path is studies/UID/series/UID/instances/UID, so --resume skips what "
+        "OUT holds. --push stores a TID 1500 SR and/or a GSPS per predicted image back to "
+        "the same server (STOW-RS; their UIDs are stable, so a rerun does not duplicate them).",
+    )
+    pacs.add_argument("--dicomweb", metavar="URL", help="DICOMweb service root to pull from")
+    pacs.add_argument(
+        "--study", action="append", default=[], metavar="UID", help="only this study (repeat)"
+    )
+    pacs.add_argument("--since", metavar="YYYY-MM-DD", help="only studies from this day on")
+    pacs.add_argument(
+        "--modality", default="CR,DX", metavar="CR,DX", help="series modalities (default CR,DX)"
+    )
+    pacs.add_argument("--push", metavar="sr,gsps", help="store results back: sr, gsps or both")
+    from app.cli_pacs import add_dicomweb_auth_arguments
+
+    add_dicomweb_auth_arguments(pacs)
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning"])
     p.set_defaults(handler=_with_logging(_batch))
 
 
 def _batch(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
+    import zipfile
 
-    from app.batch.engine import plan, run
     from app.batch.interfaces import Sink
-    from app.batch.processor import BatchProcessor
     from app.batch.reports import load_reports_csv
     from app.batch.results import read_result_lines
-    from app.batch.sinks import DatasetSink, JsonlSink, TallySink
-    from app.batch.sources import FolderSource
-    from app.labeling import load_report_labeler
+    from app.batch.sinks import DatasetSink
+    from app.batch.sources import FolderSource, ZipSource
 
-    if not args.export_dir.is_dir():
-        raise CommandError(f"{args.export_dir}: not a folder")
+    if (args.export_dir is None) == (args.dicomweb is None):
+        raise CommandError("give either EXPORT_DIR or --dicomweb URL (one of them)")
+    if args.dicomweb is None and (args.push or args.study or args.since):
+        raise CommandError("--push, --study and --since need --dicomweb URL")
+    is_zip = False
+    if args.export_dir is not None:
+        is_zip = args.export_dir.is_file() and zipfile.is_zipfile(args.export_dir)
+        if not args.export_dir.is_dir() and not is_zip:
+            raise CommandError(f"{args.export_dir}: not a folder (nor a zip archive of one)")
     if args.chunk_size < 1 or args.dataset_size < 32:
         raise CommandError("--chunk-size must be >= 1 and --dataset-size >= 32")
     previous, torn = read_result_lines(args.output) if args.resume else ([], 0)
@@ -213,11 +264,10 @@ def _batch(args: argparse.Namespace) -> int:
             "(breaking patient-wise splits). Without that key, write the training set "
             "to a new --dataset folder"
         )
-    model_path = args.model
-    if model_path is None:
-        from app.settings import build_settings
+    from app.settings import build_settings
 
-        model_path = build_settings().model
+    settings = build_settings()
+    model_path = args.model if args.model is not None else settings.model
     reports = load_reports_csv(args.reports) if args.reports else None
     predictor = None
     if model_path is not None:
@@ -225,7 +275,6 @@ def _batch(args: argparse.Namespace) -> int:
 
         predictor = load_model(model_path, args.device)
     sinks: list[Sink] = []
-    dataset = None
     if args.dataset is not None:
         from app.dataset import DatasetWriter
 
@@ -242,12 +291,94 @@ def _batch(args: argparse.Namespace) -> int:
         )
         sinks.append(dataset)  # before the JSONL sink: it adds `dataset_image`
 
-    source = FolderSource(args.export_dir, exclude=[args.reports] if args.reports else [])
+    exclude = [args.reports] if args.reports else []
+    with contextlib.ExitStack() as cleanup:
+        if args.dicomweb is not None:
+            source: Any = _dicomweb_source(args, predictor, sinks)
+            cleanup.callback(source.close)
+        elif is_zip:
+            from app.archive import remove_tree, zip_limits
+
+            tmp = Path(tempfile.mkdtemp(prefix="cxr-batch-"))
+            cleanup.callback(remove_tree, tmp)  # extracted files carry patient data
+            source = ZipSource(
+                args.export_dir, tmp / "export", zip_limits(settings), exclude=exclude
+            )
+        else:
+            source = FolderSource(args.export_dir, exclude=exclude)
+        return _run_batch(args, source, settings, previous, torn, reports, predictor, sinks)
+
+
+def _dicomweb_source(args: argparse.Namespace, predictor: Any, sinks: list[Any]) -> Any:
+    """The DICOMweb source of `cxr batch --dicomweb`, and its push sink first in `sinks`."""
+    from datetime import date
+
+    from app.batch.dicom_push import DicomPushSink
+    from app.batch.dicomweb_source import DicomwebSource
+    from app.cli_pacs import dicomweb_client_from_args
+
+    since = None
+    if args.since:
+        try:
+            since = date.fromisoformat(args.since)
+        except ValueError:
+            raise CommandError(f"--since {args.since!r}: expected a date as YYYY-MM-DD") from None
+    kinds = [k.strip().lower() for k in (args.push or "").split(",") if k.strip()]
+    if args.push is not None and (not kinds or set(kinds) - {"sr", "gsps"}):
+        raise CommandError(f"--push {args.push!r}: expected sr, gsps or sr,gsps")
+    if kinds and predictor is None:
+        raise CommandError("--push needs a model (--model or CXR_MODEL): nothing to push")
+    for noisy in ("highdicom", "httpx"):  # per-module and per-request chatter at INFO
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    client = dicomweb_client_from_args(args.dicomweb, args)
+    source = DicomwebSource(
+        client,
+        study_uids=args.study,
+        since=since,
+        modalities=[m for m in args.modality.split(",") if m.strip()],
+    )
+    if kinds:
+        # First: the lines written by the sinks after it record what was pushed.
+        sinks.insert(
+            0,
+            DicomPushSink(client, kinds=kinds, card=predictor.card, headers=source.pop_header),
+        )
+    return source
+
+
+def _run_batch(
+    args: argparse.Namespace,
+    source: Any,
+    settings: Any,
+    previous: list[dict[str, Any]],
+    torn: int,
+    reports: Any,
+    predictor: Any,
+    sinks: list[Any],
+) -> int:
+    from tqdm import tqdm
+
+    from app.batch.engine import plan, run_resumed
+    from app.batch.interfaces import Sink
+    from app.batch.processor import BatchProcessor
+    from app.batch.sinks import DatasetSink, JsonlSink, TallySink
+    from app.errors import UnsafeArchiveError
+    from app.labeling import load_report_labeler
+
     processor = BatchProcessor(
-        source, labeler=load_report_labeler(), predictor=predictor, reports=reports
+        source,
+        labeler=load_report_labeler(),
+        predictor=predictor,
+        reports=reports,
+        file_timeout_s=settings.batch_file_timeout_s,
+        max_pixels=args.max_pixels or None,
     )
     found = tqdm(source.scan(), desc="scanning", unit=" files", disable=None, file=sys.stderr)
-    items = plan(list(found), previous, processor)  # the resume path shared with the service
+    try:
+        items = plan(list(found), previous, processor)  # the resume path shared with the service
+    except UnsafeArchiveError as exc:
+        raise CommandError(f"{args.export_dir}: {exc.detail}") from None
+    dataset = next((s for s in sinks if isinstance(s, DatasetSink)), None)
     tally = TallySink()
     for line in previous:  # files done before the interruption
         tally.add_line(line)
@@ -267,13 +398,17 @@ def _batch(args: argparse.Namespace) -> int:
         file=sys.stderr,
     ) as bar:
         try:
-            report = run(
+            report = run_resumed(
                 items,
                 processor,
                 [*sinks, Progress()],
+                attempts=dict(out.attempts),
                 chunk_size=args.chunk_size,
                 stop_on_failure=args.on_error == "raise",
             )
+        except KeyboardInterrupt:
+            out.forget_in_flight()
+            raise
         finally:
             out.close()
     counts = tally.counts

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Literal
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 __all__ = [
     "DEMO_NOTICE",
@@ -15,6 +15,7 @@ __all__ = [
     "ErrorRead",
     "HealthRead",
     "ImageRead",
+    "AttributeEvidenceRead",
     "MentionRead",
     "ModelCardRead",
     "PredictionRead",
@@ -28,6 +29,16 @@ __all__ = [
 DEMO_NOTICE = (
     "DEMO MODEL: not trained on clinical data; its outputs are meaningless. Not for clinical use."
 )
+
+
+def _as_utc(value: datetime) -> datetime:
+    # SQLite keeps no time zone: a stored UTC time reads back naive (issue 7 item 9),
+    # and a date-time without an offset is not RFC 3339. Every stored time is UTC.
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+UTCDateTime = Annotated[datetime, AfterValidator(_as_utc)]
+"""A UTC timestamp, serialized with its offset (`...Z`/`+00:00`)."""
 
 _REPORT_EXAMPLE = (
     "FINDINGS: The heart is enlarged. Small left pleural effusion. No pneumothorax.\n"
@@ -54,6 +65,11 @@ class ReportCreate(BaseModel):
     study_instance_uid: str | None = Field(
         default=None, max_length=64, description="Links the report to a study."
     )
+    explain: bool = Field(
+        default=False,
+        description="Add an `explanation`: each mention, the rule and cue that fired, and "
+        "why each label got its status (as `cxr label --explain`).",
+    )
 
 
 class ReportBatchCreate(BaseModel):
@@ -75,6 +91,16 @@ class ReportBatchCreate(BaseModel):
     reports: list[ReportCreate] = Field(min_length=1)
 
 
+class AttributeEvidenceRead(BaseModel):
+    """Why a mention has an attribute value: the rule id and the words (report offsets)."""
+
+    attribute: str
+    value: str | int | float
+    rule: str
+    start: int
+    end: int
+
+
 class MentionRead(BaseModel):
     """A finding mention with its character span and the rule that decided it."""
 
@@ -87,6 +113,13 @@ class MentionRead(BaseModel):
     rule: str | None = None
     negex: str | None = None
     section: str | None = None
+    cue: str | None = Field(default=None, description="the cue words that fired `rule`")
+    attributes: dict[str, Any] = Field(
+        default_factory=dict,
+        description="laterality, location (list), severity, size_mm, count, change; "
+        "keys without a value are left out",
+    )
+    attribute_evidence: list[AttributeEvidenceRead] = Field(default_factory=list)
 
 
 class ReportLabelsRead(BaseModel):
@@ -110,8 +143,16 @@ class ReportLabelsRead(BaseModel):
     labels: dict[str, str]
     no_finding: bool
     mentions: list[MentionRead] = Field(default_factory=list)
+    findings: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="per label that is not absent: status, laterality, location (list), "
+        "severity, size_mm, count, change; keys without a value are left out",
+    )
     error: str | None = None
     labeler_version: str
+    explanation: dict[str, Any] | None = Field(
+        default=None, description="present when the request asked for `explain`"
+    )
 
 
 class ReportBatchRead(BaseModel):
@@ -208,7 +249,7 @@ class PredictionRead(BaseModel):
     boxes: list[BoxRead]
     heatmaps: dict[str, str] = Field(description="Label -> URL of a heatmap overlay PNG.")
     timings: dict[str, float]
-    created_at: datetime | None = None
+    created_at: UTCDateTime | None = None
 
 
 class BatchCreate(BaseModel):
@@ -269,9 +310,9 @@ class BatchRead(BaseModel):
     model: str | None = Field(default=None, description="Model name and version, or None.")
     demo: bool = False
     error: str | None = None
-    created_at: datetime | None = None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
+    created_at: UTCDateTime | None = None
+    started_at: UTCDateTime | None = None
+    finished_at: UTCDateTime | None = None
     results: dict[str, str]
 
 

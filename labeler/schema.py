@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 __all__ = [
+    "ATTRIBUTE_KEYS",
     "CHESTXRAY8",
     "CHESTXRAY14",
     "LABEL_SETS",
@@ -54,6 +55,9 @@ CHESTXRAY8: tuple[Label, ...] = (
 )
 LABEL_SETS: dict[str, tuple[Label, ...]] = {"chestxray14": CHESTXRAY14, "chestxray8": CHESTXRAY8}
 
+#: Finding attribute keys, in output order (labeler.attributes).
+ATTRIBUTE_KEYS = ("laterality", "location", "severity", "size_mm", "count", "change")
+
 Status = Literal["positive", "uncertain", "negative", "absent"]
 
 
@@ -75,9 +79,10 @@ class Mention:
     """One concept mention found in a report, with its verdict.
 
     `start`/`end` are character offsets into the original report text, so
-    `text == report[start:end]`. `rule` is the id of the rule that decided the
-    status (or None for a plain positive); `negex` is negspacy's verdict
-    ("negated" / "affirmed"), or None when negspacy did not run.
+    `text == report[start:end]`. `rule` is the id of the rule (or statement)
+    that decided the status (None for a plain positive), `cue` the cue words
+    that fired it; `negex` is negspacy's verdict ("negated" / "affirmed"), or
+    None when negspacy did not run.
     """
 
     label: str
@@ -89,6 +94,11 @@ class Mention:
     rule: str | None = None
     negex: str | None = None
     section: str | None = None
+    cue: str | None = None
+    #: where, how big, how many, changed: {"laterality": "left", "size_mm": 12.0, ...}
+    attributes: dict[str, Any] = field(default_factory=dict)
+    #: why each attribute: {"attribute", "value", "rule", "start", "end"} (report offsets)
+    attribute_evidence: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -100,6 +110,9 @@ class ReportLabels:
     no_finding: bool
     mentions: list[Mention] = field(default_factory=list)
     error: str | None = None
+    #: per label not absent: {"status", "laterality", "location", "severity", "size_mm",
+    #: "count", "change"}, aggregated over the label's mentions (labeler.attributes)
+    findings: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON Lines object written by `cxr label` and returned by the API."""
@@ -120,9 +133,13 @@ class ReportLabels:
                     "rule": m.rule,
                     "negex": m.negex,
                     "section": m.section,
+                    "cue": m.cue,
+                    "attributes": m.attributes,
+                    "attribute_evidence": m.attribute_evidence,
                 }
                 for m in self.mentions
             ],
+            "findings": self.findings,
         }
         if self.error is not None:
             out["error"] = self.error

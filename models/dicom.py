@@ -187,12 +187,16 @@ def _open(source: Source) -> BinaryIO | str:
     return source
 
 
-def _check_deflate(name: str, fp: BinaryIO | str) -> None:
-    """Refuse a deflated dataset that inflates beyond `MAX_INFLATED_BYTES` (a deflate bomb).
+def _check_deflate(name: str, fp: BinaryIO | str, max_pixels: int | None) -> None:
+    """Refuse a deflated dataset that inflates beyond `MAX_INFLATED_BYTES` (a deflate bomb),
+    or beyond what `max_pixels` pixels of 16-bit RGB could need.
 
     pydicom inflates the whole dataset in one `zlib.decompress` call, so the check streams
     the inflation first, with bounded output, and stops at the limit.
     """
+    limit = MAX_INFLATED_BYTES
+    if max_pixels is not None:
+        limit = min(limit, max_pixels * 6 + (16 << 20))
     f = open(fp, "rb") if isinstance(fp, str) else fp  # noqa: SIM115 - closed below
     start = 0 if isinstance(fp, str) else f.tell()
     try:
@@ -210,10 +214,10 @@ def _check_deflate(name: str, fp: BinaryIO | str) -> None:
             data = chunk
             while data:
                 total += len(inflater.decompress(data, 1 << 20))
-                if total > MAX_INFLATED_BYTES:
+                if total > limit:
                     raise ImageTooLargeError(
                         f"{name}: the deflate-compressed dataset inflates beyond "
-                        f"{MAX_INFLATED_BYTES >> 20} MiB (a deflate bomb?); re-export it "
+                        f"{limit >> 20} MiB (a deflate bomb?); re-export it "
                         "uncompressed"
                     )
                 data = inflater.unconsumed_tail
@@ -226,7 +230,7 @@ def _check_deflate(name: str, fp: BinaryIO | str) -> None:
             f.seek(start)
 
 
-def _dcmread(source: Source, **kwargs: Any) -> Any:
+def _dcmread(source: Source, max_pixels: int | None = None, **kwargs: Any) -> Any:
     """Parse a dataset; accept files without the 128-byte preamble only if they look like DICOM.
 
     Call inside `reading(name)`: pydicom's own exceptions are mapped there.
@@ -236,7 +240,7 @@ def _dcmread(source: Source, **kwargs: Any) -> Any:
 
     name = _name(source)
     fp = _open(source)
-    _check_deflate(name, fp)
+    _check_deflate(name, fp, max_pixels)
     start = fp.tell() if not isinstance(fp, str) else 0
     try:
         return pydicom.dcmread(fp, **kwargs)
@@ -413,7 +417,7 @@ def read_dicom(
 def _read_dicom(
     name: str, source: Source, accepted_modalities: frozenset[str], max_pixels: int | None
 ) -> DicomImage:
-    ds = _dcmread(source)
+    ds = _dcmread(source, max_pixels)
     meta = _meta(name, ds)
     modality = (meta.modality or "").upper()
     if modality not in accepted_modalities:
@@ -448,6 +452,7 @@ def _read_dicom(
         )
     _check_pixel_module(name, ds, meta)
     _check_native_length(name, ds, meta)
+    _check_codestream_size(name, ds, meta)
     if photometric.startswith("MONOCHROME"):
         _check_luts(name, ds)
     pixels = _decode(name, ds)
@@ -499,6 +504,92 @@ def _check_native_length(name: str, ds: Any, meta: ImageMeta) -> None:
             f"{name}: Pixel Data holds {len(ds.PixelData)} bytes but {meta.rows}x{meta.columns}x"
             f"{samples} at {bits} bits needs {expected}; the file is truncated"
         )
+
+
+_JPEG_SYNTAXES = frozenset(f"1.2.840.10008.1.2.4.{n}" for n in ("50", "51", "57", "70", "80", "81"))
+_J2K_SYNTAXES = frozenset(
+    f"1.2.840.10008.1.2.4.{n}" for n in ("90", "91", "92", "93", "201", "202", "203")
+)
+_ITEM_TAG = b"\xfe\xff\x00\xe0"
+# SOF0..SOF15 except DHT (C4), JPG (C8) and DAC (CC), plus JPEG-LS SOF55 (F7).
+_SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC} | {0xF7}
+
+
+def _check_codestream_size(name: str, ds: Any, meta: ImageMeta) -> None:
+    """Compare the size in the JPEG/JPEG 2000 frame header with Rows x Columns, undecoded.
+
+    The decoders allocate what the codestream announces, so a header that says 64x64 over a
+    10000x10000 JPEG would slip past `check_dimensions` and the pixel limit.
+    """
+    tsuid = meta.transfer_syntax_uid
+    if tsuid not in _JPEG_SYNTAXES and tsuid not in _J2K_SYNTAXES:
+        return
+    fragment = _first_fragment(ds.PixelData)
+    if fragment is None:
+        raise InvalidDicomError(
+            f"{name}: the encapsulated Pixel Data (7FE0,0010) has no readable first fragment; "
+            "the file is truncated or corrupt. Re-export it."
+        )
+    size = _jpeg_size(fragment) if tsuid in _JPEG_SYNTAXES else _j2k_size(fragment)
+    if size is None:
+        kind = "JPEG" if tsuid in _JPEG_SYNTAXES else "JPEG 2000"
+        raise InvalidDicomError(
+            f"{name}: the Pixel Data has no readable {kind} frame header for Transfer Syntax "
+            f"{tsuid}; the file is corrupt. Re-export it."
+        )
+    if size != (meta.rows, meta.columns):
+        raise InvalidDicomError(
+            f"{name}: the compressed frame is {size[0]}x{size[1]} but Rows x Columns "
+            f"(0028,0010/0011) say {meta.rows}x{meta.columns}; the file is inconsistent. "
+            "Re-export it."
+        )
+
+
+def _first_fragment(pixel_data: bytes, limit: int = 1 << 20) -> bytes | None:
+    """The start of the first fragment after the Basic Offset Table (PS3.5 A.4)."""
+    if len(pixel_data) < 16 or pixel_data[:4] != _ITEM_TAG:
+        return None
+    pos = 8 + int.from_bytes(pixel_data[4:8], "little")
+    if pixel_data[pos : pos + 4] != _ITEM_TAG:
+        return None
+    length = int.from_bytes(pixel_data[pos + 4 : pos + 8], "little")
+    return pixel_data[pos + 8 : pos + 8 + min(length, limit)]
+
+
+def _jpeg_size(data: bytes) -> tuple[int, int] | None:
+    """(height, width) from the first SOF marker, walking the marker segments from SOI."""
+    i = data.find(b"\xff\xd8", 0, 64)
+    if i < 0:
+        return None
+    i += 2
+    while i + 4 <= len(data):
+        if data[i] != 0xFF:
+            return None
+        marker = data[i + 1]
+        if marker == 0xFF:  # fill byte
+            i += 1
+        elif marker in _SOF_MARKERS:
+            if i + 9 > len(data):
+                return None
+            return int.from_bytes(data[i + 5 : i + 7], "big"), int.from_bytes(
+                data[i + 7 : i + 9], "big"
+            )
+        elif marker == 0xDA:  # a scan before any frame header
+            return None
+        elif 0xD0 <= marker <= 0xD8 or marker == 0x01:  # markers without a length
+            i += 2
+        else:
+            i += 2 + int.from_bytes(data[i + 2 : i + 4], "big")
+    return None
+
+
+def _j2k_size(data: bytes) -> tuple[int, int] | None:
+    """(height, width) from the SIZ segment that follows SOC (a JP2 wrapper is searched)."""
+    i = data.find(b"\xff\x4f\xff\x51", 0, 4096)
+    if i < 0 or i + 24 > len(data):
+        return None
+    x, y, x0, y0 = (int.from_bytes(data[i + k : i + k + 4], "big") for k in (8, 12, 16, 20))
+    return y - y0, x - x0
 
 
 def _check_luts(name: str, ds: Any) -> None:

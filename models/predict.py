@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from models.boxes import Box
+from models.calibration import apply_temperatures, temperature_vector
 from models.cam import positive_evidence
 from models.checkpoint import ModelCard, load_checkpoint
 from models.dicom import ImageMeta
@@ -144,6 +145,8 @@ class Predictor:
             name: float(card.thresholds.get(name, 0.5)) for name in self.labels
         }
         self.box_thresholds: tuple[int, ...] = tuple(card.box_thresholds)
+        # Per-label temperature scaling from the card (models.calibration); T = 1 if absent.
+        self._temperatures = torch.from_numpy(temperature_vector(card.temperatures, self.labels))
 
     @property
     def card(self) -> dict[str, Any]:
@@ -167,10 +170,15 @@ class Predictor:
     def probabilities(self, logits: torch.Tensor) -> np.ndarray:
         """THE one place logits become probabilities: (N, C) logits -> (N, C) float64.
 
-        Sigmoid per label today; per-class calibration from the model card (temperature
-        scaling, issue 9 item 5) is applied here and nowhere else.
+        `sigmoid(logit / T)` per label, T from the model card's temperature scaling
+        (issue 9 item 5; `models.calibration`); applied here and nowhere else.
         """
-        return torch.sigmoid(logits.float()).cpu().numpy().astype(np.float64)
+        return (
+            apply_temperatures(logits, self._temperatures.to(logits.device))
+            .cpu()
+            .numpy()
+            .astype(np.float64)
+        )
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
         if self.device.type == "cuda":

@@ -84,6 +84,7 @@ class BatchProcessor:
         cancelled: checked between items; when it returns True, `process` returns the
             outcomes of the items done so far (the others stay pending).
         file_timeout_s: give up reading one file after this long (None: no limit).
+        max_pixels: images with more pixels fail from their header, undecoded (None: no limit).
     """
 
     def __init__(
@@ -95,8 +96,10 @@ class BatchProcessor:
         reports: ReportIndex | None = None,
         cancelled: Callable[[], bool] | None = None,
         file_timeout_s: float | None = None,
+        max_pixels: int | None = None,
     ) -> None:
         self.source = source
+        self.max_pixels = max_pixels
         self.labeler = labeler
         self.predictor = predictor
         self.reports = reports
@@ -213,7 +216,9 @@ class BatchProcessor:
         from models.images import load_image
 
         reader = read_dicom if item.kind == "image" else load_image
-        image = _call_with_limit(lambda: reader(path), self.file_timeout_s)
+        image = _call_with_limit(
+            lambda: reader(path, max_pixels=self.max_pixels), self.file_timeout_s
+        )
         meta = image.meta
         result = self._base(item) | {
             "study_instance_uid": meta.study_instance_uid or item.study_instance_uid,

@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app import crud
 from app.archive import ZipLimits, remove_tree
-from app.batch.engine import plan, run
+from app.batch.engine import MAX_ATTEMPTS, plan, run_resumed
 from app.batch.interfaces import Outcome, Sink, Source, SourceItem
 from app.batch.processor import BatchProcessor
 from app.batch.reports import load_reports_csv
@@ -65,6 +65,7 @@ class BatchRunner:
         chunk_size: images per forward pass.
         metrics: Prometheus metrics, or None.
         file_timeout_s: give up reading one file after this long (None: no limit).
+        max_pixels: images with more pixels fail from their header, undecoded (None: no limit).
         max_attempts: starts during which a file may be in flight when the process dies
             before it is recorded as failed without another try.
     """
@@ -80,7 +81,8 @@ class BatchRunner:
         chunk_size: int = 8,
         metrics: Metrics | None = None,
         file_timeout_s: float | None = None,
-        max_attempts: int = 2,
+        max_attempts: int = MAX_ATTEMPTS,
+        max_pixels: int | None = None,
     ) -> None:
         self.sessions = sessions
         self.labeler = labeler
@@ -91,6 +93,7 @@ class BatchRunner:
         self.metrics = metrics
         self.file_timeout_s = file_timeout_s
         self.max_attempts = max_attempts
+        self.max_pixels = max_pixels
         self._queue: list[str] = []
         self._cancelled: set[str] = set()
         self._cv = threading.Condition()
@@ -226,6 +229,7 @@ class BatchRunner:
             reports=reports,
             cancelled=stopping,
             file_timeout_s=self.file_timeout_s,
+            max_pixels=self.max_pixels,
         )
         with self.sessions() as session:
             items = crud.job_items(session, job_id)
@@ -238,20 +242,12 @@ class BatchRunner:
         sinks: list[Sink] = [DatabaseSink(self.sessions, job_id)]
         if self.metrics is not None:
             sinks.append(_MetricsSink(self.metrics))
-        given_up = [i for i in remaining if attempts.get(i.key, 0) >= self.max_attempts]
-        retried = [i for i in remaining if 0 < attempts.get(i.key, 0) < self.max_attempts]
-        rest = [i for i in remaining if not attempts.get(i.key)]
-        if given_up:
-            self._give_up(given_up, sinks)
-        if retried:  # were in flight when the process died: one at a time, to find the culprit
-            log.warning("batch job %s: retrying %d interrupted file(s)", job_id, len(retried))
-            report = run(retried, processor, sinks, chunk_size=1, should_stop=stopping)
-            if report.stopped:
-                return
-        report = run(
-            rest,
+        report = run_resumed(
+            remaining,
             processor,
             sinks,
+            attempts=attempts,
+            max_attempts=self.max_attempts,
             chunk_size=self.chunk_size,
             should_stop=stopping,
             after_chunk=after_chunk,
@@ -276,24 +272,6 @@ class BatchRunner:
         job.scanned = True
         if job.source_kind == "zip":
             Path(job.source).unlink(missing_ok=True)  # extracted; the upload is no longer needed
-
-    def _give_up(self, items: Sequence[SourceItem], sinks: Sequence[Sink]) -> None:
-        outcomes = [
-            Outcome(
-                item.key,
-                "failed",
-                {
-                    "kind": item.kind,
-                    "study_instance_uid": item.study_instance_uid,
-                    "accession_number": item.accession_number,
-                },
-                f"the service stopped {self.max_attempts} times while processing this file "
-                "(it may crash the decoder); not retried",
-            )
-            for item in items
-        ]
-        for sink in sinks:
-            sink.write(outcomes)
 
     def _finish(self, job: Any) -> None:
         if job.source_kind == "zip":

@@ -73,6 +73,30 @@ def _card_fields(card: dict[str, Any]) -> dict[str, Any]:
 
 
 @router.get(
+    "/predictions/{prediction_id}/image.png",
+    response_class=Response,
+    responses={
+        200: {"content": {"image/png": {}}, "description": "The radiograph as the model saw it."},
+        404: {"model": ErrorRead},
+    },
+    summary="The radiograph of a prediction, without overlay",
+)
+def get_prediction_image(prediction_id: str, session: SessionDep, storage: StorageDep) -> Response:
+    """The stored 8-bit preview (windowed as for the model, at most 1024 px a side): the
+    base layer on which a viewer draws heatmaps and boxes."""
+    row = crud.get_prediction(session, prediction_id)
+    if row is None:
+        raise NotFound(f"no prediction {prediction_id!r}")
+    if row.image.pixels_key is None:
+        raise NotFound("the image preview for this prediction is not stored")
+    return Response(
+        storage.get_bytes(row.image.pixels_key),
+        media_type="image/png",
+        headers={"Cache-Control": "private, max-age=3600"},
+    )
+
+
+@router.get(
     "/predictions/{prediction_id}",
     response_model=PredictionRead,
     responses={404: {"model": ErrorRead}},

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import io
+import json
 import time
 import tracemalloc
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +16,7 @@ from pydicom.dataset import Dataset
 from pydicom.encaps import encapsulate
 from pydicom.sequence import Sequence as DicomSequence
 from pydicom.uid import DeflatedExplicitVRLittleEndian, JPEGBaseline8Bit
-from service_fixtures import build_dataset, chest_pixels, dx_bytes, to_bytes
+from service_fixtures import build_dataset, chest_pixels, dx_bytes, to_bytes, wait_for_job
 
 from app.settings import Settings
 
@@ -122,3 +124,45 @@ def test_predict_poisoned_dicom_is_422_json_not_500(
     body = response.json()
     assert body["error"] == "InvalidDicomError"
     assert message in body["detail"]
+
+
+@pytest.mark.issue(7)
+def test_batch_job_fails_images_over_max_pixels_and_poisoned_files_with_reasons(
+    make_client: Callable[..., TestClient], tmp_path: Path
+) -> None:
+    export = tmp_path / "roots" / "export"
+    export.mkdir(parents=True)
+    (export / "good.dcm").write_bytes(dx_bytes())
+    (export / "wide.dcm").write_bytes(dx_bytes(pixels=chest_pixels(64, 128)))
+    (export / "deflate.dcm").write_bytes(_corrupt_deflate())
+    (export / "voi.dcm").write_bytes(_voi_lut_zero_bits())
+    (export / "rows.dcm").write_bytes(_rows_with_two_values())
+    client = make_client(model=False, batch_roots=[tmp_path / "roots"], max_pixels=5000)
+    response = client.post("/v1/batches", json={"path": "export"})
+    assert response.status_code == 202, response.text
+    job_id = response.json()["id"]
+    assert wait_for_job(client, job_id)["state"] == "done"
+    lines = client.get(f"/v1/batches/{job_id}/results").text.splitlines()
+    by_path = {r["path"]: r for r in map(json.loads, lines)}
+    assert by_path["good.dcm"]["state"] == "done"
+    assert "64x128 = 8,192 pixels; the limit is 5,000" in by_path["wide.dcm"]["error"]
+    assert "deflate" in by_path["deflate.dcm"]["error"]
+    assert "0 bits per entry" in by_path["voi.dcm"]["error"]
+    assert "holds 2 values" in by_path["rows.dcm"]["error"]
+
+
+@pytest.mark.issue(7)
+def test_cli_batch_max_pixels_fails_large_images_with_reason(tmp_path: Path) -> None:
+    from app.cli import main
+
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "good.dcm").write_bytes(dx_bytes())
+    (export / "wide.dcm").write_bytes(dx_bytes(pixels=chest_pixels(64, 128)))
+    out = tmp_path / "out.jsonl"
+    assert main(["batch", str(export), "-o", str(out), "--max-pixels", "5000"]) == 1
+    by_path = {r["path"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert by_path["good.dcm"]["state"] == "done"
+    assert by_path["wide.dcm"]["state"] == "failed"
+    assert "64x128 = 8,192 pixels; the limit is 5,000" in by_path["wide.dcm"]["error"]
+    assert main(["batch", str(export), "-o", str(out), "--max-pixels", "0"]) == 0

@@ -163,9 +163,10 @@ def test_pipeline_default_nlp_is_built_and_cached() -> None:
 
 def test_report_labels_to_dict_shape(label: Callable[[str], ReportLabels]) -> None:
     d = label(REPORT).to_dict()
-    assert set(d) == {"id", "labels", "no_finding", "mentions"}
+    assert set(d) == {"id", "labels", "no_finding", "mentions", "findings"}
     assert set(d["mentions"][0]) == {
-        "label", "text", "start", "end", "sentence", "status", "rule", "negex", "section",
+        "label", "text", "start", "end", "sentence", "status", "rule", "negex", "section", "cue",
+        "attributes", "attribute_evidence",
     }  # fmt: skip
 
 

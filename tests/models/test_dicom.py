@@ -312,6 +312,19 @@ def test_read_dicom_refuses_deflate_bomb(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 @pytest.mark.issue(7)
+def test_read_dicom_deflate_limit_follows_max_pixels(tmp_path: Path) -> None:
+    import zlib
+
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    bomb = compressor.compress(b"\0" * (24 << 20)) + compressor.flush()  # 24 MiB in ~24 KB
+    path = tmp_path / "bomb.dcm"
+    path.write_bytes(file_meta_bytes(DeflatedExplicitVRLittleEndian) + bomb)
+    # 1000 pixels of 16-bit RGB need 6 KB; the bound is that plus 16 MiB of header room.
+    with pytest.raises(ImageTooLargeError, match="inflates beyond 16 MiB"):
+        load_image(path, max_pixels=1000)
+
+
+@pytest.mark.issue(7)
 @pytest.mark.parametrize(
     ("elements", "message"),
     [
@@ -348,3 +361,55 @@ def test_reading_maps_any_decoder_exception_to_image_error(exc: Exception) -> No
 def test_reading_lets_keyboard_interrupt_through() -> None:
     with pytest.raises(KeyboardInterrupt), reading("scan.dcm"):
         raise KeyboardInterrupt
+
+
+def _jpeg_dicom(rows: int, columns: int, jpeg_size: tuple[int, int]) -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("L", (jpeg_size[1], jpeg_size[0]), 100).save(buf, format="JPEG")
+    ds = build_dataset(np.zeros((rows, columns)), bits=8)
+    ds.file_meta.TransferSyntaxUID = JPEGBaseline8Bit
+    ds.PixelData = encapsulate([buf.getvalue()])
+    ds["PixelData"].VR = "OB"
+    return to_bytes(ds)
+
+
+@pytest.mark.issue(7)
+def test_read_dicom_refuses_codestream_larger_than_header_before_decoding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import pydicom.dataset
+
+    # The header says 64x64 (within any limit); the JPEG inside is 4000x3000.
+    data = _jpeg_dicom(64, 64, (4000, 3000))
+
+    def no_decoding(*_: object) -> None:
+        raise AssertionError("pixels decoded")
+
+    monkeypatch.setattr(pydicom.dataset.Dataset, "pixel_array", property(no_decoding))
+    with pytest.raises(InvalidDicomError, match="compressed frame is 4000x3000 but Rows x Col"):
+        load_image(data, max_pixels=1_000_000)
+
+
+@pytest.mark.issue(7)
+def test_read_dicom_checks_jpeg2000_size_against_header() -> None:
+    from pydicom.uid import JPEG2000Lossless
+
+    ds = build_dataset(gradient(48, 64))
+    ds.BitsStored, ds.HighBit = 12, 11
+    ds.compress(JPEG2000Lossless)
+    assert load_image(to_bytes(ds)).pixels.shape == (48, 64)
+    ds.Rows = 40
+    with pytest.raises(InvalidDicomError, match="compressed frame is 48x64 but .* say 40x64"):
+        load_image(to_bytes(ds))
+
+
+@pytest.mark.issue(7)
+def test_read_dicom_jpeg_without_frame_header_is_invalid() -> None:
+    ds = build_dataset(np.zeros((64, 64)), bits=8)
+    ds.file_meta.TransferSyntaxUID = JPEGBaseline8Bit
+    ds.PixelData = encapsulate([b"\xff\xd8\xff\xda" + b"\0" * 100])
+    ds["PixelData"].VR = "OB"
+    with pytest.raises(InvalidDicomError, match="no readable JPEG frame header"):
+        load_image(to_bytes(ds))

@@ -1,0 +1,95 @@
+"""The web page at `/`: one server-rendered template plus local JavaScript and CSS.
+
+No asset comes from elsewhere (a hospital network has no CDN): the Content-Security-Policy
+allows this origin only. The page itself needs no API key; it calls the /v1 JSON API
+with the key the user enters, kept in sessionStorage.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from functools import lru_cache
+from pathlib import Path
+from string import Template
+
+from fastapi import APIRouter, Response
+from fastapi.responses import HTMLResponse
+
+from app.deps import StateDep
+from app.errors import NotFound
+from app.schemas import DEMO_NOTICE
+
+router = APIRouter(include_in_schema=False)
+
+WEB_DIR = Path(__file__).resolve().parents[1] / "web"
+_STATIC_TYPES = {
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
+# Same origin only; blob: for images fetched with the API key; no inline script.
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; "
+    "connect-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
+)
+
+
+@lru_cache(maxsize=1)
+def _template() -> Template:
+    return Template((WEB_DIR / "templates" / "index.html").read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
+def _static_files() -> dict[str, Path]:
+    # An allowlist of the shipped files: a request can only name one of these.
+    folder = WEB_DIR / "static"
+    return {p.name: p for p in folder.iterdir() if p.suffix in _STATIC_TYPES and p.is_file()}
+
+
+@router.get("/", response_class=HTMLResponse)
+def index(state: StateDep) -> HTMLResponse:
+    """The page: Predict, Report, Batches, and the API key prompt."""
+    card = state.predictor.card if state.predictor is not None else None
+    demo = bool(card and card.get("demo"))
+    config = {
+        "apiKeyRequired": state.api_keys.enabled,
+        "model": (
+            {k: card.get(k) for k in ("name", "version", "demo", "labels")} if card else None
+        ),
+        "demoNotice": DEMO_NOTICE if demo else None,
+        "batchRoots": bool(state.settings.batch_roots),
+    }
+    if card is None:
+        model_line = "No image model loaded: image prediction is unavailable."
+    else:
+        model_line = f"Model {card.get('name')} {card.get('version')}"
+    page = _template().substitute(
+        config=html.escape(json.dumps(config), quote=True),
+        model_line=html.escape(model_line),
+        demo_hidden="" if demo else "hidden",
+        demo_notice=html.escape(DEMO_NOTICE),
+        predict_disabled="" if card is not None else "disabled",
+    )
+    return HTMLResponse(
+        page,
+        headers={
+            "Content-Security-Policy": CSP,
+            "X-Content-Type-Options": "nosniff",
+            "Referrer-Policy": "no-referrer",
+            "Cache-Control": "no-store",
+        },
+    )
+
+
+@router.get("/static/{name}")
+def static_file(name: str) -> Response:
+    """One of the page's own assets (JavaScript, CSS, icon)."""
+    path = _static_files().get(name)
+    if path is None:
+        raise NotFound(f"no static file {name!r}")
+    return Response(
+        path.read_bytes(),
+        media_type=_STATIC_TYPES[path.suffix],
+        headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"},
+    )

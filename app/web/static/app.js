@@ -1,0 +1,638 @@
+// cxr web page: plain JavaScript, no dependencies, talks to the /v1 JSON API.
+"use strict";
+
+const CONFIG = JSON.parse(document.body.dataset.config || "{}");
+const KEY_NAME = "cxr-api-key";
+const PALETTE = ["#ff6b5e", "#4fc3f7", "#ffd54f", "#81c784", "#ba68c8", "#ff8a65", "#4db6ac",
+  "#f06292", "#aed581", "#7986cb", "#e57373", "#4dd0e1", "#fff176", "#a1887f"];
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else node.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return node;
+}
+
+function svgEl(tag, attrs) {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
+  return node;
+}
+
+function setStatus(id, text, error) {
+  const node = $(id);
+  node.textContent = text || "";
+  node.classList.toggle("error", Boolean(error));
+}
+
+// --- API access (X-API-Key from sessionStorage) ----------------------------------------
+
+class ApiError extends Error {
+  constructor(status, detail) {
+    super(typeof detail === "string" ? detail : JSON.stringify(detail));
+    this.status = status;
+  }
+}
+
+function apiKey() { return sessionStorage.getItem(KEY_NAME) || ""; }
+
+function needKey() { return CONFIG.apiKeyRequired && !apiKey(); }
+
+async function api(path, options) {
+  const opts = Object.assign({}, options || {});
+  const headers = new Headers(opts.headers || {});
+  if (apiKey()) headers.set("X-API-Key", apiKey());
+  opts.headers = headers;
+  if (needKey()) {
+    showKeyBar("Enter the API key first.");
+    throw new ApiError(401, "an API key is required");
+  }
+  const response = await fetch(path, opts);
+  if (response.status === 401 || response.status === 403) {
+    sessionStorage.removeItem(KEY_NAME);
+    showKeyBar(response.status === 403 ? "That key was refused; enter a valid key." :
+      "Enter the API key.");
+  }
+  if (!response.ok) {
+    let detail = response.statusText;
+    try { detail = (await response.json()).detail; } catch (e) { /* not JSON */ }
+    throw new ApiError(response.status, detail);
+  }
+  return response;
+}
+
+async function apiJson(path, options) { return (await api(path, options)).json(); }
+
+async function apiObjectUrl(path) {
+  const blob = await (await api(path)).blob();
+  return URL.createObjectURL(blob);
+}
+
+function showKeyBar(message) {
+  $("keybar").hidden = false;
+  $("apikey-status").textContent = message || (apiKey() ? "A key is set for this tab." : "");
+  $("apikey-input").focus();
+}
+
+function setupKeyBar() {
+  $("keybar").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const key = $("apikey-input").value.trim();
+    if (!key) return;
+    sessionStorage.setItem(KEY_NAME, key);
+    $("apikey-input").value = "";
+    $("keybar").hidden = true;
+    refreshJobs();
+  });
+  $("apikey-forget").addEventListener("click", () => {
+    sessionStorage.removeItem(KEY_NAME);
+    showKeyBar("Key forgotten.");
+  });
+  $("apikey-link").addEventListener("click", (event) => {
+    event.preventDefault();
+    showKeyBar(CONFIG.apiKeyRequired ? "" : "This service does not require a key.");
+  });
+  if (needKey()) showKeyBar("");
+}
+
+// --- Predict ---------------------------------------------------------------------------
+
+const view = { prediction: null, label: "", overlays: new Map(), baseUrl: null };
+
+function colorOf(label) {
+  const labels = (view.prediction && Object.keys(view.prediction.probabilities)) || [];
+  const i = Math.max(0, labels.indexOf(label));
+  return PALETTE[i % PALETTE.length];
+}
+
+async function predictFile(file) {
+  if (!file) return;
+  if (!CONFIG.model) {
+    setStatus("predict-status", "No image model is loaded on this service.", true);
+    return;
+  }
+  setStatus("predict-status", `Predicting ${file.name}…`);
+  const form = new FormData();
+  form.append("file", file, file.name);
+  try {
+    const prediction = await apiJson("/v1/images/predict", { method: "POST", body: form });
+    await showPrediction(prediction);
+    const total = prediction.timings.total;
+    setStatus("predict-status", `${file.name}: done` +
+      (total !== undefined ? ` in ${Math.round(total * 1000)} ms` : ""));
+  } catch (error) {
+    setStatus("predict-status", `${file.name}: ${error.message}`, true);
+  }
+}
+
+function clearOverlays() {
+  for (const url of view.overlays.values()) URL.revokeObjectURL(url);
+  view.overlays.clear();
+  if (view.baseUrl) URL.revokeObjectURL(view.baseUrl);
+  view.baseUrl = null;
+}
+
+async function showPrediction(p) {
+  clearOverlays();
+  view.prediction = p;
+  const notice = $("predict-notice");
+  notice.hidden = !p.demo;
+  notice.textContent = p.notice || (p.demo ? "DEMO MODEL" : "");
+  view.baseUrl = await apiObjectUrl(`/v1/predictions/${encodeURIComponent(p.id)}/image.png`);
+  const base = $("base-image");
+  await new Promise((resolve, reject) => {
+    base.onload = resolve;
+    base.onerror = () => reject(new Error("the image could not be shown"));
+    base.src = view.baseUrl;
+    $("stage").hidden = false;
+    $("stage-empty").hidden = true;
+  });
+  fitStage();
+  drawBoxes();
+  const select = $("heatmap-label");
+  select.replaceChildren(el("option", { value: "", text: "none" }));
+  const heatLabels = Object.keys(p.heatmaps);
+  for (const label of heatLabels) select.append(el("option", { value: label, text: label }));
+  $("overlay-controls").disabled = false;
+  renderProbabilities(p);
+  renderBoxTable(p);
+  renderCard("image-info", {
+    rows: p.image.rows, columns: p.image.columns, modality: p.image.modality,
+    "study UID": p.image.study_instance_uid, "SOP instance UID": p.image.sop_instance_uid,
+    sha256: p.image.sha256 && p.image.sha256.slice(0, 16) + "…", prediction: p.id,
+  });
+  renderCard("model-card", modelCardFields(p.model));
+  renderCard("timings", Object.fromEntries(
+    Object.entries(p.timings).map(([k, v]) => [k, `${(v * 1000).toFixed(1)} ms`])));
+  // Start on the most probable positive finding that has a heatmap.
+  const first = p.positive.filter((l) => l in p.heatmaps)
+    .sort((a, b) => p.probabilities[b] - p.probabilities[a])[0] || heatLabels[0] || "";
+  await selectLabel(first);
+}
+
+function modelCardFields(card) {
+  const metrics = card.metrics || {};
+  const validation = metrics.validation || {};
+  return {
+    name: card.name, version: card.version, demo: card.demo ? "YES: not for clinical use" : "no",
+    "intended use": card.intended_use, "training data": card.training_data,
+    labels: (card.labels || []).length, "validation mean AUC": validation.mean_auc,
+    created: card.created, code: card.code_version,
+  };
+}
+
+function renderCard(id, fields) {
+  const box = $(id);
+  const dl = box.querySelector("dl");
+  dl.replaceChildren();
+  for (const [k, v] of Object.entries(fields)) {
+    if (v === null || v === undefined || v === "") continue;
+    dl.append(el("dt", { text: k }), el("dd", { text: v }));
+  }
+  box.hidden = false;
+}
+
+function renderProbabilities(p) {
+  const tbody = $("prob-table").querySelector("tbody");
+  tbody.replaceChildren();
+  const thresholds = (p.model && p.model.thresholds) || {};
+  const labels = Object.keys(p.probabilities)
+    .sort((a, b) => p.probabilities[b] - p.probabilities[a]);
+  for (const label of labels) {
+    const prob = p.probabilities[label];
+    const thr = thresholds[label];
+    const positive = p.positive.includes(label);
+    const bar = el("div", { class: "bar" }, el("div", { class: "fill" }));
+    bar.firstChild.style.width = `${(prob * 100).toFixed(1)}%`;
+    if (thr !== undefined) {
+      const tick = el("div", { class: "tick", title: `threshold ${thr.toFixed(3)}` });
+      tick.style.left = `calc(${(thr * 100).toFixed(1)}% - 1px)`;
+      bar.append(tick);
+    }
+    const row = el("tr", { class: positive ? "positive" : "", "data-label": label },
+      el("td", {}, el("span", { class: "swatch" }), label + (positive ? " ●" : "")),
+      el("td", {}, bar),
+      el("td", { class: "num", text: prob.toFixed(3) }),
+      el("td", { class: "num", text: thr === undefined ? "" : thr.toFixed(2) }));
+    row.querySelector(".swatch").style.background = colorOf(label);
+    row.title = label in p.heatmaps ? "show this heatmap" : "no heatmap (not positive)";
+    row.addEventListener("click", () => { if (label in p.heatmaps) selectLabel(label); });
+    tbody.append(row);
+  }
+  $("prob-table").hidden = false;
+}
+
+function renderBoxTable(p) {
+  const tbody = $("box-table").querySelector("tbody");
+  tbody.replaceChildren();
+  for (const [i, b] of p.boxes.entries()) {
+    const row = el("tr", { "data-box": i },
+      el("td", {}, el("span", { class: "swatch" }), b.label),
+      el("td", { class: "num", text: b.score.toFixed(3) }),
+      el("td", { class: "num", text: [b.x, b.y, b.width, b.height].map(Math.round).join(", ") }));
+    row.querySelector(".swatch").style.background = colorOf(b.label);
+    row.addEventListener("mouseenter", () => highlightBox(i, true));
+    row.addEventListener("mouseleave", () => highlightBox(i, false));
+    tbody.append(row);
+  }
+  if (!p.boxes.length) tbody.append(el("tr", {}, el("td", { colspan: 3, text: "no boxes" })));
+  $("box-table").hidden = false;
+}
+
+function highlightBox(i, on) {
+  const rect = $("box-layer").querySelector(`rect[data-box="${i}"]`);
+  if (rect) rect.classList.toggle("active", on);
+}
+
+function drawBoxes() {
+  // The SVG's user space is the original image's pixel grid, so boxes need no scaling.
+  const p = view.prediction;
+  const layer = $("box-layer");
+  layer.replaceChildren();
+  layer.setAttribute("viewBox", `0 0 ${p.image.columns} ${p.image.rows}`);
+  const font = Math.max(10, Math.round(Math.max(p.image.columns, p.image.rows) / 45));
+  for (const [i, b] of p.boxes.entries()) {
+    const color = colorOf(b.label);
+    const rect = svgEl("rect", { x: b.x, y: b.y, width: b.width, height: b.height,
+      stroke: color, class: "box", "data-box": i, "data-label": b.label });
+    const title = svgEl("title", {});
+    title.textContent = `${b.label} ${b.score.toFixed(2)}`;
+    rect.append(title);
+    const text = svgEl("text", { x: b.x + 2, y: Math.max(font, b.y - 4), fill: color,
+      "font-size": font, class: "box-label" });
+    text.textContent = `${b.label} ${b.score.toFixed(2)}`;
+    layer.append(rect, text);
+  }
+  layer.style.display = $("boxes-toggle").checked ? "" : "none";
+}
+
+function fitStage() {
+  // Scale the image to the largest size that fits the viewer (small images are enlarged),
+  // keeping the original aspect ratio; heatmap and boxes layers follow the stage.
+  const p = view.prediction;
+  if (!p) return;
+  const wrap = $("stage-wrap");
+  const width = wrap.clientWidth - 12;
+  const height = wrap.clientHeight - 12;
+  const aspect = p.image.columns / p.image.rows;
+  let w = width;
+  let h = width / aspect;
+  if (h > height) {
+    h = height;
+    w = height * aspect;
+  }
+  $("stage").style.width = `${Math.max(1, Math.floor(w))}px`;
+  $("stage").style.height = `${Math.max(1, Math.floor(h))}px`;
+}
+
+function overlaySize() {
+  const base = $("base-image");
+  const side = Math.max(base.clientWidth, base.clientHeight) * (window.devicePixelRatio || 1);
+  return Math.min(1024, Math.max(64, Math.round(side)));
+}
+
+async function selectLabel(label) {
+  view.label = label;
+  $("heatmap-label").value = label;
+  for (const row of $("prob-table").querySelectorAll("tbody tr")) {
+    row.classList.toggle("selected", row.dataset.label === label);
+  }
+  const img = $("heatmap-image");
+  const p = view.prediction;
+  if (!label || !p || !(label in p.heatmaps)) {
+    img.removeAttribute("src");
+    img.hidden = true;
+    return;
+  }
+  let url = view.overlays.get(label);
+  if (!url) {
+    const path = p.heatmaps[label];
+    const sep = path.includes("?") ? "&" : "?";
+    try {
+      url = await apiObjectUrl(`${path}${sep}max_size=${overlaySize()}`);
+    } catch (error) {
+      setStatus("predict-status", `heatmap ${label}: ${error.message}`, true);
+      return;
+    }
+    view.overlays.set(label, url);
+  }
+  if (view.label !== label) return; // another label was chosen meanwhile
+  img.src = url;
+  img.dataset.label = label;
+  applyOverlayStyle();
+}
+
+function applyOverlayStyle() {
+  const img = $("heatmap-image");
+  img.hidden = !$("heatmap-toggle").checked || !img.getAttribute("src");
+  img.style.opacity = String($("heatmap-opacity").value / 100);
+  $("box-layer").style.display = $("boxes-toggle").checked ? "" : "none";
+}
+
+function setupPredict() {
+  $("predict-file").addEventListener("change", (event) => predictFile(event.target.files[0]));
+  $("heatmap-label").addEventListener("change", (event) => selectLabel(event.target.value));
+  for (const id of ["heatmap-toggle", "heatmap-opacity", "boxes-toggle"]) {
+    $(id).addEventListener("input", applyOverlayStyle);
+  }
+  window.addEventListener("resize", fitStage);
+  const viewer = $("viewer");
+  viewer.addEventListener("dragover", (event) => {
+    event.preventDefault();
+    viewer.classList.add("dragging");
+  });
+  viewer.addEventListener("dragleave", () => viewer.classList.remove("dragging"));
+  viewer.addEventListener("drop", (event) => {
+    event.preventDefault();
+    viewer.classList.remove("dragging");
+    const file = event.dataTransfer && event.dataTransfer.files[0];
+    if (file) predictFile(file);
+  });
+  if (!CONFIG.model) {
+    setStatus("predict-status", "No image model loaded: start with `cxr serve --demo` " +
+      "or `--model FILE`.", true);
+  }
+  if (CONFIG.demoNotice) document.body.classList.add("has-demo");
+}
+
+// --- Report ----------------------------------------------------------------------------
+
+async function labelReport() {
+  const text = $("report-text").value;
+  if (!text.trim()) {
+    setStatus("report-status", "Type or paste a report first.", true);
+    return;
+  }
+  setStatus("report-status", "Labeling…");
+  try {
+    const result = await apiJson("/v1/reports/label", {
+      method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ text }),
+    });
+    showReport(text, result);
+    setStatus("report-status", `${result.mentions.length} mention(s); labeler ` +
+      result.labeler_version);
+  } catch (error) {
+    setStatus("report-status", error.message, true);
+  }
+}
+
+function describeAttributes(attrs) {
+  if (!attrs || typeof attrs !== "object") return "";
+  return Object.entries(attrs)
+    .filter(([, v]) => v !== null && v !== undefined && v !== "" &&
+      !(Array.isArray(v) && !v.length))
+    .map(([k, v]) => `${k}: ${Array.isArray(v) ? v.join(", ") : typeof v === "object" ?
+      JSON.stringify(v) : v}`).join("; ");
+}
+
+function mentionTitle(m) {
+  const attrs = describeAttributes(m.attributes);
+  return [`${m.label}: ${m.status}`, `rule: ${m.rule || "(none)"}`,
+    `section: ${m.section || "(none)"}`, `NegEx: ${m.negex || "(none)"}`,
+    attrs && `attributes: ${attrs}`].filter(Boolean).join("\n");
+}
+
+function showReport(text, result) {
+  // Offsets index the text as sent; overlapping mentions keep the first one.
+  const box = $("report-highlighted");
+  box.replaceChildren();
+  const mentions = [...result.mentions].sort((a, b) => a.start - b.start || b.end - a.end);
+  let at = 0;
+  for (const m of mentions) {
+    if (m.start < at || m.end > text.length || m.end <= m.start) continue;
+    box.append(text.slice(at, m.start));
+    box.append(el("mark", { class: `mention ${m.status}`, title: mentionTitle(m),
+      "data-label": m.label, "data-rule": m.rule || "", "data-section": m.section || "",
+      "data-negex": m.negex || "" }, text.slice(m.start, m.end)));
+    at = m.end;
+  }
+  box.append(text.slice(at));
+
+  const labels = $("report-labels").querySelector("tbody");
+  labels.replaceChildren();
+  const order = { positive: 0, uncertain: 1, negative: 2, absent: 3 };
+  const entries = Object.entries(result.labels)
+    .sort((a, b) => (order[a[1]] ?? 4) - (order[b[1]] ?? 4) || a[0].localeCompare(b[0]));
+  for (const [label, status] of entries) {
+    labels.append(el("tr", { class: status }, el("td", { text: label }),
+      el("td", { class: status, text: status })));
+  }
+  labels.append(el("tr", {}, el("td", { text: "No Finding" }),
+    el("td", { class: result.no_finding ? "positive" : "absent",
+      text: result.no_finding ? "yes" : "no" })));
+  $("report-labels").hidden = false;
+
+  const findings = $("report-findings").querySelector("tbody");
+  findings.replaceChildren();
+  for (const m of mentions) {
+    findings.append(el("tr", {}, el("td", { text: m.label }),
+      el("td", { class: m.status, text: m.status }), el("td", { text: m.text }),
+      el("td", { text: m.section || "" }), el("td", { text: m.rule || "" }),
+      el("td", { text: m.negex || "" }),
+      el("td", { class: "attrs", text: describeAttributes(m.attributes) })));
+  }
+  $("report-findings").hidden = !mentions.length;
+}
+
+function setupReport() {
+  $("report-label").addEventListener("click", labelReport);
+  $("report-text").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) labelReport();
+  });
+}
+
+// --- Batches ---------------------------------------------------------------------------
+
+const batches = { timer: null, selected: null, lines: [] };
+
+function fmtTime(iso) {
+  if (!iso) return "";
+  const d = new Date(iso);
+  return isNaN(d) ? iso : d.toLocaleString();
+}
+
+async function refreshJobs() {
+  clearTimeout(batches.timer);
+  if (needKey()) return;
+  let jobs;
+  try {
+    jobs = await apiJson("/v1/batches?limit=50");
+  } catch (error) {
+    setStatus("batch-status", error.message, true);
+    return;
+  }
+  renderJobs(jobs);
+  const running = jobs.some((j) => j.state === "queued" || j.state === "running");
+  const selected = jobs.find((j) => j.id === batches.selected);
+  if (selected && selected.state !== "queued") {
+    // Results grow while the job runs; reload them while it does (and once when done).
+    if (running || batches.loadedState !== selected.state ||
+        batches.loadedCount !== selected.done + selected.skipped + selected.failed) {
+      loadResults(selected);
+    }
+  }
+  if (running) batches.timer = setTimeout(refreshJobs, 1000);
+}
+
+function renderJobs(jobs) {
+  const tbody = $("jobs-table").querySelector("tbody");
+  tbody.replaceChildren();
+  if (!jobs.length) {
+    tbody.append(el("tr", { class: "none" }, el("td", { colspan: 6, text: "No batch jobs yet." })));
+    return;
+  }
+  for (const job of jobs) {
+    const progress = el("progress", { max: 1, value: job.progress });
+    const pct = `${Math.round(job.progress * 100)}%`;
+    const jsonl = el("button", { type: "button", class: "dl", "data-format": "jsonl",
+      text: "JSONL" });
+    const csv = el("button", { type: "button", class: "dl", "data-format": "csv", text: "CSV" });
+    const show = el("button", { type: "button", class: "show", text: "Show" });
+    jsonl.addEventListener("click", (e) => { e.stopPropagation(); download(job, "jsonl"); });
+    csv.addEventListener("click", (e) => { e.stopPropagation(); download(job, "csv"); });
+    show.addEventListener("click", (e) => { e.stopPropagation(); selectJob(job); });
+    const row = el("tr", { "data-job": job.id, "data-state": job.state,
+      class: job.id === batches.selected ? "selected" : "" },
+      el("td", { text: fmtTime(job.created_at), title: job.id }),
+      el("td", {}, el("span", { class: `state-${job.state}`, text: job.state }),
+        job.error ? el("div", { class: "hint", text: job.error }) : ""),
+      el("td", {}, progress, ` ${pct}`),
+      el("td", { class: "num",
+        text: `${job.done} / ${job.skipped} / ${job.failed} / ${job.pending}` }),
+      el("td", { text: (job.model || "none") + (job.demo ? " (DEMO)" : "") }),
+      el("td", {}, show, " ", jsonl, " ", csv));
+    row.addEventListener("click", () => selectJob(job));
+    tbody.append(row);
+  }
+}
+
+async function download(job, format) {
+  try {
+    const url = await apiObjectUrl(job.results[format]);
+    const a = el("a", { href: url, download: `batch-${job.id}.${format}` });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+  } catch (error) {
+    setStatus("batch-status", `download: ${error.message}`, true);
+  }
+}
+
+function selectJob(job) {
+  batches.selected = job.id;
+  for (const row of $("jobs-table").querySelectorAll("tbody tr")) {
+    row.classList.toggle("selected", row.dataset.job === job.id);
+  }
+  loadResults(job);
+}
+
+async function loadResults(job) {
+  let text;
+  try {
+    text = await (await api(job.results.jsonl)).text();
+  } catch (error) {
+    setStatus("batch-status", `results: ${error.message}`, true);
+    return;
+  }
+  if (batches.selected !== job.id) return;
+  batches.lines = text.split("\n").filter((l) => l.trim()).map((l) => JSON.parse(l));
+  batches.loadedState = job.state;
+  batches.loadedCount = job.done + job.skipped + job.failed;
+  $("batch-results").hidden = false;
+  $("batch-results-title").textContent = `Results of the job of ${fmtTime(job.created_at)} ` +
+    `(${job.state})`;
+  const labels = new Set();
+  for (const line of batches.lines) {
+    for (const l of (line.prediction && line.prediction.positive) || []) labels.add(l);
+    for (const l of (line.report && line.report.positive) || []) labels.add(l);
+  }
+  const select = $("filter-label");
+  const current = select.value;
+  select.replaceChildren(el("option", { value: "", text: "any" }));
+  for (const l of [...labels].sort()) select.append(el("option", { value: l, text: l }));
+  select.value = labels.has(current) ? current : "";
+  renderResults();
+}
+
+function renderResults() {
+  const label = $("filter-label").value;
+  const errorsOnly = $("filter-errors").checked;
+  const tbody = $("result-table").querySelector("tbody");
+  tbody.replaceChildren();
+  let shown = 0;
+  for (const line of batches.lines) {
+    const modelPos = (line.prediction && line.prediction.positive) || [];
+    const reportPos = (line.report && line.report.positive) || [];
+    const error = line.error || (line.report && line.report.error) || "";
+    if (errorsOnly && !error && line.state !== "failed") continue;
+    if (label && !modelPos.includes(label) && !reportPos.includes(label)) continue;
+    shown += 1;
+    tbody.append(el("tr", { "data-state": line.state },
+      el("td", { text: line.path }), el("td", { text: line.state }),
+      el("td", { text: line.kind || "" }), el("td", { text: modelPos.join(", ") }),
+      el("td", { text: reportPos.join(", ") }),
+      el("td", { class: error ? "err" : "", text: error || line.reason || "" })));
+  }
+  $("filter-count").textContent = `${shown} of ${batches.lines.length} files`;
+}
+
+async function startBatch(event) {
+  event.preventDefault();
+  const zip = $("batch-zip").files[0];
+  if (!zip) {
+    setStatus("batch-status", "Choose the export as a zip file.", true);
+    return;
+  }
+  const form = new FormData();
+  form.append("file", zip, zip.name);
+  const reports = $("batch-reports").files[0];
+  if (reports) form.append("reports", reports, reports.name);
+  setStatus("batch-status", `Uploading ${zip.name}…`);
+  try {
+    const job = await apiJson("/v1/batches", { method: "POST", body: form });
+    setStatus("batch-status", `Job started (${job.id.slice(0, 8)}).`);
+    batches.selected = job.id;
+    $("batch-form").reset();
+    refreshJobs();
+  } catch (error) {
+    setStatus("batch-status", error.message, true);
+  }
+}
+
+async function startPathBatch(event) {
+  event.preventDefault();
+  const body = { path: $("batch-path").value.trim() };
+  const reports = $("batch-path-reports").value.trim();
+  if (reports) body.reports = reports;
+  try {
+    const job = await apiJson("/v1/batches", { method: "POST",
+      headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    setStatus("batch-status", `Job started (${job.id.slice(0, 8)}).`);
+    batches.selected = job.id;
+    refreshJobs();
+  } catch (error) {
+    setStatus("batch-status", error.message, true);
+  }
+}
+
+function setupBatches() {
+  $("batch-form").addEventListener("submit", startBatch);
+  $("batch-path-form").hidden = !CONFIG.batchRoots;
+  $("batch-path-form").addEventListener("submit", startPathBatch);
+  $("filter-label").addEventListener("change", renderResults);
+  $("filter-errors").addEventListener("change", renderResults);
+  refreshJobs();
+}
+
+setupKeyBar();
+setupPredict();
+setupReport();
+setupBatches();

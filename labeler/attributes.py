@@ -1,0 +1,609 @@
+"""Finding attributes: where, how big, how many, and whether it changed.
+
+For each mention, attribute terms (`patterns/attributes.v1.yaml`) and size
+expressions are found in its sentence, then kept when they sit in the
+mention's *scope* on the dependency parse:
+
+- its own modifiers and prepositional phrases ("small left effusion",
+  "mass in the right upper lobe", "nodule measuring 4.5 x 3.2 cm"),
+  but not those of other list items or of other mentions;
+- its predicate, when it is the subject or object of a clause
+  ("effusion has increased", "mass is again seen in the left base"); list
+  items share the predicate of the list ("A and B are unchanged");
+- a governing noun it is the object of ("no change in A", "interval
+  increase in the size of A").
+
+Counts come only from the mention's own pre-modifiers ("two nodules"), so a
+"2" in "measuring 2 cm" or a date is never a count. On a sentence that was not
+parsed, terms go to the nearest mention in their stretch of the sentence.
+
+Every value keeps its evidence: the rule id and the character offsets of the
+words that gave it.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from spacy.matcher import PhraseMatcher
+from spacy.tokens import Doc, Span, Token
+from spacy.util import filter_spans
+
+from labeler.errors import PatternFileError
+from labeler.schema import ATTRIBUTE_KEYS
+from labeler.vocabulary import read_pattern_file
+
+__all__ = [
+    "ATTRIBUTE_KEYS",
+    "AttributeEvidence",
+    "AttributeFinder",
+    "AttributeRules",
+    "AttributeTerm",
+    "aggregate_findings",
+    "conflicting",
+    "load_attribute_rules",
+    "merge_attributes",
+]
+
+_LATERALITIES = frozenset({"left", "right", "bilateral"})
+_CHANGES = frozenset(
+    {"new", "increased", "decreased", "unchanged", "resolved", "improved", "worsened"}
+)
+_SETTABLE = frozenset({"laterality", "location", "severity", "count", "change"})
+_STATUS_RANK = {"positive": 3, "uncertain": 2, "negative": 1}
+
+# arcs that leave a mention's own phrase: other list items, other clauses
+_NOT_OWN = frozenset({"conj", "cc", "parataxis", "ccomp", "advcl", "preconj"})
+# arcs from a mention to the predicate that describes it
+_ARGUMENT = frozenset({"nsubj", "nsubjpass", "attr", "dobj", "oprd", "csubj", "expl"})
+# children of a predicate that describe its subject or object
+_PREDICATE_PARTS = frozenset(
+    {
+        "advmod",
+        "acomp",
+        "prep",
+        "npadvmod",
+        "aux",
+        "auxpass",
+        "neg",
+        "xcomp",
+        "oprd",
+        "agent",
+        "prt",
+        "dobj",
+        "attr",
+        "acl",
+    }
+)
+# pre-modifiers of a noun that may hold its count
+_COUNT_DEPS = frozenset({"nummod", "amod", "det", "quantmod", "compound", "advmod", "predet"})
+_MAX_UP = 4
+_MAX_PATH = 12
+
+_NUMBER = r"\d+(?:\.\d+)?"
+_SEPARATOR = r"\s*(?:x|×|\*|by|-|–|to)\s*"
+
+
+@dataclass(frozen=True)
+class AttributeTerm:
+    """One attribute term: phrases and the values they set."""
+
+    id: str
+    phrases: tuple[str, ...]
+    sets: tuple[tuple[str, str | int], ...]
+
+
+@dataclass(frozen=True)
+class AttributeRules:
+    """The attribute vocabulary of one pattern file."""
+
+    name: str
+    terms: tuple[AttributeTerm, ...]
+    severity_order: tuple[str, ...]
+    size_rule: str
+    units: Mapping[str, float]
+    plural_rule: str
+    plural_labels: frozenset[str]
+    place_nouns: frozenset[str] = frozenset()
+    links: frozenset[str] = frozenset()
+
+    @functools.cached_property
+    def size_pattern(self) -> re.Pattern[str]:
+        """Sizes such as "4.5 x 3.2 cm", "8 mm", "1.2-cm", "2-3 cm"."""
+        units = "|".join(sorted((re.escape(u) for u in self.units), key=len, reverse=True))
+        return re.compile(
+            rf"(?<![\w.])({_NUMBER}(?:{_SEPARATOR}{_NUMBER}){{0,2}})\s*-?\s*({units})(?![a-z])",
+            re.IGNORECASE,
+        )
+
+
+@dataclass(frozen=True)
+class AttributeEvidence:
+    """Why a mention has an attribute value: the rule and the words (offsets in the text)."""
+
+    attribute: str
+    value: str | int | float
+    rule: str
+    start: int
+    end: int
+
+    def shifted(self, offset: int) -> AttributeEvidence:
+        """The same evidence with offsets moved by `offset` (sentence to report)."""
+        return AttributeEvidence(
+            self.attribute, self.value, self.rule, self.start + offset, self.end + offset
+        )
+
+
+@functools.lru_cache(maxsize=8)
+def load_attribute_rules(name: str = "attributes.v1") -> AttributeRules:
+    """Load an attribute pattern file by packaged name or path.
+
+    Raises:
+        PatternFileError: the file is missing, or a term is malformed or sets an
+            unknown attribute or value.
+    """
+    name, data = read_pattern_file(name)
+    order = tuple(str(s) for s in data.get("severity_order", ()))
+    if not order:
+        raise PatternFileError(f"{name}: severity_order must list the severities, mildest first")
+    terms: list[AttributeTerm] = []
+    for i, raw in enumerate(data.get("terms") or ()):
+        where = f"{name}: terms[{i}]"
+        if not isinstance(raw, dict) or not raw.get("id") or not raw.get("phrases"):
+            raise PatternFileError(f"{where} needs an id, phrases and sets")
+        sets = raw.get("sets")
+        if not isinstance(sets, dict) or not sets:
+            raise PatternFileError(f"{where} ({raw['id']}) needs a non-empty `sets` mapping")
+        for key, value in sets.items():
+            _check_value(where, str(raw["id"]), key, value, order)
+        phrases = tuple(str(p).lower() for p in raw["phrases"])
+        terms.append(AttributeTerm(str(raw["id"]), phrases, tuple(sets.items())))
+    size = data.get("size") or {}
+    units = size.get("units") or {}
+    if not size.get("id") or not units:
+        raise PatternFileError(f"{name}: size needs an id and units (unit: millimetres)")
+    plural = data.get("plural_means_multiple") or {}
+    return AttributeRules(
+        name=name,
+        terms=tuple(terms),
+        severity_order=order,
+        size_rule=str(size["id"]),
+        units={str(k).lower(): float(v) for k, v in units.items()},
+        plural_rule=str(plural.get("id", "count.plural")),
+        plural_labels=frozenset(str(x) for x in plural.get("labels") or ()),
+        place_nouns=frozenset(str(x).lower() for x in data.get("place_nouns") or ()),
+        links=frozenset(str(x).lower() for x in data.get("same_finding_links") or ()),
+    )
+
+
+def _check_value(where: str, term: str, key: str, value: Any, order: Sequence[str]) -> None:
+    ok = {
+        "laterality": value in _LATERALITIES,
+        "severity": value in order,
+        "change": value in _CHANGES,
+        "count": value == "multiple" or (isinstance(value, int) and value > 0),
+        "location": isinstance(value, str) and bool(value),
+    }
+    if key not in _SETTABLE:
+        raise PatternFileError(
+            f"{where} ({term}) sets unknown attribute {key!r}; expected one of "
+            f"{', '.join(sorted(_SETTABLE))}"
+        )
+    if not ok[key]:
+        raise PatternFileError(f"{where} ({term}) sets {key} to invalid value {value!r}")
+
+
+class AttributeFinder:
+    """Find the attributes of mentions in one sentence Doc.
+
+    Args:
+        vocab_doc: any function making a Doc from text with the pipeline's
+            tokenizer (`nlp.make_doc`), used to build the phrase patterns.
+        vocab: the pipeline's vocab.
+        rules: the attribute vocabulary.
+    """
+
+    def __init__(self, nlp_make_doc: Any, vocab: Any, rules: AttributeRules) -> None:
+        self.rules = rules
+        self.matcher = PhraseMatcher(vocab, attr="LOWER")
+        self._terms: dict[str, AttributeTerm] = {}
+        for term in rules.terms:
+            self._terms[term.id] = term
+            self.matcher.add(term.id, [nlp_make_doc(p) for p in term.phrases])
+        self._strings = vocab.strings
+        self.trigger_words = frozenset(
+            w for t in rules.terms for p in t.phrases for w in p.split()
+        ) | frozenset(rules.units)
+
+    def may_apply(self, words: Iterable[str]) -> bool:
+        """Whether a sentence of these lower-cased words can hold any attribute."""
+        return any(w in self.trigger_words or w[:1].isdigit() for w in words)
+
+    def needs_parse(self, words: Sequence[str], n_mentions: int) -> bool:
+        """Whether a sentence's attributes need the tree even without a cue word.
+
+        Two findings joined by a link word ("opacities likely representing
+        atelectasis") share their attributes only through the parse.
+        """
+        return (
+            n_mentions > 1 and any(w in self.rules.links for w in words) and self.may_apply(words)
+        )
+
+    def find(
+        self, doc: Doc, mentions: Sequence[Span], words: Sequence[str] | None = None
+    ) -> list[tuple[dict[str, Any], tuple[AttributeEvidence, ...]]]:
+        """Attributes of each mention of `doc` (offsets relative to `doc.text`).
+
+        Args:
+            doc: a sentence; parsed or only tokenized.
+            mentions: its mention spans, in text order.
+            words: the lower-cased words of `doc`, when the caller has them.
+
+        Returns:
+            Per mention, in order: the attribute values (keys with no value
+            left out) and their evidence.
+        """
+        if not mentions:
+            return []
+        if words is None:
+            words = [t.lower_ for t in doc]
+        found = self._terms_in(doc) if self.may_apply(words) else []
+        if not found:
+            return [_values([], self.rules.severity_order, self._plural(m)) for m in mentions]
+        parsed = doc.has_annotation("DEP")
+        roots = {m.root.i for m in mentions} if parsed else set()
+        term_tokens = {i for span, _ in found for i in range(span.start, span.end)}
+        out = []
+        for idx, mention in enumerate(mentions):
+            anchors = set(range(mention.start, mention.end))
+            if parsed:
+                scope, np_left, anchors = _scope(mention, roots, self.rules.links)
+            else:
+                scope, np_left = _window(doc, mentions, idx)
+            mine: list[AttributeEvidence] = []
+            for span, ev in found:
+                tokens = range(span.start, span.end)
+                if ev.attribute == "count":
+                    if not all(i in np_left for i in tokens):
+                        continue
+                elif not any(i in scope for i in tokens):
+                    continue
+                if parsed and not self._hangs_on_places(span, anchors, term_tokens):
+                    continue
+                mine.append(ev)
+            out.append(_values(mine, self.rules.severity_order, self._plural(mention)))
+        return out
+
+    def _hangs_on_places(self, span: Span, anchors: set[int], term_tokens: set[int]) -> bool:
+        """Whether the nouns between a term and the mention are places or sizes.
+
+        Walks up from the term; a noun that is neither a place noun, another
+        term word nor part of the mention means the term describes something
+        else ("effusion with a right-sided chest tube").
+        """
+        tok = span.root
+        inside = anchors
+        for _ in range(_MAX_PATH):
+            if tok.i in inside or tok.head.i == tok.i:
+                return True
+            tok = tok.head
+            if tok.i in inside:
+                return True
+            if (
+                tok.tag_.startswith("NN")
+                and tok.i not in term_tokens
+                and tok.lower_ not in self.rules.place_nouns
+                and not tok.lower_.isdigit()
+            ):
+                return False
+        return True
+
+    def _plural(self, mention: Span) -> AttributeEvidence | None:
+        if mention.label_ not in self.rules.plural_labels:
+            return None
+        # without a parse every token is its own head: take the last word
+        root = mention.root if mention.doc.has_annotation("DEP") else mention[-1]
+        text = root.lower_
+        plural = root.tag_ in ("NNS", "NNPS") if root.tag_ else text.endswith("s")
+        if not plural or text.endswith(("ss", "is", "us")):
+            return None
+        return AttributeEvidence(
+            "count", "multiple", self.rules.plural_rule, root.idx, root.idx + len(root.text)
+        )
+
+    def _terms_in(self, doc: Doc) -> list[tuple[Span, AttributeEvidence]]:
+        """Term and size matches: (token span, evidence), sizes winning over counts."""
+        out: list[tuple[Span, AttributeEvidence]] = []
+        size_tokens: set[int] = set()
+        for m in self.rules.size_pattern.finditer(doc.text):
+            span = doc.char_span(m.start(), m.end(), alignment_mode="expand")
+            if span is None:
+                continue
+            unit = self.rules.units[m.group(2).lower()]
+            numbers = [float(x) for x in re.findall(_NUMBER, m.group(1))]
+            size = round(max(numbers) * unit, 1)
+            if size <= 0:
+                continue
+            size_tokens.update(range(span.start, span.end))
+            out.append(
+                (span, AttributeEvidence("size_mm", size, self.rules.size_rule, m.start(), m.end()))
+            )
+        spans = [Span(doc, s, e, label=self._strings[mid]) for mid, s, e in self.matcher(doc)]
+        for span in filter_spans(spans):
+            if any(i in size_tokens for i in range(span.start, span.end)):
+                continue  # "8" in "8 mm" is a size, not a count
+            term = self._terms[span.label_]
+            for key, value in term.sets:
+                out.append(
+                    (span, AttributeEvidence(key, value, term.id, span.start_char, span.end_char))
+                )
+        return out
+
+
+def _own_phrase(root: Token, other_roots: set[int]) -> set[int]:
+    """Token indices of the phrase headed by `root`, minus other items and mentions."""
+    keep: set[int] = set()
+    stack = [root]
+    while stack:
+        tok = stack.pop()
+        keep.add(tok.i)
+        for child in tok.children:
+            if child.dep_ in _NOT_OWN or child.i in other_roots:
+                continue
+            stack.append(child)
+    return keep
+
+
+def _scope(
+    mention: Span, mention_roots: set[int], links: frozenset[str] = frozenset()
+) -> tuple[set[int], set[int], set[int]]:
+    """Tokens that may describe `mention` on the parse, its own pre-modifiers, and anchors.
+
+    Anchors are the tokens that stand for the finding itself: the mention, its
+    predicate, a governing noun, the other name of an apposition.
+    """
+    root = mention.root
+    anchors = set(range(mention.start, mention.end))
+    others = mention_roots - {root.i}
+    scope = _own_phrase(root, others) | set(range(mention.start, mention.end))
+    np_left = {
+        i
+        for i in scope
+        if i < root.i and (i >= mention.start or _left_modifier(mention.doc[i], root))
+    }
+    # list items share the predicate of the list's first item
+    head = root
+    while head.dep_ == "conj" and head.head.i != head.i:
+        head = head.head
+    for _ in range(_MAX_UP):
+        parent = head.head
+        if parent.i == head.i:
+            break
+        if head.dep_ == "appos":
+            # "opacity in the left lower lobe, likely atelectasis": one finding, two
+            # names (the parser may hang the apposition on "lobe")
+            named = parent
+            for _ in range(_MAX_UP):
+                if named.i in others:
+                    scope |= _own_phrase(named, others - {named.i})
+                    anchors.add(named.i)
+                    break
+                if named.head.i == named.i:
+                    break
+                named = named.head
+            break
+        if head.dep_ in _ARGUMENT:
+            scope.add(parent.i)
+            anchors.add(parent.i)
+            for child in parent.children:
+                if child.i == head.i or child.i in others:
+                    continue
+                if child.dep_ in _PREDICATE_PARTS:
+                    scope |= _own_phrase(child, others)
+            break
+        if head.dep_ == "pobj" and parent.dep_ == "prep":
+            # "no change in A", "increase in the size of A": the governing noun
+            noun = parent.head
+            if noun.i == parent.i or noun.i in others:
+                break
+            scope.update((parent.i, noun.i))
+            anchors.update((parent.i, noun.i))
+            scope.update(c.i for c in noun.children if c.dep_ in ("det", "amod", "compound", "neg"))
+            head = noun
+            continue
+        break
+    named = _linked_noun(root, links)
+    if named is not None:
+        scope |= _own_phrase(named, others - {named.i})
+        anchors.add(named.i)
+    return scope, np_left, anchors
+
+
+def _linked_noun(root: Token, links: frozenset[str]) -> Token | None:
+    """The noun that a link word says is the same finding as `root`, if any.
+
+    "opacities likely representing atelectasis": the subject of the link verb;
+    "opacity consistent with atelectasis", "angle which may represent an
+    effusion": the noun the link hangs on.
+    """
+    tok = root
+    for _ in range(_MAX_UP):
+        link = tok.head
+        if link.i == tok.i:
+            return None
+        if link.lower_ in links:
+            for child in link.children:
+                if child.dep_ in ("nsubj", "nsubjpass") and child.tag_.startswith("NN"):
+                    return child
+            up = link
+            for _ in range(3):
+                if up.head.i == up.i:
+                    return None
+                up = up.head
+                if up.tag_.startswith("NN"):
+                    return up
+            return None
+        tok = link
+    return None
+
+
+def _left_modifier(tok: Token, root: Token) -> bool:
+    """Whether `tok` is a pre-modifier chain of `root` (not inside a prepositional phrase)."""
+    while tok.i != root.i:
+        if tok.dep_ not in _COUNT_DEPS or tok.head.i == tok.i:
+            return False
+        tok = tok.head
+    return True
+
+
+def _window(doc: Doc, mentions: Sequence[Span], idx: int) -> tuple[set[int], set[int]]:
+    """Without a parse: the stretch between the neighbouring mentions, split at punctuation."""
+    mention = mentions[idx]
+    lo = mentions[idx - 1].end if idx > 0 else 0
+    hi = mentions[idx + 1].start if idx + 1 < len(mentions) else len(doc)
+    if idx > 0:  # words between two mentions go to the following one up to a break
+        for i in range(mention.start - 1, lo - 1, -1):
+            if doc[i].is_punct or doc[i].lower_ in ("and", "or", "with", "but"):
+                lo = i + 1
+                break
+    if idx + 1 < len(mentions):
+        for i in range(mention.end, hi):
+            if doc[i].is_punct or doc[i].lower_ in ("and", "or", "with", "but"):
+                hi = i
+                break
+        else:
+            hi = mention.end
+    scope = set(range(lo, hi))
+    np_left = set()
+    for i in range(mention.start - 1, lo - 1, -1):
+        if doc[i].is_punct or doc[i].lower_ in ("of", "in", "with", "and", "or", "is", "are"):
+            break
+        np_left.add(i)
+    np_left |= set(range(mention.start, mention.end))
+    return scope, np_left
+
+
+def _values(
+    evidence: list[AttributeEvidence],
+    severity_order: Sequence[str],
+    plural: AttributeEvidence | None,
+) -> tuple[dict[str, Any], tuple[AttributeEvidence, ...]]:
+    if plural is not None and not any(e.attribute == "count" for e in evidence):
+        evidence = [*evidence, plural]
+    evidence.sort(key=lambda e: (e.start, e.end))
+    return merge_attributes(evidence, severity_order), tuple(evidence)
+
+
+def conflicting(evidence: Iterable[AttributeEvidence]) -> bool:
+    """Whether evidence gives one attribute two different values (left and right...).
+
+    On a sentence that was not parsed, such a mention is worth a parse: the
+    second value may describe another noun ("left effusion, right chest tube").
+    """
+    seen: dict[str, str | int | float] = {}
+    for ev in evidence:
+        if ev.attribute == "location":
+            continue
+        if seen.setdefault(ev.attribute, ev.value) != ev.value:
+            return True
+    return False
+
+
+def merge_attributes(
+    evidence: Iterable[AttributeEvidence], severity_order: Sequence[str]
+) -> dict[str, Any]:
+    """Combine evidence into one value per attribute.
+
+    Left plus right is bilateral; locations are a list in order of appearance;
+    the highest severity and the largest size win; "multiple" wins over a
+    number, and a larger number over a smaller one; the last change word wins
+    ("new ..., since improved").
+    """
+    values: dict[str, Any] = {}
+    for ev in evidence:
+        key, value = ev.attribute, ev.value
+        old = values.get(key)
+        if key == "location":
+            values.setdefault(key, [])
+            if value not in values[key]:
+                values[key].append(value)
+        elif old is None:
+            values[key] = value
+        elif key == "laterality":
+            if old != value:
+                values[key] = "bilateral"
+        elif key == "severity":
+            values[key] = max(old, value, key=severity_order.index)
+        elif key == "size_mm":
+            values[key] = max(old, value)
+        elif key == "count":
+            values[key] = _larger_count(old, value)
+        else:
+            values[key] = value
+    return {k: values[k] for k in ATTRIBUTE_KEYS if k in values}
+
+
+def _larger_count(a: str | int, b: str | int) -> str | int:
+    if a == "multiple" or b == "multiple":
+        return "multiple"
+    return max(int(a), int(b))
+
+
+def aggregate_findings(
+    mentions: Iterable[Any],
+    labels: Mapping[str, str],
+    severity_order: Sequence[str],
+) -> dict[str, dict[str, Any]]:
+    """Per-label findings of a report from its mentions' attributes.
+
+    Each label with a status other than absent gets `status` plus the
+    attributes of the mentions that share that status: left plus right gives
+    bilateral, the largest size, the highest severity, the union of locations,
+    the largest count. `change` is that of the most certain mention that has
+    one (positive, then uncertain, then negative).
+
+    Args:
+        mentions: objects with `label`, `status` and `attributes`.
+        labels: the report's status per label.
+        severity_order: the severities, mildest first.
+
+    Returns:
+        {label: {"status", "laterality", "location", ...}}, keys without a value left out.
+    """
+    by_label: dict[str, list[Any]] = {}
+    for m in mentions:
+        if labels.get(m.label, "absent") != "absent":
+            by_label.setdefault(m.label, []).append(m)
+    out: dict[str, dict[str, Any]] = {}
+    for label, status in labels.items():
+        if status == "absent":
+            continue
+        ms = by_label.get(label, [])
+        same = [m for m in ms if m.status == status]
+        merged = merge_attributes(
+            (
+                ev
+                for m in same
+                for ev in _as_evidence(m.attributes or {})
+                if ev.attribute != "change"
+            ),
+            severity_order,
+        )
+        changed = [m for m in ms if (m.attributes or {}).get("change")]
+        if changed:
+            best = max(changed, key=lambda m: _STATUS_RANK.get(m.status, 0))
+            merged["change"] = best.attributes["change"]
+        out[label] = {"status": status, **{k: merged[k] for k in ATTRIBUTE_KEYS if k in merged}}
+    return out
+
+
+def _as_evidence(values: Mapping[str, Any]) -> list[AttributeEvidence]:
+    out = []
+    for key, value in values.items():
+        for v in value if key == "location" else (value,):
+            out.append(AttributeEvidence(key, v, "", 0, 0))
+    return out

@@ -1,0 +1,153 @@
+"""`cxr serve --demo`: the phantom demo model is built once, cached, rebuilt when unusable,
+and never used without --demo."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import app.demo as demo
+from app.cli import main
+
+pytestmark = pytest.mark.issue(11)
+
+TINY_RECIPE = """
+[phantoms]
+n = 24
+size = 64
+seed = 0
+
+[train]
+arch = "resnet18"
+weights = "none"
+image_size = 64
+output_stride = 16
+body_stages = 3
+transition_channels = 16
+labels = "auto"
+epochs = 1
+batch_size = 8
+accum = 1
+optimizer = "adamw"
+lr = 1e-3
+warmup_steps = 1
+workers = 0
+cache_images = true
+threads = 1
+device = "cpu"
+progress = false
+demo = true
+"""
+
+
+@pytest.fixture
+def tiny_recipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text(TINY_RECIPE)
+    monkeypatch.setattr(demo, "_RECIPE_FILE", recipe)
+    return recipe
+
+
+def test_demo_recipe_is_valid_train_config() -> None:
+    from models.train import load_train_config
+
+    recipe = demo._load_recipe()
+    cfg = load_train_config(None, **recipe["train"], data="x")
+    assert cfg.demo is True and cfg.weights == "none"
+    assert {"n", "size", "seed"} <= set(recipe["phantoms"])
+
+
+def test_demo_model_built_cached_and_rebuilt(tiny_recipe: Path, tmp_path: Path) -> None:
+    from models.checkpoint import load_checkpoint
+
+    storage = tmp_path / "storage"
+    path = demo.ensure_demo_model(storage)
+    assert path == demo.demo_model_path(storage) and path.parent.parent == storage
+    card = load_checkpoint(path).card
+    assert card.demo is True
+    assert (card.name, card.version) == (demo.DEMO_MODEL_NAME, demo.DEMO_RECIPE)
+    assert "DEMONSTRATION" in card.intended_use
+    # Nothing but the checkpoint is left behind (the phantoms were a temporary folder).
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+
+    stamp = path.stat().st_mtime_ns
+    assert demo.ensure_demo_model(storage) == path
+    assert path.stat().st_mtime_ns == stamp  # cached: not rebuilt
+
+    path.write_bytes(b"not a checkpoint")  # damaged, or from an incompatible version
+    assert demo.ensure_demo_model(storage) == path
+    assert load_checkpoint(path).card.demo is True
+
+
+def test_demo_model_from_other_recipe_is_rebuilt(tiny_recipe: Path, tmp_path: Path) -> None:
+    from models.checkpoint import build_demo_checkpoint
+
+    storage = tmp_path / "storage"
+    path = demo.demo_model_path(storage)
+    path.parent.mkdir(parents=True)
+    build_demo_checkpoint(path, image_size=64)  # a demo, but not this recipe's
+    demo.ensure_demo_model(storage)
+    from models.checkpoint import load_checkpoint
+
+    assert load_checkpoint(path).card.name == demo.DEMO_MODEL_NAME
+
+
+def test_cli_serve_demo_serves_the_demo_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, demo_checkpoint: Path
+) -> None:
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(demo, "ensure_demo_model", lambda storage: demo_checkpoint)
+
+    def fake_run(app: Any, **kwargs: Any) -> None:
+        seen["app"] = app
+
+    import uvicorn
+
+    monkeypatch.setattr(uvicorn, "run", fake_run)
+    import app.main
+
+    real_create = app.main.create_app
+
+    def create(settings: Any, **kwargs: Any) -> Any:
+        seen["settings"], seen["predictor"] = settings, kwargs.get("predictor")
+        return real_create(settings, **kwargs)
+
+    monkeypatch.setattr(app.main, "create_app", create)
+    assert main(["serve", "--demo", "--storage-dir", str(tmp_path / "st")]) == 0
+    assert seen["settings"].model == demo_checkpoint
+    assert seen["predictor"].card["demo"] is True
+
+
+def test_cli_serve_demo_with_model_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], demo_checkpoint: Path
+) -> None:
+    assert main(["serve", "--demo", "--model", str(demo_checkpoint)]) == 2
+    err = capsys.readouterr().err
+    assert "--demo" in err and err.count("\n") == 1
+
+
+def test_cli_serve_without_demo_never_builds_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fail(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("demo model built without --demo")
+
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(demo, "ensure_demo_model", fail)
+    import uvicorn
+
+    import app.main
+
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: None)
+    real_create = app.main.create_app
+
+    def create(settings: Any, **kwargs: Any) -> Any:
+        seen["settings"], seen["predictor"] = settings, kwargs.get("predictor")
+        return real_create(settings, **kwargs)
+
+    monkeypatch.setattr(app.main, "create_app", create)
+    assert main(["serve", "--storage-dir", str(tmp_path / "st")]) == 0
+    assert seen["settings"].model is None and seen["predictor"] is None
+    assert not demo.demo_model_path(tmp_path / "st").exists()

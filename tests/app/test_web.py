@@ -1,0 +1,340 @@
+"""The web page at `/`, driven in a real browser: Debian's chromium through Playwright.
+
+The service runs with uvicorn on a free loopback port (a thread) with a tiny random-weight
+checkpoint; nothing is downloaded (the system chromium, no Playwright browser download).
+Every test fails on a console error, an uncaught page error or a failed request.
+Skipped when playwright or chromium is absent.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import socket
+import threading
+import time
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sync_api = pytest.importorskip("playwright.sync_api")
+
+CHROMIUM = os.environ.get("CXR_CHROMIUM", "/usr/bin/chromium")
+if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
+    pytest.skip(f"no chromium at {CHROMIUM} (set CXR_CHROMIUM)", allow_module_level=True)
+
+from service_fixtures import (  # noqa: E402
+    build_export,
+    chest_pixels,
+    dx_bytes,
+    write_reports_csv,
+)
+
+from app.main import create_app  # noqa: E402
+from app.settings import Settings  # noqa: E402
+
+pytestmark = pytest.mark.issue(11)
+
+KEY = "s3cret-key-for-the-web-test"
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-default-apps",
+    "--disable-sync",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--metrics-recording-only",
+]
+TIMEOUT_MS = 20_000
+REPORT = (
+    "FINDINGS: The heart is enlarged. No pneumothorax.\n"
+    "IMPRESSION: Possible small left pleural effusion."
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LiveServer:
+    """uvicorn serving `create_app(settings)` in a thread on a free loopback port."""
+
+    def __init__(self, settings: Settings) -> None:
+        import uvicorn
+
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(
+            create_app(settings), host="127.0.0.1", port=self.port, log_level="warning"
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=15)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random resnet18 demo checkpoint at 64 px whose thresholds make every label positive,
+    so every label has a heatmap and boxes are drawn."""
+    from models.checkpoint import build_demo_checkpoint, load_checkpoint, save_checkpoint
+
+    path = build_demo_checkpoint(tmp_path_factory.mktemp("web-ckpt") / "tiny.pt", image_size=64)
+    ckpt = load_checkpoint(path)
+    ckpt.card.thresholds = dict.fromkeys(ckpt.card.labels, 0.0)
+    return save_checkpoint(path, model=ckpt.model, card=ckpt.card)
+
+
+def _settings(root: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "storage_dir": root / "storage",
+        "database_url": f"sqlite:///{root / 'web.db'}",
+        "inference_max_wait_ms": 1.0,
+        "device": "cpu",
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, checkpoint: Path) -> Iterator[LiveServer]:
+    root = tmp_path_factory.mktemp("web")
+    with LiveServer(_settings(root, model=checkpoint)) as live:
+        yield live
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+class Problems:
+    """Console errors, page errors and failed requests seen by a page."""
+
+    def __init__(self, page: Any) -> None:
+        self.items: list[str] = []
+        page.on(
+            "console",
+            lambda m: (
+                self.items.append(f"console {m.type}: {m.text}") if m.type == "error" else None
+            ),
+        )
+        page.on("pageerror", lambda e: self.items.append(f"page error: {e}"))
+        page.on("requestfailed", lambda r: self.items.append(f"request failed: {r.method} {r.url}"))
+        page.on(
+            "response",
+            lambda r: (
+                self.items.append(f"HTTP {r.status}: {r.request.method} {r.url}")
+                if r.status >= 400
+                else None
+            ),
+        )
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True)
+    pg = context.new_page()
+    pg.set_default_timeout(TIMEOUT_MS)
+    problems = Problems(pg)
+    yield pg
+    context.close()
+    assert problems.items == [], "\n".join(problems.items)
+
+
+def test_web_page_is_self_contained(server: LiveServer, page: Any) -> None:
+    requested: list[str] = []
+    page.on("request", lambda r: requested.append(r.url))
+    response = page.goto(server.url + "/")
+    assert response is not None and response.status == 200
+    csp = response.headers["content-security-policy"]
+    assert "default-src 'none'" in csp and "script-src 'self'" in csp
+    page.wait_for_load_state("networkidle")
+    assert requested and all(u.startswith(server.url) for u in requested), requested
+    # The first file input is the image upload of Predict.
+    first = page.locator("input[type=file]").first
+    assert first.get_attribute("id") == "predict-file"
+    assert page.get_by_role("button", name="Label", exact=True).count() == 1
+    assert page.locator("textarea").count() == 1
+    assert page.locator("#demo-banner").is_visible()  # the test checkpoint is a demo
+
+
+def test_web_predict_dicom_draws_overlay_boxes_and_table(
+    server: LiveServer, page: Any, tmp_path: Path
+) -> None:
+    rows, columns = 240, 180  # not square: boxes must follow the original geometry
+    dicom = tmp_path / "chest.dcm"
+    dicom.write_bytes(dx_bytes(pixels=chest_pixels(rows, columns, seed=3)))
+    page.goto(server.url + "/")
+    with page.expect_response("**/v1/images/predict") as answer:
+        page.locator("input[type=file]").first.set_input_files(str(dicom))
+    prediction = answer.value.json()
+    assert prediction["demo"] is True and prediction["boxes"]
+
+    table = page.locator("#prob-table tbody tr")
+    table.first.wait_for()
+    assert table.count() == len(prediction["probabilities"]) == 14
+    assert page.locator("#prob-table tr.positive").count() == len(prediction["positive"])
+    assert page.locator("#prob-table .tick").count() == 14  # thresholds marked
+    assert page.locator("#predict-notice").is_visible()
+    assert "DEMO" in page.locator("#predict-notice").inner_text()
+
+    heat = page.locator("#heatmap-image")
+    heat.wait_for(state="visible")
+    page.wait_for_function(
+        "() => { const i = document.getElementById('heatmap-image');"
+        " return i.complete && i.naturalWidth > 0; }"
+    )
+    base_box = page.locator("#base-image").bounding_box()
+    heat_box = heat.bounding_box()
+    assert base_box is not None and heat_box is not None
+    assert abs(base_box["width"] - heat_box["width"]) < 1
+    assert abs(base_box["height"] - heat_box["height"]) < 1
+    # The image is shown large: most of the viewport height.
+    assert base_box["height"] > 0.6 * 900
+
+    svg = page.locator("#box-layer")
+    assert svg.get_attribute("viewBox") == f"0 0 {columns} {rows}"
+    rects = page.locator("#box-layer rect")
+    assert rects.count() == len(prediction["boxes"])
+    first = prediction["boxes"][0]
+    rect = rects.first
+    assert float(rect.get_attribute("x")) == pytest.approx(first["x"])
+    assert float(rect.get_attribute("width")) == pytest.approx(first["width"])
+    assert first["label"] in (page.locator("#box-layer text").first.text_content() or "")
+    assert page.locator("#box-table tbody tr").count() == len(prediction["boxes"])
+    assert "ms" in page.locator("#timings").inner_text()
+    assert prediction["model"]["name"] in page.locator("#model-card").inner_text()
+
+    # Opacity and toggles act on the overlay.
+    page.locator("#heatmap-opacity").fill("25")
+    assert heat.evaluate("i => i.style.opacity") == "0.25"
+    page.locator("#heatmap-toggle").uncheck()
+    assert not heat.is_visible()
+    page.locator("#heatmap-toggle").check()
+    page.locator("#boxes-toggle").uncheck()
+    assert not svg.is_visible()
+    page.locator("#boxes-toggle").check()
+    # Choosing another label loads its overlay at display size.
+    other = [label for label in prediction["heatmaps"] if label != heat.get_attribute("data-label")]
+    with page.expect_response(lambda r: "/heatmaps/" in r.url and "max_size=" in r.url):
+        page.locator("#heatmap-label").select_option(other[0])
+    page.wait_for_function(
+        f"() => document.getElementById('heatmap-image').dataset.label === {json.dumps(other[0])}"
+    )
+
+
+def test_web_report_highlights_mentions(server: LiveServer, page: Any) -> None:
+    page.goto(server.url + "/")
+    page.locator("textarea").fill(REPORT)
+    page.get_by_role("button", name="Label", exact=True).click()
+    marks = page.locator("#report-highlighted mark.mention")
+    marks.first.wait_for()
+    by_label = {
+        m.get_attribute("data-label"): m.get_attribute("class") for m in marks.element_handles()
+    }
+    assert "positive" in by_label["Cardiomegaly"]
+    assert "negative" in by_label["Pneumothorax"]
+    assert "uncertain" in by_label["Effusion"]
+    title = page.locator("#report-highlighted mark.negative").first.get_attribute("title")
+    assert "rule:" in title and "section:" in title and "NegEx:" in title
+    # The highlighted text is the report itself, character for character.
+    assert page.locator("#report-highlighted").inner_text() == REPORT
+    labels = page.locator("#report-labels tbody tr")
+    assert labels.count() >= 3
+    assert page.locator("#report-labels td.positive", has_text="positive").count() >= 1
+
+
+def test_web_batch_job_followed_to_done(server: LiveServer, page: Any, tmp_path: Path) -> None:
+    export = build_export(tmp_path / "export")
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as z:
+        for path in sorted(export.rglob("*")):
+            if path.is_file():
+                z.write(path, path.relative_to(export).as_posix())
+    archive = tmp_path / "export.zip"
+    archive.write_bytes(buffer.getvalue())
+    reports = write_reports_csv(tmp_path / "reports.csv")
+
+    page.goto(server.url + "/")
+    page.locator("#batch-zip").set_input_files(str(archive))
+    page.locator("#batch-reports").set_input_files(str(reports))
+    page.locator("#batch-start").click()
+    done = page.locator("#jobs-table tbody tr[data-state=done]")
+    done.first.wait_for(timeout=45_000)
+    assert done.first.locator("progress").get_attribute("value") == "1"
+    results = page.locator("#result-table tbody tr")
+    page.wait_for_function("() => document.querySelectorAll('#result-table tbody tr').length >= 10")
+    total = results.count()
+    page.locator("#filter-errors").check()
+    failed = page.locator("#result-table tbody tr").count()
+    assert 0 < failed < total
+    assert page.locator("#result-table tbody td.err").count() == failed
+    page.locator("#filter-errors").uncheck()
+    page.locator("#filter-label").select_option("Effusion")  # from the reports CSV
+    assert 0 < page.locator("#result-table tbody tr").count() < total
+    with page.expect_download() as download:
+        done.first.locator("button.dl[data-format=csv]").click()
+    path = download.value.path()
+    assert Path(path).read_text().startswith("path,state,kind")
+
+
+def test_web_api_key_asked_once_and_sent(
+    tmp_path_factory: pytest.TempPathFactory, browser: Any
+) -> None:
+    root = tmp_path_factory.mktemp("web-key")
+    with LiveServer(_settings(root, api_keys=[KEY])) as live:
+        context = browser.new_context()
+        page = context.new_page()
+        page.set_default_timeout(TIMEOUT_MS)
+        problems = Problems(page)
+        sent: list[str | None] = []
+        page.on(
+            "request",
+            lambda r: sent.append(r.headers.get("x-api-key")) if "/v1/" in r.url else None,
+        )
+        page.goto(live.url + "/")
+        page.wait_for_load_state("networkidle")
+        assert page.locator("#keybar").is_visible()
+        assert sent == []  # nothing asked of the API before a key is given
+        page.locator("#apikey-input").fill(KEY)
+        page.locator("#keybar button[type=submit]").click()
+        assert not page.locator("#keybar").is_visible()
+        assert page.evaluate("sessionStorage.getItem('cxr-api-key')") == KEY
+        page.locator("textarea").fill(REPORT)
+        page.get_by_role("button", name="Label", exact=True).click()
+        page.locator("#report-highlighted mark").first.wait_for()
+        # A reload keeps the key for this tab: not asked again.
+        page.reload()
+        page.wait_for_load_state("networkidle")
+        assert not page.locator("#keybar").is_visible()
+        assert sent and all(k == KEY for k in sent)
+        # No model on this service: the image input is disabled and says why.
+        assert page.locator("#predict-file").is_disabled()
+        context.close()
+        assert problems.items == [], "\n".join(problems.items)

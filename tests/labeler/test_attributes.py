@@ -1,0 +1,323 @@
+"""Finding attributes (issue 12): laterality, location, severity, size, count, change."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from labeler.attributes import (
+    AttributeEvidence,
+    aggregate_findings,
+    load_attribute_rules,
+    merge_attributes,
+)
+from labeler.errors import PatternFileError
+from labeler.schema import Mention, ReportLabels
+
+pytestmark = pytest.mark.issue(12)
+
+Attrs = Callable[[str, str], dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def attrs(label: Callable[[str], ReportLabels]) -> Attrs:
+    """The attributes of the one mention of `label_name` in `text`."""
+
+    def run(text: str, label_name: str) -> dict[str, Any]:
+        found = [m for m in label(text).mentions if m.label == label_name]
+        assert len(found) == 1, f"expected one {label_name} mention in {text!r}: {found}"
+        return found[0].attributes
+
+    return run
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "expected"),
+    [
+        ("Small left pleural effusion.", "Effusion", "left"),
+        ("Right-sided pneumothorax.", "Pneumothorax", "right"),
+        ("Bilateral pleural effusions.", "Effusion", "bilateral"),
+        ("Effusions in both lungs.", "Effusion", "bilateral"),
+        ("Bibasilar atelectasis.", "Atelectasis", "bilateral"),
+        ("Opacity in the left lower lobe consistent with pneumonia.", "Pneumonia", "left"),
+        ("Consolidation in the right middle lobe.", "Consolidation", "right"),
+        ("Atelectasis in the lingula.", "Atelectasis", "left"),
+        ("Left and right pleural effusions.", "Effusion", "bilateral"),
+        ("Effusion is seen at the left base.", "Effusion", "left"),
+    ],
+)
+def test_laterality(attrs: Attrs, text: str, name: str, expected: str | None) -> None:
+    assert attrs(text, name).get("laterality") == expected
+
+
+def test_laterality_of_another_noun_is_not_the_findings(attrs: Attrs) -> None:
+    # the chest tube is on the right; the effusion on the left
+    assert (
+        attrs("There is a large left effusion with a right chest tube in place.", "Effusion")[
+            "laterality"
+        ]
+        == "left"
+    )
+
+
+def test_laterality_stays_with_its_own_list_item(label: Callable[[str], ReportLabels]) -> None:
+    result = label("There is a small left pleural effusion and a large right pneumothorax.")
+    by_label = {m.label: m.attributes for m in result.mentions}
+    assert by_label["Effusion"] == {"laterality": "left", "severity": "mild"}
+    assert by_label["Pneumothorax"] == {"laterality": "right", "severity": "severe"}
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "expected"),
+    [
+        ("Right apical pneumothorax.", "Pneumothorax", ["apical"]),
+        ("Mass in the right upper lobe.", "Mass", ["right upper lobe"]),
+        ("RUL mass.", "Mass", ["right upper lobe"]),
+        ("Nodule in the left lower lobe.", "Nodule", ["left lower lobe"]),
+        ("Atelectasis at the lung bases.", "Atelectasis", ["basilar"]),
+        ("Bibasilar atelectasis.", "Atelectasis", ["basilar"]),
+        ("Perihilar edema.", "Edema", ["perihilar"]),
+        ("Retrocardiac consolidation.", "Consolidation", ["retrocardiac"]),
+        ("Blunting of the costophrenic angle by a small effusion.", "Effusion", ["costophrenic"]),
+        ("Small subpulmonic effusion.", "Effusion", ["subpulmonic"]),
+        ("Emphysema in the upper lobes.", "Emphysema", ["upper"]),
+        ("Atelectasis in the mid lung zone.", "Atelectasis", ["middle"]),
+        ("Effusion in the left costophrenic angle.", "Effusion", ["costophrenic"]),
+        ("Lingular atelectasis.", "Atelectasis", ["lingula"]),
+    ],
+)
+def test_location(attrs: Attrs, text: str, name: str, expected: list[str] | None) -> None:
+    assert attrs(text, name).get("location") == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "expected"),
+    [
+        ("Trace left effusion.", "Effusion", "minimal"),
+        ("Tiny right pneumothorax.", "Pneumothorax", "minimal"),
+        ("Minimal atelectasis.", "Atelectasis", "minimal"),
+        ("Small left effusion.", "Effusion", "mild"),
+        ("Mild cardiomegaly.", "Cardiomegaly", "mild"),
+        ("Moderate pulmonary edema.", "Edema", "moderate"),
+        ("Large right pleural effusion.", "Effusion", "severe"),
+        ("Extensive consolidation.", "Consolidation", "severe"),
+        ("Massive cardiomegaly.", "Cardiomegaly", "severe"),
+        ("Small to moderate left effusion.", "Effusion", "moderate"),
+        ("Left pleural effusion.", "Effusion", None),
+    ],
+)
+def test_severity(attrs: Attrs, text: str, name: str, expected: str | None) -> None:
+    assert attrs(text, name).get("severity") == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "expected"),
+    [
+        ("A 4.5 x 3.2 cm mass in the right upper lobe.", "Mass", 45.0),
+        ("8 mm nodule in the left lung.", "Nodule", 8.0),
+        ("Nodule measuring 12 mm.", "Nodule", 12.0),
+        ("The nodule measures 1.2 cm.", "Nodule", 12.0),
+        ("Stable 1.2-cm nodule in the lingula.", "Nodule", 12.0),
+        ("Mass measuring up to 3 cm.", "Mass", 30.0),
+        ("Mass measuring 2-3 cm.", "Mass", 30.0),
+        ("2 x 3 x 4 cm mass.", "Mass", 40.0),
+        ("Left lung nodule.", "Nodule", None),
+    ],
+)
+def test_size_mm_is_the_largest_dimension(
+    attrs: Attrs, text: str, name: str, expected: float | None
+) -> None:
+    assert attrs(text, name).get("size_mm") == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "expected"),
+    [
+        ("Two nodules in the left lung.", "Nodule", 2),
+        ("3 nodules in the right lung.", "Nodule", 3),
+        ("Multiple pulmonary nodules.", "Nodule", "multiple"),
+        ("Several nodules.", "Nodule", "multiple"),
+        ("Numerous bilateral nodules.", "Nodule", "multiple"),
+        ("A few scattered nodules.", "Nodule", "multiple"),
+        ("Pulmonary nodules.", "Nodule", "multiple"),
+        ("A single nodule in the right lung.", "Nodule", 1),
+        ("Solitary pulmonary nodule.", "Nodule", 1),
+        ("A nodule measuring 8 mm.", "Nodule", None),  # 8 is a size, not a count
+        ("Left pleural effusion.", "Effusion", None),
+    ],
+)
+def test_count(attrs: Attrs, text: str, name: str, expected: int | str | None) -> None:
+    assert attrs(text, name).get("count") == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "expected"),
+    [
+        ("New left pleural effusion.", "Effusion", "new"),
+        ("The left effusion has increased in size.", "Effusion", "increased"),
+        ("Interval increase in the size of the left pleural effusion.", "Effusion", "increased"),
+        ("Enlarging right upper lobe mass.", "Mass", "increased"),
+        ("Decreased right pleural effusion.", "Effusion", "decreased"),
+        ("The pneumothorax is smaller.", "Pneumothorax", "decreased"),
+        ("Stable cardiomegaly.", "Cardiomegaly", "unchanged"),
+        ("Left effusion is again seen.", "Effusion", "unchanged"),
+        ("Persistent right lower lobe consolidation.", "Consolidation", "unchanged"),
+        ("No change in the bibasilar atelectasis.", "Atelectasis", "unchanged"),
+        ("Unchanged small left effusion.", "Effusion", "unchanged"),
+        ("The right pneumothorax has resolved.", "Pneumothorax", "resolved"),
+        ("Improved pulmonary edema.", "Edema", "improved"),
+        ("Resolving right lower lobe pneumonia.", "Pneumonia", "improved"),
+        ("Worsening bilateral pulmonary edema.", "Edema", "worsened"),
+        ("Left pleural effusion.", "Effusion", None),
+    ],
+)
+def test_change(attrs: Attrs, text: str, name: str, expected: str | None) -> None:
+    assert attrs(text, name).get("change") == expected
+
+
+def test_keys_without_a_value_are_left_out(attrs: Attrs) -> None:
+    assert attrs("Cardiomegaly.", "Cardiomegaly") == {}
+
+
+def test_every_attribute_keeps_its_evidence(label: Callable[[str], ReportLabels]) -> None:
+    text = "FINDINGS: Stable 1.2-cm nodule in the right upper lobe."
+    (mention,) = [m for m in label(text).mentions if m.label == "Nodule"]
+    seen = {ev["attribute"]: ev for ev in mention.attribute_evidence}
+    assert set(seen) == {"change", "size_mm", "location", "laterality"}
+    for ev in mention.attribute_evidence:
+        assert ev["rule"], ev
+        assert 0 <= ev["start"] < ev["end"] <= len(text)
+    assert text[seen["change"]["start"] : seen["change"]["end"]] == "Stable"
+    assert text[seen["size_mm"]["start"] : seen["size_mm"]["end"]] == "1.2-cm"
+    assert text[seen["location"]["start"] : seen["location"]["end"]] == "right upper lobe"
+
+
+def test_findings_aggregate_the_mentions_of_a_label(label: Callable[[str], ReportLabels]) -> None:
+    text = (
+        "FINDINGS: Small left pleural effusion, unchanged. Moderate right pleural effusion. "
+        "New 8 mm nodule in the right upper lobe and a 12 mm nodule in the left upper lobe. "
+        "IMPRESSION: The right pneumothorax has resolved."
+    )
+    findings = label(text).findings
+    assert findings["Effusion"] == {
+        "status": "positive",
+        "laterality": "bilateral",
+        "severity": "moderate",
+        "change": "unchanged",
+    }
+    nodule = findings["Nodule"]
+    assert nodule["status"] == "positive"
+    assert nodule["size_mm"] == 12.0
+    assert nodule["laterality"] == "bilateral"
+    assert set(nodule["location"]) == {"right upper lobe", "left upper lobe"}
+    assert findings["Pneumothorax"] == {
+        "status": "negative",
+        "laterality": "right",
+        "change": "resolved",
+    }
+    assert "Mass" not in findings  # absent labels have no entry
+
+
+def test_findings_use_only_mentions_with_the_reported_status(
+    label: Callable[[str], ReportLabels],
+) -> None:
+    # the negated right effusion says nothing about the positive left one
+    findings = label("FINDINGS: Small left effusion. No right effusion.").findings
+    assert findings["Effusion"]["laterality"] == "left"
+
+
+def test_findings_change_comes_from_the_most_certain_mention() -> None:
+    mentions = [
+        Mention("Edema", "edema", 0, 5, "", "negative", attributes={"change": "resolved"}),
+        Mention("Edema", "edema", 9, 14, "", "positive", attributes={"change": "new"}),
+    ]
+    found = aggregate_findings(mentions, {"Edema": "positive"}, ("minimal", "mild"))
+    assert found == {"Edema": {"status": "positive", "change": "new"}}
+
+
+def test_output_dict_carries_attributes_and_findings(
+    label: Callable[[str], ReportLabels],
+) -> None:
+    out = label("FINDINGS: Large right pneumothorax.").to_dict()
+    assert out["findings"]["Pneumothorax"] == {
+        "status": "positive",
+        "laterality": "right",
+        "severity": "severe",
+    }
+    (mention,) = out["mentions"]
+    assert mention["attributes"] == {"laterality": "right", "severity": "severe"}
+    assert {ev["attribute"] for ev in mention["attribute_evidence"]} == {
+        "laterality",
+        "severity",
+    }
+
+
+def test_merge_left_and_right_is_bilateral() -> None:
+    evidence = [
+        AttributeEvidence("laterality", "left", "r", 0, 1),
+        AttributeEvidence("laterality", "right", "r", 2, 3),
+        AttributeEvidence("count", 2, "r", 0, 1),
+        AttributeEvidence("count", "multiple", "r", 0, 1),
+    ]
+    assert merge_attributes(evidence, ("mild",)) == {
+        "laterality": "bilateral",
+        "count": "multiple",
+    }
+
+
+def test_attribute_file_rejects_unknown_values(tmp_path: Path) -> None:
+    bad = tmp_path / "attrs.yaml"
+    bad.write_text(
+        "severity_order: [mild, severe]\n"
+        "terms:\n  - {id: x.y, phrases: [huge], sets: {severity: gigantic}}\n"
+        "size: {id: s, units: {mm: 1}}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(PatternFileError, match="gigantic"):
+        load_attribute_rules(str(bad))
+
+
+def test_attribute_file_rejects_unknown_attribute(tmp_path: Path) -> None:
+    bad = tmp_path / "attrs.yaml"
+    bad.write_text(
+        "severity_order: [mild]\n"
+        "terms:\n  - {id: x.y, phrases: [blue], sets: {colour: blue}}\n"
+        "size: {id: s, units: {mm: 1}}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(PatternFileError, match="colour"):
+        load_attribute_rules(str(bad))
+
+
+def test_packaged_attribute_file_loads() -> None:
+    rules = load_attribute_rules()
+    assert rules.severity_order == ("minimal", "mild", "moderate", "severe")
+    ids = [t.id for t in rules.terms]
+    assert len(ids) == len(set(ids)), "term ids must be unique"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "Bibasilar opacities likely representing atelectasis.",
+            {"laterality": "bilateral", "location": ["basilar"]},
+        ),
+        (
+            "Stable left retrocardiac opacity consistent with atelectasis.",
+            {"laterality": "left", "location": ["retrocardiac"], "change": "unchanged"},
+        ),
+        (
+            "Right lower lobe opacity, concerning for atelectasis.",
+            {"laterality": "right", "location": ["right lower lobe"]},
+        ),
+    ],
+)
+def test_a_finding_named_twice_shares_its_attributes(
+    attrs: Attrs, text: str, expected: dict[str, Any]
+) -> None:
+    # "X representing / consistent with / concerning for Y": one finding, two names
+    assert attrs(text, "Atelectasis") == expected
