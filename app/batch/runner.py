@@ -37,6 +37,7 @@ from app.batch.reports import load_reports_csv
 from app.batch.results import result_line
 from app.batch.sinks import DatabaseSink, JobGone
 from app.batch.sources import FolderSource, ZipSource
+from app.errors import UnsafeArchiveError
 from app.labeling import ReportLabeler
 from app.metrics import Metrics
 from app.pacs.dicomweb import DicomwebServer
@@ -168,8 +169,14 @@ class BatchRunner:
         reports = [Path(job.reports_path)] if job.reports_path else []
         if job.source_kind == "zip":
             export = self.job_dir(str(job.id)) / "export"
-            return ZipSource(Path(job.source), export, self.zip_limits, exclude=reports)
-        return FolderSource(Path(job.source), exclude=reports)
+            return ZipSource(
+                Path(job.source),
+                export,
+                self.zip_limits,
+                exclude=reports,
+                file_timeout_s=self.file_timeout_s,
+            )
+        return FolderSource(Path(job.source), exclude=reports, file_timeout_s=self.file_timeout_s)
 
     def _dicomweb_source(self, job: Any) -> DicomwebSource:
         if self.dicomweb is None:
@@ -259,8 +266,9 @@ class BatchRunner:
             if not job.scanned:
                 self._scan(job, source, stopping)
             reports = load_reports_csv(Path(job.reports_path)) if job.reports_path else None
-        except (ValueError, OSError) as exc:  # BatchInputError, UnsafeArchiveError, disk
-            message = str(exc).replace(str(self.storage_root.resolve()), "<storage>")
+        except (ValueError, OSError, UnsafeArchiveError) as exc:  # bad input, bad zip, disk
+            text = exc.detail if isinstance(exc, UnsafeArchiveError) else str(exc)
+            message = text.replace(str(self.storage_root.resolve()), "<storage>")
             with self.sessions() as session:
                 crud.set_job_state(session, job_id, "failed", error=message)
             log.warning("batch job %s failed: %s", job_id, message)
