@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from app import cli_labeler, cli_models, cli_service
+from app import cli_labeler, cli_models, cli_pacs, cli_service
 
 __all__ = ["build_parser", "main"]
 
@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_labeler.register(sub)
     cli_models.register(sub)
     cli_service.register(sub)
+    cli_pacs.register(sub)
     return parser
 
 

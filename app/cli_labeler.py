@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["register"]
@@ -49,8 +51,19 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument(
         "--labels",
         default="chestxray14",
-        choices=["chestxray14", "chestxray8"],
-        help="label set in the output (default chestxray14)",
+        metavar="SET",
+        help="label set: chestxray14 (default), chestxray8, chexpert (the 14 CheXpert "
+        "observations and conventions), or a label set YAML file",
+    )
+    p.add_argument(
+        "--profile",
+        help="site profile YAML: extra section headers, synonyms, abbreviations",
+    )
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="add an `explanation` to each JSON result: every mention, the rule that "
+        "fired and why each label got its status",
     )
     p.add_argument(
         "--workers", type=int, default=1, help="worker processes (0: one per CPU; default 1)"
@@ -72,6 +85,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--concepts", help="concept vocabulary YAML (default: packaged concepts.v1)")
     p.add_argument("--rules", help="negation/uncertainty rules YAML (default: rules.v1)")
     p.add_argument("--sections", help="section headers YAML (default: sections.v1)")
+    p.add_argument(
+        "--statements", help="explicit statements YAML (default: the label set's, statements.v1)"
+    )
     p.add_argument("--rejects", help="also write failed reports (id, error) to this CSV")
     p.add_argument(
         "--strict", action="store_true", help="stop at the first report that cannot be labelled"
@@ -138,6 +154,14 @@ def _import_spacy_without_torch() -> None:
         del sys.modules["torch"]
 
 
+def _remembering(
+    items: Iterator[tuple[str, Any]], texts: deque[object]
+) -> Iterator[tuple[str, Any]]:
+    for rid, text in items:
+        texts.append(text)
+        yield rid, text
+
+
 def _label(args: argparse.Namespace) -> int:
     import contextlib
     import csv
@@ -146,6 +170,7 @@ def _label(args: argparse.Namespace) -> int:
 
     from labeler.config import LabelerConfig
     from labeler.errors import LabelerError
+    from labeler.explain import explain
     from labeler.files import (
         count_reports,
         detect_input_format,
@@ -155,12 +180,13 @@ def _label(args: argparse.Namespace) -> int:
         write_csv_row,
         write_jsonl,
     )
+    from labeler.labelsets import load_label_set
     from labeler.parallel import label_reports_parallel
-    from labeler.schema import labels_for
 
     try:
         config = LabelerConfig(
             label_set=args.labels,
+            profile=args.profile,
             negex=not args.no_negex,
             max_chars=args.max_chars,
             use_sections=not args.whole_report,
@@ -171,16 +197,20 @@ def _label(args: argparse.Namespace) -> int:
                     ("concepts", args.concepts),
                     ("rules", args.rules),
                     ("sections", args.sections),
+                    ("statements", args.statements),
                 )
                 if v
             },
         )
         # Load the pattern files now so a bad file fails before any work.
-        from labeler.vocabulary import load_concepts, load_rules, load_sections
+        from labeler.vocabulary import load_concepts, load_rules, load_sections, load_statements
 
-        load_concepts(config.concepts)
-        load_rules(config.rules)
-        load_sections(config.sections)
+        load_concepts(str(config.concepts), config.profile)
+        load_rules(str(config.rules))
+        load_sections(str(config.sections), config.profile)
+        if config.statements:
+            load_statements(config.statements)
+        label_set = load_label_set(config.label_set)
         source = Path(args.input)
         fmt = args.input_format or detect_input_format(source)
         total = count_reports(source, fmt)
@@ -193,7 +223,7 @@ def _label(args: argparse.Namespace) -> int:
     out_format = args.format or (
         "csv" if to_file and args.output.lower().endswith(".csv") else "jsonl"
     )
-    label_names = [lab.value for lab in labels_for(config.label_set)]
+    columns = label_set.csv_columns
 
     from tqdm import tqdm
 
@@ -213,13 +243,19 @@ def _label(args: argparse.Namespace) -> int:
             return _fail("label", f"cannot open output: {exc}")
         writer = csv.writer(out) if out_format == "csv" else None
         if writer is not None:
-            write_csv_header(writer, label_names, attributes=args.attribute_columns)
+            write_csv_header(writer, columns, attributes=args.attribute_columns)
         reject_writer = csv.writer(rejects) if rejects else None
         if reject_writer is not None:
             reject_writer.writerow(["id", "error"])
         items = iter_reports(
             source, fmt=fmt, id_column=args.id_column, text_column=args.text_column
         )
+        # CheXpert's CSV starts with the report text: keep the texts in flight
+        # (results come in input order, one per input)
+        texts: deque[object] = deque()
+        keep_text = writer is not None and any(c.endswith("={text}") for c in columns)
+        if keep_text:
+            items = _remembering(items, texts)
         results = label_reports_parallel(
             items,
             config=config,
@@ -233,9 +269,16 @@ def _label(args: argparse.Namespace) -> int:
         try:
             for result in results:
                 if writer is not None:
-                    write_csv_row(writer, result, label_names, attributes=args.attribute_columns)
+                    text = texts.popleft() if keep_text else None
+                    write_csv_row(
+                        writer,
+                        result,
+                        columns,
+                        text if isinstance(text, str) else None,
+                        attributes=args.attribute_columns,
+                    )
                 else:
-                    write_jsonl(result, out)
+                    write_jsonl(result, out, explain(result, label_set) if args.explain else None)
                 if result.error is not None:
                     failed += 1
                     if reject_writer is not None:

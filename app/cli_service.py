@@ -7,10 +7,12 @@ spaCy load inside the handlers, so `cxr label` starts fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ipaddress
 import json
 import logging
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -143,7 +145,9 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
         "batch",
         help="label a PACS export folder: reports and images, one JSON line per file",
         description="Walk EXPORT_DIR (nested folders, files with or without .dcm, DICOMDIR, "
-        "DICOM SR), label reports (from --reports CSV keyed by AccessionNumber or "
+        "DICOM SR; or a zip of such a folder, checked against the CXR_ZIP_MAX_* limits and "
+        "extracted to a temporary folder removed afterwards), label reports (from --reports "
+        "CSV keyed by AccessionNumber or "
         "StudyInstanceUID, or SR documents in the export) and predict images with --model. "
         "Writes one JSON line per file found to OUT; a summary goes to stderr; the exit "
         "status is 1 if any file failed. Without a model, images are still read and reported "
@@ -151,7 +155,7 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
         "training set (PNG + Data_Entry.csv) for `cxr train --data`. Lines are flushed as "
         "files are done: an interrupted run continues with --resume.",
     )
-    p.add_argument("export_dir", type=Path, metavar="EXPORT_DIR")
+    p.add_argument("export_dir", type=Path, metavar="EXPORT_DIR", help="folder or .zip")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.jsonl")
     p.add_argument("--reports", type=Path, metavar="REPORTS.csv")
     p.add_argument("--model", type=Path, help="checkpoint (default: CXR_MODEL if set)")
@@ -207,19 +211,17 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _batch(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
+    import zipfile
 
-    from app.batch.engine import plan, run
     from app.batch.interfaces import Sink
-    from app.batch.processor import BatchProcessor
     from app.batch.reports import load_reports_csv
     from app.batch.results import read_result_lines
-    from app.batch.sinks import DatasetSink, JsonlSink, TallySink
-    from app.batch.sources import FolderSource
-    from app.labeling import load_report_labeler
+    from app.batch.sinks import DatasetSink
+    from app.batch.sources import FolderSource, ZipSource
 
-    if not args.export_dir.is_dir():
-        raise CommandError(f"{args.export_dir}: not a folder")
+    is_zip = args.export_dir.is_file() and zipfile.is_zipfile(args.export_dir)
+    if not args.export_dir.is_dir() and not is_zip:
+        raise CommandError(f"{args.export_dir}: not a folder (nor a zip archive of one)")
     if args.chunk_size < 1 or args.dataset_size < 32:
         raise CommandError("--chunk-size must be >= 1 and --dataset-size >= 32")
     previous, torn = read_result_lines(args.output) if args.resume else ([], 0)
@@ -235,11 +237,10 @@ def _batch(args: argparse.Namespace) -> int:
             "(breaking patient-wise splits). Without that key, write the training set "
             "to a new --dataset folder"
         )
-    model_path = args.model
-    if model_path is None:
-        from app.settings import build_settings
+    from app.settings import build_settings
 
-        model_path = build_settings().model
+    settings = build_settings()
+    model_path = args.model if args.model is not None else settings.model
     reports = load_reports_csv(args.reports) if args.reports else None
     predictor = None
     if model_path is not None:
@@ -247,7 +248,6 @@ def _batch(args: argparse.Namespace) -> int:
 
         predictor = load_model(model_path, args.device)
     sinks: list[Sink] = []
-    dataset = None
     if args.dataset is not None:
         from app.dataset import DatasetWriter
 
@@ -264,16 +264,54 @@ def _batch(args: argparse.Namespace) -> int:
         )
         sinks.append(dataset)  # before the JSONL sink: it adds `dataset_image`
 
-    source = FolderSource(args.export_dir, exclude=[args.reports] if args.reports else [])
+    exclude = [args.reports] if args.reports else []
+    with contextlib.ExitStack() as cleanup:
+        if is_zip:
+            from app.archive import remove_tree, zip_limits
+
+            tmp = Path(tempfile.mkdtemp(prefix="cxr-batch-"))
+            cleanup.callback(remove_tree, tmp)  # extracted files carry patient data
+            source: FolderSource = ZipSource(
+                args.export_dir, tmp / "export", zip_limits(settings), exclude=exclude
+            )
+        else:
+            source = FolderSource(args.export_dir, exclude=exclude)
+        return _run_batch(args, source, settings, previous, torn, reports, predictor, sinks)
+
+
+def _run_batch(
+    args: argparse.Namespace,
+    source: Any,
+    settings: Any,
+    previous: list[dict[str, Any]],
+    torn: int,
+    reports: Any,
+    predictor: Any,
+    sinks: list[Any],
+) -> int:
+    from tqdm import tqdm
+
+    from app.batch.engine import plan, run
+    from app.batch.interfaces import Sink
+    from app.batch.processor import BatchProcessor
+    from app.batch.sinks import DatasetSink, JsonlSink, TallySink
+    from app.errors import UnsafeArchiveError
+    from app.labeling import load_report_labeler
+
     processor = BatchProcessor(
         source,
         labeler=load_report_labeler(),
         predictor=predictor,
         reports=reports,
+        file_timeout_s=settings.batch_file_timeout_s,
         max_pixels=args.max_pixels or None,
     )
     found = tqdm(source.scan(), desc="scanning", unit=" files", disable=None, file=sys.stderr)
-    items = plan(list(found), previous, processor)  # the resume path shared with the service
+    try:
+        items = plan(list(found), previous, processor)  # the resume path shared with the service
+    except UnsafeArchiveError as exc:
+        raise CommandError(f"{args.export_dir}: {exc.detail}") from None
+    dataset = next((s for s in sinks if isinstance(s, DatasetSink)), None)
     tally = TallySink()
     for line in previous:  # files done before the interruption
         tally.add_line(line)

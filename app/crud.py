@@ -144,12 +144,18 @@ def get_prediction(session: Session, prediction_id: str) -> Prediction | None:
     return session.get(Prediction, prediction_id)
 
 
+# Mention fields that quote the report (issue 7 item 7: a name typed in a report
+# reached the database through its evidence sentence).
+_MENTION_TEXT_KEYS = frozenset({"text", "sentence"})
+
+
 def create_label_results(
     session: Session,
     results: Sequence[tuple[Any, str, str | None]],
     *,
     labeler_version: str,
     source: str,
+    store_text: bool = False,
 ) -> list[LabelResult]:
     """Store labeled reports (text hashed, never stored) and commit.
 
@@ -158,6 +164,8 @@ def create_label_results(
             reports with an error are not stored.
         labeler_version: identifier of the labeler's rule set.
         source: where the reports came from ("api").
+        store_text: keep each mention's words and sentence (CXR_STORE_REPORT_TEXT);
+            by default they are dropped, leaving labels, offsets, rule ids and sections.
     """
     rows: list[LabelResult] = []
     for labels, text_sha256, study_uid in results:
@@ -176,7 +184,14 @@ def create_label_results(
             labeler_version=labeler_version,
             labels=data["labels"],
             no_finding=bool(data["no_finding"]),
-            mentions=data["mentions"],
+            mentions=(
+                data["mentions"]
+                if store_text
+                else [
+                    {k: v for k, v in m.items() if k not in _MENTION_TEXT_KEYS}
+                    for m in data["mentions"]
+                ]
+            ),
         )
         session.add_all([report, row])
         rows.append(row)

@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
 from starlette.exceptions import HTTPException
+
+if TYPE_CHECKING:
+    from app.settings import Settings
 
 __all__ = [
     "BatchSourceError",
+    "BatchSourceNotFound",
+    "InvalidBodyEncoding",
     "ModelNotLoaded",
     "NotFound",
     "PayloadTooLarge",
     "ServiceError",
     "UnsafeArchiveError",
     "UnsupportedMediaType",
+    "scrub_paths",
+    "server_folders",
 ]
 
 NO_MODEL_HELP = (
@@ -65,6 +77,68 @@ class UnsafeArchiveError(ServiceError):
 
 
 class BatchSourceError(ServiceError):
-    """A batch job's server path is outside CXR_BATCH_ROOTS, missing, or not allowed."""
+    """A batch job's server path is outside CXR_BATCH_ROOTS, or server paths are disabled."""
 
     status_code = 403
+
+
+class BatchSourceNotFound(BatchSourceError):
+    """A batch job's server path lies inside CXR_BATCH_ROOTS but does not exist.
+
+    Only paths inside the roots get 404; outside them the answer is 403 whether the
+    path exists or not, so nothing is revealed about the rest of the server.
+    """
+
+    status_code = 404
+
+
+class InvalidBodyEncoding(ServiceError):
+    """A request body that is not valid UTF-8; the message names the first bad byte."""
+
+    status_code = 400
+
+    @classmethod
+    def from_decode_error(cls, exc: UnicodeDecodeError) -> InvalidBodyEncoding:
+        """The error for `exc`, raised while decoding the whole request body."""
+        bad = bytes(exc.object[exc.start : min(exc.end, exc.start + 4)])
+        return cls(
+            f"request body is not valid {exc.encoding.upper()}: byte offset {exc.start} "
+            f"(0x{bad.hex()}): {exc.reason}. Send the JSON body encoded as UTF-8"
+        )
+
+
+def _separators(root: str) -> str:
+    # The folder as a regex that also matches it written with backslashes or doubled
+    # ones (as the repr() of a path inside a message would show it).
+    return r"[\\/]+".join(re.escape(part) for part in re.split(r"[\\/]+", root))
+
+
+def scrub_paths(detail: Any, folders: Mapping[Path, str]) -> Any:
+    """`detail` with each server folder written as its placeholder (`<storage>`, ...).
+
+    Applied to every error message sent to clients: a message about a file the service
+    wrote (an upload, an extracted export) must not reveal where the server keeps it.
+    Lists and dicts (validation errors) are scrubbed item by item.
+    """
+    if isinstance(detail, str):
+        # Longest first, so a folder inside another gets its own placeholder.
+        for folder in sorted(folders, key=lambda f: len(str(f)), reverse=True):
+            text = str(folder)
+            if len(text) > 1:
+                detail = re.sub(_separators(text), folders[folder].replace("\\", r"\\"), detail)
+        return detail
+    if isinstance(detail, list):
+        return [scrub_paths(item, folders) for item in detail]
+    if isinstance(detail, dict):
+        return {key: scrub_paths(value, folders) for key, value in detail.items()}
+    return detail
+
+
+def server_folders(settings: Settings) -> dict[Path, str]:
+    """The server's own folders, and the placeholders error messages show instead."""
+    folders: dict[Path, str] = {}
+    for root in settings.batch_roots:
+        folders[root.absolute()] = folders[root.resolve()] = "<batch root>"
+    storage = settings.storage_dir
+    folders[storage.absolute()] = folders[storage.resolve()] = "<storage>"
+    return folders

@@ -11,6 +11,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
@@ -20,7 +21,13 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.deps import AppState, require_api_key
-from app.errors import PayloadTooLarge, ServiceError
+from app.errors import (
+    InvalidBodyEncoding,
+    PayloadTooLarge,
+    ServiceError,
+    scrub_paths,
+    server_folders,
+)
 from app.metrics import Metrics, MetricsMiddleware
 from app.schemas import DEMO_NOTICE
 from app.security import ApiKeys
@@ -37,7 +44,13 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-def _error(status: int, detail: Any, error: str) -> JSONResponse:
+def _error(status: int, detail: Any, error: str, request: Request | None = None) -> JSONResponse:
+    if request is not None:
+        # Messages may quote files the service wrote itself; the client must not learn
+        # where the server keeps its storage (issue 7 item 9).
+        state: AppState | None = getattr(request.app.state, "cxr", None)
+        if state is not None:
+            detail = scrub_paths(detail, server_folders(state.settings))
     return JSONResponse({"detail": detail, "error": error}, status_code=status)
 
 
@@ -122,7 +135,7 @@ def _register_exception_handlers(app: FastAPI) -> None:
         UnsupportedTransferSyntax,
     )
 
-    async def image_error(_: Request, exc: Exception) -> JSONResponse:
+    async def image_error(request: Request, exc: Exception) -> JSONResponse:
         # 413: larger than CXR_MAX_PIXELS or the per-side limit (refused before decoding);
         # 415: we cannot handle this kind of file; 422: it claims to be DICOM but is
         # corrupt, has no pixels, or is out of range.
@@ -132,27 +145,31 @@ def _register_exception_handlers(app: FastAPI) -> None:
             status = 415
         else:
             status = 422
-        return _error(status, str(exc), type(exc).__name__)
+        return _error(status, str(exc), type(exc).__name__, request)
 
-    async def labeler_error(_: Request, exc: Exception) -> JSONResponse:
-        return _error(422, str(exc), type(exc).__name__)
+    async def labeler_error(request: Request, exc: Exception) -> JSONResponse:
+        return _error(422, str(exc), type(exc).__name__, request)
 
-    async def http_error(_: Request, exc: Exception) -> JSONResponse:
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
+        if isinstance(exc.__cause__, UnicodeDecodeError):
+            # FastAPI's JSON body parsing says only "There was an error parsing the body".
+            exc = InvalidBodyEncoding.from_decode_error(exc.__cause__)
         name = (
             type(exc).__name__
             if isinstance(exc, ServiceError)
             else HTTPStatus(exc.status_code).phrase.replace(" ", "").replace("-", "")
         )
-        response = _error(exc.status_code, exc.detail, name)
+        response = _error(exc.status_code, exc.detail, name, request)
         if exc.headers:
             response.headers.update(exc.headers)
         return response
 
-    async def validation_error(_: Request, exc: Exception) -> JSONResponse:
+    async def validation_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
+        # `input` is left out: it would echo report text (and anything else sent) back.
         errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
-        return _error(422, errors, "RequestValidationError")
+        return _error(422, errors, "RequestValidationError", request)
 
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:
         # Logged with its traceback for the operator; the client gets JSON, not a stack.
@@ -265,6 +282,7 @@ def create_app(settings: Settings | None = None, *, predictor: Any | None = None
                 storage_root=state.storage.root,
                 zip_limits=state.zip_limits,
                 chunk_size=settings.batch_chunk_size,
+                file_timeout_s=settings.batch_file_timeout_s,
                 metrics=metrics,
                 max_pixels=settings.max_pixels,
             )
@@ -288,9 +306,12 @@ def create_app(settings: Settings | None = None, *, predictor: Any | None = None
             "Research use only: not a medical device. Send `X-API-Key` when keys are configured."
         ),
         lifespan=lifespan,
+        docs_url=None,  # served from local assets below, not a CDN
+        redoc_url=None,
     )
     app.state.metrics = metrics
     _register_exception_handlers(app)
+    _add_docs(app)
 
     from app.routes import batches, health, images, predictions, reports, web
 
@@ -300,7 +321,108 @@ def create_app(settings: Settings | None = None, *, predictor: Any | None = None
     for module in (reports, images, predictions, batches):
         app.include_router(module.router, prefix="/v1", dependencies=secured)
 
+    app.openapi = lambda: _openapi_with_errors(app)  # type: ignore[method-assign]
     app.add_middleware(UploadLimitMiddleware, settings=settings)
     app.add_middleware(DemoHeaderMiddleware, fastapi_app=app)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app
+
+
+DOCS_ASSETS = "/docs/assets"
+
+
+def _add_docs(app: FastAPI) -> None:
+    """Swagger UI at /docs and ReDoc at /redoc from files shipped with the service.
+
+    FastAPI's defaults load them from a CDN, and a hospital network often has no
+    internet access. The files come from the pinned `fastapi-offline` package
+    (Swagger UI 5, Apache-2.0; ReDoc, MIT).
+    """
+    from importlib.resources import files
+
+    from fastapi.openapi.docs import (
+        get_redoc_html,
+        get_swagger_ui_html,
+        get_swagger_ui_oauth2_redirect_html,
+    )
+    from fastapi.responses import HTMLResponse
+    from fastapi.staticfiles import StaticFiles
+
+    assets = Path(str(files("fastapi_offline") / "static"))
+    app.mount(DOCS_ASSETS, StaticFiles(directory=assets), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_swagger_ui_html(
+            openapi_url=f"{root}{app.openapi_url}",
+            title=f"{app.title} - Swagger UI",
+            oauth2_redirect_url=f"{root}/docs/oauth2-redirect",
+            swagger_js_url=f"{root}{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png",
+        )
+
+    @app.get("/docs/oauth2-redirect", include_in_schema=False)
+    async def swagger_ui_redirect() -> HTMLResponse:
+        return get_swagger_ui_oauth2_redirect_html()
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_redoc_html(
+            openapi_url=f"{root}{app.openapi_url}",
+            title=f"{app.title} - ReDoc",
+            redoc_js_url=f"{root}{DOCS_ASSETS}/redoc.standalone.js",
+            redoc_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png",
+            with_google_fonts=False,
+        )
+
+
+# Error answers every operation may give besides its own (issue 7 item 9: 400 and 415
+# were returned but undocumented). Each is the ErrorRead JSON body.
+_KEY_ERRORS = {
+    "401": "Missing or empty X-API-Key header (when API keys are configured).",
+    "403": "X-API-Key is not one of the configured keys.",
+}
+_BODY_ERRORS = {
+    "400": "Malformed body: invalid JSON, invalid UTF-8 (the message names the byte "
+    "offset) or broken multipart data.",
+    "413": "Request body over CXR_MAX_UPLOAD_MB (CXR_MAX_BATCH_UPLOAD_MB for batches).",
+    "415": "A Content-Type (or file type) this operation does not accept.",
+    "422": "The body is well-formed but invalid; `detail` says which field and why.",
+}
+
+
+def _openapi_with_errors(app: FastAPI) -> dict[str, Any]:
+    """The generated schema plus the error responses the middleware and handlers give."""
+    if app.openapi_schema is not None:
+        return app.openapi_schema
+    from fastapi.openapi.utils import get_openapi
+
+    from app.schemas import ErrorRead
+
+    schema = get_openapi(
+        title=app.title,
+        version=app.version,
+        summary=app.summary,
+        description=app.description,
+        routes=app.routes,
+    )
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    components.setdefault(
+        "ErrorRead", ErrorRead.model_json_schema(ref_template="#/components/schemas/{model}")
+    )
+    error_body = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorRead"}}}
+    for path, item in schema.get("paths", {}).items():
+        for method, operation in item.items():
+            if method not in ("get", "post", "put", "patch", "delete"):
+                continue
+            extra = dict(_KEY_ERRORS) if path.startswith("/v1/") else {}
+            if "requestBody" in operation:
+                extra.update(_BODY_ERRORS)
+            responses = operation.setdefault("responses", {})
+            for code, description in extra.items():
+                responses.setdefault(code, {"description": description, "content": error_body})
+    app.openapi_schema = schema
+    return schema

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Literal
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 __all__ = [
     "DEMO_NOTICE",
@@ -29,6 +29,16 @@ __all__ = [
 DEMO_NOTICE = (
     "DEMO MODEL: not trained on clinical data; its outputs are meaningless. Not for clinical use."
 )
+
+
+def _as_utc(value: datetime) -> datetime:
+    # SQLite keeps no time zone: a stored UTC time reads back naive (issue 7 item 9),
+    # and a date-time without an offset is not RFC 3339. Every stored time is UTC.
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+UTCDateTime = Annotated[datetime, AfterValidator(_as_utc)]
+"""A UTC timestamp, serialized with its offset (`...Z`/`+00:00`)."""
 
 _REPORT_EXAMPLE = (
     "FINDINGS: The heart is enlarged. Small left pleural effusion. No pneumothorax.\n"
@@ -230,7 +240,7 @@ class PredictionRead(BaseModel):
     boxes: list[BoxRead]
     heatmaps: dict[str, str] = Field(description="Label -> URL of a heatmap overlay PNG.")
     timings: dict[str, float]
-    created_at: datetime | None = None
+    created_at: UTCDateTime | None = None
 
 
 class BatchCreate(BaseModel):
@@ -291,9 +301,9 @@ class BatchRead(BaseModel):
     model: str | None = Field(default=None, description="Model name and version, or None.")
     demo: bool = False
     error: str | None = None
-    created_at: datetime | None = None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
+    created_at: UTCDateTime | None = None
+    started_at: UTCDateTime | None = None
+    finished_at: UTCDateTime | None = None
     results: dict[str, str]
 
 

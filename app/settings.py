@@ -69,12 +69,17 @@ class Settings(BaseSettings):
         default=4096.0, gt=0, description="Largest zip upload to POST /v1/batches (413)."
     )
     zip_max_uncompressed_mb: float = Field(
-        default=16384.0, gt=0, description="Refuse zips that would expand beyond this."
+        default=10240.0, gt=0, description="Refuse zips that would expand beyond this (MiB)."
     )
     zip_max_ratio: float = Field(
-        default=200.0, gt=1, description="Refuse zip members compressed more than this (bombs)."
+        default=200.0,
+        gt=1,
+        description="Refuse zips whose members, or whose whole, expand more than "
+        "this many times (zip bombs).",
     )
-    zip_max_members: int = Field(default=200_000, gt=0)
+    zip_max_members: int = Field(
+        default=50_000, gt=0, description="Refuse zips with more members than this."
+    )
     max_pixels: int | None = Field(
         default=50_000_000,
         gt=0,
@@ -89,6 +94,12 @@ class Settings(BaseSettings):
     )
     inference_max_wait_ms: float = Field(default=5.0, ge=0)
     batch_chunk_size: int = Field(default=8, gt=0, description="Images per forward pass in jobs.")
+    batch_file_timeout_s: float | None = Field(
+        default=300.0,
+        gt=0,
+        description="A batch job gives up reading one file after this many seconds "
+        "(a decoder that never returns); unset for no limit.",
+    )
     run_batch_jobs: bool = Field(
         default=True, description="Run (and resume) batch jobs in this process."
     )
@@ -96,6 +107,13 @@ class Settings(BaseSettings):
         default=False,
         description="Keep uploaded DICOM files in storage (they carry patient data); "
         "by default only derived pixels and heatmaps are kept.",
+    )
+    store_report_text: bool = Field(
+        default=False,
+        description="Keep report text in the database: each finding's evidence words and "
+        "sentence in label_results.mentions. Off by default: only labels, character offsets, "
+        "rule ids, sections and statuses are stored (the full report never is, only its "
+        "SHA-256). API responses always include the evidence text for the caller.",
     )
     log_patient_data: bool = Field(
         default=False, description="Allow identifying tags (UIDs, accession) in logs."

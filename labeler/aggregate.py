@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import replace
 
-from labeler.schema import Label, Mention, Status
+from labeler.labelsets import Implication
+from labeler.schema import Mention, Status
 
-__all__ = ["aggregate", "is_no_finding"]
+__all__ = ["aggregate", "implied", "is_no_finding"]
 
 # Any positive mention wins, then uncertain, then negative (Wang et al. 2017, Sec. 3.1;
 # the CheXpert labeler's aggregation).
 _RANK: dict[str, int] = {"absent": 0, "negative": 1, "uncertain": 2, "positive": 3}
 
 
-def aggregate(mentions: Iterable[Mention], labels: Sequence[Label]) -> dict[str, Status]:
+def aggregate(mentions: Iterable[Mention], labels: Sequence[str]) -> dict[str, Status]:
     """Combine mention verdicts into a status per label.
 
     Args:
@@ -23,7 +25,7 @@ def aggregate(mentions: Iterable[Mention], labels: Sequence[Label]) -> dict[str,
     Returns:
         {label name: "positive" | "uncertain" | "negative" | "absent"} for every label.
     """
-    out: dict[str, Status] = {lab.value: "absent" for lab in labels}
+    out: dict[str, Status] = {str(lab): "absent" for lab in labels}
     for m in mentions:
         current = out.get(m.label)
         if current is not None and _RANK[m.status] > _RANK[current]:
@@ -31,10 +33,35 @@ def aggregate(mentions: Iterable[Mention], labels: Sequence[Label]) -> dict[str,
     return out
 
 
-def is_no_finding(mentions: Iterable[Mention]) -> bool:
+def is_no_finding(mentions: Iterable[Mention], ignore: Collection[str] = ()) -> bool:
     """True when no finding of any kind is positive or uncertain.
 
-    Every mention counts: the 14 labels, whatever the label set, and the
-    `Other` findings of the vocabulary (fracture, granuloma, scoliosis...).
+    Every mention counts: the vocabulary's labels, whatever the label set, and
+    its `Other` findings (fracture, granuloma, scoliosis...), except the labels
+    in `ignore` (CheXpert: Support Devices).
     """
-    return not any(m.status in ("positive", "uncertain") for m in mentions)
+    return not any(
+        m.status in ("positive", "uncertain") and m.label not in ignore for m in mentions
+    )
+
+
+def implied(mentions: Iterable[Mention], implies: Sequence[Implication]) -> list[Mention]:
+    """Mentions implied by others: a positive or uncertain "CHF" also makes
+    Cardiomegaly uncertain in CheXpert mode (the label set's `implies`).
+
+    Returns:
+        Copies of the implying mentions, relabelled, with rule `implies.<label>`.
+    """
+    if not implies:
+        return []
+    out = []
+    for m in mentions:
+        if m.status == "negative":
+            continue
+        text = " ".join(m.text.lower().split())
+        for imp in implies:
+            if text in imp.phrases:
+                out.append(
+                    replace(m, label=imp.label, status=imp.status, rule=f"implies.{imp.label}")
+                )
+    return out

@@ -35,7 +35,7 @@ from spacy.util import filter_spans
 
 from labeler.errors import PatternFileError
 from labeler.schema import ATTRIBUTE_KEYS
-from labeler.vocabulary import _read_yaml
+from labeler.vocabulary import read_pattern_file
 
 __all__ = [
     "ATTRIBUTE_KEYS",
@@ -146,7 +146,7 @@ def load_attribute_rules(name: str = "attributes.v1") -> AttributeRules:
         PatternFileError: the file is missing, or a term is malformed or sets an
             unknown attribute or value.
     """
-    name, data = _read_yaml(name)
+    name, data = read_pattern_file(name)
     order = tuple(str(s) for s in data.get("severity_order", ()))
     if not order:
         raise PatternFileError(f"{name}: severity_order must list the severities, mildest first")

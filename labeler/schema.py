@@ -79,9 +79,10 @@ class Mention:
     """One concept mention found in a report, with its verdict.
 
     `start`/`end` are character offsets into the original report text, so
-    `text == report[start:end]`. `rule` is the id of the rule that decided the
-    status (or None for a plain positive); `negex` is negspacy's verdict
-    ("negated" / "affirmed"), or None when negspacy did not run.
+    `text == report[start:end]`. `rule` is the id of the rule (or statement)
+    that decided the status (None for a plain positive), `cue` the cue words
+    that fired it; `negex` is negspacy's verdict ("negated" / "affirmed"), or
+    None when negspacy did not run.
     """
 
     label: str
@@ -93,6 +94,7 @@ class Mention:
     rule: str | None = None
     negex: str | None = None
     section: str | None = None
+    cue: str | None = None
     #: where, how big, how many, changed: {"laterality": "left", "size_mm": 12.0, ...}
     attributes: dict[str, Any] = field(default_factory=dict)
     #: why each attribute: {"attribute", "value", "rule", "start", "end"} (report offsets)
@@ -131,6 +133,7 @@ class ReportLabels:
                     "rule": m.rule,
                     "negex": m.negex,
                     "section": m.section,
+                    "cue": m.cue,
                     "attributes": m.attributes,
                     "attribute_evidence": m.attribute_evidence,
                 }

@@ -15,17 +15,21 @@ from typing import Any, Literal
 import yaml
 
 from labeler.errors import PatternFileError
-from labeler.schema import Label
 
 __all__ = [
     "OTHER_LABEL",
     "ConceptSet",
+    "Profile",
     "Rule",
     "RuleSet",
     "SectionSet",
+    "Statement",
     "load_concepts",
+    "load_profile",
     "load_rules",
     "load_sections",
+    "load_statements",
+    "read_pattern_file",
 ]
 
 #: Label given to mentions of findings outside the 14 (they only decide No Finding).
@@ -33,7 +37,7 @@ OTHER_LABEL = "Other"
 
 _PATTERN_DIR = Path(__file__).resolve().parent / "patterns"
 
-Scope = Literal["cue", "head", "list"]
+Scope = Literal["cue", "head", "list", "field"]
 
 
 @dataclass(frozen=True)
@@ -44,14 +48,21 @@ class Concept:
     phrases: tuple[str, ...]
     patterns: tuple[tuple[dict[str, Any], ...], ...] = ()
     exclude: tuple[str, ...] = ()
+    #: phrases that are at most an uncertain mention ("vascular congestion" for Edema)
+    hedged: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class ConceptSet:
-    """All concepts of a vocabulary file, the 14 labels plus `Other`."""
+    """All concepts of a vocabulary file: its labels plus `Other`."""
 
     name: str
     concepts: tuple[Concept, ...]
+
+    @property
+    def labels(self) -> frozenset[str]:
+        """The label names the file defines (without `Other`)."""
+        return frozenset(c.label for c in self.concepts if c.label != OTHER_LABEL)
 
 
 @dataclass(frozen=True)
@@ -95,7 +106,8 @@ class SectionSet:
     wrap_words: frozenset[str] = field(default_factory=frozenset)
 
 
-def _read_yaml(name: str) -> tuple[str, dict[str, Any]]:
+def read_pattern_file(name: str) -> tuple[str, dict[str, Any]]:
+    """Read a packaged pattern file by name, or a YAML file by path: (name, mapping)."""
     if name.endswith((".yaml", ".yml")):
         path = Path(name)
         if not path.is_file():
@@ -148,30 +160,25 @@ def _phrases(values: Any, where: str) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=8)
-def load_concepts(name: str = "concepts.v1") -> ConceptSet:
-    """Load a concept vocabulary.
+def load_concepts(name: str = "concepts.v1", profile: str | None = None) -> ConceptSet:
+    """Load a concept vocabulary, with a site profile's synonyms and abbreviations.
 
     Args:
         name: packaged set name (`concepts.v1`) or a path to a YAML file.
+        profile: path to a site profile (see `load_profile`), or None.
 
     Returns:
-        The concepts of the 14 labels (every label must be present) and `Other`.
+        The concepts of the file's labels and `Other`.
 
     Raises:
-        PatternFileError: the file is missing, malformed or lacks a label.
+        PatternFileError: the file is missing or malformed, or a profile names
+            a label the file lacks.
     """
-    name, data = _read_yaml(name)
+    name, data = read_pattern_file(name)
     labels = data.get("labels")
-    if not isinstance(labels, dict):
+    if not isinstance(labels, dict) or not labels:
         raise PatternFileError(f"{name}: missing `labels:` mapping")
-    known = {lab.value for lab in Label}
-    unknown = set(labels) - known
-    missing = known - set(labels)
-    if unknown or missing:
-        raise PatternFileError(
-            f"{name}: labels must be exactly the 14 ChestX-ray14 names; "
-            f"unknown {sorted(unknown)}, missing {sorted(missing)}"
-        )
+    extra = load_profile(profile).synonyms_for(labels) if profile else {}
     concepts = []
     for label, body in [*labels.items(), (OTHER_LABEL, data.get("other") or {})]:
         if not isinstance(body, dict):
@@ -179,12 +186,14 @@ def load_concepts(name: str = "concepts.v1") -> ConceptSet:
         patterns = body.get("patterns") or []
         if not isinstance(patterns, list) or not all(isinstance(p, list) for p in patterns):
             raise PatternFileError(f"{name}: {label}.patterns must be a list of token patterns")
+        phrases = [*(body.get("phrases") or []), *extra.get(label, ())]
         concepts.append(
             Concept(
-                label=label,
-                phrases=_phrases(body.get("phrases"), f"{name}: {label}.phrases"),
+                label=str(label),
+                phrases=_phrases(phrases, f"{name}: {label}.phrases"),
                 patterns=tuple(tuple(p) for p in patterns),
                 exclude=_phrases(body.get("exclude"), f"{name}: {label}.exclude"),
+                hedged=_phrases(body.get("hedged"), f"{name}: {label}.hedged"),
             )
         )
     return ConceptSet(name=name, concepts=tuple(concepts))
@@ -204,7 +213,7 @@ def load_rules(name: str = "rules.v1") -> RuleSet:
         PatternFileError: the file is missing or a rule is malformed (the
             message names the rule id and the field).
     """
-    name, data = _read_yaml(name)
+    name, data = read_pattern_file(name)
     arcs = data.get("arcs") or {}
     raw = data.get("rules")
     if not isinstance(raw, list):
@@ -225,9 +234,9 @@ def load_rules(name: str = "rules.v1") -> RuleSet:
                 "expected positive, negative or uncertain"
             )
         scope = r.get("scope")
-        if scope not in ("cue", "head", "list"):
+        if scope not in ("cue", "head", "list", "field"):
             raise PatternFileError(
-                f"{name}: rule {rid!r} has scope {scope!r}; expected cue, head or list"
+                f"{name}: rule {rid!r} has scope {scope!r}; expected cue, head, list or field"
             )
         via: set[str] = set()
         for v in r.get("via") or []:
@@ -264,11 +273,12 @@ def load_rules(name: str = "rules.v1") -> RuleSet:
 
 
 @functools.lru_cache(maxsize=8)
-def load_sections(name: str = "sections.v1") -> SectionSet:
-    """Load a section header set.
+def load_sections(name: str = "sections.v1", profile: str | None = None) -> SectionSet:
+    """Load a section header set, with a site profile's extra headers.
 
     Args:
         name: packaged set name (`sections.v1`) or a path to a YAML file.
+        profile: path to a site profile (see `load_profile`), or None.
 
     Returns:
         Header variants per canonical section name.
@@ -276,21 +286,160 @@ def load_sections(name: str = "sections.v1") -> SectionSet:
     Raises:
         PatternFileError: the file is missing or malformed.
     """
-    name, data = _read_yaml(name)
+    name, data = read_pattern_file(name)
     headers = data.get("headers")
     if not isinstance(headers, dict):
         raise PatternFileError(f"{name}: missing `headers:` mapping")
+    merged: dict[str, list[Any]] = {str(k).lower(): list(v or []) for k, v in headers.items()}
+    if profile:
+        for section, extra in load_profile(profile).sections.items():
+            if section not in merged:
+                raise PatternFileError(
+                    f"profile {profile!r}: unknown section {section!r}; "
+                    f"expected one of {', '.join(sorted(merged))}"
+                )
+            merged[section].extend(extra)
     parsed = {
-        str(k).lower(): tuple(" ".join(str(v).lower().split()) for v in vals)
-        for k, vals in headers.items()
+        k: tuple(" ".join(str(v).lower().split()) for v in vals) for k, vals in merged.items()
     }
     label_sections = frozenset(str(s).lower() for s in data.get("label_sections") or ())
     if not label_sections <= set(parsed):
         raise PatternFileError(f"{name}: label_sections must name sections under `headers:`")
     return SectionSet(
-        name=name,
+        name=name if not profile else f"{name}+{profile}",
         headers=parsed,
         label_sections=label_sections,
         never_label=frozenset(str(s).lower() for s in data.get("never_label") or ()),
         wrap_words=frozenset(str(w).lower() for w in data.get("wrap_words") or ()),
+    )
+
+
+@dataclass(frozen=True)
+class Statement:
+    """An explicit statement ("heart size is normal") and the labels it decides."""
+
+    id: str
+    status: Literal["positive", "negative", "uncertain"]
+    labels: tuple[str, ...]
+    patterns: tuple[tuple[dict[str, Any], ...], ...]
+
+
+@functools.lru_cache(maxsize=8)
+def load_statements(name: str) -> tuple[Statement, ...]:
+    """Load a statement file: normal (or stable, borderline...) statements as data.
+
+    Args:
+        name: packaged set name (`statements.v1`) or a path to a YAML file.
+
+    Returns:
+        The statements in file order.
+
+    Raises:
+        PatternFileError: the file is missing or a statement is malformed.
+    """
+    name, data = read_pattern_file(name)
+    raw = data.get("statements")
+    if not isinstance(raw, list):
+        raise PatternFileError(f"{name}: missing `statements:` list")
+    out: list[Statement] = []
+    for i, st in enumerate(raw):
+        if not isinstance(st, dict) or not isinstance(st.get("id"), str):
+            raise PatternFileError(f"{name}: statement #{i} needs a string `id`")
+        sid = st["id"]
+        status = st.get("status", "negative")
+        if status not in ("positive", "negative", "uncertain"):
+            raise PatternFileError(f"{name}: statement {sid!r} has status {status!r}")
+        labels = st.get("labels")
+        patterns = st.get("patterns")
+        if (
+            not isinstance(labels, list)
+            or not labels
+            or not all(isinstance(x, str) for x in labels)
+        ):
+            raise PatternFileError(f"{name}: statement {sid!r} needs `labels:`, a list of names")
+        if not isinstance(patterns, list) or not all(isinstance(p, list) for p in patterns):
+            raise PatternFileError(f"{name}: statement {sid!r} needs `patterns:` (token patterns)")
+        out.append(Statement(sid, status, tuple(labels), tuple(tuple(p) for p in patterns)))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A site profile: extra section headers, synonyms and abbreviations (data only)."""
+
+    name: str
+    sections: dict[str, tuple[str, ...]]
+    synonyms: dict[str, tuple[str, ...]]
+    abbreviations: dict[str, str]
+
+    def synonyms_for(self, labels: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+        """Extra phrases per label of a concept file: synonyms, then abbreviations.
+
+        An abbreviation joins every label whose phrases hold its expansion.
+
+        Raises:
+            PatternFileError: a synonym names a label the file lacks, or an
+                abbreviation expands to no label's phrase.
+        """
+        unknown = sorted(set(self.synonyms) - set(labels))
+        if unknown:
+            raise PatternFileError(
+                f"profile {self.name!r}: synonyms for unknown label(s) {unknown}; "
+                f"labels are {', '.join(labels)}"
+            )
+        out = {k: list(v) for k, v in self.synonyms.items()}
+        for abbr, expansion in self.abbreviations.items():
+            owners = [
+                lab
+                for lab, body in labels.items()
+                if isinstance(body, dict)
+                and expansion
+                in {" ".join(str(p).lower().split()) for p in body.get("phrases") or []}
+            ]
+            if not owners:
+                raise PatternFileError(
+                    f"profile {self.name!r}: abbreviation {abbr!r} expands to {expansion!r}, "
+                    "which is no label's phrase; list it under `synonyms:` instead"
+                )
+            for lab in owners:
+                out.setdefault(lab, []).append(abbr)
+        return {k: tuple(v) for k, v in out.items()}
+
+
+@functools.lru_cache(maxsize=8)
+def load_profile(path: str) -> Profile:
+    """Load a site profile YAML file.
+
+    The file may hold `sections:` ({canonical section: [extra headers]}),
+    `synonyms:` ({label: [extra phrases]}) and `abbreviations:`
+    ({abbreviation: expansion}, the expansion being a phrase of some label).
+
+    Raises:
+        PatternFileError: the file is missing or malformed.
+    """
+    if not path.endswith((".yaml", ".yml")):
+        raise PatternFileError(f"profile {path!r} must be a .yaml file")
+    name, data = read_pattern_file(path)
+
+    def mapping_of_lists(key: str) -> dict[str, tuple[str, ...]]:
+        value = data.get(key) or {}
+        if not isinstance(value, dict) or not all(
+            isinstance(v, list) and all(isinstance(x, str) for x in v) for v in value.values()
+        ):
+            raise PatternFileError(f"profile {name!r}: `{key}:` must map names to lists of text")
+        return {str(k).lower() if key == "sections" else str(k): tuple(v) for k, v in value.items()}
+
+    abbreviations = data.get("abbreviations") or {}
+    if not isinstance(abbreviations, dict) or not all(
+        isinstance(v, str) for v in abbreviations.values()
+    ):
+        raise PatternFileError(f"profile {name!r}: `abbreviations:` must map text to text")
+    return Profile(
+        name=name,
+        sections=mapping_of_lists("sections"),
+        synonyms=mapping_of_lists("synonyms"),
+        abbreviations={
+            " ".join(str(k).lower().split()): " ".join(v.lower().split())
+            for k, v in abbreviations.items()
+        },
     )

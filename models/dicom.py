@@ -187,12 +187,16 @@ def _open(source: Source) -> BinaryIO | str:
     return source
 
 
-def _check_deflate(name: str, fp: BinaryIO | str) -> None:
-    """Refuse a deflated dataset that inflates beyond `MAX_INFLATED_BYTES` (a deflate bomb).
+def _check_deflate(name: str, fp: BinaryIO | str, max_pixels: int | None) -> None:
+    """Refuse a deflated dataset that inflates beyond `MAX_INFLATED_BYTES` (a deflate bomb),
+    or beyond what `max_pixels` pixels of 16-bit RGB could need.
 
     pydicom inflates the whole dataset in one `zlib.decompress` call, so the check streams
     the inflation first, with bounded output, and stops at the limit.
     """
+    limit = MAX_INFLATED_BYTES
+    if max_pixels is not None:
+        limit = min(limit, max_pixels * 6 + (16 << 20))
     f = open(fp, "rb") if isinstance(fp, str) else fp  # noqa: SIM115 - closed below
     start = 0 if isinstance(fp, str) else f.tell()
     try:
@@ -210,10 +214,10 @@ def _check_deflate(name: str, fp: BinaryIO | str) -> None:
             data = chunk
             while data:
                 total += len(inflater.decompress(data, 1 << 20))
-                if total > MAX_INFLATED_BYTES:
+                if total > limit:
                     raise ImageTooLargeError(
                         f"{name}: the deflate-compressed dataset inflates beyond "
-                        f"{MAX_INFLATED_BYTES >> 20} MiB (a deflate bomb?); re-export it "
+                        f"{limit >> 20} MiB (a deflate bomb?); re-export it "
                         "uncompressed"
                     )
                 data = inflater.unconsumed_tail
@@ -226,7 +230,7 @@ def _check_deflate(name: str, fp: BinaryIO | str) -> None:
             f.seek(start)
 
 
-def _dcmread(source: Source, **kwargs: Any) -> Any:
+def _dcmread(source: Source, max_pixels: int | None = None, **kwargs: Any) -> Any:
     """Parse a dataset; accept files without the 128-byte preamble only if they look like DICOM.
 
     Call inside `reading(name)`: pydicom's own exceptions are mapped there.
@@ -236,7 +240,7 @@ def _dcmread(source: Source, **kwargs: Any) -> Any:
 
     name = _name(source)
     fp = _open(source)
-    _check_deflate(name, fp)
+    _check_deflate(name, fp, max_pixels)
     start = fp.tell() if not isinstance(fp, str) else 0
     try:
         return pydicom.dcmread(fp, **kwargs)
@@ -413,7 +417,7 @@ def read_dicom(
 def _read_dicom(
     name: str, source: Source, accepted_modalities: frozenset[str], max_pixels: int | None
 ) -> DicomImage:
-    ds = _dcmread(source)
+    ds = _dcmread(source, max_pixels)
     meta = _meta(name, ds)
     modality = (meta.modality or "").upper()
     if modality not in accepted_modalities:

@@ -38,7 +38,13 @@ def describe_error(exc: BaseException, path: Path, key: str) -> str:
     if isinstance(exc, ImageError | OSError):
         return message
     # A decoder's own exception (zlib.error, TypeError, ...) escaped the reader: name it.
-    return f"{key}: unexpected {type(exc).__name__} while reading: {message}"
+    kind = type(exc)
+    name = (
+        kind.__qualname__
+        if kind.__module__ == "builtins"
+        else f"{kind.__module__}.{kind.__qualname__}"
+    )
+    return f"{key}: unexpected {name} while reading: {message}"
 
 
 def classify_file(path: Path, key: str) -> SourceItem:

@@ -1,8 +1,9 @@
 """SQLAlchemy 2 models: studies, images, reports, label results, predictions, batch jobs.
 
-Identifying data policy: no patient name, ID or birth date is stored. Report
-text is stored as a SHA-256 only; images keep their DICOM UIDs (needed to echo
-results back to a PACS) and content hash.
+Identifying data policy: no patient name, ID or birth date is stored. A report
+is stored as its SHA-256; its mentions keep labels, offsets and rule ids, and their
+words and sentences only with CXR_STORE_REPORT_TEXT. Images keep their DICOM UIDs
+(needed to echo results back to a PACS) and content hash.
 """
 
 from __future__ import annotations

@@ -22,7 +22,16 @@ from app.archive import check_zip
 from app.batch.results import result_line
 from app.db.models import BatchJob
 from app.deps import AppState, SessionDep, StateDep
-from app.errors import BatchSourceError, NotFound, ServiceError, UnsupportedMediaType
+from app.errors import (
+    BatchSourceError,
+    BatchSourceNotFound,
+    InvalidBodyEncoding,
+    NotFound,
+    ServiceError,
+    UnsupportedMediaType,
+    scrub_paths,
+    server_folders,
+)
 from app.schemas import BatchCreate, BatchRead, ErrorRead
 
 router = APIRouter(tags=["batches"])
@@ -41,7 +50,8 @@ def resolve_in_roots(raw: str, roots: list[Path], *, want_dir: bool) -> Path:
     Symbolic links are resolved first, so a link cannot lead out of a root.
 
     Raises:
-        BatchSourceError: no roots configured, path outside them, or not found.
+        BatchSourceError: no roots configured, or the path is outside them (403).
+        BatchSourceNotFound: inside the roots, but no such folder or file (404).
     """
     if not roots:
         raise BatchSourceError(
@@ -62,7 +72,7 @@ def resolve_in_roots(raw: str, roots: list[Path], *, want_dir: bool) -> Path:
     if not inside:
         raise BatchSourceError(f"{raw!r} is outside the configured batch roots (CXR_BATCH_ROOTS)")
     kind = "folder" if want_dir else "file"
-    raise BatchSourceError(f"{raw!r}: no such {kind} inside the batch roots")
+    raise BatchSourceNotFound(f"{raw!r}: no such {kind} inside the batch roots")
 
 
 def batch_read(job: BatchJob, counts: dict[str, int], state: AppState) -> BatchRead:
@@ -82,7 +92,7 @@ def batch_read(job: BatchJob, counts: dict[str, int], state: AppState) -> BatchR
         progress=round(finished / total, 4) if total else (1.0 if job.state == "done" else 0.0),
         model=f"{card.get('name')} {card.get('version')}" if card else None,
         demo=bool(card.get("demo", False)),
-        error=job.error,
+        error=scrub_paths(job.error, server_folders(state.settings)),
         created_at=job.created_at,
         started_at=job.started_at,
         finished_at=job.finished_at,
@@ -129,6 +139,8 @@ _OPENAPI_BODY: dict[str, Any] = {
     openapi_extra=_OPENAPI_BODY,
     responses={
         403: {"model": ErrorRead, "description": "Path outside CXR_BATCH_ROOTS."},
+        404: {"model": ErrorRead, "description": "No such folder or file inside the roots."},
+        415: {"model": ErrorRead, "description": "Neither JSON nor multipart."},
         413: {"model": ErrorRead, "description": "Zip over CXR_MAX_BATCH_UPLOAD_MB."},
         422: {"model": ErrorRead, "description": "Unsafe zip (traversal, links, bomb)."},
     },
@@ -146,8 +158,13 @@ async def create_batch(request: Request, response: Response, state: StateDep) ->
     job_id = str(uuid.uuid4())
     settings = state.settings
     if content_type == "application/json":
+        raw = await request.body()
         try:
-            body = BatchCreate.model_validate_json(await request.body())
+            raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidBodyEncoding.from_decode_error(exc) from None
+        try:
+            body = BatchCreate.model_validate_json(raw)
         except ValidationError as exc:
             errors = [{k: e[k] for k in ("loc", "msg", "type")} for e in exc.errors()]
             raise BadBatchRequest(json.dumps(errors)) from None
@@ -332,9 +349,12 @@ def get_batch_results(
     labels = [label.value for label in CHESTXRAY14]
 
     def lines() -> Iterator[dict[str, Any]]:
+        folders = server_folders(state.settings)  # no server paths in errors (issue 7)
         with state.sessions() as session:
             for item in crud.iter_batch_items(session, job_id):
-                yield result_line(item.path, item.state, item.result, item.error)
+                yield result_line(
+                    item.path, item.state, item.result, scrub_paths(item.error, folders)
+                )
 
     def jsonl() -> Iterator[bytes]:
         for line in lines():

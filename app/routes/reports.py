@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import hashlib
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends, Request
 
 from app import crud
 from app.deps import MetricsDep, NlpDep, SessionDep, SettingsDep
-from app.errors import ServiceError
+from app.errors import ServiceError, UnsupportedMediaType
 from app.schemas import (
     ErrorRead,
     ReportBatchCreate,
@@ -17,7 +17,18 @@ from app.schemas import (
     ReportLabelsRead,
 )
 
-router = APIRouter(tags=["reports"])
+
+def require_json(request: Request) -> None:
+    """415 for a body sent as anything but JSON (FastAPI would answer a vague 422)."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/json" and not content_type.endswith("+json"):
+        raise UnsupportedMediaType(
+            f"Content-Type {content_type or 'missing'!r}: send the report as JSON "
+            '(Content-Type: application/json, body {"text": "..."} or {"reports": [...]})'
+        )
+
+
+router = APIRouter(tags=["reports"], dependencies=[Depends(require_json)])
 
 
 class TooManyReports(ServiceError):
@@ -47,7 +58,10 @@ def label_reports(
 
     Send `{"text": ...}` for one report (errors answer 422), or `{"reports": [...]}`
     for up to CXR_MAX_REPORTS_PER_REQUEST reports (a bad report gets `error` set,
-    the others are labeled). Report text is not stored, only its SHA-256.
+    the others are labeled). The response includes each finding's evidence (words,
+    sentence, offsets). The service stores the labels, offsets and rule ids with the
+    report's SHA-256; the evidence words and sentences only with
+    CXR_STORE_REPORT_TEXT=true, the full text never. Report text is never logged.
     """
     version = labeler.version
     if isinstance(body, ReportCreate):
@@ -57,6 +71,7 @@ def label_reports(
             [(result, _sha(body.text), body.study_instance_uid)],
             labeler_version=version,
             source="api",
+            store_text=settings.store_report_text,
         )
         metrics.reports.labels("api").inc()
         return ReportLabelsRead(**result.to_dict(), labeler_version=version)
@@ -75,6 +90,7 @@ def label_reports(
         ],
         labeler_version=version,
         source="api",
+        store_text=settings.store_report_text,
     )
     metrics.reports.labels("api").inc(len(results))
     return ReportBatchRead(

@@ -174,3 +174,54 @@ def wait_for_job(client: TestClient, job_id: str, timeout: float = 60.0) -> dict
         if body["state"] in ("done", "failed") or time.monotonic() > deadline:
             return body
         time.sleep(0.1)
+
+
+# --- poisoned exports (issue 7 item 2) ---------------------------------------------------
+
+
+def corrupt_deflate_bytes() -> bytes:
+    """A DX in Deflated Explicit VR Little Endian whose deflate stream is garbage."""
+    from pydicom.uid import DeflatedExplicitVRLittleEndian
+
+    ds = build_dataset(pixels=chest_pixels())
+    ds.file_meta.TransferSyntaxUID = DeflatedExplicitVRLittleEndian
+    data = to_bytes(ds)
+    meta_end = 144 + int.from_bytes(data[140:144], "little")  # after (0002,0000)'s group
+    garbled = bytes(b ^ 0x5A for b in data[meta_end : meta_end + 40])
+    return data[:meta_end] + garbled + data[meta_end + 40 :]
+
+
+def zero_bit_voi_lut_bytes() -> bytes:
+    """A DX whose VOI LUT Sequence has a LUT Descriptor giving 0 bits per entry."""
+    ds = build_dataset(pixels=chest_pixels())
+    item = Dataset()
+    item.LUTDescriptor = [0, 0, 0]
+    item.add_new(0x00283006, "US", [0, 0, 0, 0])  # LUT Data
+    ds.VOILUTSequence = [item]
+    return to_bytes(ds)
+
+
+def two_rows_bytes() -> bytes:
+    """A DX whose Rows element holds two values."""
+    ds = build_dataset(pixels=chest_pixels())
+    ds.Rows = [64, 64]
+    return to_bytes(ds)
+
+
+POISONED = {
+    "POISON/deflate.dcm": corrupt_deflate_bytes,
+    "POISON/voi_lut.dcm": zero_bit_voi_lut_bytes,
+    "POISON/two_rows.dcm": two_rows_bytes,
+}
+GOOD_BESIDE_POISON = ("POISON/good1.dcm", "POISON/good2.dcm")
+
+
+def build_poisoned_export(root: Path) -> Path:
+    """Three malformed DICOMs that once froze a job, between two good images (one chunk)."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "POISON").mkdir(exist_ok=True)
+    (root / GOOD_BESIDE_POISON[0]).write_bytes(dx_bytes(accession="G1"))
+    for rel, build in POISONED.items():
+        (root / rel).write_bytes(build())
+    (root / GOOD_BESIDE_POISON[1]).write_bytes(dx_bytes(accession="G2"))
+    return root

@@ -59,3 +59,34 @@ def test_archive_refuses_non_zip(tmp_path: Path) -> None:
     path.write_bytes(b"not a zip")
     with pytest.raises(UnsafeArchiveError, match="not a readable zip"):
         check_zip(path, LIMITS)
+
+
+@pytest.mark.issue(7)
+def test_archive_refuses_many_members_each_under_the_ratio_threshold(tmp_path: Path) -> None:
+    # Each member under 1 MiB skips the per-member ratio check; the archive as a whole
+    # expands ~1000-fold (issue 7 item 6: 512 such members wrote 514 MB from 578 KB).
+    limits = ZipLimits(max_total_bytes=2**30, max_ratio=200, max_members=1000)
+    bomb = _zip(tmp_path / "bomb.zip", {f"IM{i:03d}": b"\0" * (2**20 - 1) for i in range(40)})
+    with pytest.raises(UnsafeArchiveError, match="zip bomb"):
+        check_zip(bomb, limits)
+    assert not (tmp_path / "out").exists()
+
+
+def _lie_about_sizes(path: Path, size: int) -> None:
+    """Patch the uncompressed size in the local and central headers to `size`."""
+    data = bytearray(path.read_bytes())
+    for signature, offset in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
+        at = data.find(signature)
+        data[at + offset : at + offset + 4] = size.to_bytes(4, "little")
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.issue(7)
+def test_archive_extraction_does_not_trust_declared_sizes(tmp_path: Path) -> None:
+    path = _zip(tmp_path / "liar.zip", {"IM1": os.urandom(4096) * 64})  # 256 KiB
+    _lie_about_sizes(path, 1000)  # declares 1000 bytes
+    assert check_zip(path, LIMITS) == 1000
+    with pytest.raises(UnsafeArchiveError, match="IM1"):
+        extract_zip(path, tmp_path / "out", LIMITS)
+    written = sum(p.stat().st_size for p in (tmp_path / "out").rglob("*") if p.is_file())
+    assert written <= 1000

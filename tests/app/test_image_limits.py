@@ -149,3 +149,20 @@ def test_batch_job_fails_images_over_max_pixels_and_poisoned_files_with_reasons(
     assert "deflate" in by_path["deflate.dcm"]["error"]
     assert "0 bits per entry" in by_path["voi.dcm"]["error"]
     assert "holds 2 values" in by_path["rows.dcm"]["error"]
+
+
+@pytest.mark.issue(7)
+def test_cli_batch_max_pixels_fails_large_images_with_reason(tmp_path: Path) -> None:
+    from app.cli import main
+
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "good.dcm").write_bytes(dx_bytes())
+    (export / "wide.dcm").write_bytes(dx_bytes(pixels=chest_pixels(64, 128)))
+    out = tmp_path / "out.jsonl"
+    assert main(["batch", str(export), "-o", str(out), "--max-pixels", "5000"]) == 1
+    by_path = {r["path"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert by_path["good.dcm"]["state"] == "done"
+    assert by_path["wide.dcm"]["state"] == "failed"
+    assert "64x128 = 8,192 pixels; the limit is 5,000" in by_path["wide.dcm"]["error"]
+    assert main(["batch", str(export), "-o", str(out), "--max-pixels", "0"]) == 0

@@ -167,12 +167,20 @@ def test_batch_path_outside_roots_is_refused(
     outside.mkdir()
     (export_root / "link").symlink_to(outside)
     client = make_client(batch_roots=[export_root])
-    for path in ("../elsewhere", str(outside), "link", "/etc"):
+    # Outside the roots: 403 whether the path exists or not (nothing is revealed).
+    for path in ("../elsewhere", str(outside), "link", "/etc", "/no/such/dir", "../nope"):
         response = client.post("/v1/batches", json={"path": path})
         assert response.status_code == 403, path
         assert response.json()["error"] == "BatchSourceError"
-    missing = client.post("/v1/batches", json={"path": "nope"})
-    assert missing.status_code == 403 and "no such folder" in missing.json()["detail"]
+        assert "outside the configured batch roots" in response.json()["detail"]
+    # Inside the roots but missing: 404 (issue 7 item 9).
+    for path in ("nope", str(export_root / "nope"), "export1/../nope"):
+        missing = client.post("/v1/batches", json={"path": path})
+        assert missing.status_code == 404, path
+        assert missing.json()["error"] == "BatchSourceNotFound"
+        assert "no such folder" in missing.json()["detail"]
+    csv = client.post("/v1/batches", json={"path": "export1", "reports": "missing.csv"})
+    assert csv.status_code == 404 and "no such file" in csv.json()["detail"]
 
 
 def test_batch_server_paths_disabled_without_roots(client: TestClient) -> None:

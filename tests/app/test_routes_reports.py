@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, inspect, text
 
 REPORT = "FINDINGS: The heart is enlarged. No pneumothorax.\nIMPRESSION: Cardiomegaly."
 
@@ -78,3 +81,73 @@ def test_label_too_long_report_is_422(make_client: Callable[..., TestClient]) ->
     response = client.post("/v1/reports/label", json={"text": REPORT * 3})
     assert response.status_code == 422
     assert response.json()["error"] == "ReportTooLongError"
+
+
+# A name typed into a report, beside a finding, so it lands in the evidence sentence.
+PLANTED = "Quenfordby Xaltrimmer"
+NAMED_REPORT = (
+    f"FINDINGS: Patient {PLANTED} has a small left pleural effusion. Heart normal.\n"
+    "IMPRESSION: Effusion."
+)
+
+
+def _database_dump(client: TestClient) -> str:
+    """Every row of every table, as text (SQLite or PostgreSQL)."""
+    url = client.app.state.cxr.settings.resolved_database_url  # type: ignore[attr-defined]
+    engine = create_engine(url)
+    try:
+        tables = inspect(engine).get_table_names()
+        with engine.connect() as conn:
+            # str() of each value: a Row's repr truncates long strings.
+            return "\n".join(
+                " | ".join(str(value) for value in row)
+                for table in tables
+                for row in conn.execute(text(f'SELECT * FROM "{table}"')).all()
+            )
+    finally:
+        engine.dispose()
+
+
+def _label_named_reports(client: TestClient) -> dict[str, Any]:
+    one = client.post("/v1/reports/label", json={"id": "n1", "text": NAMED_REPORT})
+    many = client.post("/v1/reports/label", json={"reports": [{"id": "n2", "text": NAMED_REPORT}]})
+    assert one.status_code == 200 and many.status_code == 200, one.text + many.text
+    body: dict[str, Any] = one.json()
+    return body
+
+
+@pytest.mark.issue(7)
+def test_label_stores_no_report_text_by_default(
+    make_client: Callable[..., TestClient], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    client = make_client(model=False)
+    body = _label_named_reports(client)
+    # The caller gets its own evidence back...
+    mention = next(m for m in body["mentions"] if m["label"] == "Effusion")
+    assert PLANTED in mention["sentence"] and mention["text"]
+    # ...but the database, the storage folder and the logs hold none of the text.
+    dump = _database_dump(client)
+    fragments = (PLANTED, "Quenfordby", "pleural effusion", "Heart normal", mention["sentence"])
+    for fragment in fragments:
+        assert fragment not in dump
+    assert '"start"' in dump and '"rule"' in dump and '"Effusion"' in dump  # kept: offsets, rules
+    root = client.app.state.cxr.settings.storage_dir  # type: ignore[attr-defined]
+    for path in root.rglob("*"):
+        if path.is_file():
+            assert PLANTED.encode() not in path.read_bytes(), path
+    assert PLANTED not in caplog.text
+
+
+@pytest.mark.issue(7)
+def test_label_stores_evidence_text_when_enabled(
+    make_client: Callable[..., TestClient], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    client = make_client(model=False, store_report_text=True)
+    body = _label_named_reports(client)
+    mention = next(m for m in body["mentions"] if m["label"] == "Effusion")
+    dump = _database_dump(client)
+    assert PLANTED in dump and mention["sentence"] in dump
+    assert NAMED_REPORT not in dump  # the full report is never stored, only evidence
+    assert PLANTED not in caplog.text

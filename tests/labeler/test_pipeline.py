@@ -165,7 +165,7 @@ def test_report_labels_to_dict_shape(label: Callable[[str], ReportLabels]) -> No
     d = label(REPORT).to_dict()
     assert set(d) == {"id", "labels", "no_finding", "mentions", "findings"}
     assert set(d["mentions"][0]) == {
-        "label", "text", "start", "end", "sentence", "status", "rule", "negex", "section",
+        "label", "text", "start", "end", "sentence", "status", "rule", "negex", "section", "cue",
         "attributes", "attribute_evidence",
     }  # fmt: skip
 

@@ -39,6 +39,12 @@ FIRES: dict[str, list[tuple[str, str, str]]] = {
     "neg.no_longer": [
         ("The pneumothorax is no longer seen.", "Pneumothorax", "negative"),
     ],
+    "tmpl.field_none": [
+        ("Pneumothorax: none.", "Pneumothorax", "negative"),
+        ("Pleural effusion: not seen", "Effusion", "negative"),
+        ("EDEMA: ABSENT", "Edema", "negative"),
+        ("Pneumothorax: no.", "Pneumothorax", "negative"),
+    ],
     "neg.det": [
         ("No pneumothorax.", "Pneumothorax", "negative"),
         ("There is no evidence of pulmonary edema.", "Edema", "negative"),
@@ -107,6 +113,10 @@ FIRES: dict[str, list[tuple[str, str, str]]] = {
 
 # Sentences where the named rule must NOT decide the mention (scope limits).
 SPARED: dict[str, list[tuple[str, str, str]]] = {
+    "tmpl.field_none": [
+        ("Pneumothorax: small apical.", "Pneumothorax", "positive"),
+        ("Pleura: small left effusion.", "Effusion", "positive"),
+    ],
     "pseudo.no_change": [("No effusion.", "Effusion", "negative")],
     "unc.cannot_exclude": [("Small effusion. Cannot exclude edema.", "Effusion", "positive")],
     "unc.cannot_exclude_head": [("Edema is present.", "Edema", "positive")],

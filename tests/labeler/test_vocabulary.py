@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from labeler.errors import PatternFileError
+from labeler.labelsets import load_label_set
 from labeler.schema import Label, ReportLabels
 from labeler.vocabulary import load_concepts, load_rules, load_sections
 
@@ -88,11 +89,13 @@ def test_vocabulary_list_breakers_load_and_must_be_words(tmp_path: Path) -> None
         load_rules(str(path))
 
 
-def test_vocabulary_concepts_must_name_all_14_labels(tmp_path: Path) -> None:
-    path = tmp_path / "concepts.yaml"
-    path.write_text("labels:\n  Atelectasis: {phrases: [atelectasis]}\n")
-    with pytest.raises(PatternFileError, match="missing"):
-        load_concepts(str(path))
+def test_vocabulary_label_set_needs_every_label_in_its_concepts(tmp_path: Path) -> None:
+    concepts = tmp_path / "concepts.yaml"
+    concepts.write_text("labels:\n  Atelectasis: {phrases: [atelectasis]}\n")
+    labelset = tmp_path / "labels.yaml"
+    labelset.write_text(f"labels: [Atelectasis, Edema]\nfiles: {{concepts: {concepts}}}\n")
+    with pytest.raises(PatternFileError, match="lacks label"):
+        load_label_set(str(labelset))
 
 
 def test_vocabulary_sections_load() -> None:

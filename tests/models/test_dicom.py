@@ -312,6 +312,19 @@ def test_read_dicom_refuses_deflate_bomb(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 @pytest.mark.issue(7)
+def test_read_dicom_deflate_limit_follows_max_pixels(tmp_path: Path) -> None:
+    import zlib
+
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    bomb = compressor.compress(b"\0" * (24 << 20)) + compressor.flush()  # 24 MiB in ~24 KB
+    path = tmp_path / "bomb.dcm"
+    path.write_bytes(file_meta_bytes(DeflatedExplicitVRLittleEndian) + bomb)
+    # 1000 pixels of 16-bit RGB need 6 KB; the bound is that plus 16 MiB of header room.
+    with pytest.raises(ImageTooLargeError, match="inflates beyond 16 MiB"):
+        load_image(path, max_pixels=1000)
+
+
+@pytest.mark.issue(7)
 @pytest.mark.parametrize(
     ("elements", "message"),
     [

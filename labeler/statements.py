@@ -1,0 +1,65 @@
+"""Explicit statements ("heart size is normal", "stable cardiac silhouette") as mentions.
+
+A statement is not a finding word that rules negate: it states the finding's
+status by itself. Which labels it decides, and how, is data
+(`patterns/statements*.yaml`); each match gives one mention per label with
+the statement's id as its rule (issue 8, item 2).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from spacy.matcher import Matcher
+from spacy.tokens import Doc, Span
+from spacy.util import filter_spans
+from spacy.vocab import Vocab
+
+from labeler.vocabulary import Statement, load_statements
+
+__all__ = ["StatementMatch", "StatementMatcher"]
+
+
+class StatementMatch(NamedTuple):
+    """One label decided by a statement: character offsets in the doc's text."""
+
+    label: str
+    start: int
+    end: int
+    status: str
+    rule: str
+
+
+class StatementMatcher:
+    """Find the statements of a statement file in a tokenized doc (no parse needed).
+
+    Args:
+        vocab: the pipeline's vocab.
+        name: statement file name (`statements.v1`) or a path to a YAML file.
+        labels: the label set's labels; statements about other labels are dropped.
+    """
+
+    def __init__(self, vocab: Vocab, name: str, labels: frozenset[str]) -> None:
+        self.name = name
+        self.matcher = Matcher(vocab)
+        self.statements: dict[str, Statement] = {}
+        for st in load_statements(name):
+            kept = tuple(lab for lab in st.labels if lab in labels)
+            if kept and st.patterns:
+                self.statements[st.id] = Statement(st.id, st.status, kept, st.patterns)
+                self.matcher.add(st.id, [list(p) for p in st.patterns])
+        self._strings = vocab.strings
+
+    def find(self, doc: Doc) -> list[StatementMatch]:
+        """The statements in `doc`, longest match first where they overlap."""
+        if not self.statements:
+            return []
+        spans = [Span(doc, s, e, label=self._strings[mid]) for mid, s, e in self.matcher(doc)]
+        out: list[StatementMatch] = []
+        for span in sorted(filter_spans(spans), key=lambda sp: sp.start):
+            st = self.statements[span.label_]
+            out.extend(
+                StatementMatch(lab, span.start_char, span.end_char, st.status, st.id)
+                for lab in st.labels
+            )
+        return out

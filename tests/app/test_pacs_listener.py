@@ -1,0 +1,160 @@
+"""`cxr listen` (app/pacs/listener.py): a Storage SCP fed by a pynetdicom SCU on loopback."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pydicom
+import pytest
+from pynetdicom import AE
+from service_fixtures import (
+    CT_STORAGE,
+    GSPS_STORAGE,
+    build_dataset,
+    chest_pixels,
+    to_bytes,
+)
+
+from app.pacs.dicomweb import DicomwebClient, parse_multipart
+from app.pacs.listener import StoreListener
+
+pytestmark = pytest.mark.issue(10)
+
+
+def _send(port: int, datasets: list[pydicom.Dataset], *, ae_title: str = "MODALITY") -> list[int]:
+    """C-STORE each dataset; the statuses, or [] when the association is rejected."""
+    ae = AE(ae_title=ae_title)
+    for ds in datasets:
+        ae.add_requested_context(ds.SOPClassUID, ds.file_meta.TransferSyntaxUID)
+    assoc = ae.associate("127.0.0.1", port, ae_title="CXR")
+    if not assoc.is_established:
+        return []
+    try:
+        return [int(assoc.send_c_store(ds).Status) for ds in datasets]
+    finally:
+        assoc.release()
+
+
+def _reread(ds: pydicom.Dataset) -> pydicom.Dataset:
+    return pydicom.dcmread(io.BytesIO(to_bytes(ds)))
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture
+def make_listener(tmp_path: Path) -> Iterator[Any]:
+    started: list[StoreListener] = []
+
+    def make(predictor: Any, **kwargs: Any) -> StoreListener:
+        listener = StoreListener(predictor, out=tmp_path / "out.jsonl", **kwargs)
+        listener.start("127.0.0.1", 0)  # a free port
+        started.append(listener)
+        return listener
+
+    yield make
+    for listener in started:
+        listener.stop()
+
+
+def test_listener_predicts_images_and_skips_other_objects(
+    make_listener: Any, demo_predictor: Any, tmp_path: Path
+) -> None:
+    listener = make_listener(demo_predictor)
+    image = _reread(build_dataset(pixels=chest_pixels(64, 80)))
+    ct = _reread(build_dataset(pixels=chest_pixels(64, 64), modality="CT", sop_class=CT_STORAGE))
+    gsps = _reread(build_dataset(modality="PR", sop_class=GSPS_STORAGE))
+    assert _send(listener.port, [image, ct, gsps]) == [0, 0, 0]
+    assert _send(listener.port, [image]) == [0]  # sent again: not predicted twice
+    assert listener.wait_idle(30)
+
+    lines = {line["path"]: line for line in _lines(tmp_path / "out.jsonl")}
+    assert len(lines) == 3
+    done = lines[image.SOPInstanceUID]
+    assert done["state"] == "done" and done["kind"] == "image"
+    assert done["study_instance_uid"] == image.StudyInstanceUID
+    assert done["calling_ae"] == "MODALITY"
+    assert set(done["prediction"]["probabilities"]) == set(demo_predictor.labels)
+    assert done["demo"] is True and (done["rows"], done["columns"]) == (64, 80)
+    assert lines[ct.SOPInstanceUID]["state"] == "skipped"
+    assert "CT is not a projection radiograph" in lines[ct.SOPInstanceUID]["reason"]
+    assert lines[gsps.SOPInstanceUID]["state"] == "skipped"
+    assert "not an image" in lines[gsps.SOPInstanceUID]["reason"]
+    assert listener.counts["duplicate"] == 1
+    assert not list(listener.inbox.glob("*.dcm"))  # inbox emptied once recorded
+    text = (tmp_path / "out.jsonl").read_text()
+    assert "Doe" not in text and "MRN" not in text  # no patient name or ID in results
+
+
+def test_listener_records_an_undecodable_image_as_failed(
+    make_listener: Any, demo_predictor: Any, tmp_path: Path
+) -> None:
+    listener = make_listener(demo_predictor)
+    broken = _reread(build_dataset(pixels=chest_pixels(64, 64)))
+    broken.PixelData = broken.PixelData[:100]  # truncated pixel data
+    good = _reread(build_dataset(pixels=chest_pixels(64, 64)))
+    assert _send(listener.port, [broken, good]) == [0, 0]
+    assert listener.wait_idle(30)
+    lines = {line["path"]: line for line in _lines(tmp_path / "out.jsonl")}
+    assert lines[broken.SOPInstanceUID]["state"] == "failed"
+    assert lines[broken.SOPInstanceUID]["error"]
+    assert lines[good.SOPInstanceUID]["state"] == "done"
+
+
+def test_listener_allow_list_rejects_other_callers(
+    make_listener: Any, demo_predictor: Any, tmp_path: Path
+) -> None:
+    listener = make_listener(demo_predictor, allow_ae=["ORTHANC"])
+    image = _reread(build_dataset(pixels=chest_pixels(64, 64)))
+    assert _send(listener.port, [image], ae_title="INTRUDER") == []
+    assert _send(listener.port, [image], ae_title="ORTHANC") == [0]
+    assert listener.wait_idle(30)
+    assert [line["calling_ae"] for line in _lines(tmp_path / "out.jsonl")] == ["ORTHANC"]
+
+
+def test_listener_processes_its_inbox_after_a_restart(demo_predictor: Any, tmp_path: Path) -> None:
+    image = build_dataset(pixels=chest_pixels(64, 64))
+    inbox = tmp_path / "out.jsonl.inbox"
+    inbox.mkdir()
+    (inbox / f"{image.SOPInstanceUID}.dcm").write_bytes(to_bytes(image))  # left by a crash
+    listener = StoreListener(demo_predictor, out=tmp_path / "out.jsonl")
+    listener.start("127.0.0.1", 0)
+    try:
+        assert listener.wait_idle(30)
+    finally:
+        listener.stop()
+    [line] = _lines(tmp_path / "out.jsonl")
+    assert line["path"] == image.SOPInstanceUID and line["state"] == "done"
+    assert not list(inbox.glob("*.dcm"))
+
+
+def test_listener_forwards_sr_and_gsps_by_stow(
+    make_listener: Any, demo_predictor: Any, tmp_path: Path
+) -> None:
+    stored: list[pydicom.Dataset] = []
+
+    def stow(request: httpx.Request) -> httpx.Response:
+        assert request.method == "POST" and request.url.path == "/dicom-web/studies"
+        assert request.headers["authorization"].startswith("Bearer ")
+        for _, body in parse_multipart(request.headers["content-type"], request.content):
+            stored.append(pydicom.dcmread(io.BytesIO(body)))
+        refs = [{"00081155": {"vr": "UI", "Value": [d.SOPInstanceUID]}} for d in stored[-2:]]
+        return httpx.Response(200, json={"00081199": {"vr": "SQ", "Value": refs}})
+
+    client = DicomwebClient(
+        "http://pacs.test/dicom-web", token="t0k", transport=httpx.MockTransport(stow)
+    )
+    listener = make_listener(demo_predictor, forward=client)
+    image = _reread(build_dataset(pixels=chest_pixels(64, 64)))
+    assert _send(listener.port, [image]) == [0]
+    assert listener.wait_idle(30)
+    [line] = _lines(tmp_path / "out.jsonl")
+    assert [d.Modality for d in stored] == ["SR", "PR"]
+    assert all(d.StudyInstanceUID == image.StudyInstanceUID for d in stored)
+    assert line["pushed"] == [d.SOPInstanceUID for d in stored]
