@@ -475,7 +475,8 @@ function setupReport() {
 
 // --- Batches ---------------------------------------------------------------------------
 
-const batches = { timer: null, selected: null, lines: [] };
+const batches = { timer: null, selected: null, lines: [], loadedAt: 0 };
+const MAX_ROWS = 1000; // more rows are in the downloads
 
 function fmtTime(iso) {
   if (!iso) return "";
@@ -498,8 +499,10 @@ async function refreshJobs() {
   const selected = jobs.find((j) => j.id === batches.selected);
   if (selected && selected.state !== "queued") {
     // Results grow while the job runs; reload them while it does (and once when done).
-    if (running || batches.loadedState !== selected.state ||
-        batches.loadedCount !== selected.done + selected.skipped + selected.failed) {
+    const count = selected.done + selected.skipped + selected.failed;
+    const changed = batches.loadedState !== selected.state || batches.loadedCount !== count;
+    // While a job runs, its results are reloaded at most every 5 s (they can be long).
+    if (changed && (selected.state !== "running" || Date.now() - batches.loadedAt > 5000)) {
       loadResults(selected);
     }
   }
@@ -571,6 +574,7 @@ async function loadResults(job) {
   batches.lines = text.split("\n").filter((l) => l.trim()).map((l) => JSON.parse(l));
   batches.loadedState = job.state;
   batches.loadedCount = job.done + job.skipped + job.failed;
+  batches.loadedAt = Date.now();
   $("batch-results").hidden = false;
   $("batch-results-title").textContent = `Results of the job of ${fmtTime(job.created_at)} ` +
     `(${job.state})`;
@@ -600,13 +604,15 @@ function renderResults() {
     if (errorsOnly && !error && line.state !== "failed") continue;
     if (label && !modelPos.includes(label) && !reportPos.includes(label)) continue;
     shown += 1;
+    if (shown > MAX_ROWS) continue;
     tbody.append(el("tr", { "data-state": line.state },
       el("td", { text: line.path }), el("td", { text: line.state }),
       el("td", { text: line.kind || "" }), el("td", { text: modelPos.join(", ") }),
       el("td", { text: reportPos.join(", ") }),
       el("td", { class: error ? "err" : "", text: error || line.reason || "" })));
   }
-  $("filter-count").textContent = `${shown} of ${batches.lines.length} files`;
+  $("filter-count").textContent = `${shown} of ${batches.lines.length} files` +
+    (shown > MAX_ROWS ? ` (the first ${MAX_ROWS} shown; download for all)` : "");
 }
 
 async function startBatch(event) {
