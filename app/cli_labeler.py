@@ -104,7 +104,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             "with an id column and one column per label (1/0 or 1/0/-1/blank). A `No Finding` "
             "column, when both have it, is scored apart from the totals. A GOLD with the "
             "columns id, label, attribute, expected scores finding attributes instead "
-            "(accuracy per attribute; PRED must be `cxr label` JSONL)."
+            "(accuracy per attribute; PRED must be `cxr label` JSONL). With --labels chexpert "
+            "it also reports the CheXpert paper's metrics; a CheXpert CSV without ids pairs "
+            "by text: --id-column Reports --pred-id-column Reports."
         ),
     )
     e.add_argument("pred", help="predictions: cxr label JSONL, or CSV")
@@ -112,7 +114,18 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     e.add_argument("--id-column", default="id", help="id column of GOLD (default id)")
     e.add_argument("--pred-id-column", default="id", help="id column of a PRED CSV (default id)")
     e.add_argument(
-        "--labels", default="chestxray14", choices=["chestxray14", "chestxray8"], help="label set"
+        "--labels",
+        default="chestxray14",
+        metavar="SET",
+        help="label set: chestxray14 (default), chestxray8, chexpert, or a label set YAML file",
+    )
+    e.add_argument(
+        "--chexpert-metrics",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also report the CheXpert paper's F1 of mention, negation, uncertainty and "
+        "positive per label and macro (GOLD must code 1/0/-1/blank; default on with "
+        "--labels chexpert)",
     )
     e.add_argument(
         "--ignore",
@@ -306,12 +319,16 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     from labeler.errors import LabelerError
     from labeler.files import NO_FINDING, read_gold, read_predictions
-    from labeler.schema import labels_for
-    from labeler.scoring import format_table, score_labels
+    from labeler.labelsets import load_label_set
+    from labeler.scoring import format_chexpert_table, format_table, score_chexpert, score_labels
 
     if _is_attribute_gold(Path(args.gold)):
         return _evaluate_attributes(args)
-    names = [lab.value for lab in labels_for(args.labels)]
+    try:
+        label_set = load_label_set(args.labels)
+    except LabelerError as exc:
+        return _fail("evaluate-labels", str(exc))
+    names = list(label_set.labels)
     unknown = sorted(set(args.ignore) - set(names))
     if unknown:
         return _fail("evaluate-labels", f"--ignore: unknown label(s) {', '.join(unknown)}")
@@ -332,9 +349,17 @@ def _evaluate(args: argparse.Namespace) -> int:
         uncertain=args.uncertain,
     )
     sys.stdout.write(format_table(scores) + "\n")
+    report = scores.to_dict()
+    chexpert = args.chexpert_metrics
+    if chexpert is None:
+        chexpert = label_set.name == "chexpert"
+    if chexpert:
+        cx = score_chexpert(pred, gold, scored)
+        sys.stdout.write("\nCheXpert metrics (F1):\n" + format_chexpert_table(cx) + "\n")
+        report["chexpert"] = cx.to_dict()
     if args.output:
         try:
-            Path(args.output).write_text(json.dumps(scores.to_dict(), indent=2) + "\n")
+            Path(args.output).write_text(json.dumps(report, indent=2) + "\n")
         except OSError as exc:
             return _fail("evaluate-labels", f"cannot write {args.output}: {exc}")
     return _EXIT_OK

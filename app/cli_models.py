@@ -67,16 +67,29 @@ def _register_train(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--labels", help="chestxray14 (default), chestxray8, auto, or A,B,C")
     p.add_argument("--epochs", type=int)
     p.add_argument("--batch-size", type=int, help="micro-batch per device")
-    p.add_argument("--accum", type=int, help="micro-batches per optimizer step")
+    p.add_argument(
+        "--accum",
+        type=int,
+        help="micro-batches per optimizer step (default: effective batch 80, but at least "
+        "50 optimizer steps per epoch)",
+    )
     p.add_argument("--optimizer", choices=["sgd", "adamw"])
-    p.add_argument("--lr", type=float)
+    p.add_argument(
+        "--lr", type=float, help="peak learning rate (default: by optimizer and weights)"
+    )
+    p.add_argument("--warmup-fraction", type=float, help="warmup share of the run (0.05)")
     p.add_argument("--loss", choices=["weighted", "bce"])
     p.add_argument("--max-steps", type=int, help="stop after N optimizer steps")
     p.add_argument("--workers", type=int, help="DataLoader worker processes")
     p.add_argument("--threads", type=int, help="torch CPU threads")
     p.add_argument("--seed", type=int)
     p.add_argument("--device", help="auto (default), cpu, cuda, cuda:1")
-    p.add_argument("--cache-images", action="store_const", const=True, default=None)
+    p.add_argument(
+        "--cache-images",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="keep resized images in RAM (default: when they fit in 1 GiB)",
+    )
     p.add_argument("--compile", action="store_const", const=True, default=None)
     p.add_argument("--resume", action="store_const", const=True, default=None)
     p.add_argument(
@@ -101,6 +114,7 @@ def _train(args: argparse.Namespace) -> int:
             "data", "out", "arch", "image_size", "weights", "pooling", "lse_r", "pool_on",
             "output_stride", "body_stages",
             "transition_channels", "labels", "epochs", "batch_size", "accum", "optimizer", "lr",
+            "warmup_fraction",
             "loss", "max_steps", "workers", "threads", "seed", "device", "cache_images",
             "compile", "resume", "demo", "progress",
         )
@@ -118,6 +132,9 @@ def _train(args: argparse.Namespace) -> int:
         f"wrote {result.checkpoint} after {result.steps} steps; "
         f"validation mean AUC {val.get('mean_auc')}\n"
     )
+    for warning in result.warnings:
+        # Loud on purpose (issue 9): a model that did not learn must not pass unnoticed.
+        sys.stderr.write(f"\n*** WARNING: {warning} ***\n(also in the model card's warnings)\n")
     return 0
 
 
@@ -136,7 +153,12 @@ def _register_evaluate(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--boxes", help="BBox_List_2017.csv-format file of true boxes")
     p.add_argument("--split", default="test", choices=["train", "val", "test", "all"])
     p.add_argument("--seed", type=int, default=0, help="split seed (as used for training)")
-    p.add_argument("-o", "--output", help="write the JSON report here")
+    p.add_argument(
+        "-o",
+        "--output",
+        help="write the JSON report here, and beside it OUTPUT-stem.roc.png and "
+        "OUTPUT-stem.reliability.png",
+    )
     p.add_argument("--device", default="auto")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--workers", type=int, default=0)
@@ -156,6 +178,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         workers=args.workers,
         seed=args.seed,
         progress=sys.stderr.isatty(),
+        plots=Path(args.output).with_suffix("") if args.output else None,
     )
     sys.stdout.write(format_report(report) + "\n")
     if args.output:

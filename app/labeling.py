@@ -31,6 +31,13 @@ class ReportLabeler:
         named = [p for p in parts if isinstance(p, str) and p]
         return "+".join(named)[:64] or "unknown"
 
+    def explain(self, result: ReportLabels) -> dict[str, Any]:
+        """Why `result` got its labels: mentions, rules and cues, aggregation."""
+        from labeler.explain import explain
+        from labeler.labelsets import load_label_set
+
+        return explain(result, load_label_set(self.config.label_set))
+
     def label(self, text: str, report_id: str = "") -> ReportLabels:
         """Label one report.
 

@@ -65,6 +65,11 @@ class ReportCreate(BaseModel):
     study_instance_uid: str | None = Field(
         default=None, max_length=64, description="Links the report to a study."
     )
+    explain: bool = Field(
+        default=False,
+        description="Add an `explanation`: each mention, the rule and cue that fired, and "
+        "why each label got its status (as `cxr label --explain`).",
+    )
 
 
 class ReportBatchCreate(BaseModel):
@@ -108,6 +113,7 @@ class MentionRead(BaseModel):
     rule: str | None = None
     negex: str | None = None
     section: str | None = None
+    cue: str | None = Field(default=None, description="the cue words that fired `rule`")
     attributes: dict[str, Any] = Field(
         default_factory=dict,
         description="laterality, location (list), severity, size_mm, count, change; "
@@ -144,6 +150,9 @@ class ReportLabelsRead(BaseModel):
     )
     error: str | None = None
     labeler_version: str
+    explanation: dict[str, Any] | None = Field(
+        default=None, description="present when the request asked for `explain`"
+    )
 
 
 class ReportBatchRead(BaseModel):

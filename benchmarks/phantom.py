@@ -1,18 +1,25 @@
-"""Weak-localization benchmark on synthetic phantoms (CPU, a few minutes).
+"""Weak-localization benchmark on synthetic phantoms, with `cxr train`'s DEFAULTS (CPU).
 
-Generates chest phantoms with known lesion boxes (`cxr phantoms`), trains a ResNet-18
-ChestNet on IMAGE-LEVEL labels only, then scores the test split with the evaluator of
-`cxr evaluate`: per-label ROC AUC, and localization accuracy at T(IoBB) = 0.5 using
-boxes drawn from the class activation maps alone. Targets: mean AUC >= 0.95 and
-IoBB-0.5 accuracy >= 0.6. Leaves a demo checkpoint (model card demo=True) usable by
-`cxr serve --model` and `cxr predict`.
+Does what a new user would (issue 9):
 
-    python benchmarks/phantom.py                 # ~5 min on 2 CPU cores
-    python benchmarks/phantom.py --n 600 --epochs 3   # quick look
+    cxr phantoms ph --n 600 --seed 7
+    cxr train --data ph --out ckpt.pt --arch resnet18 --image-size 256 --weights none
+    cxr phantoms test --n 300 --seed 8
+    cxr evaluate --model ckpt.pt --data test --split all --boxes test/BBox_List.csv
 
-Setting: ResNet-18 body up to layer3 (stride 16: 12x12 maps at 192 px, a smaller
-receptive field than layer4), transition layer D=128, LSE pooling (r=10) of the class
-maps, weighted cross-entropy, AdamW, translation augmentation, no ImageNet weights.
+i.e. generates chest phantoms with known lesion boxes, trains a ResNet-18 ChestNet on
+IMAGE-LEVEL labels only with every other option at its default, then scores a FRESH
+phantom set: per-label ROC AUC, ECE before/after temperature scaling, and the paper's
+full localization table (accuracy and average false positives at T(IoBB) 0.1-0.9 and
+T(IoU) 0.1-0.7) using boxes drawn from the class activation maps alone.
+Targets: mean AUC >= 0.95, IoBB-0.5 accuracy >= 0.6 overall (issue 9 item 1), every
+label >= 0.6 and mean over labels >= 0.8 (item 2). Exit status 1 when a target is missed.
+
+    python benchmarks/phantom.py                       # the issue's run
+    python benchmarks/phantom.py --epochs 2 --n 200    # quick look (will miss targets)
+
+The checkpoint it leaves (model card demo: true, from the phantoms' synthetic marker) is
+usable by `cxr serve --model` and `cxr predict`.
 """
 
 from __future__ import annotations
@@ -35,20 +42,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--n", type=int, default=1600, help="phantoms to generate")
-    parser.add_argument("--size", type=int, default=192, help="phantom and model input side")
-    parser.add_argument("--epochs", type=int, default=8)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--n", type=int, default=600, help="training phantoms")
+    parser.add_argument("--test-n", type=int, default=300, help="fresh test phantoms")
+    parser.add_argument("--size", type=int, default=192, help="phantom side in pixels")
+    parser.add_argument("--image-size", type=int, default=256, help="model input side")
+    parser.add_argument("--epochs", type=int, help="default: cxr train's default")
+    parser.add_argument("--seed", type=int, default=7, help="training set seed (test: +1)")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--pooling", default="lse", choices=["lse", "avg", "max"])
-    parser.add_argument("--lse-r", type=float, default=10.0)
-    parser.add_argument("--pool-on", default="cams", choices=["cams", "features"])
-    parser.add_argument("--stages", type=int, default=3, choices=[3, 4], help="body stages")
-    parser.add_argument("--shift", type=float, default=0.12, help="translation augmentation")
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work", type=Path, default=REPO / "runs" / "phantom")
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "phantom_demo.pt")
+    parser.add_argument("--model", type=Path, help="skip training; evaluate this checkpoint")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--json", type=Path, help="also write the full report here")
     args = parser.parse_args()
@@ -62,69 +65,61 @@ def main() -> int:
 
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
-    data = write_phantom_dataset(args.work, n=args.n, seed=args.seed, size=args.size)
-    t1 = time.perf_counter()
-    cfg = load_train_config(
-        None,
-        data=str(data),
-        out=str(args.out),
-        arch="resnet18",
-        weights="none",
-        image_size=args.size,
-        output_stride=16,  # 12x12 maps at 192 px
-        body_stages=args.stages,
-        pooling=args.pooling,
-        lse_r=args.lse_r,
-        pool_on=args.pool_on,
-        aug_shift=args.shift,  # 8x8 maps at 128 px: fine enough to box a nodule
-        transition_channels=128,
-        labels="auto",
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        accum=1,
-        optimizer="adamw",
-        lr=args.lr,
-        weight_decay=1e-4,
-        warmup_steps=30,
-        workers=0,
-        cache_images=True,
-        threads=args.threads,
-        seed=args.seed,
-        device=args.device,
-        demo=True,
-        training_data=f"{args.n} synthetic phantoms ({args.size} px, seed {args.seed}), "
-        "image-level labels only",
+    data = write_phantom_dataset(args.work / "train", n=args.n, seed=args.seed, size=args.size)
+    test = write_phantom_dataset(
+        args.work / "test", n=args.test_n, seed=args.seed + 1, size=args.size
     )
-    result = train(cfg)
+    t1 = time.perf_counter()
+    checkpoint = args.model
+    rate = None
+    if checkpoint is None:
+        cfg = load_train_config(
+            None,
+            data=str(data),
+            out=str(args.out),
+            arch="resnet18",
+            image_size=args.image_size,
+            weights="none",
+            epochs=args.epochs,
+            device=args.device,
+            threads=args.threads,
+        )
+        result = train(cfg)
+        checkpoint, rate = result.checkpoint, result.metrics.get("train_images_per_s")
     t2 = time.perf_counter()
     report = evaluate_checkpoint(
-        result.checkpoint,
-        data,
-        split="test",
-        boxes=data / "BBox_List.csv",
-        device=args.device,
-        seed=args.seed,
+        checkpoint, test, split="all", boxes=test / "BBox_List.csv", device=args.device
     )
     t3 = time.perf_counter()
     _say(format_report(report))
     mean_auc = report["classification"]["mean_auc"]
-    acc = report["localization"]["iobb"]["0.5"]["acc"]
+    row = report["localization"]["iobb"]["0.5"]
+    per_label = {k: v["acc"] for k, v in row["per_label"].items()}
+    label_mean = sum(per_label.values()) / len(per_label)
+    cal = report["classification"]["calibration"]
     timing = {"generate_s": t1 - t0, "train_s": t2 - t1, "evaluate_s": t3 - t2}
     _say("")
     _say(
-        f"test images {report['classification']['n_images']}, "
-        f"boxes {report['localization']['n_boxes']}"
+        f"fresh test set: {report['classification']['n_images']} images, "
+        f"{report['localization']['n_boxes']} boxes; model demo={report['model']['demo']}"
     )
     _say(f"mean AUC {mean_auc:.3f} (target >= 0.95)")
-    _say(f"IoBB-0.5 localization accuracy {acc:.3f} (target >= 0.6)")
+    _say(f"ECE {cal['ece_before']} before, {cal['ece_after']} after temperature scaling")
+    _say(f"IoBB-0.5 accuracy {row['acc']:.3f} over all boxes (target >= 0.6)")
+    _say(
+        f"IoBB-0.5 accuracy per label {per_label}; mean over labels {label_mean:.3f} "
+        "(targets: each >= 0.6, mean >= 0.8)"
+    )
     _say(
         f"time: generate {timing['generate_s']:.0f}s, train {timing['train_s']:.0f}s "
-        f"({result.metrics.get('train_images_per_s')} img/s), evaluate {timing['evaluate_s']:.0f}s"
+        f"({rate} img/s), evaluate {timing['evaluate_s']:.0f}s"
     )
-    _say(f"demo checkpoint: {result.checkpoint}")
+    _say(f"checkpoint: {checkpoint}")
     if args.json:
         args.json.write_text(json.dumps({**report, "timing": timing}, indent=2) + "\n")
-    return 0 if mean_auc >= 0.95 and acc >= 0.6 else 1
+    ok = mean_auc >= 0.95 and row["acc"] >= 0.6
+    ok = ok and min(per_label.values()) >= 0.6 and label_mean >= 0.8
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -6,7 +6,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-__all__ = ["LabelScore", "Scores", "format_table", "score_labels"]
+__all__ = [
+    "CHEXPERT_TASKS",
+    "ChexpertScores",
+    "LabelScore",
+    "Scores",
+    "format_chexpert_table",
+    "format_table",
+    "score_chexpert",
+    "score_labels",
+]
 
 UncertainPolicy = Literal["negative", "positive"]
 
@@ -134,5 +143,99 @@ def format_table(scores: Scores) -> str:
     rows.append(
         f"{scores.n_reports} gold reports, {scores.missing_predictions} without prediction; "
         f"uncertain counted as {scores.uncertain}"
+    )
+    return "\n".join(rows)
+
+
+# --- the CheXpert paper's metrics (Irvin et al., AAAI 2019, Table 2) -----------------
+
+#: task -> the statuses that count as that task's class
+CHEXPERT_TASKS: dict[str, frozenset[str]] = {
+    "mention": frozenset({"positive", "negative", "uncertain"}),
+    "negation": frozenset({"negative"}),
+    "uncertainty": frozenset({"uncertain"}),
+    "positive": frozenset({"positive"}),
+}
+
+
+@dataclass(frozen=True)
+class ChexpertScores:
+    """F1 of mention, negation, uncertainty and positive per label, and their macro means.
+
+    A task's macro mean is over the labels where its F1 is defined (some gold
+    or predicted cases); `defined` says how many.
+    """
+
+    per_label: dict[str, dict[str, LabelScore]]
+    macro: dict[str, float]
+    defined: dict[str, int]
+    n_reports: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return asdict(self)
+
+
+def score_chexpert(
+    pred: Mapping[str, Mapping[str, str]],
+    gold: Mapping[str, Mapping[str, str]],
+    labels: Sequence[str],
+) -> ChexpertScores:
+    """Score statuses with the CheXpert paper's four tasks, each a binary F1 per label.
+
+    mention: any of positive / negative / uncertain vs blank; negation:
+    negative vs the rest; uncertainty: uncertain vs the rest; positive:
+    positive vs the rest. Every gold report counts (a missing prediction is blank).
+
+    Args:
+        pred: {report id: {label: status}}.
+        gold: {report id: {label: status}} read from 1 / 0 / -1 / blank.
+        labels: the labels scored (CheXpert: the 13 observations, No Finding apart).
+
+    Returns:
+        The scores.
+    """
+    per: dict[str, dict[str, LabelScore]] = {}
+    for lab in labels:
+        per[lab] = {}
+        for task, cls in CHEXPERT_TASKS.items():
+            tp = fp = fn = 0
+            for rid, g in gold.items():
+                y = g.get(lab, "absent") in cls
+                yhat = pred.get(rid, {}).get(lab, "absent") in cls
+                tp += y and yhat
+                fp += yhat and not y
+                fn += y and not yhat
+            per[lab][task] = _metrics(lab, tp, fp, fn)
+    macro: dict[str, float] = {}
+    defined: dict[str, int] = {}
+    for task in CHEXPERT_TASKS:
+        scores = [s[task] for s in per.values() if s[task].tp + s[task].fp + s[task].fn]
+        defined[task] = len(scores)
+        macro[task] = round(sum(s.f1 for s in scores) / len(scores), 4) if scores else 0.0
+    return ChexpertScores(per_label=per, macro=macro, defined=defined, n_reports=len(gold))
+
+
+def format_chexpert_table(scores: ChexpertScores) -> str:
+    """A fixed-width table: F1 per label and task (support in brackets), then the macro row."""
+    tasks = list(CHEXPERT_TASKS)
+    head = f"{'observation':<28}" + "".join(f"{t:>18}" for t in tasks)
+    rows = [head, "-" * len(head)]
+    for lab, s in scores.per_label.items():
+        cells = "".join(
+            f"{s[t].f1:>11.3f} ({s[t].support:>4d})"
+            if s[t].tp + s[t].fp + s[t].fn
+            else f"{'-':>18}"
+            for t in tasks
+        )
+        rows.append(f"{lab:<28}{cells}")
+    rows.append("-" * len(head))
+    rows.append(
+        f"{'macro':<28}"
+        + "".join(f"{scores.macro[t]:>11.3f} ({scores.defined[t]:>2d} lb)" for t in tasks)
+    )
+    rows.append(
+        f"{scores.n_reports} gold reports; F1 per task (gold support); "
+        "macro over the labels where the task has cases"
     )
     return "\n".join(rows)

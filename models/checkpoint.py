@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -67,15 +67,26 @@ class ModelCard:
     lse_r: float = 10.0
     pool_on: str = "cams"
     transition_channels: int | None = None
+    # CAM geometry: maps are image_size / output_stride cells, cell i centred on input
+    # pixel output_stride * i (models.cam). Defaults are those of cards written before
+    # these keys existed.
     output_stride: int = 32
     body_stages: int = 4
+    dilated: bool = False
     image_size: int = 512
     thresholds: dict[str, float] = field(default_factory=dict)
+    # Per-label temperature scaling fitted on validation (models.calibration); the
+    # thresholds apply to the calibrated probabilities. Missing label: T = 1.
+    temperatures: dict[str, float] = field(default_factory=dict)
     box_thresholds: list[int] = field(default_factory=lambda: list(DEFAULT_BOX_THRESHOLDS))
     # New cards letterbox; cards saved before `resize_mode` existed stretch (issue 9, item 3).
     preprocessing: dict[str, Any] = field(default_factory=lambda: preprocessing_record("letterbox"))
     training_data: str = ""
+    # Resolved training settings (optimizer, lr, accumulation, schedule, epochs, steps).
+    training: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
+    # Problems a user must see, e.g. validation AUC near chance (models.train).
+    warnings: list[str] = field(default_factory=list)
     name: str = "cxr-chestnet"
     version: str = "v1"
     demo: bool = False
@@ -110,18 +121,25 @@ class Checkpoint:
     train_state: dict[str, Any] | None = None
 
 
-def model_from_card(card: ModelCard) -> ChestNet:
-    """Build an untrained `ChestNet` with the architecture a card describes."""
+def model_from_card(card: ModelCard, *, weights: Literal["imagenet"] | None = None) -> ChestNet:
+    """Build the `ChestNet` a card describes (random init, or an ImageNet-initialised body).
+
+    Raises:
+        ModelsError: the card names an unknown arch or impossible sizes.
+    """
     return build_model(
         arch=card.arch,
         num_labels=len(card.labels),
-        weights=None,
+        weights=weights,
         pooling=card.pooling,  # type: ignore[arg-type]
         lse_r=card.lse_r,
         pool_on=card.pool_on,  # type: ignore[arg-type]
-        transition_channels=card.transition_channels,
+        # Cards without an explicit width predate the per-depth defaults: 1024 / 512 then.
+        transition_channels=card.transition_channels
+        or (1024 if card.arch == "resnet50" else 512),
         output_stride=card.output_stride,
         body_stages=card.body_stages,
+        dilated=card.dilated,
     )
 
 

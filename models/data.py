@@ -31,9 +31,13 @@ from models.transforms import fit_long_side
 
 __all__ = [
     "DATA_ENTRY_COLUMNS",
+    "LABEL_ALIASES",
+    "SYNTHETIC_MARKER",
     "ChestXrayDataset",
     "Record",
     "Split",
+    "canonical_label",
+    "is_synthetic",
     "load_records",
     "resolve_labels",
     "split_records",
@@ -56,8 +60,15 @@ DATA_ENTRY_COLUMNS: tuple[str, ...] = (
 
 log = logging.getLogger(__name__)
 Split = Literal["train", "val", "test", "all"]
-# Spellings seen in NIH files and reports that mean a vocabulary label.
-_ALIASES = {"Infiltrate": "Infiltration", "Pleural Thickening": "Pleural_Thickening"}
+LABEL_ALIASES: dict[str, str] = {
+    "Infiltrate": "Infiltration",
+    "Pleural Thickening": "Pleural_Thickening",
+}
+"""Spellings seen in NIH files (e.g. BBox_List_2017.csv) that mean a vocabulary label; the
+one alias table, used for labels and for boxes."""
+SYNTHETIC_MARKER = "cxr-synthetic.json"
+"""File that `cxr phantoms` writes into a dataset folder: its images are synthetic, so a
+model trained on them is a demo (model card `demo: true`)."""
 _IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".dcm", ".tif", ".tiff", ""}
 
 
@@ -89,7 +100,19 @@ def _find_images(root: Path) -> dict[str, Path]:
 
 def _findings(text: str) -> frozenset[str]:
     parts = [p.strip() for p in (text or "").split("|")]
-    return frozenset(_ALIASES.get(p, p) for p in parts if p and p != "No Finding")
+    return frozenset(canonical_label(p) for p in parts if p and p != "No Finding")
+
+
+def canonical_label(name: str) -> str:
+    """The vocabulary spelling of a label name (`Infiltrate` -> `Infiltration`)."""
+    return LABEL_ALIASES.get(name, name)
+
+
+def is_synthetic(data: str | os.PathLike[str]) -> bool:
+    """Whether a dataset (folder, or a CSV's folder) carries the synthetic-data marker."""
+    path = Path(data)
+    folder = path if path.is_dir() else path.parent
+    return (folder / SYNTHETIC_MARKER).is_file()
 
 
 def load_records(data: str | os.PathLike[str]) -> list[Record]:
@@ -135,7 +158,7 @@ def load_records(data: str | os.PathLike[str]) -> list[Record]:
                 missing += 1
                 continue
             found = frozenset(
-                _ALIASES.get(c, c) for c in label_cols if (row.get(c) or "").strip() in {"1", "1.0"}
+                canonical_label(c) for c in label_cols if (row.get(c) or "").strip() in {"1", "1.0"}
             )
             pid = (row.get("Patient ID") or row.get("patient_id") or "").strip() or row["path"]
             records.append(Record(path.name, path, found, pid))

@@ -3,8 +3,9 @@ global pooling, prediction layer.
 
 Input is a grey image batch (N, 1, H, W) in [0, 1]; the model repeats it to three
 channels and applies the ImageNet normalisation itself, so a checkpoint needs no
-separate preprocessing code beyond resizing. S = H / 32: a 1024 input gives 32x32 maps
-(or H / 16 with `output_stride=16`).
+separate preprocessing code beyond resizing. S = H / output_stride: with the default
+dilated last stage (`output_stride=16`, torchvision's `replace_stride_with_dilation` for
+layer4) a 1024 input gives 64x64 maps; the paper's `output_stride=32` gives 32x32.
 """
 
 from __future__ import annotations
@@ -18,13 +19,24 @@ from torch import nn
 from models.errors import ModelsError
 from models.pooling import GlobalPool, PoolingName
 
-__all__ = ["ARCHS", "Arch", "ChestNet", "build_model"]
+__all__ = [
+    "ARCHS",
+    "DEFAULT_BODY_STAGES",
+    "DEFAULT_TRANSITION_CHANNELS",
+    "Arch",
+    "ChestNet",
+    "build_model",
+]
 
 Arch = Literal["resnet50", "resnet18"]
 ARCHS: tuple[str, ...] = ("resnet50", "resnet18")
 _BODY_CHANNELS = {("resnet50", 4): 2048, ("resnet18", 4): 512, ("resnet50", 3): 1024,
                   ("resnet18", 3): 256}  # fmt: skip
-_DEFAULT_TRANSITION = {"resnet50": 1024, "resnet18": 512}
+DEFAULT_BODY_STAGES = {"resnet50": 4, "resnet18": 3}
+"""Default depth per arch: ResNet-18 is the small CPU/small-data model; stopping after
+layer3 (stride 16) keeps its maps fine and its cost low."""
+DEFAULT_TRANSITION_CHANNELS = {("resnet50", 4): 1024, ("resnet50", 3): 1024,
+                               ("resnet18", 4): 512, ("resnet18", 3): 128}  # fmt: skip
 _IMAGENET_MEAN = (0.485, 0.456, 0.406)
 _IMAGENET_STD = (0.229, 0.224, 0.225)
 
@@ -77,7 +89,7 @@ class ChestNet(nn.Module):
         return int(self.head.out_features)
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
-        """(N, 1 or 3, H, W) in [0, 1] -> transition maps (N, D, H/32, W/32)."""
+        """(N, 1 or 3, H, W) in [0, 1] -> transition maps (N, D, H/stride, W/stride)."""
         if x.shape[1] == 1:
             x = x.expand(-1, 3, -1, -1)
         x = (x - self.mean) / self.std
@@ -113,8 +125,40 @@ class ChestNet(nn.Module):
         return maps + self.head.bias.float().view(1, -1, 1, 1)
 
 
-def _body(arch: str, weights: str | None, output_stride: int, stages: int = 4) -> nn.Module:
-    from torchvision import models as tvm
+def _dilate_last_stage(layer: nn.Sequential) -> None:
+    """Stride 2 -> 1 in the stage's first block, dilation 2 in the later blocks' 3x3 convs.
+
+    The same change as torchvision's `replace_stride_with_dilation` (which BasicBlock
+    refuses); parameter shapes are unchanged, so ImageNet weights still load.
+    """
+    for i, block in enumerate(layer):
+        bottleneck = hasattr(block, "conv3")
+        if i == 0:
+            conv = block.conv2 if bottleneck else block.conv1
+            conv.stride = (1, 1)
+            if block.downsample is not None:
+                block.downsample[0].stride = (1, 1)
+            continue
+        for conv in (block.conv2,) if bottleneck else (block.conv1, block.conv2):
+            conv.dilation = (2, 2)
+            conv.padding = (2, 2)
+
+
+def _body(
+    arch: str, weights: str | None, output_stride: int, stages: int = 4, dilated: bool = True
+) -> nn.Module:
+    # torchvision is imported only for ImageNet weights: its package import costs seconds
+    # (see models.resnet); random-init bodies, which inference loads its weights over, are
+    # the same modules without it.
+    tvm: Any
+    if weights == "imagenet":
+        import torchvision.models
+
+        tvm = torchvision.models
+    else:
+        from models import resnet
+
+        tvm = resnet
 
     net: Any
     if arch == "resnet50":
@@ -131,9 +175,12 @@ def _body(arch: str, weights: str | None, output_stride: int, stages: int = 4) -
         return nn.Sequential(
             net.conv1, net.bn1, net.relu, net.maxpool, net.layer1, net.layer2, net.layer3
         )
-    if output_stride == 16:
-        # Finer maps for small inputs: layer4 keeps layer3's resolution (no dilation, so
-        # ImageNet weights still load; the receptive field is slightly smaller).
+    if output_stride == 16 and dilated:
+        # Finer maps (issue 9): layer4 keeps layer3's resolution, dilated so each unit
+        # sees what it saw at stride 32.
+        _dilate_last_stage(net.layer4)
+    elif output_stride == 16:
+        # Checkpoints from before the dilation (card `dilated: false`): stride 1, no dilation.
         block = net.layer4[0]
         conv = block.conv2 if hasattr(block, "conv3") else block.conv1
         conv.stride = (1, 1)
@@ -167,9 +214,10 @@ def build_model(
     pooling: PoolingName = "lse",
     lse_r: float = 10.0,
     transition_channels: int | None = None,
-    output_stride: int = 32,
-    body_stages: int = 4,
+    output_stride: int = 16,
+    body_stages: int | None = None,
     pool_on: Literal["cams", "features"] = "cams",
+    dilated: bool = True,
 ) -> ChestNet:
     """Build the classifier.
 
@@ -180,13 +228,16 @@ def build_model(
             torch hub cache, else downloaded), None for random init.
         pooling: "lse" (default, r = `lse_r`), "avg" or "max".
         lse_r: LSE sharpness r (paper: 10).
-        transition_channels: D; defaults to 1024 (resnet50) or 512 (resnet18).
+        transition_channels: D; default `DEFAULT_TRANSITION_CHANNELS[(arch, body_stages)]`
+            (1024 for resnet50, 128 for resnet18 up to layer3, 512 for a full resnet18).
         pool_on: "cams" (pool the per-class maps; default) or "features" (the paper's
             order: pool the D transition maps, then the prediction layer).
         body_stages: 4 (conv1..layer4, the paper) or 3 (stop after layer3; needs
             output_stride=16): smaller receptive field and compute, for small inputs.
-        output_stride: 32 (the paper: S = H/32) or 16 (S = H/16, finer heatmaps for
-            small inputs such as the phantom benchmark).
+            Default `DEFAULT_BODY_STAGES[arch]` (4 for resnet50, 3 for resnet18).
+        output_stride: 16 (default: S = H/16, finer heatmaps) or 32 (the paper: S = H/32).
+        dilated: with output_stride 16 and 4 stages, dilate layer4 (default) rather than
+            only dropping its stride (older checkpoints).
 
     Returns:
         `ChestNet` mapping (N, 1, H, W) in [0, 1] to logits (N, C).
@@ -202,6 +253,8 @@ def build_model(
         raise ModelsError(f"weights must be 'imagenet' or None, got {weights!r}")
     if pool_on not in ("cams", "features"):
         raise ModelsError(f"pool_on must be 'cams' or 'features', got {pool_on!r}")
+    if body_stages is None:
+        body_stages = DEFAULT_BODY_STAGES[arch]
     if output_stride not in (16, 32):
         raise ModelsError(f"output_stride must be 16 or 32, got {output_stride}")
     if body_stages not in (3, 4) or (body_stages == 3 and output_stride != 16):
@@ -209,11 +262,11 @@ def build_model(
             f"body_stages must be 4, or 3 with output_stride 16; got {body_stages} and "
             f"{output_stride}"
         )
-    d = transition_channels or _DEFAULT_TRANSITION[arch]
+    d = transition_channels or DEFAULT_TRANSITION_CHANNELS[(arch, body_stages)]
     if pooling not in ("lse", "avg", "max") or lse_r <= 0:
         raise ModelsError(f"pooling must be lse (r > 0), avg or max; got {pooling!r}, r={lse_r}")
     return ChestNet(
-        _body(arch, weights, output_stride, body_stages),
+        _body(arch, weights, output_stride, body_stages, dilated),
         body_channels=_BODY_CHANNELS[(arch, body_stages)],
         num_labels=num_labels,
         transition_channels=d,

@@ -19,6 +19,7 @@ evaluator scores heatmap boxes against the true ones.
 from __future__ import annotations
 
 import csv
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from models.data import DATA_ENTRY_COLUMNS
+from models.data import DATA_ENTRY_COLUMNS, SYNTHETIC_MARKER
 
 __all__ = ["PHANTOM_LABELS", "Phantom", "make_phantom", "write_phantom_dataset"]
 
@@ -234,4 +235,7 @@ def write_phantom_dataset(
         # BBox_List_2017.csv's header, including its empty trailing columns.
         writer.writerow(["Image Index", "Finding Label", "Bbox [x", "y", "w", "h]", "", "", ""])
         writer.writerows(row + ["", "", ""] for row in box_rows)
+    # Marks the folder as synthetic: a model trained on it is a demo (issue 7, item 9).
+    marker = {"synthetic": True, "generator": "cxr phantoms", "n": n, "seed": seed, "size": size}
+    (root / SYNTHETIC_MARKER).write_text(json.dumps(marker) + "\n")
     return root

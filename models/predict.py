@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from models.boxes import Box
+from models.calibration import apply_temperatures, temperature_vector
 from models.cam import positive_evidence
 from models.checkpoint import ModelCard, load_checkpoint
 from models.dicom import ImageMeta
@@ -133,9 +134,9 @@ class Predictor:
         resize: ResizeMode | None = None,
     ) -> None:
         self.device = device
-        self.model = model.to(device).eval()
-        if device.type == "cuda":
-            self.model = self.model.to(memory_format=torch.channels_last)
+        # channels_last on CPU too: oneDNN convolutions run ~25% faster in it (ResNet-50 at
+        # 224, 2 cores), and on CUDA it is what bf16 tensor cores want.
+        self.model = model.to(device).eval().to(memory_format=torch.channels_last)
         self._card = card
         self.batch_size = batch_size
         self.resize: ResizeMode = resize or resize_mode_of(card.preprocessing)
@@ -144,6 +145,8 @@ class Predictor:
             name: float(card.thresholds.get(name, 0.5)) for name in self.labels
         }
         self.box_thresholds: tuple[int, ...] = tuple(card.box_thresholds)
+        # Per-label temperature scaling from the card (models.calibration); T = 1 if absent.
+        self._temperatures = torch.from_numpy(temperature_vector(card.temperatures, self.labels))
 
     @property
     def card(self) -> dict[str, Any]:
@@ -167,10 +170,15 @@ class Predictor:
     def probabilities(self, logits: torch.Tensor) -> np.ndarray:
         """THE one place logits become probabilities: (N, C) logits -> (N, C) float64.
 
-        Sigmoid per label today; per-class calibration from the model card (temperature
-        scaling, issue 9 item 5) is applied here and nowhere else.
+        `sigmoid(logit / T)` per label, T from the model card's temperature scaling
+        (issue 9 item 5; `models.calibration`); applied here and nowhere else.
         """
-        return torch.sigmoid(logits.float()).cpu().numpy().astype(np.float64)
+        return (
+            apply_temperatures(logits, self._temperatures.to(logits.device))
+            .cpu()
+            .numpy()
+            .astype(np.float64)
+        )
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
         if self.device.type == "cuda":
@@ -225,9 +233,7 @@ class Predictor:
             else:
                 prepared.append(self.prepare(im))
         x = torch.from_numpy(np.stack([p.input for p in prepared]))[:, None]
-        x = x.to(self.device, non_blocking=True)
-        if self.device.type == "cuda":
-            x = x.contiguous(memory_format=torch.channels_last)
+        x = x.to(self.device, non_blocking=True).contiguous(memory_format=torch.channels_last)
         t1 = time.perf_counter()
         with self._autocast():
             features = self.model.forward_features(x)

@@ -3,10 +3,20 @@
     cfg = TrainConfig(data="nih/", out="runs/chestnet.pt", arch="resnet50", image_size=512)
     train(cfg)
 
-On CUDA: bf16 autocast and channels_last; on CPU: plain fp32. Gradients accumulate
-over `accum` micro-batches (effective batch = batch_size x accum x world size; the
-paper used 80). Each epoch ends with validation (per-label AUC), operating thresholds
-chosen on validation, and a checkpoint holding the model card and the state to resume.
+On CUDA: bf16 autocast and channels_last; on CPU: plain fp32. Each epoch ends with
+validation (per-label AUC), per-label temperature scaling and operating thresholds fitted
+on validation, and a checkpoint holding the model card and the state to resume.
+
+Defaults that learn on small and on large data (issue 9):
+  - the schedule is set in fractions of the run: linear warmup over `warmup_fraction`
+    of the optimizer steps, then cosine decay to `final_lr_fraction` of the peak;
+  - accumulation (`accum = None`) adapts to the data: aim at the paper's effective batch
+    of `target_batch` (80) images, but never below `min_steps_per_epoch` optimizer steps
+    per epoch (`accumulation_steps`);
+  - the learning rate (`lr = None`) depends on the optimizer and on the weights
+    (`default_lr`): larger from scratch than when fine-tuning ImageNet weights;
+  - a run whose best validation mean AUC stays below `near_chance_auc` ends with a loud
+    warning, and its model card's `warnings` says so.
 
 Multi-GPU: launch with torchrun; the CLI passes `distributed=True`:
     torchrun --standalone --nproc_per_node=8 -m app.cli train --data nih/ --out ckpt.pt
@@ -22,7 +32,7 @@ import time
 import tomllib
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,31 +40,53 @@ import numpy as np
 import torch
 from torch import nn
 
-from models.checkpoint import ModelCard, load_checkpoint, save_checkpoint
-from models.data import ChestXrayDataset, load_records, resolve_labels, split_records
+from models.calibration import fit_temperatures, temperature_vector
+from models.checkpoint import (
+    DEMO_INTENDED_USE,
+    ModelCard,
+    load_checkpoint,
+    model_from_card,
+    save_checkpoint,
+)
+from models.data import (
+    ChestXrayDataset,
+    is_synthetic,
+    load_records,
+    resolve_labels,
+    split_records,
+)
 from models.errors import ModelsError
-from models.evaluate import choose_thresholds, classification_metrics, predict_dataset
+from models.evaluate import predict_dataset
 from models.loss import compute_loss
-from models.network import build_model
+from models.metrics import choose_thresholds, classification_metrics, expected_calibration_error
+from models.network import DEFAULT_BODY_STAGES, DEFAULT_TRANSITION_CHANNELS
 from models.predict import resolve_device
 from models.transforms import RESIZE_MODES, EvalTransform, TrainTransform, preprocessing_record
 
 __all__ = [
     "TrainConfig",
     "TrainResult",
+    "accumulation_steps",
     "best_checkpoint_path",
-    "evaluate",
+    "default_lr",
+    "learning_rate_at",
     "load_train_config",
     "train",
     "train_one_epoch",
+    "validate",
 ]
 
 log = logging.getLogger(__name__)
+_CACHE_BYTES = 1 << 30  # `cache_images=None`: cache when the uint8 images fit in 1 GiB
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Every training setting, flat and typed. TOML files set these keys; unknown keys fail."""
+    """Every training setting, flat and typed. TOML files set these keys; unknown keys fail.
+
+    `None` means "chosen from the data and the other settings" (see the module docstring);
+    the values used are written to the model card's `training`.
+    """
 
     data: str = ""
     out: str = "runs/chestnet.pt"
@@ -66,29 +98,34 @@ class TrainConfig:
     pooling: str = "lse"
     lse_r: float = 10.0
     pool_on: str = "cams"  # "cams" (pool class maps) | "features" (paper order)
-    transition_channels: int | None = None
-    output_stride: int = 32
-    body_stages: int = 4  # 3: stop after layer3 (needs output_stride 16)
+    transition_channels: int | None = None  # None: 1024 (resnet50), 128 (resnet18 to layer3)
+    output_stride: int = 16  # 16: dilated last stage (finer CAM); 32: the paper
+    body_stages: int | None = None  # None: 4 for resnet50, 3 (stop after layer3) for resnet18
     labels: str = "chestxray14"  # "chestxray14" | "chestxray8" | "auto" | "A,B,C"
     # optimisation
     epochs: int = 10
     batch_size: int = 16
-    accum: int = 5
-    optimizer: str = "sgd"  # "sgd" | "adamw"
-    lr: float = 1e-3
+    accum: int | None = None  # None: `accumulation_steps` rule
+    target_batch: int = 80  # effective batch aimed at by the accumulation rule (paper: 80)
+    min_steps_per_epoch: int = 50  # accumulation never leaves fewer optimizer steps per epoch
+    optimizer: str = "adamw"  # "adamw" | "sgd"
+    lr: float | None = None  # None: `default_lr(optimizer, weights)`
     momentum: float = 0.9
     weight_decay: float = 1e-4
-    warmup_steps: int = 50
+    warmup_fraction: float = 0.05  # of all optimizer steps
+    warmup_steps: int | None = None  # an explicit count instead of the fraction
     schedule: str = "cosine"  # "cosine" | "constant"
+    final_lr_fraction: float = 0.02  # cosine ends at this fraction of the peak lr
     loss: str = "weighted"  # "weighted" (paper Eq. 1) | "bce"
     grad_clip: float = 5.0
     max_steps: int | None = None  # stop after this many optimizer steps (smoke tests)
+    near_chance_auc: float = 0.6  # best validation mean AUC below this: loud warning
     # data
     workers: int = 2
     seed: int = 0
     augment: bool = True
     aug_shift: float = 0.05  # max random translation, fraction of the side
-    cache_images: bool = False  # keep resized uint8 images in RAM (small sets)
+    cache_images: bool | None = None  # None: cache when the images fit in 1 GiB as uint8
     threshold_method: str = "youden"  # "youden" | "f1"
     training_data: str = ""  # free text for the model card
     # runtime
@@ -99,7 +136,7 @@ class TrainConfig:
     local_rank: int = 0
     threads: int | None = None  # torch CPU threads (None: torch default)
     progress: bool = True
-    demo: bool = False  # model card flag: not a clinically meaningful model
+    demo: bool = False  # model card flag; also set when the data carries the synthetic marker
 
     def validate(self) -> None:
         """Raise ModelsError for a setting outside its allowed values."""
@@ -117,9 +154,16 @@ class TrainConfig:
         for key, (value, allowed) in checks.items():
             if value not in allowed:
                 raise ModelsError(f"config {key} = {value!r}; expected one of {', '.join(allowed)}")
-        for key in ("epochs", "batch_size", "accum", "image_size"):
-            if getattr(self, key) < 1:
-                raise ModelsError(f"config {key} must be >= 1, got {getattr(self, key)}")
+        for key in ("epochs", "batch_size", "accum", "image_size", "target_batch",
+                    "min_steps_per_epoch"):  # fmt: skip
+            value = getattr(self, key)
+            if value is not None and value < 1:
+                raise ModelsError(f"config {key} must be >= 1, got {value}")
+        for key in ("warmup_fraction", "final_lr_fraction"):
+            if not 0.0 <= getattr(self, key) < 1.0:
+                raise ModelsError(f"config {key} must be in [0, 1), got {getattr(self, key)}")
+        if self.lr is not None and not self.lr > 0:
+            raise ModelsError(f"config lr must be > 0, got {self.lr}")
         if self.image_size % 32:
             raise ModelsError(f"image_size must be a multiple of 32, got {self.image_size}")
         if not self.data:
@@ -154,21 +198,89 @@ def load_train_config(path: str | os.PathLike[str] | None = None, **overrides: A
 
 @dataclass
 class TrainResult:
-    """What `train` produced: the checkpoint path and the last validation metrics."""
+    """What `train` produced: the checkpoint path, the last validation metrics, and the
+    warnings also written to the model card (e.g. validation AUC near chance)."""
 
     checkpoint: Path
     metrics: dict[str, Any]
     epochs_run: int
     steps: int
+    warnings: list[str] = field(default_factory=list)
 
 
-def _lr_at(step: int, total: int, cfg: TrainConfig) -> float:
-    if step < cfg.warmup_steps:
-        return cfg.lr * (step + 1) / cfg.warmup_steps
-    if cfg.schedule == "constant" or total <= cfg.warmup_steps:
-        return cfg.lr
-    progress = (step - cfg.warmup_steps) / max(1, total - cfg.warmup_steps)
-    return cfg.lr * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
+# Peak learning rates by (optimizer, weights). From scratch a network needs larger steps
+# than when fine-tuning ImageNet features, which large steps would wreck early on.
+_DEFAULT_LR = {
+    ("adamw", "none"): 2e-3,
+    ("adamw", "imagenet"): 3e-4,
+    ("sgd", "none"): 0.05,
+    ("sgd", "imagenet"): 0.01,
+}
+
+
+def default_lr(optimizer: str, weights: str) -> float:
+    """The peak learning rate used when `lr` is not set.
+
+    AdamW: 2e-3 from scratch, 3e-4 from ImageNet; SGD (Nesterov): 0.05 and 0.01.
+
+    Raises:
+        ModelsError: unknown optimizer or weights.
+    """
+    try:
+        return _DEFAULT_LR[(optimizer, weights)]
+    except KeyError:
+        raise ModelsError(
+            f"no default lr for optimizer {optimizer!r} with weights {weights!r}"
+        ) from None
+
+
+def accumulation_steps(
+    micro_batches_per_epoch: int, *, batch_size: int, world_size: int = 1,
+    target_batch: int = 80, min_steps_per_epoch: int = 50,
+) -> int:  # fmt: skip
+    """Micro-batches per optimizer step when `accum` is not set.
+
+    Rule: aim at an effective batch of `target_batch` images (the paper's 80), i.e.
+    `ceil(target_batch / (batch_size x world_size))` micro-batches, but accumulate less
+    when that would leave fewer than `min_steps_per_epoch` optimizer steps per epoch; at
+    least 1. ChestX-ray14 (78k training images, batch 16): 5; 420 phantoms: 1.
+
+    Args:
+        micro_batches_per_epoch: length of one process's loader.
+        batch_size: micro-batch size per process.
+        world_size: data-parallel processes.
+    """
+    wanted = math.ceil(target_batch / (batch_size * world_size))
+    allowed = micro_batches_per_epoch // min_steps_per_epoch
+    return max(1, min(wanted, allowed))
+
+
+def learning_rate_at(
+    step: int, total_steps: int, *, peak: float, warmup_fraction: float = 0.05,
+    schedule: str = "cosine", final_fraction: float = 0.02, warmup_steps: int | None = None,
+) -> float:  # fmt: skip
+    """Learning rate for optimizer step `step` (0-based) of a run of `total_steps`.
+
+    Linear warmup over the first `round(warmup_fraction x total_steps)` steps (at least
+    one when the fraction is > 0), then constant or cosine decay from `peak` to
+    `final_fraction x peak` at the last step. Both phases scale with the run's length,
+    so a 50-step and a 50,000-step run have the same shape. `warmup_steps`, when given,
+    replaces the fraction by a fixed count (kept for recipes that set one).
+    """
+    total = max(1, total_steps)
+    warmup = _warmup_steps(total, warmup_fraction, warmup_steps)
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    if schedule == "constant" or total - warmup <= 1:
+        return peak
+    progress = min((step - warmup) / (total - warmup - 1), 1.0)
+    return peak * (final_fraction + (1 - final_fraction) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def _warmup_steps(total: int, fraction: float, count: int | None) -> int:
+    if count is not None:
+        return min(max(0, count), total)
+    return min(max(1, round(fraction * total)), total) if fraction > 0 else 0
 
 
 def train_one_epoch(
@@ -180,11 +292,26 @@ def train_one_epoch(
     loss_kind: str,
     accum: int,
     step: int,
-    total_steps: int,
-    cfg: TrainConfig,
-    epoch: int,
+    lr_at: Callable[[int], float],
+    grad_clip: float = 0.0,
+    max_steps: int | None = None,
+    distributed: bool = False,
+    progress: str | None = None,
 ) -> tuple[int, dict[str, float]]:
     """One pass over `loader`, stepping the optimizer every `accum` micro-batches.
+
+    Args:
+        model: the (possibly DDP-wrapped) network, trained in place.
+        loader: yields (images (N, 1, H, W), targets (N, C), indices).
+        device: where the model is.
+        loss_kind: "weighted" or "bce" (`models.loss.compute_loss`).
+        accum: micro-batches per optimizer step.
+        step: optimizer steps done before this epoch.
+        lr_at: optimizer step -> learning rate.
+        grad_clip: max gradient norm (0: no clipping).
+        max_steps: stop once this many optimizer steps are done.
+        distributed: DDP: skip the gradient all-reduce on non-stepping micro-batches.
+        progress: a progress-bar title, or None for no bar.
 
     Returns:
         (optimizer steps done so far, {"loss": mean loss, "images_per_s": throughput})
@@ -192,12 +319,11 @@ def train_one_epoch(
     model.train()
     cuda = device.type == "cuda"
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else nullcontext()
-    show = cfg.progress and cfg.local_rank == 0
     bar: Any = loader
-    if show:
+    if progress is not None:
         from tqdm import tqdm
 
-        bar = tqdm(loader, desc=f"epoch {epoch + 1}/{cfg.epochs}", dynamic_ncols=True, leave=True)
+        bar = tqdm(loader, desc=progress, dynamic_ncols=True, leave=True)
     # Losses stay on the device; reading them back every step would sync the GPU.
     losses: list[torch.Tensor] = []
     seen = 0
@@ -210,7 +336,7 @@ def train_one_epoch(
             x = x.contiguous(memory_format=torch.channels_last)
         last_micro = (micro + 1) % accum == 0 or micro + 1 == len(loader)
         # DDP: only all-reduce gradients on the micro-batch that steps.
-        sync = model.no_sync() if (cfg.distributed and not last_micro) else nullcontext()  # type: ignore[operator]
+        sync = model.no_sync() if (distributed and not last_micro) else nullcontext()  # type: ignore[operator]
         with sync:
             with autocast:
                 logits = model(x)
@@ -219,19 +345,19 @@ def train_one_epoch(
         losses.append(loss.detach())
         seen += x.shape[0]
         if last_micro:
-            lr = _lr_at(step, total_steps, cfg)
+            lr = lr_at(step)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            if cfg.grad_clip > 0:
-                nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            if grad_clip > 0:
+                nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             step += 1
-            if show and (step % 10 == 0 or step == 1):
+            if progress is not None and (step % 10 == 0 or step == 1):
                 rate = seen / (time.perf_counter() - t0)
                 recent = float(torch.stack(losses[-20:]).mean())
                 bar.set_postfix(loss=f"{recent:.4f}", lr=f"{lr:.2e}", img_s=f"{rate:.1f}")
-            if cfg.max_steps is not None and step >= cfg.max_steps:
+            if max_steps is not None and step >= max_steps:
                 break
     if cuda:
         torch.cuda.synchronize(device)
@@ -242,26 +368,43 @@ def train_one_epoch(
     }
 
 
-def evaluate(
-    model: nn.Module, dataset: ChestXrayDataset, *, device: torch.device, cfg: TrainConfig
-) -> tuple[dict[str, Any], dict[str, float]]:
-    """Validation: per-label AUC and operating thresholds chosen on this set.
+def validate(
+    model: nn.Module,
+    dataset: ChestXrayDataset,
+    *,
+    device: torch.device,
+    batch_size: int = 32,
+    workers: int = 0,
+    threshold_method: str = "youden",
+) -> tuple[dict[str, Any], dict[str, float], dict[str, float]]:
+    """Validation: per-label AUC, then temperature scaling and operating thresholds fitted
+    on this set (thresholds apply to the calibrated probabilities).
 
     Returns:
-        (metrics dict from `classification_metrics`, thresholds label -> probability)
+        (metrics from `classification_metrics` plus "calibration" {ece_before, ece_after},
+        thresholds label -> probability, temperatures label -> T)
     """
     inner = getattr(model, "module", model)
-    probs, targets = predict_dataset(
-        inner, dataset, device=device, batch_size=cfg.batch_size * 2, workers=cfg.workers
+    logits, targets = predict_dataset(
+        inner, dataset, device=device, batch_size=batch_size, workers=workers
     )
+    temperatures = fit_temperatures(logits, targets, dataset.labels)
+    raw = torch.sigmoid(torch.from_numpy(logits)).numpy()
+    t = temperature_vector(temperatures, dataset.labels)
+    probs = torch.sigmoid(torch.from_numpy(logits / t)).numpy()
     thresholds = choose_thresholds(
         probs,
         targets,
         dataset.labels,
-        method=cfg.threshold_method,  # type: ignore[arg-type]
+        method=threshold_method,  # type: ignore[arg-type]
     )
-    return classification_metrics(probs, targets, dataset.labels, thresholds), thresholds
-
+    metrics = classification_metrics(probs, targets, dataset.labels, thresholds)
+    ece = (expected_calibration_error(raw, targets), expected_calibration_error(probs, targets))
+    metrics["calibration"] = {
+        "ece_before": None if math.isnan(ece[0]) else round(ece[0], 4),
+        "ece_after": None if math.isnan(ece[1]) else round(ece[1], 4),
+    }
+    return metrics, thresholds, temperatures
 
 
 def best_checkpoint_path(out: str | Path) -> Path:
@@ -317,7 +460,10 @@ def train(cfg: TrainConfig) -> TrainResult:
         resume_state = ckpt.train_state
         if resume_state is None:
             raise ModelsError(f"{out}: checkpoint has no training state; cannot resume")
-    cache = cfg.image_size if cfg.cache_images else None
+    cache_images = cfg.cache_images
+    if cache_images is None:
+        cache_images = len(records) * cfg.image_size**2 <= _CACHE_BYTES
+    cache = cfg.image_size if cache_images else None
     train_tf: Callable[[np.ndarray], torch.Tensor] = (
         TrainTransform(cfg.image_size, shift=cfg.aug_shift, resize=cfg.resize)  # type: ignore[arg-type]
         if cfg.augment
@@ -347,35 +493,69 @@ def train(cfg: TrainConfig) -> TrainResult:
         persistent_workers=cfg.workers > 0,
     )
 
-    # --- model and optimizer -------------------------------------------------------------
+    # --- schedule: everything in fractions of the run --------------------------------------
+    accum = cfg.accum or accumulation_steps(
+        len(loader),
+        batch_size=cfg.batch_size,
+        world_size=world,
+        target_batch=cfg.target_batch,
+        min_steps_per_epoch=cfg.min_steps_per_epoch,
+    )
+    steps_per_epoch = math.ceil(len(loader) / accum)
+    total_steps = steps_per_epoch * cfg.epochs
+    if cfg.max_steps is not None:
+        total_steps = min(total_steps, cfg.max_steps)
+    peak_lr = cfg.lr if cfg.lr is not None else default_lr(cfg.optimizer, cfg.weights)
+
+    def lr_at(step: int) -> float:
+        return learning_rate_at(
+            step,
+            total_steps,
+            peak=peak_lr,
+            warmup_fraction=cfg.warmup_fraction,
+            schedule=cfg.schedule,
+            final_fraction=cfg.final_lr_fraction,
+            warmup_steps=cfg.warmup_steps,
+        )
+
+    # --- model card, then the model it describes ---------------------------------------------
+    body_stages = cfg.body_stages or DEFAULT_BODY_STAGES.get(cfg.arch, 4)
+    synthetic = is_synthetic(cfg.data)
+    demo = cfg.demo or synthetic
     card = ModelCard(
         labels=labels,
         arch=cfg.arch,
         pooling=cfg.pooling,
         lse_r=cfg.lse_r,
         pool_on=cfg.pool_on,
-        transition_channels=cfg.transition_channels,
+        transition_channels=cfg.transition_channels
+        or DEFAULT_TRANSITION_CHANNELS[(cfg.arch, body_stages)],
         output_stride=cfg.output_stride,
-        body_stages=cfg.body_stages,
+        body_stages=body_stages,
+        dilated=cfg.output_stride == 16 and body_stages == 4,
         image_size=cfg.image_size,
         preprocessing=preprocessing_record(cfg.resize),
         training_data=cfg.training_data or _describe(cfg.data, train_set, val_set),
-        demo=cfg.demo,
+        training={
+            "optimizer": cfg.optimizer,
+            "weights": cfg.weights,
+            "peak_lr": peak_lr,
+            "batch_size": cfg.batch_size,
+            "accum": accum,
+            "effective_batch": cfg.batch_size * accum * world,
+            "epochs": cfg.epochs,
+            "steps_per_epoch": steps_per_epoch,
+            "total_steps": total_steps,
+            "warmup_steps": _warmup_steps(total_steps, cfg.warmup_fraction, cfg.warmup_steps),
+            "schedule": cfg.schedule,
+            "synthetic_data": synthetic,
+        },
+        demo=demo,
     )
-    if cfg.demo:
-        from models.checkpoint import DEMO_INTENDED_USE
-
+    if demo:
         card.intended_use = DEMO_INTENDED_USE
-    model = build_model(
-        arch=cfg.arch,
-        num_labels=len(labels),
-        weights=None if (cfg.weights == "none" or resume_state) else "imagenet",
-        pooling=cfg.pooling,  # type: ignore[arg-type]
-        lse_r=cfg.lse_r,
-        pool_on=cfg.pool_on,  # type: ignore[arg-type]
-        transition_channels=cfg.transition_channels,
-        output_stride=cfg.output_stride,
-        body_stages=cfg.body_stages,
+    model = model_from_card(
+        card, weights=None if (cfg.weights == "none" or resume_state) else "imagenet"
     )
     if resume_state is not None:
         model.load_state_dict(ckpt.model.state_dict())
@@ -390,9 +570,9 @@ def train(cfg: TrainConfig) -> TrainResult:
     ]
     optimizer: torch.optim.Optimizer
     if cfg.optimizer == "sgd":
-        optimizer = torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=True)
+        optimizer = torch.optim.SGD(groups, lr=peak_lr, momentum=cfg.momentum, nesterov=True)
     else:
-        optimizer = torch.optim.AdamW(groups, lr=cfg.lr, fused=device.type == "cuda")
+        optimizer = torch.optim.AdamW(groups, lr=peak_lr, fused=device.type == "cuda")
     start_epoch, step = 0, 0
     # The last epoch is not always the best: keep a copy of the best on validation beside it.
     best_path = best_checkpoint_path(out)
@@ -408,10 +588,15 @@ def train(cfg: TrainConfig) -> TrainResult:
     if cfg.distributed:
         ids = [cfg.local_rank] if device.type == "cuda" else None
         net = nn.parallel.DistributedDataParallel(net, device_ids=ids)
-    steps_per_epoch = math.ceil(len(loader) / cfg.accum)
-    total_steps = steps_per_epoch * cfg.epochs
-    if cfg.max_steps is not None:
-        total_steps = min(total_steps, cfg.max_steps)
+    if master:
+        log.info(
+            "%d training images, %d micro-batches of %d per epoch, accumulating %d "
+            "(effective batch %d): %d optimizer steps per epoch, %d in all; %s lr %.2e "
+            "(weights %s), warmup %d steps, %s decay",
+            len(train_set), len(loader), cfg.batch_size, accum, cfg.batch_size * accum * world,
+            steps_per_epoch, total_steps, cfg.optimizer, peak_lr, cfg.weights,
+            card.training["warmup_steps"], cfg.schedule,
+        )  # fmt: skip
 
     # --- loop ----------------------------------------------------------------------------
     metrics: dict[str, Any] = {}
@@ -427,15 +612,24 @@ def train(cfg: TrainConfig) -> TrainResult:
             optimizer,
             device=device,
             loss_kind=cfg.loss,
-            accum=cfg.accum,
+            accum=accum,
             step=step,
-            total_steps=total_steps,
-            cfg=cfg,
-            epoch=epoch,
+            lr_at=lr_at,
+            grad_clip=cfg.grad_clip,
+            max_steps=cfg.max_steps,
+            distributed=cfg.distributed,
+            progress=f"epoch {epoch + 1}/{cfg.epochs}" if cfg.progress and master else None,
         )
         if not master:
             continue
-        val_metrics, thresholds = evaluate(model, val_set, device=device, cfg=cfg)
+        val_metrics, thresholds, temperatures = validate(
+            model,
+            val_set,
+            device=device,
+            batch_size=cfg.batch_size * 2,
+            workers=cfg.workers,
+            threshold_method=cfg.threshold_method,
+        )
         metrics = {
             "validation": val_metrics,
             "train_loss": round(stats["loss"], 5),
@@ -445,11 +639,14 @@ def train(cfg: TrainConfig) -> TrainResult:
             "world_size": world,
         }
         card.thresholds = thresholds
+        card.temperatures = temperatures
         card.metrics = metrics
         auc = val_metrics["mean_auc"]
         improved = auc is not None and auc > best_auc
         if improved:
             best_auc = auc
+        # Judged on the best epoch so far, so the file on disk always says the truth.
+        card.warnings = _near_chance_warnings(best_auc, cfg.near_chance_auc, len(val_set))
         save_checkpoint(
             out,
             model=model,
@@ -477,9 +674,29 @@ def train(cfg: TrainConfig) -> TrainResult:
 
         dist.barrier()
         dist.destroy_process_group()
+    for warning in card.warnings if master else []:
+        log.warning("WARNING: %s", warning)
     return TrainResult(
-        checkpoint=out, metrics=metrics, epochs_run=epoch + 1 - start_epoch, steps=step
+        checkpoint=out,
+        metrics=metrics,
+        epochs_run=epoch + 1 - start_epoch,
+        steps=step,
+        warnings=list(card.warnings) if master else [],
     )
+
+
+def _near_chance_warnings(best_auc: float, limit: float, n_val: int) -> list[str]:
+    if best_auc == -math.inf:
+        return [
+            f"validation mean AUC is undefined: no label has both positive and negative "
+            f"images among the {n_val} validation images; this model was never checked"
+        ]
+    if best_auc < limit:
+        return [
+            f"validation mean AUC stayed near chance (best {best_auc:.3f} < {limit}): the "
+            "model did not learn. Check the labels, train longer, or change lr/epochs"
+        ]
+    return []
 
 
 def _describe(data: str, train_set: ChestXrayDataset, val_set: ChestXrayDataset) -> str:

@@ -26,13 +26,14 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app import crud
 from app.archive import ZipLimits, remove_tree
-from app.batch.engine import plan, run
+from app.batch.engine import MAX_ATTEMPTS, plan, run_resumed
 from app.batch.interfaces import Outcome, Sink, Source, SourceItem
 from app.batch.processor import BatchProcessor
 from app.batch.reports import load_reports_csv
 from app.batch.results import result_line
 from app.batch.sinks import DatabaseSink, JobGone
 from app.batch.sources import FolderSource, ZipSource
+from app.errors import UnsafeArchiveError
 from app.labeling import ReportLabeler
 from app.metrics import Metrics
 
@@ -81,7 +82,7 @@ class BatchRunner:
         chunk_size: int = 8,
         metrics: Metrics | None = None,
         file_timeout_s: float | None = None,
-        max_attempts: int = 2,
+        max_attempts: int = MAX_ATTEMPTS,
         max_pixels: int | None = None,
     ) -> None:
         self.sessions = sessions
@@ -158,8 +159,14 @@ class BatchRunner:
         reports = [Path(job.reports_path)] if job.reports_path else []
         if job.source_kind == "zip":
             export = self.job_dir(str(job.id)) / "export"
-            return ZipSource(Path(job.source), export, self.zip_limits, exclude=reports)
-        return FolderSource(Path(job.source), exclude=reports)
+            return ZipSource(
+                Path(job.source),
+                export,
+                self.zip_limits,
+                exclude=reports,
+                file_timeout_s=self.file_timeout_s,
+            )
+        return FolderSource(Path(job.source), exclude=reports, file_timeout_s=self.file_timeout_s)
 
     def run_job(
         self,
@@ -216,8 +223,9 @@ class BatchRunner:
             if not job.scanned:
                 self._scan(job, source, stopping)
             reports = load_reports_csv(Path(job.reports_path)) if job.reports_path else None
-        except (ValueError, OSError) as exc:  # BatchInputError, UnsafeArchiveError, disk
-            message = str(exc).replace(str(self.storage_root.resolve()), "<storage>")
+        except (ValueError, OSError, UnsafeArchiveError) as exc:  # bad input, bad zip, disk
+            text = exc.detail if isinstance(exc, UnsafeArchiveError) else str(exc)
+            message = text.replace(str(self.storage_root.resolve()), "<storage>")
             with self.sessions() as session:
                 crud.set_job_state(session, job_id, "failed", error=message)
             log.warning("batch job %s failed: %s", job_id, message)
@@ -242,20 +250,12 @@ class BatchRunner:
         sinks: list[Sink] = [DatabaseSink(self.sessions, job_id)]
         if self.metrics is not None:
             sinks.append(_MetricsSink(self.metrics))
-        given_up = [i for i in remaining if attempts.get(i.key, 0) >= self.max_attempts]
-        retried = [i for i in remaining if 0 < attempts.get(i.key, 0) < self.max_attempts]
-        rest = [i for i in remaining if not attempts.get(i.key)]
-        if given_up:
-            self._give_up(given_up, sinks)
-        if retried:  # were in flight when the process died: one at a time, to find the culprit
-            log.warning("batch job %s: retrying %d interrupted file(s)", job_id, len(retried))
-            report = run(retried, processor, sinks, chunk_size=1, should_stop=stopping)
-            if report.stopped:
-                return
-        report = run(
-            rest,
+        report = run_resumed(
+            remaining,
             processor,
             sinks,
+            attempts=attempts,
+            max_attempts=self.max_attempts,
             chunk_size=self.chunk_size,
             should_stop=stopping,
             after_chunk=after_chunk,
@@ -280,24 +280,6 @@ class BatchRunner:
         job.scanned = True
         if job.source_kind == "zip":
             Path(job.source).unlink(missing_ok=True)  # extracted; the upload is no longer needed
-
-    def _give_up(self, items: Sequence[SourceItem], sinks: Sequence[Sink]) -> None:
-        outcomes = [
-            Outcome(
-                item.key,
-                "failed",
-                {
-                    "kind": item.kind,
-                    "study_instance_uid": item.study_instance_uid,
-                    "accession_number": item.accession_number,
-                },
-                f"the service stopped {self.max_attempts} times while processing this file "
-                "(it may crash the decoder); not retried",
-            )
-            for item in items
-        ]
-        for sink in sinks:
-            sink.write(outcomes)
 
     def _finish(self, job: Any) -> None:
         if job.source_kind == "zip":

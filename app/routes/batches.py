@@ -200,6 +200,11 @@ async def create_batch(request: Request, response: Response, state: StateDep) ->
         job_dir.mkdir(parents=True)
         source = job_dir / "upload.zip"
         shutil.move(zip_path, source)
+        if reports is not None:
+            # Report texts are patient data: kept with the job, so they go with its folder
+            # once the job is done (or deleted), as the extracted export does.
+            shutil.move(reports, job_dir / "reports.csv")
+            reports = job_dir / "reports.csv"
         kind = "zip"
     else:
         raise UnsupportedMediaType(

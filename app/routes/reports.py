@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Request
 from app import crud
 from app.deps import MetricsDep, NlpDep, SessionDep, SettingsDep
 from app.errors import ServiceError, UnsupportedMediaType
+from app.labeling import ReportLabeler
 from app.schemas import (
     ErrorRead,
     ReportBatchCreate,
@@ -16,6 +17,7 @@ from app.schemas import (
     ReportCreate,
     ReportLabelsRead,
 )
+from labeler import ReportLabels
 
 
 def require_json(request: Request) -> None:
@@ -74,7 +76,7 @@ def label_reports(
             store_text=settings.store_report_text,
         )
         metrics.reports.labels("api").inc()
-        return ReportLabelsRead(**result.to_dict(), labeler_version=version)
+        return _read(result, version, labeler if body.explain else None)
     limit = settings.max_reports_per_request
     if len(body.reports) > limit:
         raise TooManyReports(
@@ -94,5 +96,13 @@ def label_reports(
     )
     metrics.reports.labels("api").inc(len(results))
     return ReportBatchRead(
-        results=[ReportLabelsRead(**res.to_dict(), labeler_version=version) for res in results]
+        results=[
+            _read(res, version, labeler if r.explain else None)
+            for res, r in zip(results, body.reports, strict=True)
+        ]
     )
+
+
+def _read(result: ReportLabels, version: str, explainer: ReportLabeler | None) -> ReportLabelsRead:
+    explanation = explainer.explain(result) if explainer is not None else None
+    return ReportLabelsRead(**result.to_dict(), labeler_version=version, explanation=explanation)

@@ -28,3 +28,23 @@ def test_label_numbered_items_without_a_space(client: TestClient) -> None:
     assert labels["Pneumothorax"] == "negative"
     assert labels["Effusion"] == "positive"
     assert labels["Edema"] == "negative"
+
+
+@pytest.mark.issue(8)
+def test_label_explain_shows_mentions_rules_and_why(client: TestClient) -> None:
+    text = "FINDINGS: Heart size is normal. No pneumothorax. Possible small left effusion."
+    response = client.post("/v1/reports/label", json={"text": text, "explain": True})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    explanation = body["explanation"]
+    rules = {m["label"]: m["rule"] for m in explanation["mentions"]}
+    assert rules == {
+        "Cardiomegaly": "normal.heart",
+        "Pneumothorax": "neg.det",
+        "Effusion": "unc.hedge_adjective",
+    }
+    assert explanation["labels"]["Effusion"]["status"] == "uncertain"
+    assert "uncertain" in explanation["labels"]["Effusion"]["why"]
+    assert explanation["labels"]["Hernia"]["why"].startswith("absent")
+    plain = client.post("/v1/reports/label", json={"text": text}).json()
+    assert plain["explanation"] is None

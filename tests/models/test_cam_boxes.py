@@ -17,7 +17,7 @@ def test_cam_shapes_follow_input() -> None:
     with torch.no_grad():
         logits, cams = compute_cams(model, x)
     assert logits.shape == (2, 4)
-    assert cams.shape == (2, 4, 3, 2)  # S = input / 32
+    assert cams.shape == (2, 4, 6, 4)  # S = input / 16 (the default output stride)
 
 
 def test_cam_mean_equals_logit_with_average_pooling() -> None:
@@ -50,23 +50,28 @@ def test_interpolation_matrix_puts_cell_i_on_pixel_stride_times_i() -> None:
     assert w[8, 0] == pytest.approx(0.5) and w[8, 1] == pytest.approx(0.5)
 
 
-def test_receptive_field_centre_matches_geometry() -> None:
+@pytest.mark.parametrize("stages", [3, 4])
+def test_receptive_field_centre_matches_geometry(stages: int) -> None:
     # With every conv weight positive the receptive field is symmetric around its
     # centre: the input gradient of one cell peaks where `interpolation_matrix` says.
+    # stages=4 is the dilated last stage: the cell centres must not move.
     model = build_model(arch="resnet18", num_labels=1, weights=None, output_stride=16,
-                        body_stages=3).eval()  # fmt: skip
+                        body_stages=stages).eval()  # fmt: skip
     with torch.no_grad():
         for m in model.modules():
             if isinstance(m, torch.nn.Conv2d):
                 m.weight.fill_(0.01)
     model.body[3] = torch.nn.AvgPool2d(3, 2, 1)  # max-pool ties on a flat input favour top-left
-    x = torch.full((1, 1, 160, 160), 0.5, requires_grad=True)
+    # The dilated stage sees much further: a larger input keeps the image border (which
+    # would make the field lopsided) out of the half-maximum region.
+    side, cell = (160, 5) if stages == 3 else (448, 14)
+    x = torch.full((1, 1, side, side), 0.5, requires_grad=True)
     features = model.forward_features(x)
-    features[0, :, 5, 5].sum().backward()  # cell (5, 5) of 10 x 10: centred on pixel 80
+    features[0, :, cell, cell].sum().backward()  # centred on pixel 16 * cell
     g = x.grad[0, 0].abs().numpy()  # type: ignore[union-attr]
     ys, xs = np.nonzero(g > 0.5 * g.max())
-    assert (ys.min() + ys.max()) / 2 == pytest.approx(16 * 5, abs=0.5)
-    assert (xs.min() + xs.max()) / 2 == pytest.approx(16 * 5, abs=0.5)
+    assert (ys.min() + ys.max()) / 2 == pytest.approx(16 * cell, abs=0.5)
+    assert (xs.min() + xs.max()) / 2 == pytest.approx(16 * cell, abs=0.5)
 
 
 def _blob(h: int, w: int, cy: float, cx: float, sigma: float) -> np.ndarray:

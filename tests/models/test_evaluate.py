@@ -9,14 +9,13 @@ import numpy as np
 import pytest
 
 from models.boxes import Box
-from models.evaluate import (
+from models.evaluate import format_report, load_bbox_csv
+from models.metrics import (
     GroundTruthBox,
     choose_thresholds,
     classification_metrics,
-    format_report,
     iobb,
     iou,
-    load_bbox_csv,
     localization_metrics,
     roc_auc,
 )

@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from models.checkpoint import ModelCard, build_demo_checkpoint, load_checkpoint, save_checkpoint
+from models.checkpoint import (
+    ModelCard,
+    build_demo_checkpoint,
+    load_checkpoint,
+    model_from_card,
+    save_checkpoint,
+)
 from models.errors import CheckpointError, ModelsError
 from models.network import build_model
 
@@ -23,10 +29,35 @@ def test_build_model_output_stride_and_errors() -> None:
         build_model(arch="resnet18", num_labels=0)
 
 
+def test_build_model_dilated_last_stage_gives_stride_16_maps() -> None:
+    # Issue 9: the default dilates layer4, so maps are input / 16 (a 1024 input: 64x64).
+    model = build_model(arch="resnet18", num_labels=2, body_stages=4).eval()
+    r50 = build_model(arch="resnet50", num_labels=2)
+    assert r50.body[-1][1].conv2.dilation == (2, 2) and r50.body[-1][0].conv2.stride == (1, 1)
+    old = build_model(arch="resnet18", num_labels=2, body_stages=4, dilated=False)
+    assert old.body[-1][1].conv1.dilation == (1, 1)
+    with torch.no_grad():
+        assert model.forward_features(torch.rand(1, 1, 96, 96)).shape[-2:] == (6, 6)
+        assert r50.eval().forward_features(torch.rand(1, 1, 64, 64)).shape[-2:] == (4, 4)
+        paper = build_model(arch="resnet18", num_labels=2, body_stages=4, output_stride=32)
+        assert paper.eval().forward_features(torch.rand(1, 1, 64, 64)).shape[-2:] == (2, 2)
+
+
+def test_model_card_geometry_defaults_read_old_cards() -> None:
+    # A card written before `dilated` existed rebuilds the undilated stride-1 layer4.
+    card = ModelCard.from_dict({"labels": ["A"], "arch": "resnet18", "output_stride": 16,
+                                "body_stages": 4})  # fmt: skip
+    assert not card.dilated and card.temperatures == {} and card.warnings == []
+    model = model_from_card(card)
+    assert model.body[-1][1].conv1.dilation == (1, 1)
+    assert model.transition[0].out_channels == 512
+
+
 def test_checkpoint_roundtrip_keeps_card_and_weights(tmp_path: Path) -> None:
-    model = build_model(arch="resnet18", num_labels=2, weights=None, transition_channels=32)
     card = ModelCard(labels=["Mass", "Nodule"], arch="resnet18", transition_channels=32,
-                     image_size=64, thresholds={"Mass": 0.3, "Nodule": 0.6})  # fmt: skip
+                     image_size=64, thresholds={"Mass": 0.3, "Nodule": 0.6},
+                     temperatures={"Mass": 1.5}, warnings=["near chance"])  # fmt: skip
+    model = model_from_card(card)
     path = save_checkpoint(tmp_path / "m.pt", model=model, card=card, train_state={"epoch": 1})
     loaded = load_checkpoint(path, labels=["Mass", "Nodule"])
     assert loaded.card.thresholds == {"Mass": 0.3, "Nodule": 0.6}

@@ -1,15 +1,27 @@
-"""A one-step train and a resume on a tiny phantom set."""
+"""Training: the schedule and accumulation rules, a one-step train and a resume on a tiny
+phantom set, and the near-chance warning."""
 
 from __future__ import annotations
 
+import logging
+import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
+from app.cli import main
 from models.checkpoint import load_checkpoint
 from models.errors import ModelsError
-from models.train import best_checkpoint_path, load_train_config, train
+from models.train import (
+    accumulation_steps,
+    best_checkpoint_path,
+    default_lr,
+    learning_rate_at,
+    load_train_config,
+    train,
+)
 
 
 @pytest.mark.slow
@@ -18,13 +30,16 @@ def test_train_one_step_then_resume(phantom_dir: Path, tmp_path: Path) -> None:
     common = dict(
         data=str(phantom_dir), out=str(out), arch="resnet18", weights="none", image_size=64,
         labels="auto", batch_size=4, accum=2, workers=0, transition_channels=16,
-        progress=False, threads=1, optimizer="adamw", lr=1e-3, demo=True,
+        progress=False, threads=1, optimizer="adamw", lr=1e-3,
     )  # fmt: skip
     result = train(load_train_config(None, epochs=1, max_steps=1, **common))
     assert result.steps == 1
     first = load_checkpoint(out)
     assert first.train_state is not None and first.train_state["step"] == 1
-    assert first.card.demo and first.card.metrics["epoch"] == 1
+    # Phantoms carry the synthetic marker: the card says demo without being told (issue 7).
+    assert first.card.demo and "DEMONSTRATION" in first.card.intended_use
+    assert first.card.training["synthetic_data"] and first.card.metrics["epoch"] == 1
+    assert set(first.card.temperatures) == set(first.card.labels)
     assert set(first.card.thresholds) == set(first.card.labels)
     assert first.card.metrics["validation"]["n_images"] > 0
     weights = {k: v.clone() for k, v in first.model.state_dict().items()}
@@ -52,4 +67,77 @@ def test_train_config_rejects_unknown_keys_and_values(tmp_path: Path) -> None:
         load_train_config(toml)
     toml.write_text('data = "x"\nepochs = 3\n')
     cfg = load_train_config(toml, epochs=5, lr=None)
-    assert cfg.epochs == 5 and cfg.lr == 1e-3
+    assert cfg.epochs == 5 and cfg.lr is None and cfg.accum is None
+    for bad in ("warmup_fraction = 1.5", "lr = -1.0", "accum = 0"):
+        toml.write_text(f'data = "x"\n{bad}\n')
+        with pytest.raises(ModelsError):
+            load_train_config(toml)
+
+
+@pytest.mark.parametrize("total", [10, 55, 100_000])
+def test_learning_rate_schedule_is_set_in_fractions_of_the_run(total: int) -> None:
+    peak = 2e-3
+    lrs = np.array([learning_rate_at(s, total, peak=peak, warmup_fraction=0.1) for s in
+                    range(total)])  # fmt: skip
+    warmup = max(1, round(0.1 * total))
+    # Warmup: linear up to the peak, reached at the end of the warmup share of the run.
+    assert lrs[0] == pytest.approx(peak / warmup)
+    assert lrs[warmup - 1] == pytest.approx(peak) and lrs.max() == pytest.approx(peak)
+    assert np.all(np.diff(lrs[:warmup]) > 0)
+    # Decay: monotone cosine down to 2% of the peak at the last step.
+    assert np.all(np.diff(lrs[warmup - 1 :]) <= 1e-12)
+    assert lrs[-1] == pytest.approx(0.02 * peak)
+    # The run's middle sits at the same point of the curve whatever its length
+    # (the issue's run: 50 fixed warmup steps of 55 left no time to learn).
+    mid = (warmup + total - 1) // 2
+    assert lrs[mid] == pytest.approx(peak * (0.02 + 0.98 * 0.5), rel=0.15)
+    assert learning_rate_at(total // 2, total, peak=peak, schedule="constant",
+                            warmup_fraction=0.1) == peak  # fmt: skip
+
+
+def test_accumulation_rule_keeps_enough_steps_per_epoch() -> None:
+    # ChestX-ray14's 78,468 training images in micro-batches of 16: the paper's batch of 80.
+    assert accumulation_steps(math.ceil(78_468 / 16), batch_size=16) == 5
+    # 420 phantoms: 26 micro-batches; accumulating would leave < 50 steps per epoch.
+    assert accumulation_steps(26, batch_size=16) == 1
+    # In between: as much accumulation as keeps 50 steps per epoch.
+    assert accumulation_steps(150, batch_size=16) == 3
+    # Eight GPUs with 16 each already make 128 >= 80.
+    assert accumulation_steps(10_000, batch_size=16, world_size=8) == 1
+    assert accumulation_steps(0, batch_size=16) == 1
+
+
+def test_default_lr_depends_on_weights() -> None:
+    assert default_lr("adamw", "none") > default_lr("adamw", "imagenet")
+    assert default_lr("sgd", "none") > default_lr("sgd", "imagenet")
+    with pytest.raises(ModelsError, match="no default lr"):
+        default_lr("lbfgs", "none")
+
+
+@pytest.mark.issue(9)
+def test_near_chance_run_warns_loudly_and_card_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Identical images with random labels: nothing to learn, validation AUC is 0.5.
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    (tmp_path / "images").mkdir()
+    rows = ["path,Patient ID,Mass,Nodule"]
+    for i in range(40):
+        Image.new("L", (32, 32), 128).save(tmp_path / "images" / f"{i}.png")
+        mass, nodule = (int(v) for v in rng.integers(0, 2, size=2))
+        rows.append(f"images/{i}.png,{i},{i % 2 if i < 4 else mass},{nodule}")
+    (tmp_path / "labels.csv").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "run.pt"
+    with caplog.at_level(logging.WARNING, logger="models.train"):
+        code = main(["train", "--data", str(tmp_path / "labels.csv"), "--out", str(out),
+                     "--arch", "resnet18", "--image-size", "32", "--weights", "none",
+                     "--labels", "Mass,Nodule", "--epochs", "1", "--workers", "0",
+                     "--threads", "1", "--transition-channels", "8", "--no-progress"])  # fmt: skip
+    assert code == 0
+    assert "*** WARNING: validation mean AUC" in capsys.readouterr().err
+    assert any("near chance" in r.getMessage() for r in caplog.records)
+    card = load_checkpoint(out).card
+    assert card.warnings and "near chance" in card.warnings[0]
+    assert not card.demo  # real-looking data without the synthetic marker
