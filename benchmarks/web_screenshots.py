@@ -1,10 +1,11 @@
-"""Screenshots of the web page for the README, taken as the browser tests run it.
+"""Screenshots of the web page for the README, taken as the browser tests run it; prints
+how long the page took to show a prediction with its overlay, a labeled report and a batch.
 
 Serves the app with the `cxr serve --demo` model (built or reused in --storage) on a
 free loopback port, drives Debian's chromium through Playwright (nothing downloaded),
 and writes app/web/screenshots/{predict,report,batches,apikey}.png.
 
-    python scripts/web_screenshots.py                # about 1 min once the demo model exists
+    python benchmarks/web_screenshots.py                # about 1 min once the demo model exists
 """
 
 from __future__ import annotations
@@ -127,17 +128,21 @@ def main() -> int:
         page = browser.new_page(viewport={"width": 1440, "height": 900})
         page.set_default_timeout(60_000)
         page.goto(url + "/")
+        t0 = time.perf_counter()
         page.locator("#demo-sample").click()
         page.wait_for_function(
             "() => { const i = document.getElementById('heatmap-image');"
             " return i.complete && i.naturalWidth > 0 && !i.hidden; }"
         )
+        timings = {"predict (phantom to overlay shown)": time.perf_counter() - t0}
         time.sleep(0.3)
         page.screenshot(path=str(args.out / "predict.png"))
 
         page.locator("textarea").fill(REPORT)
+        t0 = time.perf_counter()
         page.get_by_role("button", name="Label", exact=True).click()
         page.locator("#report-highlighted mark").first.wait_for()
+        timings["report (Label to highlights)"] = time.perf_counter() - t0
         page.locator("#report-highlighted mark.negative").first.hover()
         page.locator("#report").screenshot(path=str(args.out / "report.png"))
 
@@ -146,8 +151,10 @@ def main() -> int:
         (work / "reports.csv").write_text(csv_text)
         page.locator("#batch-zip").set_input_files(str(work / "export.zip"))
         page.locator("#batch-reports").set_input_files(str(work / "reports.csv"))
+        t0 = time.perf_counter()
         page.locator("#batch-start").click()
         page.locator("#jobs-table tbody tr[data-state=done]").first.wait_for(timeout=120_000)
+        timings["batch of 8 files (upload to done)"] = time.perf_counter() - t0
         page.wait_for_function(
             "() => document.querySelectorAll('#result-table tbody tr').length >= 8"
         )
@@ -173,6 +180,8 @@ def main() -> int:
     thread.join(timeout=15)
     for name in ("predict", "report", "batches", "apikey"):
         sys.stdout.write(f"{args.out / (name + '.png')}\n")
+    for what, seconds in timings.items():
+        sys.stdout.write(f"{what}: {seconds:.2f} s\n")
     return 0
 
 
