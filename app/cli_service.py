@@ -155,9 +155,7 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
         "training set (PNG + Data_Entry.csv) for `cxr train --data`. Lines are flushed as "
         "files are done: an interrupted run continues with --resume.",
     )
-    p.add_argument(
-        "export_dir", type=Path, nargs="?", metavar="EXPORT_DIR", help="folder or .zip"
-    )
+    p.add_argument("export_dir", type=Path, nargs="?", metavar="EXPORT_DIR", help="folder or .zip")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.jsonl")
     p.add_argument("--reports", type=Path, metavar="REPORTS.csv")
     p.add_argument("--model", type=Path, help="checkpoint (default: CXR_MODEL if set)")
@@ -302,10 +300,16 @@ def _batch(args: argparse.Namespace) -> int:
             tmp = Path(tempfile.mkdtemp(prefix="cxr-batch-"))
             cleanup.callback(remove_tree, tmp)  # extracted files carry patient data
             source = ZipSource(
-                args.export_dir, tmp / "export", zip_limits(settings), exclude=exclude
+                args.export_dir,
+                tmp / "export",
+                zip_limits(settings),
+                exclude=exclude,
+                file_timeout_s=settings.batch_file_timeout_s,
             )
         else:
-            source = FolderSource(args.export_dir, exclude=exclude)
+            source = FolderSource(
+                args.export_dir, exclude=exclude, file_timeout_s=settings.batch_file_timeout_s
+            )
         return _run_batch(args, source, settings, previous, torn, reports, predictor, sinks)
 
 

@@ -277,3 +277,23 @@ def test_cli_batch_resume_gives_up_a_file_that_killed_the_process_twice(
     assert all(lines[k]["state"] == "done" for k in GOOD_BESIDE_POISON)
     assert not (tmp_path / "out.jsonl.inflight.json").exists()
     capsys.readouterr()
+
+
+def test_batch_header_read_that_never_returns_makes_the_file_invalid(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import models.dicom
+
+    release = threading.Event()
+
+    def header(path: Any) -> Any:
+        release.wait(30)
+        raise AssertionError("unreachable in this test")
+
+    monkeypatch.setattr(models.dicom, "read_dicom_header", header)
+    (tmp_path / "IM1").write_bytes(b"x")
+    try:
+        item = classify_file(tmp_path / "IM1", "IM1", timeout_s=0.3)
+    finally:
+        release.set()
+    assert item.kind == "invalid" and "longer than 0.3 s" in (item.note or "")
