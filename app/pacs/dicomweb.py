@@ -26,6 +26,7 @@ import httpx
 
 __all__ = [
     "DicomwebClient",
+    "DicomwebServer",
     "DicomwebError",
     "InstanceRef",
     "StoreOutcome",
@@ -96,6 +97,27 @@ def _check_uid(uid: str, what: str) -> str:
     if not _UID.match(uid) or len(uid) > 64:
         raise DicomwebError(f"{what} {uid!r} is not a DICOM UID (digits and dots, at most 64)")
     return uid
+
+
+@dataclass(frozen=True)
+class DicomwebServer:
+    """A configured DICOMweb server (URL and credentials), to open clients on demand."""
+
+    url: str
+    user: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
+    timeout: float = 60.0
+
+    def client(self) -> DicomwebClient:
+        """A new client (the caller closes it)."""
+        return DicomwebClient(
+            self.url,
+            user=self.user,
+            password=self.password,
+            token=self.token,
+            timeout=self.timeout,
+        )
 
 
 class DicomwebClient:

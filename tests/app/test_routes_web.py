@@ -43,3 +43,13 @@ def test_prediction_image_is_the_stored_preview(client: TestClient) -> None:
     image = client.get(f"/v1/predictions/{body['id']}/image.png")
     assert image.status_code == 200 and image.content.startswith(b"\x89PNG")
     assert client.get("/v1/predictions/nope/image.png").status_code == 404
+
+
+def test_demo_phantom_offered_only_with_a_demo_model(
+    client: TestClient, make_client: Callable[..., TestClient]
+) -> None:
+    sample = client.get("/demo/phantom.png", params={"seed": 3})
+    assert sample.status_code == 200 and sample.content.startswith(b"\x89PNG")
+    assert sample.headers["x-cxr-phantom-labels"]
+    assert client.get("/demo/phantom.png", params={"seed": 3}).content == sample.content
+    assert make_client(model=False).get("/demo/phantom.png").status_code == 404

@@ -220,7 +220,11 @@ def test_web_predict_dicom_draws_overlay_boxes_and_table(
 
     svg = page.locator("#box-layer")
     assert svg.get_attribute("viewBox") == f"0 0 {columns} {rows}"
-    rects = page.locator("#box-layer rect")
+    shown = heat.get_attribute("data-label")
+    visible = page.locator("#box-layer rect:visible")
+    assert visible.count() == sum(b["label"] == shown for b in prediction["boxes"])
+    page.locator("#boxes-scope").select_option("all")
+    rects = page.locator("#box-layer rect:visible")
     assert rects.count() == len(prediction["boxes"])
     first = prediction["boxes"][0]
     rect = rects.first
