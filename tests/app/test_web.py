@@ -342,3 +342,31 @@ def test_web_api_key_asked_once_and_sent(
         assert page.locator("#predict-file").is_disabled()
         context.close()
         assert problems.items == [], "\n".join(problems.items)
+
+
+def test_web_dropped_png_is_predicted(server: LiveServer, page: Any) -> None:
+    import base64
+
+    import cv2
+
+    png = cv2.imencode(".png", (chest_pixels(96, 128, seed=5) // 16).astype("uint8"))[1]
+    page.goto(server.url + "/")
+    with page.expect_response("**/v1/images/predict") as answer:
+        page.evaluate(
+            """data => {
+                const bytes = Uint8Array.from(atob(data), c => c.charCodeAt(0));
+                const transfer = new DataTransfer();
+                transfer.items.add(new File([bytes], "dropped.png", {type: "image/png"}));
+                const viewer = document.getElementById("viewer");
+                viewer.dispatchEvent(new DragEvent("dragover", {dataTransfer: transfer,
+                    bubbles: true, cancelable: true}));
+                viewer.dispatchEvent(new DragEvent("drop", {dataTransfer: transfer,
+                    bubbles: true, cancelable: true}));
+            }""",
+            base64.b64encode(png.tobytes()).decode(),
+        )
+    prediction = answer.value.json()
+    assert (prediction["image"]["rows"], prediction["image"]["columns"]) == (96, 128)
+    page.locator("#prob-table tbody tr").first.wait_for()
+    assert page.locator("#box-layer").get_attribute("viewBox") == "0 0 128 96"
+    assert "dropped.png" in page.locator("#predict-status").inner_text()
