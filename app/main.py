@@ -193,6 +193,7 @@ def _dicomweb_server(settings: Settings) -> DicomwebServer | None:
         user=settings.dicomweb_user,
         password=settings.dicomweb_password,
         token=None if settings.dicomweb_user else settings.dicomweb_token,
+        log_uids=settings.log_patient_data,
     )
 
 
