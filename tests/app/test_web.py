@@ -246,7 +246,7 @@ def test_web_predict_dicom_draws_overlay_boxes_and_table(
     page.locator("#boxes-toggle").check()
     # Choosing another label loads its overlay at display size.
     other = [label for label in prediction["heatmaps"] if label != heat.get_attribute("data-label")]
-    with page.expect_response(lambda r: "/heatmaps/" in r.url and "max_size=" in r.url):
+    with page.expect_response(lambda r: "/heatmaps/" in r.url and "boxes=false" in r.url):
         page.locator("#heatmap-label").select_option(other[0])
     page.wait_for_function(
         f"() => document.getElementById('heatmap-image').dataset.label === {json.dumps(other[0])}"

@@ -316,7 +316,8 @@ async function selectLabel(label) {
     const path = p.heatmaps[label];
     const sep = path.includes("?") ? "&" : "?";
     try {
-      url = await apiObjectUrl(`${path}${sep}max_size=${overlaySize()}`);
+      // Heatmap only: the page draws the boxes itself (an SVG layer that can be toggled).
+      url = await apiObjectUrl(`${path}${sep}max_size=${overlaySize()}&boxes=false`);
     } catch (error) {
       setStatus("predict-status", `heatmap ${label}: ${error.message}`, true);
       return;
