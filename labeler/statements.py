@@ -60,12 +60,18 @@ class StatementMatcher:
         return bool(self.statements) and (self._anchor is None or bool(self._anchor.search(text)))
 
     def find(self, doc: Doc) -> list[StatementMatch]:
-        """The statements in `doc`, longest match first where they overlap."""
+        """The statements in `doc`: the longest match of each statement where it overlaps itself."""
         if not self.may_match(doc.text):
             return []
         spans = [Span(doc, s, e, label=self._strings[mid]) for mid, s, e in self.matcher(doc)]
+        by_id: dict[str, list[Span]] = {}
+        for span in spans:
+            by_id.setdefault(span.label_, []).append(span)
+        # longest match per statement; different statements may share words
+        # ("cardiac and mediastinal silhouettes are stable": heart and mediastinum)
+        kept = [sp for group in by_id.values() for sp in filter_spans(group)]
         out: list[StatementMatch] = []
-        for span in sorted(filter_spans(spans), key=lambda sp: sp.start):
+        for span in sorted(kept, key=lambda sp: sp.start):
             st = self.statements[span.label_]
             out.extend(
                 StatementMatch(lab, span.start_char, span.end_char, st.status, st.id)
