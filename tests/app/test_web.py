@@ -269,6 +269,9 @@ def test_web_report_highlights_mentions(server: LiveServer, page: Any) -> None:
     assert "rule:" in title and "section:" in title and "NegEx:" in title
     # The highlighted text is the report itself, character for character.
     assert page.locator("#report-highlighted").inner_text() == REPORT
+    # Finding attributes (laterality here) beside the label when the labeler gives them.
+    effusion = page.locator("#report-labels tbody tr", has_text="Effusion")
+    assert "left" in effusion.locator("td.attrs").inner_text()
     labels = page.locator("#report-labels tbody tr")
     assert labels.count() >= 3
     assert page.locator("#report-labels td.positive", has_text="positive").count() >= 1
