@@ -53,3 +53,13 @@ def test_demo_phantom_offered_only_with_a_demo_model(
     assert sample.headers["x-cxr-phantom-labels"]
     assert client.get("/demo/phantom.png", params={"seed": 3}).content == sample.content
     assert make_client(model=False).get("/demo/phantom.png").status_code == 404
+
+
+def test_heatmap_without_boxes_for_the_page(client: TestClient) -> None:
+    body = client.post("/v1/images/predict", files={"file": ("a.dcm", dx_bytes())}).json()
+    label = next(b["label"] for b in body["boxes"])
+    url = body["heatmaps"][label]
+    with_boxes = client.get(url, params={"max_size": 64})
+    without = client.get(url, params={"max_size": 64, "boxes": "false"})
+    assert with_boxes.status_code == without.status_code == 200
+    assert without.content.startswith(b"\x89PNG") and without.content != with_boxes.content

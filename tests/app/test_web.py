@@ -246,7 +246,7 @@ def test_web_predict_dicom_draws_overlay_boxes_and_table(
     page.locator("#boxes-toggle").check()
     # Choosing another label loads its overlay at display size.
     other = [label for label in prediction["heatmaps"] if label != heat.get_attribute("data-label")]
-    with page.expect_response(lambda r: "/heatmaps/" in r.url and "max_size=" in r.url):
+    with page.expect_response(lambda r: "/heatmaps/" in r.url and "boxes=false" in r.url):
         page.locator("#heatmap-label").select_option(other[0])
     page.wait_for_function(
         f"() => document.getElementById('heatmap-image').dataset.label === {json.dumps(other[0])}"
@@ -269,6 +269,9 @@ def test_web_report_highlights_mentions(server: LiveServer, page: Any) -> None:
     assert "rule:" in title and "section:" in title and "NegEx:" in title
     # The highlighted text is the report itself, character for character.
     assert page.locator("#report-highlighted").inner_text() == REPORT
+    # Finding attributes (laterality here) beside the label when the labeler gives them.
+    effusion = page.locator("#report-labels tbody tr", has_text="Effusion")
+    assert "left" in effusion.locator("td.attrs").inner_text()
     labels = page.locator("#report-labels tbody tr")
     assert labels.count() >= 3
     assert page.locator("#report-labels td.positive", has_text="positive").count() >= 1

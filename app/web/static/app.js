@@ -316,7 +316,8 @@ async function selectLabel(label) {
     const path = p.heatmaps[label];
     const sep = path.includes("?") ? "&" : "?";
     try {
-      url = await apiObjectUrl(`${path}${sep}max_size=${overlaySize()}`);
+      // Heatmap only: the page draws the boxes itself (an SVG layer that can be toggled).
+      url = await apiObjectUrl(`${path}${sep}max_size=${overlaySize()}&boxes=false`);
     } catch (error) {
       setStatus("predict-status", `heatmap ${label}: ${error.message}`, true);
       return;
@@ -420,7 +421,8 @@ function describeAttributes(attrs) {
 function mentionTitle(m) {
   const attrs = describeAttributes(m.attributes);
   return [`${m.label}: ${m.status}`, `rule: ${m.rule || "(none)"}`,
-    `section: ${m.section || "(none)"}`, `NegEx: ${m.negex || "(none)"}`,
+    m.cue && `cue: ${m.cue}`, `section: ${m.section || "(none)"}`,
+    `NegEx: ${m.negex || "(none)"}`,
     attrs && `attributes: ${attrs}`].filter(Boolean).join("\n");
 }
 
@@ -445,19 +447,23 @@ function showReport(text, result) {
   const order = { positive: 0, uncertain: 1, negative: 2, absent: 3 };
   const entries = Object.entries(result.labels)
     .sort((a, b) => (order[a[1]] ?? 4) - (order[b[1]] ?? 4) || a[0].localeCompare(b[0]));
+  const findings = result.findings || {};
   for (const [label, status] of entries) {
+    const finding = Object.assign({}, findings[label] || {});
+    delete finding.status;
     labels.append(el("tr", { class: status }, el("td", { text: label }),
-      el("td", { class: status, text: status })));
+      el("td", { class: status, text: status }),
+      el("td", { class: "attrs", text: describeAttributes(finding) })));
   }
   labels.append(el("tr", {}, el("td", { text: "No Finding" }),
     el("td", { class: result.no_finding ? "positive" : "absent",
-      text: result.no_finding ? "yes" : "no" })));
+      text: result.no_finding ? "yes" : "no" }), el("td", {})));
   $("report-labels").hidden = false;
 
-  const findings = $("report-findings").querySelector("tbody");
-  findings.replaceChildren();
+  const rows = $("report-findings").querySelector("tbody");
+  rows.replaceChildren();
   for (const m of mentions) {
-    findings.append(el("tr", {}, el("td", { text: m.label }),
+    rows.append(el("tr", {}, el("td", { text: m.label }),
       el("td", { class: m.status, text: m.status }), el("td", { text: m.text }),
       el("td", { text: m.section || "" }), el("td", { text: m.rule || "" }),
       el("td", { text: m.negex || "" }),
