@@ -26,7 +26,8 @@ __all__ = ["DicomwebSource", "ref_from_key"]
 
 log = logging.getLogger(__name__)
 
-_KEY = re.compile(r"^studies/([0-9.]+)/series/([0-9.]+)/instances/([0-9.]+)$")
+_U = r"([0-9]+(?:\.[0-9]+)*)"  # a UID: digits, single dots between them
+_KEY = re.compile(rf"^studies/{_U}/series/{_U}/instances/{_U}$")
 # Storage SOP classes that are never images: SR documents (…88.x), presentation states (…11.x).
 _NOT_IMAGES = ("1.2.840.10008.5.1.4.1.1.88.", "1.2.840.10008.5.1.4.1.1.11.")
 

@@ -250,3 +250,34 @@ def test_orthanc_pushes_by_c_store_to_cxr_listen(
         rest.delete("/modalities/cxr-test")
     assert listener.returncode == 0, err
     assert "2 done, 0 skipped, 0 failed" in err
+
+
+def test_orthanc_service_batch_job_pulls_and_pushes(
+    make_client: Any, rest: httpx.Client, web: DicomwebClient
+) -> None:
+    from service_fixtures import wait_for_job
+
+    client = make_client(
+        dicomweb_url=f"{ORTHANC_URL}/dicom-web",
+        dicomweb_user=AUTH[0] or None,
+        dicomweb_password=AUTH[1] or None,
+    )
+    images = _study()
+    for ds in images:
+        _upload(rest, ds)
+    study = images[0].StudyInstanceUID
+    response = client.post(
+        "/v1/batches", json={"dicomweb": {"study": [study], "push": ["sr", "gsps"]}}
+    )
+    assert response.status_code == 202, response.text
+    job = wait_for_job(client, response.json()["id"])
+    assert job["state"] == "done" and job["source_kind"] == "dicomweb"
+    assert (job["total"], job["done"], job["failed"]) == (2, 2, 0)
+    lines = [
+        json.loads(x)
+        for x in client.get(f"/v1/batches/{job['id']}/results").text.splitlines()
+        if x.strip()
+    ]
+    assert all(len(line["pushed"]) == 2 for line in lines)
+    assert _study_results(rest, study) == {"SR": 2, "PR": 2, "CR": 1, "DX": 1, "CT": 1}
+    assert AUTH[1] not in json.dumps(job) if AUTH[1] else True

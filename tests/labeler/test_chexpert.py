@@ -170,6 +170,13 @@ def test_chexpert_no_finding(
          {"Enlarged Cardiomediastinum": 0, "Cardiomegaly": 0}),
         ("Pneumothorax: none.", {"Pneumothorax": 0}),
         ("Heart: Enlarged.", {"Cardiomegaly": 1}),
+        ("Interval removal of the right IJ line.", {"Support Devices": 0}),
+        ("The cardiac and mediastinal silhouettes are stable.",
+         {"Cardiomegaly": -1, "Enlarged Cardiomediastinum": -1}),
+        ("Right basilar opacity may reflect atelectasis, though infection cannot be excluded.",
+         {"Lung Opacity": 1, "Atelectasis": -1, "Pneumonia": -1}),
+        ("Old granulomatous infection.", {}),
+        ("Heart size is top normal.", {"Cardiomegaly": 0}),
     ],
 )  # fmt: skip
 def test_chexpert_conventions(
