@@ -46,6 +46,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--forward", metavar="DICOMWEB_URL", help="STOW-RS the SR and GSPS here")
     add_dicomweb_auth_arguments(p)
     p.add_argument("--chunk-size", type=int, default=8, help="images per forward pass")
+    p.add_argument(
+        "--max-pixels",
+        type=int,
+        default=50_000_000,
+        help="images with more pixels fail from their header, undecoded (50000000; 0: none)",
+    )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
     p.set_defaults(handler=_listen)
 
@@ -108,6 +114,7 @@ def _listen(args: argparse.Namespace) -> int:
         allow_ae=[a for a in args.allow_ae.split(",") if a.strip()],
         forward=forward,
         chunk_size=args.chunk_size,
+        max_pixels=args.max_pixels or None,
     )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

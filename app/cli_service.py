@@ -155,7 +155,7 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
         "training set (PNG + Data_Entry.csv) for `cxr train --data`. Lines are flushed as "
         "files are done: an interrupted run continues with --resume.",
     )
-    p.add_argument("export_dir", type=Path, metavar="EXPORT_DIR", help="folder or .zip")
+    p.add_argument("export_dir", type=Path, nargs="?", metavar="EXPORT_DIR", help="folder or .zip")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.jsonl")
     p.add_argument("--reports", type=Path, metavar="REPORTS.csv")
     p.add_argument("--model", type=Path, help="checkpoint (default: CXR_MODEL if set)")
@@ -206,6 +206,25 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
         help="images with more pixels (rows x columns) fail from their header, undecoded, "
         "like CXR_MAX_PIXELS in the service (50000000; 0: no limit)",
     )
+    pacs = p.add_argument_group(
+        "PACS (instead of EXPORT_DIR)",
+        "Pull the instances of matching studies from a DICOMweb server (QIDO-RS, WADO-RS); "
+        "each line's path is studies/UID/series/UID/instances/UID, so --resume skips what "
+        "OUT holds. --push stores a TID 1500 SR and/or a GSPS per predicted image back to "
+        "the same server (STOW-RS; their UIDs are stable, so a rerun does not duplicate them).",
+    )
+    pacs.add_argument("--dicomweb", metavar="URL", help="DICOMweb service root to pull from")
+    pacs.add_argument(
+        "--study", action="append", default=[], metavar="UID", help="only this study (repeat)"
+    )
+    pacs.add_argument("--since", metavar="YYYY-MM-DD", help="only studies from this day on")
+    pacs.add_argument(
+        "--modality", default="CR,DX", metavar="CR,DX", help="series modalities (default CR,DX)"
+    )
+    pacs.add_argument("--push", metavar="sr,gsps", help="store results back: sr, gsps or both")
+    from app.cli_pacs import add_dicomweb_auth_arguments
+
+    add_dicomweb_auth_arguments(pacs)
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning"])
     p.set_defaults(handler=_with_logging(_batch))
 
@@ -219,9 +238,15 @@ def _batch(args: argparse.Namespace) -> int:
     from app.batch.sinks import DatasetSink
     from app.batch.sources import FolderSource, ZipSource
 
-    is_zip = args.export_dir.is_file() and zipfile.is_zipfile(args.export_dir)
-    if not args.export_dir.is_dir() and not is_zip:
-        raise CommandError(f"{args.export_dir}: not a folder (nor a zip archive of one)")
+    if (args.export_dir is None) == (args.dicomweb is None):
+        raise CommandError("give either EXPORT_DIR or --dicomweb URL (one of them)")
+    if args.dicomweb is None and (args.push or args.study or args.since):
+        raise CommandError("--push, --study and --since need --dicomweb URL")
+    is_zip = False
+    if args.export_dir is not None:
+        is_zip = args.export_dir.is_file() and zipfile.is_zipfile(args.export_dir)
+        if not args.export_dir.is_dir() and not is_zip:
+            raise CommandError(f"{args.export_dir}: not a folder (nor a zip archive of one)")
     if args.chunk_size < 1 or args.dataset_size < 32:
         raise CommandError("--chunk-size must be >= 1 and --dataset-size >= 32")
     previous, torn = read_result_lines(args.output) if args.resume else ([], 0)
@@ -266,17 +291,63 @@ def _batch(args: argparse.Namespace) -> int:
 
     exclude = [args.reports] if args.reports else []
     with contextlib.ExitStack() as cleanup:
-        if is_zip:
+        if args.dicomweb is not None:
+            source: Any = _dicomweb_source(args, predictor, sinks)
+            cleanup.callback(source.close)
+        elif is_zip:
             from app.archive import remove_tree, zip_limits
 
             tmp = Path(tempfile.mkdtemp(prefix="cxr-batch-"))
             cleanup.callback(remove_tree, tmp)  # extracted files carry patient data
-            source: FolderSource = ZipSource(
-                args.export_dir, tmp / "export", zip_limits(settings), exclude=exclude
+            source = ZipSource(
+                args.export_dir,
+                tmp / "export",
+                zip_limits(settings),
+                exclude=exclude,
+                file_timeout_s=settings.batch_file_timeout_s,
             )
         else:
-            source = FolderSource(args.export_dir, exclude=exclude)
+            source = FolderSource(
+                args.export_dir, exclude=exclude, file_timeout_s=settings.batch_file_timeout_s
+            )
         return _run_batch(args, source, settings, previous, torn, reports, predictor, sinks)
+
+
+def _dicomweb_source(args: argparse.Namespace, predictor: Any, sinks: list[Any]) -> Any:
+    """The DICOMweb source of `cxr batch --dicomweb`, and its push sink first in `sinks`."""
+    from datetime import date
+
+    from app.batch.dicom_push import DicomPushSink
+    from app.batch.dicomweb_source import DicomwebSource
+    from app.cli_pacs import dicomweb_client_from_args
+
+    since = None
+    if args.since:
+        try:
+            since = date.fromisoformat(args.since)
+        except ValueError:
+            raise CommandError(f"--since {args.since!r}: expected a date as YYYY-MM-DD") from None
+    kinds = [k.strip().lower() for k in (args.push or "").split(",") if k.strip()]
+    if args.push is not None and (not kinds or set(kinds) - {"sr", "gsps"}):
+        raise CommandError(f"--push {args.push!r}: expected sr, gsps or sr,gsps")
+    if kinds and predictor is None:
+        raise CommandError("--push needs a model (--model or CXR_MODEL): nothing to push")
+    for noisy in ("highdicom", "httpx"):  # per-module and per-request chatter at INFO
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    client = dicomweb_client_from_args(args.dicomweb, args)
+    source = DicomwebSource(
+        client,
+        study_uids=args.study,
+        since=since,
+        modalities=[m for m in args.modality.split(",") if m.strip()],
+    )
+    if kinds:
+        # First: the lines written by the sinks after it record what was pushed.
+        sinks.insert(
+            0,
+            DicomPushSink(client, kinds=kinds, card=predictor.card, headers=source.pop_header),
+        )
+    return source
 
 
 def _run_batch(
@@ -291,7 +362,7 @@ def _run_batch(
 ) -> int:
     from tqdm import tqdm
 
-    from app.batch.engine import plan, run
+    from app.batch.engine import plan, run_resumed
     from app.batch.interfaces import Sink
     from app.batch.processor import BatchProcessor
     from app.batch.sinks import DatasetSink, JsonlSink, TallySink
@@ -331,13 +402,17 @@ def _run_batch(
         file=sys.stderr,
     ) as bar:
         try:
-            report = run(
+            report = run_resumed(
                 items,
                 processor,
                 [*sinks, Progress()],
+                attempts=dict(out.attempts),
                 chunk_size=args.chunk_size,
                 stop_on_failure=args.on_error == "raise",
             )
+        except KeyboardInterrupt:
+            out.forget_in_flight()
+            raise
         finally:
             out.close()
     counts = tally.counts

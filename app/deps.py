@@ -17,6 +17,7 @@ from app.errors import ModelNotLoaded, ServiceError
 from app.inference import InferenceQueue
 from app.labeling import ReportLabeler
 from app.metrics import Metrics
+from app.pacs.dicomweb import DicomwebServer
 from app.security import ApiKeys
 from app.settings import Settings
 from app.storage import Storage
@@ -51,6 +52,7 @@ class AppState:
     model_error: str | None = None
     inference: InferenceQueue | None = None
     runner: BatchRunner | None = None
+    dicomweb: DicomwebServer | None = None
 
 
 class Unauthorized(ServiceError):

@@ -29,8 +29,8 @@ __all__ = [
 NO_MODEL_HELP = (
     "no image model is loaded, so image prediction is unavailable (report labeling works). "
     "Point the service at a checkpoint with CXR_MODEL=/path/model.pt or `cxr serve --model "
-    "/path/model.pt`; to make a demo one from synthetic phantoms: `cxr phantoms phantoms/` "
-    "then `cxr train --data phantoms/ --out demo.pt`."
+    "/path/model.pt` (train one with `cxr train`), or try the service with a demo model "
+    "trained on synthetic phantoms: `cxr serve --demo`."
 )
 
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "InferenceQueue",
+    "release_freed_memory",
     "decode_heatmap",
     "decode_preview",
     "encode_heatmaps",
@@ -34,6 +35,27 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+
+def release_freed_memory() -> None:
+    """Give freed heap memory back to the OS (glibc `malloc_trim`); a no-op elsewhere.
+
+    Decoding a large image frees hundreds of MB, partly in the per-thread malloc arenas of
+    the worker threads; glibc keeps those pages, so an idle server would keep growing
+    after large uploads (issue 7, item 5). Called after each large decode.
+    """
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if not name:
+        return
+    try:
+        libc = ctypes.CDLL(name)
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to do
+        return
+    trim(0)
 
 
 def load_model(path: Any, device: str = "auto") -> Any:

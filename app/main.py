@@ -29,6 +29,7 @@ from app.errors import (
     server_folders,
 )
 from app.metrics import Metrics, MetricsMiddleware
+from app.pacs.dicomweb import DicomwebServer
 from app.schemas import DEMO_NOTICE
 from app.security import ApiKeys
 from app.settings import Settings, get_settings
@@ -183,6 +184,19 @@ def _register_exception_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, validation_error)
 
 
+def _dicomweb_server(settings: Settings) -> DicomwebServer | None:
+    """The PACS that DICOMweb batch jobs pull from (CXR_DICOMWEB_URL), or None."""
+    if not settings.dicomweb_url:
+        return None
+    return DicomwebServer(
+        settings.dicomweb_url,
+        user=settings.dicomweb_user,
+        password=settings.dicomweb_password,
+        token=None if settings.dicomweb_user else settings.dicomweb_token,
+        log_uids=settings.log_patient_data,
+    )
+
+
 def _startup(settings: Settings, metrics: Metrics, predictor: Any | None) -> AppState:
     """Blocking start-up work (run in a thread): database, labeler, model."""
     from app.archive import zip_limits
@@ -203,6 +217,7 @@ def _startup(settings: Settings, metrics: Metrics, predictor: Any | None) -> App
         metrics=metrics,
         api_keys=ApiKeys(settings.api_keys),
         zip_limits=zip_limits(settings),
+        dicomweb=_dicomweb_server(settings),
     )
     from labeler.config import LabelerConfig
 
@@ -285,6 +300,7 @@ def create_app(settings: Settings | None = None, *, predictor: Any | None = None
                 file_timeout_s=settings.batch_file_timeout_s,
                 metrics=metrics,
                 max_pixels=settings.max_pixels,
+                dicomweb=state.dicomweb,
             )
             await run_in_threadpool(state.runner.start)
         try:

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "DEMO_NOTICE",
     "BatchCreate",
     "BatchRead",
     "BoxRead",
+    "DicomwebBatchSource",
     "ErrorRead",
     "HealthRead",
     "ImageRead",
@@ -252,22 +253,56 @@ class PredictionRead(BaseModel):
     created_at: UTCDateTime | None = None
 
 
+_UID = r"^[0-9]+(\.[0-9]+)*$"
+
+
+class DicomwebBatchSource(BaseModel):
+    """Which studies of the configured DICOMweb server (CXR_DICOMWEB_URL) a job pulls."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    study: list[Annotated[str, Field(pattern=_UID, max_length=64)]] = Field(
+        default_factory=list, max_length=1000, description="Only these StudyInstanceUIDs."
+    )
+    since: date | None = Field(default=None, description="Only studies from this day on.")
+    modality: list[Annotated[str, Field(pattern=r"^[A-Z]{2,4}$")]] = Field(
+        default_factory=lambda: ["CR", "DX"], min_length=1, description="Series modalities."
+    )
+    push: list[Literal["sr", "gsps"]] = Field(
+        default_factory=list,
+        description="Store results back by STOW-RS: a TID 1500 SR and/or a GSPS per image.",
+    )
+
+
 class BatchCreate(BaseModel):
-    """A batch job on a server folder (inside CXR_BATCH_ROOTS)."""
+    """A batch job on a server folder (inside CXR_BATCH_ROOTS) or on the PACS (DICOMweb)."""
 
     model_config = ConfigDict(
         json_schema_extra={
-            "examples": [{"path": "exports/2024-05-ward3", "reports": "exports/ward3.csv"}]
-        }
+            "examples": [
+                {"path": "exports/2024-05-ward3", "reports": "exports/ward3.csv"},
+                {"dicomweb": {"since": "2024-05-01", "modality": ["CR", "DX"], "push": ["sr"]}},
+            ]
+        },
     )
 
-    path: str = Field(
+    path: str | None = Field(
+        default=None,
         min_length=1,
         description="Export folder: relative to a batch root, or absolute inside one.",
     )
     reports: str | None = Field(
         default=None, description="Reports CSV (accession number or StudyInstanceUID + text)."
     )
+    dicomweb: DicomwebBatchSource | None = Field(
+        default=None, description="Pull from the configured DICOMweb server instead of a folder."
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> BatchCreate:
+        if (self.path is None) == (self.dicomweb is None):
+            raise ValueError("give either `path` (a server folder) or `dicomweb`, not both")
+        return self
 
 
 class BatchRead(BaseModel):

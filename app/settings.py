@@ -115,13 +115,34 @@ class Settings(BaseSettings):
         "rule ids, sections and statuses are stored (the full report never is, only its "
         "SHA-256). API responses always include the evidence text for the caller.",
     )
+    dicomweb_url: str | None = Field(
+        default=None,
+        description='The PACS\'s DICOMweb service root that POST /v1/batches {"dicomweb": ...} '
+        "pulls from (and pushes SR/GSPS to); clients cannot name another server.",
+    )
+    dicomweb_user: str | None = Field(default=None, description="DICOMweb basic-auth user.")
+    dicomweb_password: str | None = Field(
+        default=None, repr=False, description="DICOMweb basic-auth password."
+    )
+    dicomweb_token: str | None = Field(
+        default=None, repr=False, description="DICOMweb bearer token (instead of basic auth)."
+    )
     log_patient_data: bool = Field(
         default=False, description="Allow identifying tags (UIDs, accession) in logs."
     )
     host: str = "127.0.0.1"
     port: int = Field(default=8000, gt=0, lt=65536)
 
-    @field_validator("model", "database_url", "max_pixels", mode="before")
+    @field_validator(
+        "model",
+        "database_url",
+        "max_pixels",
+        "dicomweb_url",
+        "dicomweb_user",
+        "dicomweb_password",
+        "dicomweb_token",
+        mode="before",
+    )
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         # `CXR_MODEL=` (as docker-compose writes an unset optional) means "none".

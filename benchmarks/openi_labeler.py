@@ -6,8 +6,13 @@ NegBio / ChestX-ray14 protocol) into a temporary CSV, runs `cxr label` on it and
 totals (the gold has no Hernia positives) and also scored against the
 `Problems` column ("Hernia, Hiatal" / "Hernia, Diaphragmatic").
 
+With `--labels chexpert` it runs the CheXpert label set instead and scores
+the 7 observations the OpenI gold shares with it (Atelectasis, Cardiomegaly,
+Effusion as Pleural Effusion, Pneumonia, Pneumothorax, Consolidation, Edema):
+positive-only gold, so only positive P/R/F1 mean anything there.
+
 Usage:
-    python benchmarks/openi_labeler.py [--keep DIR] [-- extra `cxr label` options]
+    python benchmarks/openi_labeler.py [--labels chexpert] [--keep DIR] [-- extra options]
 
 The data lives in ../shared/data/openi beside the repository (override with
 CXR_SHARED_DATA). Exits 0 with a message when it is absent. The report text
@@ -33,6 +38,12 @@ LABELS = [
 
 
 CXR = [sys.executable, "-m", "app.cli"]
+#: OpenI gold column -> CheXpert observation, for the labels they share
+SHARED_CHEXPERT = {
+    "Atelectasis": "Atelectasis", "Cardiomegaly": "Cardiomegaly", "Effusion": "Pleural Effusion",
+    "Pneumonia": "Pneumonia", "Pneumothorax": "Pneumothorax", "Consolidation": "Consolidation",
+    "Edema": "Edema",
+}  # fmt: skip
 
 
 def shared_data() -> Path:
@@ -70,9 +81,19 @@ def build_inputs(openi: Path, workdir: Path) -> tuple[Path, Path, int]:
     return rpath, gpath, len(gold)
 
 
+def _rename_gold(gold: Path, out: Path) -> None:
+    rows = list(csv.DictReader(gold.open(encoding="utf-8")))
+    with out.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["id", *SHARED_CHEXPERT.values()])
+        for r in rows:
+            w.writerow([r["id"], *(r[k] for k in SHARED_CHEXPERT)])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--keep", type=Path, help="keep the inputs, predictions and scores here")
+    parser.add_argument("--labels", choices=["chestxray14", "chexpert"], default="chestxray14")
     parser.add_argument("label_args", nargs="*", help="extra `cxr label` options (after --)")
     args = parser.parse_args(argv)
 
@@ -86,13 +107,23 @@ def main(argv: list[str] | None = None) -> int:
         reports, gold, n = build_inputs(openi, work)
         pred = work / "pred.jsonl"
         t0 = time.perf_counter()
-        cmd = [*CXR, "label", str(reports), "-o", str(pred), "-q", *args.label_args]
+        cmd = [*CXR, "label", str(reports), "-o", str(pred), "-q", "--labels", args.labels]
+        cmd += args.label_args
         subprocess.run(cmd, check=True)
         elapsed = time.perf_counter() - t0
-        sys.stdout.write(
-            f"labelled {n} reports in {elapsed:.1f} s ({n / elapsed:.0f} reports/s)\n"
-            "\n13 labels (Hernia scored apart, against the Problems column):\n"
-        )
+        sys.stdout.write(f"labelled {n} reports in {elapsed:.1f} s ({n / elapsed:.0f} reports/s)\n")
+        if args.labels == "chexpert":
+            shared = work / "gold_chexpert.csv"
+            _rename_gold(gold, shared)
+            sys.stdout.write("\n7 observations shared with the OpenI gold (positive only):\n")
+            sys.stdout.flush()
+            subprocess.run(
+                [*CXR, "evaluate-labels", str(pred), str(shared), "--labels", "chexpert",
+                 "--no-chexpert-metrics", "-o", str(work / "scores.json")],
+                check=True,
+            )  # fmt: skip
+            return 0
+        sys.stdout.write("\n13 labels (Hernia scored apart, against the Problems column):\n")
         sys.stdout.flush()
         subprocess.run(
             [*CXR, "evaluate-labels", str(pred), str(gold), "--ignore", "Hernia",

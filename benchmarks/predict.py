@@ -1,31 +1,49 @@
-"""DICOM-to-result throughput: decode + preprocess + forward + CAM + boxes.
+"""Prediction speed: whole-process `cxr predict` wall time and per-stage shares.
 
-Runs a ResNet-50 ChestNet (random weights: the cost is the same as a trained one) on
-DICOM files at model input sizes 512 and 1024, and reports images/s and the share of
-time per stage. By default it writes a synthetic 16-bit 2048x2500 CR DICOM (a typical
-digital radiograph); pass --dicom to time real files (e.g. ../shared/data/dicom/*.dcm).
-Two labels per image are made "positive" (the usual case), so two heatmaps are mapped to
-original size and boxed per image.
+Issue 9, item 4: nine DICOMs through `cxr predict` with a ResNet-50 at 224. The files
+are the three real ones in ../shared/data/dicom, three copies each; when that folder is
+absent, nine generated 2500x2048 12-bit MONOCHROME1 CR DICOMs are used instead.
 
-    python benchmarks/predict.py                     # CPU
-    python benchmarks/predict.py --device cuda --batch-size 32 --n 256   # GPU (bf16)
+The benchmark builds a random-weight ResNet-50 checkpoint (cost is the same as a trained
+one) whose thresholds make two of the 14 labels positive on every image (a typical
+study), so `--overlays positive` (the default) writes 2 overlay PNGs per image.
+
+It prints:
+  1. whole-process wall time of `python -m app.cli predict ...` (start-up, imports, model
+     load, decode, forward, CAM, boxes, writing JSON and overlays), median of --repeat runs;
+  2. in-process per-stage shares over the same files (decode, preprocess, forward, cam,
+     boxes, write) through `models.predict.predict_files`, the function the CLI uses;
+  3. start-up: seconds to import the prediction path and to load the checkpoint.
+
+    python benchmarks/predict.py                          # CPU, the issue's setting
+    python benchmarks/predict.py --device cuda --image-size 1024 --batch-size 16 --n 64
+    python benchmarks/predict.py --overlays all           # every label's overlay
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DICOM = ROOT.parent / "shared" / "data" / "dicom"
+
 
 def _say(text: str) -> None:
     sys.stdout.write(text + "\n")
+    sys.stdout.flush()
 
 
-def _synthetic_dicom(path: Path, rows: int = 2500, columns: int = 2048) -> Path:
+def synthetic_dicom(path: Path, rows: int = 2500, columns: int = 2048, seed: int = 0) -> Path:
+    """A 16-bit (12 stored) MONOCHROME1 CR DICOM with smooth content."""
     import numpy as np
     from pydicom.dataset import Dataset, FileMetaDataset
     from pydicom.uid import UID, ExplicitVRLittleEndian, generate_uid
@@ -43,82 +61,226 @@ def _synthetic_dicom(path: Path, rows: int = 2500, columns: int = 2048) -> Path:
     ds.PhotometricInterpretation = "MONOCHROME1"
     ds.BitsAllocated, ds.BitsStored, ds.HighBit, ds.PixelRepresentation = 16, 12, 11, 0
     ds.WindowCenter, ds.WindowWidth = 2048, 3000
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     ds.PixelData = rng.integers(0, 4096, (rows, columns), dtype=np.uint16).tobytes()
     ds.save_as(path, enforce_file_format=True)
     return path
 
 
-def run(size: int, files: list[Path], *, n: int, batch_size: int, device: str) -> dict[str, float]:
-    """Time n images at one input size; returns seconds per stage (totals) and images/s."""
-    import torch
+def input_files(folder: Path, n: int) -> tuple[list[Path], str]:
+    """n DICOMs in `folder`: copies of the shared real files, else generated ones."""
+    real = sorted(SHARED_DICOM.glob("*.dcm")) if SHARED_DICOM.is_dir() else []
+    files: list[Path] = []
+    for i in range(n):
+        if real:
+            src = real[i % len(real)]
+            files.append(Path(shutil.copy(src, folder / f"{i:03d}_{src.name}")))
+        else:
+            files.append(synthetic_dicom(folder / f"{i:03d}_synthetic.dcm", seed=i))
+    what = f"{len(real)} real DICOMs from {SHARED_DICOM}" if real else "generated 2500x2048 CR"
+    return files, what
 
-    from models.checkpoint import ModelCard, model_from_card
-    from models.dicom import read_dicom
-    from models.predict import Predictor, resolve_device
 
-    labels = [f"L{i}" for i in range(14)]
-    card = ModelCard(labels=labels, arch="resnet50", image_size=size)
-    # Two positives per image: the other thresholds are unreachable.
-    card.thresholds = {name: (0.0 if i < 2 else 1.1) for i, name in enumerate(labels)}
-    torch.manual_seed(0)
-    predictor = Predictor(
-        model_from_card(card), card, device=resolve_device(device), batch_size=batch_size
+def write_checkpoint(path: Path, image_size: int, positives: int) -> Path:
+    """Random ResNet-50; the first `positives` labels always positive, the others never."""
+    from models.checkpoint import build_demo_checkpoint, load_checkpoint, save_checkpoint
+
+    build_demo_checkpoint(path, arch="resnet50", image_size=image_size)
+    ckpt = load_checkpoint(path)
+    labels = ckpt.card.labels
+    ckpt.card.thresholds = {n: (0.0 if i < positives else 1.1) for i, n in enumerate(labels)}
+    return save_checkpoint(path, model=ckpt.model, card=ckpt.card)
+
+
+def whole_process(
+    files: list[Path], checkpoint: Path, out: Path, *, device: str, batch: int, overlays: str
+) -> float:
+    """Seconds for one `python -m app.cli predict` run, start to exit."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "app.cli", "predict", "--model", str(checkpoint), "-o",
+           str(out), "--device", device, "--batch-size", str(batch), "--overlays", overlays,
+           *map(str, files)]  # fmt: skip
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise RuntimeError(f"cxr predict failed ({done.returncode}): {done.stderr[-2000:]}")
+    return seconds
+
+
+def _peer_weights(work: Path, txrv: Path) -> Path | None:
+    """A random DenseNet-121 state dict for the peer to load (as it would its weights)."""
+    path = work / "densenet121.pt"
+    code = (
+        "import sys, torch, torchxrayvision as xrv; torch.manual_seed(0); "
+        "torch.save(xrv.models.DenseNet(weights=None).state_dict(), sys.argv[1])"
     )
-    warm = [read_dicom(files[0]).pixels] * min(batch_size, 2)
-    predictor.predict(warm)  # warm-up: cudnn autotune, allocator, thread pools
+    env = {**os.environ, "PYTHONPATH": str(txrv)}
+    done = subprocess.run([sys.executable, "-c", code, str(path)], env=env, capture_output=True,
+                          text=True, check=False)  # fmt: skip
+    if done.returncode != 0:
+        _say(f"torchxrayvision not usable from {txrv}: {done.stderr.strip().splitlines()[-1:]}")
+        return None
+    return path
+
+
+def txrv_process(files: list[Path], txrv: Path, weights: Path) -> float:
+    """Seconds for one whole-process run of benchmarks/predict_txrv.py."""
+    env = {**os.environ, "PYTHONPATH": str(txrv)}
+    script = Path(__file__).with_name("predict_txrv.py")
+    cmd = [sys.executable, str(script), f"--weights={weights}", *map(str, files)]
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise RuntimeError(f"torchxrayvision run failed: {done.stderr[-2000:]}")
+    return seconds
+
+
+def stages(
+    files: list[Path], checkpoint: Path, out: Path, *, device: str, batch: int, overlays: str
+) -> dict[str, float]:
+    """Seconds per stage over `files`, in this process (the CLI's path, minus start-up)."""
+    import json
+
+    from models.overlay import render_overlay
+    from models.predict import load_predictor, predict_files
+
+    predictor = load_predictor(checkpoint, device=device, batch_size=batch)
+    # Warm-up: thread pools, allocator, cuDNN autotuning on GPU.
+    list(predict_files(predictor, files[:batch], heatmaps="none", display_size=None))
+    if predictor.device.type == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
     totals: dict[str, float] = defaultdict(float)
     t_start = time.perf_counter()
-    done = 0
-    while done < n:
-        count = min(batch_size, n - done)
+    display = None if overlays == "none" else 512
+    for result in predict_files(predictor, files, heatmaps=overlays, display_size=display):
+        assert result.prediction is not None and result.display is not None or display is None
+        for stage, seconds in {**result.timings, **result.prediction.timings}.items():
+            totals[stage] += seconds
         t0 = time.perf_counter()
-        pixels = [read_dicom(files[(done + i) % len(files)]).pixels for i in range(count)]
-        totals["decode"] += time.perf_counter() - t0
-        for result in predictor.predict(pixels):
-            for stage, seconds in result.timings.items():
-                totals[stage] += seconds
-        done += count
-    wall = time.perf_counter() - t_start
-    return {**totals, "wall": wall, "images_per_s": n / wall}
+        for label, heat in result.prediction.heatmaps.items():
+            assert result.display is not None
+            boxes = [b for b in result.prediction.boxes if b.label == label]
+            png = render_overlay(result.display, heat, boxes=boxes, max_side=512)
+            (out / f"{result.path.name}.{label}.png").write_bytes(png)
+        (out / f"{result.path.name}.json").write_text(json.dumps(result.prediction.to_dict()))
+        totals["write"] += time.perf_counter() - t0
+    totals["wall"] = time.perf_counter() - t_start
+    return dict(totals)
+
+
+def startup(checkpoint: Path, device: str) -> tuple[float, float]:
+    """(import seconds, checkpoint load seconds) in a fresh interpreter."""
+    code = (
+        "import time; t0 = time.perf_counter(); import models.predict, models.images, "
+        "models.overlay; t1 = time.perf_counter(); from models.predict import load_predictor; "
+        f"load_predictor({str(checkpoint)!r}, device={device!r}); t2 = time.perf_counter(); "
+        "import sys; sys.stdout.write(f'{t1 - t0} {t2 - t1} ' + str('torchvision' in sys.modules))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    imports, load, tv = done.stdout.split()
+    if tv == "True":
+        _say("note: torchvision was imported on the prediction path")
+    return float(imports), float(load)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--dicom", type=Path, nargs="*", help="DICOM files to decode (cycled)")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[512, 1024])
-    parser.add_argument("--n", type=int, default=8, help="images per size")
-    parser.add_argument("--batch-size", type=int, default=4)
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, auto")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--n", type=int, default=9, help="number of files (default 9)")
+    parser.add_argument("--image-size", type=int, default=224)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--positives", type=int, default=2, help="positive labels per image")
+    parser.add_argument("--overlays", default="positive", choices=["positive", "all", "none"])
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N")
+    parser.add_argument("--repeat", type=int, default=3, help="whole-process runs (median)")
+    parser.add_argument(
+        "--txrv",
+        type=Path,
+        metavar="DIR",
+        help="folder holding torchxrayvision and its dependencies (pip install --target DIR): "
+        "also time its pipeline (benchmarks/predict_txrv.py), runs interleaved with ours",
+    )
+    parser.add_argument(
+        "--txrv",
+        type=Path,
+        metavar="DIR",
+        help="folder holding torchxrayvision and its dependencies (pip install --target DIR): "
+        "also time its pipeline (benchmarks/predict_txrv.py), runs interleaved with ours",
+    )
     args = parser.parse_args()
 
+    from models.errors import ModelsError
+    from models.predict import resolve_device
+
+    try:
+        device = resolve_device(args.device)
+    except ModelsError as exc:
+        sys.stderr.write(f"benchmarks/predict.py: {exc}\n")
+        return 2
     import torch
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    name = (
+        torch.cuda.get_device_name(device) if device.type == "cuda"
+        else f"cpu ({torch.get_num_threads()} threads, {os.cpu_count()} cores)"
+    )  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
-        files = list(args.dicom or [_synthetic_dicom(Path(tmp) / "synthetic.dcm")])
-        from models.dicom import read_dicom
-
-        meta = read_dicom(files[0]).meta
-        device_name = (
-            torch.cuda.get_device_name() if args.device != "cpu" and torch.cuda.is_available()
-            else f"cpu ({torch.get_num_threads()} threads)"
-        )  # fmt: skip
+        work = Path(tmp)
+        (work / "in").mkdir()
+        files, what = input_files(work / "in", args.n)
+        checkpoint = write_checkpoint(work / "r50.pt", args.image_size, args.positives)
         _say(
-            f"device: {device_name}; input DICOM {meta.rows}x{meta.columns}, "
-            f"{meta.bits_stored} bit, {meta.photometric}; resnet50, 14 labels, 2 positive"
+            f"device: {name}; {len(files)} files ({what}); ResNet-50 at {args.image_size}, "
+            f"14 labels, {args.positives} positive per image, overlays {args.overlays}, "
+            f"batch {args.batch_size}"
         )
-        _say(f"{'size':>5} {'img/s':>8} {'ms/img':>8}  share: decode preprocess forward cam boxes")
-        for size in args.sizes:
-            r = run(size, files, n=args.n, batch_size=args.batch_size, device=args.device)
-            stages = ["decode", "preprocess", "forward", "cam", "boxes"]
-            total = sum(r[s] for s in stages)
-            shares = "  ".join(f"{s} {100 * r[s] / total:4.1f}%" for s in stages)
-            _say(f"{size:>5} {r['images_per_s']:>8.2f} {1000 / r['images_per_s']:>8.1f}  {shares}")
+        walls: list[float] = []
+        peer: list[float] = []
+        peer_weights = _peer_weights(work, args.txrv) if args.txrv else None
+        for i in range(args.repeat):
+            out = work / f"out{i}"
+            walls.append(
+                whole_process(
+                    files,
+                    checkpoint,
+                    out,
+                    device=args.device,
+                    batch=args.batch_size,
+                    overlays=args.overlays,
+                )
+            )
+            shutil.rmtree(out)
+            if args.txrv and peer_weights:
+                peer.append(txrv_process(files, args.txrv, peer_weights))
+        median = statistics.median(walls)
+        runs = ", ".join(f"{w:.2f}" for w in walls)
+        _say(f"whole process, `cxr predict` on {len(files)} files: {median:.2f} s median ({runs})")
+        if peer:
+            p_median = statistics.median(peer)
+            p_runs = ", ".join(f"{w:.2f}" for w in peer)
+            _say(
+                f"whole process, torchxrayvision DenseNet-121 + saliency: {p_median:.2f} s "
+                f"median ({p_runs}); cxr predict is {p_median / median:.2f}x faster"
+            )
+        imports, load = startup(checkpoint, args.device)
+        _say(f"start-up: imports {imports:.2f} s, checkpoint load {load:.2f} s")
+        out = work / "stages"
+        out.mkdir()
+        t = stages(files, checkpoint, out, device=args.device, batch=args.batch_size,
+                   overlays=args.overlays)  # fmt: skip
+        names = ["decode", "preprocess", "forward", "cam", "boxes", "write"]
+        total = sum(t.get(s, 0.0) for s in names)
+        shares = ", ".join(f"{s} {100 * t.get(s, 0.0) / total:.0f}%" for s in names)
+        _say(
+            f"in-process, after warm-up: {t['wall']:.2f} s for {len(files)} files "
+            f"({1000 * t['wall'] / len(files):.0f} ms/file); stage shares: {shares}"
+        )
+        _say("(decode and preprocess run in a prefetch thread, overlapped with forward)")
     return 0
 
 

@@ -416,10 +416,10 @@ def _scope(
             head = noun
             continue
         break
-    named = _linked_noun(root, links)
-    if named is not None:
-        scope |= _own_phrase(named, others - {named.i})
-        anchors.add(named.i)
+    linked = _linked_noun(root, links)
+    if linked is not None:
+        scope |= _own_phrase(linked, others - {linked.i})
+        anchors.add(linked.i)
     return scope, np_left, anchors
 
 
@@ -541,7 +541,7 @@ def merge_attributes(
         elif key == "size_mm":
             values[key] = max(old, value)
         elif key == "count":
-            values[key] = _larger_count(old, value)
+            values[key] = _larger_count(old, value if isinstance(value, str) else int(value))
         else:
             values[key] = value
     return {k: values[k] for k in ATTRIBUTE_KEYS if k in values}

@@ -44,6 +44,8 @@ _LIST_WORDS = frozenset({"of", "/", "and", "or", "nor", "xxxx"})
 # coordinating conjunctions that close a comma list ("no A, B, or C")
 _LIST_CLOSERS = frozenset({"or", "nor", "and"})
 _ITEM, _OPEN, _CUT = "item", "open", "cut"
+# "Pneumothorax: none", "Edema - none"
+_FIELD_SEPARATORS = frozenset({":", "-", "\u2013", "\u2014"})
 _SUBJECTS = frozenset({"nsubj", "nsubjpass", "csubj", "csubjpass", "expl"})
 _OBJECTS = frozenset({"dobj", "attr", "oprd"})
 
@@ -259,12 +261,13 @@ def _is_verb_left(tok: Token) -> bool:
 def _is_field_value(cue: Span, mention: Span) -> bool:
     """Whether `cue` is the whole value of a template field that names `mention`.
 
-    "Pneumothorax: none.", "Pleural effusion: not seen": the mention sits in
-    the field name (only words up to the colon), the cue right after the colon,
+    "Pneumothorax: none.", "Pleural effusion: not seen", "Edema - none": the
+    mention sits in the field name (only words up to the colon or dash), the
+    cue right after it,
     and nothing but punctuation follows it.
     """
     doc = mention.doc
-    colon = next((t.i for t in doc[mention.end :] if t.text == ":"), None)
+    colon = next((t.i for t in doc[mention.end :] if t.text in _FIELD_SEPARATORS), None)
     if colon is None or cue.start != colon + 1:
         return False
     if not all(t.is_alpha or t.text in "-/" for t in doc[mention.end : colon]):

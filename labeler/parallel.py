@@ -6,6 +6,7 @@ flight, so memory stays bounded however long the input is.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -26,6 +27,19 @@ def _init_worker(config: LabelerConfig) -> None:
 
     _worker_state["nlp"] = build_nlp(config)
     _worker_state["config"] = config
+    _freeze_heap()
+
+
+def _freeze_heap() -> None:
+    """Keep the loaded pipeline out of the garbage collector's full passes.
+
+    The spaCy model and pattern matchers are hundreds of thousands of objects
+    that live as long as the process; every generation-2 collection walked
+    them (about 5% of labelling time). Frozen, they are also not written to
+    by the collector, which keeps forked workers' pages shared.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def _label_batch(
@@ -74,6 +88,7 @@ def label_reports_parallel(
         from labeler.pipeline import build_nlp, label_reports
 
         nlp = build_nlp(config)
+        _freeze_heap()
         yield from label_reports(
             items, nlp=nlp, config=config, on_error=on_error, batch_size=batch_size
         )

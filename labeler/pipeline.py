@@ -310,7 +310,7 @@ class _Engine:
                 found[sent] = hit
                 continue
             doc = self.nlp.make_doc(sent)
-            stated = self._stated(doc)
+            stated = self._stated(doc, sent)
             spans = self.concepts.find(doc)
             if not spans:
                 found[sent] = stated
@@ -343,8 +343,8 @@ class _Engine:
                     self.cache[sent] = found[sent]
         return found
 
-    def _stated(self, doc: Doc) -> tuple[_Found, ...]:
-        if self.statements is None:
+    def _stated(self, doc: Doc, text: str) -> tuple[_Found, ...]:
+        if self.statements is None or not self.statements.may_match(text):
             return ()
         return tuple(
             _Found(m.label, m.start, m.end, m.status, m.rule, None, {}, ())

@@ -129,7 +129,7 @@ _SENT_END = re.compile(
     # no space after the period: "effusion.No", "effusion.no pneumothorax", "effusion.2.No"
     r"|(?<=[A-Za-z)\]])\.(?=[A-Z]|\(?\d{1,2}[.)]\D)|(?<=[a-z]{2})\.(?=[a-z]{2})"
     # an inline numbered item: "small effusion (2) no pneumothorax", "effusion 2) no"
-    r"|[ \t](?=\(\d{1,2}\)[ \t]*[A-Za-z]|\d{1,2}[.)][ \t]*[A-Za-z])"
+    r"|[ \t](?=\(\d{1,2}\)[ \t]*[A-Za-z]|\d{1,2}[.)][ \t]*[A-Za-z]|#\d{1,2}[.):]?[ \t]*[A-Za-z])"
 )
 _LEADING_MARKER = re.compile(rf"(?:{_MARKER}[ \t]*)+")
 _LINE_BREAK = re.compile(r"[ \t]*\n[ \t]*(?=[A-Z])")

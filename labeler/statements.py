@@ -8,7 +8,8 @@ the statement's id as its rule (issue 8, item 2).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import re
+from typing import Any, NamedTuple
 
 from spacy.matcher import Matcher
 from spacy.tokens import Doc, Span
@@ -49,17 +50,52 @@ class StatementMatcher:
                 self.statements[st.id] = Statement(st.id, st.status, kept, st.patterns)
                 self.matcher.add(st.id, [list(p) for p in st.patterns])
         self._strings = vocab.strings
+        self._anchor = _anchor_regex(st.patterns for st in self.statements.values())
+
+    def may_match(self, text: str) -> bool:
+        """False when `text` holds none of the words a statement must start with.
+
+        A cheap test on the string that spares most sentences the Matcher.
+        """
+        return bool(self.statements) and (self._anchor is None or bool(self._anchor.search(text)))
 
     def find(self, doc: Doc) -> list[StatementMatch]:
-        """The statements in `doc`, longest match first where they overlap."""
-        if not self.statements:
+        """The statements in `doc`: the longest match of each statement where it overlaps itself."""
+        if not self.may_match(doc.text):
             return []
         spans = [Span(doc, s, e, label=self._strings[mid]) for mid, s, e in self.matcher(doc)]
+        by_id: dict[str, list[Span]] = {}
+        for span in spans:
+            by_id.setdefault(span.label_, []).append(span)
+        # longest match per statement; different statements may share words
+        # ("cardiac and mediastinal silhouettes are stable": heart and mediastinum)
+        kept = [sp for group in by_id.values() for sp in filter_spans(group)]
         out: list[StatementMatch] = []
-        for span in sorted(filter_spans(spans), key=lambda sp: sp.start):
+        for span in sorted(kept, key=lambda sp: sp.start):
             st = self.statements[span.label_]
             out.extend(
                 StatementMatch(lab, span.start_char, span.end_char, st.status, st.id)
                 for lab in st.labels
             )
         return out
+
+
+def _anchor_regex(
+    pattern_sets: Any,
+) -> re.Pattern[str] | None:
+    """A regex of every word a pattern's first token may be, or None when one is open."""
+    words: set[str] = set()
+    for patterns in pattern_sets:
+        for pattern in patterns:
+            first = pattern[0] if pattern else {}
+            value = first.get("LOWER") if isinstance(first, dict) else None
+            if isinstance(value, str):
+                words.add(value)
+            elif isinstance(value, dict) and isinstance(value.get("IN"), list):
+                words.update(str(w) for w in value["IN"])
+            else:
+                return None  # a first token this test cannot read: always run the Matcher
+    if not words:
+        return None
+    alternatives = "|".join(sorted(map(re.escape, words), key=len, reverse=True))
+    return re.compile(rf"(?<![\w-])(?:{alternatives})(?![\w])", re.IGNORECASE)

@@ -149,7 +149,18 @@ def _dilate_last_stage(layer: nn.Sequential) -> None:
 def _body(
     arch: str, weights: str | None, output_stride: int, stages: int = 4, dilated: bool = True
 ) -> nn.Module:
-    from torchvision import models as tvm
+    # torchvision is imported only for ImageNet weights: its package import costs seconds
+    # (see models.resnet); random-init bodies, which inference loads its weights over, are
+    # the same modules without it.
+    tvm: Any
+    if weights == "imagenet":
+        import torchvision.models
+
+        tvm = torchvision.models
+    else:
+        from models import resnet
+
+        tvm = resnet
 
     net: Any
     if arch == "resnet50":

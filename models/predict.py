@@ -134,9 +134,9 @@ class Predictor:
         resize: ResizeMode | None = None,
     ) -> None:
         self.device = device
-        self.model = model.to(device).eval()
-        if device.type == "cuda":
-            self.model = self.model.to(memory_format=torch.channels_last)
+        # channels_last on CPU too: oneDNN convolutions run ~25% faster in it (ResNet-50 at
+        # 224, 2 cores), and on CUDA it is what bf16 tensor cores want.
+        self.model = model.to(device).eval().to(memory_format=torch.channels_last)
         self._card = card
         self.batch_size = batch_size
         self.resize: ResizeMode = resize or resize_mode_of(card.preprocessing)
@@ -233,9 +233,7 @@ class Predictor:
             else:
                 prepared.append(self.prepare(im))
         x = torch.from_numpy(np.stack([p.input for p in prepared]))[:, None]
-        x = x.to(self.device, non_blocking=True)
-        if self.device.type == "cuda":
-            x = x.contiguous(memory_format=torch.channels_last)
+        x = x.to(self.device, non_blocking=True).contiguous(memory_format=torch.channels_last)
         t1 = time.perf_counter()
         with self._autocast():
             features = self.model.forward_features(x)

@@ -6,8 +6,10 @@ One engine serves `cxr batch` (results streamed to a JSONL file) and `POST /v1/b
     source ──scan──▶ items ──plan (resume)──▶ processor ──chunks of outcomes──▶ sinks
 
 - **Sources** (`interfaces.Source`) find the items and give each a stable `key` (the
-  result line's `path`): `sources.FolderSource` (an export folder, key = relative path)
-  and `sources.ZipSource` (an uploaded zip, checked by `app.archive` and extracted first).
+  result line's `path`): `sources.FolderSource` (an export folder, key = relative path),
+  `sources.ZipSource` (an uploaded zip, checked by `app.archive` and extracted first),
+  `dicomweb_source.DicomwebSource` (QIDO/WADO-RS) and `inbox_source` (what `cxr listen`
+  receives by C-STORE).
   A source implements `scan()` (every item, classified from headers only, typically with
   `scan.classify_file(local_file, key)`, in a stable order) and `local_path(item)` (a
   local file with the item's bytes: a DICOMweb source downloads it there; `release(item)`
@@ -20,12 +22,14 @@ One engine serves `cxr batch` (results streamed to a JSONL file) and `POST /v1/b
 - **Sinks** (`interfaces.Sink`) receive each chunk's outcomes in order: `sinks.JsonlSink`
   (the CLI's output), `sinks.DatabaseSink` (a service job's items), `sinks.DatasetSink`
   (an NIH-style training set; it adds `dataset_image`, so it goes before the JSONL sink),
-  `sinks.TallySink` (counts, rejects). A DICOM push sink implements `write(outcomes)`
-  using `outcome.result` (UIDs, prediction, report) and `outcome.image` (the decoded
-  image, available while the chunk's sinks run).
-- **The engine** (`engine.plan`, `engine.run`): `plan` is the one resume path (items
-  already recorded, as result lines, are left out and what they taught the processor is
-  restored); `run` processes chunk by chunk and can be stopped between files.
+  `sinks.TallySink` (counts, rejects), `dicom_push.DicomPushSink` (SR + GSPS by STOW-RS,
+  from `outcome.result` and `outcome.image`, the decoded image, available while the
+  chunk's sinks run).
+- **The engine** (`engine.plan`, `engine.run_resumed`): `plan` is the one resume path
+  (items already recorded, as result lines, are left out and what they taught the
+  processor is restored); `run_resumed` retries alone the items in flight when a process
+  died and gives up those in flight twice, then processes chunk by chunk and can be
+  stopped between files. Reading one file is bounded by `limits.call_with_limit`.
 - **The runner** (`runner.BatchRunner`) is the service's background thread: it stores a
   job's scan, runs the engine with the database as sink, resumes unfinished jobs at
   start-up, and cancels a job on DELETE.

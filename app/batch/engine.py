@@ -7,6 +7,12 @@ A resume is the same as a first run with nothing recorded: the items recorded by
 earlier run (JSONL lines for the CLI, completed rows for a job) are left out, and what
 they taught the processor (SR labels for later images of a study, matched CSV reports)
 is restored from their lines.
+
+Sinks that record durably also count attempts: before a chunk runs its items are
+marked in flight (the database marks its rows; the JSONL sink keeps OUT.inflight.json).
+`run_resumed` retries alone the items that were in flight when the process died, and
+records as failed, unread, those in flight `MAX_ATTEMPTS` times: a file that kills the
+process cannot kill every restart (issue 7 item 2).
 """
 
 from __future__ import annotations
@@ -17,10 +23,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.batch.interfaces import Sink, SourceItem
+from app.batch.interfaces import Outcome, Sink, SourceItem
 from app.batch.processor import BatchProcessor
 
-__all__ = ["RunReport", "plan", "run"]
+__all__ = ["MAX_ATTEMPTS", "RunReport", "plan", "run", "run_resumed"]
+
+# A file may be in flight this many times when the process dies before it is recorded
+# as failed without another try (a decoder that crashes the interpreter, the OOM killer).
+MAX_ATTEMPTS = 2
 
 log = logging.getLogger(__name__)
 
@@ -109,4 +119,80 @@ def run(
         if stop_on_failure and report.failed:
             report.stopped = True
             break
+    return report
+
+
+def _given_up(item: SourceItem, attempts: int) -> Outcome:
+    return Outcome(
+        item.key,
+        "failed",
+        {
+            "kind": item.kind,
+            "study_instance_uid": item.study_instance_uid,
+            "accession_number": item.accession_number,
+        },
+        f"{item.key}: the process stopped {attempts} times while reading this file (it may "
+        "crash the decoder); not retried",
+    )
+
+
+def run_resumed(
+    items: Sequence[SourceItem],
+    processor: BatchProcessor,
+    sinks: Sequence[Sink],
+    *,
+    attempts: dict[str, int],
+    chunk_size: int,
+    max_attempts: int = MAX_ATTEMPTS,
+    should_stop: Callable[[], bool] | None = None,
+    stop_on_failure: bool = False,
+    after_chunk: Callable[[int], None] | None = None,
+) -> RunReport:
+    """`run`, after dealing with the items an earlier process died on.
+
+    Args:
+        items: what to process (see `plan`).
+        attempts: key -> times the item was in flight when a process stopped.
+        max_attempts: at this many, the item is recorded as failed without reading it.
+        (others as in `run`)
+
+    Returns:
+        How the run ended (the retried and given-up items are counted in it).
+    """
+    given_up = [i for i in items if attempts.get(i.key, 0) >= max_attempts]
+    retried = [i for i in items if 0 < attempts.get(i.key, 0) < max_attempts]
+    rest = [i for i in items if not attempts.get(i.key)]
+    report = RunReport()
+    if given_up:
+        log.warning("batch: %d file(s) stopped the process before; failed", len(given_up))
+        outcomes = [_given_up(i, attempts[i.key]) for i in given_up]
+        for sink in sinks:
+            sink.write(outcomes)
+        report.processed = report.failed = len(outcomes)
+        report.first_failure = f"{outcomes[0].key}: {outcomes[0].error}"
+    if retried:  # one at a time, so that a crash names its file
+        log.warning("batch: retrying alone %d file(s) in flight when it stopped", len(retried))
+        first = run(retried, processor, sinks, chunk_size=1, should_stop=should_stop)
+        report.processed += first.processed
+        report.failed += first.failed
+        report.first_failure = report.first_failure or first.first_failure
+        if first.stopped:
+            report.stopped = True
+            return report
+    if stop_on_failure and report.failed:
+        report.stopped = bool(rest)
+        return report
+    last = run(
+        rest,
+        processor,
+        sinks,
+        chunk_size=chunk_size,
+        should_stop=should_stop,
+        stop_on_failure=stop_on_failure,
+        after_chunk=after_chunk,
+    )
+    report.processed += last.processed
+    report.failed += last.failed
+    report.first_failure = report.first_failure or last.first_failure
+    report.stopped = last.stopped
     return report

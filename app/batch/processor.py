@@ -14,51 +14,18 @@ error (issue 7, item 2), so good files in the same chunk are still recorded.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from app.batch.interfaces import Outcome, Source, SourceItem
+from app.batch.limits import call_with_limit
 from app.batch.reports import ReportIndex
 from app.batch.scan import describe_error
 from app.labeling import ReportLabeler
 
-__all__ = ["BatchProcessor", "FileTimeout"]
+__all__ = ["BatchProcessor"]
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
-
-
-class FileTimeout(RuntimeError):
-    """Reading one file took longer than the per-file limit."""
-
-
-def _call_with_limit(fn: Callable[[], T], limit_s: float | None) -> T:
-    """Run `fn` in a daemon thread and give up after `limit_s` seconds.
-
-    Python cannot kill a thread: a decoder that never returns keeps its thread, but the
-    batch moves on (and the daemon thread does not keep the process alive at exit).
-    """
-    if limit_s is None:
-        return fn()
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller below
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name="cxr-batch-read", daemon=True)
-    thread.start()
-    thread.join(limit_s)
-    if thread.is_alive():
-        raise FileTimeout(f"reading took longer than {limit_s:g} s (CXR_BATCH_FILE_TIMEOUT_S)")
-    if "error" in box:
-        raise box["error"]
-    value: T = box["value"]
-    return value
 
 
 def _report_summary(labels: Any, source: str, version: str) -> dict[str, Any]:
@@ -216,7 +183,7 @@ class BatchProcessor:
         from models.images import load_image
 
         reader = read_dicom if item.kind == "image" else load_image
-        image = _call_with_limit(
+        image = call_with_limit(
             lambda: reader(path, max_pixels=self.max_pixels), self.file_timeout_s
         )
         meta = image.meta
@@ -246,7 +213,7 @@ class BatchProcessor:
         from models.dicom import read_sr_text
 
         base = self._base(item)
-        text = _call_with_limit(lambda: read_sr_text(path), self.file_timeout_s)
+        text = call_with_limit(lambda: read_sr_text(path), self.file_timeout_s)
         if not text.strip():
             return Outcome(item.key, "skipped", base | {"reason": "structured report without text"})
         labels = self.labeler.label_many(

@@ -16,9 +16,11 @@ A job never freezes (issue 7 item 2):
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +28,19 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app import crud
 from app.archive import ZipLimits, remove_tree
-from app.batch.engine import plan, run
-from app.batch.interfaces import Outcome, Sink, Source, SourceItem
+from app.batch.dicom_push import DicomPushSink
+from app.batch.dicomweb_source import DicomwebSource
+from app.batch.engine import MAX_ATTEMPTS, plan, run_resumed
+from app.batch.interfaces import BatchInputError, Outcome, Sink, Source, SourceItem
 from app.batch.processor import BatchProcessor
 from app.batch.reports import load_reports_csv
 from app.batch.results import result_line
 from app.batch.sinks import DatabaseSink, JobGone
 from app.batch.sources import FolderSource, ZipSource
+from app.errors import UnsafeArchiveError
 from app.labeling import ReportLabeler
 from app.metrics import Metrics
+from app.pacs.dicomweb import DicomwebServer
 
 __all__ = ["BatchRunner"]
 
@@ -68,6 +74,7 @@ class BatchRunner:
         max_pixels: images with more pixels fail from their header, undecoded (None: no limit).
         max_attempts: starts during which a file may be in flight when the process dies
             before it is recorded as failed without another try.
+        dicomweb: the PACS that "dicomweb" jobs pull from (and push results to), or None.
     """
 
     def __init__(
@@ -81,9 +88,11 @@ class BatchRunner:
         chunk_size: int = 8,
         metrics: Metrics | None = None,
         file_timeout_s: float | None = None,
-        max_attempts: int = 2,
+        max_attempts: int = MAX_ATTEMPTS,
         max_pixels: int | None = None,
+        dicomweb: DicomwebServer | None = None,
     ) -> None:
+        self.dicomweb = dicomweb
         self.sessions = sessions
         self.labeler = labeler
         self.predictor = predictor
@@ -155,11 +164,34 @@ class BatchRunner:
         return self.storage_root / "jobs" / job_id
 
     def _source(self, job: Any) -> Source:
+        if job.source_kind == "dicomweb":
+            return self._dicomweb_source(job)
         reports = [Path(job.reports_path)] if job.reports_path else []
         if job.source_kind == "zip":
             export = self.job_dir(str(job.id)) / "export"
-            return ZipSource(Path(job.source), export, self.zip_limits, exclude=reports)
-        return FolderSource(Path(job.source), exclude=reports)
+            return ZipSource(
+                Path(job.source),
+                export,
+                self.zip_limits,
+                exclude=reports,
+                file_timeout_s=self.file_timeout_s,
+            )
+        return FolderSource(Path(job.source), exclude=reports, file_timeout_s=self.file_timeout_s)
+
+    def _dicomweb_source(self, job: Any) -> DicomwebSource:
+        if self.dicomweb is None:
+            raise BatchInputError(
+                "this DICOMweb job needs CXR_DICOMWEB_URL, which is no longer set"
+            )
+        params = json.loads(job.source)
+        since = params.get("since")
+        return DicomwebSource(
+            self.dicomweb.client(),
+            study_uids=params.get("study") or [],
+            since=date.fromisoformat(since) if since else None,
+            modalities=params.get("modality") or ["CR", "DX"],
+            workdir=self.job_dir(str(job.id)) / "dicomweb",
+        )
 
     def run_job(
         self,
@@ -211,13 +243,32 @@ class BatchRunner:
             if job is None or job.state not in crud.UNFINISHED:
                 return
             crud.set_job_state(session, job_id, "running")
-        source = self._source(job)
+        try:
+            source = self._source(job)
+        except (ValueError, OSError) as exc:
+            with self.sessions() as session:
+                crud.set_job_state(session, job_id, "failed", error=str(exc))
+            return
+        try:
+            self._run_source(job, source, stopping, after_chunk)
+        finally:
+            source.close()
+
+    def _run_source(
+        self,
+        job: Any,
+        source: Source,
+        stopping: Callable[[], bool],
+        after_chunk: Callable[[int], None] | None,
+    ) -> None:
+        job_id = str(job.id)
         try:
             if not job.scanned:
                 self._scan(job, source, stopping)
             reports = load_reports_csv(Path(job.reports_path)) if job.reports_path else None
-        except (ValueError, OSError) as exc:  # BatchInputError, UnsafeArchiveError, disk
-            message = str(exc).replace(str(self.storage_root.resolve()), "<storage>")
+        except (ValueError, OSError, UnsafeArchiveError) as exc:  # bad input, bad zip, disk
+            text = exc.detail if isinstance(exc, UnsafeArchiveError) else str(exc)
+            message = text.replace(str(self.storage_root.resolve()), "<storage>")
             with self.sessions() as session:
                 crud.set_job_state(session, job_id, "failed", error=message)
             log.warning("batch job %s failed: %s", job_id, message)
@@ -240,22 +291,26 @@ class BatchRunner:
             remaining = plan(items, recorded, processor)
             attempts = crud.in_flight_attempts(session, job_id)
         sinks: list[Sink] = [DatabaseSink(self.sessions, job_id)]
+        push = json.loads(job.source).get("push") if job.source_kind == "dicomweb" else None
+        if push and isinstance(source, DicomwebSource) and self.predictor is not None:
+            # First, so that the items recorded by the database sink say what was pushed.
+            sinks.insert(
+                0,
+                DicomPushSink(
+                    source.client,
+                    kinds=push,
+                    card=self.predictor.card,
+                    headers=source.pop_header,
+                ),
+            )
         if self.metrics is not None:
             sinks.append(_MetricsSink(self.metrics))
-        given_up = [i for i in remaining if attempts.get(i.key, 0) >= self.max_attempts]
-        retried = [i for i in remaining if 0 < attempts.get(i.key, 0) < self.max_attempts]
-        rest = [i for i in remaining if not attempts.get(i.key)]
-        if given_up:
-            self._give_up(given_up, sinks)
-        if retried:  # were in flight when the process died: one at a time, to find the culprit
-            log.warning("batch job %s: retrying %d interrupted file(s)", job_id, len(retried))
-            report = run(retried, processor, sinks, chunk_size=1, should_stop=stopping)
-            if report.stopped:
-                return
-        report = run(
-            rest,
+        report = run_resumed(
+            remaining,
             processor,
             sinks,
+            attempts=attempts,
+            max_attempts=self.max_attempts,
             chunk_size=self.chunk_size,
             should_stop=stopping,
             after_chunk=after_chunk,
@@ -280,24 +335,6 @@ class BatchRunner:
         job.scanned = True
         if job.source_kind == "zip":
             Path(job.source).unlink(missing_ok=True)  # extracted; the upload is no longer needed
-
-    def _give_up(self, items: Sequence[SourceItem], sinks: Sequence[Sink]) -> None:
-        outcomes = [
-            Outcome(
-                item.key,
-                "failed",
-                {
-                    "kind": item.kind,
-                    "study_instance_uid": item.study_instance_uid,
-                    "accession_number": item.accession_number,
-                },
-                f"the service stopped {self.max_attempts} times while processing this file "
-                "(it may crash the decoder); not retried",
-            )
-            for item in items
-        ]
-        for sink in sinks:
-            sink.write(outcomes)
 
     def _finish(self, job: Any) -> None:
         if job.source_kind == "zip":

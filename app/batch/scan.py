@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.batch.interfaces import SourceItem
+from app.batch.limits import call_with_limit
 
 __all__ = ["classify_file", "describe_error"]
 
@@ -47,7 +48,7 @@ def describe_error(exc: BaseException, path: Path, key: str) -> str:
     return f"{key}: unexpected {name} while reading: {message}"
 
 
-def classify_file(path: Path, key: str) -> SourceItem:
+def classify_file(path: Path, key: str, *, timeout_s: float | None = None) -> SourceItem:
     """Classify one local file; a header that cannot be read makes it `invalid`.
 
     Never raises for a bad file: whatever the header reader raises is this file's note.
@@ -55,6 +56,7 @@ def classify_file(path: Path, key: str) -> SourceItem:
     Args:
         path: the local file.
         key: the item's stable key (its path relative to the export, for folders).
+        timeout_s: give up reading the header after this long (None: no limit).
     """
     from models.dicom import ACCEPTED_MODALITIES, read_dicom_header
 
@@ -65,7 +67,7 @@ def classify_file(path: Path, key: str) -> SourceItem:
     if ext in _BITMAP_EXT:
         return SourceItem(key, "bitmap")
     try:
-        header = read_dicom_header(path)
+        header = call_with_limit(lambda: read_dicom_header(path), timeout_s)
     except Exception as exc:  # noqa: BLE001 - one file's failure, whatever the decoder raised
         return SourceItem(key, "invalid", note=describe_error(exc, path, key))
     common = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -13,16 +14,24 @@ from app.batch.interfaces import Outcome, Sink, SourceItem
 from app.batch.results import dump_line, outcome_line
 from app.dataset import DatasetWriter
 
-__all__ = ["DatabaseSink", "DatasetSink", "JobGone", "JsonlSink", "TallySink"]
+__all__ = ["DatabaseSink", "DatasetSink", "JobGone", "JsonlSink", "TallySink", "in_flight_path"]
 
 
 class JobGone(RuntimeError):
     """The job was deleted (cancelled) while it ran."""
 
 
+def in_flight_path(out: Path) -> Path:
+    """Where `JsonlSink` counts the attempts on the items of the chunk being processed."""
+    return out.with_name(out.name + ".inflight.json")
+
+
 class JsonlSink(Sink):
     """Result lines appended to a JSONL file, flushed per line (a kill loses at most the line
     being written, which `read_result_lines` drops on resume).
+
+    Beside it, OUT.inflight.json counts attempts on the items of the chunk in progress
+    (removed when the run ends cleanly): see `engine.run_resumed`.
 
     Args:
         path: the output file (its folder is created).
@@ -35,19 +44,57 @@ class JsonlSink(Sink):
     ) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._in_flight_path = in_flight_path(self.path)
+        self.attempts: dict[str, int] = {}
         if resume:  # keep the complete lines only (the torn one goes), then append
             tmp = self.path.with_name(self.path.name + ".tmp")
             with tmp.open("w", encoding="utf-8") as f:
                 f.writelines(dump_line(line) for line in previous)
             tmp.replace(self.path)
+            self.attempts = self._read_attempts()
+            for line in previous:
+                self.attempts.pop(str(line["path"]), None)
+        self._save_attempts()
         self._file: IO[str] | None = self.path.open("a" if resume else "w", encoding="utf-8")
+
+    def _read_attempts(self) -> dict[str, int]:
+        try:
+            data = json.loads(self._in_flight_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}  # none, or torn by the crash: nothing to count
+        if not isinstance(data, dict):
+            return {}
+        return {str(k): int(v) for k, v in data.items() if isinstance(v, int)}
+
+    def _save_attempts(self) -> None:
+        if not self.attempts:
+            self._in_flight_path.unlink(missing_ok=True)
+            return
+        tmp = self._in_flight_path.with_name(self._in_flight_path.name + ".tmp")
+        tmp.write_text(json.dumps(self.attempts), encoding="utf-8")
+        tmp.replace(self._in_flight_path)
+
+    def begin(self, items: Sequence[SourceItem]) -> None:
+        """Count an attempt on each item about to be processed."""
+        for item in items:
+            self.attempts[item.key] = self.attempts.get(item.key, 0) + 1
+        self._save_attempts()
+
+    def forget_in_flight(self) -> None:
+        """The run was interrupted (Ctrl-C), not killed by a file: the chunk is not to blame."""
+        self.attempts.clear()
+        self._save_attempts()
 
     def write(self, outcomes: Sequence[Outcome]) -> None:
         """Append one line per outcome."""
-        assert self._file is not None, "write after close"
+        if self._file is None:
+            raise ValueError(f"{self.path}: write after close")
         for outcome in outcomes:
             self._file.write(dump_line(outcome_line(outcome)))
             self._file.flush()
+        for outcome in outcomes:
+            self.attempts.pop(outcome.key, None)
+        self._save_attempts()
 
     def close(self) -> None:
         """Close the file."""

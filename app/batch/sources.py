@@ -23,11 +23,15 @@ class FolderSource(Source):
     Args:
         root: the export folder.
         exclude: files to leave out (e.g. the reports CSV when it sits in the export).
+        file_timeout_s: give up reading one header after this long (None: no limit).
     """
 
-    def __init__(self, root: Path, *, exclude: Sequence[Path] = ()) -> None:
+    def __init__(
+        self, root: Path, *, exclude: Sequence[Path] = (), file_timeout_s: float | None = None
+    ) -> None:
         self.root = Path(root)
         self.exclude = tuple(Path(p) for p in exclude)
+        self.file_timeout_s = file_timeout_s
 
     def scan(self) -> Iterator[SourceItem]:
         """Every file, classified, in sorted path order.
@@ -56,7 +60,7 @@ class FolderSource(Source):
                 if not resolved.is_file():
                     yield SourceItem(key, "ignored", note="not a regular file")
                     continue
-                yield classify_file(full, key)
+                yield classify_file(full, key, timeout_s=self.file_timeout_s)
 
     def local_path(self, item: SourceItem) -> Path:
         """The file under the export folder."""
@@ -74,6 +78,7 @@ class ZipSource(FolderSource):
         extract_dir: where to extract (its parent holds the marker).
         limits: member count, total size and compression ratio caps.
         exclude: files to leave out of the scan.
+        file_timeout_s: give up reading one header after this long (None: no limit).
     """
 
     def __init__(
@@ -83,8 +88,9 @@ class ZipSource(FolderSource):
         limits: ZipLimits,
         *,
         exclude: Sequence[Path] = (),
+        file_timeout_s: float | None = None,
     ) -> None:
-        super().__init__(extract_dir, exclude=exclude)
+        super().__init__(extract_dir, exclude=exclude, file_timeout_s=file_timeout_s)
         self.archive = Path(archive)
         self.limits = limits
         self._marker = self.root.parent / ".extracted"
@@ -93,8 +99,7 @@ class ZipSource(FolderSource):
         """Extract the archive unless a previous run finished doing so.
 
         Raises:
-            UnsafeArchiveError: the archive fails a safety check (a ValueError subclass
-                would not do: it is an HTTP error too, with status 422).
+            UnsafeArchiveError: the archive fails a safety check, or a member is corrupt.
         """
         if self._marker.exists():
             return

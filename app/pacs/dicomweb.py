@@ -26,6 +26,7 @@ import httpx
 
 __all__ = [
     "DicomwebClient",
+    "DicomwebServer",
     "DicomwebError",
     "InstanceRef",
     "StoreOutcome",
@@ -98,6 +99,29 @@ def _check_uid(uid: str, what: str) -> str:
     return uid
 
 
+@dataclass(frozen=True)
+class DicomwebServer:
+    """A configured DICOMweb server (URL and credentials), to open clients on demand."""
+
+    url: str
+    user: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
+    timeout: float = 60.0
+    log_uids: bool = False
+
+    def client(self) -> DicomwebClient:
+        """A new client (the caller closes it)."""
+        return DicomwebClient(
+            self.url,
+            user=self.user,
+            password=self.password,
+            token=self.token,
+            timeout=self.timeout,
+            log_uids=self.log_uids,
+        )
+
+
 class DicomwebClient:
     """DICOMweb (QIDO-RS, WADO-RS, STOW-RS) against one service root.
 
@@ -107,6 +131,7 @@ class DicomwebClient:
         token: bearer token (instead of basic auth).
         timeout: seconds per request (connect, read, write).
         transport: an httpx transport (tests).
+        log_uids: name studies and instances by UID in logs (False: counts and sizes only).
 
     Raises:
         DicomwebError: the URL is not http(s), or both basic and bearer auth are given.
@@ -121,6 +146,7 @@ class DicomwebClient:
         token: str | None = None,
         timeout: float = 60.0,
         transport: httpx.BaseTransport | None = None,
+        log_uids: bool = True,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -140,6 +166,11 @@ class DicomwebClient:
             auth = httpx.BasicAuth(user, password or "")
         self._http = httpx.Client(auth=auth, headers=headers, timeout=timeout, transport=transport)
         self.timeout = timeout
+        self.log_uids = log_uids
+
+    def _shown(self, uid: str) -> str:
+        # The service logs no identifying tags unless CXR_LOG_PATIENT_DATA is set.
+        return uid if self.log_uids else "<uid>"
 
     def __enter__(self) -> DicomwebClient:
         return self
@@ -238,7 +269,9 @@ class DicomwebClient:
                         found.add(uid)
         for uid in study_uids:
             if uid not in found:
-                log.warning("study %s: not found on %s with the filters given", uid, self.url)
+                log.warning(
+                    "study %s: not found on %s with the filters given", self._shown(uid), self.url
+                )
         log.info("QIDO-RS %s: %d studies match", self.url, len(found))
         return sorted(found)
 
@@ -257,7 +290,8 @@ class DicomwebClient:
             if wanted and str(modality or "").upper() not in wanted:
                 log.info(
                     "study %s series %s: modality %s not in %s, skipped",
-                    study_uid, series_uid, modality, ",".join(sorted(wanted)),
+                    self._shown(study_uid), self._shown(series_uid), modality,
+                    ",".join(sorted(wanted)),
                 )  # fmt: skip
                 continue
             path = f"studies/{study_uid}/series/{_check_uid(series_uid, 'SeriesInstanceUID')}"
@@ -316,7 +350,8 @@ class DicomwebClient:
             )
         log.info(
             "pulled study %s instance %s (%d bytes)",
-            ref.study_instance_uid, ref.sop_instance_uid, len(parts[0]),
+            self._shown(ref.study_instance_uid), self._shown(ref.sop_instance_uid),
+            len(parts[0]),
         )  # fmt: skip
         return parts[0]
 
@@ -360,9 +395,9 @@ class DicomwebClient:
             raise
         outcome = _store_outcome(response)
         for uid in outcome.stored:
-            log.info("pushed instance %s to %s", uid, self.url)
+            log.info("pushed instance %s to %s", self._shown(uid), self.url)
         for uid, reason in outcome.failed.items():
-            log.warning("push of instance %s to %s failed: %s", uid, self.url, reason)
+            log.warning("push of instance %s to %s failed: %s", self._shown(uid), self.url, reason)
         return outcome
 
 

@@ -26,6 +26,7 @@ from app.errors import (
     BatchSourceError,
     BatchSourceNotFound,
     InvalidBodyEncoding,
+    ModelNotLoaded,
     NotFound,
     ServiceError,
     UnsupportedMediaType,
@@ -35,6 +36,12 @@ from app.errors import (
 from app.schemas import BatchCreate, BatchRead, ErrorRead
 
 router = APIRouter(tags=["batches"])
+
+
+class DicomwebNotConfigured(ServiceError):
+    """A DICOMweb batch job was asked for, but no server is configured."""
+
+    status_code = 503
 
 
 class BadBatchRequest(ServiceError):
@@ -143,6 +150,10 @@ _OPENAPI_BODY: dict[str, Any] = {
         415: {"model": ErrorRead, "description": "Neither JSON nor multipart."},
         413: {"model": ErrorRead, "description": "Zip over CXR_MAX_BATCH_UPLOAD_MB."},
         422: {"model": ErrorRead, "description": "Unsafe zip (traversal, links, bomb)."},
+        503: {
+            "model": ErrorRead,
+            "description": "`dicomweb` without CXR_DICOMWEB_URL, or `push` without a model.",
+        },
     },
     summary="Start a batch job on a PACS export",
 )
@@ -150,7 +161,9 @@ async def create_batch(request: Request, response: Response, state: StateDep) ->
     """Label every file of a PACS export in the background; answers 202 with the job.
 
     Either JSON `{"path": ..., "reports": ...}` naming a folder inside
-    CXR_BATCH_ROOTS, or multipart with the export as a zip in `file` (and an
+    CXR_BATCH_ROOTS, JSON `{"dicomweb": {"study": [...], "since": ..., "modality":
+    [...], "push": ["sr", "gsps"]}}` pulling from the PACS configured in
+    CXR_DICOMWEB_URL, or multipart with the export as a zip in `file` (and an
     optional reports CSV in `reports`). Reports CSVs are keyed by AccessionNumber
     or StudyInstanceUID; DICOM SR documents in the export are used too.
     """
@@ -168,13 +181,26 @@ async def create_batch(request: Request, response: Response, state: StateDep) ->
         except ValidationError as exc:
             errors = [{k: e[k] for k in ("loc", "msg", "type")} for e in exc.errors()]
             raise BadBatchRequest(json.dumps(errors)) from None
-        source = resolve_in_roots(body.path, settings.batch_roots, want_dir=True)
         reports = (
             resolve_in_roots(body.reports, settings.batch_roots, want_dir=False)
             if body.reports
             else None
         )
-        kind = "path"
+        if body.dicomweb is not None:
+            if state.dicomweb is None:
+                raise DicomwebNotConfigured(
+                    "DICOMweb batch jobs are disabled: set CXR_DICOMWEB_URL (and "
+                    "CXR_DICOMWEB_USER/CXR_DICOMWEB_PASSWORD or CXR_DICOMWEB_TOKEN)"
+                )
+            if body.dicomweb.push and state.predictor is None:
+                raise ModelNotLoaded("`push` needs a model (CXR_MODEL): there is nothing to push")
+            # The job records what to pull, never the server's credentials.
+            source: Any = body.dicomweb.model_dump_json()
+            kind = "dicomweb"
+        else:
+            assert body.path is not None  # BatchCreate checks one of path/dicomweb is given
+            source = resolve_in_roots(body.path, settings.batch_roots, want_dir=True)
+            kind = "path"
     elif content_type == "multipart/form-data":
         form = await request.form(max_files=2, max_fields=10)
         try:

@@ -14,10 +14,13 @@ from starlette.datastructures import UploadFile
 from app import crud
 from app.deps import AppState, InferenceDep, StateDep
 from app.errors import ServiceError, UnsupportedMediaType
+from app.inference import release_freed_memory
 from app.routes.predictions import prediction_read
 from app.schemas import ErrorRead, PredictionRead
 
 router = APIRouter(tags=["images"])
+# Above this many pixels a decode frees enough memory to be worth handing back at once.
+_TRIM_PIXELS = 4_000_000
 log = logging.getLogger(__name__)
 
 _RAW_TYPES = {
@@ -110,6 +113,8 @@ async def predict_image(
     meta, prepared, preview_png = await run_in_threadpool(
         _decode, inference.predictor, data, name, state.settings.max_pixels
     )
+    if meta.rows * meta.columns >= _TRIM_PIXELS:
+        await run_in_threadpool(release_freed_memory)
     decoded = time.perf_counter()
     prediction = await inference.predict(prepared)
     del prepared

@@ -133,6 +133,14 @@ async def get_heatmap(
             f"{PREVIEW_SIDE}).",
         ),
     ] = PREVIEW_SIDE,
+    draw_boxes: Annotated[
+        bool,
+        Query(
+            alias="boxes",
+            description="Draw the label's boxes (default); false for the heatmap alone, "
+            "e.g. under a viewer's own box layer (the web page).",
+        ),
+    ] = True,
 ) -> Response:
     """The radiograph with the label's heatmap and boxes drawn on it, rendered now from
     the stored map-resolution heatmap at display size (at most `max_size` px a side)."""
@@ -145,7 +153,7 @@ async def get_heatmap(
     pixels_key = row.image.pixels_key
     if pixels_key is None:
         raise NotFound("the image preview for this prediction is not stored")
-    boxes = [b for b in row.boxes if b.get("label") == label]
+    boxes = [b for b in row.boxes if b.get("label") == label] if draw_boxes else []
     original = (row.image.rows, row.image.columns)
     png = await run_in_threadpool(
         _render, storage, pixels_key, row.heatmaps_key, label, boxes, original, max_size

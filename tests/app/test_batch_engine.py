@@ -241,3 +241,59 @@ def test_cli_batch_refuses_unsafe_zip_in_one_line(
     assert main(["batch", str(archive), "-o", str(tmp_path / "o.jsonl")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
+
+
+class _ProcessDeath(BaseException):
+    """The process dying inside a decoder (a segfault, the OOM killer): nothing catches it."""
+
+
+def test_cli_batch_resume_gives_up_a_file_that_killed_the_process_twice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import models.dicom
+
+    root = build_poisoned_export(tmp_path / "export")
+    (root / "POISON" / "killer.dcm").write_bytes((root / GOOD_BESIDE_POISON[0]).read_bytes())
+    real = models.dicom.read_dicom
+
+    def reader(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if Path(path).name == "killer.dcm":
+            raise _ProcessDeath
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(models.dicom, "read_dicom", reader)
+    out = tmp_path / "out.jsonl"
+    args = ["batch", str(root), "-o", str(out)]
+    with pytest.raises(_ProcessDeath):
+        main(args)
+    inflight = json.loads((tmp_path / "out.jsonl.inflight.json").read_text())
+    assert inflight["POISON/killer.dcm"] == 1
+    with pytest.raises(_ProcessDeath):  # retried alone: dies again
+        main([*args, "--resume"])
+    assert main([*args, "--resume"]) == 1  # third run: recorded as failed, unread
+    lines = {x["path"]: x for x in map(json.loads, out.read_text().splitlines())}
+    assert sorted(lines) == sorted([*POISONED, *GOOD_BESIDE_POISON, "POISON/killer.dcm"])
+    assert "stopped 2 times" in lines["POISON/killer.dcm"]["error"]
+    assert all(lines[k]["state"] == "done" for k in GOOD_BESIDE_POISON)
+    assert not (tmp_path / "out.jsonl.inflight.json").exists()
+    capsys.readouterr()
+
+
+def test_batch_header_read_that_never_returns_makes_the_file_invalid(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import models.dicom
+
+    release = threading.Event()
+
+    def header(path: Any) -> Any:
+        release.wait(30)
+        raise AssertionError("unreachable in this test")
+
+    monkeypatch.setattr(models.dicom, "read_dicom_header", header)
+    (tmp_path / "IM1").write_bytes(b"x")
+    try:
+        item = classify_file(tmp_path / "IM1", "IM1", timeout_s=0.3)
+    finally:
+        release.set()
+    assert item.kind == "invalid" and "longer than 0.3 s" in (item.note or "")

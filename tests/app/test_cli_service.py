@@ -157,6 +157,7 @@ def test_cli_batch_resume_accounts_for_every_file_once(
         line["dataset_image"] for line in lines if "dataset_image" in line
     )
     assert sorted(p.name for p in (dataset / "images").iterdir()) == sorted(names)
+    assert not out.with_name("out.jsonl.inflight.json").exists()  # Ctrl-C blames no file
 
 
 def test_cli_batch_resume_of_finished_run_adds_nothing(

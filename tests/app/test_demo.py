@@ -151,3 +151,55 @@ def test_cli_serve_without_demo_never_builds_one(
     assert main(["serve", "--storage-dir", str(tmp_path / "st")]) == 0
     assert seen["settings"].model is None and seen["predictor"] is None
     assert not demo.demo_model_path(tmp_path / "st").exists()
+
+
+@pytest.mark.slow
+def test_cli_serve_demo_end_to_end(tiny_recipe: Path, tmp_path: Path) -> None:
+    """The README's first command, in a real process: the page and an image prediction
+    work and are flagged as a demo (the cached model is prebuilt with a tiny recipe)."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+    from service_fixtures import dx_bytes
+
+    storage = tmp_path / "storage"
+    demo.ensure_demo_model(storage)  # cached: the served process reuses it
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CXR_")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    cmd = [sys.executable, "-m", "app.cli", "serve", "--demo", "--port", str(port)]
+    proc = subprocess.Popen(
+        [*cmd, "--storage-dir", str(storage), "--log-level", "warning"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(url + "/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            assert time.monotonic() < deadline, "cxr serve --demo did not become ready"
+            time.sleep(0.25)
+        page = httpx.get(url + "/")
+        assert page.status_code == 200 and "DEMO MODEL" in page.text
+        answer = httpx.post(url + "/v1/images/predict", files={"file": ("a.dcm", dx_bytes())})
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        assert body["demo"] is True and body["notice"]
+        assert body["model"]["name"] == demo.DEMO_MODEL_NAME
+        assert answer.headers["x-cxr-demo-model"] == "true"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

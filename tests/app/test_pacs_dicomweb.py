@@ -154,3 +154,17 @@ def test_dicomweb_credentials_never_appear_in_messages() -> None:
         DicomwebClient(URL, user="a", token="t")
     with pytest.raises(DicomwebError, match="must be http"):
         DicomwebClient("ftp://pacs/dicom-web")
+
+
+def test_dicomweb_logs_no_uids_when_told(caplog: pytest.LogCaptureFixture) -> None:
+    body = b"--b0\r\nContent-Type: application/dicom\r\n\r\nDICM\r\n--b0--\r\n"
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        ctype = 'multipart/related; type="application/dicom"; boundary=b0'
+        return httpx.Response(200, content=body, headers={"content-type": ctype})
+
+    caplog.set_level("INFO", logger="app.pacs.dicomweb")
+    with _client(handler, log_uids=False) as web:
+        web.retrieve_instance(InstanceRef(STUDY, SERIES, SOP))
+    assert "pulled study <uid> instance <uid> (4 bytes)" in caplog.text
+    assert SOP not in caplog.text

@@ -48,12 +48,19 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.fixture(scope="module")
+def labeler() -> Any:
+    from app.labeling import load_report_labeler
+
+    return load_report_labeler()
+
+
 @pytest.fixture
-def make_listener(tmp_path: Path) -> Iterator[Any]:
+def make_listener(tmp_path: Path, labeler: Any) -> Iterator[Any]:
     started: list[StoreListener] = []
 
     def make(predictor: Any, **kwargs: Any) -> StoreListener:
-        listener = StoreListener(predictor, out=tmp_path / "out.jsonl", **kwargs)
+        listener = StoreListener(predictor, out=tmp_path / "out.jsonl", labeler=labeler, **kwargs)
         listener.start("127.0.0.1", 0)  # a free port
         started.append(listener)
         return listener
@@ -85,7 +92,7 @@ def test_listener_predicts_images_and_skips_other_objects(
     assert lines[ct.SOPInstanceUID]["state"] == "skipped"
     assert "CT is not a projection radiograph" in lines[ct.SOPInstanceUID]["reason"]
     assert lines[gsps.SOPInstanceUID]["state"] == "skipped"
-    assert "not an image" in lines[gsps.SOPInstanceUID]["reason"]
+    assert "no pixel data" in lines[gsps.SOPInstanceUID]["reason"]
     assert listener.counts["duplicate"] == 1
     assert not list(listener.inbox.glob("*.dcm"))  # inbox emptied once recorded
     text = (tmp_path / "out.jsonl").read_text()
@@ -118,12 +125,14 @@ def test_listener_allow_list_rejects_other_callers(
     assert [line["calling_ae"] for line in _lines(tmp_path / "out.jsonl")] == ["ORTHANC"]
 
 
-def test_listener_processes_its_inbox_after_a_restart(demo_predictor: Any, tmp_path: Path) -> None:
+def test_listener_processes_its_inbox_after_a_restart(
+    demo_predictor: Any, labeler: Any, tmp_path: Path
+) -> None:
     image = build_dataset(pixels=chest_pixels(64, 64))
     inbox = tmp_path / "out.jsonl.inbox"
     inbox.mkdir()
     (inbox / f"{image.SOPInstanceUID}.dcm").write_bytes(to_bytes(image))  # left by a crash
-    listener = StoreListener(demo_predictor, out=tmp_path / "out.jsonl")
+    listener = StoreListener(demo_predictor, out=tmp_path / "out.jsonl", labeler=labeler)
     listener.start("127.0.0.1", 0)
     try:
         assert listener.wait_idle(30)
@@ -158,3 +167,36 @@ def test_listener_forwards_sr_and_gsps_by_stow(
     assert [d.Modality for d in stored] == ["SR", "PR"]
     assert all(d.StudyInstanceUID == image.StudyInstanceUID for d in stored)
     assert line["pushed"] == [d.SOPInstanceUID for d in stored]
+
+
+def test_listener_limits_and_reports_like_a_batch(
+    make_listener: Any, demo_predictor: Any, tmp_path: Path
+) -> None:
+    from service_fixtures import sr_dataset
+
+    listener = make_listener(demo_predictor, max_pixels=64 * 64)
+    big = _reread(build_dataset(pixels=chest_pixels(96, 96)))  # over the pixel limit
+    report = _reread(sr_dataset("No effusion.", study_uid=big.StudyInstanceUID, accession="A1"))
+    assert _send(listener.port, [big, report]) == [0, 0]
+    assert listener.wait_idle(30)
+    lines = {line["path"]: line for line in _lines(tmp_path / "out.jsonl")}
+    assert lines[big.SOPInstanceUID]["state"] == "failed"
+    assert "96x96 = 9,216 pixels" in lines[big.SOPInstanceUID]["error"]
+    assert lines[report.SOPInstanceUID]["state"] == "skipped"
+    assert "structured report" in lines[report.SOPInstanceUID]["reason"]
+
+
+def test_listener_does_not_repeat_an_instance_recorded_before_a_restart(
+    demo_predictor: Any, labeler: Any, tmp_path: Path
+) -> None:
+    image = _reread(build_dataset(pixels=chest_pixels(64, 64)))
+    for _ in range(2):
+        listener = StoreListener(demo_predictor, out=tmp_path / "out.jsonl", labeler=labeler)
+        listener.start("127.0.0.1", 0)
+        try:
+            assert _send(listener.port, [image]) == [0]
+            assert listener.wait_idle(30)
+        finally:
+            listener.stop()
+    assert len(_lines(tmp_path / "out.jsonl")) == 1
+    assert listener.counts["duplicate"] == 1

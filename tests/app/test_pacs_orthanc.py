@@ -123,6 +123,80 @@ def test_orthanc_dicomweb_pull_predict_push_round_trip(
     assert all(ct not in json.dumps(sr.to_json_dict()) for sr in results["SR"])
 
 
+def _study_results(rest: httpx.Client, study: str) -> dict[str, int]:
+    """How many SR and PR instances Orthanc holds for a study (counts duplicates too)."""
+    found = rest.post("/tools/find", json={"Level": "Study", "Query": {"StudyInstanceUID": study}})
+    [orthanc_id] = found.json()
+    counts = {"SR": 0, "PR": 0, "CR": 0, "DX": 0, "CT": 0}
+    for series in rest.get(f"/studies/{orthanc_id}/series").json():
+        modality = series["MainDicomTags"].get("Modality", "")
+        counts[modality] = counts.get(modality, 0) + len(series["Instances"])
+    return counts
+
+
+def test_orthanc_cxr_batch_dicomweb_round_trip_resumes_without_duplicates(
+    rest: httpx.Client,
+    web: DicomwebClient,
+    demo_checkpoint: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from app.cli import main
+
+    images = _study()
+    for ds in images:
+        _upload(rest, ds)
+    study = images[0].StudyInstanceUID
+    out = tmp_path / "pacs.jsonl"
+    monkeypatch.setenv("CXR_DICOMWEB_PASSWORD", AUTH[1])
+    command = [
+        "batch", "--dicomweb", f"{ORTHANC_URL}/dicom-web", "--study", study,
+        "--since", "2024-03-01", "--modality", "CR,DX", "-o", str(out),
+        "--model", str(demo_checkpoint), "--device", "cpu", "--push", "sr,gsps",
+    ] + (["--user", AUTH[0]] if AUTH[0] else [])  # fmt: skip
+    assert main(command) == 0, capsys.readouterr().err
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    expected = {
+        f"studies/{study}/series/{ds.SeriesInstanceUID}/instances/{ds.SOPInstanceUID}"
+        for ds in images[:2]
+    }
+    assert {line["path"] for line in lines} == expected  # the CT was not pulled
+    assert all(line["state"] == "done" and len(line["pushed"]) == 2 for line in lines)
+    assert all(line["prediction"]["probabilities"] for line in lines)
+    assert _study_results(rest, study) == {"SR": 2, "PR": 2, "CR": 1, "DX": 1, "CT": 1}
+    results = _results_in(web, study)
+    referenced = {
+        pr.ReferencedSeriesSequence[0].ReferencedImageSequence[0].ReferencedSOPInstanceUID
+        for pr in results["PR"]
+    }
+    assert referenced == {ds.SOPInstanceUID for ds in images[:2]}
+
+    # Resume: nothing new to do, nothing pushed again, OUT unchanged.
+    before = out.read_text()
+    assert main([*command, "--resume"]) == 0
+    assert "resumed after 2 files" in capsys.readouterr().err
+    assert out.read_text() == before
+    # A full rerun pushes again, but the same UIDs: still one SR and one GSPS per image.
+    assert main(command) == 0
+    assert _study_results(rest, study) == {"SR": 2, "PR": 2, "CR": 1, "DX": 1, "CT": 1}
+
+
+def test_orthanc_cxr_batch_dicomweb_errors_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app.cli import main
+
+    out = tmp_path / "x.jsonl"
+    url = f"{ORTHANC_URL}/dicom-web"
+    assert (
+        main(["batch", "--dicomweb", url, "--user", "cxr", "--password", "bad", "-o", str(out)])
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert f"GET {url}/studies: HTTP 401" in err and "bad" not in err.replace("--password", "")
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -176,3 +250,34 @@ def test_orthanc_pushes_by_c_store_to_cxr_listen(
         rest.delete("/modalities/cxr-test")
     assert listener.returncode == 0, err
     assert "2 done, 0 skipped, 0 failed" in err
+
+
+def test_orthanc_service_batch_job_pulls_and_pushes(
+    make_client: Any, rest: httpx.Client, web: DicomwebClient
+) -> None:
+    from service_fixtures import wait_for_job
+
+    client = make_client(
+        dicomweb_url=f"{ORTHANC_URL}/dicom-web",
+        dicomweb_user=AUTH[0] or None,
+        dicomweb_password=AUTH[1] or None,
+    )
+    images = _study()
+    for ds in images:
+        _upload(rest, ds)
+    study = images[0].StudyInstanceUID
+    response = client.post(
+        "/v1/batches", json={"dicomweb": {"study": [study], "push": ["sr", "gsps"]}}
+    )
+    assert response.status_code == 202, response.text
+    job = wait_for_job(client, response.json()["id"])
+    assert job["state"] == "done" and job["source_kind"] == "dicomweb"
+    assert (job["total"], job["done"], job["failed"]) == (2, 2, 0)
+    lines = [
+        json.loads(x)
+        for x in client.get(f"/v1/batches/{job['id']}/results").text.splitlines()
+        if x.strip()
+    ]
+    assert all(len(line["pushed"]) == 2 for line in lines)
+    assert _study_results(rest, study) == {"SR": 2, "PR": 2, "CR": 1, "DX": 1, "CT": 1}
+    assert AUTH[1] not in json.dumps(job) if AUTH[1] else True

@@ -240,3 +240,18 @@ def test_batch_scan_of_2000_files_leaves_the_database_writable(
     slow = sorted(t for t in times if t >= 1.0)
     assert len(slow) <= 2 and max(times) < 5.0, f"report requests over 1 s: {slow}"
     assert client.delete(f"/v1/batches/{job_id}").status_code == 204
+
+
+def test_batch_zip_with_corrupt_member_fails_the_job_with_its_reason(
+    make_client: Callable[..., TestClient],
+) -> None:
+    data = bytearray(_zip({"PAT/IM1": dx_bytes(), "PAT/IM2": dx_bytes(accession="X")}))
+    at = data.find(b"PK\x01\x02") + 16  # the first member's CRC in the central directory
+    data[at : at + 4] = b"\0\0\0\0"
+    data[data.find(b"PK\x03\x04") + 14 : data.find(b"PK\x03\x04") + 18] = b"\0\0\0\0"
+    client = make_client()
+    response = client.post("/v1/batches", files={"file": ("x.zip", bytes(data))})
+    assert response.status_code == 202, response.text  # the directory itself is sound
+    status = wait_for_job(client, response.json()["id"])
+    assert status["state"] == "failed" and "corrupt" in status["error"], status
+    assert "PAT/IM1" in status["error"] and "internal error" not in status["error"]

@@ -43,3 +43,23 @@ def test_prediction_image_is_the_stored_preview(client: TestClient) -> None:
     image = client.get(f"/v1/predictions/{body['id']}/image.png")
     assert image.status_code == 200 and image.content.startswith(b"\x89PNG")
     assert client.get("/v1/predictions/nope/image.png").status_code == 404
+
+
+def test_demo_phantom_offered_only_with_a_demo_model(
+    client: TestClient, make_client: Callable[..., TestClient]
+) -> None:
+    sample = client.get("/demo/phantom.png", params={"seed": 3})
+    assert sample.status_code == 200 and sample.content.startswith(b"\x89PNG")
+    assert sample.headers["x-cxr-phantom-labels"]
+    assert client.get("/demo/phantom.png", params={"seed": 3}).content == sample.content
+    assert make_client(model=False).get("/demo/phantom.png").status_code == 404
+
+
+def test_heatmap_without_boxes_for_the_page(client: TestClient) -> None:
+    body = client.post("/v1/images/predict", files={"file": ("a.dcm", dx_bytes())}).json()
+    label = next(b["label"] for b in body["boxes"])
+    url = body["heatmaps"][label]
+    with_boxes = client.get(url, params={"max_size": 64})
+    without = client.get(url, params={"max_size": 64, "boxes": "false"})
+    assert with_boxes.status_code == without.status_code == 200
+    assert without.content.startswith(b"\x89PNG") and without.content != with_boxes.content

@@ -235,3 +235,24 @@ def test_api_keys_documented_form_through_real_cxr_serve(
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+@pytest.mark.issue(7)
+def test_cli_serve_public_host_needs_a_valid_key(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import uvicorn
+
+    calls: list[dict[str, object]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: calls.append(kwargs))
+    monkeypatch.setenv("CXR_STORAGE_DIR", str(tmp_path))
+    args = ["serve", "--host", "0.0.0.0", "--port", "8123"]
+    assert main(args) == 2  # no keys
+    assert "without API keys" in capsys.readouterr().err
+    monkeypatch.setenv("CXR_API_KEYS", "sha256")  # what the old parser made of the hash
+    assert main(args) == 2 and "bare algorithm name" in capsys.readouterr().err
+    _, env_value = _apikey_line(capsys)
+    monkeypatch.setenv("CXR_API_KEYS", env_value)
+    assert main(args) == 0
+    assert calls and calls[0]["host"] == "0.0.0.0"
+    assert not calls[1:]

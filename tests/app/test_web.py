@@ -220,7 +220,11 @@ def test_web_predict_dicom_draws_overlay_boxes_and_table(
 
     svg = page.locator("#box-layer")
     assert svg.get_attribute("viewBox") == f"0 0 {columns} {rows}"
-    rects = page.locator("#box-layer rect")
+    shown = heat.get_attribute("data-label")
+    visible = page.locator("#box-layer rect:visible")
+    assert visible.count() == sum(b["label"] == shown for b in prediction["boxes"])
+    page.locator("#boxes-scope").select_option("all")
+    rects = page.locator("#box-layer rect:visible")
     assert rects.count() == len(prediction["boxes"])
     first = prediction["boxes"][0]
     rect = rects.first
@@ -242,7 +246,7 @@ def test_web_predict_dicom_draws_overlay_boxes_and_table(
     page.locator("#boxes-toggle").check()
     # Choosing another label loads its overlay at display size.
     other = [label for label in prediction["heatmaps"] if label != heat.get_attribute("data-label")]
-    with page.expect_response(lambda r: "/heatmaps/" in r.url and "max_size=" in r.url):
+    with page.expect_response(lambda r: "/heatmaps/" in r.url and "boxes=false" in r.url):
         page.locator("#heatmap-label").select_option(other[0])
     page.wait_for_function(
         f"() => document.getElementById('heatmap-image').dataset.label === {json.dumps(other[0])}"
@@ -265,6 +269,9 @@ def test_web_report_highlights_mentions(server: LiveServer, page: Any) -> None:
     assert "rule:" in title and "section:" in title and "NegEx:" in title
     # The highlighted text is the report itself, character for character.
     assert page.locator("#report-highlighted").inner_text() == REPORT
+    # Finding attributes (laterality here) beside the label when the labeler gives them.
+    effusion = page.locator("#report-labels tbody tr", has_text="Effusion")
+    assert "left" in effusion.locator("td.attrs").inner_text()
     labels = page.locator("#report-labels tbody tr")
     assert labels.count() >= 3
     assert page.locator("#report-labels td.positive", has_text="positive").count() >= 1
@@ -338,3 +345,31 @@ def test_web_api_key_asked_once_and_sent(
         assert page.locator("#predict-file").is_disabled()
         context.close()
         assert problems.items == [], "\n".join(problems.items)
+
+
+def test_web_dropped_png_is_predicted(server: LiveServer, page: Any) -> None:
+    import base64
+
+    import cv2
+
+    png = cv2.imencode(".png", (chest_pixels(96, 128, seed=5) // 16).astype("uint8"))[1]
+    page.goto(server.url + "/")
+    with page.expect_response("**/v1/images/predict") as answer:
+        page.evaluate(
+            """data => {
+                const bytes = Uint8Array.from(atob(data), c => c.charCodeAt(0));
+                const transfer = new DataTransfer();
+                transfer.items.add(new File([bytes], "dropped.png", {type: "image/png"}));
+                const viewer = document.getElementById("viewer");
+                viewer.dispatchEvent(new DragEvent("dragover", {dataTransfer: transfer,
+                    bubbles: true, cancelable: true}));
+                viewer.dispatchEvent(new DragEvent("drop", {dataTransfer: transfer,
+                    bubbles: true, cancelable: true}));
+            }""",
+            base64.b64encode(png.tobytes()).decode(),
+        )
+    prediction = answer.value.json()
+    assert (prediction["image"]["rows"], prediction["image"]["columns"]) == (96, 128)
+    page.locator("#prob-table tbody tr").first.wait_for()
+    assert page.locator("#box-layer").get_attribute("viewBox") == "0 0 128 96"
+    assert "dropped.png" in page.locator("#predict-status").inner_text()

@@ -43,3 +43,27 @@ def test_scoring_table_lists_labels_and_totals() -> None:
     table = format_table(score_labels(PRED, GOLD, ["Effusion", "Edema"], extra=["Mass"]))
     for word in ("Effusion", "Edema", "micro", "macro", "Mass"):
         assert word in table
+
+
+def test_score_chexpert_tasks_are_binary_f1_per_label() -> None:
+    from labeler.scoring import score_chexpert
+
+    gold = {
+        "a": {"Edema": "negative", "Atelectasis": "uncertain"},
+        "b": {"Edema": "positive", "Atelectasis": "absent"},
+        "c": {"Edema": "absent", "Atelectasis": "negative"},
+    }
+    pred = {
+        "a": {"Edema": "negative", "Atelectasis": "positive"},
+        "b": {"Edema": "positive"},
+        "c": {"Edema": "negative", "Atelectasis": "negative"},
+    }
+    s = score_chexpert(pred, gold, ["Edema", "Atelectasis"])
+    edema, atel = s.per_label["Edema"], s.per_label["Atelectasis"]
+    assert (edema["mention"].tp, edema["mention"].fp) == (2, 1)
+    assert edema["negation"].f1 == round(2 * 0.5 * 1.0 / 1.5, 4)
+    assert atel["uncertainty"].fn == 1 and atel["uncertainty"].f1 == 0.0
+    assert atel["mention"].f1 == 1.0
+    # positive: Edema 1/1; Atelectasis has a false positive only -> defined, F1 0
+    assert s.defined["positive"] == 2 and s.macro["positive"] == 0.5
+    assert s.n_reports == 3

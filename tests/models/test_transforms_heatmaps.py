@@ -68,6 +68,7 @@ def _rectangle(rows: int, columns: int, top: int, left: int, height: int, width:
     return img
 
 
+@pytest.mark.issue(9)
 @pytest.mark.parametrize("stride", [1, 8, 16])
 @pytest.mark.parametrize(
     ("rows", "columns", "rect"),
@@ -166,6 +167,7 @@ def test_project_cam_equals_old_stretch_geometry() -> None:
     assert np.allclose(project_cam(cam, geo, 300, 200), old, atol=1e-5)
 
 
+@pytest.mark.issue(7)
 def test_heatmap_is_map_sized_for_a_huge_image() -> None:
     geo = Geometry.fit(10_000, 10_000, 1024, "letterbox")
     heat = Heatmap.from_cam(np.random.default_rng(0).random((32, 32)), geo)
@@ -175,6 +177,7 @@ def test_heatmap_is_map_sized_for_a_huge_image() -> None:
     assert all(b.x >= 0 and b.x + b.width <= 10_000 + 1e-6 for b in boxes)
 
 
+@pytest.mark.issue(9)
 def test_model_card_records_letterbox_and_old_cards_stretch(tmp_path: Path) -> None:
     card = ModelCard(labels=["Mass"], arch="resnet18", image_size=64)
     assert card.preprocessing["resize_mode"] == "letterbox"

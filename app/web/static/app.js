@@ -232,7 +232,7 @@ function renderBoxTable(p) {
   const tbody = $("box-table").querySelector("tbody");
   tbody.replaceChildren();
   for (const [i, b] of p.boxes.entries()) {
-    const row = el("tr", { "data-box": i },
+    const row = el("tr", { "data-box": i, "data-label": b.label },
       el("td", {}, el("span", { class: "swatch" }), b.label),
       el("td", { class: "num", text: b.score.toFixed(3) }),
       el("td", { class: "num", text: [b.x, b.y, b.width, b.height].map(Math.round).join(", ") }));
@@ -265,11 +265,11 @@ function drawBoxes() {
     title.textContent = `${b.label} ${b.score.toFixed(2)}`;
     rect.append(title);
     const text = svgEl("text", { x: b.x + 2, y: Math.max(font, b.y - 4), fill: color,
-      "font-size": font, class: "box-label" });
+      "font-size": font, class: "box-label", "data-box": i, "data-label": b.label });
     text.textContent = `${b.label} ${b.score.toFixed(2)}`;
     layer.append(rect, text);
   }
-  layer.style.display = $("boxes-toggle").checked ? "" : "none";
+  applyOverlayStyle();
 }
 
 function fitStage() {
@@ -308,6 +308,7 @@ async function selectLabel(label) {
   if (!label || !p || !(label in p.heatmaps)) {
     img.removeAttribute("src");
     img.hidden = true;
+    applyOverlayStyle();
     return;
   }
   let url = view.overlays.get(label);
@@ -315,7 +316,8 @@ async function selectLabel(label) {
     const path = p.heatmaps[label];
     const sep = path.includes("?") ? "&" : "?";
     try {
-      url = await apiObjectUrl(`${path}${sep}max_size=${overlaySize()}`);
+      // Heatmap only: the page draws the boxes itself (an SVG layer that can be toggled).
+      url = await apiObjectUrl(`${path}${sep}max_size=${overlaySize()}&boxes=false`);
     } catch (error) {
       setStatus("predict-status", `heatmap ${label}: ${error.message}`, true);
       return;
@@ -333,15 +335,39 @@ function applyOverlayStyle() {
   img.hidden = !$("heatmap-toggle").checked || !img.getAttribute("src");
   img.style.opacity = String($("heatmap-opacity").value / 100);
   $("box-layer").style.display = $("boxes-toggle").checked ? "" : "none";
+  // By default only the boxes of the finding whose heatmap is shown: less clutter.
+  const all = $("boxes-scope").value === "all";
+  for (const node of $("box-layer").querySelectorAll("[data-label]")) {
+    node.style.display = all || node.dataset.label === view.label ? "" : "none";
+  }
+  for (const row of $("box-table").querySelectorAll("tbody tr[data-box]")) {
+    row.classList.toggle("dim", !all && row.dataset.label !== view.label);
+  }
 }
 
 function setupPredict() {
   $("predict-file").addEventListener("change", (event) => predictFile(event.target.files[0]));
   $("heatmap-label").addEventListener("change", (event) => selectLabel(event.target.value));
-  for (const id of ["heatmap-toggle", "heatmap-opacity", "boxes-toggle"]) {
+  for (const id of ["heatmap-toggle", "heatmap-opacity", "boxes-toggle", "boxes-scope"]) {
     $(id).addEventListener("input", applyOverlayStyle);
   }
   window.addEventListener("resize", fitStage);
+  let sample = 0;
+  $("demo-sample").addEventListener("click", async () => {
+    // Demo only: a generated phantom (truth in a header), predicted like an uploaded file.
+    sample += 1;
+    try {
+      const response = await fetch(`/demo/phantom.png?seed=${sample}`);
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      const truth = response.headers.get("X-CXR-Phantom-Labels") || "none";
+      await predictFile(new File([await response.blob()], `phantom-${sample}.png`,
+        { type: "image/png" }));
+      setStatus("predict-status", `${$("predict-status").textContent} (phantom drawn with: ` +
+        `${truth})`);
+    } catch (error) {
+      setStatus("predict-status", `phantom: ${error.message}`, true);
+    }
+  });
   const viewer = $("viewer");
   viewer.addEventListener("dragover", (event) => {
     event.preventDefault();
@@ -395,7 +421,8 @@ function describeAttributes(attrs) {
 function mentionTitle(m) {
   const attrs = describeAttributes(m.attributes);
   return [`${m.label}: ${m.status}`, `rule: ${m.rule || "(none)"}`,
-    `section: ${m.section || "(none)"}`, `NegEx: ${m.negex || "(none)"}`,
+    m.cue && `cue: ${m.cue}`, `section: ${m.section || "(none)"}`,
+    `NegEx: ${m.negex || "(none)"}`,
     attrs && `attributes: ${attrs}`].filter(Boolean).join("\n");
 }
 
@@ -420,19 +447,23 @@ function showReport(text, result) {
   const order = { positive: 0, uncertain: 1, negative: 2, absent: 3 };
   const entries = Object.entries(result.labels)
     .sort((a, b) => (order[a[1]] ?? 4) - (order[b[1]] ?? 4) || a[0].localeCompare(b[0]));
+  const findings = result.findings || {};
   for (const [label, status] of entries) {
+    const finding = Object.assign({}, findings[label] || {});
+    delete finding.status;
     labels.append(el("tr", { class: status }, el("td", { text: label }),
-      el("td", { class: status, text: status })));
+      el("td", { class: status, text: status }),
+      el("td", { class: "attrs", text: describeAttributes(finding) })));
   }
   labels.append(el("tr", {}, el("td", { text: "No Finding" }),
     el("td", { class: result.no_finding ? "positive" : "absent",
-      text: result.no_finding ? "yes" : "no" })));
+      text: result.no_finding ? "yes" : "no" }), el("td", {})));
   $("report-labels").hidden = false;
 
-  const findings = $("report-findings").querySelector("tbody");
-  findings.replaceChildren();
+  const rows = $("report-findings").querySelector("tbody");
+  rows.replaceChildren();
   for (const m of mentions) {
-    findings.append(el("tr", {}, el("td", { text: m.label }),
+    rows.append(el("tr", {}, el("td", { text: m.label }),
       el("td", { class: m.status, text: m.status }), el("td", { text: m.text }),
       el("td", { text: m.section || "" }), el("td", { text: m.rule || "" }),
       el("td", { text: m.negex || "" }),
@@ -450,7 +481,8 @@ function setupReport() {
 
 // --- Batches ---------------------------------------------------------------------------
 
-const batches = { timer: null, selected: null, lines: [] };
+const batches = { timer: null, selected: null, lines: [], loadedAt: 0 };
+const MAX_ROWS = 1000; // more rows are in the downloads
 
 function fmtTime(iso) {
   if (!iso) return "";
@@ -473,8 +505,10 @@ async function refreshJobs() {
   const selected = jobs.find((j) => j.id === batches.selected);
   if (selected && selected.state !== "queued") {
     // Results grow while the job runs; reload them while it does (and once when done).
-    if (running || batches.loadedState !== selected.state ||
-        batches.loadedCount !== selected.done + selected.skipped + selected.failed) {
+    const count = selected.done + selected.skipped + selected.failed;
+    const changed = batches.loadedState !== selected.state || batches.loadedCount !== count;
+    // While a job runs, its results are reloaded at most every 5 s (they can be long).
+    if (changed && (selected.state !== "running" || Date.now() - batches.loadedAt > 5000)) {
       loadResults(selected);
     }
   }
@@ -546,6 +580,7 @@ async function loadResults(job) {
   batches.lines = text.split("\n").filter((l) => l.trim()).map((l) => JSON.parse(l));
   batches.loadedState = job.state;
   batches.loadedCount = job.done + job.skipped + job.failed;
+  batches.loadedAt = Date.now();
   $("batch-results").hidden = false;
   $("batch-results-title").textContent = `Results of the job of ${fmtTime(job.created_at)} ` +
     `(${job.state})`;
@@ -575,13 +610,15 @@ function renderResults() {
     if (errorsOnly && !error && line.state !== "failed") continue;
     if (label && !modelPos.includes(label) && !reportPos.includes(label)) continue;
     shown += 1;
+    if (shown > MAX_ROWS) continue;
     tbody.append(el("tr", { "data-state": line.state },
       el("td", { text: line.path }), el("td", { text: line.state }),
       el("td", { text: line.kind || "" }), el("td", { text: modelPos.join(", ") }),
       el("td", { text: reportPos.join(", ") }),
       el("td", { class: error ? "err" : "", text: error || line.reason || "" })));
   }
-  $("filter-count").textContent = `${shown} of ${batches.lines.length} files`;
+  $("filter-count").textContent = `${shown} of ${batches.lines.length} files` +
+    (shown > MAX_ROWS ? ` (the first ${MAX_ROWS} shown; download for all)` : "");
 }
 
 async function startBatch(event) {

@@ -1,0 +1,98 @@
+"""A batch sink that stores each predicted image's TID 1500 SR and GSPS by STOW-RS.
+
+One STOW-RS request per chunk. The objects' UIDs are derived from the image and the model
+(`app.pacs.documents`), so pushing the same results again does not duplicate them in the
+PACS. It runs before the JSONL/database sinks: each line records `pushed` (the UIDs the
+server stored); an image whose results the server refused is `failed`, with the reason.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
+
+from pydicom.dataset import Dataset
+
+from app.batch.interfaces import Outcome, Sink
+from app.pacs.dicomweb import DicomwebClient, DicomwebError
+from app.pacs.documents import build_gsps, build_sr, predictions_from_line
+
+__all__ = ["PUSH_KINDS", "DicomPushSink"]
+
+log = logging.getLogger(__name__)
+
+PUSH_KINDS = ("sr", "gsps")
+
+
+def _encode(ds: Dataset) -> bytes:
+    buffer = io.BytesIO()
+    ds.save_as(buffer, enforce_file_format=True)
+    return buffer.getvalue()
+
+
+class DicomPushSink(Sink):
+    """Push SR and/or GSPS results of predicted images to a DICOMweb server.
+
+    Args:
+        client: the DICOMweb client to store to.
+        kinds: which objects: "sr", "gsps" or both.
+        card: the model card (name, version, demo).
+        headers: the header of an item's image by key (the source keeps it), or None.
+    """
+
+    def __init__(
+        self,
+        client: DicomwebClient,
+        *,
+        kinds: Collection[str],
+        card: dict[str, Any],
+        headers: Callable[[str], Dataset | None],
+    ) -> None:
+        unknown = set(kinds) - set(PUSH_KINDS)
+        if unknown or not kinds:
+            raise ValueError(
+                f"push kinds {sorted(unknown) or '(none)'}: expected sr, gsps or sr,gsps"
+            )
+        self.client = client
+        self.kinds = tuple(k for k in PUSH_KINDS if k in kinds)
+        self.card = card
+        self.headers = headers
+        self.pushed = 0
+
+    def write(self, outcomes: Sequence[Outcome]) -> None:
+        """Build and store the results of the chunk's predicted images (one request)."""
+        owners: list[tuple[Outcome, list[str]]] = []
+        payload: list[bytes] = []
+        for outcome in outcomes:
+            header = self.headers(outcome.key)
+            prediction = predictions_from_line(outcome.result)
+            if outcome.state != "done" or header is None or prediction is None:
+                continue
+            try:
+                objects = [
+                    (build_sr if kind == "sr" else build_gsps)(header, prediction, self.card)
+                    for kind in self.kinds
+                ]
+            except (ValueError, AttributeError, TypeError) as exc:
+                outcome.state, outcome.error = "failed", f"results not built: {exc}"
+                continue
+            owners.append((outcome, [str(ds.SOPInstanceUID) for ds in objects]))
+            payload += [_encode(ds) for ds in objects]
+        if not payload:
+            return
+        try:
+            stored = self.client.store(payload)
+        except DicomwebError as exc:
+            for outcome, _ in owners:
+                outcome.result["pushed"] = []
+                outcome.state, outcome.error = "failed", f"push failed: {exc}"
+            return
+        for outcome, uids in owners:
+            outcome.result["pushed"] = [u for u in uids if u in stored.stored]
+            refused = [f"{u}: {stored.failed[u]}" for u in uids if u in stored.failed]
+            if refused:
+                outcome.state = "failed"
+                outcome.error = f"push refused by {self.client.url}: " + "; ".join(refused)
+            self.pushed += len(outcome.result["pushed"])

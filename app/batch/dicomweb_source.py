@@ -1,0 +1,134 @@
+"""A batch source on a DICOMweb server: QIDO-RS finds the instances, WADO-RS fetches them.
+
+Each instance's key (the result line's `path`) is its WADO-RS resource below the service
+root, `studies/{study}/series/{series}/instances/{sop}`: stable, so a rerun with --resume
+(or a resumed service job) leaves recorded instances alone, and `local_path` can fetch an
+item from its key alone, as a job resumed after a restart needs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import tempfile
+from collections.abc import Iterator, Sequence
+from datetime import date
+from pathlib import Path
+
+from pydicom import dcmread
+from pydicom.dataset import Dataset
+
+from app.batch.interfaces import Source, SourceItem
+from app.pacs.dicomweb import DicomwebClient, DicomwebError, InstanceRef
+
+__all__ = ["DicomwebSource", "ref_from_key"]
+
+log = logging.getLogger(__name__)
+
+_U = r"([0-9]+(?:\.[0-9]+)*)"  # a UID: digits, single dots between them
+_KEY = re.compile(rf"^studies/{_U}/series/{_U}/instances/{_U}$")
+# Storage SOP classes that are never images: SR documents (…88.x), presentation states (…11.x).
+_NOT_IMAGES = ("1.2.840.10008.5.1.4.1.1.88.", "1.2.840.10008.5.1.4.1.1.11.")
+
+
+def ref_from_key(key: str) -> InstanceRef:
+    """The instance an item's key names.
+
+    Raises:
+        DicomwebError: the key is not a WADO-RS instance path.
+    """
+    match = _KEY.match(key)
+    if not match:
+        raise DicomwebError(f"{key!r} is not studies/UID/series/UID/instances/UID")
+    return InstanceRef(*match.groups())
+
+
+class DicomwebSource(Source):
+    """Instances of the studies matching the filters, in series of the given modalities.
+
+    Args:
+        client: the DICOMweb client (its URL and auth).
+        study_uids: only these studies (default: all that match the other filters).
+        since: studies from this day on (StudyDate).
+        modalities: series modalities to take (default CR and DX).
+        workdir: where instances are downloaded while processed (default: a temp folder,
+            removed by `close`); each file is removed as soon as its item is processed.
+    """
+
+    def __init__(
+        self,
+        client: DicomwebClient,
+        *,
+        study_uids: Sequence[str] = (),
+        since: date | None = None,
+        modalities: Sequence[str] = ("CR", "DX"),
+        workdir: Path | None = None,
+    ) -> None:
+        self.client = client
+        self.study_uids = tuple(study_uids)
+        self.since = since
+        self.modalities = tuple(m.strip().upper() for m in modalities if m.strip())
+        self._own_workdir = workdir is None
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="cxr-dicomweb-"))
+        self._headers: dict[str, Dataset] = {}
+
+    def scan(self) -> Iterator[SourceItem]:
+        """Every matching instance, study by study, sorted by UIDs.
+
+        Raises:
+            DicomwebError: the search itself fails (unreachable server, refused credentials).
+        """
+        count = 0
+        for ref in self.client.iter_instances(
+            study_uids=self.study_uids, since=self.since, modalities=self.modalities
+        ):
+            count += 1
+            sop_class = ref.sop_class_uid or ""
+            if sop_class.startswith(_NOT_IMAGES):
+                yield SourceItem(
+                    ref.path,
+                    "other",
+                    study_instance_uid=ref.study_instance_uid,
+                    note=f"not an image (SOP Class {sop_class})",
+                )
+            else:
+                yield SourceItem(ref.path, "image", study_instance_uid=ref.study_instance_uid)
+        log.info("DICOMweb %s: %d instances to consider", self.client.url, count)
+
+    def local_path(self, item: SourceItem) -> Path:
+        """Fetch the instance (WADO-RS) into the work folder; its header is kept for sinks.
+
+        Raises:
+            DicomwebError: the instance cannot be retrieved (the message names URL and status).
+        """
+        ref = ref_from_key(item.key)
+        data = self.client.retrieve_instance(ref)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        path = self.workdir / f"{ref.sop_instance_uid}.dcm"
+        path.write_bytes(data)
+        try:
+            self._headers[item.key] = dcmread(path, stop_before_pixels=True)
+        except Exception:  # noqa: BLE001 - the reader reports the file's problem itself
+            log.debug("no header kept for %s", item.key, exc_info=True)
+        return path
+
+    def release(self, item: SourceItem) -> None:
+        """Delete the downloaded copy (the header stays until `pop_header`)."""
+        match = _KEY.match(item.key)
+        if match:
+            (self.workdir / f"{match.group(3)}.dcm").unlink(missing_ok=True)
+
+    def pop_header(self, key: str) -> Dataset | None:
+        """The header of a processed instance (patient, study, series identifiers), once."""
+        return self._headers.pop(key, None)
+
+    def close(self) -> None:
+        """Remove the work folder if this source made it, and close the client."""
+        self._headers.clear()
+        if self._own_workdir:
+            for leftover in self.workdir.glob("*.dcm"):
+                leftover.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # not empty: something else lives there
+                self.workdir.rmdir()
+        self.client.close()

@@ -1,0 +1,189 @@
+"""Screenshots of the web page for the README, taken as the browser tests run it; prints
+how long the page took to show a prediction with its overlay, a labeled report and a batch.
+
+Serves the app with the `cxr serve --demo` model (built or reused in --storage) on a
+free loopback port, drives Debian's chromium through Playwright (nothing downloaded),
+and writes app/web/screenshots/{predict,report,batches,apikey}.png.
+
+    python benchmarks/web_screenshots.py                # about 1 min once the demo model exists
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import logging
+import socket
+import sys
+import tempfile
+import threading
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--no-default-browser-check",
+]
+REPORT = (
+    "INDICATION: Cough, rule out pneumonia.\n"
+    "FINDINGS: The heart is enlarged. There is a small left pleural effusion. "
+    "No pneumothorax. Possible right basilar atelectasis.\n"
+    "IMPRESSION: Cardiomegaly with small left effusion. No focal consolidation to suggest "
+    "pneumonia."
+)
+
+
+def _serve(settings: Any) -> tuple[Any, threading.Thread, str]:
+    import uvicorn
+
+    from app.main import create_app
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    return server, thread, f"http://127.0.0.1:{port}"
+
+
+def _phantom_dicom(seed: int, labels: list[str], accession: str) -> bytes:
+    import numpy as np
+    from pydicom.dataset import Dataset, FileMetaDataset
+    from pydicom.uid import ExplicitVRLittleEndian, generate_uid
+
+    from models.phantoms import make_phantom
+
+    image = make_phantom(np.random.default_rng(seed), size=384, labels=labels).image
+    ds = Dataset()
+    ds.file_meta = FileMetaDataset()
+    ds.file_meta.TransferSyntaxUID = ExplicitVRLittleEndian
+    ds.file_meta.MediaStorageSOPClassUID = "1.2.840.10008.5.1.4.1.1.1.1"
+    ds.file_meta.MediaStorageSOPInstanceUID = generate_uid()
+    ds.SOPClassUID = ds.file_meta.MediaStorageSOPClassUID
+    ds.SOPInstanceUID = ds.file_meta.MediaStorageSOPInstanceUID
+    ds.StudyInstanceUID, ds.SeriesInstanceUID = generate_uid(), generate_uid()
+    ds.AccessionNumber, ds.Modality, ds.PatientID = accession, "DX", f"PHANTOM{seed}"
+    ds.Rows, ds.Columns = image.shape
+    ds.SamplesPerPixel, ds.PhotometricInterpretation = 1, "MONOCHROME2"
+    ds.BitsAllocated, ds.BitsStored, ds.HighBit, ds.PixelRepresentation = 16, 12, 11, 0
+    ds.PixelData = (image.astype(np.uint16) * 16).tobytes()
+    buffer = io.BytesIO()
+    ds.save_as(buffer, enforce_file_format=True)
+    return buffer.getvalue()
+
+
+def _export_zip() -> tuple[bytes, str]:
+    cases = [
+        (["Cardiomegaly"], "Cardiomegaly. No effusion."),
+        (["Effusion"], "Small right pleural effusion."),
+        (["Mass", "Effusion"], "Right upper lobe mass. Small effusion."),
+        ([], "No acute cardiopulmonary abnormality."),
+        (["Pneumothorax"], "Small left apical pneumothorax."),
+        (["Nodule"], "Possible nodule in the left mid lung."),
+    ]
+    buffer = io.BytesIO()
+    rows = ["AccessionNumber,Report"]
+    with zipfile.ZipFile(buffer, "w") as z:
+        for i, (labels, text) in enumerate(cases):
+            z.writestr(f"STUDY{i}/IM0001.dcm", _phantom_dicom(100 + i, labels, f"ACC{i}"))
+            rows.append(f'ACC{i},"{text}"')
+        z.writestr("STUDY9/broken.dcm", _phantom_dicom(99, [], "ACC9")[:-5000])
+        z.writestr("README.TXT", "exported by a PACS\n")
+    return buffer.getvalue(), "\n".join(rows) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--storage", type=Path, default=REPO / "runs" / "web-demo-storage")
+    parser.add_argument("--out", type=Path, default=REPO / "app" / "web" / "screenshots")
+    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+
+    from playwright.sync_api import sync_playwright
+
+    from app.demo import ensure_demo_model
+    from app.settings import Settings
+
+    model = ensure_demo_model(args.storage)
+    args.out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="cxr-shots-"))
+    settings = Settings(storage_dir=args.storage, model=model, device="cpu")
+    server, thread, url = _serve(settings)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=args.chromium, headless=True, args=ARGS)
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.set_default_timeout(60_000)
+        page.goto(url + "/")
+        t0 = time.perf_counter()
+        page.locator("#demo-sample").click()
+        page.wait_for_function(
+            "() => { const i = document.getElementById('heatmap-image');"
+            " return i.complete && i.naturalWidth > 0 && !i.hidden; }"
+        )
+        timings = {"predict (phantom to overlay shown)": time.perf_counter() - t0}
+        time.sleep(0.3)
+        page.screenshot(path=str(args.out / "predict.png"))
+
+        page.locator("textarea").fill(REPORT)
+        t0 = time.perf_counter()
+        page.get_by_role("button", name="Label", exact=True).click()
+        page.locator("#report-highlighted mark").first.wait_for()
+        timings["report (Label to highlights)"] = time.perf_counter() - t0
+        page.locator("#report-highlighted mark.negative").first.hover()
+        page.locator("#report").screenshot(path=str(args.out / "report.png"))
+
+        data, csv_text = _export_zip()
+        (work / "export.zip").write_bytes(data)
+        (work / "reports.csv").write_text(csv_text)
+        page.locator("#batch-zip").set_input_files(str(work / "export.zip"))
+        page.locator("#batch-reports").set_input_files(str(work / "reports.csv"))
+        t0 = time.perf_counter()
+        page.locator("#batch-start").click()
+        page.locator("#jobs-table tbody tr[data-state=done]").first.wait_for(timeout=120_000)
+        timings["batch of 8 files (upload to done)"] = time.perf_counter() - t0
+        page.wait_for_function(
+            "() => document.querySelectorAll('#result-table tbody tr').length >= 8"
+        )
+        page.locator("#batches").screenshot(path=str(args.out / "batches.png"))
+        browser.close()
+    server.should_exit = True
+    thread.join(timeout=15)
+
+    keyed = Settings(
+        storage_dir=work / "keyed", api_keys=["a-demo-key-of-enough-length"], device="cpu"
+    )
+    server, thread, url = _serve(keyed)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=args.chromium, headless=True, args=ARGS)
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.goto(url + "/")
+        page.locator("#keybar").wait_for()
+        page.screenshot(
+            path=str(args.out / "apikey.png"), clip={"x": 0, "y": 0, "width": 1440, "height": 260}
+        )
+        browser.close()
+    server.should_exit = True
+    thread.join(timeout=15)
+    for name in ("predict", "report", "batches", "apikey"):
+        sys.stdout.write(f"{args.out / (name + '.png')}\n")
+    for what, seconds in timings.items():
+        sys.stdout.write(f"{what}: {seconds:.2f} s\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
