@@ -32,6 +32,7 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Literal
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DICOM = ROOT.parent / "shared" / "data" / "dicom"
@@ -156,17 +157,21 @@ def stages(
     totals: dict[str, float] = defaultdict(float)
     t_start = time.perf_counter()
     display = None if overlays == "none" else 512
-    for result in predict_files(predictor, files, heatmaps=overlays, display_size=display):
-        assert result.prediction is not None and result.display is not None or display is None
-        for stage, seconds in {**result.timings, **result.prediction.timings}.items():
+    policy: Literal["positive", "all", "none"] = overlays  # type: ignore[assignment]
+    for result in predict_files(predictor, files, heatmaps=policy, display_size=display):
+        prediction = result.prediction
+        if prediction is None:
+            raise RuntimeError(f"{result.path}: {result.error}")
+        for stage, seconds in {**result.timings, **prediction.timings}.items():
             totals[stage] += seconds
         t0 = time.perf_counter()
-        for label, heat in result.prediction.heatmaps.items():
-            assert result.display is not None
-            boxes = [b for b in result.prediction.boxes if b.label == label]
+        for label, heat in prediction.heatmaps.items():
+            if result.display is None:
+                break
+            boxes = [b for b in prediction.boxes if b.label == label]
             png = render_overlay(result.display, heat, boxes=boxes, max_side=512)
             (out / f"{result.path.name}.{label}.png").write_bytes(png)
-        (out / f"{result.path.name}.json").write_text(json.dumps(result.prediction.to_dict()))
+        (out / f"{result.path.name}.json").write_text(json.dumps(prediction.to_dict()))
         totals["write"] += time.perf_counter() - t0
     totals["wall"] = time.perf_counter() - t_start
     return dict(totals)
@@ -199,13 +204,6 @@ def main() -> int:
     parser.add_argument("--overlays", default="positive", choices=["positive", "all", "none"])
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N")
     parser.add_argument("--repeat", type=int, default=3, help="whole-process runs (median)")
-    parser.add_argument(
-        "--txrv",
-        type=Path,
-        metavar="DIR",
-        help="folder holding torchxrayvision and its dependencies (pip install --target DIR): "
-        "also time its pipeline (benchmarks/predict_txrv.py), runs interleaved with ours",
-    )
     parser.add_argument(
         "--txrv",
         type=Path,

@@ -46,7 +46,7 @@ def write_jpeg_dicom(path: Path, side: int) -> Path:
     from PIL import Image
     from pydicom.dataset import Dataset, FileMetaDataset
     from pydicom.encaps import encapsulate
-    from pydicom.uid import JPEGBaseline8Bit, generate_uid
+    from pydicom.uid import UID, JPEGBaseline8Bit, generate_uid
 
     small = np.random.default_rng(0).integers(0, 255, (64, 64), dtype=np.uint8)
     big = Image.fromarray(small).resize((side, side), Image.Resampling.BICUBIC)
@@ -56,7 +56,7 @@ def write_jpeg_dicom(path: Path, side: int) -> Path:
     ds = Dataset()
     ds.file_meta = FileMetaDataset()
     ds.file_meta.TransferSyntaxUID = JPEGBaseline8Bit
-    ds.file_meta.MediaStorageSOPClassUID = "1.2.840.10008.5.1.4.1.1.1.1"
+    ds.file_meta.MediaStorageSOPClassUID = UID("1.2.840.10008.5.1.4.1.1.1.1")
     ds.file_meta.MediaStorageSOPInstanceUID = generate_uid()
     ds.SOPClassUID = ds.file_meta.MediaStorageSOPClassUID
     ds.SOPInstanceUID = ds.file_meta.MediaStorageSOPInstanceUID

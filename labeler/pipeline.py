@@ -255,7 +255,9 @@ class _Engine:
             [
                 (sec.name, s, e, parse_text(clean[s:e]))
                 for sec in spans
-                for s, e in split_sentences(clean, sec.start, sec.end, sections.wrap_words)
+                for s, e in split_sentences(
+                    clean, sec.start, sec.end, sections.wrap_words, sections.line_starters
+                )
             ],
         )
 

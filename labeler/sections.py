@@ -132,23 +132,29 @@ _SENT_END = re.compile(
     r"|[ \t](?=\(\d{1,2}\)[ \t]*[A-Za-z]|\d{1,2}[.)][ \t]*[A-Za-z]|#\d{1,2}[.):]?[ \t]*[A-Za-z])"
 )
 _LEADING_MARKER = re.compile(rf"(?:{_MARKER}[ \t]*)+")
-_LINE_BREAK = re.compile(r"[ \t]*\n[ \t]*(?=[A-Z])")
+_LINE_BREAK = re.compile(r"[ \t]*\n[ \t]*(?=([A-Za-z]+))")
 
 
 def split_sentences(
-    text: str, start: int, end: int, wrap_words: frozenset[str] = frozenset()
+    text: str,
+    start: int,
+    end: int,
+    wrap_words: frozenset[str] = frozenset(),
+    line_starters: frozenset[str] = frozenset(),
 ) -> list[tuple[int, int]]:
     """Split `text[start:end]` into sentences, without their list markers.
 
     A line break inside a sentence is a hard wrap ("The heart is\nenlarged.")
-    unless the next line starts with a capital in mixed-case text and the line
-    before does not end with one of `wrap_words` ("or", "of", "the", ...):
+    unless the line before does not end with one of `wrap_words` ("or", "of",
+    "the", ...) and the next line starts with a capital in mixed-case text or
+    with one of `line_starters` ("no", "small", "there", ...) in any case:
     then it ends a sentence (one finding per line, without periods).
 
     Args:
         text: the (cleaned) report.
         start, end: the span to split.
         wrap_words: lower-cased words after which a line always continues.
+        line_starters: lower-cased words that start a new finding on a new line.
 
     Returns:
         (start, end) character offsets into `text`, stripped of surrounding
@@ -165,22 +171,30 @@ def split_sentences(
     for s, e in out:
         chunk = text[s:e]
         if "\n" in chunk.strip():
-            spans.extend(_split_lines(text, s, e, wrap_words))
+            spans.extend(_split_lines(text, s, e, wrap_words, line_starters))
         else:
             _add(text, s, e, spans)
     return spans
 
 
-def _split_lines(text: str, s: int, e: int, wrap_words: frozenset[str]) -> list[tuple[int, int]]:
+def _split_lines(
+    text: str, s: int, e: int, wrap_words: frozenset[str], line_starters: frozenset[str]
+) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     pos = s
     for m in _LINE_BREAK.finditer(text, s, e):
         before = text[pos : m.start()]
         words = before.split()
-        if not words or before.isupper():
-            continue  # ALL CAPS text: a capital says nothing; read it as a wrap
+        if not words:
+            continue
         last = words[-1].lower()
         if last.endswith(",") or last in wrap_words:
+            continue
+        first = m.group(1)
+        starts = first.lower() in line_starters
+        # ALL CAPS text: a capital says nothing; only a starter word ends the line
+        capital = first[0].isupper() and not before.isupper()
+        if not (starts or capital):
             continue
         _add(text, pos, m.start(), spans)
         pos = m.end()

@@ -104,6 +104,8 @@ class SectionSet:
     never_label: frozenset[str] = field(default_factory=frozenset)
     #: words after which a line break is a hard wrap, never a sentence end
     wrap_words: frozenset[str] = field(default_factory=frozenset)
+    #: words that, starting a line, start a new sentence whatever their case
+    line_starters: frozenset[str] = field(default_factory=frozenset)
 
 
 def read_pattern_file(name: str) -> tuple[str, dict[str, Any]]:
@@ -311,6 +313,7 @@ def load_sections(name: str = "sections.v1", profile: str | None = None) -> Sect
         label_sections=label_sections,
         never_label=frozenset(str(s).lower() for s in data.get("never_label") or ()),
         wrap_words=frozenset(str(w).lower() for w in data.get("wrap_words") or ()),
+        line_starters=frozenset(str(w).lower() for w in data.get("line_starters") or ()),
     )
 
 

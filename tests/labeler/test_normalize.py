@@ -141,6 +141,15 @@ def test_normalize_sentences_around_numbering_bullets_and_wraps(
          {"Pneumothorax": "negative", "Effusion": "positive"}),
         ("- No pneumothorax\n- Small effusion",
          {"Pneumothorax": "negative", "Effusion": "positive"}),
+        # one finding per line without periods, any case
+        ("no pneumothorax\nsmall effusion", {"Pneumothorax": "negative", "Effusion": "positive"}),
+        ("NO PNEUMOTHORAX\nSMALL LEFT EFFUSION",
+         {"Pneumothorax": "negative", "Effusion": "positive"}),
+        ("NO FOCAL\nCONSOLIDATION", {"Consolidation": "negative"}),
+        ("There is no pleural\neffusion.", {"Effusion": "negative"}),
+        ("Edema - none.", {"Edema": "negative"}),
+        ("#1 No pneumothorax #2 Small effusion",
+         {"Pneumothorax": "negative", "Effusion": "positive"}),
     ],
 )  # fmt: skip
 def test_normalize_report_formats_label_right(
