@@ -340,6 +340,7 @@ def _dicomweb_source(args: argparse.Namespace, predictor: Any, sinks: list[Any])
         study_uids=args.study,
         since=since,
         modalities=[m for m in args.modality.split(",") if m.strip()],
+        keep_headers=bool(kinds),
     )
     if kinds:
         # First: the lines written by the sinks after it record what was pushed.

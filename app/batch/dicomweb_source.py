@@ -52,8 +52,10 @@ class DicomwebSource(Source):
         study_uids: only these studies (default: all that match the other filters).
         since: studies from this day on (StudyDate).
         modalities: series modalities to take (default CR and DX).
-        workdir: where instances are downloaded while processed (default: a temp folder,
-            removed by `close`); each file is removed as soon as its item is processed.
+        workdir: where instances are downloaded while processed (default: a temp folder);
+            each file is removed as soon as its item is processed, leftovers by `close`.
+        keep_headers: keep each fetched instance's header for `pop_header` (a push sink
+            needs them; off, nothing accumulates over a long pull).
     """
 
     def __init__(
@@ -64,6 +66,7 @@ class DicomwebSource(Source):
         since: date | None = None,
         modalities: Sequence[str] = ("CR", "DX"),
         workdir: Path | None = None,
+        keep_headers: bool = False,
     ) -> None:
         self.client = client
         self.study_uids = tuple(study_uids)
@@ -72,6 +75,7 @@ class DicomwebSource(Source):
         self._own_workdir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="cxr-dicomweb-"))
         self._headers: dict[str, Dataset] = {}
+        self.keep_headers = keep_headers
 
     def scan(self) -> Iterator[SourceItem]:
         """Every matching instance, study by study, sorted by UIDs.
@@ -107,6 +111,8 @@ class DicomwebSource(Source):
         self.workdir.mkdir(parents=True, exist_ok=True)
         path = self.workdir / f"{ref.sop_instance_uid}.dcm"
         path.write_bytes(data)
+        if not self.keep_headers:
+            return path
         try:
             self._headers[item.key] = dcmread(path, stop_before_pixels=True)
         except Exception:  # noqa: BLE001 - the reader reports the file's problem itself
@@ -124,11 +130,11 @@ class DicomwebSource(Source):
         return self._headers.pop(key, None)
 
     def close(self) -> None:
-        """Remove the work folder if this source made it, and close the client."""
+        """Delete downloads left by an interrupted item (patient data), and close the client."""
         self._headers.clear()
+        for leftover in self.workdir.glob("*.dcm"):
+            leftover.unlink(missing_ok=True)
         if self._own_workdir:
-            for leftover in self.workdir.glob("*.dcm"):
-                leftover.unlink(missing_ok=True)
             with contextlib.suppress(OSError):  # not empty: something else lives there
                 self.workdir.rmdir()
         self.client.close()

@@ -191,6 +191,7 @@ class BatchRunner:
             since=date.fromisoformat(since) if since else None,
             modalities=params.get("modality") or ["CR", "DX"],
             workdir=self.job_dir(str(job.id)) / "dicomweb",
+            keep_headers=bool(params.get("push")),
         )
 
     def run_job(

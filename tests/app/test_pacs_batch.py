@@ -89,7 +89,9 @@ class Lines(Sink):
 
 def _run(pacs: FakePacs, predictor: Any, labeler: Any, tmp_path: Path, recorded: Any = ()) -> Any:
     client = DicomwebClient("http://pacs.test/dicom-web", transport=httpx.MockTransport(pacs))
-    source = DicomwebSource(client, modalities=["CR", "DX"], workdir=tmp_path / "work")
+    source = DicomwebSource(
+        client, modalities=["CR", "DX"], workdir=tmp_path / "work", keep_headers=True
+    )
     processor = BatchProcessor(source, labeler=labeler, predictor=predictor)
     push = DicomPushSink(
         client, kinds=["sr", "gsps"], card=predictor.card, headers=source.pop_header
@@ -148,7 +150,7 @@ def test_dicomweb_batch_records_refused_pushes_and_missing_instances(
         return real_call(request)
 
     client = DicomwebClient("http://pacs.test/dicom-web", transport=httpx.MockTransport(flaky))
-    source = DicomwebSource(client, workdir=tmp_path / "work")
+    source = DicomwebSource(client, workdir=tmp_path / "work", keep_headers=True)
     processor = BatchProcessor(source, labeler=labeler, predictor=demo_predictor)
     push = DicomPushSink(client, kinds=["sr"], card=demo_predictor.card, headers=source.pop_header)
     out = Lines()
