@@ -6,8 +6,14 @@ best of `--repeat` runs. `--cache-size 0` measures without the sentence cache
 (every sentence with a cue is parsed), which is closer to the cost on text
 that repeats itself less than OpenI does.
 
+It also prints the CPU time of the process (user + system), which a busy
+machine inflates far less than the wall clock. `--against DIR` runs another
+checkout of the project (e.g. `git worktree add /tmp/base 62bc7c2`) on the
+same input, interleaved with this one, for a before/after on the same load.
+
 Usage:
     python benchmarks/label_speed.py [--n 3000] [--workers 1 2] [--repeat 3] [--cache-size 0]
+                                     [--labels chexpert] [--against DIR]
 
 Not a timed test: the figures depend on the machine and on its load (the
 development machine is shared; report the load average with the figures).
@@ -19,6 +25,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -38,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--repeat", type=int, default=3, help="runs per setting; best is kept")
     parser.add_argument("--cache-size", type=int, help="passed to cxr label")
+    parser.add_argument("--labels", help="label set, passed to cxr label")
+    parser.add_argument("--against", type=Path, help="another checkout to compare, same input")
     args = parser.parse_args(argv)
 
     source = shared_data() / "openi" / "indiana_reports_dev.csv"
@@ -56,22 +65,36 @@ def main(argv: list[str] | None = None) -> int:
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         sys.stdout.write(f"{args.n} reports, {os.cpu_count()} CPUs, load average {load:.2f}\n")
         base = None
+        roots = [("this", Path(__file__).resolve().parents[1])]
+        if args.against is not None:
+            roots.append(("against", args.against.resolve()))
         for workers in args.workers:
             cmd = [sys.executable, "-m", "app.cli", "label", str(reports), "-q",
                    "-o", str(Path(tmp) / "out.jsonl"), "--workers", str(workers)]  # fmt: skip
             if args.cache_size is not None:
                 cmd += ["--cache-size", str(args.cache_size)]
-            best = float("inf")
+            if args.labels:
+                cmd += ["--labels", args.labels]
+            best = {name: (float("inf"), float("inf")) for name, _ in roots}
             for _ in range(args.repeat):
-                t0 = time.perf_counter()
-                subprocess.run(cmd, check=True)
-                best = min(best, time.perf_counter() - t0)
-            rate = args.n / best
-            base = base or rate
-            sys.stdout.write(
-                f"workers={workers}: {best:.2f} s, {rate:.0f} reports/s "
-                f"(x{rate / base:.2f} vs the first setting)\n"
-            )
+                for name, root in roots:  # interleaved: both see the same load
+                    env = {**os.environ, "PYTHONPATH": str(root)}
+                    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    t0 = time.perf_counter()
+                    subprocess.run(cmd, check=True, cwd=root, env=env)
+                    wall = time.perf_counter() - t0
+                    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+                    best[name] = (min(best[name][0], wall), min(best[name][1], cpu))
+            for name, _ in roots:
+                wall, cpu = best[name]
+                rate = args.n / wall
+                base = base or rate
+                label = "" if len(roots) == 1 else f"{name} "
+                sys.stdout.write(
+                    f"{label}workers={workers}: {wall:.2f} s, {rate:.0f} reports/s "
+                    f"(x{rate / base:.2f} vs the first setting); CPU {cpu:.2f} s\n"
+                )
     return 0
 
 
