@@ -132,14 +132,16 @@ def _dilate_last_stage(layer: nn.Sequential) -> None:
     refuses); parameter shapes are unchanged, so ImageNet weights still load.
     """
     for i, block in enumerate(layer):
-        bottleneck = hasattr(block, "conv3")
+        b: Any = block  # torchvision BasicBlock / Bottleneck
+        bottleneck = hasattr(b, "conv3")
         if i == 0:
-            conv = block.conv2 if bottleneck else block.conv1
-            conv.stride = (1, 1)
-            if block.downsample is not None:
-                block.downsample[0].stride = (1, 1)
+            first: nn.Conv2d = b.conv2 if bottleneck else b.conv1
+            first.stride = (1, 1)
+            if b.downsample is not None:
+                b.downsample[0].stride = (1, 1)
             continue
-        for conv in (block.conv2,) if bottleneck else (block.conv1, block.conv2):
+        convs: tuple[nn.Conv2d, ...] = (b.conv2,) if bottleneck else (b.conv1, b.conv2)
+        for conv in convs:
             conv.dilation = (2, 2)
             conv.padding = (2, 2)
 

@@ -8,7 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models.data import ChestXrayDataset, load_records, resolve_labels, split_records
+from models.data import (
+    ChestXrayDataset,
+    canonical_label,
+    is_synthetic,
+    load_records,
+    resolve_labels,
+    split_records,
+)
 from models.errors import DatasetError
 from models.evaluate import load_bbox_csv
 from models.phantoms import PHANTOM_LABELS, make_phantom
@@ -36,6 +43,22 @@ def test_phantom_dataset_is_nih_layout(phantom_dir: Path) -> None:
     boxed = {b.image_index for b in load_bbox_csv(phantom_dir / "BBox_List.csv")}
     with_findings = {r["Image Index"] for r in rows if r["Finding Labels"] != "No Finding"}
     assert boxed == with_findings
+
+
+@pytest.mark.issue(7)
+def test_phantom_folder_carries_the_synthetic_marker(phantom_dir: Path, tmp_path: Path) -> None:
+    # A model trained on it must say demo (models.train reads this marker).
+    assert is_synthetic(phantom_dir) and is_synthetic(phantom_dir / "Data_Entry.csv")
+    (tmp_path / "labels.csv").write_text("path,Mass\n")
+    assert not is_synthetic(tmp_path) and not is_synthetic(tmp_path / "labels.csv")
+
+
+def test_one_alias_table_for_labels_and_boxes(tmp_path: Path) -> None:
+    assert canonical_label("Infiltrate") == "Infiltration"
+    assert canonical_label("Pleural Thickening") == "Pleural_Thickening"
+    csv_path = tmp_path / "boxes.csv"
+    csv_path.write_text("Image Index,Finding Label,x,y,w,h\na.png,Infiltrate,1,2,3,4\n")
+    assert load_bbox_csv(csv_path)[0].label == "Infiltration"
 
 
 def test_load_records_and_patient_wise_split(phantom_dir: Path) -> None:
