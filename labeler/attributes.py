@@ -110,6 +110,9 @@ class AttributeRules:
     plural_labels: frozenset[str]
     place_nouns: frozenset[str] = frozenset()
     links: frozenset[str] = frozenset()
+    prior_cues: frozenset[str] = frozenset()
+    prior_skip: frozenset[str] = frozenset()
+    degree_words: frozenset[str] = frozenset()
 
     @functools.cached_property
     def size_pattern(self) -> re.Pattern[str]:
@@ -167,6 +170,7 @@ def load_attribute_rules(name: str = "attributes.v1") -> AttributeRules:
     if not size.get("id") or not units:
         raise PatternFileError(f"{name}: size needs an id and units (unit: millimetres)")
     plural = data.get("plural_means_multiple") or {}
+    prior = data.get("prior_state") or {}
     return AttributeRules(
         name=name,
         terms=tuple(terms),
@@ -177,6 +181,9 @@ def load_attribute_rules(name: str = "attributes.v1") -> AttributeRules:
         plural_labels=frozenset(str(x) for x in plural.get("labels") or ()),
         place_nouns=frozenset(str(x).lower() for x in data.get("place_nouns") or ()),
         links=frozenset(str(x).lower() for x in data.get("same_finding_links") or ()),
+        prior_cues=frozenset(str(x).lower() for x in prior.get("cues") or ()),
+        prior_skip=frozenset(str(x).lower() for x in prior.get("skip") or ()),
+        degree_words=frozenset(str(x).lower() for x in data.get("degree_of_change") or ()),
     )
 
 
@@ -315,6 +322,41 @@ class AttributeFinder:
             "count", "multiple", self.rules.plural_rule, root.idx, root.idx + len(root.text)
         )
 
+    def _prior_state(self, span: Span) -> bool:
+        """Whether a size or severity describes the previous study, not this one.
+
+        "previously 12 mm", "increased from 2 cm", "decreased from moderate to
+        small", "(prior: 9 mm)", "3 cm previously": the finding's current size and
+        severity are the other values of the sentence.
+        """
+        doc = span.doc
+        i = span.start - 1
+        while i >= 0 and doc[i].lower_ in self.rules.prior_skip:
+            i -= 1
+        if i >= 0 and doc[i].lower_ in self.rules.prior_cues:
+            return True
+        after = span.end
+        return (
+            after < len(doc)
+            and doc[after].lower_ in self.rules.prior_cues
+            and doc[after].lower_ != "from"
+            and (after + 1 == len(doc) or doc[after + 1].is_punct)
+        )
+
+    def _degree_of_change(self, span: Span, change_starts: set[int]) -> bool:
+        """Whether a severity word grades a change ("slightly worse", "mildly improved").
+
+        "Slight interval increase in the effusion" says how much it grew, not how
+        big it is; "small new effusion" keeps its severity (only degree words count).
+        """
+        if span.text.lower() not in self.rules.degree_words:
+            return False
+        i = span.end
+        doc = span.doc
+        while i not in change_starts and i < len(doc) and doc[i].lower_ == "interval":
+            i += 1
+        return i in change_starts
+
     def _terms_in(self, doc: Doc) -> list[tuple[Span, AttributeEvidence]]:
         """Term and size matches: (token span, evidence), sizes winning over counts."""
         out: list[tuple[Span, AttributeEvidence]] = []
@@ -326,18 +368,28 @@ class AttributeFinder:
             unit = self.rules.units[m.group(2).lower()]
             numbers = [float(x) for x in re.findall(_NUMBER, m.group(1))]
             size = round(max(numbers) * unit, 1)
-            if size <= 0:
-                continue
             size_tokens.update(range(span.start, span.end))
+            if size <= 0 or self._prior_state(span):
+                continue
             out.append(
                 (span, AttributeEvidence("size_mm", size, self.rules.size_rule, m.start(), m.end()))
             )
         spans = [Span(doc, s, e, label=self._strings[mid]) for mid, s, e in self.matcher(doc)]
-        for span in filter_spans(spans):
+        kept = filter_spans(spans)
+        change_starts = {
+            span.start
+            for span in kept
+            if any(key == "change" for key, _ in self._terms[span.label_].sets)
+        }
+        for span in kept:
             if any(i in size_tokens for i in range(span.start, span.end)):
                 continue  # "8" in "8 mm" is a size, not a count
             term = self._terms[span.label_]
             for key, value in term.sets:
+                if key == "severity" and (
+                    self._prior_state(span) or self._degree_of_change(span, change_starts)
+                ):
+                    continue
                 out.append(
                     (span, AttributeEvidence(key, value, term.id, span.start_char, span.end_char))
                 )
