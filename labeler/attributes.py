@@ -84,7 +84,8 @@ _COUNT_DEPS = frozenset({"nummod", "amod", "det", "quantmod", "compound", "advmo
 _MAX_UP = 4
 _MAX_PATH = 12
 
-_NUMBER = r"\d+(?:\.\d+)?"
+# "4.5", ".8" and a decimal comma ("1,2 cm", as many European sites write it)
+_NUMBER = r"(?:\d+(?:\.\d+|,\d{1,2}(?![\d,]))?|\.\d+)"
 _SEPARATOR = r"\s*(?:x|×|\*|by|-|–|to)\s*"
 
 
@@ -119,7 +120,7 @@ class AttributeRules:
         """Sizes such as "4.5 x 3.2 cm", "8 mm", "1.2-cm", "2-3 cm"."""
         units = "|".join(sorted((re.escape(u) for u in self.units), key=len, reverse=True))
         return re.compile(
-            rf"(?<![\w.])({_NUMBER}(?:{_SEPARATOR}{_NUMBER}){{0,2}})\s*-?\s*({units})(?![a-z])",
+            rf"(?<![\w.,])({_NUMBER}(?:{_SEPARATOR}{_NUMBER}){{0,2}})\s*-?\s*({units})(?![a-z])",
             re.IGNORECASE,
         )
 
@@ -366,7 +367,7 @@ class AttributeFinder:
             if span is None:
                 continue
             unit = self.rules.units[m.group(2).lower()]
-            numbers = [float(x) for x in re.findall(_NUMBER, m.group(1))]
+            numbers = [float(x.replace(",", ".")) for x in re.findall(_NUMBER, m.group(1))]
             size = round(max(numbers) * unit, 1)
             size_tokens.update(range(span.start, span.end))
             if size <= 0 or self._prior_state(span):

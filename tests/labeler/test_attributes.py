@@ -352,3 +352,20 @@ def test_prior_values_and_degrees_of_change_are_not_the_findings(
     attrs: Attrs, text: str, name: str, key: str, expected: object
 ) -> None:
     assert attrs(text, name).get(key) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "key", "expected"),
+    [
+        ("Nodule measuring .8 cm.", "Nodule", "size_mm", 8.0),
+        ("Nodule measuring 1,2 cm.", "Nodule", "size_mm", 12.0),  # decimal comma
+        ("Mass of 2,5 x 1,25 cm.", "Mass", "size_mm", 25.0),
+        ("Nodules of 5, 6 and 7 mm.", "Nodule", "size_mm", 7.0),  # a list, not decimals
+        ("Bilat effusions.", "Effusion", "laterality", "bilateral"),
+    ],
+)
+@pytest.mark.issue(12)
+def test_number_and_abbreviation_forms(
+    attrs: Attrs, text: str, name: str, key: str, expected: object
+) -> None:
+    assert attrs(text, name).get(key) == expected
