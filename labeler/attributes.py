@@ -87,6 +87,12 @@ _MAX_PATH = 12
 # "4.5", ".8" and a decimal comma ("1,2 cm", as many European sites write it)
 _NUMBER = r"(?:\d+(?:\.\d+|,\d{1,2}(?![\d,]))?|\.\d+)"
 _SEPARATOR = r"\s*(?:x|×|\*|by|-|–|to)\s*"
+# "right upper and middle lobes", "left upper and lower lobe", "right middle/lower lobes"
+_COORDINATED_LOBES = re.compile(
+    r"\b(right|left)\s+((?:upper|middle|mid|lower)(?:\s*(?:,|and|&|/|or)\s*"
+    r"(?:upper|middle|mid|lower))+)\s+lobes?\b",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -223,6 +229,7 @@ class AttributeFinder:
             self._terms[term.id] = term
             self.matcher.add(term.id, [nlp_make_doc(p) for p in term.phrases])
         self._strings = vocab.strings
+        self._lobe_terms = {p: t for t in rules.terms for p in t.phrases if p.endswith(" lobe")}
         self.trigger_words = frozenset(
             w for t in rules.terms for p in t.phrases for w in p.split()
         ) | frozenset(rules.units)
@@ -358,6 +365,31 @@ class AttributeFinder:
             i += 1
         return i in change_starts
 
+    def _coordinated_lobes(
+        self, doc: Doc, out: list[tuple[Span, AttributeEvidence]]
+    ) -> set[int]:
+        """Lobes named together: "right upper and middle lobes", "left upper and lower lobe".
+
+        Each lobe is looked up among the terms ("right middle lobe" → its term's
+        id and values) and appended to `out`; returns the covered token indices.
+        """
+        covered: set[int] = set()
+        for m in _COORDINATED_LOBES.finditer(doc.text):
+            span = doc.char_span(m.start(), m.end(), alignment_mode="expand")
+            if span is None:
+                continue
+            side = m.group(1).lower()
+            for zone in re.findall(r"upper|middle|mid|lower", m.group(2), re.IGNORECASE):
+                term = self._lobe_terms.get(f"{side} {zone.lower()} lobe")
+                if term is None:
+                    continue  # no left middle lobe
+                for key, value in term.sets:
+                    out.append(
+                        (span, AttributeEvidence(key, value, term.id, m.start(), m.end()))
+                    )
+            covered.update(range(span.start, span.end))
+        return covered
+
     def _terms_in(self, doc: Doc) -> list[tuple[Span, AttributeEvidence]]:
         """Term and size matches: (token span, evidence), sizes winning over counts."""
         out: list[tuple[Span, AttributeEvidence]] = []
@@ -375,6 +407,7 @@ class AttributeFinder:
             out.append(
                 (span, AttributeEvidence("size_mm", size, self.rules.size_rule, m.start(), m.end()))
             )
+        coordinated = self._coordinated_lobes(doc, out)
         spans = [Span(doc, s, e, label=self._strings[mid]) for mid, s, e in self.matcher(doc)]
         kept = filter_spans(spans)
         change_starts = {
@@ -387,6 +420,8 @@ class AttributeFinder:
                 continue  # "8" in "8 mm" is a size, not a count
             term = self._terms[span.label_]
             for key, value in term.sets:
+                if key == "location" and span.start in coordinated:
+                    continue  # "upper" of "right upper and middle lobes": a lobe, given above
                 if key == "severity" and (
                     self._prior_state(span) or self._degree_of_change(span, change_starts)
                 ):

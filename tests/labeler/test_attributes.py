@@ -369,3 +369,22 @@ def test_number_and_abbreviation_forms(
     attrs: Attrs, text: str, name: str, key: str, expected: object
 ) -> None:
     assert attrs(text, name).get(key) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "expected"),
+    [
+        ("Right upper and middle lobe pneumonia.", "Pneumonia",
+         ["right middle lobe", "right upper lobe"]),
+        ("Consolidation in the left upper and lower lobes.", "Consolidation",
+         ["left lower lobe", "left upper lobe"]),
+        ("Atelectasis in the right middle/lower lobes.", "Atelectasis",
+         ["right lower lobe", "right middle lobe"]),
+        ("Left upper and middle lobe atelectasis.", "Atelectasis", ["left upper lobe"]),
+    ],
+)
+@pytest.mark.issue(12)
+def test_coordinated_lobes_are_each_a_lobe(
+    attrs: Attrs, text: str, name: str, expected: list[str]
+) -> None:
+    assert sorted(attrs(text, name)["location"]) == expected
