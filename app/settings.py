@@ -89,6 +89,13 @@ class Settings(BaseSettings):
     )
     max_reports_per_request: int = Field(default=256, gt=0)
     max_report_chars: int = Field(default=100_000, gt=0)
+    max_report_chars_per_request: int = Field(
+        default=1_000_000,
+        gt=0,
+        description="Characters of report text in one POST /v1/reports/label, all reports "
+        "together (413 beyond): labeling is serialized, so one huge request would hold up "
+        "every other caller for minutes.",
+    )
     label_set: str = Field(
         default="chestxray14",
         description="Label set of POST /v1/reports/label: chestxray14, chestxray8 or chexpert "
