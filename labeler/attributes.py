@@ -279,9 +279,20 @@ class AttributeFinder:
                 scope, np_left, anchors = _scope(mention, roots, self.rules.links)
             else:
                 scope, np_left = _window(doc, mentions, idx)
+            # The unbroken run of term words right before the mention is its own
+            # pre-modifiers whatever the parse says ("Newly seen left effusion" is
+            # parsed with "seen" as the root and "left" as a verb).
+            before: set[int] = set()
+            i = mention.start - 1
+            while i >= 0 and i in term_tokens:
+                before.add(i)
+                i -= 1
             mine: list[AttributeEvidence] = []
             for span, ev in found:
                 tokens = range(span.start, span.end)
+                if before and all(i in before for i in tokens):
+                    mine.append(ev)
+                    continue
                 if ev.attribute == "count":
                     if not all(i in np_left for i in tokens):
                         continue

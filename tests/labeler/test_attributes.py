@@ -388,3 +388,20 @@ def test_coordinated_lobes_are_each_a_lobe(
     attrs: Attrs, text: str, name: str, expected: list[str]
 ) -> None:
     assert sorted(attrs(text, name)["location"]) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "expected"),
+    [
+        # parsed with "seen" as the root and "left" as a verb: the run of term
+        # words right before the finding is still its own
+        ("Newly seen left effusion.", "Effusion", {"change": "new", "laterality": "left"}),
+        ("Small left effusion and right pneumothorax.", "Pneumothorax", {"laterality": "right"}),
+    ],
+)
+@pytest.mark.issue(12)
+def test_premodifier_run_belongs_to_the_finding_whatever_the_parse(
+    attrs: Attrs, text: str, name: str, expected: dict[str, object]
+) -> None:
+    found = attrs(text, name)
+    assert {k: found.get(k) for k in expected} == expected
