@@ -57,14 +57,26 @@ class ErrorRead(BaseModel):
 class ReportCreate(BaseModel):
     """One report to label."""
 
+    # Unknown keys are refused, not ignored: {"text": ..., "reports": [...]} was read as
+    # the batch alone, and a misspelt option would silently do nothing.
     model_config = ConfigDict(
-        json_schema_extra={"examples": [{"id": "ACC123", "text": _REPORT_EXAMPLE}]}
+        extra="forbid",
+        json_schema_extra={"examples": [{"id": "ACC123", "text": _REPORT_EXAMPLE}]},
     )
 
     text: str = Field(min_length=1, description="Report text (FINDINGS/IMPRESSION sections).")
-    id: str = Field(default="", max_length=128, description="Your id, echoed back.")
+    # No control characters: the id is stored and echoed (PostgreSQL refuses NUL in text).
+    id: str = Field(
+        default="",
+        max_length=128,
+        pattern=r"^[^\x00-\x1f\x7f]*$",
+        description="Your id, echoed back.",
+    )
     study_instance_uid: str | None = Field(
-        default=None, max_length=64, description="Links the report to a study."
+        default=None,
+        max_length=64,
+        pattern=r"^[0-9]+(\.[0-9]+)*$",
+        description="Links the report to a study: a DICOM UID (digits and dots).",
     )
     explain: bool = Field(
         default=False,
@@ -77,6 +89,7 @@ class ReportBatchCreate(BaseModel):
     """Several reports labeled in one request (at most CXR_MAX_REPORTS_PER_REQUEST)."""
 
     model_config = ConfigDict(
+        extra="forbid",
         json_schema_extra={
             "examples": [
                 {

@@ -81,6 +81,37 @@ def test_label_request_over_the_character_budget_is_413(
     ]
 
 
+@pytest.mark.issue(7)
+@pytest.mark.parametrize(
+    "body",
+    [
+        # both forms at once used to be read as the batch alone, the text ignored
+        {"text": "Small left effusion.", "reports": [{"text": "No effusion."}]},
+        # a misspelt or unknown option used to be ignored silently
+        {"text": "Small left effusion.", "labels": "chexpert"},
+        {"reports": [{"text": "Small left effusion.", "explian": True}]},
+        # control characters in the stored id; a study UID that is no UID
+        {"text": "Small left effusion.", "id": "acc\u0000 1"},
+        {"text": "Small left effusion.", "id": "acc\n1"},
+        {"text": "Small left effusion.", "study_instance_uid": "../../etc"},
+        {"text": "Small left effusion.", "study_instance_uid": "1.2\u00003"},
+    ],
+)
+def test_label_refuses_ambiguous_or_unstorable_fields(
+    client: TestClient, body: dict[str, object]
+) -> None:
+    response = client.post("/v1/reports/label", json=body)
+    assert response.status_code == 422
+    assert response.json()["error"] == "RequestValidationError"
+
+
+def test_label_accepts_ordinary_ids_and_uids(client: TestClient) -> None:
+    body = {"text": "Small left effusion.", "id": "ACC-1 é/2", "study_instance_uid": "1.2.840.1"}
+    response = client.post("/v1/reports/label", json=body)
+    assert response.status_code == 200
+    assert response.json()["id"] == "ACC-1 é/2"
+
+
 def test_label_stores_hash_not_text(client: TestClient) -> None:
     assert client.post("/v1/reports/label", json={"id": "r9", "text": REPORT}).status_code == 200
     url = client.app.state.cxr.settings.resolved_database_url  # type: ignore[attr-defined]
