@@ -21,7 +21,14 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEMO_MODEL_NAME", "DEMO_RECIPE", "demo_model_path", "ensure_demo_model"]
+__all__ = [
+    "DEMO_MODEL_NAME",
+    "DEMO_RECIPE",
+    "DemoModelError",
+    "build_demo_model",
+    "demo_model_path",
+    "ensure_demo_model",
+]
 
 log = logging.getLogger(__name__)
 

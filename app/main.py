@@ -221,7 +221,9 @@ def _startup(settings: Settings, metrics: Metrics, predictor: Any | None) -> App
     )
     from labeler.config import LabelerConfig
 
-    state.labeler = load_report_labeler(LabelerConfig(max_chars=settings.max_report_chars))
+    state.labeler = load_report_labeler(
+        LabelerConfig(max_chars=settings.max_report_chars, label_set=settings.label_set)
+    )
     if predictor is not None or settings.model is not None:
         from app.inference import load_model
 

@@ -10,7 +10,9 @@ Entries that are almost certainly mistakes stop start-up instead of silently
 opening or closing the API (issue 7 item 1: `sha256:<hex>` was once split on `:`
 into two accepted "keys", `sha256` and the hex): an empty entry, a key shorter than
 16 characters, a bare algorithm name, another algorithm's prefix, a malformed
-digest, or a bare 64-hex digest without its `sha256:` prefix.
+digest, a bare 64-hex digest without its `sha256:` prefix, a digest inside other
+characters ('"sha256:<hex>"' with its quotes, 'sha256 :<hex>'), or a key holding
+whitespace or quotes.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ __all__ = [
 MIN_KEY_CHARS = 16
 _PREFIX = "sha256:"
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+_QUOTES = frozenset("\"'`")
 # Names a hash could be written with by mistake (`sha512:...`, a bare `sha256`);
 # hashlib's spelling and the variants people type (sha-256, sha3-512, sha3512).
 _ALGORITHMS = frozenset(
@@ -82,7 +85,8 @@ def parse_api_key_entry(entry: str, position: int = 1) -> str:
 
     Raises:
         InvalidApiKeyConfig: empty, shorter than 16 characters, a bare algorithm name,
-            another algorithm's prefix, a malformed digest, or a bare 64-hex digest.
+            another algorithm's prefix, a malformed digest, a bare 64-hex digest, a
+            digest inside other characters, or whitespace or quotes in a key.
     """
     where = f"CXR_API_KEYS entry {position}"
     remedy = "make a key and its hash with `cxr apikey`"
@@ -106,6 +110,19 @@ def parse_api_key_entry(entry: str, position: int = 1) -> str:
         raise InvalidApiKeyConfig(
             f"{where} uses the {head.lower()!r} hash; only sha256:<64 hex digits> is "
             f"supported; {remedy}"
+        )
+    if _HEX64.search(entry) and not _HEX64.fullmatch(entry):
+        # '"sha256:<hex>"' kept its quotes from an env file, 'sha256 :<hex>' or
+        # 'sha256=<hex>' mistyped the prefix: as a clear key it would refuse the
+        # real key and let in whoever reads the config.
+        raise InvalidApiKeyConfig(
+            f"{where} holds a 64-hex digest inside other characters (quotes, spaces or a "
+            f"mistyped prefix?); write it exactly as sha256:<64 hex digits>; {remedy}"
+        )
+    if any(c.isspace() or c in _QUOTES for c in entry):
+        raise InvalidApiKeyConfig(
+            f"{where} contains whitespace or quote characters, which a client cannot send "
+            f"reliably in X-API-Key (quotes kept from an env file?); {remedy}"
         )
     if _HEX64.fullmatch(entry):
         # Most likely a hash that lost its prefix; as a clear key it would let the

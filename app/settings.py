@@ -89,6 +89,18 @@ class Settings(BaseSettings):
     )
     max_reports_per_request: int = Field(default=256, gt=0)
     max_report_chars: int = Field(default=100_000, gt=0)
+    max_report_chars_per_request: int = Field(
+        default=1_000_000,
+        gt=0,
+        description="Characters of report text in one POST /v1/reports/label, all reports "
+        "together (413 beyond): labeling is serialized, so one huge request would hold up "
+        "every other caller for minutes.",
+    )
+    label_set: str = Field(
+        default="chestxray14",
+        description="Label set of POST /v1/reports/label: chestxray14, chestxray8 or chexpert "
+        "(the CheXpert labeler's 14 observations and conventions).",
+    )
     inference_max_batch: int = Field(
         default=8, gt=0, description="Concurrent image requests batched into one forward pass."
     )
@@ -147,6 +159,17 @@ class Settings(BaseSettings):
     def _empty_is_unset(cls, value: object) -> object:
         # `CXR_MODEL=` (as docker-compose writes an unset optional) means "none".
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("label_set")
+    @classmethod
+    def _check_label_set(cls, value: str) -> str:
+        from labeler.labelsets import load_label_set
+
+        try:
+            load_label_set(value)
+        except ValueError as exc:
+            raise ValueError(str(exc)) from None
+        return value
 
     @field_validator("batch_roots", mode="before")
     @classmethod

@@ -1,4 +1,4 @@
-"""Chest X-ray report labeler: the 14 ChestX-ray14 labels from free-text reports.
+"""Chest X-ray report labeler: ChestX-ray14, CheXpert or any label set's labels from reports.
 
 `label_report` is imported lazily so that `import labeler.schema` (used by
 `models` for the label vocabulary) does not pull in spaCy.

@@ -84,8 +84,15 @@ _COUNT_DEPS = frozenset({"nummod", "amod", "det", "quantmod", "compound", "advmo
 _MAX_UP = 4
 _MAX_PATH = 12
 
-_NUMBER = r"\d+(?:\.\d+)?"
+# "4.5", ".8" and a decimal comma ("1,2 cm", as many European sites write it)
+_NUMBER = r"(?:\d+(?:\.\d+|,\d{1,2}(?![\d,]))?|\.\d+)"
 _SEPARATOR = r"\s*(?:x|×|\*|by|-|–|to)\s*"
+# "right upper and middle lobes", "left upper and lower lobe", "right middle/lower lobes"
+_COORDINATED_LOBES = re.compile(
+    r"\b(right|left)\s+((?:upper|middle|mid|lower)(?:\s*(?:,|and|&|/|or)\s*"
+    r"(?:upper|middle|mid|lower))+)\s+lobes?\b",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -110,13 +117,16 @@ class AttributeRules:
     plural_labels: frozenset[str]
     place_nouns: frozenset[str] = frozenset()
     links: frozenset[str] = frozenset()
+    prior_cues: frozenset[str] = frozenset()
+    prior_skip: frozenset[str] = frozenset()
+    degree_words: frozenset[str] = frozenset()
 
     @functools.cached_property
     def size_pattern(self) -> re.Pattern[str]:
         """Sizes such as "4.5 x 3.2 cm", "8 mm", "1.2-cm", "2-3 cm"."""
         units = "|".join(sorted((re.escape(u) for u in self.units), key=len, reverse=True))
         return re.compile(
-            rf"(?<![\w.])({_NUMBER}(?:{_SEPARATOR}{_NUMBER}){{0,2}})\s*-?\s*({units})(?![a-z])",
+            rf"(?<![\w.,])({_NUMBER}(?:{_SEPARATOR}{_NUMBER}){{0,2}})\s*-?\s*({units})(?![a-z])",
             re.IGNORECASE,
         )
 
@@ -167,6 +177,7 @@ def load_attribute_rules(name: str = "attributes.v1") -> AttributeRules:
     if not size.get("id") or not units:
         raise PatternFileError(f"{name}: size needs an id and units (unit: millimetres)")
     plural = data.get("plural_means_multiple") or {}
+    prior = data.get("prior_state") or {}
     return AttributeRules(
         name=name,
         terms=tuple(terms),
@@ -177,6 +188,9 @@ def load_attribute_rules(name: str = "attributes.v1") -> AttributeRules:
         plural_labels=frozenset(str(x) for x in plural.get("labels") or ()),
         place_nouns=frozenset(str(x).lower() for x in data.get("place_nouns") or ()),
         links=frozenset(str(x).lower() for x in data.get("same_finding_links") or ()),
+        prior_cues=frozenset(str(x).lower() for x in prior.get("cues") or ()),
+        prior_skip=frozenset(str(x).lower() for x in prior.get("skip") or ()),
+        degree_words=frozenset(str(x).lower() for x in data.get("degree_of_change") or ()),
     )
 
 
@@ -215,6 +229,7 @@ class AttributeFinder:
             self._terms[term.id] = term
             self.matcher.add(term.id, [nlp_make_doc(p) for p in term.phrases])
         self._strings = vocab.strings
+        self._lobe_terms = {p: t for t in rules.terms for p in t.phrases if p.endswith(" lobe")}
         self.trigger_words = frozenset(
             w for t in rules.terms for p in t.phrases for w in p.split()
         ) | frozenset(rules.units)
@@ -264,9 +279,20 @@ class AttributeFinder:
                 scope, np_left, anchors = _scope(mention, roots, self.rules.links)
             else:
                 scope, np_left = _window(doc, mentions, idx)
+            # The unbroken run of term words right before the mention is its own
+            # pre-modifiers whatever the parse says ("Newly seen left effusion" is
+            # parsed with "seen" as the root and "left" as a verb).
+            before: set[int] = set()
+            i = mention.start - 1
+            while i >= 0 and i in term_tokens:
+                before.add(i)
+                i -= 1
             mine: list[AttributeEvidence] = []
             for span, ev in found:
                 tokens = range(span.start, span.end)
+                if before and all(i in before for i in tokens):
+                    mine.append(ev)
+                    continue
                 if ev.attribute == "count":
                     if not all(i in np_left for i in tokens):
                         continue
@@ -315,6 +341,66 @@ class AttributeFinder:
             "count", "multiple", self.rules.plural_rule, root.idx, root.idx + len(root.text)
         )
 
+    def _prior_state(self, span: Span) -> bool:
+        """Whether a size or severity describes the previous study, not this one.
+
+        "previously 12 mm", "increased from 2 cm", "decreased from moderate to
+        small", "(prior: 9 mm)", "3 cm previously": the finding's current size and
+        severity are the other values of the sentence.
+        """
+        doc = span.doc
+        i = span.start - 1
+        while i >= 0 and doc[i].lower_ in self.rules.prior_skip:
+            i -= 1
+        if i >= 0 and doc[i].lower_ in self.rules.prior_cues:
+            return True
+        after = span.end
+        return (
+            after < len(doc)
+            and doc[after].lower_ in self.rules.prior_cues
+            and doc[after].lower_ != "from"
+            and (after + 1 == len(doc) or doc[after + 1].is_punct)
+        )
+
+    def _degree_of_change(self, span: Span, change_starts: set[int]) -> bool:
+        """Whether a severity word grades a change ("slightly worse", "mildly improved").
+
+        "Slight interval increase in the effusion" says how much it grew, not how
+        big it is; "small new effusion" keeps its severity (only degree words count).
+        """
+        if span.text.lower() not in self.rules.degree_words:
+            return False
+        i = span.end
+        doc = span.doc
+        while i not in change_starts and i < len(doc) and doc[i].lower_ == "interval":
+            i += 1
+        return i in change_starts
+
+    def _coordinated_lobes(
+        self, doc: Doc, out: list[tuple[Span, AttributeEvidence]]
+    ) -> set[int]:
+        """Lobes named together: "right upper and middle lobes", "left upper and lower lobe".
+
+        Each lobe is looked up among the terms ("right middle lobe" → its term's
+        id and values) and appended to `out`; returns the covered token indices.
+        """
+        covered: set[int] = set()
+        for m in _COORDINATED_LOBES.finditer(doc.text):
+            span = doc.char_span(m.start(), m.end(), alignment_mode="expand")
+            if span is None:
+                continue
+            side = m.group(1).lower()
+            for zone in re.findall(r"upper|middle|mid|lower", m.group(2), re.IGNORECASE):
+                term = self._lobe_terms.get(f"{side} {zone.lower()} lobe")
+                if term is None:
+                    continue  # no left middle lobe
+                for key, value in term.sets:
+                    out.append(
+                        (span, AttributeEvidence(key, value, term.id, m.start(), m.end()))
+                    )
+            covered.update(range(span.start, span.end))
+        return covered
+
     def _terms_in(self, doc: Doc) -> list[tuple[Span, AttributeEvidence]]:
         """Term and size matches: (token span, evidence), sizes winning over counts."""
         out: list[tuple[Span, AttributeEvidence]] = []
@@ -324,20 +410,33 @@ class AttributeFinder:
             if span is None:
                 continue
             unit = self.rules.units[m.group(2).lower()]
-            numbers = [float(x) for x in re.findall(_NUMBER, m.group(1))]
+            numbers = [float(x.replace(",", ".")) for x in re.findall(_NUMBER, m.group(1))]
             size = round(max(numbers) * unit, 1)
-            if size <= 0:
-                continue
             size_tokens.update(range(span.start, span.end))
+            if size <= 0 or self._prior_state(span):
+                continue
             out.append(
                 (span, AttributeEvidence("size_mm", size, self.rules.size_rule, m.start(), m.end()))
             )
+        coordinated = self._coordinated_lobes(doc, out)
         spans = [Span(doc, s, e, label=self._strings[mid]) for mid, s, e in self.matcher(doc)]
-        for span in filter_spans(spans):
+        kept = filter_spans(spans)
+        change_starts = {
+            span.start
+            for span in kept
+            if any(key == "change" for key, _ in self._terms[span.label_].sets)
+        }
+        for span in kept:
             if any(i in size_tokens for i in range(span.start, span.end)):
                 continue  # "8" in "8 mm" is a size, not a count
             term = self._terms[span.label_]
             for key, value in term.sets:
+                if key == "location" and span.start in coordinated:
+                    continue  # "upper" of "right upper and middle lobes": a lobe, given above
+                if key == "severity" and (
+                    self._prior_state(span) or self._degree_of_change(span, change_starts)
+                ):
+                    continue
                 out.append(
                     (span, AttributeEvidence(key, value, term.id, span.start_char, span.end_char))
                 )

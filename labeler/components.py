@@ -44,8 +44,8 @@ _LIST_WORDS = frozenset({"of", "/", "and", "or", "nor", "xxxx"})
 # coordinating conjunctions that close a comma list ("no A, B, or C")
 _LIST_CLOSERS = frozenset({"or", "nor", "and"})
 _ITEM, _OPEN, _CUT = "item", "open", "cut"
-# "Pneumothorax: none", "Edema - none"
-_FIELD_SEPARATORS = frozenset({":", "-", "\u2013", "\u2014"})
+# "Pneumothorax: none", "Edema - none", "Pneumothorax? No."
+_FIELD_SEPARATORS = frozenset({":", "-", "\u2013", "\u2014", "?"})
 _SUBJECTS = frozenset({"nsubj", "nsubjpass", "csubj", "csubjpass", "expl"})
 _OBJECTS = frozenset({"dobj", "attr", "oprd"})
 

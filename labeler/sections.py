@@ -121,7 +121,8 @@ _MARKER = (
     r"|\d{1,2}[ \t]*[-\u2013\u2014][ \t])"  # 1 - item
 )
 _SENT_END = re.compile(
-    r"[.!?]+(?=\s|$)"
+    # ("Pneumothorax? No." is one template field: question and answer)
+    r"(?:[.!]+|\?+(?![ \t]*(?i:no|yes|none|negative)\b))(?=\s|$)"
     r"|;"
     r"|\n[ \t]*\n"
     # a line that starts a list item or a "Field:" template line

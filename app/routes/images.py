@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import time
 from typing import Any
 
@@ -21,6 +22,11 @@ from app.schemas import ErrorRead, PredictionRead
 router = APIRouter(tags=["images"])
 # Above this many pixels a decode frees enough memory to be worth handing back at once.
 _TRIM_PIXELS = 4_000_000
+# Decodes in flight at once, process-wide. Each holds its image at full resolution while it
+# runs (about 7 bytes a pixel: 0.7 GB at 10000 x 10000), so this bounds the service's decode
+# memory whatever the number of concurrent uploads; decoding is CPU-bound, so more at once
+# would not finish sooner on a small machine. Waiting requests hold only their upload bytes.
+_DECODE_SLOTS = threading.BoundedSemaphore(2)
 log = logging.getLogger(__name__)
 
 _RAW_TYPES = {
@@ -145,11 +151,14 @@ def _decode(
     from app.inference import encode_preview
     from models.images import load_image
 
-    # Over CXR_MAX_PIXELS: refused from the header, before decoding (413).
-    image = load_image(data, filename=name, max_pixels=max_pixels)
-    prepared = predictor.prepare(image.pixels)
-    preview_png = encode_preview(image.pixels)
-    return image.meta, prepared, preview_png
+    with _DECODE_SLOTS:
+        # Over CXR_MAX_PIXELS: refused from the header, before decoding (413).
+        image = load_image(data, filename=name, max_pixels=max_pixels)
+        prepared = predictor.prepare(image.pixels)
+        preview_png = encode_preview(image.pixels)
+        meta = image.meta
+        del image  # the full-resolution array goes before the slot is given back
+    return meta, prepared, preview_png
 
 
 def _store(state: AppState, data: bytes, meta: Any, preview_png: bytes, prediction: Any) -> Any:

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Request
 
 from app import crud
 from app.deps import MetricsDep, NlpDep, SessionDep, SettingsDep
-from app.errors import ServiceError, UnsupportedMediaType
+from app.errors import PayloadTooLarge, ServiceError, UnsupportedMediaType
 from app.labeling import ReportLabeler
 from app.schemas import (
     ErrorRead,
@@ -46,7 +46,13 @@ def _sha(text: str) -> str:
 @router.post(
     "/reports/label",
     response_model=ReportLabelsRead | ReportBatchRead,
-    responses={422: {"model": ErrorRead, "description": "Empty, non-text or too long report."}},
+    responses={
+        413: {
+            "model": ErrorRead,
+            "description": "More report text than CXR_MAX_REPORT_CHARS_PER_REQUEST in one request.",
+        },
+        422: {"model": ErrorRead, "description": "Empty, non-text or too long report."},
+    },
     summary="Label one report, or a batch of reports",
 )
 def label_reports(
@@ -66,6 +72,14 @@ def label_reports(
     CXR_STORE_REPORT_TEXT=true, the full text never. Report text is never logged.
     """
     version = labeler.version
+    texts = [body.text] if isinstance(body, ReportCreate) else [r.text for r in body.reports]
+    budget = settings.max_report_chars_per_request
+    if sum(len(t) for t in texts) > budget:
+        raise PayloadTooLarge(
+            f"{sum(len(t) for t in texts):,} characters of report text in one request; the "
+            f"limit is {budget:,} (CXR_MAX_REPORT_CHARS_PER_REQUEST). Split it into smaller "
+            "requests, or use `cxr label` for files."
+        )
     if isinstance(body, ReportCreate):
         result = labeler.label(body.text, report_id=body.id)
         crud.create_label_results(

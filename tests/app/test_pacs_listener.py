@@ -200,3 +200,19 @@ def test_listener_does_not_repeat_an_instance_recorded_before_a_restart(
             listener.stop()
     assert len(_lines(tmp_path / "out.jsonl")) == 1
     assert listener.counts["duplicate"] == 1
+
+
+@pytest.mark.filterwarnings("ignore:Invalid value for VR UI")  # the point of the test
+def test_listener_refuses_an_instance_uid_that_would_escape_the_inbox(
+    make_listener: Any, demo_predictor: Any, tmp_path: Path
+) -> None:
+    listener = make_listener(demo_predictor)
+    evil = _reread(build_dataset(pixels=chest_pixels(64, 64)))
+    evil.SOPInstanceUID = "1.2/../../../escaped"
+    assert _send(listener.port, [evil]) == [0xC000]  # "cannot understand": refused
+    assert listener.wait_idle(30)
+    assert not list(tmp_path.rglob("escaped*"))
+    assert (
+        not (tmp_path / "out.jsonl").exists()
+        or "escaped" not in (tmp_path / "out.jsonl").read_text()
+    )

@@ -58,6 +58,29 @@ def test_label_batch_over_limit_is_422(make_client: Callable[..., TestClient]) -
     assert "limit is 2" in response.json()["detail"]
 
 
+@pytest.mark.issue(7)
+def test_label_request_over_the_character_budget_is_413(
+    make_client: Callable[..., TestClient],
+) -> None:
+    # Labeling is serialized: one request of 256 long reports used to hold every
+    # other caller up for minutes (and write hundreds of MB of evidence rows).
+    client = make_client(model=False, max_report_chars_per_request=100)
+    reports = [{"id": str(i), "text": "Small left effusion. " * 2} for i in range(3)]
+    response = client.post("/v1/reports/label", json={"reports": reports})
+    assert response.status_code == 413
+    body = response.json()
+    assert body["error"] == "PayloadTooLarge"
+    assert "126 characters" in body["detail"]
+    assert "CXR_MAX_REPORT_CHARS_PER_REQUEST" in body["detail"]
+    single = client.post("/v1/reports/label", json={"text": "Small left effusion. " * 5})
+    assert single.status_code == 413
+    ok = client.post("/v1/reports/label", json={"reports": reports[:2]})
+    assert ok.status_code == 200
+    assert "413" in client.get("/openapi.json").json()["paths"]["/v1/reports/label"]["post"][
+        "responses"
+    ]
+
+
 def test_label_stores_hash_not_text(client: TestClient) -> None:
     assert client.post("/v1/reports/label", json={"id": "r9", "text": REPORT}).status_code == 200
     url = client.app.state.cxr.settings.resolved_database_url  # type: ignore[attr-defined]

@@ -77,6 +77,16 @@ def test_security_split_is_per_comma_never_on_colon() -> None:
         ("sha256:" + "a" * 65, "exactly 64 hex digits"),
         ("sha512:" + "a" * 128, "only sha256"),
         ("a" * 64, "without the sha256: prefix"),
+        # the documented hash, mangled on its way into the environment
+        ('"sha256:' + "a" * 64 + '"', "inside other characters"),
+        ("'sha256:" + "a" * 64 + "'", "inside other characters"),
+        ("sha256 :" + "a" * 64, "inside other characters"),
+        ("sha256=" + "a" * 64, "inside other characters"),
+        ("sha256-" + "a" * 64, "inside other characters"),
+        ("{SHA256}" + "a" * 64, "inside other characters"),
+        ("CXR_API_KEYS=sha256:" + "a" * 64, "inside other characters"),
+        ('"a-long-enough-clear-key"', "whitespace or quote"),
+        ("a long enough clear key", "whitespace or quote"),
     ],
 )
 @pytest.mark.issue(7)

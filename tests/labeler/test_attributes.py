@@ -321,3 +321,87 @@ def test_a_finding_named_twice_shares_its_attributes(
 ) -> None:
     # "X representing / consistent with / concerning for Y": one finding, two names
     assert attrs(text, "Atelectasis") == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "key", "expected"),
+    [
+        # the previous study's size or severity is not the finding's own
+        ("Nodule has decreased from 3 cm to 2 cm.", "Nodule", "size_mm", 20.0),
+        ("The nodule now measures 9 mm (previously 12 mm).", "Nodule", "size_mm", 9.0),
+        ("Nodule measuring 9 mm, previously measured 14 mm.", "Nodule", "size_mm", 9.0),
+        ("Mass, 3 cm previously.", "Mass", "size_mm", None),
+        ("Small left effusion, previously moderate.", "Effusion", "severity", "mild"),
+        ("Moderate effusion, increased from small.", "Effusion", "severity", "moderate"),
+        ("Effusion has decreased from large to small.", "Effusion", "severity", "mild"),
+        ("Pneumothorax, formerly large, is now tiny.", "Pneumothorax", "severity", "minimal"),
+        ("Mass measuring up to 3 cm.", "Mass", "size_mm", 30.0),
+        # a degree word that grades the change gives no severity
+        ("Atelectasis, slightly worse.", "Atelectasis", "severity", None),
+        ("Slightly improved pulmonary edema.", "Edema", "severity", None),
+        ("Slight interval increase in the left effusion.", "Effusion", "severity", None),
+        ("Markedly decreased right pneumothorax.", "Pneumothorax", "severity", None),
+        ("Slightly improved pulmonary edema.", "Edema", "change", "improved"),
+        ("Moderate new left effusion.", "Effusion", "severity", "moderate"),
+        ("Small new right effusion.", "Effusion", "severity", "mild"),
+        ("Markedly enlarged heart.", "Cardiomegaly", "severity", "severe"),
+    ],
+)
+@pytest.mark.issue(12)
+def test_prior_values_and_degrees_of_change_are_not_the_findings(
+    attrs: Attrs, text: str, name: str, key: str, expected: object
+) -> None:
+    assert attrs(text, name).get(key) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "key", "expected"),
+    [
+        ("Nodule measuring .8 cm.", "Nodule", "size_mm", 8.0),
+        ("Nodule measuring 1,2 cm.", "Nodule", "size_mm", 12.0),  # decimal comma
+        ("Mass of 2,5 x 1,25 cm.", "Mass", "size_mm", 25.0),
+        ("Nodules of 5, 6 and 7 mm.", "Nodule", "size_mm", 7.0),  # a list, not decimals
+        ("Bilat effusions.", "Effusion", "laterality", "bilateral"),
+    ],
+)
+@pytest.mark.issue(12)
+def test_number_and_abbreviation_forms(
+    attrs: Attrs, text: str, name: str, key: str, expected: object
+) -> None:
+    assert attrs(text, name).get(key) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "expected"),
+    [
+        ("Right upper and middle lobe pneumonia.", "Pneumonia",
+         ["right middle lobe", "right upper lobe"]),
+        ("Consolidation in the left upper and lower lobes.", "Consolidation",
+         ["left lower lobe", "left upper lobe"]),
+        ("Atelectasis in the right middle/lower lobes.", "Atelectasis",
+         ["right lower lobe", "right middle lobe"]),
+        ("Left upper and middle lobe atelectasis.", "Atelectasis", ["left upper lobe"]),
+    ],
+)
+@pytest.mark.issue(12)
+def test_coordinated_lobes_are_each_a_lobe(
+    attrs: Attrs, text: str, name: str, expected: list[str]
+) -> None:
+    assert sorted(attrs(text, name)["location"]) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "expected"),
+    [
+        # parsed with "seen" as the root and "left" as a verb: the run of term
+        # words right before the finding is still its own
+        ("Newly seen left effusion.", "Effusion", {"change": "new", "laterality": "left"}),
+        ("Small left effusion and right pneumothorax.", "Pneumothorax", {"laterality": "right"}),
+    ],
+)
+@pytest.mark.issue(12)
+def test_premodifier_run_belongs_to_the_finding_whatever_the_parse(
+    attrs: Attrs, text: str, name: str, expected: dict[str, object]
+) -> None:
+    found = attrs(text, name)
+    assert {k: found.get(k) for k in expected} == expected

@@ -177,6 +177,15 @@ def test_chexpert_no_finding(
          {"Lung Opacity": 1, "Atelectasis": -1, "Pneumonia": -1}),
         ("Old granulomatous infection.", {}),
         ("Heart size is top normal.", {"Cardiomegaly": 0}),
+        ("Stable appearance of the cardiomediastinal silhouette.",
+         {"Enlarged Cardiomediastinum": -1}),
+        ("The cardiomediastinal and hilar contours are unchanged.",
+         {"Enlarged Cardiomediastinum": -1}),
+        ("Heart size cannot be assessed.", {"Cardiomegaly": -1}),
+        ("Heart and mediastinum are unremarkable.",
+         {"Cardiomegaly": 0, "Enlarged Cardiomediastinum": 0}),
+        ("Left chest tube remains in place, with no pneumothorax.",
+         {"Support Devices": 1, "Pneumothorax": 0}),
     ],
 )  # fmt: skip
 def test_chexpert_conventions(

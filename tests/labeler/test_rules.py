@@ -39,7 +39,12 @@ FIRES: dict[str, list[tuple[str, str, str]]] = {
     "neg.no_longer": [
         ("The pneumothorax is no longer seen.", "Pneumothorax", "negative"),
     ],
+    "tmpl.field_yes": [
+        ("Pneumothorax: present.", "Pneumothorax", "positive"),
+        ("Pleural effusion? Yes.", "Effusion", "positive"),
+    ],
     "tmpl.field_none": [
+        ("Pneumothorax? No.", "Pneumothorax", "negative"),
         ("Pneumothorax: none.", "Pneumothorax", "negative"),
         ("Pleural effusion: not seen", "Effusion", "negative"),
         ("EDEMA: ABSENT", "Edema", "negative"),
@@ -113,6 +118,7 @@ FIRES: dict[str, list[tuple[str, str, str]]] = {
 
 # Sentences where the named rule must NOT decide the mention (scope limits).
 SPARED: dict[str, list[tuple[str, str, str]]] = {
+    "tmpl.field_yes": [("Pneumothorax: not present.", "Pneumothorax", "negative")],
     "tmpl.field_none": [
         ("Pneumothorax: small apical.", "Pneumothorax", "positive"),
         ("Pleura: small left effusion.", "Effusion", "positive"),
