@@ -604,6 +604,12 @@ def _check_luts(name: str, ds: Any) -> None:
             raise InvalidDicomError(
                 f"{name}: {keyword} ({tag}) holds {len(values)} values; exactly one is allowed"
             )
+        if keyword == "RescaleSlope" and values == [0.0]:
+            # Every pixel would become the intercept: a blank image, silently predicted.
+            raise InvalidDicomError(
+                f"{name}: {keyword} ({tag}) is 0, which maps every pixel to the same value; "
+                "expected a non-zero slope. The file is malformed; re-export it."
+            )
     for keyword, title in (
         ("ModalityLUTSequence", "Modality LUT Sequence (0028,3000)"),
         ("VOILUTSequence", "VOI LUT Sequence (0028,3010)"),

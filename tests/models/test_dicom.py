@@ -85,6 +85,18 @@ def test_read_dicom_applies_rescale_then_window(make_dicom: MakeDicom) -> None:
     assert np.all(np.diff(px[0, inside]) >= 0) and 0.1 < px[0, inside].mean() < 0.9
 
 
+@pytest.mark.issue(7)
+@pytest.mark.parametrize("slope", [0, "0.0", "-0"])
+def test_read_dicom_refuses_a_zero_rescale_slope(make_dicom: MakeDicom, slope: object) -> None:
+    # A zero slope maps every pixel to the intercept: a blank image that used to be
+    # predicted silently. Refused before decoding, by the image loader too.
+    path = make_dicom(gradient(), RescaleSlope=slope, RescaleIntercept=-1024)
+    with pytest.raises(InvalidDicomError, match=r"RescaleSlope \(0028,1053\) is 0"):
+        read_dicom(path)
+    with pytest.raises(InvalidDicomError, match="non-zero slope"):
+        load_image(path)
+
+
 def test_read_dicom_keeps_non_square_geometry(make_dicom: MakeDicom) -> None:
     arr = np.zeros((40, 100))
     arr[5:10, 80:90] = 1000
