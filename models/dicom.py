@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import re
 import struct
 import warnings
 import zlib
@@ -150,6 +151,8 @@ def reading(name: str) -> Iterator[None]:
             f"{name}: the deflate-compressed data is corrupt ({exc}); re-export the file "
             "uncompressed or with a valid Deflated Explicit VR Little Endian stream"
         ) from exc
+    except _ControlCharacter as exc:
+        raise InvalidDicomError(f"{name}: {exc}; the header is malformed. Re-export it.") from exc
     except NotImplementedError as exc:
         raise UnsupportedImageError(
             f"{name}: the file uses an encoding this reader does not support ({exc}); "
@@ -266,11 +269,31 @@ def _dcmread(source: Source, max_pixels: int | None = None, **kwargs: Any) -> An
     return ds
 
 
+class _ControlCharacter(ValueError):
+    """A header string the service would store holds a control character (named by `reading`)."""
+
+
+# C0 controls and DEL, except ESC (ISO 2022 code extensions) and the whitespace that
+# padding and multi-line values use; a NUL inside a UID or an accession number is
+# refused by PostgreSQL and never a valid value.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1a\x1c-\x1f\x7f]")
+
+
 def _str(ds: Any, keyword: str) -> str | None:
     value = ds.get(keyword)
     if value is None or value == "":
         return None
-    return str(value).strip() or None
+    # NUL and space are the standard's padding (UIDs pad with NUL): strip, then refuse
+    # a control character left inside the value.
+    text = str(value).strip(" \x00\t\r\n")
+    bad = _CONTROL.search(text)
+    if bad:
+        tag = ds.data_element(keyword).tag
+        raise _ControlCharacter(
+            f"{keyword} ({tag.group:04X},{tag.element:04X}) holds the control character "
+            f"{bad.group()!r} at position {bad.start()}"
+        )
+    return text or None
 
 
 # (tag, lowest, highest) of the integer elements the reader relies on; each must hold one value.

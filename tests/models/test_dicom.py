@@ -97,6 +97,32 @@ def test_read_dicom_refuses_a_zero_rescale_slope(make_dicom: MakeDicom, slope: o
         load_image(path)
 
 
+@pytest.mark.issue(7)
+@pytest.mark.parametrize(
+    ("keyword", "value"),
+    [
+        ("AccessionNumber", "ACC\x00123"),
+        ("StudyInstanceUID", "1.2.3\x00.4"),
+        ("SeriesInstanceUID", "1.2.\x074"),
+        ("SOPInstanceUID", "1.2.\x1f5"),
+    ],
+)
+def test_read_dicom_refuses_control_characters_in_stored_strings(
+    make_dicom: MakeDicom, keyword: str, value: str
+) -> None:
+    # These values are stored and echoed; a NUL inside one was a 500 on PostgreSQL.
+    path = make_dicom(gradient(), **{keyword: value})
+    for read in (read_dicom, read_dicom_header, load_image):
+        with pytest.raises(InvalidDicomError, match=f"{keyword} .* control character"):
+            read(path)
+
+
+def test_read_dicom_strips_nul_padding(make_dicom: MakeDicom) -> None:
+    path = make_dicom(gradient(), AccessionNumber="ACC123\x00", StudyInstanceUID="1.2.3\x00")
+    meta = read_dicom(path).meta
+    assert meta.accession_number == "ACC123" and meta.study_instance_uid == "1.2.3"
+
+
 def test_read_dicom_keeps_non_square_geometry(make_dicom: MakeDicom) -> None:
     arr = np.zeros((40, 100))
     arr[5:10, 80:90] = 1000
