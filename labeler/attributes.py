@@ -238,16 +238,6 @@ class AttributeFinder:
         """Whether a sentence of these lower-cased words can hold any attribute."""
         return any(w in self.trigger_words or w[:1].isdigit() for w in words)
 
-    def needs_parse(self, words: Sequence[str], n_mentions: int) -> bool:
-        """Whether a sentence's attributes need the tree even without a cue word.
-
-        Two findings joined by a link word ("opacities likely representing
-        atelectasis") share their attributes only through the parse.
-        """
-        return (
-            n_mentions > 1 and any(w in self.rules.links for w in words) and self.may_apply(words)
-        )
-
     def find(
         self, doc: Doc, mentions: Sequence[Span], words: Sequence[str] | None = None
     ) -> list[tuple[dict[str, Any], tuple[AttributeEvidence, ...]]]:
@@ -273,12 +263,20 @@ class AttributeFinder:
         roots = {m.root.i for m in mentions} if parsed else set()
         term_tokens = {i for span, _ in found for i in range(span.start, span.end)}
         out = []
+        previous: set[int] = set()
         for idx, mention in enumerate(mentions):
             anchors = set(range(mention.start, mention.end))
             if parsed:
                 scope, np_left, anchors = _scope(mention, roots, self.rules.links)
             else:
                 scope, np_left = _window(doc, mentions, idx)
+                # "opacities consistent with atelectasis": one finding, two names
+                if idx and any(
+                    doc[i].lower_ in self.rules.links
+                    for i in range(mentions[idx - 1].end, mention.start)
+                ):
+                    scope = scope | previous
+                previous = scope
             # The unbroken run of term words right before the mention is its own
             # pre-modifiers whatever the parse says ("Newly seen left effusion" is
             # parsed with "seen" as the root and "left" as a verb).
@@ -377,7 +375,7 @@ class AttributeFinder:
         return i in change_starts
 
     def _coordinated_lobes(
-        self, doc: Doc, out: list[tuple[Span, AttributeEvidence]]
+        self, doc: Doc, text: str, out: list[tuple[Span, AttributeEvidence]]
     ) -> set[int]:
         """Lobes named together: "right upper and middle lobes", "left upper and lower lobe".
 
@@ -385,7 +383,9 @@ class AttributeFinder:
         id and values) and appended to `out`; returns the covered token indices.
         """
         covered: set[int] = set()
-        for m in _COORDINATED_LOBES.finditer(doc.text):
+        if "lobe" not in text.lower():
+            return covered
+        for m in _COORDINATED_LOBES.finditer(text):
             span = doc.char_span(m.start(), m.end(), alignment_mode="expand")
             if span is None:
                 continue
@@ -395,9 +395,7 @@ class AttributeFinder:
                 if term is None:
                     continue  # no left middle lobe
                 for key, value in term.sets:
-                    out.append(
-                        (span, AttributeEvidence(key, value, term.id, m.start(), m.end()))
-                    )
+                    out.append((span, AttributeEvidence(key, value, term.id, m.start(), m.end())))
             covered.update(range(span.start, span.end))
         return covered
 
@@ -405,7 +403,8 @@ class AttributeFinder:
         """Term and size matches: (token span, evidence), sizes winning over counts."""
         out: list[tuple[Span, AttributeEvidence]] = []
         size_tokens: set[int] = set()
-        for m in self.rules.size_pattern.finditer(doc.text):
+        text = doc.text  # built from the tokens on every access: once per doc
+        for m in self.rules.size_pattern.finditer(text):
             span = doc.char_span(m.start(), m.end(), alignment_mode="expand")
             if span is None:
                 continue
@@ -418,7 +417,7 @@ class AttributeFinder:
             out.append(
                 (span, AttributeEvidence("size_mm", size, self.rules.size_rule, m.start(), m.end()))
             )
-        coordinated = self._coordinated_lobes(doc, out)
+        coordinated = self._coordinated_lobes(doc, text, out)
         spans = [Span(doc, s, e, label=self._strings[mid]) for mid, s, e in self.matcher(doc)]
         kept = filter_spans(spans)
         change_starts = {
@@ -681,18 +680,21 @@ def aggregate_findings(
     for label, status in labels.items():
         if status == "absent":
             continue
-        ms = by_label.get(label, [])
-        same = [m for m in ms if m.status == status]
+        ms = [m for m in by_label.get(label, ()) if m.attributes]
+        if not ms:  # the common case: nothing to merge
+            out[label] = {"status": status}
+            continue
         merged = merge_attributes(
             (
                 ev
-                for m in same
-                for ev in _as_evidence(m.attributes or {})
+                for m in ms
+                if m.status == status
+                for ev in _as_evidence(m.attributes)
                 if ev.attribute != "change"
             ),
             severity_order,
         )
-        changed = [m for m in ms if (m.attributes or {}).get("change")]
+        changed = [m for m in ms if m.attributes.get("change")]
         if changed:
             best = max(changed, key=lambda m: _STATUS_RANK.get(m.status, 0))
             merged["change"] = best.attributes["change"]

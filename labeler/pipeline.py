@@ -320,11 +320,7 @@ class _Engine:
             doc.spans[MENTIONS_KEY] = spans
             negex = self._negex(doc)
             words = [t.lower_ for t in doc]
-            attrs = (
-                []
-                if self.rules.may_apply(words) or self.attributes.needs_parse(words, len(spans))
-                else self.attributes.find(doc, spans, words)
-            )
+            attrs = [] if self.rules.may_apply(words) else self.attributes.find(doc, spans, words)
             if not attrs or any(conflicting(ev) for _, ev in attrs):
                 # a cue word may negate or hedge, or the attributes need the tree
                 to_parse[sent] = (doc, negex, stated)
@@ -359,12 +355,14 @@ class _Engine:
             return [None] * len(spans)
         # negex reads doc.sents: mark the sentence, then unmark it so the
         # parser is not constrained (the verdicts must not depend on negex).
-        doc[0].is_sent_start = True
-        for tok in doc[1:]:
-            tok.is_sent_start = False
+        # Marking the first two tokens makes the whole text one sentence for
+        # doc.sents (unmarked tokens start none), in two setter calls per doc.
+        marked = doc[:2]
+        for i, tok in enumerate(marked):
+            tok.is_sent_start = i == 0
         self.nlp.get_pipe("negex")(doc)
         verdicts: list[str | None] = ["negated" if sp._.negex else "affirmed" for sp in spans]
-        for tok in doc:
+        for tok in marked:
             tok.is_sent_start = None
         return verdicts
 
