@@ -405,3 +405,19 @@ def test_premodifier_run_belongs_to_the_finding_whatever_the_parse(
 ) -> None:
     found = attrs(text, name)
     assert {k: found.get(k) for k in expected} == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "expected"),
+    [
+        ("Left effusion, without significant change.", "Effusion", "unchanged"),
+        ("No appreciable change in the left effusion.", "Effusion", "unchanged"),
+        ("The effusion is slightly bigger.", "Effusion", "increased"),
+        ("Consolidation is less extensive.", "Consolidation", "decreased"),
+    ],
+)
+@pytest.mark.issue(12)
+def test_change_phrasings(attrs: Attrs, text: str, name: str, expected: str) -> None:
+    found = attrs(text, name)
+    assert found.get("change") == expected
+    assert "severity" not in found  # "slightly", "extensive" grade the change here
