@@ -182,6 +182,20 @@ def test_chexpert_no_finding(
         ("The cardiomediastinal and hilar contours are unchanged.",
          {"Enlarged Cardiomediastinum": -1}),
         ("Heart size cannot be assessed.", {"Cardiomegaly": -1}),
+        # predicate-position hedges; CheXpert reads "likely" as positive
+        ("Small effusion is likely.", {"Pleural Effusion": 1}),
+        ("Edema is suspected.", {"Edema": -1}),
+        ("A pneumothorax is unlikely.", {"Pneumothorax": -1}),
+        ("Pneumonia is probable.", {"Pneumonia": -1}),
+        ("Heart size is borderline.", {"Cardiomegaly": -1}),
+        ("Cardiomegaly is borderline.", {"Cardiomegaly": -1}),
+        ("Edema is not suspected.", {"Edema": 0}),
+        # a range from normal to enlarged
+        ("The heart size is top normal to mildly enlarged.", {"Cardiomegaly": -1}),
+        ("Heart size is upper limits of normal or mildly enlarged.", {"Cardiomegaly": -1}),
+        ("The heart is mildly enlarged.", {"Cardiomegaly": 1}),
+        # "no new": uncertain in CheXpert mode (its labeler's convention)
+        ("No new effusion.", {"Pleural Effusion": -1}),
         ("Heart and mediastinum are unremarkable.",
          {"Cardiomegaly": 0, "Enlarged Cardiomediastinum": 0}),
         ("Left chest tube remains in place, with no pneumothorax.",

@@ -110,6 +110,18 @@ FIRES: dict[str, list[tuple[str, str, str]]] = {
             "uncertain",
         ),
     ],
+    "unc.hedge_predicate": [
+        ("Small effusion is likely.", "Effusion", "uncertain"),
+        ("Pneumonia is probable.", "Pneumonia", "uncertain"),
+        ("Right lower lobe atelectasis is most likely.", "Atelectasis", "uncertain"),
+        ("Atelectasis is likely present.", "Atelectasis", "uncertain"),
+        ("A pneumothorax is unlikely.", "Pneumothorax", "uncertain"),
+        ("Edema is doubtful.", "Edema", "uncertain"),
+    ],
+    "unc.hedge_predicate_verb": [
+        ("Edema is suspected.", "Edema", "uncertain"),
+        ("Underlying pneumonia is presumed.", "Pneumonia", "uncertain"),
+    ],
     "unc.modal": [
         ("This could be early pneumonia.", "Pneumonia", "uncertain"),
         ("A small effusion may be present.", "Effusion", "uncertain"),
@@ -152,6 +164,18 @@ SPARED: dict[str, list[tuple[str, str, str]]] = {
     ],
     "unc.differential": [("Pneumonia is present.", "Pneumonia", "positive")],
     "unc.list": [("Scar, cyst, or pneumonia.", "Pneumonia", "positive")],
+    "unc.hedge_predicate": [
+        # attributive or not about the mention: the finding is stated
+        ("Likely small effusion is present.", "Effusion", "positive"),
+        ("Large effusion. Surgery is likely.", "Effusion", "positive"),
+        ("No effusion is likely.", "Effusion", "negative"),
+        # OpenI grades "borderline" as a severity (chexpert mode: uncertain)
+        ("Heart size is borderline.", "Cardiomegaly", "positive"),
+    ],
+    "unc.hedge_predicate_verb": [
+        ("Edema is present. Pneumonia is suspected.", "Edema", "positive"),
+        ("Edema is not suspected.", "Edema", "negative"),
+    ],
     "unc.modal": [("The nodule may represent a granuloma.", "Nodule", "positive")],
 }
 
