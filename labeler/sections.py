@@ -137,6 +137,9 @@ _DASH_STARTERS = r"(?i:the|there|no|mild|moderate|small|large|heart|lungs?)\b"
 # what follows the dash of a template field ("Edema - none.", "Heart- normal")
 _NOT_ANSWER = r"(?!(?i:none|normal|negative|absent|present|clear|unremarkable)\b)"
 _SENT_END = re.compile(
+    # Every alternative starts at one of these characters: one test per
+    # character of plain text before trying them (speed, issue 8).
+    rf"(?=[.!?;:\n \t\d(\-\u2013\u2014{_BULLETS}])(?:"
     # ("Pneumothorax? No." is one template field: question and answer)
     r"(?:[.!]+|\?+(?![ \t]*(?i:no|yes|none|negative)\b))(?=\s|$)"
     r"|;"
@@ -144,8 +147,8 @@ _SENT_END = re.compile(
     # a line that starts a list item or a "Field:" template line
     rf"|\n(?=[ \t]*(?:{_MARKER}|[A-Za-z][A-Za-z /&-]{{0,30}}:))"
     # no space after the period: "effusion.No", "effusion.no pneumothorax", "effusion.2.No"
-    rf"|(?<=[A-Za-z)\]])[.!?](?=[A-Z]|{_GLUED_MARKER})|(?<=[a-z]{{2}})\.(?=[a-z]{{2}})"
-    # a list marker right after a colon: "Heart:1.Normal", "Lungs:- clear"
+    rf"|[.!?](?<=[A-Za-z)\]][.!?])(?=[A-Z]|{_GLUED_MARKER})|\.(?<=[a-z]{{2}}\.)(?=[a-z]{{2}})"
+    # a list marker right after a colon: "Heart:1.Normal", "Lungs:\u2022 clear"
     # (not a dash: "Heart:- normal" is a field and its answer)
     rf"|(?<=[A-Za-z]:)(?=[ \t]*(?:\(?\d{{1,2}}[.)]|\([a-hA-H]\)|[{_BULLETS}])[ \t]*[A-Za-z])"
     # an inline numbered item: "small effusion (2) no pneumothorax", "effusion 2) no"
@@ -154,12 +157,13 @@ _SENT_END = re.compile(
     # "effusion(b)No" ("effusionb." cannot be told from a word)
     r"|(?=(?:\d{1,2}[.):-]|\(\d{1,2}\)|\([a-hA-H]\))[ \t]*[A-Za-z])(?<=[A-Za-z]{3})"
     # a bullet anywhere ("no pneumothorax \u2022 mild cardiomegaly"; not MIMIC's "[**")
-    rf"|[ \t]*(?=[{_BULLETS[1:]}]|(?<![\[*])\*(?![*\]]))"
+    rf"|(?=[{_BULLETS[1:]}]|(?<![\[*])\*(?![*\]]))"
     # a spaced dash ("no pneumothorax - mild cardiomegaly"), not a template
     # answer ("Edema - none.") nor "1 - item", and a dash glued before a new
     # item's first word ("resolved- The heart", "resolved-the heart")
     rf"|(?<![\d \t])[ \t]+(?=[-\u2013\u2014][ \t]+{_NOT_ANSWER}[A-Za-z(])"
     rf"|(?=-[ \t]+{_NOT_ANSWER}[A-Za-z(]|-{_DASH_STARTERS})(?<=[A-Za-z]{{3}})(?<!non)"
+    r")"
 )
 _LEADING_MARKER = re.compile(rf"(?:{_MARKER}[ \t]*)+")
 _LINE_BREAK = re.compile(r"[ \t]*\n[ \t]*(?=([A-Za-z]+))")
