@@ -156,8 +156,12 @@ class DependencyRules:
         return any(ws <= present for ws in self._cue_wordsets)
 
     def cues(self, doc: Doc) -> list[list[Span]]:
-        """Cue matches of each rule in `doc` (index = rule order). `doc` must be parsed."""
-        per_rule: list[list[Span]] = [[] for _ in self.rule_set.rules]
+        """Cue matches of each rule in `doc` (index = rule order). `doc` must be parsed.
+
+        The result also carries the doc's list index (built on first use), so
+        deciding every mention of a long sentence stays linear in its length.
+        """
+        per_rule = _DocCues([] for _ in self.rule_set.rules)
         for match_id, start, end in self.matcher(doc):
             per_rule[int(self._strings[match_id])].append(doc[start:end])
         return per_rule
@@ -175,16 +179,36 @@ class DependencyRules:
         """
         if cues is None:
             cues = self.cues(mention.doc)
+        if isinstance(cues, _DocCues):
+            if cues.index is None:
+                cues.index = _ListIndex(mention.doc, self.rule_set.list_breakers)
+            index = cues.index
+        else:
+            index = _ListIndex(mention.doc, self.rule_set.list_breakers)
         root = mention.root
+        # the dependency walk only reaches the first _MAX_PATH tokens up from
+        # the root: a cue whose target is not among them cannot fire by path
+        ancestors = {root.i}
+        tok = root
+        for _ in range(_MAX_PATH - 1):
+            if tok.head.i == tok.i:
+                break
+            tok = tok.head
+            ancestors.add(tok.i)
         for rule, roots in zip(self.rule_set.rules, cues, strict=True):
             for cue in roots:
-                if self._applies(rule, cue, root, mention, self.rule_set.list_breakers):
+                if self._applies(rule, cue, root, mention, index, ancestors):
                     return Verdict(rule.status, rule.id, cue.text)
         return Verdict("positive", None)
 
     @staticmethod
     def _applies(
-        rule: Rule, cue_span: Span, root: Token, mention: Span, breakers: frozenset[str]
+        rule: Rule,
+        cue_span: Span,
+        root: Token,
+        mention: Span,
+        index: _ListIndex,
+        ancestors: set[int],
     ) -> bool:
         cue = cue_span.root
         if rule.cue_dep and cue.dep_ not in rule.cue_dep:
@@ -194,17 +218,9 @@ class DependencyRules:
         if cue_span.start <= root.i < cue_span.end:
             return False
         if rule.scope == "list":
-            return _in_list(cue_span[-1], mention, breakers) == _ITEM
+            return index.in_list(cue_span.end - 1, mention) == _ITEM
         if rule.scope == "field":
-            return _is_field_value(cue_span, mention)
-        # the parse joins "no A, mild B" by conj or appos (or hangs "no" on
-        # B): an item of its own in an unclosed comma list is out of reach
-        between = mention.doc[cue_span.end : mention.start]
-        if (
-            any(t.text == "," for t in between)
-            and _in_list(cue_span[-1], mention, breakers) == _CUT
-        ):
-            return False
+            return index.is_field_value(cue_span, mention)
         if rule.scope == "cue":
             # any word of a multi-word cue: in "difficult to exclude A" the
             # parser hangs "exclude" off the copula, not off "difficult"
@@ -213,6 +229,15 @@ class DependencyRules:
             if cue.head.i == cue.i:
                 return False
             targets = {cue.head.i}
+        if targets.isdisjoint(ancestors):
+            return False
+        # the parse joins "no A, mild B" by conj or appos (or hangs "no" on
+        # B): an item of its own in an unclosed comma list is out of reach
+        if (
+            index.has_comma(cue_span.end, mention.start)
+            and index.in_list(cue_span.end - 1, mention) == _CUT
+        ):
+            return False
         tok = root
         for _ in range(_MAX_PATH):
             if tok.i in targets:
@@ -258,60 +283,102 @@ def _is_verb_left(tok: Token) -> bool:
     return tok.lower_ == "left" and tok.tag_.startswith("VB")
 
 
-def _is_field_value(cue: Span, mention: Span) -> bool:
-    """Whether `cue` is the whole value of a template field that names `mention`.
+class _DocCues(list[list[Span]]):
+    """Cue matches per rule, plus the doc's `_ListIndex` once built."""
 
-    "Pneumothorax: none.", "Pleural effusion: not seen", "Edema - none": the
-    mention sits in the field name (only words up to the colon or dash), the
-    cue right after it,
-    and nothing but punctuation follows it.
+    index: _ListIndex | None = None
+
+
+class _ListIndex:
+    """Per-doc prefix tables that answer the list and field questions in O(1).
+
+    Built once per parsed doc (O(tokens + mention tokens)), so deciding all
+    mentions of a sentence with a long list ("no A, B, C, ... or Z") stays
+    linear instead of re-walking the list from every mention.
     """
-    doc = mention.doc
-    colon = next((t.i for t in doc[mention.end :] if t.text in _FIELD_SEPARATORS), None)
-    if colon is None or cue.start != colon + 1:
-        return False
-    if not all(t.is_alpha or t.text in "-/" for t in doc[mention.end : colon]):
-        return False
-    return all(t.is_punct or t.is_space for t in doc[cue.end :])
+
+    def __init__(self, doc: Doc, breakers: frozenset[str]):
+        n = len(doc)
+        self.n = n
+        # other mentions are list items whatever their tag ("infiltrates" is
+        # often tagged as a verb)
+        in_mentions = [False] * n
+        for sp in doc.spans.get(MENTIONS_KEY, []):
+            for i in range(sp.start, sp.end):
+                in_mentions[i] = True
+        item = [t.tag_ in _LIST_TAGS or t.lower_ in _LIST_WORDS or in_mentions[t.i] for t in doc]
+        # prefix counts: p[i] = count over tokens [0, i)
+        self.nonitem = _prefix(not x for x in item)
+        self.comma = _prefix(t.text == "," for t in doc)
+        self.or_nor = _prefix(t.lower_ in _LIST_CLOSERS and t.lower_ != "and" for t in doc)
+        self.and_ = _prefix(t.lower_ == "and" for t in doc)
+        self.breaker = _prefix(t.lower_ in breakers for t in doc)
+        # next_nonitem[i]: first j >= i that is not a list item (n if none)
+        self.next_nonitem = [n] * (n + 1)
+        self.next_comma = [n] * (n + 1)
+        self.next_sep = [n] * (n + 1)
+        for i in range(n - 1, -1, -1):
+            t = doc[i]
+            self.next_nonitem[i] = self.next_nonitem[i + 1] if item[i] else i
+            self.next_comma[i] = i if t.text == "," else self.next_comma[i + 1]
+            self.next_sep[i] = i if t.text in _FIELD_SEPARATORS else self.next_sep[i + 1]
+        # field names hold only words, "-" and "/"; field values end the text
+        self.not_name = _prefix(not (t.is_alpha or t.text in "-/") for t in doc)
+        self.not_punct = _prefix(not (t.is_punct or t.is_space) for t in doc)
+
+    def has_comma(self, start: int, end: int) -> bool:
+        """Whether a comma lies in tokens [start, end)."""
+        return end > start and self.comma[end] > self.comma[start]
+
+    def in_list(self, cue: int, mention: Span) -> str | None:
+        """How `mention` sits in a noun list that follows the token `cue`.
+
+        None when no list joins them (the mention does not follow the cue, or
+        other words lie between). `_ITEM` for one noun phrase ("no focal lung
+        infiltrates") or a comma list closed by "or"/"nor"/"and" ("no A, B, or
+        C"). In a comma list without one: `_CUT` when the mention's own item
+        holds a breaker word ("no A, mild B"), else `_OPEN` ("no A, B").
+        """
+        start = mention.start
+        if cue >= start:
+            return None
+        if self.nonitem[start] != self.nonitem[cue + 1]:
+            return None
+        if not self.has_comma(cue + 1, start):
+            return _ITEM  # one noun phrase: "no focal lung infiltrates"
+        end = self.next_nonitem[mention.end] if mention.end < self.n else self.n
+        if self.or_nor[end] > self.or_nor[cue + 1]:
+            return _ITEM  # "no A, B, or large C": "or"/"nor" carry the negation to every item
+        # "no A, mild B and C": from the first item after a comma that carries a
+        # severity or course word on, the items are findings of their own
+        first_comma = self.next_comma[cue + 1]
+        if mention.end > first_comma + 1 and (
+            self.breaker[mention.end] > self.breaker[first_comma + 1]
+        ):
+            return _CUT
+        return _ITEM if self.and_[end] > self.and_[cue + 1] else _OPEN
+
+    def is_field_value(self, cue: Span, mention: Span) -> bool:
+        """Whether `cue` is the whole value of a template field that names `mention`.
+
+        "Pneumothorax: none.", "Pleural effusion: not seen", "Edema - none":
+        the mention sits in the field name (only words up to the colon or
+        dash), the cue right after it, and nothing but punctuation follows it.
+        """
+        colon = self.next_sep[mention.end] if mention.end < self.n else self.n
+        if colon >= self.n or cue.start != colon + 1:
+            return False
+        if self.not_name[colon] != self.not_name[mention.end]:
+            return False
+        return self.not_punct[self.n] == self.not_punct[cue.end]
 
 
-def _in_list(cue: Token, mention: Span, breakers: frozenset[str]) -> str | None:
-    """How `mention` sits in a noun list that follows `cue`.
-
-    None when no list joins them (the mention does not follow the cue, or
-    other words lie between). `_ITEM` for one noun phrase ("no focal lung
-    infiltrates") or a comma list closed by "or"/"nor"/"and" ("no A, B, or
-    C"). In a comma list without one: `_CUT` when the mention's own item
-    holds a breaker word ("no A, mild B"), else `_OPEN` ("no A, B").
-    """
-    doc = mention.doc
-    if cue.i >= mention.start:
-        return None
-    between = doc[cue.i + 1 : mention.start]
-    # other mentions are list items whatever their tag ("infiltrates" is often
-    # tagged as a verb)
-    in_mentions = {i for sp in doc.spans.get(MENTIONS_KEY, []) for i in range(sp.start, sp.end)}
-
-    def is_item(t: Token) -> bool:
-        return t.tag_ in _LIST_TAGS or t.lower_ in _LIST_WORDS or t.i in in_mentions
-
-    if not all(is_item(t) for t in between):
-        return None
-    commas = [t.i for t in between if t.text == ","]
-    if not commas:
-        return _ITEM  # one noun phrase: "no focal lung infiltrates"
-    end = mention.end
-    while end < len(doc) and is_item(doc[end]):
-        end += 1
-    closers = {t.lower_ for t in doc[cue.i + 1 : end]} & _LIST_CLOSERS
-    if closers - {"and"}:
-        return _ITEM  # "no A, B, or large C": "or"/"nor" carry the negation to every item
-    # "no A, mild B and C": from the first item after a comma that carries a
-    # severity or course word on, the items are findings of their own
-    later = doc[commas[0] + 1 : mention.end]
-    if any(t.lower_ in breakers for t in later):
-        return _CUT
-    return _ITEM if closers else _OPEN
+def _prefix(flags: Iterable[bool]) -> list[int]:
+    """Prefix counts of `flags`: out[i] = how many of the first i are true."""
+    out = [0]
+    for f in flags:
+        out.append(out[-1] + f)
+    return out
 
 
 def register() -> None:
