@@ -54,6 +54,13 @@ def test_control_characters_in_paths_are_422(
     assert field in detail and "control character" in detail
 
 
+def test_control_characters_in_dicomweb_study_uids_are_422(client: TestClient) -> None:
+    body = {"dicomweb": {"study": ["1.2.3\x00.4"]}}
+    response = client.post("/v1/batches", json=body)
+    assert response.status_code == 422, response.text
+    assert "study" in response.text
+
+
 def test_control_characters_in_zip_member_names_are_422(client: TestClient) -> None:
     # (zipfile cuts a name at NUL when reading, so NUL cannot reach the checks.)
     data = _zip([("ward\x01/a\x1b.dcm", dx_bytes()), ("b.dcm", dx_bytes())])
