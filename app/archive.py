@@ -1,11 +1,12 @@
 """Safe zip extraction for uploaded PACS exports.
 
 Refused before anything is written: absolute names, drive letters, `..` parts,
-symbolic links, too many members, a declared total beyond the cap, members
-compressed more than `max_ratio` times, and archives that as a whole expand more
-than `max_ratio` times (zip bombs reach ratios of 1000+; DICOM pixel data rarely
-compresses beyond 10:1). During extraction bytes are counted as they are written,
-since the sizes in a zip's directory can lie.
+control characters in names, two members with one name, symbolic links, too many
+members, a declared total beyond the cap, members compressed more than `max_ratio`
+times, and archives that as a whole expand more than `max_ratio` times (zip bombs
+reach ratios of 1000+; DICOM pixel data rarely compresses beyond 10:1). During
+extraction bytes are counted as they are written, since the sizes in a zip's
+directory can lie.
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ def zip_limits(settings: Settings) -> ZipLimits:
 
 
 def _safe_name(name: str) -> PurePosixPath:
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise UnsafeArchiveError(
+            f"zip member {name!r} has a control character in its name; refusing the archive"
+        )
     cleaned = name.replace("\\", "/")
     path = PurePosixPath(cleaned)
     if cleaned.startswith("/") or (len(cleaned) > 1 and cleaned[1] == ":"):
@@ -62,11 +67,12 @@ _AGGREGATE_RATIO_FLOOR = 16 << 20
 def check_zip(path: Path, limits: ZipLimits) -> int:
     """Validate an archive's directory without extracting it.
 
-    Checks, in order: the member count; each member's name (no absolute paths, no `..`)
-    and type (no symbolic links); each member's compression ratio; the total
-    uncompressed size; and the archive-wide ratio (total uncompressed size over the
-    archive's size). The last one catches bombs made of many members each under the
-    per-member threshold (issue 7 item 6: 512 members of 1 MiB zeros in 578 KB).
+    Checks, in order: the member count; each member's name (no absolute paths, no `..`,
+    no control characters, no two members with the same name) and type (no symbolic
+    links); each member's compression ratio; the total uncompressed size; and the
+    archive-wide ratio (total uncompressed size over the archive's size). The last one
+    catches bombs made of many members each under the per-member threshold (issue 7
+    item 6: 512 members of 1 MiB zeros in 578 KB).
 
     Returns:
         The declared uncompressed size in bytes.
@@ -86,8 +92,16 @@ def check_zip(path: Path, limits: ZipLimits) -> int:
             f"zip has {len(infos)} members; the limit is {limits.max_members} (CXR_ZIP_MAX_MEMBERS)"
         )
     total = 0
+    seen: set[PurePosixPath] = set()
     for info in infos:
-        _safe_name(info.filename)
+        name = _safe_name(info.filename)
+        if name in seen and not info.is_dir():
+            # Extracting both would keep only the last: a file lost without a word.
+            raise UnsafeArchiveError(
+                f"zip has two members named {info.filename!r}; refusing the archive "
+                "(each file must have its own name)"
+            )
+        seen.add(name)
         mode = info.external_attr >> 16
         if stat.S_ISLNK(mode):
             raise UnsafeArchiveError(f"zip member {info.filename!r} is a symbolic link; refusing")

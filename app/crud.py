@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ __all__ = [
     "delete_batch_job",
     "get_batch_job",
     "get_or_create_study",
+    "storable",
     "get_prediction",
     "iter_batch_items",
     "job_counts_by_state",
@@ -70,6 +72,8 @@ def get_or_create_study(
     session: Session, study_instance_uid: str, accession_number: str | None = None
 ) -> Study:
     """The study with this UID, created if new (flushed, not committed)."""
+    study_instance_uid = storable(study_instance_uid)
+    accession_number = storable(accession_number)
     study = session.scalar(select(Study).where(Study.study_instance_uid == study_instance_uid))
     if study is None:
         study = Study(study_instance_uid=study_instance_uid, accession_number=accession_number)
@@ -148,6 +152,24 @@ def get_prediction(session: Session, prediction_id: str) -> Prediction | None:
 # reached the database through its evidence sentence).
 _MENTION_TEXT_KEYS = frozenset({"text", "sentence"})
 
+# PostgreSQL text and JSONB refuse NUL and unpaired surrogates (a non-UTF-8 file name
+# decoded with surrogateescape); SQLite's driver refuses surrogates too.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable(value: Any) -> Any:
+    """`value` with every character a database refuses replaced by U+FFFD, one for one.
+
+    Works through dicts and lists (JSON columns); offsets into stored strings stay valid.
+    """
+    if isinstance(value, str):
+        return _UNSTORABLE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable(v) for v in value]
+    return value
+
 
 def create_label_results(
     session: Session,
@@ -173,12 +195,12 @@ def create_label_results(
             continue
         study = get_or_create_study(session, study_uid) if study_uid else None
         report = Report(
-            external_id=(labels.id or None) and str(labels.id)[:128],
+            external_id=storable((labels.id or None) and str(labels.id)[:128]),
             study=study,
             text_sha256=text_sha256,
             source=source,
         )
-        data = labels.to_dict()
+        data = storable(labels.to_dict())
         row = LabelResult(
             report=report,
             labeler_version=labeler_version,
@@ -252,7 +274,7 @@ def set_job_state(session: Session, job_id: str, state: str, *, error: str | Non
 
 def _clip(value: str | None, size: int = 64) -> str | None:
     # Header values go into 64-character columns; a malformed header may hold more.
-    return value[:size] if value else value
+    return storable(value[:size]) if value else value
 
 
 def add_batch_items(
@@ -280,12 +302,12 @@ def add_batch_items(
         chunk.append(
             BatchItem(
                 job_id=job_id,
-                path=item.key,
+                path=storable(item.key),
                 kind=item.kind,
                 state="pending",
                 study_instance_uid=_clip(item.study_instance_uid),
                 accession_number=_clip(item.accession_number),
-                scan_note=item.note,
+                scan_note=storable(item.note),
             )
         )
         count += 1
@@ -328,7 +350,9 @@ def mark_in_flight(session: Session, job_id: str, paths: Sequence[str]) -> None:
     if not paths:
         return
     stmt = select(BatchItem).where(
-        BatchItem.job_id == job_id, BatchItem.path.in_(paths), BatchItem.state == "pending"
+        BatchItem.job_id == job_id,
+        BatchItem.path.in_([storable(p) for p in paths]),
+        BatchItem.state == "pending",
     )
     attempts = in_flight_attempts(session, job_id)
     for item in session.scalars(stmt):
@@ -344,7 +368,7 @@ def clear_in_flight(session: Session, job_id: str, paths: Sequence[str]) -> None
         update(BatchItem)
         .where(
             BatchItem.job_id == job_id,
-            BatchItem.path.in_(paths),
+            BatchItem.path.in_([storable(p) for p in paths]),
             BatchItem.state == "pending",
         )
         .values(error=None)
@@ -384,10 +408,15 @@ def complete_items(session: Session, job_id: str, outcomes: Iterable[ItemOutcome
             update(BatchItem)
             .where(
                 BatchItem.job_id == job_id,
-                BatchItem.path == outcome.path,
+                BatchItem.path == storable(outcome.path),
                 BatchItem.state == "pending",
             )
-            .values(state=outcome.state, result=outcome.result, error=outcome.error, updated_at=now)
+            .values(
+                state=outcome.state,
+                result=storable(outcome.result),
+                error=storable(outcome.error),
+                updated_at=now,
+            )
         )
         changed += int(getattr(result, "rowcount", 0) or 0)
     session.commit()

@@ -269,6 +269,21 @@ class PredictionRead(BaseModel):
 _UID = r"^[0-9]+(\.[0-9]+)*$"
 
 
+def _plain_path(value: str | None) -> str | None:
+    """Refuse a client path with a control character (NUL makes the OS call fail)."""
+    if value is not None:
+        bad = next((i for i, c in enumerate(value) if ord(c) < 32 or ord(c) == 127), None)
+        if bad is not None:
+            raise ValueError(
+                f"control character U+{ord(value[bad]):04X} at position {bad}: "
+                "paths must be printable text"
+            )
+    return value
+
+
+PlainPath = Annotated[str, AfterValidator(_plain_path)]
+
+
 class DicomwebBatchSource(BaseModel):
     """Which studies of the configured DICOMweb server (CXR_DICOMWEB_URL) a job pulls."""
 
@@ -299,12 +314,12 @@ class BatchCreate(BaseModel):
         },
     )
 
-    path: str | None = Field(
+    path: PlainPath | None = Field(
         default=None,
         min_length=1,
         description="Export folder: relative to a batch root, or absolute inside one.",
     )
-    reports: str | None = Field(
+    reports: PlainPath | None = Field(
         default=None, description="Reports CSV (accession number or StudyInstanceUID + text)."
     )
     dicomweb: DicomwebBatchSource | None = Field(

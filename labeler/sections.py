@@ -113,14 +113,33 @@ def labelled_spans(text: str, sections: SectionSet, *, use_sections: bool = True
 # A sentence ends at . ! ? followed by whitespace (not "1.5 cm"), at a
 # semicolon (a clause boundary: "no effusion; mild atelectasis"), at a blank
 # line, and where a list item starts. Typed reports also drop the space after
-# a period ("effusion.No", "effusion.2.No pneumothorax"; issue 8).
+# a period ("effusion.No", "effusion.2.No pneumothorax"; issue 8), before a
+# list marker ("edema.b)Small", "resolved.2-The") or glue an item's number to
+# the last word of the item before ("Small effusion2.No pneumothorax").
+_BULLETS = "*\u2022\u00b7\u2023\u25e6\u25aa\u25cf"
 _MARKER = (
-    r"(?:[-\u2010-\u2015*\u2022\u00b7\u2023\u25e6\u25aa\u25cf>]+"  # bullets and dashes
+    rf"(?:[-\u2010-\u2015{_BULLETS}>]+"  # bullets and dashes
     r"|\(?\d{1,2}[.):](?!\d)|\(\d{1,2}\)|#\d{1,2}[.):]?"  # 1.  2)  (3)  3:  #4
     r"|\(?[a-hA-H][.)](?![A-Za-z]\.)|\(?(?:i{1,3}|iv|vi{0,3}|ix|I{1,3}|IV|VI{0,3}|IX)[.)]"
-    r"|\d{1,2}[ \t]*[-\u2013\u2014][ \t])"  # 1 - item
+    r"|\d{1,2}[ \t]*[-\u2013\u2014][ \t]|\d{1,2}-(?=[A-Za-z]))"  # 1 - item, 1-item
 )
+# A list marker glued to the sentence end before it, followed by its text.
+# Letter markers need a word (2+ letters) before the period: "e.g." and
+# "i.e." are not lists. Numbers must not go on with a digit ("4.5", "1.2-cm").
+_GLUED_MARKER = (
+    r"(?:\(?\d{1,2}[.):-]|\(\d{1,2}\)|\([a-hA-H]\)"
+    rf"|(?<=[A-Za-z]{{2}}[.!?;:])[a-hA-H][.)]|[-\u2013\u2014{_BULLETS}])"
+    r"(?=[ \t]*[A-Za-z(])"
+)
+# Words that start a new item after a glued dash ("no pneumothorax-the heart is
+# enlarged"); any other word makes a hyphenated word ("right-sided").
+_DASH_STARTERS = r"(?i:the|there|no|mild|moderate|small|large|heart|lungs?)\b"
+# what follows the dash of a template field ("Edema - none.", "Heart- normal")
+_NOT_ANSWER = r"(?!(?i:none|normal|negative|absent|present|clear|unremarkable)\b)"
 _SENT_END = re.compile(
+    # Every alternative starts at one of these characters: one test per
+    # character of plain text before trying them (speed, issue 8).
+    rf"(?=[.!?;:\n \t\d(\-\u2013\u2014{_BULLETS}])(?:"
     # ("Pneumothorax? No." is one template field: question and answer)
     r"(?:[.!]+|\?+(?![ \t]*(?i:no|yes|none|negative)\b))(?=\s|$)"
     r"|;"
@@ -128,9 +147,23 @@ _SENT_END = re.compile(
     # a line that starts a list item or a "Field:" template line
     rf"|\n(?=[ \t]*(?:{_MARKER}|[A-Za-z][A-Za-z /&-]{{0,30}}:))"
     # no space after the period: "effusion.No", "effusion.no pneumothorax", "effusion.2.No"
-    r"|(?<=[A-Za-z)\]])\.(?=[A-Z]|\(?\d{1,2}[.)]\D)|(?<=[a-z]{2})\.(?=[a-z]{2})"
+    rf"|[.!?](?<=[A-Za-z)\]][.!?])(?=[A-Z]|{_GLUED_MARKER})|\.(?<=[a-z]{{2}}\.)(?=[a-z]{{2}})"
+    # a list marker right after a colon: "Heart:1.Normal", "Lungs:\u2022 clear"
+    # (not a dash: "Heart:- normal" is a field and its answer)
+    rf"|(?<=[A-Za-z]:)(?=[ \t]*(?:\(?\d{{1,2}}[.)]|\([a-hA-H]\)|[{_BULLETS}])[ \t]*[A-Za-z])"
     # an inline numbered item: "small effusion (2) no pneumothorax", "effusion 2) no"
     r"|[ \t](?=\(\d{1,2}\)[ \t]*[A-Za-z]|\d{1,2}[.)][ \t]*[A-Za-z]|#\d{1,2}[.):]?[ \t]*[A-Za-z])"
+    # an item number glued to the last word of the item before: "effusion2.No",
+    # "effusion(b)No" ("effusionb." cannot be told from a word)
+    r"|(?=(?:\d{1,2}[.):-]|\(\d{1,2}\)|\([a-hA-H]\))[ \t]*[A-Za-z])(?<=[A-Za-z]{3})"
+    # a bullet anywhere ("no pneumothorax \u2022 mild cardiomegaly"; not MIMIC's "[**")
+    rf"|(?=[{_BULLETS[1:]}]|(?<![\[*])\*(?![*\]]))"
+    # a spaced dash ("no pneumothorax - mild cardiomegaly"), not a template
+    # answer ("Edema - none.") nor "1 - item", and a dash glued before a new
+    # item's first word ("resolved- The heart", "resolved-the heart")
+    rf"|(?<![\d \t])[ \t]+(?=[-\u2013\u2014][ \t]+{_NOT_ANSWER}[A-Za-z(])"
+    rf"|(?=-[ \t]+{_NOT_ANSWER}[A-Za-z(]|-{_DASH_STARTERS})(?<=[A-Za-z]{{3}})(?<!non)"
+    r")"
 )
 _LEADING_MARKER = re.compile(rf"(?:{_MARKER}[ \t]*)+")
 _LINE_BREAK = re.compile(r"[ \t]*\n[ \t]*(?=([A-Za-z]+))")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import codecs
 import csv
+import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,20 +42,41 @@ class ReportIndex:
         return None
 
 
-def load_reports_csv(path: Path) -> ReportIndex:
+def _decode(data: bytes, name: str) -> str:
+    """The CSV's text; a byte that is not UTF-8 is named with its offset in the file."""
+    start = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    try:
+        return data[start:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        offset = start + exc.start
+        raise BatchInputError(
+            f"{name}: not a UTF-8 CSV file: byte 0x{data[offset]:02x} at offset {offset} "
+            f"({exc.reason}); save it as UTF-8"
+        ) from None
+
+
+def load_reports_csv(path: Path, *, name: str | None = None) -> ReportIndex:
     """Read a reports CSV keyed by accession number and/or StudyInstanceUID.
 
     Recognized headers (case, spaces and underscores ignored): `AccessionNumber`
     (or `accession`), `StudyInstanceUID`, and the text as `report`/`text`, or
     `findings` + `impression` (joined as "FINDINGS: ...\\nIMPRESSION: ...").
 
+    Args:
+        path: the CSV file.
+        name: how messages name it (default: `path`; the service gives the client's name,
+            never a server storage path).
+
     Raises:
-        BatchInputError: unreadable file, or no key column or no text column.
+        BatchInputError: unreadable file, not UTF-8 (with the byte offset), or no key
+            column or no text column (with the columns found).
     """
     csv.field_size_limit(16 * 2**20)  # long reports exceed the 128 KiB default
     index = ReportIndex()
+    label = str(path) if name is None else name
     try:
-        with Path(path).open(newline="", encoding="utf-8-sig") as f:
+        text_data = _decode(Path(path).read_bytes(), label)
+        with io.StringIO(text_data, newline="") as f:
             reader = csv.DictReader(f)
             headers = {_norm(h): h for h in (reader.fieldnames or [])}
             acc = next((headers[c] for c in _ACCESSION_COLS if c in headers), None)
@@ -62,12 +85,12 @@ def load_reports_csv(path: Path) -> ReportIndex:
             findings, impression = headers.get("findings"), headers.get("impression")
             if acc is None and study is None:
                 raise BatchInputError(
-                    f"{path}: no AccessionNumber or StudyInstanceUID column "
+                    f"{label}: no AccessionNumber or StudyInstanceUID column "
                     f"(found: {', '.join(reader.fieldnames or []) or 'no header'})"
                 )
             if text is None and findings is None and impression is None:
                 raise BatchInputError(
-                    f"{path}: no report text column; expected 'report' (or 'text'), "
+                    f"{label}: no report text column; expected 'report' (or 'text'), "
                     "or 'findings'/'impression'"
                 )
             for row in reader:
@@ -85,7 +108,7 @@ def load_reports_csv(path: Path) -> ReportIndex:
                 if study is not None and (row.get(study) or "").strip():
                     index.by_study[(row[study] or "").strip()] = body
     except OSError as exc:
-        raise BatchInputError(f"{path}: cannot read reports CSV ({exc.strerror or exc})") from None
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise BatchInputError(f"{path}: not a UTF-8 CSV file ({exc})") from None
+        raise BatchInputError(f"{label}: cannot read reports CSV ({exc.strerror or exc})") from None
+    except csv.Error as exc:
+        raise BatchInputError(f"{label}: not a readable CSV file ({exc})") from None
     return index

@@ -18,7 +18,8 @@ class FolderSource(Source):
 
     Keys are paths relative to the folder, with "/" separators. Symbolic links are not
     followed out of the export: a linked file whose target lies outside `root` is
-    `invalid`, linked folders are not entered.
+    `invalid`, linked folders are not entered (each is recorded as skipped: "symbolic
+    link: not followed").
 
     Args:
         root: the export folder.
@@ -46,6 +47,13 @@ class FolderSource(Source):
         skip = {p.resolve() for p in self.exclude}
         for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
             dirnames.sort()
+            for dirname in [d for d in dirnames if (Path(dirpath) / d).is_symlink()]:
+                # os.walk lists a linked folder but never enters it: say so, never follow.
+                link = Path(dirpath) / dirname
+                dirnames.remove(dirname)
+                yield SourceItem(
+                    link.relative_to(root).as_posix(), "ignored", note="symbolic link: not followed"
+                )
             for filename in sorted(filenames):
                 full = Path(dirpath) / filename
                 key = full.relative_to(root).as_posix()

@@ -65,17 +65,22 @@ def resolve_in_roots(raw: str, roots: list[Path], *, want_dir: bool) -> Path:
             "server-side batch paths are disabled: set CXR_BATCH_ROOTS to the folders the "
             "service may read, or upload a zip instead"
         )
+    if any(ord(c) < 32 or ord(c) == 127 for c in raw):
+        raise BadBatchRequest(f"{raw!r}: a path must not contain control characters")
     real_roots = [r.resolve() for r in roots]
     candidate = Path(raw)
     tries = [candidate] if candidate.is_absolute() else [r / candidate for r in real_roots]
     inside = False
     for path in tries:
-        resolved = path.resolve()
-        if not any(resolved == r or r in resolved.parents for r in real_roots):
-            continue
-        inside = True
-        if (resolved.is_dir() if want_dir else resolved.is_file()) and resolved.exists():
-            return resolved
+        try:
+            resolved = path.resolve()
+            if not any(resolved == r or r in resolved.parents for r in real_roots):
+                continue
+            inside = True
+            if (resolved.is_dir() if want_dir else resolved.is_file()) and resolved.exists():
+                return resolved
+        except (OSError, ValueError) as exc:  # a name too long, a surrogate: no such path
+            raise BadBatchRequest(f"{raw!r}: not a usable path ({type(exc).__name__})") from None
     if not inside:
         raise BatchSourceError(f"{raw!r} is outside the configured batch roots (CXR_BATCH_ROOTS)")
     kind = "folder" if want_dir else "file"
@@ -108,6 +113,23 @@ def batch_read(job: BatchJob, counts: dict[str, int], state: AppState) -> BatchR
             "csv": f"/v1/batches/{job.id}/results?format=csv",
         },
     )
+
+
+def _client_name(filename: str | None) -> str:
+    """An uploaded file's name for messages: printable, never empty."""
+    cleaned = "".join(c if c.isprintable() else "?" for c in (filename or ""))[:200]
+    return cleaned or "reports"
+
+
+def _check_reports_csv(path: Path, name: str) -> None:
+    """Refuse at submission a reports CSV the job could not read (encoding, columns)."""
+    from app.batch.interfaces import BatchInputError
+    from app.batch.reports import load_reports_csv
+
+    try:
+        load_reports_csv(path, name=name)
+    except BatchInputError as exc:
+        raise BadBatchRequest(str(exc)) from None
 
 
 def _save_upload(state: AppState, upload: UploadFile, suffix: str) -> Path:
@@ -149,7 +171,11 @@ _OPENAPI_BODY: dict[str, Any] = {
         404: {"model": ErrorRead, "description": "No such folder or file inside the roots."},
         415: {"model": ErrorRead, "description": "Neither JSON nor multipart."},
         413: {"model": ErrorRead, "description": "Zip over CXR_MAX_BATCH_UPLOAD_MB."},
-        422: {"model": ErrorRead, "description": "Unsafe zip (traversal, links, bomb)."},
+        422: {
+            "model": ErrorRead,
+            "description": "Unsafe zip (traversal, links, bomb, duplicate names), a path "
+            "with control characters, or a reports CSV that is not UTF-8 or has no key column.",
+        },
         503: {
             "model": ErrorRead,
             "description": "`dicomweb` without CXR_DICOMWEB_URL, or `push` without a model.",
@@ -186,6 +212,8 @@ async def create_batch(request: Request, response: Response, state: StateDep) ->
             if body.reports
             else None
         )
+        if reports is not None and body.reports is not None:
+            await run_in_threadpool(_check_reports_csv, reports, body.reports)
         if body.dicomweb is not None:
             if state.dicomweb is None:
                 raise DicomwebNotConfigured(
@@ -219,6 +247,15 @@ async def create_batch(request: Request, response: Response, state: StateDep) ->
                 if isinstance(reports_upload, UploadFile)
                 else None
             )
+            if reports is not None and isinstance(reports_upload, UploadFile):
+                try:
+                    await run_in_threadpool(
+                        _check_reports_csv, reports, _client_name(reports_upload.filename)
+                    )
+                except ServiceError:
+                    zip_path.unlink(missing_ok=True)
+                    reports.unlink(missing_ok=True)
+                    raise
         finally:
             await form.close()
         # The job owns its copy of the zip (deleted once extracted).

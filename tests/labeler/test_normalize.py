@@ -160,3 +160,96 @@ def test_normalize_report_formats_label_right(
     for m in result.mentions:
         assert text[m.start : m.end] == m.text
         assert m.text in m.sentence
+
+
+# --- list markers in every common form, joined in every common way ---------------------------
+# Each report is three items; every label of every item must come out right, whatever the marker,
+# the join between items, the space after the marker and the case.
+
+_ITEMS: list[tuple[str, dict[str, str]]] = [
+    ("Pneumothorax has resolved", {"Pneumothorax": "negative"}),
+    ("The heart is enlarged", {"Cardiomegaly": "positive"}),
+    ("Small left pleural effusion", {"Effusion": "positive"}),
+    ("No pneumothorax", {"Pneumothorax": "negative"}),
+    ("Mild pulmonary edema", {"Edema": "positive"}),
+    ("Moderate cardiomegaly", {"Cardiomegaly": "positive"}),
+    ("No focal consolidation", {"Consolidation": "negative"}),
+]
+# three items per report: a negative next to positives, in both orders
+_REPORTS = [(0, 1, 2), (2, 3, 1), (4, 2, 3), (3, 5, 4), (6, 2, 5)]
+_MARKERS: list[Callable[[int], str]] = [
+    lambda i: f"{i}.",
+    lambda i: f"{i})",
+    lambda i: f"({i})",
+    lambda i: f"{i}-",
+    lambda i: f"{i}:",
+    lambda i: f"{'abc'[i - 1]}.",
+    lambda i: f"{'abc'[i - 1]})",
+    lambda i: f"({'abc'[i - 1]})",
+    lambda i: "-",
+    lambda i: "\u2022",
+    lambda i: "*",
+]
+_LETTER_MARKERS = {5, 6}  # "b." / "b)" glued to a word ("effusionb.") cannot be told apart
+_JOINS = ["newline", "space", "no space", "no period"]
+_CASES: list[Callable[[str], str]] = [str.upper, str.lower, lambda s: s]
+
+
+def _variant(items: tuple[int, ...], marker: int, join: str, gap: str, case: int) -> str:
+    parts = []
+    for n, item in enumerate(items, start=1):
+        text = _ITEMS[item][0] + ("" if join == "no period" else ".")
+        parts.append(_MARKERS[marker](n) + gap + text)
+    sep = {"newline": "\n", "space": " ", "no space": "", "no period": ""}[join]
+    return _CASES[case](sep.join(parts))
+
+
+def _expected(items: tuple[int, ...]) -> dict[str, str]:
+    want: dict[str, str] = {}
+    for item in items:
+        for label, value in _ITEMS[item][1].items():
+            if want.get(label) != "positive":  # positive beats negative
+                want[label] = value
+    return want
+
+
+_VARIANTS = [
+    (_variant(items, marker, join, gap, case), _expected(items))
+    for items in _REPORTS
+    for marker in range(len(_MARKERS))
+    for join in _JOINS
+    for gap in ("", " ")
+    for case in range(len(_CASES))
+    if not (join == "no period" and marker in _LETTER_MARKERS)
+]
+
+
+def test_normalize_list_markers_in_every_form_and_join(
+    label: Callable[[str], ReportLabels],
+) -> None:
+    wrong = []
+    for text, want in _VARIANTS:
+        result = label(text)
+        if _found(result) != want:
+            wrong.append((text, _found(result)))
+        for m in result.mentions:
+            assert text[m.start : m.end] == m.text
+    assert not wrong, f"{len(wrong)} of {len(_VARIANTS)} variants wrong: {wrong[:5]}"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "A 4.5 cm nodule.",
+        "A 1.2-cm nodule.",
+        "Fracture at T4 and C5-6.",
+        "Nodules x 2 since 12/3/2020.",
+        "Unchanged since 2.3.2020 study.",
+        "Old fracture of the right 2nd rib.",
+        "Patient is s/p CABG.",
+        "Right-sided effusion is re-demonstrated.",
+        "Heart size is mildly-to-moderately enlarged.",
+    ],
+)
+def test_normalize_numbers_dates_and_hyphens_are_not_list_markers(text: str) -> None:
+    assert _sentences(text) == [text]
