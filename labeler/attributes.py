@@ -239,7 +239,11 @@ class AttributeFinder:
         return any(w in self.trigger_words or w[:1].isdigit() for w in words)
 
     def find(
-        self, doc: Doc, mentions: Sequence[Span], words: Sequence[str] | None = None
+        self,
+        doc: Doc,
+        mentions: Sequence[Span],
+        words: Sequence[str] | None = None,
+        text: str | None = None,
     ) -> list[tuple[dict[str, Any], tuple[AttributeEvidence, ...]]]:
         """Attributes of each mention of `doc` (offsets relative to `doc.text`).
 
@@ -247,6 +251,8 @@ class AttributeFinder:
             doc: a sentence; parsed or only tokenized.
             mentions: its mention spans, in text order.
             words: the lower-cased words of `doc`, when the caller has them.
+            text: `doc.text`, when the caller has it (spaCy rebuilds it from the
+                tokens on every access, the slowest step here).
 
         Returns:
             Per mention, in order: the attribute values (keys with no value
@@ -256,7 +262,9 @@ class AttributeFinder:
             return []
         if words is None:
             words = [t.lower_ for t in doc]
-        found = self._terms_in(doc) if self.may_apply(words) else []
+        found = (
+            self._terms_in(doc, doc.text if text is None else text) if self.may_apply(words) else []
+        )
         if not found:
             return [_values([], self.rules.severity_order, self._plural(m)) for m in mentions]
         parsed = doc.has_annotation("DEP")
@@ -399,11 +407,10 @@ class AttributeFinder:
             covered.update(range(span.start, span.end))
         return covered
 
-    def _terms_in(self, doc: Doc) -> list[tuple[Span, AttributeEvidence]]:
+    def _terms_in(self, doc: Doc, text: str) -> list[tuple[Span, AttributeEvidence]]:
         """Term and size matches: (token span, evidence), sizes winning over counts."""
         out: list[tuple[Span, AttributeEvidence]] = []
         size_tokens: set[int] = set()
-        text = doc.text  # built from the tokens on every access: once per doc
         for m in self.rules.size_pattern.finditer(text):
             span = doc.char_span(m.start(), m.end(), alignment_mode="expand")
             if span is None:

@@ -320,7 +320,9 @@ class _Engine:
             doc.spans[MENTIONS_KEY] = spans
             negex = self._negex(doc)
             words = [t.lower_ for t in doc]
-            attrs = [] if self.rules.may_apply(words) else self.attributes.find(doc, spans, words)
+            attrs = (
+                [] if self.rules.may_apply(words) else self.attributes.find(doc, spans, words, sent)
+            )
             if not attrs or any(conflicting(ev) for _, ev in attrs):
                 # a cue word may negate or hedge, or the attributes need the tree
                 to_parse[sent] = (doc, negex, stated)
@@ -379,7 +381,7 @@ class _Engine:
         for (sent, (_, negex, stated)), doc in zip(to_parse.items(), docs, strict=True):
             cues = self.rules.cues(doc)
             spans = list(doc.spans[MENTIONS_KEY])
-            attrs = self.attributes.find(doc, spans)
+            attrs = self.attributes.find(doc, spans, text=sent)
             out[sent] = stated + tuple(
                 _Found(
                     sp.label_,
