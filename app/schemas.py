@@ -99,7 +99,7 @@ class ReportBatchCreate(BaseModel):
                     ]
                 }
             ]
-        }
+        },
     )
 
     reports: list[ReportCreate] = Field(min_length=1)

@@ -180,9 +180,9 @@ class DependencyRules:
         if cues is None:
             cues = self.cues(mention.doc)
         if isinstance(cues, _DocCues):
-            if cues.index is None:
-                cues.index = _ListIndex(mention.doc, self.rule_set.list_breakers)
-            index = cues.index
+            if cues.list_index is None:
+                cues.list_index = _ListIndex(mention.doc, self.rule_set.list_breakers)
+            index = cues.list_index
         else:
             index = _ListIndex(mention.doc, self.rule_set.list_breakers)
         root = mention.root
@@ -286,7 +286,7 @@ def _is_verb_left(tok: Token) -> bool:
 class _DocCues(list[list[Span]]):
     """Cue matches per rule, plus the doc's `_ListIndex` once built."""
 
-    index: _ListIndex | None = None
+    list_index: _ListIndex | None = None
 
 
 class _ListIndex:

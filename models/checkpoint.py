@@ -135,8 +135,7 @@ def model_from_card(card: ModelCard, *, weights: Literal["imagenet"] | None = No
         lse_r=card.lse_r,
         pool_on=card.pool_on,  # type: ignore[arg-type]
         # Cards without an explicit width predate the per-depth defaults: 1024 / 512 then.
-        transition_channels=card.transition_channels
-        or (1024 if card.arch == "resnet50" else 512),
+        transition_channels=card.transition_channels or (1024 if card.arch == "resnet50" else 512),
         output_stride=card.output_stride,
         body_stages=card.body_stages,
         dilated=card.dilated,

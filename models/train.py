@@ -412,6 +412,7 @@ def best_checkpoint_path(out: str | Path) -> Path:
     out = Path(out)
     return out.with_name(f"{out.stem}.best{out.suffix}")
 
+
 def train(cfg: TrainConfig) -> TrainResult:
     """Train a ChestNet as configured, writing `cfg.out` after every epoch.
 

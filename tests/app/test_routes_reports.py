@@ -76,9 +76,10 @@ def test_label_request_over_the_character_budget_is_413(
     assert single.status_code == 413
     ok = client.post("/v1/reports/label", json={"reports": reports[:2]})
     assert ok.status_code == 200
-    assert "413" in client.get("/openapi.json").json()["paths"]["/v1/reports/label"]["post"][
-        "responses"
-    ]
+    assert (
+        "413"
+        in client.get("/openapi.json").json()["paths"]["/v1/reports/label"]["post"]["responses"]
+    )
 
 
 @pytest.mark.issue(7)

@@ -374,12 +374,21 @@ def test_number_and_abbreviation_forms(
 @pytest.mark.parametrize(
     ("text", "name", "expected"),
     [
-        ("Right upper and middle lobe pneumonia.", "Pneumonia",
-         ["right middle lobe", "right upper lobe"]),
-        ("Consolidation in the left upper and lower lobes.", "Consolidation",
-         ["left lower lobe", "left upper lobe"]),
-        ("Atelectasis in the right middle/lower lobes.", "Atelectasis",
-         ["right lower lobe", "right middle lobe"]),
+        (
+            "Right upper and middle lobe pneumonia.",
+            "Pneumonia",
+            ["right middle lobe", "right upper lobe"],
+        ),
+        (
+            "Consolidation in the left upper and lower lobes.",
+            "Consolidation",
+            ["left lower lobe", "left upper lobe"],
+        ),
+        (
+            "Atelectasis in the right middle/lower lobes.",
+            "Atelectasis",
+            ["right lower lobe", "right middle lobe"],
+        ),
         ("Left upper and middle lobe atelectasis.", "Atelectasis", ["left upper lobe"]),
     ],
 )
