@@ -142,19 +142,25 @@ def test_scrub_paths_replaces_server_folders() -> None:
 
 @pytest.mark.issue(7)
 def test_error_messages_never_show_server_storage_paths(
-    make_client: Callable[..., TestClient],
+    make_client: Callable[..., TestClient], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import app.batch.runner as runner
+
+    def unreadable(path: Path, **_: Any) -> Any:
+        # the stored copy of the reports CSV vanished or went bad after submission
+        raise OSError(f"cannot read {path}: Input/output error")
+
+    monkeypatch.setattr(runner, "load_reports_csv", unreadable)
     client = make_client(model=False)
     storage = str(client.app.state.cxr.storage.root)  # type: ignore[attr-defined]
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as zf:
         zf.writestr("a/IM1.dcm", dx_bytes())
-    # A reports CSV that is not UTF-8 fails the job with a message about the stored copy.
     response = client.post(
         "/v1/batches",
         files={
             "file": ("export.zip", buffer.getvalue(), "application/zip"),
-            "reports": ("reports.csv", b"AccessionNumber,Report\nA1,caf\xe9\n", "text/csv"),
+            "reports": ("reports.csv", b"AccessionNumber,Report\nA1,cafe\n", "text/csv"),
         },
     )
     assert response.status_code == 202, response.text
