@@ -145,7 +145,13 @@ class DependencyRules:
         for i, rule in enumerate(self.rule_set.rules):
             self.matcher.add(str(i), [nlp.make_doc(c) for c in rule.cues])
         self._strings = nlp.vocab.strings
-        self._cue_wordsets = [frozenset(c.split()) for r in self.rule_set.rules for c in r.cues]
+        # (words of a cue, whether it needs a field separator): a `field` rule only
+        # fires on "Name: value", so its cues ("seen", "present", "normal") do not
+        # send every sentence that holds them to the parser
+        self._cue_wordsets = [
+            (frozenset(c.split()), r.scope == "field") for r in self.rule_set.rules for c in r.cues
+        ]
+        self._separators = frozenset(_FIELD_SEPARATORS)
 
     def may_apply(self, words: Iterable[str]) -> bool:
         """Whether any cue could match a sentence made of these lower-cased words.
@@ -153,7 +159,8 @@ class DependencyRules:
         A sentence for which this is False needs no parse: its mentions are positive.
         """
         present = set(words)
-        return any(ws <= present for ws in self._cue_wordsets)
+        field = not present.isdisjoint(self._separators)
+        return any(ws <= present and (field or not needs) for ws, needs in self._cue_wordsets)
 
     def cues(self, doc: Doc) -> list[list[Span]]:
         """Cue matches of each rule in `doc` (index = rule order). `doc` must be parsed.

@@ -222,6 +222,8 @@ class _Engine:
     attributes: AttributeFinder
     label_set: LabelSet
     statements: StatementMatcher | None
+    # the words of each NegEx negation phrase: a sentence without one needs no NegEx
+    negex_triggers: tuple[frozenset[str], ...] = ()
     # sentence text -> verdicts of its mentions; insertion order = eviction order
     cache: dict[str, tuple[_Found, ...]] = field(default_factory=dict)
 
@@ -318,8 +320,8 @@ class _Engine:
                 found[sent] = stated
                 continue
             doc.spans[MENTIONS_KEY] = spans
-            negex = self._negex(doc)
             words = [t.lower_ for t in doc]
+            negex = self._negex(doc, words)
             attrs = (
                 [] if self.rules.may_apply(words) else self.attributes.find(doc, spans, words, sent)
             )
@@ -351,10 +353,14 @@ class _Engine:
             for m in self.statements.find(doc)
         )
 
-    def _negex(self, doc: Doc) -> list[str | None]:
+    def _negex(self, doc: Doc, words: list[str]) -> list[str | None]:
         spans = list(doc.spans[MENTIONS_KEY])
         if not self.config.negex or "negex" not in self.nlp.pipe_names:
             return [None] * len(spans)
+        present = set(words)
+        if not any(ws <= present for ws in self.negex_triggers):
+            # no NegEx trigger phrase can match: it would affirm every mention
+            return ["affirmed"] * len(spans)
         # negex reads doc.sents: mark the sentence, then unmark it so the
         # parser is not constrained (the verdicts must not depend on negex).
         # Marking the first two tokens makes the whole text one sentence for
@@ -396,6 +402,15 @@ class _Engine:
                 for v in (self.rules.decide(sp, cues),)
             )
         return out
+
+
+def _negex_trigger_words(nlp: Language) -> tuple[frozenset[str], ...]:
+    """The words of each NegEx negation phrase (preceding and following), lower-cased."""
+    if "negex" not in nlp.pipe_names:
+        return ()
+    negex = nlp.get_pipe("negex")
+    phrases = [*negex.preceding_negations, *negex.following_negations]  # type: ignore[attr-defined]
+    return tuple(frozenset(t.lower_ for t in nlp.make_doc(p)) for p in phrases)
 
 
 #: rule id of a hedged concept phrase ("vascular congestion": at most uncertain Edema)
@@ -443,6 +458,7 @@ def _engine(nlp: Language, config: LabelerConfig) -> _Engine:
             finder,
             label_set,
             statements,
+            negex_triggers=_negex_trigger_words(nlp),
         )
     return per_nlp[config]
 
