@@ -35,6 +35,7 @@ __all__ = [
 #: Label given to mentions of findings outside the 14 (they only decide No Finding).
 OTHER_LABEL = "Other"
 
+_SafeLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _PATTERN_DIR = Path(__file__).resolve().parent / "patterns"
 
 Scope = Literal["cue", "head", "list", "field"]
@@ -124,7 +125,9 @@ def read_pattern_file(name: str) -> tuple[str, dict[str, Any]]:
             )
         text = ref.read_text(encoding="utf-8")
     try:
-        data = yaml.safe_load(text)
+        # libyaml's safe loader when PyYAML was built with it: the pattern files
+        # are read at every start, and the pure-Python parser is most of that time
+        data = yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         raise PatternFileError(f"pattern file {name!r} is not valid YAML: {exc}") from None
     if not isinstance(data, dict):
