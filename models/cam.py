@@ -26,6 +26,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from models.heatmaps import axis_weights
+
 __all__ = [
     "cam_to_image",
     "compute_cams",
@@ -67,17 +69,7 @@ def interpolation_matrix(n_out: int, cells: int, input_size: int) -> np.ndarray:
     Returns:
         float32 (n_out, cells) matrix whose rows sum to 1.
     """
-    stride = input_size / cells
-    p = (np.arange(n_out, dtype=np.float64) + 0.5) * input_size / n_out - 0.5
-    u = np.clip(p / stride, 0.0, cells - 1)
-    lo = np.floor(u).astype(np.int64)
-    hi = np.minimum(lo + 1, cells - 1)
-    frac = u - lo
-    w = np.zeros((n_out, cells), dtype=np.float64)
-    rows = np.arange(n_out)
-    np.add.at(w, (rows, lo), 1.0 - frac)
-    np.add.at(w, (rows, hi), frac)
-    return w.astype(np.float32)
+    return axis_weights(n_out, cells, input_size, offset=0, length=input_size)
 
 
 def upsample_cams(cams: torch.Tensor, rows: int, columns: int, input_size: int) -> torch.Tensor:
