@@ -6,6 +6,7 @@ Imported by the tests as `service_fixtures` (pytest puts tests/app on sys.path).
 from __future__ import annotations
 
 import io
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,13 @@ PATIENT_ID = "MRN-0042"
 
 
 # --- DICOM builders --------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now (for a server a test starts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def build_dataset(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,15 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from service_fixtures import chest_pixels, dx_bytes
+from service_fixtures import chest_pixels, dx_bytes, free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.issue(7)]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _get(port: int, path: str) -> Any:
@@ -63,7 +56,7 @@ def test_batch_job_counts_every_file_once_after_sigkills_mid_job(tmp_path: Path)
         CXR_BATCH_ROOTS=str(tmp_path / "roots"),
         CXR_BATCH_CHUNK_SIZE="4",
     )
-    port = _free_port()
+    port = free_port()
     proc = _start(port, env)
     request = urllib.request.Request(
         f"http://127.0.0.1:{port}/v1/batches",

@@ -7,7 +7,6 @@ import io
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ from typing import Any
 import httpx
 import pydicom
 import pytest
-from service_fixtures import CT_STORAGE, build_dataset, chest_pixels, to_bytes
+from service_fixtures import CT_STORAGE, build_dataset, chest_pixels, free_port, to_bytes
 
 from app.pacs.dicomweb import DicomwebClient
 from app.pacs.documents import build_gsps, build_sr
@@ -197,17 +196,11 @@ def test_orthanc_cxr_batch_dicomweb_errors_are_one_line(
     assert f"GET {url}/studies: HTTP 401" in err and "bad" not in err.replace("--password", "")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.slow
 def test_orthanc_pushes_by_c_store_to_cxr_listen(
     rest: httpx.Client, web: DicomwebClient, demo_checkpoint: Path, tmp_path: Path
 ) -> None:
-    port = _free_port()
+    port = free_port()
     # The same entry .ci/orthanc.sh configures, on this test's free port.
     modality = {"AET": "CXRLISTEN", "Host": "127.0.0.1", "Port": port}
     rest.put("/modalities/cxr-test", json=modality).raise_for_status()

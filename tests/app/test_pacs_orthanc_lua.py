@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -15,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from service_fixtures import CT_STORAGE, build_dataset, chest_pixels, to_bytes
+from service_fixtures import CT_STORAGE, build_dataset, chest_pixels, free_port, to_bytes
 
 from app.pacs.listener import StoreListener
 
@@ -28,12 +27,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not Path(ORTHANC).exists(), reason="Debian's orthanc not installed"),
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -54,13 +47,13 @@ def listener(tmp_path: Path, demo_predictor: Any) -> Iterator[StoreListener]:
 
 @pytest.fixture
 def orthanc(tmp_path: Path, listener: StoreListener) -> Iterator[httpx.Client]:
-    http_port = _free_port()
+    http_port = free_port()
     config = {  # the README's snippet, on loopback and free ports
         "Name": "cxr-lua-test",
         "StorageDirectory": str(tmp_path / "db"),
         "IndexDirectory": str(tmp_path / "db"),
         "HttpPort": http_port,
-        "DicomPort": _free_port(),
+        "DicomPort": free_port(),
         "DicomAet": "ORTHANC",
         "RemoteAccessAllowed": False,
         "AuthenticationEnabled": False,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from service_fixtures import free_port
 
 from app.cli import main
 from app.main import create_app
@@ -192,19 +192,12 @@ def test_api_keys_documented_form_through_http(
         assert body == {"detail": "missing X-API-Key header", "error": "Unauthorized"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.mark.slow
 def test_api_keys_documented_form_through_real_cxr_serve(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     key, env_value = _apikey_line(capsys)
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CXR_")}
     env.update(
         CXR_API_KEYS=f"{env_value},{PLAIN}",

@@ -12,7 +12,6 @@ import io
 import json
 import os
 import shutil
-import socket
 import threading
 import time
 import zipfile
@@ -32,6 +31,7 @@ from service_fixtures import (  # noqa: E402
     build_export,
     chest_pixels,
     dx_bytes,
+    free_port,
     write_reports_csv,
 )
 
@@ -61,19 +61,13 @@ REPORT = (
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class LiveServer:
     """uvicorn serving `create_app(settings)` in a thread on a free loopback port."""
 
     def __init__(self, settings: Settings) -> None:
         import uvicorn
 
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(
             create_app(settings), host="127.0.0.1", port=self.port, log_level="warning"
