@@ -65,7 +65,13 @@ def _register_train(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--body-stages", type=int, choices=[3, 4], help="3: stop after layer3")
     p.add_argument("--transition-channels", type=int)
     p.add_argument("--labels", help="chestxray14 (default), chestxray8, auto, or A,B,C")
-    p.add_argument("--epochs", type=int)
+    p.add_argument(
+        "--epochs",
+        type=int,
+        help="default: 10, or more for small data so the run has at least --min-steps "
+        "optimizer steps",
+    )
+    p.add_argument("--min-steps", type=int, help="fewest optimizer steps of a run (600)")
     p.add_argument("--batch-size", type=int, help="micro-batch per device")
     p.add_argument(
         "--accum",
@@ -113,8 +119,8 @@ def _train(args: argparse.Namespace) -> int:
         for key in (
             "data", "out", "arch", "image_size", "weights", "pooling", "lse_r", "pool_on",
             "output_stride", "body_stages",
-            "transition_channels", "labels", "epochs", "batch_size", "accum", "optimizer", "lr",
-            "warmup_fraction",
+            "transition_channels", "labels", "epochs", "min_steps", "batch_size", "accum",
+            "optimizer", "lr", "warmup_fraction",
             "loss", "max_steps", "workers", "threads", "seed", "device", "cache_images",
             "compile", "resume", "demo", "progress",
         )
@@ -162,6 +168,11 @@ def _register_evaluate(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--device", default="auto")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--workers", type=int, default=0)
+    p.add_argument(
+        "--heatmaps",
+        choices=["cam", "layercam"],
+        help="where boxes come from: the paper's CAM or LayerCAM (default: the model card's)",
+    )
     p.set_defaults(handler=_with_logging(_evaluate))
 
 
@@ -179,6 +190,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         seed=args.seed,
         progress=sys.stderr.isatty(),
         plots=Path(args.output).with_suffix("") if args.output else None,
+        heatmap_method=args.heatmaps,
     )
     sys.stdout.write(format_report(report) + "\n")
     if args.output:

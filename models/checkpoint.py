@@ -79,6 +79,12 @@ class ModelCard:
     # thresholds apply to the calibrated probabilities. Missing label: T = 1.
     temperatures: dict[str, float] = field(default_factory=dict)
     box_thresholds: list[int] = field(default_factory=lambda: list(DEFAULT_BOX_THRESHOLDS))
+    # Where heatmaps and boxes come from (models.layercam): "cam", the paper's map on the
+    # transition grid (cards written before this key), or "layercam" at body stage
+    # `heatmap_stage` (2: stride 8), what `cxr train` writes.
+    heatmap_method: str = "cam"
+    heatmap_stage: int = 2
+    heatmap_sigma: float = 0.5  # LayerCAM blur, in cells
     # New cards letterbox; cards saved before `resize_mode` existed stretch (issue 9, item 3).
     preprocessing: dict[str, Any] = field(default_factory=lambda: preprocessing_record("letterbox"))
     training_data: str = ""

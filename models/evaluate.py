@@ -23,6 +23,8 @@ import numpy as np
 from models.boxes import Box
 from models.calibration import temperature_vector
 from models.data import canonical_label
+from models.errors import ModelsError
+from models.layercam import HEATMAP_METHODS
 from models.metrics import (
     GroundTruthBox,
     classification_metrics,
@@ -170,6 +172,9 @@ def localize_dataset(
     box_thresholds: Sequence[int] = (60, 180),
     image_size: int,
     resize: str = "letterbox",
+    heatmap_method: str = "cam",
+    heatmap_stage: int = 2,
+    heatmap_sigma: float = 0.5,
 ) -> dict[tuple[str, str], list[Box]]:
     """Generate heatmap boxes for each (image, label) pair that has ground truth.
 
@@ -183,6 +188,7 @@ def localize_dataset(
 
     from models.cam import positive_evidence
     from models.heatmaps import boxes_from_cam
+    from models.layercam import layercam_maps
     from models.transforms import Geometry
 
     dev = torch.device(device)
@@ -193,21 +199,25 @@ def localize_dataset(
             wanted[g.image_index].add(g.label)
     out: dict[tuple[str, str], list[Box]] = {}
     model.eval()
-    with torch.inference_mode():
-        for i, record in enumerate(dataset.records):
-            labels = wanted.get(record.image_index)
-            if not labels:
-                continue
-            pixels, (rows, columns) = dataset.pixels(i)
-            x = dataset.transform(pixels)[None].to(dev)
-            cams = positive_evidence(model.class_activation_maps(model.forward_features(x)))
-            cams_np = cams[0].float().cpu().numpy()
-            # The same geometry (letterbox or stretch) and box path as `models.predict`.
-            geometry = Geometry.fit(rows, columns, image_size, resize)
-            for label in labels:
-                out[(record.image_index, label)] = boxes_from_cam(
-                    cams_np[col[label]], geometry, label=label, thresholds=box_thresholds
-                )
+    for i, record in enumerate(dataset.records):
+        labels = wanted.get(record.image_index)
+        if not labels:
+            continue
+        pixels, (rows, columns) = dataset.pixels(i)
+        x = dataset.transform(pixels)[None].to(dev)
+        # The same maps (the card's method), geometry and box path as `models.predict`.
+        if heatmap_method == "layercam":
+            chosen = [[col[name] for name in labels]]
+            maps = layercam_maps(model, x, chosen, stage=heatmap_stage, sigma=heatmap_sigma)[0]
+        else:
+            with torch.inference_mode():
+                cams = positive_evidence(model.class_activation_maps(model.forward_features(x)))
+            maps = dict(enumerate(cams[0].float().cpu().numpy()))
+        geometry = Geometry.fit(rows, columns, image_size, resize)
+        for label in labels:
+            out[(record.image_index, label)] = boxes_from_cam(
+                maps[col[label]], geometry, label=label, thresholds=box_thresholds
+            )
     return out
 
 
@@ -223,6 +233,7 @@ def evaluate_checkpoint(
     seed: int = 0,
     progress: bool = False,
     plots: str | os.PathLike[str] | None = None,
+    heatmap_method: str | None = None,
 ) -> dict[str, Any]:
     """Evaluate a checkpoint on a dataset split: `cxr evaluate` and the benchmarks use this.
 
@@ -236,6 +247,7 @@ def evaluate_checkpoint(
         seed: split seed (must match the training seed).
         plots: if given, a path prefix: writes `<prefix>.roc.png` (ROC curve per label) and
             `<prefix>.reliability.png` (reliability diagram before/after calibration).
+        heatmap_method: "cam" or "layercam" for the boxes (default: what the card says).
 
     Returns:
         {"model", "data", "split", "classification" (with "calibration": ECE before and
@@ -252,6 +264,12 @@ def evaluate_checkpoint(
     dev = resolve_device(device)
     ckpt = load_checkpoint(checkpoint, map_location=dev)
     card = ckpt.card
+    if heatmap_method is not None:
+        if heatmap_method not in HEATMAP_METHODS:
+            raise ModelsError(
+                f"heatmap method must be one of {HEATMAP_METHODS}, got {heatmap_method!r}"
+            )
+        card.heatmap_method = heatmap_method
     records = load_records(data)
     root = Path(data) if Path(data).is_dir() else None
     chosen = split_records(records, split, root=root, seed=seed)
@@ -271,7 +289,10 @@ def evaluate_checkpoint(
         "bins": 10,
     }
     report: dict[str, Any] = {
-        "model": {k: card.to_dict()[k] for k in ("name", "version", "arch", "image_size", "demo")},
+        "model": {
+            k: card.to_dict()[k]
+            for k in ("name", "version", "arch", "image_size", "demo", "heatmap_method")
+        },
         "data": str(data),
         "split": split,
         "classification": classification,
@@ -302,6 +323,9 @@ def evaluate_checkpoint(
             box_thresholds=card.box_thresholds,
             image_size=card.image_size,
             resize=resize,
+            heatmap_method=card.heatmap_method,
+            heatmap_stage=card.heatmap_stage,
+            heatmap_sigma=card.heatmap_sigma,
         )
         report["localization"] = localization_metrics(predicted, scored)
         report["localization"]["n_boxes"] = len(scored)

@@ -88,8 +88,8 @@ class ChestNet(nn.Module):
     def num_labels(self) -> int:
         return int(self.head.out_features)
 
-    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
-        """(N, 1 or 3, H, W) in [0, 1] -> transition maps (N, D, H/stride, W/stride)."""
+    def prepare_input(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, 1 or 3, H, W) in [0, 1] -> the body's input: 3 channels, ImageNet-normalised."""
         if x.shape[1] == 1:
             x = x.expand(-1, 3, -1, -1)
         x = (x - self.mean) / self.std
@@ -97,7 +97,26 @@ class ChestNet(nn.Module):
             # Normalising the expanded grey batch yields a plain NCHW tensor; conv1 runs
             # fastest (bf16 tensor cores) on channels_last.
             x = x.contiguous(memory_format=torch.channels_last)
-        return self.transition(self.body(x))  # type: ignore[no-any-return]
+        return x
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, 1 or 3, H, W) in [0, 1] -> transition maps (N, D, H/stride, W/stride)."""
+        return self.transition(self.body(self.prepare_input(x)))  # type: ignore[no-any-return]
+
+    def split_body(self, stage: int) -> tuple[nn.Module, nn.Module]:
+        """The body cut after ResNet stage `stage` (1-4): (stem..layer{stage}, the rest).
+
+        The body is conv1, bn1, relu, maxpool, layer1 .. layer3 or layer4
+        (`models.network._body`); `models.layercam` weights the first part's output.
+
+        Raises:
+            ValueError: no such stage in this body.
+        """
+        assert isinstance(self.body, nn.Sequential)
+        stages = len(self.body) - 4
+        if not 1 <= stage <= stages:
+            raise ValueError(f"heatmap stage must be in 1..{stages}, got {stage}")
+        return self.body[: 4 + stage], self.body[4 + stage :]
 
     def forward_head(self, features: torch.Tensor) -> torch.Tensor:
         """Transition maps (N, D, S, S) -> logits (N, C)."""

@@ -13,6 +13,9 @@ Defaults that learn on small and on large data (issue 9):
   - accumulation (`accum = None`) adapts to the data: aim at the paper's effective batch
     of `target_batch` (80) images, but never below `min_steps_per_epoch` optimizer steps
     per epoch (`accumulation_steps`);
+  - the run's length (`epochs = None`) adapts too: `base_epochs` (10), or more when that
+    would leave fewer than `min_steps` optimizer steps in all (`epochs_for`): a network
+    learned from scratch on a few hundred images needs hundreds of steps, not 10 epochs;
   - the learning rate (`lr = None`) depends on the optimizer and on the weights
     (`default_lr`): larger from scratch than when fine-tuning ImageNet weights;
   - a run whose best validation mean AUC stays below `near_chance_auc` ends with a loud
@@ -57,6 +60,7 @@ from models.data import (
 )
 from models.errors import ModelsError
 from models.evaluate import predict_dataset
+from models.layercam import HEATMAP_METHODS
 from models.loss import compute_loss
 from models.metrics import choose_thresholds, classification_metrics, expected_calibration_error
 from models.network import DEFAULT_BODY_STAGES, DEFAULT_TRANSITION_CHANNELS
@@ -69,6 +73,7 @@ __all__ = [
     "accumulation_steps",
     "best_checkpoint_path",
     "default_lr",
+    "epochs_for",
     "learning_rate_at",
     "load_train_config",
     "train",
@@ -103,7 +108,9 @@ class TrainConfig:
     body_stages: int | None = None  # None: 4 for resnet50, 3 (stop after layer3) for resnet18
     labels: str = "chestxray14"  # "chestxray14" | "chestxray8" | "auto" | "A,B,C"
     # optimisation
-    epochs: int = 10
+    epochs: int | None = None  # None: `epochs_for` rule (base_epochs, more for small data)
+    base_epochs: int = 10
+    min_steps: int = 600  # the epochs rule never leaves fewer optimizer steps in all
     batch_size: int = 16
     accum: int | None = None  # None: `accumulation_steps` rule
     target_batch: int = 80  # effective batch aimed at by the accumulation rule (paper: 80)
@@ -127,6 +134,8 @@ class TrainConfig:
     aug_shift: float = 0.05  # max random translation, fraction of the side
     cache_images: bool | None = None  # None: cache when the images fit in 1 GiB as uint8
     threshold_method: str = "youden"  # "youden" | "f1"
+    heatmap_method: str = "layercam"  # "layercam" (finer, aligned) | "cam" (the paper)
+    heatmap_stage: int = 2  # body stage LayerCAM weights (2: stride 8)
     training_data: str = ""  # free text for the model card
     # runtime
     device: str = "auto"
@@ -150,12 +159,13 @@ class TrainConfig:
             "schedule": (self.schedule, ("cosine", "constant")),
             "loss": (self.loss, ("weighted", "bce")),
             "threshold_method": (self.threshold_method, ("youden", "f1")),
+            "heatmap_method": (self.heatmap_method, HEATMAP_METHODS),
         }
         for key, (value, allowed) in checks.items():
             if value not in allowed:
                 raise ModelsError(f"config {key} = {value!r}; expected one of {', '.join(allowed)}")
-        for key in ("epochs", "batch_size", "accum", "image_size", "target_batch",
-                    "min_steps_per_epoch"):  # fmt: skip
+        for key in ("epochs", "base_epochs", "min_steps", "batch_size", "accum", "image_size",
+                    "target_batch", "min_steps_per_epoch"):  # fmt: skip
             value = getattr(self, key)
             if value is not None and value < 1:
                 raise ModelsError(f"config {key} must be >= 1, got {value}")
@@ -164,6 +174,14 @@ class TrainConfig:
                 raise ModelsError(f"config {key} must be in [0, 1), got {getattr(self, key)}")
         if self.lr is not None and not self.lr > 0:
             raise ModelsError(f"config lr must be > 0, got {self.lr}")
+        if (
+            not 1
+            <= self.heatmap_stage
+            <= (self.body_stages or DEFAULT_BODY_STAGES.get(self.arch, 4))
+        ):
+            raise ModelsError(
+                f"config heatmap_stage must be a body stage, got {self.heatmap_stage}"
+            )
         if self.image_size % 32:
             raise ModelsError(f"image_size must be a multiple of 32, got {self.image_size}")
         if not self.data:
@@ -253,6 +271,21 @@ def accumulation_steps(
     wanted = math.ceil(target_batch / (batch_size * world_size))
     allowed = micro_batches_per_epoch // min_steps_per_epoch
     return max(1, min(wanted, allowed))
+
+
+def epochs_for(steps_per_epoch: int, *, base_epochs: int = 10, min_steps: int = 600) -> int:
+    """Epochs to run when `epochs` is not set.
+
+    Rule: `base_epochs`, or more when that would leave fewer than `min_steps` optimizer
+    steps in all: `max(base_epochs, ceil(min_steps / steps_per_epoch))`. ChestX-ray14 (78k
+    training images, effective batch 80: ~980 steps per epoch): 10. 600 phantoms (420
+    training images, batch 16, 26 steps per epoch): 24. On those phantoms 10 epochs (260
+    steps) left the small lesions unlearned (test AUC 0.83); 24 reached 0.996.
+
+    Args:
+        steps_per_epoch: optimizer steps in one epoch (after accumulation).
+    """
+    return max(base_epochs, math.ceil(min_steps / max(1, steps_per_epoch)))
 
 
 def learning_rate_at(
@@ -503,7 +536,10 @@ def train(cfg: TrainConfig) -> TrainResult:
         min_steps_per_epoch=cfg.min_steps_per_epoch,
     )
     steps_per_epoch = math.ceil(len(loader) / accum)
-    total_steps = steps_per_epoch * cfg.epochs
+    epochs = cfg.epochs or epochs_for(
+        steps_per_epoch, base_epochs=cfg.base_epochs, min_steps=cfg.min_steps
+    )
+    total_steps = steps_per_epoch * epochs
     if cfg.max_steps is not None:
         total_steps = min(total_steps, cfg.max_steps)
     peak_lr = cfg.lr if cfg.lr is not None else default_lr(cfg.optimizer, cfg.weights)
@@ -536,6 +572,8 @@ def train(cfg: TrainConfig) -> TrainResult:
         dilated=cfg.output_stride == 16 and body_stages == 4,
         image_size=cfg.image_size,
         preprocessing=preprocessing_record(cfg.resize),
+        heatmap_method=cfg.heatmap_method,
+        heatmap_stage=cfg.heatmap_stage,
         training_data=cfg.training_data or _describe(cfg.data, train_set, val_set),
         training={
             "optimizer": cfg.optimizer,
@@ -544,7 +582,11 @@ def train(cfg: TrainConfig) -> TrainResult:
             "batch_size": cfg.batch_size,
             "accum": accum,
             "effective_batch": cfg.batch_size * accum * world,
-            "epochs": cfg.epochs,
+            "epochs": epochs,
+            "epochs_rule": None
+            if cfg.epochs
+            else f"max({cfg.base_epochs}, "
+            f"ceil({cfg.min_steps} / {steps_per_epoch} steps per epoch))",
             "steps_per_epoch": steps_per_epoch,
             "total_steps": total_steps,
             "warmup_steps": _warmup_steps(total_steps, cfg.warmup_fraction, cfg.warmup_steps),
@@ -592,17 +634,17 @@ def train(cfg: TrainConfig) -> TrainResult:
     if master:
         log.info(
             "%d training images, %d micro-batches of %d per epoch, accumulating %d "
-            "(effective batch %d): %d optimizer steps per epoch, %d in all; %s lr %.2e "
-            "(weights %s), warmup %d steps, %s decay",
+            "(effective batch %d): %d optimizer steps per epoch, %d epochs, %d steps in all; "
+            "%s lr %.2e (weights %s), warmup %d steps, %s decay",
             len(train_set), len(loader), cfg.batch_size, accum, cfg.batch_size * accum * world,
-            steps_per_epoch, total_steps, cfg.optimizer, peak_lr, cfg.weights,
+            steps_per_epoch, epochs, total_steps, cfg.optimizer, peak_lr, cfg.weights,
             card.training["warmup_steps"], cfg.schedule,
         )  # fmt: skip
 
     # --- loop ----------------------------------------------------------------------------
     metrics: dict[str, Any] = {}
     epoch = start_epoch
-    for epoch in range(start_epoch, cfg.epochs):
+    for epoch in range(start_epoch, epochs):
         if cfg.max_steps is not None and step >= cfg.max_steps:
             break
         if sampler is not None:
@@ -619,7 +661,7 @@ def train(cfg: TrainConfig) -> TrainResult:
             grad_clip=cfg.grad_clip,
             max_steps=cfg.max_steps,
             distributed=cfg.distributed,
-            progress=f"epoch {epoch + 1}/{cfg.epochs}" if cfg.progress and master else None,
+            progress=f"epoch {epoch + 1}/{epochs}" if cfg.progress and master else None,
         )
         if not master:
             continue

@@ -18,6 +18,7 @@ from models.train import (
     accumulation_steps,
     best_checkpoint_path,
     default_lr,
+    epochs_for,
     learning_rate_at,
     load_train_config,
     train,
@@ -105,6 +106,40 @@ def test_accumulation_rule_keeps_enough_steps_per_epoch() -> None:
     # Eight GPUs with 16 each already make 128 >= 80.
     assert accumulation_steps(10_000, batch_size=16, world_size=8) == 1
     assert accumulation_steps(0, batch_size=16) == 1
+
+
+@pytest.mark.issue(9)
+def test_epochs_rule_gives_small_data_enough_steps() -> None:
+    # ChestX-ray14 at the paper's batch of 80: ~980 steps per epoch, 10 epochs are plenty.
+    assert epochs_for(math.ceil(78_468 / 80)) == 10
+    # The issue's 600 phantoms: 26 steps per epoch; 10 epochs (260 steps) did not learn.
+    assert epochs_for(26) == 24 and 24 * 26 >= 600
+    # Tiny sets get the minimum number of steps, never fewer than base_epochs.
+    assert epochs_for(1) == 600
+    assert epochs_for(0) == 600
+    assert epochs_for(200, base_epochs=3, min_steps=100) == 3
+    assert epochs_for(7, base_epochs=1, min_steps=50) == 8
+
+
+@pytest.mark.slow
+@pytest.mark.issue(9)
+def test_train_without_epochs_runs_the_rules_length(phantom_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run.pt"
+    cfg = load_train_config(
+        None, data=str(phantom_dir), out=str(out), arch="resnet18", weights="none",
+        image_size=32, labels="auto", batch_size=8, workers=0, transition_channels=8,
+        progress=False, threads=1, min_steps=6, base_epochs=1,
+    )  # fmt: skip
+    assert cfg.epochs is None
+    result = train(cfg)
+    card = load_checkpoint(out).card
+    assert card.heatmap_method == "layercam" and card.heatmap_stage == 2
+    training = card.training
+    steps_per_epoch = training["steps_per_epoch"]
+    assert training["epochs"] == epochs_for(steps_per_epoch, base_epochs=1, min_steps=6)
+    assert training["epochs"] * steps_per_epoch >= 6
+    assert result.epochs_run == training["epochs"] and result.steps == training["total_steps"]
+    assert "ceil(6 /" in training["epochs_rule"]
 
 
 def test_default_lr_depends_on_weights() -> None:

@@ -1,0 +1,111 @@
+"""LayerCAM heatmaps (issue 9, item 2): aligned with what raised the score, finer than CAM,
+and what predictors and `cxr evaluate` use when the model card says so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from models.checkpoint import build_demo_checkpoint, load_checkpoint, save_checkpoint
+from models.errors import ModelsError
+from models.layercam import layercam_maps
+from models.network import build_model
+from models.pooling import lse_pool
+from models.predict import load_predictor
+
+
+class ShiftedNet(nn.Module):
+    """A network whose CAM is one cell off: the failure LayerCAM exists for.
+
+    Stage 1 averages 4x4 blocks (a bright spot lights its own cell); the "transition
+    layer" is a 3x3 convolution that reports every cell one cell down and right, as a
+    learned last-stage kernel may; the score is LSE pooling of that map.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stage1 = nn.AvgPool2d(4)
+        self.transition = nn.Conv2d(1, 1, 3, padding=1, bias=False)
+        with torch.no_grad():
+            self.transition.weight.zero_()
+            self.transition.weight[0, 0, 0, 0] = 1.0  # out(i, j) = in(i - 1, j - 1)
+
+    def prepare_input(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    def split_body(self, stage: int) -> tuple[nn.Module, nn.Module]:
+        assert stage == 1
+        return self.stage1, nn.Identity()
+
+    def forward_head(self, features: torch.Tensor) -> torch.Tensor:
+        return lse_pool(features, 10.0)
+
+
+def test_layercam_finds_the_lesion_where_the_cam_is_one_cell_off() -> None:
+    model = ShiftedNet()
+    x = torch.zeros(1, 1, 64, 64)
+    x[..., 20:24, 36:40] = 1.0  # cell (5, 9) of the 16 x 16 grid
+    with torch.no_grad():
+        cam = model.transition(model.stage1(x))[0, 0].numpy()
+    assert np.unravel_index(cam.argmax(), cam.shape) == (6, 10)  # the CAM's peak is off
+    maps = layercam_maps(model, x, [[0]], stage=1, sigma=0.0)
+    m = maps[0][0]
+    assert m.shape == (16, 16) and m.min() >= 0.0
+    assert np.unravel_index(m.argmax(), m.shape) == (5, 9)  # LayerCAM's is on the spot
+    assert m.max() > 10 * np.delete(m.ravel(), 5 * 16 + 9).max()
+
+
+def test_layercam_maps_are_finer_and_only_for_the_labels_asked() -> None:
+    torch.manual_seed(0)
+    model = build_model(arch="resnet18", num_labels=4, weights=None, transition_channels=8).eval()
+    x = torch.rand(3, 1, 64, 96)
+    maps = layercam_maps(model, x, [[0, 2], [], [3]])
+    assert [sorted(m) for m in maps] == [[0, 2], [], [3]]
+    for m in (maps[0][0], maps[0][2], maps[2][3]):
+        assert m.shape == (8, 12)  # stage 2: stride 8, twice as fine as the stride-16 CAM
+        assert m.dtype == np.float32 and m.min() >= 0.0 and np.isfinite(m).all()
+    # Stage 3 of this body is its output: the CAM's own grid.
+    assert layercam_maps(model, x[:1], [[1]], stage=3)[0][1].shape == (4, 6)
+    assert layercam_maps(model, x, [[], [], []]) == [{}, {}, {}]
+    with pytest.raises(ValueError, match="one label list per image"):
+        layercam_maps(model, x, [[0]])
+    with pytest.raises(ValueError, match="heatmap stage must be in 1..3"):
+        layercam_maps(model, x[:1], [[0]], stage=4)
+    # No gradients are left behind on the weights.
+    assert all(p.grad is None for p in model.parameters())
+
+
+def _with_method(src: Path, dst: Path, method: str) -> Path:
+    ckpt = load_checkpoint(src)
+    ckpt.card.heatmap_method = method
+    return save_checkpoint(dst, model=ckpt.model, card=ckpt.card)
+
+
+def test_predictor_uses_the_cards_heatmap_method(tmp_path: Path) -> None:
+    src = build_demo_checkpoint(tmp_path / "demo.pt", labels=["Mass", "Nodule"], image_size=64)
+    assert load_checkpoint(src).card.heatmap_method == "cam"  # cards from before LayerCAM
+    image = np.random.default_rng(1).random((80, 100), dtype=np.float32)
+    results = {}
+    for method in ("cam", "layercam"):
+        predictor = load_predictor(_with_method(src, tmp_path / f"{method}.pt", method))
+        predictor.thresholds = {"Mass": 0.0, "Nodule": 2.0}  # Mass positive, Nodule not
+        results[method] = predictor.predict([image])[0]
+    cam, layer = results["cam"], results["layercam"]
+    assert cam.probabilities == layer.probabilities  # the method changes maps, not scores
+    assert set(layer.heatmaps) == {"Mass"} and layer.positive == ["Mass"]
+    assert cam.heatmaps["Mass"].cam.shape == (2, 2)  # this card: stride 32 at 64 px
+    assert layer.heatmaps["Mass"].cam.shape == (8, 8)  # stride 8
+    assert layer.heatmaps["Mass"].render().shape == (80, 100)
+    assert layer.boxes and all(b.label == "Mass" for b in layer.boxes)
+    for b in layer.boxes:
+        assert 0 <= b.x and b.x + b.width <= 100 + 1e-6 and b.y + b.height <= 80 + 1e-6
+
+
+def test_unknown_heatmap_method_in_a_card_is_refused(tmp_path: Path) -> None:
+    src = build_demo_checkpoint(tmp_path / "demo.pt", labels=["Mass"], image_size=64)
+    with pytest.raises(ModelsError, match="heatmap_method is 'gradcam'"):
+        load_predictor(_with_method(src, tmp_path / "bad.pt", "gradcam"))
