@@ -18,6 +18,7 @@ It prints:
     python benchmarks/predict.py                          # CPU, the issue's setting
     python benchmarks/predict.py --device cuda --image-size 1024 --batch-size 16 --n 64
     python benchmarks/predict.py --overlays all           # every label's overlay
+    python benchmarks/predict.py --heatmaps cam           # the paper's CAM instead of LayerCAM
 """
 
 from __future__ import annotations
@@ -82,14 +83,16 @@ def input_files(folder: Path, n: int) -> tuple[list[Path], str]:
     return files, what
 
 
-def write_checkpoint(path: Path, image_size: int, positives: int) -> Path:
-    """Random ResNet-50; the first `positives` labels always positive, the others never."""
+def write_checkpoint(path: Path, image_size: int, positives: int, heatmaps: str) -> Path:
+    """Random ResNet-50; the first `positives` labels always positive, the others never;
+    heatmaps and boxes by `heatmaps` ("layercam", what `cxr train` writes, or "cam")."""
     from models.checkpoint import build_demo_checkpoint, load_checkpoint, save_checkpoint
 
     build_demo_checkpoint(path, arch="resnet50", image_size=image_size)
     ckpt = load_checkpoint(path)
     labels = ckpt.card.labels
     ckpt.card.thresholds = {n: (0.0 if i < positives else 1.1) for i, n in enumerate(labels)}
+    ckpt.card.heatmap_method = heatmaps
     return save_checkpoint(path, model=ckpt.model, card=ckpt.card)
 
 
@@ -202,6 +205,12 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--positives", type=int, default=2, help="positive labels per image")
     parser.add_argument("--overlays", default="positive", choices=["positive", "all", "none"])
+    parser.add_argument(
+        "--heatmaps",
+        default="layercam",
+        choices=["layercam", "cam"],
+        help="the card's heatmap method: layercam (what cxr train writes) or the paper's cam",
+    )
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N")
     parser.add_argument("--repeat", type=int, default=3, help="whole-process runs (median)")
     parser.add_argument(
@@ -231,11 +240,13 @@ def main() -> int:
         work = Path(tmp)
         (work / "in").mkdir()
         files, what = input_files(work / "in", args.n)
-        checkpoint = write_checkpoint(work / "r50.pt", args.image_size, args.positives)
+        checkpoint = write_checkpoint(
+            work / "r50.pt", args.image_size, args.positives, args.heatmaps
+        )
         _say(
             f"device: {name}; {len(files)} files ({what}); ResNet-50 at {args.image_size}, "
             f"14 labels, {args.positives} positive per image, overlays {args.overlays}, "
-            f"batch {args.batch_size}"
+            f"heatmaps {args.heatmaps}, batch {args.batch_size}"
         )
         walls: list[float] = []
         peer: list[float] = []
