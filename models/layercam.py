@@ -16,21 +16,92 @@ LayerCAM follows the score back instead: with A the activations of body stage k 
 i.e. the features that raised this label's score, where they are, then a Gaussian blur
 of `sigma` cells that joins the fragments a finer map breaks a large finding into. On the
 same model: nodule IoBB-0.5 0.04 -> 0.98, mean over the five labels 0.70 -> 0.91, IoU-0.3
-0.31 -> 0.54. The map costs one pass through the later stages with gradients and one
+0.31 -> 0.54. The map costs a graph of the later stages during the forward pass and one
 backward per label asked for, so `models.predict` computes it only for the labels it
 shows (the positive ones by default).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["HEATMAP_METHODS", "layercam_maps"]
+__all__ = ["HEATMAP_METHODS", "forward_with_layercam", "layercam_maps"]
 
 HEATMAP_METHODS: tuple[str, ...] = ("cam", "layercam")
+
+# Images per pass with gradients: the later stages' graph of a 1024 px ResNet-50 costs
+# about a gigabyte per image, so large inputs go a few at a time.
+_GRAPH_PIXELS = 8 * 512 * 512
+
+Chooser = Callable[[int, torch.Tensor], Sequence[Sequence[int]]]
+
+
+def forward_with_layercam(
+    model: torch.nn.Module,
+    x: torch.Tensor,
+    choose: Chooser,
+    *,
+    stage: int = 2,
+    sigma: float = 0.5,
+    autocast: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+) -> tuple[torch.Tensor, list[dict[int, np.ndarray]]]:
+    """One forward pass that also yields LayerCAM maps for labels chosen from its logits.
+
+    The early stages run without gradients; the later ones keep their graph, so each map
+    costs one backward (batched over the images that want a map for that slot), not a
+    second forward.
+
+    Args:
+        model: a `ChestNet` (uses `split_body`, `prepare_input`, `transition`, `forward_head`).
+        x: (N, 1, H, W) model input in [0, 1].
+        choose: (offset of the chunk in the batch, its logits (n, C), detached) -> for each
+            of the n images, the label indices to map (may be empty).
+        stage: body stage whose activations are weighted (1-4; 2 gives stride 8).
+        sigma: Gaussian blur of each map, in cells (0: none).
+        autocast: context for the forward pass (bf16 autocast on CUDA).
+
+    Returns:
+        (logits (N, C) float32, for each image label index -> float32 (S, S) map, >= 0, not
+        normalised, at the stage's resolution).
+
+    Raises:
+        ValueError: a bad stage, or `choose` not returning one list per image.
+    """
+    head, tail = model.split_body(stage)  # type: ignore[operator]
+    with torch.no_grad(), autocast():
+        early = head(model.prepare_input(x))  # type: ignore[operator]
+    chunk = max(1, _GRAPH_PIXELS // max(1, x.shape[-2] * x.shape[-1]))
+    all_logits: list[torch.Tensor] = []
+    maps: list[dict[int, np.ndarray]] = []
+    for start in range(0, x.shape[0], chunk):
+        with torch.enable_grad():
+            a = early[start : start + chunk].detach().requires_grad_(True)
+            with autocast():
+                logits = model.forward_head(model.transition(tail(a)))  # type: ignore[operator]
+            wanted = choose(start, logits.detach().float())
+            if len(wanted) != a.shape[0]:
+                raise ValueError(
+                    f"need one label list per image: {len(wanted)} for {a.shape[0]} images"
+                )
+            found: list[dict[int, np.ndarray]] = [{} for _ in wanted]
+            slots = max((len(w) for w in wanted), default=0)
+            for k in range(slots):
+                # Images are independent in eval mode: one backward serves the k-th label
+                # of every image at once.
+                pairs = [(i, w[k]) for i, w in enumerate(wanted) if len(w) > k]
+                score = torch.stack([logits[i, c] for i, c in pairs]).float().sum()
+                (g,) = torch.autograd.grad(score, a, retain_graph=k + 1 < slots)
+                m = (g.float().clamp(min=0) * a.detach().float()).sum(dim=1).clamp(min=0)
+                for i, c in pairs:
+                    found[i][c] = _blur(m[i].cpu().numpy().astype(np.float32), sigma)
+        all_logits.append(logits.detach().float())
+        maps.extend(found)
+    return torch.cat(all_logits), maps
 
 
 def layercam_maps(
@@ -44,8 +115,7 @@ def layercam_maps(
     """LayerCAM maps of body stage `stage` for chosen labels of each image.
 
     Args:
-        model: a `ChestNet` (uses `split_body`, `prepare_input`, `transition`,
-            `forward_head`).
+        model: a `ChestNet`.
         x: (N, 1, H, W) model input in [0, 1].
         wanted: for each of the N images, the label indices to map (may be empty).
         stage: body stage whose activations are weighted (1-4; 2 gives stride 8).
@@ -60,25 +130,13 @@ def layercam_maps(
     """
     if len(wanted) != x.shape[0]:
         raise ValueError(f"need one label list per image: {len(wanted)} for {x.shape[0]} images")
-    out: list[dict[int, np.ndarray]] = [{} for _ in wanted]
     if not any(wanted):
-        return out
-    head, tail = model.split_body(stage)  # type: ignore[operator]
-    with torch.no_grad():
-        early = head(model.prepare_input(x))  # type: ignore[operator]
-    for i, labels in enumerate(wanted):
-        if not labels:
-            continue
-        # One image at a time: the graph of the later stages for a whole 1024 px batch
-        # would cost gigabytes.
-        with torch.enable_grad():
-            a = early[i : i + 1].detach().float().requires_grad_(True)
-            logits = model.forward_head(model.transition(tail(a)))  # type: ignore[operator]
-            for n, c in enumerate(labels):
-                (g,) = torch.autograd.grad(logits[0, c], a, retain_graph=n + 1 < len(labels))
-                m = (g.clamp(min=0) * a).sum(dim=1)[0].clamp(min=0)
-                out[i][c] = _blur(m.detach().cpu().numpy().astype(np.float32), sigma)
-    return out
+        return [{} for _ in wanted]
+
+    def choose(start: int, logits: torch.Tensor) -> Sequence[Sequence[int]]:
+        return wanted[start : start + logits.shape[0]]
+
+    return forward_with_layercam(model, x, choose, stage=stage, sigma=sigma)[1]
 
 
 def _blur(m: np.ndarray, sigma: float) -> np.ndarray:

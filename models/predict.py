@@ -34,7 +34,7 @@ from models.checkpoint import ModelCard, load_checkpoint
 from models.dicom import ImageMeta
 from models.errors import ImageError, ModelsError
 from models.heatmaps import Heatmap, boxes_from_cam
-from models.layercam import HEATMAP_METHODS, layercam_maps
+from models.layercam import HEATMAP_METHODS, forward_with_layercam
 from models.network import ChestNet
 from models.transforms import Geometry, ResizeMode, fit_long_side, fit_square, resize_mode_of
 
@@ -242,23 +242,35 @@ class Predictor:
         x = torch.from_numpy(np.stack([p.input for p in prepared]))[:, None]
         x = x.to(self.device, non_blocking=True).contiguous(memory_format=torch.channels_last)
         t1 = time.perf_counter()
-        with self._autocast():
-            features = self.model.forward_features(x)
-            logits = self.model.forward_head(features)
-        probs = self.probabilities(logits)
-        t2 = time.perf_counter()
-        positives: list[list[str]] = []
-        wanted: list[list[int]] = []
-        for i in range(n):
-            positive = [name for c, name in enumerate(self.labels)
-                        if round(float(probs[i, c]), 6) >= self.thresholds[name]]  # fmt: skip
-            shown = {"positive": positive, "all": self.labels, "none": []}[heatmaps]
-            mapped = set(shown) | (set(positive) if want_boxes else set())
-            positives.append(positive)
-            wanted.append([c for c, name in enumerate(self.labels) if name in mapped])
-        maps_by_image = self._label_maps(x, features, wanted)
-        del features, x
-        t3 = time.perf_counter()
+        maps_by_image: list[dict[int, np.ndarray]]
+        if self.heatmap_method == "layercam" and (heatmaps != "none" or want_boxes):
+
+            def choose(_: int, logits: torch.Tensor) -> list[list[int]]:
+                return [self._select(row, heatmaps, want_boxes)[1]
+                        for row in self.probabilities(logits)]  # fmt: skip
+
+            card = self._card
+            logits, maps_by_image = forward_with_layercam(
+                self.model, x, choose, stage=card.heatmap_stage, sigma=card.heatmap_sigma,
+                autocast=self._autocast,
+            )  # fmt: skip
+            probs = self.probabilities(logits)
+            t2 = t3 = time.perf_counter()  # the maps come out of the forward pass
+        else:
+            with self._autocast():
+                features = self.model.forward_features(x)
+                logits = self.model.forward_head(features)
+            probs = self.probabilities(logits)
+            t2 = time.perf_counter()
+            wanted = [self._select(row, heatmaps, want_boxes)[1] for row in probs]
+            # (N, C, S, S) float32, positive evidence only (see models.cam).
+            cams = positive_evidence(self.model.class_activation_maps(features))
+            cams_np = cams.float().cpu().numpy()
+            maps_by_image = [{c: cams_np[i, c] for c in w} for i, w in enumerate(wanted)]
+            del features, cams
+            t3 = time.perf_counter()
+        del x
+        positives = [self._select(row, heatmaps, want_boxes)[0] for row in probs]
         results: list[Prediction] = []
         box_s = 0.0
         for i, prep in enumerate(prepared):
@@ -298,19 +310,15 @@ class Predictor:
             r.timings = {k: round(v, 6) for k, v in shared.items()}
         return results
 
-    def _label_maps(
-        self, x: torch.Tensor, features: torch.Tensor, wanted: Sequence[Sequence[int]]
-    ) -> list[dict[int, np.ndarray]]:
-        """Per image, label index -> heatmap (positive evidence) for the labels in `wanted`,
-        by the card's method: the paper's CAM, or LayerCAM (`models.layercam`)."""
-        if self.heatmap_method == "layercam":
-            card = self._card
-            return layercam_maps(
-                self.model, x, wanted, stage=card.heatmap_stage, sigma=card.heatmap_sigma
-            )
-        # (N, C, S, S) float32, positive evidence only (see models.cam).
-        cams = positive_evidence(self.model.class_activation_maps(features)).float().cpu().numpy()
-        return [{c: cams[i, c] for c in labels} for i, labels in enumerate(wanted)]
+    def _select(
+        self, probs: np.ndarray, heatmaps: HeatmapPolicy, want_boxes: bool
+    ) -> tuple[list[str], list[int]]:
+        """One image's (positive labels, indices of the labels that need a map)."""
+        positive = [name for c, name in enumerate(self.labels)
+                    if round(float(probs[c]), 6) >= self.thresholds[name]]  # fmt: skip
+        shown = {"positive": positive, "all": self.labels, "none": []}[heatmaps]
+        mapped = set(shown) | (set(positive) if want_boxes else set())
+        return positive, [c for c, name in enumerate(self.labels) if name in mapped]
 
 
 def _scored(box: Box, probability: float) -> Box:
