@@ -169,9 +169,9 @@ def _register_evaluate(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--workers", type=int, default=0)
     p.add_argument(
-        "--heatmaps",
-        choices=["cam", "layercam"],
-        help="where boxes come from: the paper's CAM or LayerCAM (default: the model card's)",
+        "--heatmaps-from",
+        choices=["layercam", "cam"],
+        help="where boxes come from: LayerCAM or the paper's CAM (default: the model card's)",
     )
     p.set_defaults(handler=_with_logging(_evaluate))
 
@@ -190,7 +190,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         seed=args.seed,
         progress=sys.stderr.isatty(),
         plots=Path(args.output).with_suffix("") if args.output else None,
-        heatmap_method=args.heatmaps,
+        heatmap_method=args.heatmaps_from,
     )
     sys.stdout.write(format_report(report) + "\n")
     if args.output:
@@ -229,6 +229,12 @@ def _register_predict(sub: argparse._SubParsersAction[Any]) -> None:
         help="longer side of overlay PNGs in pixels (default 512)",
     )
     p.add_argument("--device", default="auto")
+    p.add_argument(
+        "--heatmaps-from",
+        choices=["layercam", "cam"],
+        help="override the model card's heatmap method: layercam (finer, aligned) or the "
+        "paper's cam (faster)",
+    )
     p.add_argument("--batch-size", type=int, default=8)
     p.set_defaults(handler=_with_logging(_predict))
 
@@ -242,7 +248,12 @@ def _predict(args: argparse.Namespace) -> int:
             f"need --batch-size >= 1 and 16 <= --overlay-size <= 8192, got {args.batch_size} "
             f"and {args.overlay_size}"
         )
-    predictor = load_predictor(args.model, device=args.device, batch_size=args.batch_size)
+    predictor = load_predictor(
+        args.model,
+        device=args.device,
+        batch_size=args.batch_size,
+        heatmap_method=args.heatmaps_from,
+    )
     outdir = Path(args.output)
     outdir.mkdir(parents=True, exist_ok=True)
     card = predictor.card

@@ -18,7 +18,7 @@ It prints:
     python benchmarks/predict.py                          # CPU, the issue's setting
     python benchmarks/predict.py --device cuda --image-size 1024 --batch-size 16 --n 64
     python benchmarks/predict.py --overlays all           # every label's overlay
-    python benchmarks/predict.py --heatmaps cam           # the paper's CAM instead of LayerCAM
+    python benchmarks/predict.py --heatmaps-from cam          # the paper's CAM instead of LayerCAM
 """
 
 from __future__ import annotations
@@ -206,7 +206,7 @@ def main() -> int:
     parser.add_argument("--positives", type=int, default=2, help="positive labels per image")
     parser.add_argument("--overlays", default="positive", choices=["positive", "all", "none"])
     parser.add_argument(
-        "--heatmaps",
+        "--heatmaps-from",
         default="layercam",
         choices=["layercam", "cam"],
         help="the card's heatmap method: layercam (what cxr train writes) or the paper's cam",
@@ -241,12 +241,12 @@ def main() -> int:
         (work / "in").mkdir()
         files, what = input_files(work / "in", args.n)
         checkpoint = write_checkpoint(
-            work / "r50.pt", args.image_size, args.positives, args.heatmaps
+            work / "r50.pt", args.image_size, args.positives, args.heatmaps_from
         )
         _say(
             f"device: {name}; {len(files)} files ({what}); ResNet-50 at {args.image_size}, "
             f"14 labels, {args.positives} positive per image, overlays {args.overlays}, "
-            f"heatmaps {args.heatmaps}, batch {args.batch_size}"
+            f"heatmaps {args.heatmaps_from}, batch {args.batch_size}"
         )
         walls: list[float] = []
         peer: list[float] = []

@@ -2,11 +2,13 @@
 
 No data loading: a fixed random batch on the device, so the figure is the model's
 forward + weighted loss + backward + AdamW step, as `models.train` runs it
-(bf16 autocast and channels_last on CUDA; fp32 on CPU).
+(bf16 autocast and channels_last on CUDA; fp32 and channels_last on CPU).
 
     python benchmarks/train_throughput.py --device cuda                 # ResNet-50 at 512, 1024
     python benchmarks/train_throughput.py --device cuda --compile
     python benchmarks/train_throughput.py --device cpu --sizes 256 --batch-size 4 --steps 3
+    python benchmarks/train_throughput.py --device cpu --arch resnet18 --sizes 256 --batch-size 16
+    python benchmarks/train_throughput.py ... --memory-format contiguous   # NCHW, for comparison
 
 Target (issue 9): >= 800 images/s at 1024 on one H100.
 """
@@ -37,6 +39,12 @@ def main() -> int:
     parser.add_argument("--labels", type=int, default=14)
     parser.add_argument("--compile", action="store_true", help="torch.compile the model")
     parser.add_argument("--threads", type=int, help="torch CPU threads")
+    parser.add_argument(
+        "--memory-format",
+        default="channels_last",
+        choices=["channels_last", "contiguous"],
+        help="model memory format (models.train uses channels_last)",
+    )
     args = parser.parse_args()
 
     import torch
@@ -58,7 +66,7 @@ def main() -> int:
     name = torch.cuda.get_device_name(device) if cuda else f"CPU, {torch.get_num_threads()} threads"
     _say(
         f"device {name}; {args.arch}, output stride {args.output_stride}, batch "
-        f"{args.batch_size}, {'bf16 autocast + channels_last' if cuda else 'fp32'}"
+        f"{args.batch_size}, {'bf16 autocast' if cuda else 'fp32'}, {args.memory_format}"
         f"{', torch.compile' if args.compile else ''}"
     )
     for size in args.sizes:
@@ -66,7 +74,7 @@ def main() -> int:
         model = build_model(
             arch=args.arch, num_labels=args.labels, output_stride=args.output_stride
         ).to(device)
-        if cuda:
+        if args.memory_format == "channels_last":
             model = model.to(memory_format=torch.channels_last)
         net = torch.compile(model) if args.compile else model
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=cuda)

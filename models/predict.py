@@ -339,6 +339,7 @@ def load_predictor(
     device: str = "auto",
     batch_size: int = 16,
     resize: ResizeMode | None = None,
+    heatmap_method: str | None = None,
 ) -> Predictor:
     """Load a checkpoint for inference.
 
@@ -347,6 +348,7 @@ def load_predictor(
         device: "auto" (CUDA if available), "cpu", "cuda", "cuda:1", ...
         batch_size: images per forward pass.
         resize: override the card's resize mode (None: the card's).
+        heatmap_method: override the card's heatmap method, "cam" (faster) or "layercam".
 
     Returns:
         A `Predictor`.
@@ -357,6 +359,8 @@ def load_predictor(
     """
     dev = resolve_device(device)
     ckpt = load_checkpoint(checkpoint, map_location="cpu")
+    if heatmap_method is not None:
+        ckpt.card.heatmap_method = heatmap_method
     return Predictor(ckpt.model, ckpt.card, device=dev, batch_size=batch_size, resize=resize)
 
 

@@ -105,6 +105,40 @@ def test_cli_phantoms_then_evaluate(
     assert set(report["localization"]["iobb"]) == {"0.1", "0.25", "0.5", "0.75", "0.9"}
     assert set(report["localization"]["iou"]) == {f"0.{i}" for i in range(1, 8)}
     assert "mean AUC" in capsys.readouterr().out
+    assert report["model"]["heatmap_method"] == "cam"  # this card predates LayerCAM
+    # The same boxes scored from LayerCAM maps instead (issue 9, item 2).
+    layer_path = tmp_path / "layer.json"
+    assert main(["evaluate", "--model", str(checkpoint), "--data", str(data), "--split", "all",
+                 "--boxes", str(data / "BBox_List.csv"), "-o", str(layer_path),
+                 "--device", "cpu", "--heatmaps-from", "layercam"]) == 0  # fmt: skip
+    layer = json.loads(layer_path.read_text())
+    assert layer["model"]["heatmap_method"] == "layercam"
+    assert layer["classification"] == report["classification"]
+    assert layer["localization"]["n_boxes"] == report["localization"]["n_boxes"]
+
+
+@pytest.mark.issue(9)
+def test_cli_predict_heatmaps_from_overrides_the_card(checkpoint: Path, tmp_path: Path) -> None:
+    from models.checkpoint import load_checkpoint, save_checkpoint
+
+    ckpt = load_checkpoint(checkpoint)
+    ckpt.card.thresholds = {"Effusion": 0.0, "Mass": 1.1, "Nodule": 1.1}  # one positive
+    ckpt.card.heatmap_method = "layercam"
+    model_path = save_checkpoint(tmp_path / "layer.pt", model=ckpt.model, card=ckpt.card)
+    image = _dicom(tmp_path / "img.dcm", rows=300, columns=200)
+    docs = {}
+    for method in ("layercam", "cam"):
+        out = tmp_path / method
+        assert main(["predict", "--model", str(model_path), str(image), "-o", str(out),
+                     "--device", "cpu", "--heatmaps-from", method]) == 0  # fmt: skip
+        docs[method] = json.loads((out / "img.dcm.json").read_text())
+    assert docs["cam"]["probabilities"] == docs["layercam"]["probabilities"]
+    for doc in docs.values():
+        assert doc["positive"] == ["Effusion"] and set(doc["heatmaps"]) == {"Effusion"}
+        assert all(b["label"] == "Effusion" for b in doc["boxes"])
+    # Random weights: the CAM may hold no positive evidence (no box); LayerCAM follows the
+    # score to the features that raised it, so it has some.
+    assert docs["layercam"]["boxes"]
 
 
 def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

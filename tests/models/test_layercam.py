@@ -102,7 +102,7 @@ def test_predictor_uses_the_cards_heatmap_method(tmp_path: Path) -> None:
     assert layer.heatmaps["Mass"].render().shape == (80, 100)
     assert layer.boxes and all(b.label == "Mass" for b in layer.boxes)
     for b in layer.boxes:
-        assert 0 <= b.x and b.x + b.width <= 100 + 1e-6 and b.y + b.height <= 80 + 1e-6
+        assert b.x >= 0 and b.x + b.width <= 100 + 1e-6 and b.y + b.height <= 80 + 1e-6
 
 
 def test_unknown_heatmap_method_in_a_card_is_refused(tmp_path: Path) -> None:
