@@ -152,6 +152,16 @@ class Predictor:
                 f"model card heatmap_method is {self.heatmap_method!r}; expected one of "
                 f"{', '.join(HEATMAP_METHODS)}"
             )
+        if self.heatmap_method == "layercam":
+            # A bad card fails here, once, not on every image.
+            try:
+                model.split_body(card.heatmap_stage)
+            except ValueError as exc:
+                raise ModelsError(f"model card heatmap_stage: {exc}") from None
+            if not 0.0 <= card.heatmap_sigma <= 16.0:
+                raise ModelsError(
+                    f"model card heatmap_sigma is {card.heatmap_sigma!r}; expected 0 to 16 cells"
+                )
         # Per-label temperature scaling from the card (models.calibration); T = 1 if absent.
         self._temperatures = torch.from_numpy(temperature_vector(card.temperatures, self.labels))
 
@@ -192,7 +202,7 @@ class Predictor:
             return torch.autocast("cuda", dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
-    @torch.no_grad()  # not inference_mode: LayerCAM reruns the later stages with gradients
+    @torch.no_grad()  # not inference_mode: LayerCAM needs a gradient graph of the later stages
     def predict(
         self,
         images: Sequence[np.ndarray | PreparedImage],

@@ -105,7 +105,15 @@ def test_predictor_uses_the_cards_heatmap_method(tmp_path: Path) -> None:
         assert b.x >= 0 and b.x + b.width <= 100 + 1e-6 and b.y + b.height <= 80 + 1e-6
 
 
-def test_unknown_heatmap_method_in_a_card_is_refused(tmp_path: Path) -> None:
+def test_bad_heatmap_settings_in_a_card_are_refused_at_load(tmp_path: Path) -> None:
     src = build_demo_checkpoint(tmp_path / "demo.pt", labels=["Mass"], image_size=64)
     with pytest.raises(ModelsError, match="heatmap_method is 'gradcam'"):
         load_predictor(_with_method(src, tmp_path / "bad.pt", "gradcam"))
+    for key, value, message in (("heatmap_stage", 7, "heatmap stage must be in 1..4"),
+                                ("heatmap_sigma", float("nan"), "heatmap_sigma is nan"),
+                                ("heatmap_sigma", -1.0, "heatmap_sigma is -1.0")):  # fmt: skip
+        ckpt = load_checkpoint(_with_method(src, tmp_path / "layer.pt", "layercam"))
+        setattr(ckpt.card, key, value)
+        bad = save_checkpoint(tmp_path / "bad.pt", model=ckpt.model, card=ckpt.card)
+        with pytest.raises(ModelsError, match=message):
+            load_predictor(bad)
