@@ -71,7 +71,7 @@ def _register_train(sub: argparse._SubParsersAction[Any]) -> None:
         help="default: 10, or more for small data so the run has at least --min-steps "
         "optimizer steps",
     )
-    p.add_argument("--min-steps", type=int, help="fewest optimizer steps of a run (1000)")
+    p.add_argument("--min-steps", type=int, help="fewest optimizer steps of a run (600)")
     p.add_argument("--batch-size", type=int, help="micro-batch per device")
     p.add_argument(
         "--accum",
