@@ -48,6 +48,7 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=192, help="phantom side in pixels")
     parser.add_argument("--image-size", type=int, default=256, help="model input side")
     parser.add_argument("--epochs", type=int, help="default: cxr train's default")
+    parser.add_argument("--min-steps", type=int, help="default: cxr train's default (600)")
     parser.add_argument("--seed", type=int, default=7, help="training set seed (test: +1)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--work", type=Path, default=REPO / "runs" / "phantom")
@@ -82,6 +83,7 @@ def main() -> int:
             image_size=args.image_size,
             weights="none",
             epochs=args.epochs,
+            min_steps=args.min_steps,
             device=args.device,
             threads=args.threads,
         )
