@@ -47,7 +47,10 @@ def _start(port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
 def test_batch_job_counts_every_file_once_after_sigkills_mid_job(tmp_path: Path) -> None:
     export = tmp_path / "roots" / "export"
     export.mkdir(parents=True)
-    for i in range(120):
+    # Without a model a file takes ~30 ms: 120 files could be through before the first
+    # poll after a restart, leaving nothing to kill. 360 keep the job running past both kills.
+    n_files = 360
+    for i in range(n_files):
         (export / f"IM{i:04d}.dcm").write_bytes(dx_bytes(pixels=chest_pixels(seed=i % 4)))
     env = {k: v for k, v in os.environ.items() if not k.startswith("CXR_")}
     env.update(
@@ -78,7 +81,7 @@ def test_batch_job_counts_every_file_once_after_sigkills_mid_job(tmp_path: Path)
             time.sleep(0.05)
         os.kill(proc.pid, signal.SIGKILL)  # mid-job, mid-chunk most likely
         proc.wait(10)
-        assert status["pending"] > 0, "the job ended before the kill: nothing tested"
+        assert status["pending"] > 0, f"the job ended before the kill: nothing tested ({status})"
         proc = _start(port, env)
     try:
         deadline = time.monotonic() + 120
@@ -86,10 +89,10 @@ def test_batch_job_counts_every_file_once_after_sigkills_mid_job(tmp_path: Path)
             assert time.monotonic() < deadline, status
             time.sleep(0.2)
         assert status["state"] == "done" and status["pending"] == 0
-        assert status["total"] == 120 and status["done"] + status["failed"] == 120
+        assert status["total"] == n_files and status["done"] + status["failed"] == n_files
         lines = [json.loads(x) for x in _get(port, f"/v1/batches/{job_id}/results").splitlines()]
         assert sorted(line["path"] for line in lines) == sorted(
-            f"IM{i:04d}.dcm" for i in range(120)
+            f"IM{i:04d}.dcm" for i in range(n_files)
         )
         assert all(line["state"] == "done" for line in lines), [
             line for line in lines if line["state"] != "done"
