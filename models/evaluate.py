@@ -24,7 +24,7 @@ from models.boxes import Box
 from models.calibration import temperature_vector
 from models.data import canonical_label
 from models.errors import ModelsError
-from models.layercam import HEATMAP_METHODS
+from models.layercam import check_heatmap_settings
 from models.metrics import (
     GroundTruthBox,
     classification_metrics,
@@ -265,11 +265,13 @@ def evaluate_checkpoint(
     ckpt = load_checkpoint(checkpoint, map_location=dev)
     card = ckpt.card
     if heatmap_method is not None:
-        if heatmap_method not in HEATMAP_METHODS:
-            raise ModelsError(
-                f"heatmap method must be one of {HEATMAP_METHODS}, got {heatmap_method!r}"
-            )
         card.heatmap_method = heatmap_method
+    try:  # before any image is read: a bad setting would fail on the first box
+        check_heatmap_settings(
+            ckpt.model, card.heatmap_method, card.heatmap_stage, card.heatmap_sigma
+        )
+    except ValueError as exc:
+        raise ModelsError(f"{checkpoint}: model card {exc}") from None
     records = load_records(data)
     root = Path(data) if Path(data).is_dir() else None
     chosen = split_records(records, split, root=root, seed=seed)

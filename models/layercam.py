@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["HEATMAP_METHODS", "forward_with_layercam", "layercam_maps"]
+__all__ = ["HEATMAP_METHODS", "check_heatmap_settings", "forward_with_layercam", "layercam_maps"]
 
 HEATMAP_METHODS: tuple[str, ...] = ("cam", "layercam")
 
@@ -39,6 +39,24 @@ HEATMAP_METHODS: tuple[str, ...] = ("cam", "layercam")
 _GRAPH_PIXELS = 8 * 512 * 512
 
 Chooser = Callable[[int, torch.Tensor], Sequence[Sequence[int]]]
+
+
+def check_heatmap_settings(model: torch.nn.Module, method: str, stage: int, sigma: float) -> None:
+    """Refuse a model card's heatmap settings that would fail on every image, up front.
+
+    Raises:
+        ValueError: an unknown method, a stage the model's body does not have, or a blur
+            outside 0-16 cells (NaN included).
+    """
+    if method not in HEATMAP_METHODS:
+        raise ValueError(
+            f"heatmap_method is {method!r}; expected one of {', '.join(HEATMAP_METHODS)}"
+        )
+    if method != "layercam":
+        return
+    model.split_body(stage)  # type: ignore[operator]
+    if not 0.0 <= sigma <= 16.0:
+        raise ValueError(f"heatmap_sigma is {sigma!r}; expected 0 to 16 cells")
 
 
 def forward_with_layercam(

@@ -34,7 +34,7 @@ from models.checkpoint import ModelCard, load_checkpoint
 from models.dicom import ImageMeta
 from models.errors import ImageError, ModelsError
 from models.heatmaps import Heatmap, boxes_from_cam
-from models.layercam import HEATMAP_METHODS, forward_with_layercam
+from models.layercam import check_heatmap_settings, forward_with_layercam
 from models.network import ChestNet
 from models.transforms import Geometry, ResizeMode, fit_long_side, fit_square, resize_mode_of
 
@@ -147,21 +147,12 @@ class Predictor:
         }
         self.box_thresholds: tuple[int, ...] = tuple(card.box_thresholds)
         self.heatmap_method = card.heatmap_method
-        if self.heatmap_method not in HEATMAP_METHODS:
-            raise ModelsError(
-                f"model card heatmap_method is {self.heatmap_method!r}; expected one of "
-                f"{', '.join(HEATMAP_METHODS)}"
+        try:  # a bad card fails here, once, not on every image
+            check_heatmap_settings(
+                model, card.heatmap_method, card.heatmap_stage, card.heatmap_sigma
             )
-        if self.heatmap_method == "layercam":
-            # A bad card fails here, once, not on every image.
-            try:
-                model.split_body(card.heatmap_stage)
-            except ValueError as exc:
-                raise ModelsError(f"model card heatmap_stage: {exc}") from None
-            if not 0.0 <= card.heatmap_sigma <= 16.0:
-                raise ModelsError(
-                    f"model card heatmap_sigma is {card.heatmap_sigma!r}; expected 0 to 16 cells"
-                )
+        except ValueError as exc:
+            raise ModelsError(f"model card {exc}") from None
         # Per-label temperature scaling from the card (models.calibration); T = 1 if absent.
         self._temperatures = torch.from_numpy(temperature_vector(card.temperatures, self.labels))
 
