@@ -244,11 +244,15 @@ class Predictor:
         x = x.to(self.device, non_blocking=True).contiguous(memory_format=torch.channels_last)
         t1 = time.perf_counter()
         maps_by_image: list[dict[int, np.ndarray]]
+        # Per image: (positive labels, indices of the labels that need a map).
+        selections: list[tuple[list[str], list[int]]] = []
         if self.heatmap_method == "layercam" and (heatmaps != "none" or want_boxes):
 
             def choose(_: int, logits: torch.Tensor) -> list[list[int]]:
-                return [self._select(row, heatmaps, want_boxes)[1]
-                        for row in self.probabilities(logits)]  # fmt: skip
+                chunk = [self._select(row, heatmaps, want_boxes)
+                         for row in self.probabilities(logits)]  # fmt: skip
+                selections.extend(chunk)
+                return [wanted for _, wanted in chunk]
 
             card = self._card
             logits, maps_by_image = forward_with_layercam(
@@ -263,15 +267,16 @@ class Predictor:
                 logits = self.model.forward_head(features)
             probs = self.probabilities(logits)
             t2 = time.perf_counter()
-            wanted = [self._select(row, heatmaps, want_boxes)[1] for row in probs]
+            selections = [self._select(row, heatmaps, want_boxes) for row in probs]
             # (N, C, S, S) float32, positive evidence only (see models.cam).
             cams = positive_evidence(self.model.class_activation_maps(features))
             cams_np = cams.float().cpu().numpy()
-            maps_by_image = [{c: cams_np[i, c] for c in w} for i, w in enumerate(wanted)]
+            maps_by_image = [{c: cams_np[i, c] for c in wanted}
+                             for i, (_, wanted) in enumerate(selections)]  # fmt: skip
             del features, cams
             t3 = time.perf_counter()
         del x
-        positives = [self._select(row, heatmaps, want_boxes)[0] for row in probs]
+        positives = [positive for positive, _ in selections]
         results: list[Prediction] = []
         box_s = 0.0
         for i, prep in enumerate(prepared):
