@@ -235,7 +235,13 @@ def _register_predict(sub: argparse._SubParsersAction[Any]) -> None:
         help="override the model card's heatmap method: layercam (finer, aligned) or the "
         "paper's cam (faster)",
     )
-    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=16,
+        help="images per forward pass (default 16, as the library's Predictor; lower it on a "
+        "small machine at 1024 px)",
+    )
     p.set_defaults(handler=_with_logging(_predict))
 
 

@@ -202,7 +202,7 @@ def main() -> int:
     )
     parser.add_argument("--n", type=int, default=9, help="number of files (default 9)")
     parser.add_argument("--image-size", type=int, default=224)
-    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--batch-size", type=int, default=16, help="as cxr predict (16)")
     parser.add_argument("--positives", type=int, default=2, help="positive labels per image")
     parser.add_argument("--overlays", default="positive", choices=["positive", "all", "none"])
     parser.add_argument(

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from models.boxes import DEFAULT_BOX_THRESHOLDS
 from models.errors import CheckpointError
@@ -222,15 +223,48 @@ def load_checkpoint(
             f"{path}: label mismatch: checkpoint has {list(card.labels)}, expected "
             f"{[str(x) for x in labels]}. Train or pick a checkpoint for this label set."
         )
-    model = model_from_card(card)
+    with _SkipInit():  # every weight is overwritten below: ~0.15 s less for a ResNet-50
+        model = model_from_card(card)
     try:
-        model.load_state_dict(payload["model"])
+        model.load_state_dict(payload["model"])  # strict: nothing keeps its skipped init
     except RuntimeError as exc:
         raise CheckpointError(
             f"{path}: weights do not fit the card's architecture ({exc})"
         ) from exc
     model.to(map_location).eval()
     return Checkpoint(model=model, card=card, train_state=payload.get("train_state"))
+
+
+class _SkipInit(TorchFunctionMode):
+    """Make random fills no-ops while a model whose every weight will be loaded is built.
+
+    Matched by name, so both `torch.nn.init`'s functions and the `Tensor.normal_` /
+    `Tensor.uniform_` they (or a module's `reset_parameters`) call are skipped.
+    """
+
+    _SKIPPED = frozenset(
+        {
+            "uniform_",
+            "normal_",
+            "trunc_normal_",
+            "kaiming_uniform_",
+            "kaiming_normal_",
+            "xavier_uniform_",
+            "xavier_normal_",
+        }
+    )
+
+    def __torch_function__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", "") in self._SKIPPED:
+            return args[0] if args else kwargs["tensor"]
+        return func(*args, **kwargs)
 
 
 def build_demo_checkpoint(

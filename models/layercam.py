@@ -100,7 +100,9 @@ def forward_with_layercam(
         with torch.enable_grad():
             a = early[start : start + chunk].detach().requires_grad_(True)
             with autocast():
-                logits = model.forward_head(model.transition(tail(a)))  # type: ignore[operator]
+                features = model.transition(tail(a))  # type: ignore[operator]
+                features.register_hook(_drop_negligible)
+                logits = model.forward_head(features)  # type: ignore[operator]
             wanted = choose(start, logits.detach().float())
             if len(wanted) != a.shape[0]:
                 raise ValueError(
@@ -155,6 +157,18 @@ def layercam_maps(
         return wanted[start : start + logits.shape[0]]
 
     return forward_with_layercam(model, x, choose, stage=stage, sigma=sigma)[1]
+
+
+def _drop_negligible(grad: torch.Tensor) -> torch.Tensor:
+    """Zero the gradient entries below 1e-12 of the largest, before they reach the body.
+
+    LSE pooling (r = 10) gives the cells far below a map's peak weights like exp(-100);
+    carried back through the convolutions they become subnormal floats, which x86 CPUs
+    handle ~20x slower: a ResNet-50 at 224 took 7.5 s instead of 1.6 s for two maps of
+    nine images. Entries this small change no map by more than float32 rounding.
+    """
+    tiny = grad.detach().abs().amax() * 1e-12
+    return grad.masked_fill(grad.abs() < tiny, 0.0)
 
 
 def _blur(m: np.ndarray, sigma: float) -> np.ndarray:

@@ -85,6 +85,28 @@ def test_load_checkpoint_refuses_foreign_files(tmp_path: Path) -> None:
         load_checkpoint(tmp_path / "missing.pt")
 
 
+def test_load_skips_random_init_but_every_weight_comes_from_the_file(tmp_path: Path) -> None:
+    card = ModelCard(labels=["Mass"], arch="resnet18", transition_channels=16, image_size=64)
+    model = model_from_card(card)
+    path = save_checkpoint(tmp_path / "m.pt", model=model, card=card)
+    state = torch.get_rng_state()
+    loaded = load_checkpoint(path)
+    assert torch.equal(torch.get_rng_state(), state)  # no random fill ran while building
+    want = model.state_dict()
+    for key, value in loaded.model.state_dict().items():
+        assert torch.equal(value, want[key]), key
+    # A file missing a weight is refused rather than left with uninitialised memory.
+    payload = torch.load(path, weights_only=True)
+    del payload["model"]["head.weight"]
+    torch.save(payload, tmp_path / "short.pt")
+    with pytest.raises(CheckpointError, match="do not fit"):
+        load_checkpoint(tmp_path / "short.pt")
+    # Outside a load, nn.init is untouched.
+    w = torch.zeros(4, 4)
+    torch.nn.init.kaiming_uniform_(w)
+    assert w.abs().sum() > 0
+
+
 def test_save_checkpoint_refuses_card_model_mismatch(tmp_path: Path) -> None:
     model = build_model(arch="resnet18", num_labels=3, weights=None)
     with pytest.raises(CheckpointError, match="3 outputs"):
