@@ -4,9 +4,11 @@ Issue 9, item 4: nine DICOMs through `cxr predict` with a ResNet-50 at 224. The 
 are the three real ones in ../shared/data/dicom, three copies each; when that folder is
 absent, nine generated 2500x2048 12-bit MONOCHROME1 CR DICOMs are used instead.
 
-The benchmark builds a random-weight ResNet-50 checkpoint (cost is the same as a trained
-one) whose thresholds make two of the 14 labels positive on every image (a typical
-study), so `--overlays positive` (the default) writes 2 overlay PNGs per image.
+The benchmark builds a random-weight ResNet-50 checkpoint of the shape `cxr train --arch
+resnet50` writes (dilated layer4, output stride 16: the cost of a trained one;
+`--output-stride 32` for the paper's undilated network) whose thresholds make two of the 14
+labels positive on every image (a typical study), so `--overlays positive` (the default)
+writes 2 overlay PNGs per image.
 
 It prints:
   1. whole-process wall time of `python -m app.cli predict ...` (start-up, imports, model
@@ -83,17 +85,33 @@ def input_files(folder: Path, n: int) -> tuple[list[Path], str]:
     return files, what
 
 
-def write_checkpoint(path: Path, image_size: int, positives: int, heatmaps: str) -> Path:
-    """Random ResNet-50; the first `positives` labels always positive, the others never;
+def write_checkpoint(
+    path: Path, image_size: int, positives: int, heatmaps: str, output_stride: int
+) -> Path:
+    """A random-weight ResNet-50 of the shape `cxr train --arch resnet50` writes (dilated
+    layer4, output stride 16, 1024-channel transition; `output_stride` 32: the paper's
+    undilated one); the first `positives` labels always positive, the others never;
     heatmaps and boxes by `heatmaps` ("layercam", what `cxr train` writes, or "cam")."""
-    from models.checkpoint import build_demo_checkpoint, load_checkpoint, save_checkpoint
+    import torch
 
-    build_demo_checkpoint(path, arch="resnet50", image_size=image_size)
-    ckpt = load_checkpoint(path)
-    labels = ckpt.card.labels
-    ckpt.card.thresholds = {n: (0.0 if i < positives else 1.1) for i, n in enumerate(labels)}
-    ckpt.card.heatmap_method = heatmaps
-    return save_checkpoint(path, model=ckpt.model, card=ckpt.card)
+    from labeler.schema import CHESTXRAY14
+    from models.checkpoint import ModelCard, model_from_card, save_checkpoint
+
+    labels = [str(getattr(x, "value", x)) for x in CHESTXRAY14]
+    card = ModelCard(
+        labels=labels,
+        arch="resnet50",
+        transition_channels=1024,
+        output_stride=output_stride,
+        dilated=output_stride == 16,
+        image_size=image_size,
+        thresholds={n: (0.0 if i < positives else 1.1) for i, n in enumerate(labels)},
+        heatmap_method=heatmaps,
+        training_data="none: random initialisation (benchmark)",
+        demo=True,
+    )
+    torch.manual_seed(0)
+    return save_checkpoint(path, model=model_from_card(card), card=card)
 
 
 def whole_process(
@@ -211,6 +229,13 @@ def main() -> int:
         choices=["layercam", "cam"],
         help="the card's heatmap method: layercam (what cxr train writes) or the paper's cam",
     )
+    parser.add_argument(
+        "--output-stride",
+        type=int,
+        default=16,
+        choices=[16, 32],
+        help="16: the dilated model cxr train writes (default); 32: the paper's undilated one",
+    )
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N")
     parser.add_argument("--repeat", type=int, default=3, help="whole-process runs (median)")
     parser.add_argument(
@@ -241,11 +266,16 @@ def main() -> int:
         (work / "in").mkdir()
         files, what = input_files(work / "in", args.n)
         checkpoint = write_checkpoint(
-            work / "r50.pt", args.image_size, args.positives, args.heatmaps_from
+            work / "r50.pt",
+            args.image_size,
+            args.positives,
+            args.heatmaps_from,
+            args.output_stride,
         )
         _say(
             f"device: {name}; {len(files)} files ({what}); ResNet-50 at {args.image_size}, "
-            f"14 labels, {args.positives} positive per image, overlays {args.overlays}, "
+            f"output stride {args.output_stride}, 14 labels, {args.positives} positive per "
+            f"image, overlays {args.overlays}, "
             f"heatmaps {args.heatmaps_from}, batch {args.batch_size}"
         )
         walls: list[float] = []
