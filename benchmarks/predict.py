@@ -96,12 +96,13 @@ def write_checkpoint(
 
     from labeler.schema import CHESTXRAY14
     from models.checkpoint import ModelCard, model_from_card, save_checkpoint
+    from models.network import DEFAULT_TRANSITION_CHANNELS
 
     labels = [str(getattr(x, "value", x)) for x in CHESTXRAY14]
     card = ModelCard(
         labels=labels,
         arch="resnet50",
-        transition_channels=1024,
+        transition_channels=DEFAULT_TRANSITION_CHANNELS[("resnet50", 4)],
         output_stride=output_stride,
         dilated=output_stride == 16,
         image_size=image_size,
