@@ -107,6 +107,21 @@ def test_load_skips_random_init_but_every_weight_comes_from_the_file(tmp_path: P
     assert w.abs().sum() > 0
 
 
+def test_truncated_or_damaged_checkpoints_are_refused_in_one_line(
+    tmp_path: Path, demo_checkpoint: Path
+) -> None:
+    data = demo_checkpoint.read_bytes()
+    for name, damaged in {
+        "empty": b"",
+        "half": data[: len(data) // 2],
+        "tail": data[len(data) // 2 :],
+        "zeroed-header": bytes(1000) + data[1000:],
+    }.items():
+        (tmp_path / f"{name}.pt").write_bytes(damaged)
+        with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+            load_checkpoint(tmp_path / f"{name}.pt")
+
+
 def test_save_checkpoint_refuses_card_model_mismatch(tmp_path: Path) -> None:
     model = build_model(arch="resnet18", num_labels=3, weights=None)
     with pytest.raises(CheckpointError, match="3 outputs"):
