@@ -12,7 +12,7 @@ from torch import nn
 
 from models.checkpoint import build_demo_checkpoint, load_checkpoint, save_checkpoint
 from models.errors import ModelsError
-from models.layercam import _drop_negligible, layercam_maps
+from models.layercam import _conv_input_grad, _drop_negligible, _split_transition, layercam_maps
 from models.network import build_model
 from models.pooling import lse_pool
 from models.predict import load_predictor
@@ -147,3 +147,56 @@ def test_layercam_maps_match_plain_autograd() -> None:
         (g,) = torch.autograd.grad(logits[i, c], a, retain_graph=True)
         want = (g[i].clamp(min=0) * a[i].detach()).sum(0).clamp(min=0).numpy()
         np.testing.assert_allclose(maps[i][c], want, rtol=1e-4, atol=1e-6 * float(want.max()))
+
+
+@pytest.mark.parametrize(
+    ("kernel", "padding", "active"),
+    [(3, 1, 0.1), (3, 0, 0.1), (1, 0, 0.2), (5, 2, 0.05), (3, 1, 0.9), (3, 1, 0.0)],
+)
+def test_input_gradient_over_the_active_cells_equals_the_dense_one(
+    kernel: int, padding: int, active: float
+) -> None:
+    torch.manual_seed(kernel + padding)
+    conv = nn.Conv2d(6, 5, kernel, padding=padding, bias=False)
+    size = torch.Size((3, 6, 9, 7))  # non-square, three images
+    out_h, out_w = 9 + 2 * padding - kernel + 1, 7 + 2 * padding - kernel + 1
+    grad = torch.randn(3, 5, out_h, out_w)
+    grad *= (torch.rand(3, 1, out_h, out_w) < active).float()  # whole cells zero
+    grad[0, :, 0, 0] = 0.0
+    grad[0, 2, 0, 0] = 1.5 if active else 0.0  # one channel alone keeps a cell (a corner)
+    want = torch.nn.grad.conv2d_input(size, conv.weight.detach(), grad, padding=padding)
+    got = _conv_input_grad(conv, grad, size)
+    assert got.shape == size
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_only_plain_stride_one_transitions_take_the_cell_path() -> None:
+    conv, after = _split_transition(build_model(num_labels=2, arch="resnet18").transition)
+    assert isinstance(conv, nn.Conv2d) and [type(m) for m in after] == [
+        nn.BatchNorm2d,
+        nn.ReLU,
+    ]
+    for odd in (
+        nn.Conv2d(4, 4, 3, stride=2, padding=1),
+        nn.Conv2d(4, 4, 3, dilation=2, padding=2),
+        nn.Conv2d(4, 4, 3, groups=2, padding=1),
+        nn.Conv2d(4, 4, 3, padding=1, padding_mode="reflect"),
+        nn.Conv2d(4, 4, 3, padding="same"),
+        nn.Sequential(nn.BatchNorm2d(4), nn.Conv2d(4, 4, 3, padding=1)),
+    ):
+        assert _split_transition(odd) == (None, odd)
+
+
+def test_layercam_through_an_odd_transition_matches_plain_autograd() -> None:
+    torch.manual_seed(1)
+    model = build_model(num_labels=2, arch="resnet18", weights=None).eval()
+    model.transition = nn.Sequential(nn.Conv2d(256, 128, 3, padding=2, dilation=2), nn.ReLU())
+    x = torch.rand(1, 1, 64, 64)
+    maps = layercam_maps(model, x, [[1]], stage=2, sigma=0.0)
+    head, tail = model.split_body(2)
+    with torch.no_grad():
+        a = head(model.prepare_input(x))
+    a.requires_grad_(True)
+    (g,) = torch.autograd.grad(model.forward_head(model.transition(tail(a)))[0, 1], a)
+    want = (g[0].clamp(min=0) * a[0].detach()).sum(0).clamp(min=0).numpy()
+    np.testing.assert_allclose(maps[0][1], want, rtol=1e-4, atol=1e-6 * float(want.max()))
