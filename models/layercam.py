@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 from torch import nn
+from torch.nn.grad import conv2d_input
 
 __all__ = ["HEATMAP_METHODS", "check_heatmap_settings", "forward_with_layercam", "layercam_maps"]
 
@@ -191,7 +192,10 @@ def _split_transition(transition: nn.Module) -> tuple[nn.Conv2d | None, nn.Modul
     """(the transition layer's leading convolution, the layers after it), when that
     convolution is one `_conv_input_grad` computes (stride 1, no dilation, one group,
     zero padding); else (None, the whole transition layer)."""
-    first = transition[0] if isinstance(transition, nn.Sequential) else transition
+    first: nn.Module = transition
+    after: nn.Module = nn.Identity()
+    if isinstance(transition, nn.Sequential) and len(transition):
+        first, after = transition[0], transition[1:]
     if not (
         isinstance(first, nn.Conv2d)
         and first.stride == (1, 1)
@@ -201,9 +205,7 @@ def _split_transition(transition: nn.Module) -> tuple[nn.Conv2d | None, nn.Modul
         and not isinstance(first.padding, str)
     ):
         return None, transition
-    if first is transition:
-        return first, nn.Identity()
-    return first, nn.Sequential(*list(transition)[1:])  # type: ignore[arg-type]
+    return first, after
 
 
 def _conv_input_grad(conv: nn.Conv2d, grad: torch.Tensor, size: torch.Size) -> torch.Tensor:
@@ -218,13 +220,14 @@ def _conv_input_grad(conv: nn.Conv2d, grad: torch.Tensor, size: torch.Size) -> t
     g = grad.detach().float()
     n, c_out, h, w = g.shape
     kh, kw = conv.kernel_size
-    ph, pw = conv.padding  # type: ignore[misc]
+    ph, pw = cast(tuple[int, int], conv.padding)  # `_split_transition` admits no str
     rows = g.permute(0, 2, 3, 1).reshape(-1, c_out)
     active = rows.abs().amax(dim=1).nonzero().squeeze(1)
     weight = conv.weight.detach().float()
     if 2 * active.numel() > rows.shape[0]:
         # Most cells carry a gradient: the dense (vendor) kernel is as fast or faster.
-        return torch.nn.grad.conv2d_input(size, weight, g, padding=conv.padding)
+        dense: torch.Tensor = conv2d_input(size, weight, g, padding=conv.padding)
+        return dense
     c_in = weight.shape[1]
     # (cells, kh, kw, c_in): each kernel offset's contribution is a contiguous block.
     spread = (rows[active] @ weight.permute(0, 2, 3, 1).reshape(c_out, -1)).view(-1, kh, kw, c_in)
