@@ -226,7 +226,7 @@ def _conv_input_grad(conv: nn.Conv2d, grad: torch.Tensor, size: torch.Size) -> t
     weight = conv.weight.detach().float()
     if 2 * active.numel() > rows.shape[0]:
         # Most cells carry a gradient: the dense (vendor) kernel is as fast or faster.
-        dense: torch.Tensor = conv2d_input(size, weight, g, padding=conv.padding)
+        dense: torch.Tensor = conv2d_input(size, weight, g, padding=conv.padding)  # type: ignore[no-untyped-call]
         return dense
     c_in = weight.shape[1]
     # (cells, kh, kw, c_in): each kernel offset's contribution is a contiguous block.
