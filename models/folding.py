@@ -9,7 +9,7 @@ pass too (about 5% of a ResNet-50's LayerCAM prediction on 2 CPU cores).
 from __future__ import annotations
 
 from torch import nn
-from torch.nn.utils.fusion import fuse_conv_bn_eval
+from torch.nn.utils.fusion import fuse_conv_bn_weights
 
 __all__ = ["fold_batchnorm"]
 
@@ -50,7 +50,11 @@ def fold_batchnorm(model: nn.Module) -> int:
                 and isinstance(bn, nn.BatchNorm2d)
                 and bn.running_mean is not None  # batch statistics even in eval: not fixed
             ):
-                setattr(module, conv_name, fuse_conv_bn_eval(conv, bn))
+                # In place: torch's fuse_conv_bn_eval deep-copies every convolution first.
+                conv.weight, conv.bias = fuse_conv_bn_weights(
+                    conv.weight, conv.bias, bn.running_mean, bn.running_var, bn.eps,
+                    bn.weight, bn.bias,
+                )  # fmt: skip
                 setattr(module, bn_name, nn.Identity())
                 folded += 1
     return folded
