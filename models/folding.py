@@ -45,16 +45,15 @@ def fold_batchnorm(model: nn.Module) -> int:
             continue
         for conv_name, bn_name in pairs:
             conv, bn = getattr(module, conv_name, None), getattr(module, bn_name, None)
-            if (
-                isinstance(conv, nn.Conv2d)
-                and isinstance(bn, nn.BatchNorm2d)
-                and bn.running_mean is not None  # batch statistics even in eval: not fixed
-            ):
-                # In place: torch's fuse_conv_bn_eval deep-copies every convolution first.
-                conv.weight, conv.bias = fuse_conv_bn_weights(
-                    conv.weight, conv.bias, bn.running_mean, bn.running_var, bn.eps,
-                    bn.weight, bn.bias,
-                )  # fmt: skip
-                setattr(module, bn_name, nn.Identity())
-                folded += 1
+            if not (isinstance(conv, nn.Conv2d) and isinstance(bn, nn.BatchNorm2d)):
+                continue
+            mean, var = bn.running_mean, bn.running_var
+            if mean is None or var is None:
+                continue  # normalised by each batch's own statistics, even in eval mode
+            # In place: torch's fuse_conv_bn_eval deep-copies every convolution first.
+            conv.weight, conv.bias = fuse_conv_bn_weights(
+                conv.weight, conv.bias, mean, var, bn.eps, bn.weight, bn.bias
+            )
+            setattr(module, bn_name, nn.Identity())
+            folded += 1
     return folded
