@@ -85,6 +85,12 @@ def _register_train(sub: argparse._SubParsersAction[Any]) -> None:
     )
     p.add_argument("--warmup-fraction", type=float, help="warmup share of the run (0.05)")
     p.add_argument("--loss", choices=["weighted", "bce"])
+    p.add_argument(
+        "--hflip",
+        type=float,
+        metavar="P",
+        help="probability of a horizontal flip per training image (default 0: never; CheXNet: 0.5)",
+    )
     p.add_argument("--max-steps", type=int, help="stop after N optimizer steps")
     p.add_argument("--workers", type=int, help="DataLoader worker processes")
     p.add_argument("--threads", type=int, help="torch CPU threads")
@@ -121,7 +127,7 @@ def _train(args: argparse.Namespace) -> int:
             "output_stride", "body_stages",
             "transition_channels", "labels", "epochs", "min_steps", "batch_size", "accum",
             "optimizer", "lr", "warmup_fraction",
-            "loss", "max_steps", "workers", "threads", "seed", "device", "cache_images",
+            "loss", "hflip", "max_steps", "workers", "threads", "seed", "device", "cache_images",
             "compile", "resume", "demo", "progress",
         )
     }  # fmt: skip

@@ -132,6 +132,7 @@ class TrainConfig:
     seed: int = 0
     augment: bool = True
     aug_shift: float = 0.05  # max random translation, fraction of the side
+    hflip: float = 0.0  # probability of a horizontal flip per training image (opt-in)
     cache_images: bool | None = None  # None: cache when the images fit in 1 GiB as uint8
     threshold_method: str = "youden"  # "youden" | "f1"
     heatmap_method: str = "layercam"  # "layercam" (finer, aligned) | "cam" (the paper)
@@ -172,6 +173,8 @@ class TrainConfig:
         for key in ("warmup_fraction", "final_lr_fraction"):
             if not 0.0 <= getattr(self, key) < 1.0:
                 raise ModelsError(f"config {key} must be in [0, 1), got {getattr(self, key)}")
+        if not 0.0 <= self.hflip <= 1.0:  # NaN fails too
+            raise ModelsError(f"config hflip must be in [0, 1], got {self.hflip}")
         if self.lr is not None and not self.lr > 0:
             raise ModelsError(f"config lr must be > 0, got {self.lr}")
         if (
@@ -499,7 +502,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         cache_images = len(records) * cfg.image_size**2 <= _CACHE_BYTES
     cache = cfg.image_size if cache_images else None
     train_tf: Callable[[np.ndarray], torch.Tensor] = (
-        TrainTransform(cfg.image_size, shift=cfg.aug_shift, resize=cfg.resize)  # type: ignore[arg-type]
+        TrainTransform(cfg.image_size, shift=cfg.aug_shift, hflip=cfg.hflip, resize=cfg.resize)  # type: ignore[arg-type]
         if cfg.augment
         else EvalTransform(cfg.image_size, cfg.resize)  # type: ignore[arg-type]
     )
@@ -591,6 +594,8 @@ def train(cfg: TrainConfig) -> TrainResult:
             "total_steps": total_steps,
             "warmup_steps": _warmup_steps(total_steps, cfg.warmup_fraction, cfg.warmup_steps),
             "schedule": cfg.schedule,
+            "augment": cfg.augment,
+            "hflip": cfg.hflip if cfg.augment else 0.0,
             "synthetic_data": synthetic,
         },
         demo=demo,

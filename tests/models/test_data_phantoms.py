@@ -119,3 +119,18 @@ def test_train_transform_keeps_shape_and_range() -> None:
     px = np.random.default_rng(0).random((70, 50), dtype=np.float32)
     out = TrainTransform(32)(px, np.random.default_rng(1))
     assert out.shape == (1, 32, 32) and float(out.min()) >= 0.0 and float(out.max()) <= 1.0
+
+
+def test_train_transform_flips_as_often_as_asked_and_nothing_else_changes() -> None:
+    px = np.random.default_rng(0).random((70, 50), dtype=np.float32)
+    never, always = TrainTransform(32, hflip=0.0), TrainTransform(32, hflip=1.0)
+    for seed in range(4):
+        # Same draws either way: the flipped image is the mirror of the unflipped one.
+        a, b = never(px, np.random.default_rng(seed)), always(px, np.random.default_rng(seed))
+        np.testing.assert_array_equal(b.numpy(), a.numpy()[..., ::-1])
+    half = TrainTransform(32, rotate_deg=0, scale=(1, 1), shift=0, contrast=0, gamma=0, hflip=0.5)
+    ramp = np.tile(np.linspace(0, 1, 64, dtype=np.float32), (64, 1))  # bright on the right
+    rng = np.random.default_rng(0)
+    flipped = [float(half(ramp, rng)[0, :, 0].mean()) > 0.5 for _ in range(400)]
+    assert 150 < sum(flipped) < 250
+    assert TrainTransform(32).hflip == 0.0  # opt-in: images stay as acquired by default

@@ -40,6 +40,7 @@ def test_train_one_step_then_resume(phantom_dir: Path, tmp_path: Path) -> None:
     # Phantoms carry the synthetic marker: the card says demo without being told (issue 7).
     assert first.card.demo and "DEMONSTRATION" in first.card.intended_use
     assert first.card.training["synthetic_data"] and first.card.metrics["epoch"] == 1
+    assert first.card.training["hflip"] == 0.0  # the default, written down
     assert set(first.card.temperatures) == set(first.card.labels)
     assert set(first.card.thresholds) == set(first.card.labels)
     assert first.card.metrics["validation"]["n_images"] > 0
@@ -69,7 +70,7 @@ def test_train_config_rejects_unknown_keys_and_values(tmp_path: Path) -> None:
     toml.write_text('data = "x"\nepochs = 3\n')
     cfg = load_train_config(toml, epochs=5, lr=None)
     assert cfg.epochs == 5 and cfg.lr is None and cfg.accum is None
-    for bad in ("warmup_fraction = 1.5", "lr = -1.0", "accum = 0"):
+    for bad in ("warmup_fraction = 1.5", "lr = -1.0", "accum = 0", "hflip = 1.5", "hflip = nan"):
         toml.write_text(f'data = "x"\n{bad}\n')
         with pytest.raises(ModelsError):
             load_train_config(toml)
