@@ -94,14 +94,15 @@ def forward_with_layercam(
     """
     head, tail = model.split_body(stage)  # type: ignore[operator]
     conv, after = _split_transition(model.transition)  # type: ignore[arg-type]
-    with torch.no_grad(), autocast():
-        early = head(model.prepare_input(x))  # type: ignore[operator]
     chunk = max(1, _GRAPH_PIXELS // max(1, x.shape[-2] * x.shape[-1]))
     all_logits: list[torch.Tensor] = []
     maps: list[dict[int, np.ndarray]] = []
     for start in range(0, x.shape[0], chunk):
+        # The early stages per chunk too: at 1024 px their activations are large as well.
+        with torch.no_grad(), autocast():
+            early = head(model.prepare_input(x[start : start + chunk]))  # type: ignore[operator]
         with torch.enable_grad():
-            a = early[start : start + chunk].detach().requires_grad_(True)
+            a = early.requires_grad_(True)
             with autocast():
                 body = tail(a)
                 if conv is None:

@@ -129,3 +129,36 @@ def test_load_image_pillow_decompression_bomb_is_too_large(monkeypatch: pytest.M
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)  # 5120 pixels is over twice that
     with pytest.raises(ImageTooLargeError, match="decompression bomb"):
         load_image(buf.getvalue(), filename="bomb.png")
+
+
+@pytest.mark.parametrize("method", ["cam", "layercam"])
+def test_a_batch_over_the_memory_budget_goes_in_parts_with_the_same_results(
+    demo_checkpoint: Path, monkeypatch: pytest.MonkeyPatch, method: str
+) -> None:
+    import models.layercam
+    import models.predict
+
+    rng = np.random.default_rng(3)
+    images = [rng.random((70 + 9 * i, 90), dtype=np.float32) for i in range(5)]
+
+    def run() -> list[tuple[dict[str, float], dict[str, np.ndarray], int]]:
+        predictor = load_predictor(demo_checkpoint, device="cpu", heatmap_method=method)
+        predictor.thresholds = dict.fromkeys(predictor.labels, 0.0)  # every map is drawn
+        return [
+            (r.probabilities, {k: h.render() for k, h in r.heatmaps.items()}, len(r.boxes))
+            for r in predictor.predict(images, heatmaps="all")
+        ]
+
+    whole = run()
+    # Two 64 px images per pass instead of all five at once.
+    monkeypatch.setattr(models.predict, "_FORWARD_PIXELS", 2 * 64 * 64)
+    monkeypatch.setattr(models.layercam, "_GRAPH_PIXELS", 2 * 64 * 64)
+    parts = run()
+    for (p_whole, maps_whole, n_whole), (p_parts, maps_parts, n_parts) in zip(
+        whole, parts, strict=True
+    ):
+        assert p_parts == pytest.approx(p_whole, abs=1e-5)
+        assert maps_parts.keys() == maps_whole.keys() and len(maps_whole) == 3
+        for label, heat in maps_whole.items():
+            np.testing.assert_allclose(maps_parts[label], heat, atol=1e-4)
+        assert n_parts == n_whole
