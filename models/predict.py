@@ -272,7 +272,8 @@ class Predictor:
         else:
             step = max(1, _FORWARD_PIXELS // (x.shape[-2] * x.shape[-1]))
             with self._autocast():
-                features = torch.cat([self.model.forward_features(p) for p in x.split(step)])
+                parts = [x[s : s + step] for s in range(0, x.shape[0], step)]
+                features = torch.cat([self.model.forward_features(p) for p in parts])
                 logits = self.model.forward_head(features)
             probs = self.probabilities(logits)
             t2 = time.perf_counter()
