@@ -245,8 +245,8 @@ def _register_predict(sub: argparse._SubParsersAction[Any]) -> None:
         "--batch-size",
         type=int,
         default=16,
-        help="images per forward pass (default 16, as the library's Predictor; lower it on a "
-        "small machine at 1024 px)",
+        help="images per batch (default 16, as the library's Predictor); large inputs go "
+        "through the network a few at a time whatever this is (four at 1024 px)",
     )
     p.set_defaults(handler=_with_logging(_predict))
 
