@@ -89,7 +89,7 @@ def _register_train(sub: argparse._SubParsersAction[Any]) -> None:
         "--hflip",
         type=float,
         metavar="P",
-        help="probability of a horizontal flip per training image (default 0: never; CheXNet: 0.5)",
+        help="probability of a horizontal flip per training image (0.5, as CheXNet; 0: never)",
     )
     p.add_argument("--max-steps", type=int, help="stop after N optimizer steps")
     p.add_argument("--workers", type=int, help="DataLoader worker processes")

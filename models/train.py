@@ -132,7 +132,7 @@ class TrainConfig:
     seed: int = 0
     augment: bool = True
     aug_shift: float = 0.05  # max random translation, fraction of the side
-    hflip: float = 0.0  # probability of a horizontal flip per training image (opt-in)
+    hflip: float = 0.5  # probability of a horizontal flip per training image (0: never)
     cache_images: bool | None = None  # None: cache when the images fit in 1 GiB as uint8
     threshold_method: str = "youden"  # "youden" | "f1"
     heatmap_method: str = "layercam"  # "layercam" (finer, aligned) | "cam" (the paper)

@@ -159,11 +159,11 @@ def test_cli_train_one_step(tmp_path: Path) -> None:
     status = main(["train", "--data", str(data), "--out", str(out), "--arch", "resnet18",
                    "--weights", "none", "--image-size", "64", "--labels", "auto", "--epochs", "1",
                    "--batch-size", "4", "--accum", "1", "--max-steps", "1", "--workers", "0",
-                   "--no-progress", "--device", "cpu", "--hflip", "0.5"])  # fmt: skip
+                   "--no-progress", "--device", "cpu", "--hflip", "0"])  # fmt: skip
     assert status == 0 and out.is_file()
     from models.checkpoint import load_checkpoint
 
-    assert load_checkpoint(out).card.training["hflip"] == 0.5
+    assert load_checkpoint(out).card.training["hflip"] == 0.0
     bad = ["train", "--data", str(data), "--out", str(tmp_path / "b.pt"), "--hflip", "2"]
     assert main(bad) == 2  # one line: "config hflip must be in [0, 1]"
 

@@ -40,7 +40,7 @@ def test_train_one_step_then_resume(phantom_dir: Path, tmp_path: Path) -> None:
     # Phantoms carry the synthetic marker: the card says demo without being told (issue 7).
     assert first.card.demo and "DEMONSTRATION" in first.card.intended_use
     assert first.card.training["synthetic_data"] and first.card.metrics["epoch"] == 1
-    assert first.card.training["hflip"] == 0.0  # the default, written down
+    assert first.card.training["hflip"] == 0.5  # the default, written down
     assert set(first.card.temperatures) == set(first.card.labels)
     assert set(first.card.thresholds) == set(first.card.labels)
     assert first.card.metrics["validation"]["n_images"] > 0
