@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from models.boxes import Box
-from models.evaluate import format_report, load_bbox_csv
+from models.evaluate import format_report, load_bbox_csv, localization_by_side
 from models.metrics import (
     GroundTruthBox,
     choose_thresholds,
@@ -93,3 +93,30 @@ def test_load_bbox_csv_reads_nih_quirks(tmp_path: Path) -> None:
     boxes = load_bbox_csv(path)
     assert [b.label for b in boxes] == ["Infiltration", "Atelectasis"]
     assert boxes[0].xywh == pytest.approx((225.08, 547.01, 86.77, 79.18))
+
+
+def test_localization_by_side_shows_a_model_that_finds_one_side_only() -> None:
+    # Two 100 px wide images, a pneumothorax band on each side; only the left one is found.
+    truth = [
+        GroundTruthBox("a.png", "Pneumothorax", 5, 10, 15, 40),
+        GroundTruthBox("b.png", "Pneumothorax", 80, 10, 15, 40),
+        GroundTruthBox("b.png", "Nodule", 60, 60, 6, 6),
+    ]
+    predicted = {
+        ("a.png", "Pneumothorax"): [Box("Pneumothorax", 6, 12, 10, 30, 1.0)],  # inside: hit
+        ("b.png", "Pneumothorax"): [Box("Pneumothorax", 60, 12, 20, 30, 1.0)],  # beside: miss
+        ("b.png", "Nodule"): [Box("Nodule", 60, 60, 6, 6, 1.0)],
+    }
+    sizes = {"a.png": (120, 100), "b.png": (120, 100)}
+    sides = localization_by_side(predicted, truth, sizes)
+    assert sides["left"] == {"Pneumothorax": {"acc": 1.0, "n": 1}}
+    assert sides["right"] == {
+        "Nodule": {"acc": 1.0, "n": 1},
+        "Pneumothorax": {"acc": 0.0, "n": 1},
+    }
+    report = {"localization": {**localization_metrics(predicted, truth), "iobb_0.5_by_side": sides}}
+    line = format_report(report).splitlines()[-1]
+    assert line == (
+        "IoBB-0.5 by image half, left/right (boxes): Nodule -/1.00 (0/1), "
+        "Pneumothorax 1.00/0.00 (1/1)"
+    )
