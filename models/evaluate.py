@@ -141,13 +141,13 @@ def format_report(report: Mapping[str, Any]) -> str:
         lines.append("(cells: accuracy/average false positives)")
         sides = loc.get("iobb_0.5_by_side")
         if sides:
-            cells = []
+            halves = []
             for lb in sorted(set(sides["left"]) | set(sides["right"])):
-                acc = [sides[s].get(lb, {}).get("acc") for s in ("left", "right")]
-                n = [sides[s].get(lb, {}).get("n", 0) for s in ("left", "right")]
-                shown = "/".join("-" if a is None else f"{a:.2f}" for a in acc)
-                cells.append(f"{lb} {shown} ({n[0]}/{n[1]})")
-            lines.append("IoBB-0.5 by image half, left/right (boxes): " + ", ".join(cells))
+                accs = [sides[h].get(lb, {}).get("acc") for h in ("left", "right")]
+                n = [sides[h].get(lb, {}).get("n", 0) for h in ("left", "right")]
+                shown = "/".join("-" if a is None else f"{a:.2f}" for a in accs)
+                halves.append(f"{lb} {shown} ({n[0]}/{n[1]})")
+            lines.append("IoBB-0.5 by image half, left/right (boxes): " + ", ".join(halves))
     return "\n".join(lines)
 
 
