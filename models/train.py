@@ -640,10 +640,10 @@ def train(cfg: TrainConfig) -> TrainResult:
         log.info(
             "%d training images, %d micro-batches of %d per epoch, accumulating %d "
             "(effective batch %d): %d optimizer steps per epoch, %d epochs, %d steps in all; "
-            "%s lr %.2e (weights %s), warmup %d steps, %s decay",
+            "%s lr %.2e (weights %s), warmup %d steps, %s decay; horizontal flips p=%.2f",
             len(train_set), len(loader), cfg.batch_size, accum, cfg.batch_size * accum * world,
             steps_per_epoch, epochs, total_steps, cfg.optimizer, peak_lr, cfg.weights,
-            card.training["warmup_steps"], cfg.schedule,
+            card.training["warmup_steps"], cfg.schedule, card.training["hflip"],
         )  # fmt: skip
 
     # --- loop ----------------------------------------------------------------------------
