@@ -1,4 +1,5 @@
-"""`cxr train`, `cxr evaluate`, `cxr predict`, `cxr phantoms`: the classifier's commands.
+"""`cxr train`, `cxr prepare`, `cxr evaluate`, `cxr predict`, `cxr phantoms`: the classifier's
+commands.
 
 Only the standard library is imported at module level (torch loads inside handlers),
 so `cxr label` and `cxr --help` stay fast.
@@ -33,6 +34,7 @@ def _with_logging(handler: Handler) -> Handler:
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add this area's subcommands to `cxr`."""
     _register_train(sub)
+    _register_prepare(sub)
     _register_evaluate(sub)
     _register_predict(sub)
     _register_phantoms(sub)
@@ -102,7 +104,25 @@ def _register_train(sub: argparse._SubParsersAction[Any]) -> None:
         default=None,
         help="keep resized images in RAM (default: when they fit in 1 GiB)",
     )
-    p.add_argument("--compile", action="store_const", const=True, default=None)
+    p.add_argument(
+        "--prepared",
+        metavar="DIR",
+        help="read the images from a `cxr prepare` cache (same --image-size) instead of the files",
+    )
+    p.add_argument(
+        "--input-bits",
+        type=int,
+        choices=[8, 16],
+        help="pixels through the loader as uint8 (default) or uint16 (16-bit sources)",
+    )
+    p.add_argument("--prefetch", type=int, help="batches loaded ahead per worker (4)")
+    p.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="torch.compile the model (default: on CUDA; falls back to eager with a log "
+        "line when it cannot compile)",
+    )
     p.add_argument("--resume", action="store_const", const=True, default=None)
     p.add_argument(
         "--demo",
@@ -128,7 +148,7 @@ def _train(args: argparse.Namespace) -> int:
             "transition_channels", "labels", "epochs", "min_steps", "batch_size", "accum",
             "optimizer", "lr", "warmup_fraction",
             "loss", "hflip", "max_steps", "workers", "threads", "seed", "device", "cache_images",
-            "compile", "resume", "demo", "progress",
+            "compile", "resume", "demo", "progress", "prepared", "input_bits", "prefetch",
         )
     }  # fmt: skip
     # torchrun sets these; the library itself never reads the environment.
@@ -147,6 +167,60 @@ def _train(args: argparse.Namespace) -> int:
     for warning in result.warnings:
         # Loud on purpose (issue 9): a model that did not learn must not pass unnoticed.
         sys.stderr.write(f"\n*** WARNING: {warning} ***\n(also in the model card's warnings)\n")
+    return 0
+
+
+# --- prepare ------------------------------------------------------------------------------
+
+
+def _register_prepare(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser(
+        "prepare",
+        help="write a dataset's images fitted to the training size as uint8 shards on disk",
+        description="Decode and fit every image of DATA once, into OUT (memory-mapped .npy "
+        "shards + index.json), for `cxr train --prepared OUT` when the images do not fit in "
+        "RAM. Rerunning the same command continues after the last complete shard; a cache "
+        "of other sources or settings is refused unless --rebuild.",
+    )
+    p.add_argument("--data", required=True, help="NIH-layout folder or labels CSV")
+    p.add_argument("--out", required=True, metavar="OUT", help="cache folder")
+    p.add_argument("--image-size", type=int, default=512, help="training input side (512)")
+    p.add_argument("--resize", choices=["letterbox", "stretch"], default="letterbox")
+    p.add_argument("--bits", type=int, choices=[8, 16], default=8, help="uint8 or uint16 rows")
+    p.add_argument("--shard-images", type=int, default=512, help="images per shard file (512)")
+    p.add_argument("--workers", type=int, default=2, help="decoding processes (2)")
+    p.add_argument("--on-error", choices=["raise", "skip"], default="raise")
+    p.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="replace a cache written for other sources or settings",
+    )
+    p.add_argument("--no-progress", dest="progress", action="store_false")
+    p.set_defaults(handler=_with_logging(_prepare))
+
+
+def _prepare(args: argparse.Namespace) -> int:
+    from models.data import load_records
+    from models.prepared import prepare_images
+
+    records = load_records(args.data)
+    images = prepare_images(
+        records,
+        args.out,
+        size=args.image_size,
+        resize=args.resize,
+        bits=args.bits,
+        shard_images=args.shard_images,
+        workers=args.workers,
+        rebuild=args.rebuild,
+        on_error=args.on_error,
+        progress=args.progress,
+    )
+    sys.stderr.write(
+        f"prepared {len(images.sources)} images at {images.size} px in {images.root}"
+        + (f"; {len(images.rejects)} unreadable, stored black" if images.rejects else "")
+        + "\n"
+    )
     return 0
 
 

@@ -26,17 +26,21 @@ import torch
 from torch.utils.data import Dataset
 
 from models.errors import DatasetError, ImageError
-from models.images import load_image
-from models.transforms import fit_long_side
+from models.images import load_image, load_integer_image
+from models.transforms import fit_long_side, fit_square_integer
 
 __all__ = [
     "DATA_ENTRY_COLUMNS",
     "LABEL_ALIASES",
     "SYNTHETIC_MARKER",
     "ChestXrayDataset",
+    "FittedDataset",
+    "LabelledImages",
     "Record",
     "Split",
+    "build_loader",
     "canonical_label",
+    "init_loader_worker",
     "is_synthetic",
     "load_records",
     "resolve_labels",
@@ -251,7 +255,39 @@ def split_records(
     return [r for r in records if r.patient_id in parts[split]]
 
 
-class ChestXrayDataset(Dataset[tuple[torch.Tensor, torch.Tensor, int]]):
+class LabelledImages(Dataset[tuple[torch.Tensor, torch.Tensor, int]]):
+    """What every dataset here shares: records, label names and the multi-hot targets.
+
+    Items are `(image (1, S, S), target (C,) float32, index)`; subclasses say how the image
+    is made.
+    """
+
+    def __init__(self, records: Sequence[Record], labels: Sequence[str]) -> None:
+        self.records = list(records)
+        self.labels = list(labels)
+        col = {name: i for i, name in enumerate(self.labels)}
+        self.targets = np.zeros((len(self.records), len(self.labels)), np.float32)
+        for i, r in enumerate(self.records):
+            for f in r.findings:
+                if f in col:
+                    self.targets[i, col[f]] = 1.0
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        """Counts for the model card: images, patients, positives per label."""
+        return {
+            "images": len(self.records),
+            "patients": len({r.patient_id for r in self.records}),
+            "positives": {n: int(self.targets[:, i].sum()) for i, n in enumerate(self.labels)},
+        }
+
+
+class ChestXrayDataset(LabelledImages):
     """Images and multi-hot targets.
 
     Items are `(image (1, S, S) float32 in [0, 1], target (C,) float32, index)`.
@@ -275,21 +311,11 @@ class ChestXrayDataset(Dataset[tuple[torch.Tensor, torch.Tensor, int]]):
         cache_size: int | None = None,
         on_error: Literal["raise", "skip"] = "raise",
     ) -> None:
-        self.records = list(records)
-        self.labels = list(labels)
+        super().__init__(records, labels)
         self.transform = transform
         self.cache_size = cache_size
         self.on_error = on_error
         self._cache: dict[int, tuple[np.ndarray, tuple[int, int]]] = {}
-        col = {name: i for i, name in enumerate(self.labels)}
-        self.targets = np.zeros((len(self.records), len(self.labels)), np.float32)
-        for i, r in enumerate(self.records):
-            for f in r.findings:
-                if f in col:
-                    self.targets[i, col[f]] = 1.0
-
-    def __len__(self) -> int:
-        return len(self.records)
 
     def pixels(self, index: int) -> tuple[np.ndarray, tuple[int, int]]:
         """The grey image (maybe cached, downsized) and its ORIGINAL (rows, columns)."""
@@ -317,10 +343,118 @@ class ChestXrayDataset(Dataset[tuple[torch.Tensor, torch.Tensor, int]]):
         px, _ = self.pixels(index)
         return self.transform(px), torch.from_numpy(self.targets[index]), index
 
-    def describe(self) -> dict[str, Any]:
-        """Counts for the model card: images, patients, positives per label."""
-        return {
-            "images": len(self.records),
-            "patients": len({r.patient_id for r in self.records}),
-            "positives": {n: int(self.targets[:, i].sum()) for i, n in enumerate(self.labels)},
-        }
+
+class FittedDataset(LabelledImages):
+    """Images fitted to the input side as integers: the training loader's dataset (issue 19).
+
+    Items are `(image (1, S, S) uint8 (or uint16), target (C,) float32, index)`. The work per
+    item is a decode to integers (`load_integer_image`) and one area resize of those integers
+    (`fit_square_integer`); no full-size float image is made, and the float conversion and
+    augmentation run per batch on the training device (`models.augment`).
+
+    Args:
+        records: images to serve.
+        labels: label names, defining the target order.
+        size: the input side S.
+        resize: "letterbox" (pad with 0) or "stretch".
+        dtype: np.uint8, or np.uint16 to keep more than 8 bits of a 16-bit source.
+        cache: keep each fitted image in memory after its first load (small sets; each
+            loader worker keeps its own copy).
+        on_error: "raise" on an unreadable image, or "skip" (serve a black image and log it;
+            the record still counts).
+    """
+
+    def __init__(
+        self,
+        records: Sequence[Record],
+        labels: Sequence[str],
+        *,
+        size: int,
+        resize: str = "letterbox",
+        dtype: type[np.unsignedinteger[Any]] = np.uint8,
+        cache: bool = False,
+        on_error: Literal["raise", "skip"] = "raise",
+    ) -> None:
+        super().__init__(records, labels)
+        self.size = size
+        self.resize = resize
+        self.dtype = dtype
+        self.cache = cache
+        self.on_error = on_error
+        self._cache: dict[int, np.ndarray] = {}
+
+    def fitted(self, index: int) -> np.ndarray:
+        """The (S, S) integer image of record `index`, decoded and fitted.
+
+        Raises:
+            ImageError: the file is unreadable (whatever `on_error` says).
+        """
+        hit = self._cache.get(index)
+        if hit is not None:
+            return hit
+        image = load_integer_image(self.records[index].path)
+        out, _ = fit_square_integer(
+            image.pixels, self.size, self.resize, low=image.low, high=image.high, dtype=self.dtype
+        )
+        if self.cache:
+            self._cache[index] = out
+        return out
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+        try:
+            pixels = self.fitted(index)
+        except ImageError:
+            if self.on_error == "raise":
+                raise
+            log.warning("unreadable image %s; serving a blank image", self.records[index].path)
+            pixels = np.zeros((self.size, self.size), self.dtype)
+        return torch.from_numpy(pixels)[None], torch.from_numpy(self.targets[index]), index
+
+
+def init_loader_worker(worker_id: int) -> None:
+    """`worker_init_fn` of the training loaders: one thread per worker process.
+
+    Each worker decodes whole images; torch's and OpenCV's own thread pools inside every
+    worker would only oversubscribe the cores the workers already fill.
+    """
+    import cv2
+
+    torch.set_num_threads(1)
+    cv2.setNumThreads(0)
+
+
+def build_loader(
+    dataset: Dataset[Any],
+    *,
+    batch_size: int,
+    workers: int,
+    shuffle: bool = False,
+    sampler: Any = None,
+    drop_last: bool = False,
+    pin_memory: bool = False,
+    prefetch_factor: int = 4,
+) -> torch.utils.data.DataLoader[Any]:
+    """The DataLoader that training and `cxr prepare` use (one thread per worker, see
+    `init_loader_worker`; workers kept across epochs; `prefetch_factor` batches in flight
+    per worker, so a GPU step never waits on a worker that is between two images).
+
+    Args:
+        dataset: e.g. a `FittedDataset`.
+        batch_size: images per batch.
+        workers: worker processes (0: load in the calling process).
+        shuffle, sampler, drop_last: as `torch.utils.data.DataLoader`.
+        pin_memory: page-locked batches, for asynchronous copies to a CUDA device.
+        prefetch_factor: batches loaded ahead per worker (ignored without workers).
+    """
+    return torch.utils.data.DataLoader(
+        dataset,
+        batch_size=batch_size,
+        shuffle=shuffle,
+        sampler=sampler,
+        num_workers=workers,
+        pin_memory=pin_memory,
+        drop_last=drop_last,
+        persistent_workers=workers > 0,
+        worker_init_fn=init_loader_worker if workers > 0 else None,
+        prefetch_factor=prefetch_factor if workers > 0 else None,
+    )

@@ -14,6 +14,7 @@ __all__ = [
     "InvalidDicomError",
     "MissingPixelData",
     "ModelsError",
+    "PreparedCacheError",
     "UnsupportedImageError",
     "UnsupportedTransferSyntax",
 ]
@@ -53,3 +54,8 @@ class CheckpointError(ModelsError):
 
 class DatasetError(ModelsError):
     """A training/evaluation dataset is missing files, columns or labels."""
+
+
+class PreparedCacheError(DatasetError):
+    """A prepared image cache (`cxr prepare`) is incomplete, or stale for the data or the
+    settings it is used with."""

@@ -160,7 +160,8 @@ def predict_dataset(
     workers: int = 0,
     progress: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Run a `ChestNet` over a `ChestXrayDataset`.
+    """Run a `ChestNet` over a `ChestXrayDataset` (or any dataset of the same items, with
+    integer images as `models.data.FittedDataset` serves them).
 
     Returns:
         raw logits (N, C) and targets (N, C), float32, in dataset order. Probabilities are
@@ -168,6 +169,8 @@ def predict_dataset(
     """
     import torch
     from torch.utils.data import DataLoader
+
+    from models.augment import to_unit_float
 
     dev = torch.device(device)
     loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=workers)
@@ -177,7 +180,7 @@ def predict_dataset(
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=dev.type == "cuda")
     with torch.inference_mode(), autocast:
         for x, y, _ in _maybe_tqdm(loader, progress, "evaluate"):
-            x = x.to(dev, non_blocking=True)
+            x = to_unit_float(x.to(dev, non_blocking=True))  # integer items: training's loader
             logits.append(model(x).float().cpu().numpy())
             targets.append(y.numpy())
     model.train(was_training)

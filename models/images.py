@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import os
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,7 +21,7 @@ from models.errors import ImageError, ImageTooLargeError, InvalidDicomError, Uns
 if TYPE_CHECKING:
     from PIL import Image
 
-__all__ = ["load_image", "read_bitmap"]
+__all__ = ["IntegerImage", "load_image", "load_integer_image", "read_bitmap"]
 
 _BITMAP_FORMATS = frozenset({"PNG", "JPEG", "TIFF", "BMP"})
 
@@ -152,3 +153,97 @@ def _grey_array(im: Image.Image) -> np.ndarray:
         return np.asarray(im, dtype=np.float32)
     # RGB/RGBA/LA/P: NIH's RGBA files are grey with an opaque alpha; use luma, drop alpha.
     return np.asarray(im.convert("L"), dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class IntegerImage:
+    """A grey image as the integers it was stored with, and the window that maps them to [0, 1].
+
+    `(pixels - low) / (high - low)` is what `load_image` returns (0 where high == low); the
+    training loader resizes the integers and applies the window to the small result, never
+    holding a full-size float copy (issue 19).
+
+    Attributes:
+        pixels: (rows, columns) uint8 or uint16.
+        low, high: the stored values that map to 0 and 1.
+    """
+
+    pixels: np.ndarray
+    low: float
+    high: float
+
+
+_FAST_FORMATS = frozenset({"PNG", "JPEG"})
+
+
+def load_integer_image(
+    source: str | os.PathLike[str] | bytes,
+    *,
+    filename: str | None = None,
+    max_pixels: int | None = None,
+) -> IntegerImage:
+    """Read an image as integers: what `load_image` reads, before any float conversion.
+
+    PNG and JPEG are decoded by OpenCV as stored (8 or 16 bits; colour to grey with the
+    ITU-R 601 luma weights, as Pillow's "L", alpha dropped), with the same header checks
+    as `load_image`. Anything else (DICOM, TIFF, BMP, and whatever OpenCV cannot decode)
+    goes through `load_image` and comes back quantized to uint16 with the window (0, 65535).
+
+    Args:
+        source: a path or the file's bytes.
+        filename: name used in error messages when `source` is bytes.
+        max_pixels: as in `load_image`.
+
+    Returns:
+        `IntegerImage` with (rows, columns) uint8 or uint16 pixels.
+
+    Raises:
+        ImageError: (a subclass) the input is unreadable, unsupported or too large.
+    """
+    if isinstance(source, bytes):
+        data, name = source, filename or "<bytes>"
+    else:
+        name = filename or str(source)
+        try:
+            data = Path(source).read_bytes()
+        except OSError as exc:
+            raise ImageError(f"{name}: cannot read file ({exc.strerror or exc})") from exc
+    fast = _decode_integer(data, name, max_pixels)
+    if fast is not None:
+        return fast
+    pixels = load_image(data, filename=name, max_pixels=max_pixels).pixels
+    quantized = (np.clip(pixels, 0.0, 1.0) * 65535.0 + 0.5).astype(np.uint16)
+    return IntegerImage(pixels=quantized, low=0.0, high=65535.0)
+
+
+def _decode_integer(data: bytes, name: str, max_pixels: int | None) -> IntegerImage | None:
+    """OpenCV's decode of a single-frame PNG or JPEG; None sends the input to `load_image`."""
+    from PIL import Image
+
+    if len(data) >= 132 and data[128:132] == b"DICM":
+        return None
+    try:
+        with Image.open(io.BytesIO(data)) as im:  # header only: Image.open is lazy
+            if im.format not in _FAST_FORMATS or int(getattr(im, "n_frames", 1)) > 1:
+                return None
+            columns, rows = im.size
+    except Exception:  # whatever is wrong, load_image names it
+        return None
+    check_dimensions(name, rows, columns, max_pixels)
+    import cv2
+
+    arr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
+    if arr is None or arr.dtype not in (np.uint8, np.uint16):
+        return None
+    if arr.ndim == 3:
+        channels = arr.shape[2]
+        if channels == 4:
+            arr = cv2.cvtColor(arr, cv2.COLOR_BGRA2GRAY)
+        elif channels == 3:
+            arr = cv2.cvtColor(arr, cv2.COLOR_BGR2GRAY)
+        else:  # grey + alpha
+            arr = np.ascontiguousarray(arr[:, :, 0])
+    if arr.shape != (rows, columns):
+        return None
+    low, high = cv2.minMaxLoc(arr)[:2]
+    return IntegerImage(pixels=arr, low=float(low), high=float(high))

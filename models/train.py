@@ -3,7 +3,15 @@
     cfg = TrainConfig(data="nih/", out="runs/chestnet.pt", arch="resnet50", image_size=512)
     train(cfg)
 
-On CUDA: bf16 autocast and channels_last; on CPU: fp32, channels_last. Each epoch ends with
+On CUDA: bf16 autocast, channels_last and torch.compile (checked on one step; a model that
+does not compile trains eagerly, with a log line saying why); on CPU: fp32, channels_last.
+
+Input (issue 19): the loader's workers (one thread each) only decode each image to integers
+and fit it to the input size (`models.data.FittedDataset`), or read it from a prepared
+cache (`models.prepared`, `cxr prepare`); batches travel as uint8 through pinned memory,
+and the augmentation runs per batch on the training device (`models.augment`).
+
+Each epoch ends with
 validation (per-label AUC), per-label temperature scaling and operating thresholds fitted
 on validation, and a checkpoint holding the model card and the state to resume.
 
@@ -36,6 +44,7 @@ import tomllib
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +52,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from models.augment import BatchAugment, to_unit_float
 from models.calibration import fit_temperatures, temperature_vector
 from models.checkpoint import (
     DEMO_INTENDED_USE,
@@ -52,7 +62,9 @@ from models.checkpoint import (
     save_checkpoint,
 )
 from models.data import (
-    ChestXrayDataset,
+    FittedDataset,
+    LabelledImages,
+    build_loader,
     is_synthetic,
     load_records,
     resolve_labels,
@@ -65,13 +77,15 @@ from models.loss import compute_loss
 from models.metrics import choose_thresholds, classification_metrics, expected_calibration_error
 from models.network import DEFAULT_BODY_STAGES, DEFAULT_TRANSITION_CHANNELS
 from models.predict import resolve_device
-from models.transforms import RESIZE_MODES, EvalTransform, TrainTransform, preprocessing_record
+from models.prepared import PreparedDataset, PreparedImages
+from models.transforms import RESIZE_MODES, preprocessing_record
 
 __all__ = [
     "TrainConfig",
     "TrainResult",
     "accumulation_steps",
     "best_checkpoint_path",
+    "compile_or_eager",
     "default_lr",
     "epochs_for",
     "learning_rate_at",
@@ -134,6 +148,9 @@ class TrainConfig:
     aug_shift: float = 0.05  # max random translation, fraction of the side
     hflip: float = 0.5  # probability of a horizontal flip per training image (0: never)
     cache_images: bool | None = None  # None: cache when the images fit in 1 GiB as uint8
+    prepared: str = ""  # a `cxr prepare` cache to read the images from instead of the files
+    input_bits: int = 8  # loader pixels: 8 (uint8) or 16 (uint16, for 16-bit sources)
+    prefetch: int = 4  # batches loaded ahead per worker
     threshold_method: str = "youden"  # "youden" | "f1"
     heatmap_method: str = "layercam"  # "layercam" (finer, aligned) | "cam" (the paper)
     heatmap_stage: int = 2  # body stage LayerCAM weights (2: stride 8)
@@ -141,7 +158,7 @@ class TrainConfig:
     # runtime
     device: str = "auto"
     resume: bool = False
-    compile: bool = False
+    compile: bool | None = None  # None: on CUDA yes, on CPU no
     distributed: bool = False
     local_rank: int = 0
     threads: int | None = None  # torch CPU threads (None: torch default)
@@ -185,6 +202,10 @@ class TrainConfig:
             raise ModelsError(
                 f"config heatmap_stage must be a body stage, got {self.heatmap_stage}"
             )
+        if self.input_bits not in (8, 16):
+            raise ModelsError(f"config input_bits must be 8 or 16, got {self.input_bits}")
+        if self.prefetch < 1:
+            raise ModelsError(f"config prefetch must be >= 1, got {self.prefetch}")
         if self.image_size % 32:
             raise ModelsError(f"image_size must be a multiple of 32, got {self.image_size}")
         if not self.data:
@@ -333,12 +354,14 @@ def train_one_epoch(
     max_steps: int | None = None,
     distributed: bool = False,
     progress: str | None = None,
+    augment: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> tuple[int, dict[str, float]]:
     """One pass over `loader`, stepping the optimizer every `accum` micro-batches.
 
     Args:
         model: the (possibly DDP-wrapped) network, trained in place.
-        loader: yields (images (N, 1, H, W), targets (N, C), indices).
+        loader: yields (images (N, 1, H, W) uint8/uint16 or float in [0, 1], targets (N, C),
+            indices).
         device: where the model is.
         loss_kind: "weighted" or "bce" (`models.loss.compute_loss`).
         accum: micro-batches per optimizer step.
@@ -348,6 +371,8 @@ def train_one_epoch(
         max_steps: stop once this many optimizer steps are done.
         distributed: DDP: skip the gradient all-reduce on non-stepping micro-batches.
         progress: a progress-bar title, or None for no bar.
+        augment: run on each batch once on `device`: integer images -> augmented float
+            (N, 1, H, W) in [0, 1] (e.g. a `BatchAugment`); None: only the float conversion.
 
     Returns:
         (optimizer steps done so far, {"loss": mean loss, "images_per_s": throughput})
@@ -368,6 +393,7 @@ def train_one_epoch(
     for micro, (x, y, _) in enumerate(bar):
         x = x.to(device, non_blocking=True)
         y = y.to(device, non_blocking=True)
+        x = augment(x) if augment is not None else to_unit_float(x)
         if cuda:
             x = x.contiguous(memory_format=torch.channels_last)
         last_micro = (micro + 1) % accum == 0 or micro + 1 == len(loader)
@@ -404,9 +430,59 @@ def train_one_epoch(
     }
 
 
+def compile_or_eager(
+    model: nn.Module, example: torch.Tensor, *, backend: str = "inductor"
+) -> nn.Module:
+    """`torch.compile(model)`, checked on one training step; the eager model when it fails.
+
+    Compilation is lazy: whatever stops it (no Triton, no C compiler, an operator the
+    backend lacks) surfaces at the first call. This makes that call here, a forward and a
+    backward pass of `example` in training mode (under bf16 autocast on CUDA), and on any
+    failure logs one line saying why and returns `model` to train eagerly. The check leaves
+    no trace: gradients are cleared and the batch-norm statistics restored.
+
+    Args:
+        model: the network, on its device, in training mode.
+        example: a batch shaped like the training batches, (N, 1, S, S) float.
+        backend: the torch.compile backend ("inductor"; tests use "eager").
+
+    Returns:
+        The compiled module, or `model`.
+    """
+    saved = {name: b.detach().clone() for name, b in model.named_buffers()}
+    cuda = example.device.type == "cuda"
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else nullcontext()
+    t0 = time.perf_counter()
+    try:
+        compiled: nn.Module = torch.compile(model, backend=backend)  # type: ignore[assignment]
+        with autocast:
+            logits = compiled(example)
+        logits.float().sum().backward()
+        if cuda:
+            torch.cuda.synchronize(example.device)
+    except Exception as exc:  # any failure of the compiler stack means: train eagerly
+        from torch import _dynamo
+
+        _dynamo.reset()
+        first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+        log.warning(
+            "torch.compile failed (%s: %s); training without it (eager)",
+            type(exc).__name__, first_line,
+        )  # fmt: skip
+        return model
+    finally:
+        model.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            for name, buffer in model.named_buffers():
+                buffer.copy_(saved[name])
+    seconds = time.perf_counter() - t0
+    log.info("torch.compile (%s): compiled and checked in %.0f s", backend, seconds)
+    return compiled
+
+
 def validate(
     model: nn.Module,
-    dataset: ChestXrayDataset,
+    dataset: LabelledImages,
     *,
     device: torch.device,
     batch_size: int = 32,
@@ -497,37 +573,46 @@ def train(cfg: TrainConfig) -> TrainResult:
         resume_state = ckpt.train_state
         if resume_state is None:
             raise ModelsError(f"{out}: checkpoint has no training state; cannot resume")
-    cache_images = cfg.cache_images
-    if cache_images is None:
-        cache_images = len(records) * cfg.image_size**2 <= _CACHE_BYTES
-    cache = cfg.image_size if cache_images else None
-    train_tf: Callable[[np.ndarray], torch.Tensor] = (
-        TrainTransform(cfg.image_size, shift=cfg.aug_shift, hflip=cfg.hflip, resize=cfg.resize)  # type: ignore[arg-type]
-        if cfg.augment
-        else EvalTransform(cfg.image_size, cfg.resize)  # type: ignore[arg-type]
-    )
-    train_set = ChestXrayDataset(train_records, labels, train_tf, cache_size=cache)
-    val_tf = EvalTransform(cfg.image_size, cfg.resize)  # type: ignore[arg-type]
-    val_set = ChestXrayDataset(val_records, labels, val_tf, cache_size=cache)
+    dtype = np.uint16 if cfg.input_bits == 16 else np.uint8
+    train_set: LabelledImages
+    val_set: LabelledImages
+    if cfg.prepared:
+        images = PreparedImages.open(
+            cfg.prepared, size=cfg.image_size, resize=cfg.resize, bits=cfg.input_bits
+        )
+        train_set = PreparedDataset(images, train_records, labels)
+        val_set = PreparedDataset(images, val_records, labels)
+        input_source = f"prepared cache {cfg.prepared}"
+    else:
+        cache_images = cfg.cache_images
+        if cache_images is None:
+            cache_images = len(records) * cfg.image_size**2 <= _CACHE_BYTES
+        fitted = dict(size=cfg.image_size, resize=cfg.resize, dtype=dtype, cache=cache_images)
+        train_set = FittedDataset(train_records, labels, **fitted)  # type: ignore[arg-type]
+        val_set = FittedDataset(val_records, labels, **fitted)  # type: ignore[arg-type]
+        input_source = "image files" + (", kept in RAM once loaded" if cache_images else "")
     if len(train_set) == 0 or len(val_set) == 0:
         raise ModelsError(
             f"{cfg.data}: {len(train_set)} training and {len(val_set)} validation images; "
             "need at least one of each"
         )
+    augment = BatchAugment(shift=cfg.aug_shift, hflip=cfg.hflip) if cfg.augment else None
+    # Drawn on the CPU, so a seed gives the same augmentation on any device.
+    augment_rng = torch.Generator().manual_seed(cfg.seed + rank)
     sampler: Any = None
     if cfg.distributed:
         from torch.utils.data.distributed import DistributedSampler
 
         sampler = DistributedSampler(train_set, shuffle=True, seed=cfg.seed)
-    loader = torch.utils.data.DataLoader(
+    loader = build_loader(
         train_set,
         batch_size=cfg.batch_size,
         shuffle=sampler is None,
         sampler=sampler,
-        num_workers=cfg.workers,
+        workers=cfg.workers,
         pin_memory=device.type == "cuda",
         drop_last=len(train_set) > cfg.batch_size,
-        persistent_workers=cfg.workers > 0,
+        prefetch_factor=cfg.prefetch,
     )
 
     # --- schedule: everything in fractions of the run --------------------------------------
@@ -596,6 +681,13 @@ def train(cfg: TrainConfig) -> TrainResult:
             "schedule": cfg.schedule,
             "augment": cfg.augment,
             "hflip": cfg.hflip if cfg.augment else 0.0,
+            "augmentation": augment.record() if augment is not None else None,
+            "input": {
+                "source": input_source,
+                "dtype": np.dtype(dtype).name,
+                "fit": f"{cfg.resize} to {cfg.image_size} px on the integers (area "
+                "interpolation when shrinking), window stretched to the dtype's range",
+            },
             "synthetic_data": synthetic,
         },
         demo=demo,
@@ -631,8 +723,9 @@ def train(cfg: TrainConfig) -> TrainResult:
         best_auc = float(resume_state.get("best_mean_auc", -math.inf))
         log.info("resumed from %s at epoch %d, step %d", out, start_epoch, step)
     net: nn.Module = model
-    if cfg.compile:
-        net = torch.compile(net)  # type: ignore[assignment]
+    if cfg.compile if cfg.compile is not None else device.type == "cuda":
+        example = torch.zeros(cfg.batch_size, 1, cfg.image_size, cfg.image_size, device=device)
+        net = compile_or_eager(model, example.contiguous(memory_format=torch.channels_last))
     if cfg.distributed:
         ids = [cfg.local_rank] if device.type == "cuda" else None
         net = nn.parallel.DistributedDataParallel(net, device_ids=ids)
@@ -667,6 +760,7 @@ def train(cfg: TrainConfig) -> TrainResult:
             max_steps=cfg.max_steps,
             distributed=cfg.distributed,
             progress=f"epoch {epoch + 1}/{epochs}" if cfg.progress and master else None,
+            augment=partial(augment, generator=augment_rng) if augment is not None else None,
         )
         if not master:
             continue
@@ -747,7 +841,7 @@ def _near_chance_warnings(best_auc: float, limit: float, n_val: int) -> list[str
     return []
 
 
-def _describe(data: str, train_set: ChestXrayDataset, val_set: ChestXrayDataset) -> str:
+def _describe(data: str, train_set: LabelledImages, val_set: LabelledImages) -> str:
     t, v = train_set.describe(), val_set.describe()
     return (
         f"{data}: {t['images']} training images ({t['patients']} patients), {v['images']} "

@@ -29,6 +29,7 @@ __all__ = [
     "TrainTransform",
     "fit_long_side",
     "fit_square",
+    "fit_square_integer",
     "preprocessing_record",
     "resize_mode_of",
     "resize_square",
@@ -194,6 +195,64 @@ def fit_long_side(pixels: np.ndarray, side: int) -> np.ndarray:
     return _resize(pixels, geo.height, geo.width)
 
 
+def fit_square_integer(
+    pixels: np.ndarray,
+    size: int,
+    mode: ResizeMode | str = "letterbox",
+    *,
+    low: float,
+    high: float,
+    dtype: type[np.unsignedinteger[Any]] = np.uint8,
+) -> tuple[np.ndarray, Geometry]:
+    """`fit_square` for integer images, staying in integers: the training loader's fit.
+
+    The stored integers are resized first (area averaging when shrinking, as `fit_square`),
+    then the window [low, high] is stretched to [0, max of `dtype`] through a lookup table,
+    so no full-size float copy is made. Up to rounding, the result divided by the maximum
+    is `fit_square` of `(pixels - low) / (high - low)`.
+
+    Args:
+        pixels: (rows, columns) uint8 or uint16, e.g. `models.images.IntegerImage.pixels`.
+        size: output side S.
+        mode: "letterbox" (pad with 0) or "stretch".
+        low, high: stored values that map to 0 and to the maximum (all 0 when high <= low).
+        dtype: np.uint8 or np.uint16.
+
+    Returns:
+        The (size, size) image of `dtype` and its `Geometry`.
+
+    Raises:
+        ValueError: not a 2-D uint8/uint16 image, another dtype asked for, or an unknown mode.
+    """
+    import cv2
+
+    if np.ndim(pixels) != 2 or pixels.dtype not in (np.uint8, np.uint16):
+        raise ValueError(
+            f"expected a (rows, columns) uint8 or uint16 image, got {pixels.dtype} "
+            f"of shape {np.shape(pixels)}"
+        )
+    if dtype not in (np.uint8, np.uint16):
+        raise ValueError(f"dtype must be np.uint8 or np.uint16, got {dtype}")
+    rows, columns = pixels.shape
+    geo = Geometry.fit(rows, columns, size, mode)
+    content = pixels
+    if content.shape != (geo.height, geo.width):
+        shrink = rows > geo.height or columns > geo.width
+        interp = cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
+        content = cv2.resize(content, (geo.width, geo.height), interpolation=interp)
+    top = float(np.iinfo(dtype).max)
+    if not (pixels.dtype == dtype and low == 0 and high == top):
+        codes = np.arange(np.iinfo(pixels.dtype).max + 1, dtype=np.float64)
+        scale = top / (high - low) if high > low else 0.0
+        lut = np.clip((codes - low) * scale + 0.5, 0.0, top).astype(dtype)
+        content = lut[content]
+    if geo.height == size and geo.width == size:
+        return np.ascontiguousarray(content), geo
+    out = np.zeros((size, size), dtype)
+    out[geo.top : geo.top + geo.height, geo.left : geo.left + geo.width] = content
+    return out, geo
+
+
 @dataclass(frozen=True)
 class EvalTransform:
     """Deterministic preset: fit into (size, size) -> tensor (1, size, size)."""
@@ -215,6 +274,11 @@ class TrainTransform:
     learn a finding's edge on one side only, and nothing in its validation AUC shows it: on
     the phantom benchmark (seed 7) one boxed 30/30 pneumothoraces in one lung and 0/30 in
     the other (IoBB-0.5 0.50; 0.67 with flips). `hflip=0` keeps every image as acquired.
+
+    `models.train` no longer runs this per image on the loader's CPUs: it runs the same
+    augmentation, with the same parameters and order, per batch on the training device
+    (`models.augment.BatchAugment`, issue 19). This stays as the reference it is tested
+    against, and for callers that want one augmented float image.
     """
 
     size: int
