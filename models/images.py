@@ -173,9 +173,6 @@ class IntegerImage:
     high: float
 
 
-_FAST_FORMATS = frozenset({"PNG", "JPEG"})
-
-
 def load_integer_image(
     source: str | os.PathLike[str] | bytes,
     *,
@@ -184,10 +181,11 @@ def load_integer_image(
 ) -> IntegerImage:
     """Read an image as integers: what `load_image` reads, before any float conversion.
 
-    PNG and JPEG are decoded by OpenCV as stored (8 or 16 bits; colour to grey with the
-    ITU-R 601 luma weights, as Pillow's "L", alpha dropped), with the same header checks
-    as `load_image`. Anything else (DICOM, TIFF, BMP, and whatever OpenCV cannot decode)
-    goes through `load_image` and comes back quantized to uint16 with the window (0, 65535).
+    Bitmaps (PNG, JPEG, TIFF, BMP) are decoded by Pillow as `load_image` decodes them (8 or
+    16 bits; colour to grey with Pillow's "L" luma, alpha dropped), after the same header
+    checks. Anything else (DICOM, float TIFFs, and whatever fails to decode here) goes
+    through `load_image` and comes back quantized to uint16 with the window (0, 65535);
+    an unreadable input raises `load_image`'s error.
 
     Args:
         source: a path or the file's bytes.
@@ -216,34 +214,57 @@ def load_integer_image(
     return IntegerImage(pixels=quantized, low=0.0, high=65535.0)
 
 
+_GREY_PNG_MODES = {"L": np.uint8, "I;16": np.uint16, "I;16B": np.uint16, "I;16L": np.uint16}
+
+
 def _decode_integer(data: bytes, name: str, max_pixels: int | None) -> IntegerImage | None:
-    """OpenCV's decode of a single-frame PNG or JPEG; None sends the input to `load_image`."""
+    """Pillow's decode of a single-frame bitmap as integers; None sends it to `load_image`."""
     from PIL import Image
 
     if len(data) >= 132 and data[128:132] == b"DICM":
         return None
     try:
-        with Image.open(io.BytesIO(data)) as im:  # header only: Image.open is lazy
-            if im.format not in _FAST_FORMATS or int(getattr(im, "n_frames", 1)) > 1:
-                return None
-            columns, rows = im.size
+        im = Image.open(io.BytesIO(data))  # lazy: reads the header only
     except Exception:  # whatever is wrong, load_image names it
         return None
-    check_dimensions(name, rows, columns, max_pixels)
-    import cv2
+    with im:
+        if im.format not in _BITMAP_FORMATS or int(getattr(im, "n_frames", 1)) > 1:
+            return None
+        columns, rows = im.size
+        check_dimensions(name, rows, columns, max_pixels)
+        import cv2
 
-    arr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
-    if arr is None or arr.dtype not in (np.uint8, np.uint16):
-        return None
-    if arr.ndim == 3:
-        channels = arr.shape[2]
-        if channels == 4:
-            arr = cv2.cvtColor(arr, cv2.COLOR_BGRA2GRAY)
-        elif channels == 3:
-            arr = cv2.cvtColor(arr, cv2.COLOR_BGR2GRAY)
-        else:  # grey + alpha
-            arr = np.ascontiguousarray(arr[:, :, 0])
-    if arr.shape != (rows, columns):
+        arr: np.ndarray | None = None
+        if im.format == "PNG" and im.mode in _GREY_PNG_MODES:
+            # ChestX-ray14's case: OpenCV decodes a grey PNG straight into an array, 15%
+            # faster than Pillow's decode plus its copy out (issue 19).
+            arr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
+            if arr is None or arr.dtype != _GREY_PNG_MODES[im.mode] or arr.ndim != 2:
+                arr = None
+        try:
+            if arr is None:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+                    arr = _integer_array(im)
+        except Exception:  # truncated, corrupt, a bomb: load_image names it
+            return None
+    if arr is None or arr.shape != (rows, columns):
         return None
     low, high = cv2.minMaxLoc(arr)[:2]
     return IntegerImage(pixels=arr, low=float(low), high=float(high))
+
+
+def _integer_array(im: Image.Image) -> np.ndarray | None:
+    if im.mode == "L":
+        return np.asarray(im)
+    if im.mode in {"I;16", "I;16B", "I;16L"}:
+        return np.asarray(im).astype(np.uint16)  # native byte order
+    if im.mode == "I":
+        arr = np.asarray(im)
+        if arr.size and (arr.min() < 0 or arr.max() > 65535):
+            return None
+        return arr.astype(np.uint16)
+    if im.mode == "F":
+        return None
+    # RGB/RGBA/LA/P/1: as _grey_array, luma, alpha dropped.
+    return np.asarray(im.convert("L"))

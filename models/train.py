@@ -39,6 +39,7 @@ import logging
 import math
 import os
 import shutil
+import sys
 import time
 import tomllib
 from collections.abc import Callable
@@ -461,9 +462,9 @@ def compile_or_eager(
         if cuda:
             torch.cuda.synchronize(example.device)
     except Exception as exc:  # any failure of the compiler stack means: train eagerly
-        from torch import _dynamo
-
-        _dynamo.reset()
+        dynamo = sys.modules.get("torch._dynamo")  # imported by any compilation that began
+        if dynamo is not None:
+            dynamo.reset()
         first_line = (str(exc).strip().splitlines() or [""])[0][:300]
         log.warning(
             "torch.compile failed (%s: %s); training without it (eager)",

@@ -245,9 +245,11 @@ def fit_square_integer(
         codes = np.arange(np.iinfo(pixels.dtype).max + 1, dtype=np.float64)
         scale = top / (high - low) if high > low else 0.0
         lut = np.clip((codes - low) * scale + 0.5, 0.0, top).astype(dtype)
-        content = lut[content]
+        # OpenCV's table lookup is ~10x numpy's indexing for 8-bit images.
+        content = cv2.LUT(content, lut) if lut.size == 256 else lut[content]
     if geo.height == size and geo.width == size:
-        return np.ascontiguousarray(content), geo
+        # Writable and owned (a decoder's read-only buffer would make torch warn).
+        return np.require(content, requirements=["C", "W", "O"]), geo
     out = np.zeros((size, size), dtype)
     out[geo.top : geo.top + geo.height, geo.left : geo.left + geo.width] = content
     return out, geo
