@@ -13,7 +13,7 @@ shared with other jobs slow the wall clock, not the CPU time: both are printed.
 
 Data: phantoms written as 1024 x 1024 8-bit PNGs, as ChestX-ray14's images.
 
-    python benchmarks/input_pipeline.py                    # 512 and 1024 px, 32 images
+    python benchmarks/input_pipeline.py                    # 512 and 1024 px, 32 images, 3 rounds
     python benchmarks/input_pipeline.py --sizes 1024 --n 64
     python benchmarks/input_pipeline.py --workers 2        # plus a 2-worker loader, wall clock
 
@@ -47,9 +47,7 @@ def _cpu_s() -> float:
 
 
 def _timed(loader: Any, passes: int, augment: Any = None) -> tuple[float, float, int]:
-    """(wall s, CPU s, images) over `passes` epochs of `loader`, after one untimed epoch."""
-    for _ in loader:  # warm: page cache, worker start, lazy imports
-        pass
+    """(wall s, CPU s, images) over `passes` epochs of `loader`."""
     n = 0
     wall, cpu = time.perf_counter(), _cpu_s()
     for _ in range(passes):
@@ -67,13 +65,17 @@ def main() -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[512, 1024])
     parser.add_argument("--n", type=int, default=32, help="images (default 32)")
     parser.add_argument("--source-size", type=int, default=1024, help="PNG side (1024)")
-    parser.add_argument("--passes", type=int, default=2, help="timed epochs per path")
+    parser.add_argument("--passes", type=int, default=1, help="timed epochs per path and round")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="rounds over all paths, interleaved (median shown)"
+    )
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--workers", type=int, default=0, help="also time an N-worker loader")
     parser.add_argument("--work", help="folder for the phantoms and caches (default: temp)")
     args = parser.parse_args()
 
     import cv2
+    import numpy as np
     import torch
 
     from models.augment import BatchAugment
@@ -96,7 +98,10 @@ def main() -> int:
         f"one thread; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on "
         f"{os.cpu_count()} cores; torch {torch.__version__}, OpenCV {cv2.__version__}"
     )
-    _say(f"{'size':>5} {'path':<24} {'img/s wall':>10} {'CPU ms/img':>10} {'img/s/core':>10}")
+    _say(
+        f"{'size':>5} {'path':<24} {'img/s wall':>10} {'CPU ms/img':>10} {'img/s/core':>10}"
+        f"   (medians of {args.rounds} rounds)"
+    )
     for size in args.sizes:
         generator = torch.Generator().manual_seed(0)
         augment = BatchAugment()
@@ -114,14 +119,27 @@ def main() -> int:
             ("new png + augment (CPU)", FittedDataset(records, labels, size=size), augmented),
             ("new prepared + augment", PreparedDataset(images, records, labels), augmented),
         ]  # fmt: skip
+        loaders = [
+            (name, build_loader(dataset, batch_size=args.batch_size, workers=0), aug)
+            for name, dataset, aug in paths
+        ]
+        for _, loader, aug in loaders:
+            _timed(loader, 1, aug)  # warm: page cache, lazy imports
+        # Interleaved rounds: a burst of load from other jobs hits every path alike.
+        cpu_ms: dict[str, list[float]] = {name: [] for name, _, _ in paths}
+        wall_rate: dict[str, list[float]] = {name: [] for name, _, _ in paths}
+        for _ in range(args.rounds):
+            for name, loader, aug in loaders:
+                wall, cpu, n = _timed(loader, args.passes, aug)
+                cpu_ms[name].append(cpu / n * 1000)
+                wall_rate[name].append(n / wall)
         rates: dict[str, float] = {}
-        for name, dataset, aug in paths:
-            loader = build_loader(dataset, batch_size=args.batch_size, workers=0)
-            wall, cpu, n = _timed(loader, args.passes, aug)
-            rates[name] = n / cpu
+        for name, _, _ in paths:
+            ms = float(np.median(cpu_ms[name]))
+            rates[name] = 1000 / ms
             _say(
-                f"{size:>5} {name[:24]:<24} {n / wall:>10.1f} {cpu / n * 1000:>10.2f} "
-                f"{n / cpu:>10.1f}"
+                f"{size:>5} {name[:24]:<24} {np.median(wall_rate[name]):>10.1f} {ms:>10.2f} "
+                f"{1000 / ms:>10.1f}   (CPU ms {min(cpu_ms[name]):.2f}-{max(cpu_ms[name]):.2f})"
             )
         old = rates["old (load_image+TrainTransform)"]
         _say(
@@ -136,6 +154,7 @@ def main() -> int:
                 ("new prepared", PreparedDataset(images, records, labels)),
             ):
                 loader = build_loader(dataset, batch_size=args.batch_size, workers=args.workers)
+                _timed(loader, 1)  # starts the workers
                 wall, _, n = _timed(loader, args.passes)
                 del loader  # joins the workers
                 _say(f"{size:>5} {name} loader, {args.workers} workers: {n / wall:.1f} img/s wall")

@@ -588,9 +588,11 @@ def train(cfg: TrainConfig) -> TrainResult:
         cache_images = cfg.cache_images
         if cache_images is None:
             cache_images = len(records) * cfg.image_size**2 <= _CACHE_BYTES
-        fitted = dict(size=cfg.image_size, resize=cfg.resize, dtype=dtype, cache=cache_images)
-        train_set = FittedDataset(train_records, labels, **fitted)  # type: ignore[arg-type]
-        val_set = FittedDataset(val_records, labels, **fitted)  # type: ignore[arg-type]
+        train_set, val_set = (
+            FittedDataset(part, labels, size=cfg.image_size, resize=cfg.resize, dtype=dtype,
+                          cache=cache_images)
+            for part in (train_records, val_records)
+        )  # fmt: skip
         input_source = "image files" + (", kept in RAM once loaded" if cache_images else "")
     if len(train_set) == 0 or len(val_set) == 0:
         raise ModelsError(
@@ -725,8 +727,11 @@ def train(cfg: TrainConfig) -> TrainResult:
         log.info("resumed from %s at epoch %d, step %d", out, start_epoch, step)
     net: nn.Module = model
     if cfg.compile if cfg.compile is not None else device.type == "cuda":
+        # Shaped, typed and laid out as train_one_epoch's batches, so nothing recompiles.
         example = torch.zeros(cfg.batch_size, 1, cfg.image_size, cfg.image_size, device=device)
-        net = compile_or_eager(model, example.contiguous(memory_format=torch.channels_last))
+        if device.type == "cuda":
+            example = example.contiguous(memory_format=torch.channels_last)
+        net = compile_or_eager(model, example)
     if cfg.distributed:
         ids = [cfg.local_rank] if device.type == "cuda" else None
         net = nn.parallel.DistributedDataParallel(net, device_ids=ids)
