@@ -141,15 +141,26 @@ class BatchAugment:
         if params.angle.shape[0] != n:
             raise ValueError(f"parameters for {params.angle.shape[0]} images, batch has {n}")
         device = images.device
+        # One (N, 9) copy per batch: 6 matrix entries and gamma, contrast, brightness. From
+        # pinned memory on CUDA, so the copy does not wait for the previous step to finish.
+        per_image = torch.cat(
+            [
+                sampling_matrices(params, h, w).reshape(n, 6),
+                torch.stack([params.gamma, params.contrast, params.brightness], dim=1),
+            ],
+            dim=1,
+        ).to(torch.float32)
+        if device.type == "cuda":
+            per_image = per_image.pin_memory()
+        per_image = per_image.to(device, non_blocking=True)
+        theta = per_image[:, :6].view(n, 2, 3)
+        gamma, contrast, brightness = per_image[:, 6:].reshape(n, 3, 1, 1).unbind(1)
         x = to_unit_float(images).to(torch.float32)
-        theta = sampling_matrices(params, h, w).to(device, torch.float32)
         x = F.grid_sample(
             x, _grid(theta, h, w), mode="bilinear", padding_mode="reflection", align_corners=False
         )
         # Bilinear weights are convex and the input lies in [0, 1], so no clip is needed
         # before the power (TrainTransform clips; up to float rounding this is the same).
-        per_image = torch.stack([params.gamma, params.contrast, params.brightness], dim=1)
-        gamma, contrast, brightness = per_image.to(device, torch.float32).view(n, 3, 1, 1).unbind(1)
         x = x.pow_(gamma[:, None])
         # (x - 0.5) * c + 0.5 + b, in place.
         x = x.mul_(contrast[:, None]).add_((0.5 - 0.5 * contrast + brightness)[:, None])
