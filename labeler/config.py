@@ -20,6 +20,10 @@ class LabelerConfig:
         negex: also run negspacy (NegEx) on each mention and report its verdict
             as a second opinion; the dependency rules still decide.
         max_chars: reports longer than this raise `ReportTooLongError`.
+        max_sentence_chars: longer sentences are parsed in pieces of at most this
+            many characters, cut at clause boundaries (see
+            `labeler.sections.split_sentences`): the bound that keeps the labeler's
+            time and memory linear in the report's length.
         use_sections: label only FINDINGS and IMPRESSION (the whole report,
             minus INDICATION/HISTORY/..., when neither is present). With False
             the whole text is labelled.
@@ -40,6 +44,7 @@ class LabelerConfig:
     label_set: str = "chestxray14"
     negex: bool = True
     max_chars: int = 100_000
+    max_sentence_chars: int = 1_000
     use_sections: bool = True
     concepts: str | None = None
     rules: str | None = None
@@ -58,5 +63,7 @@ class LabelerConfig:
                 object.__setattr__(self, attr, getattr(labels, attr))
         if self.max_chars <= 0:
             raise ValueError(f"max_chars must be positive, got {self.max_chars}")
+        if self.max_sentence_chars < 100:
+            raise ValueError(f"max_sentence_chars must be >= 100, got {self.max_sentence_chars}")
         if self.cache_size < 0:
             raise ValueError(f"cache_size must be >= 0, got {self.cache_size}")

@@ -230,6 +230,22 @@ class _Engine:
     def label_batch(
         self, batch: list[tuple[str, str]], on_error: Literal["raise", "skip"]
     ) -> list[ReportLabels]:
+        if on_error == "raise":
+            return self._label_batch(batch, on_error)
+        try:
+            return self._label_batch(batch, on_error)
+        except Exception:  # a third-party failure is one report's, not the run's
+            if len(batch) == 1:
+                return [self._failed(batch[0][0], "LabelerError: the report could not be parsed")]
+            # find the report that broke the batch: each alone, the others still labelled
+            return [result for item in batch for result in self.label_batch([item], on_error)]
+
+    def _failed(self, report_id: str, message: str) -> ReportLabels:
+        return self._result(str(report_id), message, {})
+
+    def _label_batch(
+        self, batch: list[tuple[str, str]], on_error: Literal["raise", "skip"]
+    ) -> list[ReportLabels]:
         plans = [self._plan(text, on_error) for _, text in batch]
         needed = dict.fromkeys(
             key.text for p in plans if isinstance(p, _Plan) for _, _, _, key in p.sentences
@@ -258,7 +274,12 @@ class _Engine:
                 (sec.name, s, e, parse_text(clean[s:e]))
                 for sec in spans
                 for s, e in split_sentences(
-                    clean, sec.start, sec.end, sections.wrap_words, sections.line_starters
+                    clean,
+                    sec.start,
+                    sec.end,
+                    sections.wrap_words,
+                    sections.line_starters,
+                    max_chars=self.config.max_sentence_chars,
                 )
             ],
         )
