@@ -58,6 +58,16 @@ class ModelNotLoaded(ServiceError):
         super().__init__(detail)
 
 
+class LabelerBusy(ServiceError):
+    """Too many report requests are already waiting for the (serialized) labeler."""
+
+    status_code = 503
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.headers = {"Retry-After": "1"}
+
+
 class PayloadTooLarge(ServiceError):
     """The request body exceeds the configured limit."""
 

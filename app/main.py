@@ -224,6 +224,7 @@ def _startup(settings: Settings, metrics: Metrics, predictor: Any | None) -> App
     state.labeler = load_report_labeler(
         LabelerConfig(max_chars=settings.max_report_chars, label_set=settings.label_set)
     )
+    state.labeler.max_waiting = settings.max_waiting_label_requests
     if predictor is not None or settings.model is not None:
         from app.inference import load_model
 

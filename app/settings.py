@@ -96,6 +96,12 @@ class Settings(BaseSettings):
         "together (413 beyond): labeling is serialized, so one huge request would hold up "
         "every other caller for minutes.",
     )
+    max_waiting_label_requests: int = Field(
+        default=64,
+        gt=0,
+        description="POST /v1/reports/label requests that may wait for the (serialized) "
+        "labeler at once; more answer 503 with Retry-After.",
+    )
     label_set: str = Field(
         default="chestxray14",
         description="Label set of POST /v1/reports/label: chestxray14, chestxray8 or chexpert "
