@@ -193,6 +193,8 @@ def _quiet_person_names() -> Iterator[None]:
 def _library_view(source: Dataset) -> tuple[Dataset, set[str]]:
     view = Dataset()
     view.update(source)
+    if "Modality" not in view:  # read to choose the modality's descriptors: none then
+        view.Modality = ""
     placeholders: set[str] = set()
     for keyword, concepts in (_ORIENTATION, _SPACING):
         value = source.get(keyword)

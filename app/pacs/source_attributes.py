@@ -36,6 +36,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
+from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
 import numpy as np
@@ -226,7 +227,6 @@ _REPAIRS: dict[str, tuple[tuple[str, str, str], ...]] = {
 }
 
 _TEXT_VRS = {"LO", "LT", "PN", "SH", "ST", "UC", "UT"}
-_UNRESTRICTED = {"SH", "LO", "PN", "UC"}  # the "line" VRs
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _PARAGRAPH_CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")  # TAB LF FF CR allowed
 _UTF8 = "ISO_IR 192"
@@ -241,6 +241,7 @@ class _Charset:
     declared: list[str]  # the image's Specific Character Set terms
     known: bool  # every term is one DICOM defines (pydicom can decode it)
     output: str | None  # what the results declare
+    extensions: bool = False  # ISO 2022 code extensions (escape sequences)
 
     @property
     def codec(self) -> str:
@@ -257,7 +258,7 @@ def _charset(source: Dataset) -> tuple[_Charset, list[Correction]]:
         text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else raw
         values = text if isinstance(text, list | MultiValue) else str(text or "").split("\\")
         terms = [str(t).strip() for t in values]
-    if not any(terms):
+    if all(t in ("", "ISO_IR 6") for t in terms):  # the default repertoire: ASCII
         return _Charset([], True, None), []
     if not all(t in python_encoding for t in terms):
         fix = Correction(
@@ -266,7 +267,8 @@ def _charset(source: Dataset) -> tuple[_Charset, list[Correction]]:
         return _Charset(terms, False, None), [fix]
     code_extensions = len(terms) > 1 or terms[0].startswith("ISO 2022")
     # Values decoded from ISO 2022 code extensions are written again in UTF-8.
-    return _Charset(terms, True, _UTF8 if code_extensions else terms[0]), []
+    output = _UTF8 if code_extensions else terms[0]
+    return _Charset(terms, True, output, code_extensions), []
 
 
 def _decode(raw: bytes, vr: str, charset: _Charset) -> str:
@@ -279,7 +281,7 @@ def _decode(raw: bytes, vr: str, charset: _Charset) -> str:
             if charset.declared:
                 raise _Invalid("non-ASCII text in an unknown character set") from None
             raise _Invalid("non-ASCII text without a Specific Character Set") from None
-    if charset.output != _UTF8:
+    if not charset.extensions:
         try:
             return raw.decode(python_encoding[charset.declared[0]])
         except UnicodeDecodeError:
@@ -337,10 +339,10 @@ def _repair(vr: str, text: str) -> tuple[str, str] | None:
         return repaired, reason
     if vr == "DS":
         try:
-            number = float(text)
-        except ValueError:
+            number = Decimal(text.strip())  # exact: a float would round twice
+        except InvalidOperation:
             return None
-        if math.isfinite(number):
+        if number.is_finite() and math.isfinite(float(number)):
             return format_number_as_ds(number), "decimal string over 16 characters: rounded"
     return None
 
@@ -435,12 +437,18 @@ def _lut_item(item: Dataset) -> Dataset:
     if descriptor is None or data is None or len(descriptor) != 3:
         raise _Invalid("a VOI LUT item lacks its descriptor or data")
     entries, first, bits = (int(v) for v in descriptor)
-    if bits not in (8, 16):
-        raise _Invalid("VOI LUT entries neither 8 nor 16 bits")
+    if not 8 <= bits <= 16:
+        raise _Invalid("VOI LUT entries not of 8 to 16 bits")
     dtype = np.uint8 if bits == 8 else np.uint16
     raw = bytes(data) if isinstance(data, bytes | bytearray) else np.asarray(data, dtype).tobytes()
-    if len(raw) // np.dtype(dtype).itemsize != (entries or 65536):
+    table = np.frombuffer(raw, dtype)
+    if len(table) != (entries or 65536):
         raise _Invalid("VOI LUT data length differs from its descriptor")
+    # The output range is 0 to 2^bits - 1 (PS3.3 C.11.2.1.2); dciodvfy also wants an
+    # 8- or 16-bit table to reach the upper half, and the bits are not ours to change.
+    top = int(table.max())
+    if top >= 2**bits or (bits in (8, 16) and top < 2 ** (bits - 1)):
+        raise _Invalid("VOI LUT data outside its descriptor's output range")
     out = Dataset()
     out.LUTDescriptor = [entries, first, bits]
     out.add_new(0x00283006, "OW", raw)
@@ -461,7 +469,12 @@ def _sequence(source: Dataset, tag: int) -> list[Dataset]:
         raise _Invalid("sequence cannot be read") from exc
     if not isinstance(items, DicomSequence) or not items:
         raise _Invalid("empty sequence")
-    return [_lut_item(item) for item in items]
+    try:
+        return [_lut_item(item) for item in items]
+    except _Invalid:
+        raise
+    except Exception as exc:  # odd items: whatever pydicom's conversion raises
+        raise _Invalid("a sequence item cannot be read") from exc
 
 
 def _binary(element: DataElement | RawDataElement, source: Dataset, tag: int) -> list[Any]:
