@@ -183,6 +183,7 @@ def _copied(source: Dataset) -> tuple[Dataset, int, int]:
 def _quiet_person_names() -> Iterator[None]:
     # highdicom warns about a one-component Patient's Name quoting the name (a patient
     # identifier in the log); such a name is valid DICOM, so the warning is silenced.
+    # (catch_warnings is process-wide: another thread's warnings are filtered meanwhile.)
     with warnings.catch_warnings():
         warnings.filterwarnings(
             "ignore", message=".*unlikely to represent the intended person name"

@@ -462,7 +462,7 @@ def _lut_item(item: Dataset) -> Dataset:
     return out
 
 
-def _sequence(source: Dataset, tag: int) -> list[Dataset]:
+def _voi_lut_sequence(source: Dataset, tag: int) -> list[Dataset]:
     try:
         items = source[tag].value
     except Exception as exc:  # a malformed sequence raises whatever pydicom's parser meets
@@ -561,7 +561,7 @@ def copy_source_attributes(source: Dataset) -> SourceAttributes:
             if element is None:
                 values: list[Any] = []
             elif vr == "SQ":
-                values = _sequence(source, tag)
+                values = _voi_lut_sequence(source, tag)  # the one sequence in COPIED
             elif vr in _BINARY_VRS:
                 values = _binary(element, source, tag)
                 reason = _vm_reason(len(values), spec.vm) if values else None
@@ -619,7 +619,3 @@ class CorrectionLog:
                     "SR/GSPS: the source image's %s (logged once per job)", correction
                 )
             self.counts[correction] += 1
-
-    def summary(self) -> list[str]:
-        """One line per kind of correction with how many images had it."""
-        return [f"{c}: {n} image(s)" for c, n in sorted(self.counts.items(), key=str)]

@@ -521,7 +521,7 @@ def test_correction_log_logs_each_kind_once(caplog: pytest.LogCaptureFixture) ->
             corrections.record([age, Correction("PatientSex", "emptied", "not one of M, F, O")])
     assert len(caplog.records) == 2
     assert corrections.counts[age] == 3
-    assert corrections.summary()[0] == "PatientAge corrected: zero-padded: 3 image(s)"
+    assert caplog.records[0].getMessage().startswith("SR/GSPS: the source image's PatientAge")
 
 
 class _Stow:
