@@ -45,6 +45,9 @@ class LabelSet:
     rules: str
     sections: str
     statements: str | None
+    #: the certainty scale that grades hedges, and the profile that maps its levels
+    certainty: str
+    certainty_profile: str
     #: labels whose positive or uncertain mentions do not rule out No Finding
     no_finding_ignores: frozenset[str]
     implies: tuple[Implication, ...]
@@ -104,6 +107,8 @@ def load_label_set(name: str) -> LabelSet:
         rules=str(files.get("rules") or "rules.v1"),
         sections=str(files.get("sections") or "sections.v1"),
         statements=files.get("statements"),
+        certainty=str(files.get("certainty") or "certainty.v1"),
+        certainty_profile=str(data.get("certainty_profile") or "radiologist"),
         no_finding_ignores=frozenset(nf.get("ignore") or ()),
         implies=tuple(implies),
         csv_columns=tuple(str(c) for c in columns),

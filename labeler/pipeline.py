@@ -28,6 +28,7 @@ from labeler.attributes import (
     conflicting,
     load_attribute_rules,
 )
+from labeler.certainty import CertaintyScale, load_certainty
 from labeler.components import HEDGED, MENTIONS_KEY, ConceptMatcher, DependencyRules, register
 from labeler.config import LabelerConfig
 from labeler.errors import EmptyReportError, LabelerError, NotTextError, ReportTooLongError
@@ -222,6 +223,7 @@ class _Engine:
     attributes: AttributeFinder
     label_set: LabelSet
     statements: StatementMatcher | None
+    certainty: CertaintyScale
     # the words of each NegEx negation phrase: a sentence without one needs no NegEx
     negex_triggers: tuple[frozenset[str], ...] = ()
     # sentence text -> verdicts of its mentions; insertion order = eviction order
@@ -414,7 +416,7 @@ class _Engine:
                     sp.label_,
                     sp.start_char,
                     sp.end_char,
-                    *_hedge(sp, v.status, v.rule),
+                    *_hedge(sp, *self.certainty.grade(v.status, v.rule, v.cue)),
                     ng,
                     *at,
                     v.cue,
@@ -479,6 +481,7 @@ def _engine(nlp: Language, config: LabelerConfig) -> _Engine:
             finder,
             label_set,
             statements,
+            load_certainty(label_set.certainty, config.certainty or "radiologist"),
             negex_triggers=_negex_trigger_words(nlp),
         )
     return per_nlp[config]
