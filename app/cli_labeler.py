@@ -56,6 +56,14 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "observations and conventions), or a label set YAML file",
     )
     p.add_argument(
+        "--certainty",
+        choices=["radiologist", "negbio", "chexpert-labeler"],
+        help="how hedges become statuses: radiologist ('likely pneumonia' positive, 'may "
+        "represent pneumonia' uncertain), negbio or chexpert-labeler (every hedge "
+        "uncertain); default: the label set's (negbio for chestxray14/8, radiologist for "
+        "chexpert)",
+    )
+    p.add_argument(
         "--profile",
         help="site profile YAML: extra section headers, synonyms, abbreviations",
     )
@@ -205,6 +213,7 @@ def _label(args: argparse.Namespace) -> int:
     try:
         config = LabelerConfig(
             label_set=args.labels,
+            certainty=args.certainty,
             profile=args.profile,
             negex=not args.no_negex,
             max_chars=args.max_chars,

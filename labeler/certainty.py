@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from spacy.tokens import Token
+
 from labeler.errors import PatternFileError
 from labeler.vocabulary import read_pattern_file
 
@@ -31,24 +33,51 @@ class CertaintyScale:
     levels: dict[str, str]  # cue (lower-cased, single spaces) -> level
     ids: dict[str, str]  # level -> rule id of the level
     statuses: dict[str, str]  # level -> status under `profile`
+    negators: frozenset[str] = frozenset()  # words that negate a hedge's evidence
 
     def level(self, cue: str) -> str:
         """The level of a cue's text (`possible` when the scale does not list it)."""
         return self.levels.get(" ".join(cue.lower().split()), _UNLISTED)
 
-    def grade(self, status: str, rule: str | None, cue: str | None) -> tuple[str, str | None]:
+    def grade(
+        self, status: str, rule: str | None, cue: str | None, cue_root: Token | None = None
+    ) -> tuple[str, str | None]:
         """The status and rule id of a mention that `rule` decided `status` on `cue`.
 
         Only hedges are graded: an "uncertain" verdict with its cue. When the profile
-        gives the cue's level another status, the rule id says so (`rule@level`).
+        gives the cue's level another status, the rule id says so (`rule@level`); a hedge
+        the profile reports positive whose evidence is negated ("no opacity to suggest
+        pneumonia", see `cue_root`) is negative (`rule@negated`).
         """
         if status != "uncertain" or cue is None:
             return status, rule
         level = self.level(cue)
         graded = self.statuses[level]
+        suffix = level
+        if graded == "positive" and cue_root is not None and self._negated(cue_root):
+            graded, suffix = "negative", "negated"
         if graded == status:
             return status, rule
-        return graded, f"{rule}@{level}" if rule else self.ids[level]
+        return graded, f"{rule}@{suffix}" if rule else self.ids[level]
+
+    def _negated(self, cue: Token) -> bool:
+        """Whether the evidence a hedge word rests on is negated on the parse."""
+        head = cue.head
+        nouns = [cue, head]
+        if head.pos_ in ("AUX", "VERB") or head.dep_ == "ROOT":
+            # "there is no opacity to suggest A": the hedge hangs off the copula
+            nouns += [c for c in head.children if c.dep_ in ("attr", "nsubj", "nsubjpass")]
+        for noun in nouns:
+            if any(c.dep_ in ("det", "neg") and c.lower_ in self.negators for c in noun.children):
+                return True
+            if noun.dep_ == "pobj" and noun.head.lower_ in self.negators:
+                return True
+        # "clear lungs without consolidation to suggest A": an infinitive hedge after a
+        # negated prepositional phrase (not "opacity without bronchograms, concerning for A")
+        infinitive = any(c.dep_ == "aux" and c.lower_ == "to" for c in cue.children)
+        return infinitive and any(
+            c.dep_ == "prep" and c.lower_ in self.negators for c in head.children
+        )
 
 
 @functools.lru_cache(maxsize=8)
@@ -86,4 +115,7 @@ def load_certainty(name: str = "certainty.v1", profile: str = DEFAULT_PROFILE) -
     bad = {k: v for k, v in statuses.items() if v not in STATUSES}
     if bad:
         raise PatternFileError(f"{where}: profile {profile!r}: statuses must be {STATUSES}: {bad}")
-    return CertaintyScale(str(data.get("name") or name), profile, by_cue, ids, dict(statuses))
+    negators = frozenset(str(w).lower() for w in data.get("evidence_negators") or ())
+    return CertaintyScale(
+        str(data.get("name") or name), profile, by_cue, ids, dict(statuses), negators
+    )

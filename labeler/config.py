@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from labeler.certainty import load_certainty
 from labeler.labelsets import load_label_set
 
 __all__ = ["LabelerConfig"]
@@ -69,6 +70,7 @@ class LabelerConfig:
                 object.__setattr__(self, attr, getattr(labels, attr))
         if self.certainty is None:
             object.__setattr__(self, "certainty", labels.certainty_profile)
+        load_certainty(labels.certainty, str(self.certainty))  # raises naming the profiles
         if self.max_chars <= 0:
             raise ValueError(f"max_chars must be positive, got {self.max_chars}")
         if self.max_sentence_chars < 100:

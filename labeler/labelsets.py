@@ -13,6 +13,7 @@ import functools
 from dataclasses import dataclass
 from typing import Literal
 
+from labeler.certainty import DEFAULT_PROFILE
 from labeler.errors import PatternFileError
 from labeler.vocabulary import load_concepts, read_pattern_file
 
@@ -108,7 +109,7 @@ def load_label_set(name: str) -> LabelSet:
         sections=str(files.get("sections") or "sections.v1"),
         statements=files.get("statements"),
         certainty=str(files.get("certainty") or "certainty.v1"),
-        certainty_profile=str(data.get("certainty_profile") or "radiologist"),
+        certainty_profile=str(data.get("certainty_profile") or DEFAULT_PROFILE),
         no_finding_ignores=frozenset(nf.get("ignore") or ()),
         implies=tuple(implies),
         csv_columns=tuple(str(c) for c in columns),

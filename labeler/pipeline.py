@@ -416,7 +416,7 @@ class _Engine:
                     sp.label_,
                     sp.start_char,
                     sp.end_char,
-                    *_hedge(sp, *self.certainty.grade(v.status, v.rule, v.cue)),
+                    *_hedge(sp, *self.certainty.grade(v.status, v.rule, v.cue, v.cue_root)),
                     ng,
                     *at,
                     v.cue,
@@ -481,7 +481,7 @@ def _engine(nlp: Language, config: LabelerConfig) -> _Engine:
             finder,
             label_set,
             statements,
-            load_certainty(label_set.certainty, config.certainty or "radiologist"),
+            load_certainty(label_set.certainty, config.certainty or label_set.certainty_profile),
             negex_triggers=_negex_trigger_words(nlp),
         )
     return per_nlp[config]
