@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-
-from spacy.tokens import Token
+from typing import TYPE_CHECKING
 
 from labeler.errors import PatternFileError
 from labeler.vocabulary import read_pattern_file
+
+if TYPE_CHECKING:  # spaCy is imported by the pipeline, not by the configuration
+    from spacy.tokens import Token
 
 __all__ = ["DEFAULT_PROFILE", "STATUSES", "CertaintyScale", "load_certainty"]
 

@@ -315,6 +315,7 @@ class _Engine:
             )
             for section, s, e, key in plan.sentences
             for f in verdicts[key.text]
+            if (f.label, f.rule) not in self.label_set.absent_when
             for a, b in (key.span(f.start, f.end),)
         ]
         extra = implied(mentions, self.label_set.implies)
