@@ -332,6 +332,11 @@ def _evaluate(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
+    from labeler.disagreements import (
+        find_disagreements,
+        format_disagreements,
+        read_mention_rules,
+    )
     from labeler.errors import LabelerError
     from labeler.files import NO_FINDING, read_gold, read_predictions
     from labeler.labelsets import load_label_set
@@ -365,9 +370,17 @@ def _evaluate(args: argparse.Namespace) -> int:
     )
     sys.stdout.write(format_table(scores) + "\n")
     report = scores.to_dict()
+    try:
+        rules = read_mention_rules(Path(args.pred))
+    except LabelerError as exc:
+        return _fail("evaluate-labels", str(exc))
+    counted = [*scored, *([NO_FINDING] if has_nf else [])]
+    found = find_disagreements(pred, gold, counted, rules, uncertain=args.uncertain)
+    sys.stdout.write("\n" + format_disagreements(found) + "\n")
+    report["disagreements"] = found.to_dict()
     chexpert = args.chexpert_metrics
     if chexpert is None:
-        chexpert = label_set.name == "chexpert"
+        chexpert = label_set.name.startswith("chexpert")
     if chexpert:
         cx = score_chexpert(pred, gold, scored)
         sys.stdout.write("\nCheXpert metrics (F1):\n" + format_chexpert_table(cx) + "\n")
