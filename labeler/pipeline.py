@@ -28,6 +28,7 @@ from labeler.attributes import (
     conflicting,
     load_attribute_rules,
 )
+from labeler.certainty import CertaintyScale, load_certainty
 from labeler.components import HEDGED, MENTIONS_KEY, ConceptMatcher, DependencyRules, register
 from labeler.config import LabelerConfig
 from labeler.errors import EmptyReportError, LabelerError, NotTextError, ReportTooLongError
@@ -222,6 +223,7 @@ class _Engine:
     attributes: AttributeFinder
     label_set: LabelSet
     statements: StatementMatcher | None
+    certainty: CertaintyScale
     # the words of each NegEx negation phrase: a sentence without one needs no NegEx
     negex_triggers: tuple[frozenset[str], ...] = ()
     # sentence text -> verdicts of its mentions; insertion order = eviction order
@@ -313,6 +315,7 @@ class _Engine:
             )
             for section, s, e, key in plan.sentences
             for f in verdicts[key.text]
+            if (f.label, f.rule) not in self.label_set.absent_when
             for a, b in (key.span(f.start, f.end),)
         ]
         extra = implied(mentions, self.label_set.implies)
@@ -414,7 +417,7 @@ class _Engine:
                     sp.label_,
                     sp.start_char,
                     sp.end_char,
-                    *_hedge(sp, v.status, v.rule),
+                    *_hedge(sp, *self.certainty.grade(v.status, v.rule, v.cue, v.cue_root)),
                     ng,
                     *at,
                     v.cue,
@@ -479,6 +482,7 @@ def _engine(nlp: Language, config: LabelerConfig) -> _Engine:
             finder,
             label_set,
             statements,
+            load_certainty(label_set.certainty, config.certainty or label_set.certainty_profile),
             negex_triggers=_negex_trigger_words(nlp),
         )
     return per_nlp[config]

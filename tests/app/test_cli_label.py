@@ -215,6 +215,10 @@ def test_cli_evaluate_labels_jsonl_against_gold(
     assert per["Pneumonia"]["fn"] == 1
     assert data["micro"]["tp"] == 2
     assert {s["label"] for s in data["extra"]} == {"Hernia", "No Finding"}
+    # issue 20: where it disagrees, and the rules behind the errors
+    assert "Confusion per label" in table and "rule ids most often behind an error" in table
+    assert data["disagreements"]["confusion"]["Pneumonia"]["positive->negative"] == 1
+    assert data["disagreements"]["error_rules"]["unc.hedge_adjective"] == 1
 
     assert main([*args, "--uncertain", "positive"]) == 0
     per = {s["label"]: s for s in json.loads(scores.read_text())["labels"]}
