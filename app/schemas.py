@@ -314,13 +314,18 @@ class BatchCreate(BaseModel):
         },
     )
 
+    # At most PATH_MAX (4096) characters: a longer path names no file, and error messages
+    # quote the path (issue 18 item 6).
     path: PlainPath | None = Field(
         default=None,
         min_length=1,
+        max_length=4096,
         description="Export folder: relative to a batch root, or absolute inside one.",
     )
     reports: PlainPath | None = Field(
-        default=None, description="Reports CSV (accession number or StudyInstanceUID + text)."
+        default=None,
+        max_length=4096,
+        description="Reports CSV (accession number or StudyInstanceUID + text).",
     )
     dicomweb: DicomwebBatchSource | None = Field(
         default=None, description="Pull from the configured DICOMweb server instead of a folder."

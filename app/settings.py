@@ -68,6 +68,13 @@ class Settings(BaseSettings):
     max_batch_upload_mb: float = Field(
         default=4096.0, gt=0, description="Largest zip upload to POST /v1/batches (413)."
     )
+    max_json_mb: float = Field(
+        default=2.0,
+        gt=0,
+        description="Largest body of every request that is not a file upload (JSON: report "
+        "labeling, batch requests), MiB (413). JSON is parsed on the event loop: this bounds "
+        "how long one request can hold up the others (issue 18).",
+    )
     zip_max_uncompressed_mb: float = Field(
         default=10240.0, gt=0, description="Refuse zips that would expand beyond this (MiB)."
     )
@@ -148,6 +155,12 @@ class Settings(BaseSettings):
     log_patient_data: bool = Field(
         default=False, description="Allow identifying tags (UIDs, accession) in logs."
     )
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Host names (comma separated) the service answers to besides localhost, "
+        "127.0.0.1, [::1] and CXR_HOST; others get 400 (DNS rebinding). Enforced always "
+        "without API keys; with keys only once set. `*` accepts any Host.",
+    )
     host: str = "127.0.0.1"
     port: int = Field(default=8000, gt=0, lt=65536)
 
@@ -181,6 +194,13 @@ class Settings(BaseSettings):
     @classmethod
     def _split_roots(cls, value: object) -> object:
         return _split_paths(value)
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
 
     @field_validator("api_keys", mode="before")
     @classmethod

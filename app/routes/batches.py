@@ -30,6 +30,7 @@ from app.errors import (
     NotFound,
     ServiceError,
     UnsupportedMediaType,
+    public_validation_errors,
     scrub_paths,
     server_folders,
 )
@@ -205,8 +206,8 @@ async def create_batch(request: Request, response: Response, state: StateDep) ->
         try:
             body = BatchCreate.model_validate_json(raw)
         except ValidationError as exc:
-            errors = [{k: e[k] for k in ("loc", "msg", "type")} for e in exc.errors()]
-            raise BadBatchRequest(json.dumps(errors)) from None
+            # Never the input back (issue 18 item 6): no values, no made-up keys.
+            raise BadBatchRequest(json.dumps(public_validation_errors(exc.errors()))) from None
         reports = (
             resolve_in_roots(body.reports, settings.batch_roots, want_dir=False)
             if body.reports

@@ -41,6 +41,7 @@ def fuzz_app(tmp_path_factory: pytest.TempPathFactory, demo_predictor: Any) -> I
             batch_roots=[storage / "roots"],
             run_batch_jobs=False,  # jobs are queued; nothing runs in the background
             inference_max_wait_ms=1.0,
+            allowed_hosts=["testserver", "localhost"],  # the Host names the clients send
         ),
         predictor=demo_predictor,
     )
