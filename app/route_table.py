@@ -8,10 +8,11 @@ path (`Allow: POST` for /v1/batches, which also takes GET; issue 18 item 17).
 
 from __future__ import annotations
 
+import re
 from collections.abc import MutableMapping, Sequence
 from typing import Any, Protocol
 
-from starlette.routing import BaseRoute, Match
+from starlette.routing import BaseRoute
 
 __all__ = ["METHODS", "RouteMatch", "RouteTable", "app_path"]
 
@@ -56,18 +57,21 @@ class RouteTable:
 
     def __init__(self, app: _HasRoutes) -> None:
         self._app = app
-        self._routes: list[tuple[Any, str, frozenset[str] | None]] | None = None
+        self._routes: list[tuple[re.Pattern[str], str, frozenset[str] | None]] | None = None
 
-    def _entries(self) -> list[tuple[Any, str, frozenset[str] | None]]:
+    def _entries(self) -> list[tuple[re.Pattern[str], str, frozenset[str] | None]]:
         if self._routes is None:
             from fastapi.routing import iter_route_contexts
 
             routes = []
             for context in iter_route_contexts(self._app.routes):
+                # The compiled path of the route as included (prefix and all); a mount's
+                # matches its whole subtree. Its methods: None for a mount (its own app).
                 template = getattr(context, "path_format", None)
-                if isinstance(template, str):
+                regex = getattr(context, "path_regex", None)
+                if isinstance(template, str) and isinstance(regex, re.Pattern):
                     methods = getattr(context, "methods", None)
-                    routes.append((context, template, frozenset(methods) if methods else None))
+                    routes.append((regex, template, frozenset(methods) if methods else None))
             self._routes = routes
         return self._routes
 
@@ -77,19 +81,14 @@ class RouteTable:
         The template is that of the first route matching path and method, else of the
         first matching the path alone, else None (no such path).
         """
-        probe = {
-            "type": "http",
-            "path": scope.get("path", ""),
-            "root_path": scope.get("root_path", ""),
-            "method": scope.get("method", "GET"),
-        }
+        path = app_path(scope)
+        method = scope.get("method", "GET")
         full = partial = None
         methods: set[str] | None = set()
-        for context, template, accepted in self._entries():
-            found, _ = context.matches(dict(probe))
-            if found == Match.NONE:
+        for regex, template, accepted in self._entries():
+            if not regex.match(path):
                 continue
-            if found == Match.FULL and full is None:
+            if full is None and (accepted is None or method in accepted):
                 full = template
             partial = partial or template
             if accepted is None:
