@@ -75,6 +75,7 @@ __all__ = [
     "MAX_OTHER_DATASET",
     "GuardedAssociationServer",
     "ListenerLimits",
+    "host_of",
     "parse_hosts",
 ]
 
@@ -176,6 +177,33 @@ def parse_hosts(values: Sequence[str]) -> tuple[Network, ...]:
                 "10.0.0.0/24); give addresses, not host names"
             ) from None
     return tuple(networks)
+
+
+def _address(peer: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """The peer's IP address; an IPv4 peer on a dual-stack socket as IPv4.
+
+    Raises:
+        ValueError: `peer` is not an IP address.
+    """
+    address = ipaddress.ip_address(peer.split("%")[0])
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def host_of(peer: str) -> str:
+    """The key the per-host cap counts `peer` under: its IPv4 address, or its IPv6 /64.
+
+    One IPv6 host usually holds a whole /64 (SLAAC, privacy addresses), so counting single
+    IPv6 addresses would let one machine take every slot.
+    """
+    try:
+        address = _address(peer)
+    except ValueError:
+        return peer
+    if isinstance(address, ipaddress.IPv6Address):
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)
 
 
 def _a_associate_rj(result: int, source: int, reason: int) -> bytes:
@@ -375,15 +403,20 @@ class _LimitedSocket(AssociationSocket):
         data = self._received[:size]
         del self._received[:size]
         sock = self.socket
-        while len(data) < size and sock is not None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"a PDU did not arrive whole within {timeout_s:g} s")
-            sock.settimeout(remaining)
-            chunk = sock.recv(min(size - len(data), 65536))
-            if not chunk:
-                break
-            data += chunk
+        if sock is None:
+            return data
+        try:
+            while len(data) < size:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"a PDU did not arrive whole within {timeout_s:g} s")
+                sock.settimeout(remaining)
+                chunk = sock.recv(min(size - len(data), 65536))
+                if not chunk:
+                    break
+                data += chunk
+        finally:
+            sock.settimeout(timeout_s)  # what pynetdicom's sends run under
         return data
 
     def _count(self, body: bytes) -> str | None:
@@ -443,8 +476,9 @@ class _GuardedRequestHandler(RequestHandler):
         """Admit, read the A-ASSOCIATE-RQ, run the association to its end or time limit."""
         server = self.server
         sock: socket.socket = self.request
-        peer = str(self.client_address[0])
-        refusal = server.admit(peer)
+        address = str(self.client_address[0])
+        peer = host_of(address)
+        refusal = server.check_host(address) or server.admit(peer)
         if refusal is not None:
             reason, rejection = refusal
             server.warn(peer, "connection from %s refused: %s", reason)
@@ -565,19 +599,28 @@ class GuardedAssociationServer(ThreadedAssociationServer):
             request_handler=_GuardedRequestHandler,
         )
 
-    def admit(self, peer: str) -> tuple[str, bytes] | None:
-        """Take a handshake slot for a new connection from `peer`.
+    def check_host(self, address: str) -> tuple[str, bytes] | None:
+        """Whether `address` may connect (`allow_hosts`).
 
         Returns:
             None, or why the connection is refused and the A-ASSOCIATE-RJ to answer.
         """
-        if self.allow_hosts:
-            try:
-                address = ipaddress.ip_address(peer.split("%")[0])
-            except ValueError:
-                return f"{peer!r} is not an IP address", _REJECT_HOST
-            if not any(address in network for network in self.allow_hosts):
-                return "address not in --allow-host", _REJECT_HOST
+        if not self.allow_hosts:
+            return None
+        try:
+            ip = _address(address)
+        except ValueError:
+            return f"{address!r} is not an IP address", _REJECT_HOST
+        if not any(ip in network for network in self.allow_hosts):
+            return "address not in --allow-host", _REJECT_HOST
+        return None
+
+    def admit(self, peer: str) -> tuple[str, bytes] | None:
+        """Take a handshake slot for a new connection from `peer` (a key from `host_of`).
+
+        Returns:
+            None, or why the connection is refused and the A-ASSOCIATE-RJ to answer.
+        """
         with self._slots_lock:
             if self._per_host[peer] >= self.limits.max_associations_per_host:
                 return (

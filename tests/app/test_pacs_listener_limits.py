@@ -24,7 +24,7 @@ from pynetdicom.sop_class import Verification  # type: ignore[attr-defined]
 from service_fixtures import DX_STORAGE, build_dataset, chest_pixels, to_bytes
 
 from app.cli import build_parser, main
-from app.pacs.association_guard import ListenerLimits
+from app.pacs.association_guard import ListenerLimits, host_of
 from app.pacs.listener import ListenerConfigError, StoreListener
 from app.settings import Settings
 
@@ -415,6 +415,13 @@ def test_listener_limits_validate_and_match_the_settings_defaults() -> None:
         ListenerLimits(max_pdu=0)
     with pytest.raises(ValueError, match="must not exceed --max-associations"):
         ListenerLimits(max_associations=2, max_associations_per_host=3)
+
+
+def test_listener_counts_an_ipv6_host_by_its_64() -> None:
+    assert host_of("2001:db8::1") == host_of("2001:db8::ffff:1") == "2001:db8::/64"
+    assert host_of("2001:db8:0:1::1") != host_of("2001:db8::1")
+    assert host_of("::ffff:10.0.0.5") == "10.0.0.5"  # IPv4 on a dual-stack socket
+    assert host_of("10.0.0.5") != host_of("10.0.0.6")
 
 
 def test_listen_flags_override_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
