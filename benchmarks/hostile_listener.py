@@ -74,7 +74,8 @@ def _listener(tmp: Path, extra: list[str]) -> Iterator[tuple[subprocess.Popen[st
         *extra,
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("CXR_")}
-    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+    # cwd: `python -m` puts the working directory first on sys.path, before PYTHONPATH.
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp)
     try:
         assert process.stderr is not None
         banner = process.stderr.readline()
