@@ -383,7 +383,7 @@ class _LimitedSocket(AssociationSocket):
         limits = self._server.limits
         data = self._take(nr_bytes, limits.idle_timeout_s)
         if self._header is None:
-            if len(data) == 6:
+            if len(data) == 6 and 0x01 <= data[0] <= 0x07:  # pynetdicom refuses the rest
                 pdu_type, _, length = struct.unpack(">BBL", data)
                 most = limits.max_pdu if pdu_type == _P_DATA_TF else MAX_CONTROL_PDU
                 if length > most:

@@ -175,6 +175,17 @@ def test_listener_header_flood_frees_its_slots_at_once(
     assert listener.counts["aborted"] + listener.counts["refused"] == 16
 
 
+def test_listener_aborts_a_connection_that_does_not_start_with_a_request(
+    make_listener: Callable[..., StoreListener],
+) -> None:
+    listener = make_listener()
+    p_data = struct.pack(">BBL", 0x04, 0, 6) + struct.pack(">LBB", 2, 1, 0x03)
+    assert _answer(_raw(listener.port, p_data))[:1] == b"\x07"  # A-ABORT
+    assert _answer(_raw(listener.port, b"\x42" + bytes(9)))[:1] == b"\x07"  # not a PDU
+    _wait(lambda: not listener.open_connections, 2)
+    assert listener.counts["aborted"] == 2 and _echo(listener.port, bind=ATTACKER)
+
+
 def test_listener_drops_a_stalled_handshake_after_the_association_timeout(
     make_listener: Callable[..., StoreListener],
 ) -> None:
@@ -363,6 +374,9 @@ def test_listener_refuses_a_network_address_without_an_allow_list(
         listener.start("0.0.0.0", 0)
     assert main(["listen", "--host", "0.0.0.0", "--port", "0", "--out", str(tmp_path / "o")]) == 2
     assert "--allow-any-caller" in capsys.readouterr().err
+    hosts = ["--allow-host", "pacs.example.org", "--out", str(tmp_path / "o")]
+    assert main(["listen", "--host", "0.0.0.0", *hosts]) == 2
+    assert "give addresses, not host names" in capsys.readouterr().err
     named = StoreListener(None, out=tmp_path / "out.jsonl", labeler=labeler, allow_ae=["PACS"])
     named.start("0.0.0.0", 0)  # an allow-list names the senders: allowed
     named.stop()
