@@ -26,8 +26,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "in an inbox folder, answered with Success, predicted, and recorded as one line in "
         "OUT (the `cxr batch` line format; path = SOP Instance UID). Non-image objects are "
         "accepted and recorded as skipped with the reason. An instance already in OUT is "
-        "not predicted again; instances left in the inbox by an interrupted run are "
-        "processed at start. With --forward, a TID 1500 SR and a GSPS of each image are "
+        "not predicted again (a copy with other content is refused, 0x0111); instances "
+        "left in the inbox by an interrupted run are processed at start. Senders are "
+        "bounded (see 'limits'); a non-loopback --host needs --allow-host or --allow-ae. "
+        "With --forward, a TID 1500 SR and a GSPS of each image are "
         "stored to the DICOMweb server by STOW-RS. Stop with Ctrl-C (SIGINT) or SIGTERM.",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
