@@ -161,6 +161,40 @@ class Settings(BaseSettings):
         "127.0.0.1, [::1] and CXR_HOST; others get 400 (DNS rebinding). Enforced always "
         "without API keys; with keys only once set. `*` accepts any Host.",
     )
+    # `cxr listen` bounds (app/pacs/association_guard.py ListenerLimits, same defaults;
+    # the flags of the same names win; docs/security/listener.md).
+    listen_max_dataset_mb: float = Field(
+        default=128.0,
+        gt=0,
+        description="`cxr listen`: abort a C-STORE whose dataset grows beyond this (MiB) "
+        "while it is received.",
+    )
+    listen_max_pdu: int = Field(
+        default=131_072,
+        ge=4096,
+        le=4 * 1024 * 1024,
+        description="`cxr listen`: maximum PDU length advertised and enforced (bytes).",
+    )
+    listen_max_associations: int = Field(
+        default=32, gt=0, le=1000, description="`cxr listen`: associations open at once."
+    )
+    listen_max_associations_per_host: int = Field(
+        default=4,
+        gt=0,
+        le=1000,
+        description="`cxr listen`: connections open at once from one peer address.",
+    )
+    listen_association_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="`cxr listen`: seconds from connection to a complete A-ASSOCIATE-RQ.",
+    )
+    listen_idle_timeout_s: float = Field(
+        default=60.0, gt=0, description="`cxr listen`: abort an association silent this long."
+    )
+    listen_max_association_s: float = Field(
+        default=3600.0, gt=0, description="`cxr listen`: abort an association open this long."
+    )
     host: str = "127.0.0.1"
     port: int = Field(default=8000, gt=0, lt=65536)
 
