@@ -285,6 +285,7 @@ def create_app(settings: Settings | None = None, *, predictor: Any | None = None
                 state.predictor,
                 max_batch=settings.inference_max_batch,
                 max_wait_s=settings.inference_max_wait_ms / 1000.0,
+                max_decodes=settings.max_concurrent_decodes,
                 metrics=metrics,
             )
             await state.inference.start()

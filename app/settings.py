@@ -105,6 +105,13 @@ class Settings(BaseSettings):
         default=8, gt=0, description="Concurrent image requests batched into one forward pass."
     )
     inference_max_wait_ms: float = Field(default=5.0, ge=0)
+    max_concurrent_decodes: int = Field(
+        default=2,
+        gt=0,
+        description="Image uploads decoded at once (each holds its image at full resolution, "
+        "about 6 bytes a pixel: 0.3 GB at 50 megapixels); the others wait with their upload "
+        "spooled to disk. Decoding is CPU-bound: more than the cores gains nothing.",
+    )
     batch_chunk_size: int = Field(default=8, gt=0, description="Images per forward pass in jobs.")
     batch_file_timeout_s: float | None = Field(
         default=300.0,
