@@ -344,6 +344,13 @@ def create_app(settings: Settings | None = None, *, predictor: Any | None = None
     app.add_middleware(UploadLimitMiddleware, settings=settings)
     app.add_middleware(DemoHeaderMiddleware, fastapi_app=app)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
+    from app.server import BodyTimeoutMiddleware
+
+    app.add_middleware(  # outermost: it bounds every read of the body (issue 18 item 11)
+        BodyTimeoutMiddleware,
+        idle_timeout_s=settings.body_timeout_s,
+        min_rate=settings.body_min_rate,
+    )
     return app
 
 
