@@ -121,10 +121,17 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from app.main import create_app
+    from app.server import connection_budget, guarded_protocol, install_repeat_filter
 
     app = create_app(settings, predictor=predictor)
+    # Slow and hostile clients (issue 18 item 11): bounded waits, connections and log lines.
+    install_repeat_filter(settings.log_repeat_limit, settings.log_repeat_window_s)
+    budget = connection_budget(settings.max_connections)
     logging.getLogger("app").info(
-        "serving on http://%s:%d (docs at /docs)", settings.host, settings.port
+        "serving on http://%s:%d (docs at /docs); at most %d connections",
+        settings.host,
+        settings.port,
+        budget.max_connections,
     )
     uvicorn.run(
         app,
@@ -133,6 +140,11 @@ def _serve(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         log_config=None,  # keep the logging set up above
         proxy_headers=True,
+        http=guarded_protocol(
+            header_timeout_s=settings.header_timeout_s,
+            max_connections=budget.max_connections,
+        ),
+        backlog=budget.backlog,
     )
     return 0
 

@@ -316,6 +316,7 @@ def create_app(settings: Settings | None = None, *, predictor: Any | None = None
                 state.predictor,
                 max_batch=settings.inference_max_batch,
                 max_wait_s=settings.inference_max_wait_ms / 1000.0,
+                max_decodes=settings.max_concurrent_decodes,
                 metrics=metrics,
             )
             await state.inference.start()
@@ -381,6 +382,13 @@ def create_app(settings: Settings | None = None, *, predictor: Any | None = None
     app.add_middleware(DemoHeaderMiddleware, fastapi_app=app)
     app.add_middleware(SecurityHeadersMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=metrics, routes=routes)
+    from app.server import BodyTimeoutMiddleware
+
+    app.add_middleware(  # outermost: it bounds every read of the body
+        BodyTimeoutMiddleware,
+        idle_timeout_s=settings.body_timeout_s,
+        min_rate=settings.body_min_rate,
+    )
     return app
 
 

@@ -118,6 +118,13 @@ class Settings(BaseSettings):
         default=8, gt=0, description="Concurrent image requests batched into one forward pass."
     )
     inference_max_wait_ms: float = Field(default=5.0, ge=0)
+    max_concurrent_decodes: int = Field(
+        default=2,
+        gt=0,
+        description="Image uploads decoded at once (each holds its image at full resolution, "
+        "about 6 bytes a pixel: 0.3 GB at 50 megapixels); the others wait with their upload "
+        "spooled to disk. Decoding is CPU-bound: more than the cores gains nothing.",
+    )
     batch_chunk_size: int = Field(default=8, gt=0, description="Images per forward pass in jobs.")
     batch_file_timeout_s: float | None = Field(
         default=300.0,
@@ -195,6 +202,39 @@ class Settings(BaseSettings):
     listen_max_association_s: float = Field(
         default=3600.0, gt=0, description="`cxr listen`: abort an association open this long."
     )
+    header_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="A connection whose request head is not complete this long after it "
+        "opened (or after its previous response) gets 408 and is closed.",
+    )
+    body_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="A request body with no data for this long gets 408 (connection closed).",
+    )
+    body_min_rate: float = Field(
+        default=1024.0,
+        ge=0,
+        description="Bytes a second a request body must average once it has been read for "
+        "longer than CXR_BODY_TIMEOUT_S (408 below); 0: no minimum.",
+    )
+    max_connections: int = Field(
+        default=1024,
+        gt=0,
+        description="Open connections at most. At the cap a new connection closes the "
+        "longest idle one; when all are busy with requests it gets 503. Lowered at start-up "
+        "if the open-file limit needs it (`cxr serve` first raises the soft limit to the "
+        "hard one).",
+    )
+    log_repeat_limit: int = Field(
+        default=10,
+        ge=0,
+        description="Identical warnings (same logger and message) logged at most this many "
+        "times per CXR_LOG_REPEAT_WINDOW_S; the next one says how many were dropped. 0: no "
+        "limit.",
+    )
+    log_repeat_window_s: float = Field(default=60.0, gt=0)
     host: str = "127.0.0.1"
     port: int = Field(default=8000, gt=0, lt=65536)
 

@@ -174,8 +174,11 @@ _OPENAPI_BODY: dict[str, Any] = {
         413: {"model": ErrorRead, "description": "Zip over CXR_MAX_BATCH_UPLOAD_MB."},
         422: {
             "model": ErrorRead,
-            "description": "Unsafe zip (traversal, links, bomb, duplicate names), a path "
-            "with control characters, or a reports CSV that is not UTF-8 or has no key column.",
+            "description": "Unsafe zip (traversal, links, bomb, duplicate names, no readable "
+            "file), a path with control characters, or a reports CSV that is not UTF-8 or has "
+            "no key column. A zip member that cannot be extracted on its own (encrypted, a "
+            "name over 255 bytes, corrupt, a file named like a folder) does not refuse the "
+            "zip: the job records it as failed or skipped with its reason.",
         },
         503: {
             "model": ErrorRead,
