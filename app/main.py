@@ -29,7 +29,7 @@ from app.errors import (
     server_folders,
 )
 from app.metrics import Metrics, MetricsMiddleware
-from app.pacs.dicomweb import DicomwebServer
+from app.pacs.dicomweb import DicomwebLimits, DicomwebServer
 from app.schemas import DEMO_NOTICE
 from app.security import ApiKeys
 from app.settings import Settings, get_settings
@@ -194,6 +194,12 @@ def _dicomweb_server(settings: Settings) -> DicomwebServer | None:
         password=settings.dicomweb_password,
         token=None if settings.dicomweb_user else settings.dicomweb_token,
         log_uids=settings.log_patient_data,
+        timeout=settings.dicomweb_timeout_s,
+        limits=DicomwebLimits(
+            max_instance_bytes=int(settings.dicomweb_max_instance_mb * 2**20),
+            max_json_bytes=int(settings.dicomweb_max_json_mb * 2**20),
+            max_results=settings.dicomweb_max_results,
+        ),
     )
 
 
