@@ -153,7 +153,7 @@ class Settings(BaseSettings):
         "under the cap); a larger instance fails, the job goes on.",
     )
     dicomweb_max_json_mb: float = Field(
-        default=16.0, gt=0, description="Largest QIDO-RS page or STOW-RS answer (MiB)."
+        default=8.0, gt=0, description="Largest QIDO-RS page or STOW-RS answer (MiB)."
     )
     dicomweb_max_results: int = Field(
         default=200_000,

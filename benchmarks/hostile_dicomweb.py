@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -34,11 +35,13 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "app"))  # the hostile server lives beside its tests
 
 from hostile_dicomweb import HostileDicomweb  # noqa: E402
-from service_fixtures import dx_bytes, free_port  # noqa: E402
+from service_fixtures import build_dataset, dx_bytes, free_port, to_bytes  # noqa: E402
 
 WADO = r"/instances/[^/]+$"
 
@@ -68,7 +71,10 @@ def _run(
 ) -> dict[str, Any]:
     """Run until exit, `limit_s` or `rss_limit_mb` (then SIGKILL); peak RSS from wait4."""
     began = time.monotonic()
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # In the tree's folder: `python -m` puts the working folder before PYTHONPATH.
+    proc = subprocess.Popen(
+        command, cwd=env["PYTHONPATH"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     killed: list[str] = []
 
     def watch() -> None:
@@ -92,11 +98,23 @@ def _run(
     lines = [line for line in err.splitlines() if line.startswith(("cxr", "Traceback", "  File"))]
     lines = lines or [line for line in err.splitlines() if line.strip()]
     return {
+        "ended": time.monotonic(),
         "wall_s": time.monotonic() - began,
         "rss_mb": usage.ru_maxrss / 1024,
         "status": killed[0] if killed else f"exit {proc.returncode}",
         "last": lines[-1][:160] if lines else "",
     }
+
+
+def _dicom_head(size: int) -> bytes:
+    """A DX header whose Pixel Data runs to `size` bytes (zeros follow): once fetched, it
+    fails from its header (over CXR_MAX_PIXELS), so the figures are the fetch's."""
+    columns = 8192
+    ds = build_dataset(pixels=np.zeros((1, columns), np.uint16))
+    ds.Rows = size // (2 * columns)
+    data = to_bytes(ds)
+    head = data[: -(2 * columns + 4)]  # Pixel Data's length and value (OW: 4-byte length)
+    return head + struct.pack("<I", size - len(head) - 4)
 
 
 def _batch(tree: Path, url: str, out: Path, *extra: str) -> list[str]:
@@ -110,8 +128,9 @@ def scenario(name: str, args: argparse.Namespace, tmp: Path) -> None:
             pacs.on(WADO, pacs.gzip_bomb(int(args.gzip_mb * 1000) * 2**20))
             what = f"gzip bomb, about {args.gzip_mb:g} MB compressed"
         elif name == "plain":
-            pacs.on(WADO, pacs.huge(int(args.plain_mb * 2**20)))
-            what = f"{args.plain_mb:g} MB plain WADO answer"
+            size = int(args.plain_mb * 2**20)
+            pacs.on(WADO, pacs.huge(size, declare_length=False, prefix=_dicom_head(size)))
+            what = f"{args.plain_mb:g} MiB plain WADO answer (no Content-Length)"
         elif name == "paging":
             pacs.on(r"/studies$", pacs.endless_pages())
             what = "endless QIDO paging"
@@ -130,8 +149,11 @@ def scenario(name: str, args: argparse.Namespace, tmp: Path) -> None:
             args.rss_limit_mb,
         )
         pages = sum(1 for r in pacs.requests if "/studies?" in r or r.endswith("/studies"))
+        first = pacs.first_request_at
+        served = f" ({result['ended'] - first:.1f} s after the first request)" if first else ""
         _say(
-            f"{name:8s} {what}: {result['wall_s']:.1f} s, peak RSS {result['rss_mb']:.0f} MB, "
+            f"{name:8s} {what}: {result['wall_s']:.1f} s{served}, "
+            f"peak RSS {result['rss_mb']:.0f} MB, "
             f"{result['status']}; server sent {pacs.bytes_sent / 2**20:.2f} MiB"
             + (f", {pages} QIDO pages" if name == "paging" else "")
             + f"\n         last line: {result['last']}"
@@ -147,13 +169,13 @@ def stuck(args: argparse.Namespace, tmp: Path) -> None:
             args.tree,
             CXR_STORAGE_DIR=str(tmp / "storage"),
             CXR_DICOMWEB_URL=pacs.url,
-            CXR_DICOMWEB_TIMEOUT_S="10",  # ignored by trees without the setting
+            CXR_DICOMWEB_TIMEOUT_S="600",  # the deadline is not what frees it here
         )
         began = time.monotonic()
         proc = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "serve", "--port", str(port),
              "--log-level", "warning"],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            cwd=args.tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         base = f"http://127.0.0.1:{port}/v1/batches"
 
@@ -193,11 +215,11 @@ def stuck(args: argparse.Namespace, tmp: Path) -> None:
             term = time.monotonic()
             proc.send_signal(signal.SIGTERM)
             try:
-                proc.wait(timeout=args.limit_s)
+                proc.wait(timeout=max(args.limit_s, 60))
                 waited = time.monotonic() - term
                 _say(f"stuck    SIGTERM: exited {proc.returncode} after {waited:.1f} s")
             except subprocess.TimeoutExpired:
-                _say(f"stuck    SIGTERM: still running after {args.limit_s:g} s (killed)")
+                _say(f"stuck    SIGTERM: still running after {max(args.limit_s, 60):g} s (killed)")
         finally:
             if proc.poll() is None:
                 proc.kill()

@@ -21,17 +21,11 @@ another thread) cuts the request in flight, so a cancelled job stops at once.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import re
-import socket
-import threading
-import time
 import uuid
-import weakref
-import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import date
@@ -40,6 +34,15 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+
+from app.pacs.transfer import (
+    Answer,
+    BoundedHttp,
+    TransferAborted,
+    TransferDeadline,
+    TransferError,
+    TransferTooLarge,
+)
 
 __all__ = [
     "DicomwebAborted",
@@ -60,9 +63,7 @@ _JSON = "application/dicom+json"
 _PAGE = 500  # QIDO results per request; servers cap pages, so results are paged
 _UID = re.compile(r"[0-9]+(\.[0-9]+)*")  # fullmatch only: `$` would accept a final "\n"
 _UID_IN_PATH = re.compile(r"[0-9]+(?:\.[0-9]+)+")
-_REASON_BYTES = 4096  # of an error answer's body, for the message
 _CONNECT_S = 15.0  # at most, of the request's deadline: a blackholed host fails fast
-_INFLATE_STEP = 2**20  # decoded bytes per zlib call, so a bomb never overshoots the cap
 
 # DICOM JSON tags (PS3.18 F.2).
 _STUDY_UID, _SERIES_UID, _SOP_UID = "0020000D", "0020000E", "00080018"
@@ -91,8 +92,8 @@ class DicomwebLimits:
         max_instance_bytes: largest WADO-RS answer, counted both on the wire and decoded
             (default 256 MiB: over twice the ~100 MB of the largest image CXR_MAX_PIXELS
             accepts, 50 Mpx at 16 bits).
-        max_json_bytes: largest QIDO-RS page, STOW-RS answer or error body kept (default
-            16 MiB; a page of 500 studies is about 0.5 MB).
+        max_json_bytes: largest QIDO-RS page or STOW-RS answer (default 8 MiB: a page of
+            500 results is under 1 MB; parsed, hostile JSON can take 25 times its size).
         max_json_depth: deepest JSON nesting accepted (default 64; a QIDO-RS result is 4
             deep, 3 more per sequence level); deeper answers are refused before parsing.
         max_results: QIDO-RS results (studies, series and instances together) in one
@@ -101,7 +102,7 @@ class DicomwebLimits:
     """
 
     max_instance_bytes: int = 256 * 2**20
-    max_json_bytes: int = 16 * 2**20
+    max_json_bytes: int = 8 * 2**20
     max_json_depth: int = 64
     max_results: int = 200_000
 
@@ -238,87 +239,12 @@ class DicomwebServer:
         )
 
 
-@dataclass
-class _Answer:
-    status: int
-    headers: httpx.Headers
-    body: bytes
-
-
-class _Flight:
-    """One request in progress: its deadline, and whether it was cut for passing it."""
-
-    def __init__(self, deadline: float) -> None:
-        self.deadline = deadline
-        self.expired = False
-
-
-class _TooLarge(Exception):
-    def __init__(self, where: str) -> None:
-        self.where = where
-
-
 class _Budget:
     """QIDO-RS results left to a search."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.used = 0
-
-
-def _cut(sock: socket.socket) -> None:
-    # shutdown() wakes a read blocked in another thread (close() would not, on Linux).
-    # socket.socket.shutdown even on an SSLSocket: its own would reset state the reading
-    # thread is using.
-    with contextlib.suppress(OSError):  # already closed, or never connected
-        socket.socket.shutdown(sock, socket.SHUT_RDWR)
-
-
-class _Inflater:
-    """Decodes a Content-Encoding a step at a time, never holding more than the cap."""
-
-    def __init__(self, coding: str) -> None:
-        self.coding = coding
-        if coding == "identity":
-            self._z = None
-        else:
-            wbits = 16 + zlib.MAX_WBITS if coding == "gzip" else zlib.MAX_WBITS
-            self._z = zlib.decompressobj(wbits)
-        self._started = False
-
-    def feed(self, data: bytes, out: bytearray, limit: int) -> None:
-        if self._z is None:
-            if len(out) + len(data) > limit:
-                raise _TooLarge("decoded")
-            out += data
-            return
-        try:
-            self._inflate(data, out, limit)
-        except zlib.error:
-            if self._started or self.coding != "deflate":
-                raise
-            # "deflate" answers are zlib-wrapped by the RFC, raw deflate by some servers.
-            self._z = zlib.decompressobj(-zlib.MAX_WBITS)
-            self._inflate(data, out, limit)
-
-    def _inflate(self, data: bytes, out: bytearray, limit: int) -> None:
-        assert self._z is not None
-        while not self._z.eof:
-            step = min(_INFLATE_STEP, limit - len(out) + 1)
-            chunk = self._z.decompress(data, step)
-            self._started = True
-            out += chunk
-            if len(out) > limit:
-                raise _TooLarge("decoded")
-            data = self._z.unconsumed_tail
-            if not data and len(chunk) < step:  # input used up, no output pending
-                return
-
-    def finish(self, out: bytearray, limit: int) -> None:
-        if self._z is not None:
-            out += self._z.flush()
-            if len(out) > limit:
-                raise _TooLarge("decoded")
 
 
 class DicomwebClient:
@@ -380,13 +306,10 @@ class DicomwebClient:
             transport=transport,
             follow_redirects=False,  # the configured server is the only one reached
         )
+        self._transfer = BoundedHttp(self._http, timeout)
         self.timeout = timeout
         self.log_uids = log_uids
         self.limits = limits or DicomwebLimits()
-        self._lock = threading.Lock()
-        self._sockets: weakref.WeakSet[socket.socket] = weakref.WeakSet()
-        self._flights: set[_Flight] = set()
-        self._aborted: str | None = None
 
     def _shown(self, uid: str) -> str:
         # The service logs no identifying tags unless CXR_LOG_PATIENT_DATA is set.
@@ -416,41 +339,14 @@ class DicomwebClient:
         For a job cancelled or a service stopping while a fetch hangs: the thread making
         the request gets a `DicomwebAborted` at once instead of waiting for the server.
         """
-        with self._lock:
-            self._aborted = reason
-            sockets = list(self._sockets)
-        for sock in sockets:
-            _cut(sock)
+        self._transfer.abort(reason)
 
     @property
     def aborted(self) -> bool:
         """Whether `abort` was called."""
-        return self._aborted is not None
+        return self._transfer.aborted
 
     # ------------------------------------------------------------------ requests
-
-    def _trace(self, event: str, info: dict[str, Any]) -> None:
-        # httpcore's trace hook: remember each socket opened, so a deadline can cut it.
-        if event not in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
-            return
-        stream = info.get("return_value")
-        sock = stream.get_extra_info("socket") if stream is not None else None
-        if not isinstance(sock, socket.socket):
-            return
-        with self._lock:
-            self._sockets.add(sock)
-            late = self._aborted is not None or any(f.expired for f in self._flights)
-        if late:  # the deadline passed, or abort came, while connecting
-            _cut(sock)
-
-    def _expire(self, flight: _Flight) -> None:
-        with self._lock:
-            if flight not in self._flights:
-                return
-            flight.expired = True
-            sockets = list(self._sockets)
-        for sock in sockets:
-            _cut(sock)
 
     def _exchange(
         self,
@@ -462,115 +358,43 @@ class DicomwebClient:
         params: dict[str, str] | None = None,
         headers: dict[str, str] | None = None,
         content: bytes | None = None,
-    ) -> _Answer:
+    ) -> Answer:
         """One request, its answer streamed under `max_bytes` and the deadline.
 
         Raises:
             DicomwebError: no connection, deadline passed, answer too large, a status
-                other than 2xx (a redirect included), or the client was aborted.
+                other than 2xx (a redirect included); `DicomwebAborted` after `abort`.
         """
         url = f"{self.url}/{path}"
         what = f"{method} {url}"
-        flight = _Flight(time.monotonic() + self.timeout)
-        with self._lock:
-            if self._aborted is not None:
-                raise DicomwebAborted(f"{what}: {self._aborted}")
-            self._flights.add(flight)
-        timer = threading.Timer(self.timeout, self._expire, args=(flight,))
-        timer.daemon = True
-        timer.start()
         try:
-            request = self._http.build_request(
-                method,
-                url,
-                params=params,
-                headers=headers,
-                content=content,
-                extensions={"trace": self._trace},
+            answer = self._transfer.exchange(
+                method, url, max_bytes=max_bytes, params=params, headers=headers, content=content
             )
-            response = self._http.send(request, stream=True)
-            try:
-                status = response.status_code
-                cap = max_bytes if 200 <= status < 300 else _REASON_BYTES
-                body = self._read(response, what, cap, flight, cut=not 200 <= status < 300)
-            finally:
-                response.close()
-        except _TooLarge as exc:
+        except TransferAborted as exc:
+            raise DicomwebAborted(f"{what}: {exc}") from None
+        except TransferTooLarge as exc:
             raise DicomwebError(
-                f"{what}: the answer is larger than {_size(max_bytes)} ({exc.where}); "
-                f"not read further. Raise {limit_name} if such answers are expected"
+                f"{what}: {exc}. Raise {limit_name} if such answers are expected"
             ) from None
-        except (httpx.HTTPError, OSError) as exc:
-            self._raise_cut(what, flight)
-            if isinstance(exc, httpx.TimeoutException):
-                raise DicomwebError(
-                    f"{what}: no answer within {self.timeout:g} s (timeout)"
-                ) from None
-            raise DicomwebError(f"{what}: {type(exc).__name__}: {exc}") from None
-        finally:
-            timer.cancel()
-            with self._lock:
-                self._flights.discard(flight)
-        self._raise_cut(what, flight)
+        except TransferDeadline as exc:
+            remedy = "; CXR_DICOMWEB_TIMEOUT_S, --timeout" if exc.cut else ""
+            raise DicomwebError(f"{what}: {exc}{remedy}") from None
+        except TransferError as exc:
+            raise DicomwebError(f"{what}: {exc}") from None
+        status = answer.status
         if 300 <= status < 400:
             raise DicomwebError(
-                f"{what}: HTTP {status} {response.reason_phrase}: the server redirects to "
-                f"{_origin(response.headers.get('location', ''), url)}; redirects are not "
+                f"{what}: HTTP {status} {answer.reason}: the server redirects to "
+                f"{_origin(answer.headers.get('location', ''), url)}; redirects are not "
                 "followed (only the configured server is reached): configure the URL the "
                 "DICOMweb service answers on"
             )
         if not 200 <= status < 300:
-            text = body.decode("utf-8", "replace").strip().replace("\n", " ")
+            text = answer.body.decode("utf-8", "replace").strip().replace("\n", " ")
             reason = f": {text[:300]}" if text else ""
-            raise DicomwebError(f"{what}: HTTP {status} {response.reason_phrase}{reason}")
-        return _Answer(status, response.headers, body)
-
-    def _raise_cut(self, what: str, flight: _Flight) -> None:
-        if self._aborted is not None:
-            raise DicomwebAborted(f"{what}: {self._aborted}")
-        if flight.expired:
-            raise DicomwebError(
-                f"{what}: no complete answer within {self.timeout:g} s (the deadline is for "
-                "the whole request, not per read; CXR_DICOMWEB_TIMEOUT_S, --timeout)"
-            )
-
-    def _read(
-        self, response: httpx.Response, what: str, cap: int, flight: _Flight, *, cut: bool
-    ) -> bytes:
-        """The body, decoded, refused past `cap` (or cut there when `cut`: error bodies)."""
-        declared = response.headers.get("content-length", "")
-        if not cut and declared.isdigit() and int(declared) > cap:
-            raise _TooLarge(f"declared Content-Length {declared}")
-        coding = response.headers.get("content-encoding", "identity").strip().lower()
-        coding = {"x-gzip": "gzip", "": "identity"}.get(coding, coding)
-        if coding not in ("identity", "gzip", "deflate"):
-            raise DicomwebError(
-                f"{what}: unsupported Content-Encoding {coding[:40]!r} (gzip, deflate or none)"
-            )
-        chunks: Iterable[bytes] = response.iter_raw()
-        if response.is_stream_consumed:  # an answer built in memory (tests): decoded already
-            chunks, coding = [response.content], "identity"
-        inflater = _Inflater(coding)
-        body = bytearray()
-        wire = 0
-        try:
-            for raw in chunks:
-                wire += len(raw)
-                if wire > cap:
-                    raise _TooLarge("on the wire")
-                inflater.feed(raw, body, cap)
-                if time.monotonic() > flight.deadline:
-                    flight.expired = True
-                    break
-            else:
-                inflater.finish(body, cap)
-        except _TooLarge:
-            if not cut:
-                raise
-            del body[cap:]
-        except zlib.error as exc:
-            raise DicomwebError(f"{what}: the {coding} answer is corrupt ({exc})") from None
-        return bytes(body)
+            raise DicomwebError(f"{what}: HTTP {status} {answer.reason}{reason}")
+        return answer
 
     def _qido(self, path: str, params: dict[str, str], budget: _Budget) -> Iterator[dict[str, Any]]:
         offset = 0
@@ -610,7 +434,7 @@ class DicomwebClient:
             offset += len(items)
             previous = items
 
-    def _json(self, answer: _Answer, what: str) -> Any:
+    def _json(self, answer: Answer, what: str) -> Any:
         depth = self.limits.max_json_depth
         if _json_too_deep(answer.body, depth):
             raise DicomwebError(f"{what}: the JSON answer nests deeper than {depth} levels")
@@ -880,7 +704,7 @@ class DicomwebClient:
             log.warning("push of instance %s to %s failed: %s", self._shown(uid), self.url, reason)
         return outcome
 
-    def _store_outcome(self, answer: _Answer) -> StoreOutcome:
+    def _store_outcome(self, answer: Answer) -> StoreOutcome:
         outcome = StoreOutcome()
         try:
             body = self._json(answer, f"POST {self.url}") if answer.body.strip() else {}
@@ -908,10 +732,6 @@ class DicomwebClient:
                     else "refused by the server"
                 )
         return outcome
-
-
-def _size(n: int) -> str:
-    return f"{n / 2**20:g} MiB" if n >= 2**20 else f"{n} bytes"
 
 
 def _origin(location: str, base: str) -> str:

@@ -18,6 +18,7 @@ import io
 import json
 import re
 import threading
+import time
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -105,6 +106,9 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     owner: HostileDicomweb
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client hanging up is what these tests provoke: no traceback on stderr
+
 
 class HostileDicomweb:
     """A PACS holding `instances` (DICOM Part 10 bytes) whose routes can be overridden.
@@ -116,6 +120,7 @@ class HostileDicomweb:
         url: the DICOMweb service root (http://127.0.0.1:PORT/dicom-web).
         bytes_sent: body bytes written to clients so far (all requests).
         requests: the paths asked for, in order (with their query).
+        first_request_at: when the first request came (time.monotonic), or None.
         hangups: answers cut by the client (it closed the connection).
     """
 
@@ -128,6 +133,7 @@ class HostileDicomweb:
         }
         self.rules: list[tuple[re.Pattern[str], Responder]] = []
         self.requests: list[str] = []
+        self.first_request_at: float | None = None  # time.monotonic()
         self.bytes_sent = 0
         self.hangups = 0
         self.lock = threading.Lock()
@@ -164,6 +170,7 @@ class HostileDicomweb:
     def dispatch(self, h: _Handler) -> None:
         with self.lock:
             self.requests.append(h.path)
+            self.first_request_at = self.first_request_at or time.monotonic()
         path = urlsplit(h.path).path.removeprefix("/dicom-web")
         for pattern, responder in self.rules:
             match = pattern.search(path)
@@ -213,10 +220,12 @@ class HostileDicomweb:
         return respond
 
     @staticmethod
-    def huge(size: int, *, declare_length: bool = True) -> Responder:
-        """A WADO answer of one part of `size` bytes, streamed (never held in memory)."""
-        head = f"--{_BOUNDARY}\r\nContent-Type: application/dicom\r\n\r\n".encode()
+    def huge(size: int, *, declare_length: bool = True, prefix: bytes = b"") -> Responder:
+        """A WADO answer of one part of `size` bytes: `prefix`, then zeros, streamed (never
+        held in memory); without `declare_length`, no Content-Length (read to the close)."""
+        head = f"--{_BOUNDARY}\r\nContent-Type: application/dicom\r\n\r\n".encode() + prefix
         tail = f"\r\n--{_BOUNDARY}--\r\n".encode()
+        size -= len(prefix)
 
         def chunks() -> Iterable[bytes]:
             yield head
