@@ -286,10 +286,16 @@ class HostileDicomweb:
 
     @staticmethod
     def raw(
-        body: bytes, status: int = 200, content_type: str = "application/dicom+json"
+        body: bytes,
+        status: int = 200,
+        content_type: str = "application/dicom+json",
+        **headers: str,
     ) -> Responder:
+        """`body` as given; `headers` with "_" for "-" (Content_Encoding="gzip")."""
+        extra = {name.replace("_", "-"): value for name, value in headers.items()}
+
         def respond(h: _Handler, match: re.Match[str]) -> None:
-            h.send(status, body, headers={"Content-Type": content_type})
+            h.send(status, body, headers={"Content-Type": content_type} | extra)
 
         return respond
 

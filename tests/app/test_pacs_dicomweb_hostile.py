@@ -4,6 +4,7 @@ time, fail clearly, and fail only what the server broke."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -13,6 +14,7 @@ import sys
 import threading
 import time
 import tracemalloc
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -119,6 +121,38 @@ def test_dicomweb_answers_under_the_caps_still_arrive(
     with _client(pacs, max_instance_bytes=MiB) as web, pytest.raises(DicomwebError) as err:
         web.retrieve_instance(ref)
     assert "boundary" not in str(err.value) and "expected one DICOM part, got 0" in str(err.value)
+
+
+def _studies_json(uid: str) -> bytes:
+    return json.dumps([tag("0020000D", uid)]).encode()
+
+
+@pytest.mark.parametrize(
+    ("coding", "pack", "error"),
+    [
+        ("gzip", lambda b: gzip.compress(b), None),
+        ("deflate", lambda b: zlib.compress(b), None),  # zlib-wrapped, as the RFC says
+        ("deflate", lambda b: zlib.compress(b)[2:-4], None),  # raw, as some servers send
+        ("gzip", lambda b: gzip.compress(b)[:20] + b"garbage" * 10, "the gzip answer is corrupt"),
+        ("br", lambda b: b, "unsupported Content-Encoding 'br'"),
+    ],
+    ids=["gzip", "deflate-zlib", "deflate-raw", "corrupt-gzip", "brotli"],
+)
+def test_dicomweb_compressed_answers_inflate_or_fail_cleanly(
+    one_image: tuple[HostileDicomweb, InstanceRef],
+    coding: str,
+    pack: Callable[[bytes], bytes],
+    error: str | None,
+) -> None:
+    pacs, ref = one_image
+    body = pack(_studies_json(ref.study_instance_uid))
+    pacs.on(r"/studies$", pacs.raw(body, Content_Encoding=coding))
+    with _client(pacs) as web:
+        if error is None:
+            assert web.search_studies() == [ref.study_instance_uid]
+        else:
+            with pytest.raises(DicomwebError, match=error):
+                web.search_studies()
 
 
 # --- time: a deadline for the whole request ------------------------------------------------
