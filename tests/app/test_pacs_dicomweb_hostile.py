@@ -23,7 +23,7 @@ import httpx
 import pydicom
 import pytest
 from fastapi.testclient import TestClient
-from hostile_dicomweb import HostileDicomweb, tag
+from hostile_pacs import HostileDicomweb, tag
 from service_fixtures import build_dataset, chest_pixels, free_port, to_bytes, wait_for_job
 
 from app.batch.dicomweb_source import ref_from_key
@@ -341,31 +341,27 @@ def test_cli_batch_dicomweb_search_failure_is_one_line_and_nonzero(
 # --- the service: failed jobs, DELETE and stop with a fetch stuck --------------------------
 
 
-def _settings(tmp_path: Path, url: str, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "storage_dir": tmp_path / "storage",
-        "database_url": f"sqlite:///{tmp_path / 'cxr.db'}",
-        "dicomweb_url": url,
-    }
-    return Settings(**(values | overrides))
+MakeSettings = Callable[..., Settings]  # the conftest's make_settings (SQLite, or PostgreSQL)
 
 
-def test_service_dicomweb_search_redirect_fails_the_job(tmp_path: Path) -> None:
+def test_service_dicomweb_search_redirect_fails_the_job(make_settings: MakeSettings) -> None:
     with HostileDicomweb(_images(1)) as pacs:
         pacs.on(r"/studies$", pacs.redirect("http://evil.example/dicom-web/studies"))
-        with TestClient(create_app(_settings(tmp_path, pacs.url))) as client:
+        with TestClient(create_app(make_settings(dicomweb_url=pacs.url))) as client:
             response = client.post("/v1/batches", json={"dicomweb": {}})
             job = wait_for_job(client, response.json()["id"], timeout=20)
     assert job["state"] == "failed" and job["total"] == 0
     assert "HTTP 302" in job["error"] and "redirects are not followed" in job["error"]
 
 
-def test_service_dicomweb_bad_series_and_big_instance_fail_alone(tmp_path: Path) -> None:
+def test_service_dicomweb_bad_series_and_big_instance_fail_alone(
+    make_settings: MakeSettings,
+) -> None:
     good = _images(2)
     with _pacs_with_bad_series(good) as pacs:
         big = _ref(good[0]).sop_instance_uid
         pacs.on(rf"/instances/{big}$", pacs.huge(8 * MiB, declare_length=False))
-        settings = _settings(tmp_path, pacs.url, dicomweb_max_instance_mb=1.0)
+        settings = make_settings(dicomweb_url=pacs.url, dicomweb_max_instance_mb=1.0)
         with TestClient(create_app(settings)) as client:
             response = client.post("/v1/batches", json={"dicomweb": {}})
             job = wait_for_job(client, response.json()["id"], timeout=20)
@@ -383,10 +379,10 @@ def _job_stuck_on_a_fetch(client: TestClient, pacs: HostileDicomweb) -> str:
     return job_id
 
 
-def test_service_delete_of_a_stuck_job_frees_the_worker(tmp_path: Path) -> None:
+def test_service_delete_of_a_stuck_job_frees_the_worker(make_settings: MakeSettings) -> None:
     with HostileDicomweb(_images(1)) as pacs:
         pacs.on(WADO, pacs.slow(0.5, body=b"x" * 10**6))  # would take 6 days
-        settings = _settings(tmp_path, pacs.url, dicomweb_timeout_s=600.0)
+        settings = make_settings(dicomweb_url=pacs.url, dicomweb_timeout_s=600.0)
         with TestClient(create_app(settings)) as client:
             stuck = _job_stuck_on_a_fetch(client, pacs)
             later = client.post("/v1/batches", json={"dicomweb": {"modality": ["CT"]}}).json()
@@ -398,11 +394,13 @@ def test_service_delete_of_a_stuck_job_frees_the_worker(tmp_path: Path) -> None:
             assert client.get(f"/v1/batches/{stuck}").status_code == 404
 
 
-def test_service_stop_cuts_a_stuck_fetch_and_the_job_resumes(tmp_path: Path) -> None:
+def test_service_stop_cuts_a_stuck_fetch_and_the_job_resumes(
+    make_settings: MakeSettings,
+) -> None:
     data = _images(1)
     with HostileDicomweb(data) as pacs:
         pacs.on(WADO, pacs.slow(0.5, body=b"x" * 10**6))
-        settings = _settings(tmp_path, pacs.url, dicomweb_timeout_s=600.0)
+        settings = make_settings(dicomweb_url=pacs.url, dicomweb_timeout_s=600.0)
         client = TestClient(create_app(settings))
         client.__enter__()
         job_id = _job_stuck_on_a_fetch(client, pacs)

@@ -8,7 +8,7 @@ paging, redirects, deeply nested JSON, UIDs that are not UIDs.
         pacs.bytes_sent                           # what the server managed to write
 
 A real HTTP server (http.server in a thread), so clients are driven through their real
-sockets, streaming and timeouts. Imported by tests as `hostile_dicomweb` (pytest puts
+sockets, streaming and timeouts. Imported by tests as `hostile_pacs` (pytest puts
 tests/app on sys.path) and by benchmarks/hostile_dicomweb.py.
 """
 
@@ -141,7 +141,7 @@ class HostileDicomweb:
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.owner = self
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="hostile-dicomweb", daemon=True
+            target=self._server.serve_forever, name="hostile-pacs", daemon=True
         )
 
     @property
