@@ -125,21 +125,40 @@ def add_dicomweb_auth_arguments(p: argparse.ArgumentParser) -> None:
         "variable, a command line is visible to other users)",
     )
     p.add_argument("--token", help="DICOMweb bearer token (default: CXR_DICOMWEB_TOKEN if set)")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds per HTTP request")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        help="seconds for a whole DICOMweb request, connection to last byte, not per read "
+        "(default CXR_DICOMWEB_TIMEOUT_S, 120)",
+    )
 
 
 def dicomweb_client_from_args(url: str, args: argparse.Namespace) -> Any:
-    """A `DicomwebClient` for URL with the auth options of `args` (or the environment)."""
-    from app.pacs.dicomweb import DicomwebClient
+    """A `DicomwebClient` for URL with the auth and limit options of `args`, defaulting to
+    the environment (CXR_DICOMWEB_PASSWORD, CXR_DICOMWEB_TOKEN, CXR_DICOMWEB_* bounds).
 
+    Raises:
+        SettingsError: a CXR_* variable is refused.
+        DicomwebError: a bad URL, auth or bound.
+    """
+    from app.pacs.dicomweb import DicomwebClient, DicomwebLimits
+    from app.settings import build_settings
+
+    settings = build_settings()
     password = args.password or os.environ.get("CXR_DICOMWEB_PASSWORD") or None
     token = args.token or (None if args.user else os.environ.get("CXR_DICOMWEB_TOKEN")) or None
+    instance_mb = getattr(args, "max_instance_mb", None) or settings.dicomweb_max_instance_mb
     return DicomwebClient(
         url,
         user=args.user,
         password=password if args.user else None,
         token=token,
-        timeout=args.timeout,
+        timeout=args.timeout if args.timeout is not None else settings.dicomweb_timeout_s,
+        limits=DicomwebLimits(
+            max_instance_bytes=int(instance_mb * 2**20),
+            max_json_bytes=int(settings.dicomweb_max_json_mb * 2**20),
+            max_results=getattr(args, "max_results", None) or settings.dicomweb_max_results,
+        ),
     )
 
 

@@ -35,6 +35,8 @@ def _with_logging(handler: Handler) -> Handler:
         )
         # Alembic announces each of its internal plugins at INFO; keep only the migrations.
         logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+        # httpx logs every request URL at INFO: DICOMweb ones name studies by UID.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
         return handler(args)
 
     return run
@@ -234,6 +236,20 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
         "--modality", default="CR,DX", metavar="CR,DX", help="series modalities (default CR,DX)"
     )
     pacs.add_argument("--push", metavar="sr,gsps", help="store results back: sr, gsps or both")
+    pacs.add_argument(
+        "--max-instance-mb",
+        type=float,
+        metavar="MB",
+        help="largest WADO-RS answer, on the wire and decoded; a larger instance fails "
+        "(default CXR_DICOMWEB_MAX_INSTANCE_MB, 256)",
+    )
+    pacs.add_argument(
+        "--max-results",
+        type=int,
+        metavar="N",
+        help="QIDO-RS results (studies, series, instances) the search may list before it "
+        "stops with an error (default CXR_DICOMWEB_MAX_RESULTS, 200000)",
+    )
     from app.cli_pacs import add_dicomweb_auth_arguments
 
     add_dicomweb_auth_arguments(pacs)
@@ -254,6 +270,13 @@ def _batch(args: argparse.Namespace) -> int:
         raise CommandError("give either EXPORT_DIR or --dicomweb URL (one of them)")
     if args.dicomweb is None and (args.push or args.study or args.since):
         raise CommandError("--push, --study and --since need --dicomweb URL")
+    for flag, value in (
+        ("--timeout", args.timeout),
+        ("--max-instance-mb", args.max_instance_mb),
+        ("--max-results", args.max_results),
+    ):
+        if value is not None and not value > 0:
+            raise CommandError(f"{flag} {value}: expected a number > 0")
     is_zip = False
     if args.export_dir is not None:
         is_zip = args.export_dir.is_file() and zipfile.is_zipfile(args.export_dir)

@@ -37,7 +37,7 @@ from app.http_guards import (
     docs_csp,
 )
 from app.metrics import Metrics, MetricsMiddleware
-from app.pacs.dicomweb import DicomwebServer
+from app.pacs.dicomweb import DicomwebLimits, DicomwebServer
 from app.route_table import RouteTable, app_path
 from app.schemas import DEMO_NOTICE
 from app.security import ApiKeys
@@ -224,6 +224,12 @@ def _dicomweb_server(settings: Settings) -> DicomwebServer | None:
         password=settings.dicomweb_password,
         token=None if settings.dicomweb_user else settings.dicomweb_token,
         log_uids=settings.log_patient_data,
+        timeout=settings.dicomweb_timeout_s,
+        limits=DicomwebLimits(
+            max_instance_bytes=int(settings.dicomweb_max_instance_mb * 2**20),
+            max_json_bytes=int(settings.dicomweb_max_json_mb * 2**20),
+            max_results=settings.dicomweb_max_results,
+        ),
     )
 
 

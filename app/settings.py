@@ -159,6 +159,28 @@ class Settings(BaseSettings):
     dicomweb_token: str | None = Field(
         default=None, repr=False, description="DICOMweb bearer token (instead of basic auth)."
     )
+    # DICOMweb bounds (issue 18): what the PACS may make a job read, and for how long.
+    dicomweb_timeout_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="Seconds for a whole DICOMweb request, connection to last byte (not per "
+        "read): a slower answer fails (a WADO-RS one fails its file, the job goes on).",
+    )
+    dicomweb_max_instance_mb: float = Field(
+        default=256.0,
+        gt=0,
+        description="Largest WADO-RS answer (MiB, on the wire and decoded: gzip is inflated "
+        "under the cap); a larger instance fails, the job goes on.",
+    )
+    dicomweb_max_json_mb: float = Field(
+        default=8.0, gt=0, description="Largest QIDO-RS page or STOW-RS answer (MiB)."
+    )
+    dicomweb_max_results: int = Field(
+        default=200_000,
+        gt=0,
+        description="QIDO-RS results (studies, series, instances) one job's search may list; "
+        "beyond, the job fails asking for a narrower search (a server paging forever ends).",
+    )
     log_patient_data: bool = Field(
         default=False, description="Allow identifying tags (UIDs, accession) in logs."
     )

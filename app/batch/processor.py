@@ -143,7 +143,10 @@ class BatchProcessor:
         for item in items:
             if self.cancelled is not None and self.cancelled():
                 break
-            outcomes.append(self._process_one(item))
+            outcome = self._process_one(item)
+            if outcome.state == "failed" and self.cancelled is not None and self.cancelled():
+                break  # cut midway by the cancel (an interrupted download): left pending
+            outcomes.append(outcome)
         loaded = [o for o in outcomes if o.state == "done" and o.image is not None]
         if loaded:
             self._predict(loaded)
