@@ -1,4 +1,4 @@
-"""How `cxr serve` holds up against slow and hostile clients (issue 18 item 11).
+"""How `cxr serve` holds up against slow and hostile clients.
 
 By itself uvicorn waits forever for a request head (its h11 protocol has only a keep-alive
 timeout), never bounds the wait between body chunks, accepts connections until the
