@@ -130,7 +130,7 @@ def _get_healthz(server: Server) -> tuple[int, float]:
 
 def test_server_closes_an_incomplete_request_head_with_408(server: Server) -> None:
     with server.connect() as sock:
-        sock.sendall(b"POST /v1/reports/label HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        sock.sendall(b"POST /v1/reports/label HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
         data, waited = _read_all(sock, 10)
     assert data.startswith(b"HTTP/1.1 408 "), data
     assert b"CXR_HEADER_TIMEOUT_S" in data
@@ -146,7 +146,7 @@ def test_server_closes_a_silent_connection(server: Server) -> None:
 def test_server_answers_408_to_a_stalled_body(server: Server) -> None:
     with server.connect() as sock:
         sock.sendall(
-            b"POST /v1/reports/label HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"POST /v1/reports/label HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b'Content-Length: 1000\r\n\r\n{"text": "No acute'
         )
         data, waited = _read_all(sock, 15)
@@ -161,7 +161,7 @@ def test_server_answers_408_to_a_trickling_body(server: Server) -> None:
     # far below CXR_BODY_MIN_RATE (1024 bytes/s).
     with server.connect() as sock:
         sock.sendall(
-            b"POST /v1/reports/label HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"POST /v1/reports/label HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Content-Length: 1000\r\n\r\n"
         )
         sock.settimeout(0.5)
@@ -216,7 +216,7 @@ def test_server_answers_503_when_every_connection_is_busy(server: Server) -> Non
             # A complete head with a body still to come: a request in progress, not idle.
             sock = server.connect()
             sock.sendall(
-                b"POST /v1/reports/label HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                b"POST /v1/reports/label HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
                 b"application/json\r\nContent-Length: 100\r\n\r\n"
             )
             busy.append(sock)
