@@ -13,6 +13,7 @@ import json
 import logging
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -258,6 +259,7 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _batch(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
     import zipfile
 
     from app.batch.interfaces import Sink
@@ -307,6 +309,10 @@ def _batch(args: argparse.Namespace) -> int:
         from app.inference import load_model
 
         predictor = load_model(model_path, args.device)
+        if predictor.card.get("demo"):
+            from models.notices import DEMO_NOTICE
+
+            sys.stderr.write(f"cxr batch: {DEMO_NOTICE}\n")
     sinks: list[Sink] = []
     if args.dataset is not None:
         from app.dataset import DatasetWriter
@@ -345,7 +351,9 @@ def _batch(args: argparse.Namespace) -> int:
             source = FolderSource(
                 args.export_dir, exclude=exclude, file_timeout_s=settings.batch_file_timeout_s
             )
-        return _run_batch(args, source, settings, previous, torn, reports, predictor, sinks)
+        return _run_batch(
+            args, source, settings, previous, torn, reports, predictor, sinks, started
+        )
 
 
 def _dicomweb_source(args: argparse.Namespace, predictor: Any, sinks: list[Any]) -> Any:
@@ -395,6 +403,7 @@ def _run_batch(
     reports: Any,
     predictor: Any,
     sinks: list[Any],
+    started: float,
 ) -> int:
     from tqdm import tqdm
 
@@ -453,9 +462,10 @@ def _run_batch(
             out.close()
     counts = tally.counts
     summary = (
-        f"cxr batch: {tally.total} files: {counts['done']} done, "
-        f"{counts['skipped']} skipped, {counts['failed']} failed; "
-        f"{tally.images} images ({tally.with_report} with a report)"
+        f"cxr batch: {tally.total:,} file{'' if tally.total == 1 else 's'}: "
+        f"{counts['done']:,} done, "
+        f"{counts['skipped']:,} skipped, {counts['failed']:,} failed; "
+        f"{tally.images:,} images ({tally.with_report:,} with a report)"
     )
     if reports is not None:
         unmatched = len(reports) - len(processor.matched_report_keys)
@@ -477,6 +487,7 @@ def _run_batch(
     if dataset is not None:
         dataset.close()
         summary += f"; training set: {len(dataset.writer)} images, {dataset.entry}"
+    summary += f"; {time.perf_counter() - started:.1f} s"
     sys.stderr.write(summary + "\n")
     if report.stopped and args.on_error == "raise":
         sys.stderr.write(

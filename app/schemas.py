@@ -15,6 +15,8 @@ from pydantic import (
     model_validator,
 )
 
+from models.notices import DEMO_NOTICE
+
 __all__ = [
     "DEMO_NOTICE",
     "BatchCreate",
@@ -34,10 +36,6 @@ __all__ = [
     "ReportCreate",
     "ReportLabelsRead",
 ]
-
-DEMO_NOTICE = (
-    "DEMO MODEL: not trained on clinical data; its outputs are meaningless. Not for clinical use."
-)
 
 
 def _as_utc(value: datetime) -> datetime:

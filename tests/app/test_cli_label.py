@@ -134,7 +134,7 @@ def test_cli_label_bad_rows_error_without_losing_others(
     assert rows[4]["labels"]["Pneumothorax"] == "negative"  # type: ignore[index]
     rejected = list(csv.DictReader(rejects.open(encoding="utf-8")))
     assert [r["id"] for r in rejected] == ["empty", "number", "line4"]
-    assert "3 report(s) could not be labelled" in capsys.readouterr().err
+    assert "2 reports labelled, 3 failed" in capsys.readouterr().err
 
 
 def test_cli_label_strict_stops_at_first_bad_row(
