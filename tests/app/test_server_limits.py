@@ -146,7 +146,8 @@ def test_server_closes_a_silent_connection(server: Server) -> None:
 def test_server_answers_408_to_a_stalled_body(server: Server) -> None:
     with server.connect() as sock:
         sock.sendall(
-            b"POST /v1/reports/label HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"POST /v1/reports/label HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\n"
             b'Content-Length: 1000\r\n\r\n{"text": "No acute'
         )
         data, waited = _read_all(sock, 15)
@@ -161,7 +162,8 @@ def test_server_answers_408_to_a_trickling_body(server: Server) -> None:
     # far below CXR_BODY_MIN_RATE (1024 bytes/s).
     with server.connect() as sock:
         sock.sendall(
-            b"POST /v1/reports/label HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"POST /v1/reports/label HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\n"
             b"Content-Length: 1000\r\n\r\n"
         )
         sock.settimeout(0.5)
