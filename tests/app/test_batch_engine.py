@@ -319,3 +319,14 @@ def test_batch_header_read_that_never_returns_makes_the_file_invalid(
     finally:
         release.set()
     assert item.kind == "invalid" and "longer than 0.3 s" in (item.note or "")
+
+
+@pytest.mark.issue(18)
+@pytest.mark.parametrize("key", ["1.2.3\n", "../1.2.3", "1.2.3/x", "", "1." + "2" * 70])
+def test_inbox_refuses_a_key_that_is_not_a_uid(tmp_path: Path, key: str) -> None:
+    from app.batch.inbox_source import InboxSource
+
+    inbox = InboxSource(tmp_path / "inbox")
+    assert inbox.path_of("1.2.840.10008.1") == tmp_path / "inbox" / "1.2.840.10008.1.dcm"
+    with pytest.raises(ValueError, match="is not a SOP Instance UID"):
+        inbox.path_of(key)
