@@ -8,19 +8,64 @@ web stack (see tests/app/test_cli_imports.py).
 from __future__ import annotations
 
 import argparse
+import difflib
 import gc
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from app import cli_labeler, cli_models, cli_pacs, cli_service
 
-__all__ = ["build_parser", "main", "run"]
+__all__ = ["CxrArgumentParser", "build_parser", "main", "run"]
+
+
+class CxrArgumentParser(argparse.ArgumentParser):
+    """argparse with "did you mean" for mistyped options, subcommands and choices.
+
+    Every subcommand's parser is one too (`add_subparsers` builds them with the parent's
+    class), so an unknown option is reported by the subcommand that got it, with its own
+    usage line (`cxr label: error: ...`), not by `cxr` with the top-level usage. Exit
+    status 2, as argparse.
+    """
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        # `cxr` takes no unknown arguments anywhere: refuse them here, where the subcommand
+        # that received them knows its own options.
+        if extras:
+            self.error(self._unrecognized(extras))
+        return parsed, extras
+
+    def _unrecognized(self, extras: list[str]) -> str:
+        options = [e for e in extras if e.startswith("-") and len(e) > 1]
+        if not options:
+            return f"unrecognized arguments: {' '.join(extras)}"
+        typed = options[0].split("=", 1)[0]
+        known = [s for a in self._actions for s in a.option_strings]
+        close = difflib.get_close_matches(typed, known, n=1)
+        hint = f"; did you mean {close[0]}?" if close else f" (see {self.prog} --help)"
+        return f"unrecognized argument {typed}{hint}"
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        choices = action.choices
+        if choices is not None and isinstance(value, str) and value not in choices:
+            names = [c for c in choices if isinstance(c, str)]
+            close = difflib.get_close_matches(value, names, n=1)
+            what = (
+                "unknown command"
+                if isinstance(action, argparse._SubParsersAction)
+                else f"argument {'/'.join(action.option_strings) or action.dest}: invalid choice"
+            )
+            hint = f"; did you mean {close[0]}?" if close else f" (choose from {', '.join(names)})"
+            self.error(f"{what} {value!r}{hint}")
+        super()._check_value(action, value)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Build the `cxr` argument parser with every subcommand registered."""
-    parser = argparse.ArgumentParser(
+    parser = CxrArgumentParser(
         prog="cxr",
         description="Chest X-ray report labeler, weakly-supervised classifier and service.",
     )

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -288,7 +289,8 @@ def _register_predict(sub: argparse._SubParsersAction[Any]) -> None:
         help="probabilities, boxes and heatmap overlays for image files",
         description="Run a checkpoint on DICOM/PNG/JPEG files; writes OUTDIR/<file name>.json "
         "and OUTDIR/<file name>.<label>.png overlays. Unreadable files get a JSON 'error' and "
-        "make the exit status 1; the others still run.",
+        "make the exit status 1; the others still run. stderr gets one line per file, a "
+        "notice when the checkpoint is a demo model, and a one-line summary.",
     )
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("--model", required=True, help="checkpoint file")
@@ -326,6 +328,8 @@ def _register_predict(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _predict(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    from models.notices import DEMO_NOTICE
     from models.overlay import render_overlay
     from models.predict import load_predictor, predict_files
 
@@ -343,6 +347,9 @@ def _predict(args: argparse.Namespace) -> int:
     outdir = Path(args.output)
     outdir.mkdir(parents=True, exist_ok=True)
     card = predictor.card
+    demo = bool(card.get("demo", False))
+    if demo:
+        sys.stderr.write(f"cxr predict: {DEMO_NOTICE}\n")
     failures = 0
     used: set[str] = set()
     files = [Path(f) for f in args.files]
@@ -389,10 +396,15 @@ def _predict(args: argparse.Namespace) -> int:
         (outdir / f"{stem}.json").write_text(json.dumps(doc, indent=2) + "\n")
         found = ", ".join(prediction.positive) or "no label over threshold"
         sys.stderr.write(f"{path}: {found}\n")
-    if failures:
-        sys.stderr.write(f"cxr predict: {failures} of {len(files)} inputs could not be read\n")
-        return 1
-    return 0
+    done = len(files) - failures
+    sys.stderr.write(
+        f"cxr predict: {len(files):,} file{'' if len(files) == 1 else 's'}: {done:,} done, "
+        f"{failures:,} failed"
+        + (" (their JSON holds the error)" if failures else "")
+        + ("; DEMO model" if demo else "")
+        + f" -> {outdir} in {time.perf_counter() - started:.1f} s\n"
+    )
+    return 1 if failures else 0
 
 
 def _unique_name(name: str, used: set[str]) -> str:

@@ -26,8 +26,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "in an inbox folder, answered with Success, predicted, and recorded as one line in "
         "OUT (the `cxr batch` line format; path = SOP Instance UID). Non-image objects are "
         "accepted and recorded as skipped with the reason. An instance already in OUT is "
-        "not predicted again; instances left in the inbox by an interrupted run are "
-        "processed at start. With --forward, a TID 1500 SR and a GSPS of each image are "
+        "not predicted again (a copy with other content is refused, 0x0111); instances "
+        "left in the inbox by an interrupted run are processed at start. Senders are "
+        "bounded (see 'limits'); a non-loopback --host needs --allow-host or --allow-ae. "
+        "With --forward, a TID 1500 SR and a GSPS of each image are "
         "stored to the DICOMweb server by STOW-RS. Stop with Ctrl-C (SIGINT) or SIGTERM.",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -42,6 +44,64 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         default="",
         metavar="A,B",
         help="accept associations only from these calling AE titles (default: any)",
+    )
+    p.add_argument(
+        "--allow-host",
+        default="",
+        metavar="ADDR,NET",
+        help="accept connections only from these addresses or networks, e.g. "
+        "10.0.0.5,10.0.1.0/24 (default: any)",
+    )
+    p.add_argument(
+        "--allow-any-caller",
+        action="store_true",
+        help="allow a non-loopback --host without --allow-ae or --allow-host (an open "
+        "listener: anyone who reaches the port may send); refused otherwise",
+    )
+    limits = p.add_argument_group(
+        "limits",
+        "bounds on what one sender can hold (default: the CXR_LISTEN_* setting of the same "
+        "name, else the value shown; see docs/security/listener.md)",
+    )
+    limits.add_argument(
+        "--max-dataset-mb",
+        type=float,
+        help="abort a C-STORE whose dataset grows beyond this many MiB while it is received "
+        "(CXR_LISTEN_MAX_DATASET_MB, 128)",
+    )
+    limits.add_argument(
+        "--max-pdu",
+        type=int,
+        help="maximum PDU length advertised and enforced, bytes (CXR_LISTEN_MAX_PDU, 131072)",
+    )
+    limits.add_argument(
+        "--max-associations",
+        type=int,
+        help="associations open at once, all senders (CXR_LISTEN_MAX_ASSOCIATIONS, 32)",
+    )
+    limits.add_argument(
+        "--max-associations-per-host",
+        type=int,
+        help="connections open at once from one address (CXR_LISTEN_MAX_ASSOCIATIONS_PER_HOST, 4)",
+    )
+    limits.add_argument(
+        "--association-timeout",
+        type=float,
+        metavar="S",
+        help="seconds from connection to a complete A-ASSOCIATE-RQ "
+        "(CXR_LISTEN_ASSOCIATION_TIMEOUT_S, 10)",
+    )
+    limits.add_argument(
+        "--idle-timeout",
+        type=float,
+        metavar="S",
+        help="abort an association silent this long (CXR_LISTEN_IDLE_TIMEOUT_S, 60)",
+    )
+    limits.add_argument(
+        "--max-association-duration",
+        type=float,
+        metavar="S",
+        help="abort an association open this long (CXR_LISTEN_MAX_ASSOCIATION_S, 3600)",
     )
     p.add_argument("--forward", metavar="DICOMWEB_URL", help="STOW-RS the SR and GSPS here")
     add_dicomweb_auth_arguments(p)
@@ -65,21 +125,40 @@ def add_dicomweb_auth_arguments(p: argparse.ArgumentParser) -> None:
         "variable, a command line is visible to other users)",
     )
     p.add_argument("--token", help="DICOMweb bearer token (default: CXR_DICOMWEB_TOKEN if set)")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds per HTTP request")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        help="seconds for a whole DICOMweb request, connection to last byte, not per read "
+        "(default CXR_DICOMWEB_TIMEOUT_S, 120)",
+    )
 
 
 def dicomweb_client_from_args(url: str, args: argparse.Namespace) -> Any:
-    """A `DicomwebClient` for URL with the auth options of `args` (or the environment)."""
-    from app.pacs.dicomweb import DicomwebClient
+    """A `DicomwebClient` for URL with the auth and limit options of `args`, defaulting to
+    the environment (CXR_DICOMWEB_PASSWORD, CXR_DICOMWEB_TOKEN, CXR_DICOMWEB_* bounds).
 
+    Raises:
+        SettingsError: a CXR_* variable is refused.
+        DicomwebError: a bad URL, auth or bound.
+    """
+    from app.pacs.dicomweb import DicomwebClient, DicomwebLimits
+    from app.settings import build_settings
+
+    settings = build_settings()
     password = args.password or os.environ.get("CXR_DICOMWEB_PASSWORD") or None
     token = args.token or (None if args.user else os.environ.get("CXR_DICOMWEB_TOKEN")) or None
+    instance_mb = getattr(args, "max_instance_mb", None) or settings.dicomweb_max_instance_mb
     return DicomwebClient(
         url,
         user=args.user,
         password=password if args.user else None,
         token=token,
-        timeout=args.timeout,
+        timeout=args.timeout if args.timeout is not None else settings.dicomweb_timeout_s,
+        limits=DicomwebLimits(
+            max_instance_bytes=int(instance_mb * 2**20),
+            max_json_bytes=int(settings.dicomweb_max_json_mb * 2**20),
+            max_results=getattr(args, "max_results", None) or settings.dicomweb_max_results,
+        ),
     )
 
 
@@ -92,14 +171,13 @@ def _listen(args: argparse.Namespace) -> int:
     for noisy in ("highdicom", "pynetdicom", "httpx"):  # per-PDU / per-module chatter
         logging.getLogger(noisy).setLevel(logging.WARNING)
     from app.pacs.listener import StoreListener
+    from app.settings import build_settings
 
     if not 0 <= args.port <= 65535 or args.chunk_size < 1:
         raise ValueError("--port must be 0..65535 and --chunk-size >= 1")
-    model_path = args.model
-    if model_path is None:
-        from app.settings import Settings
-
-        model_path = Settings().model
+    settings = build_settings()
+    limits = _listener_limits(args, settings)
+    model_path = args.model if args.model is not None else settings.model
     predictor = None
     if model_path is not None:
         from app.inference import load_model
@@ -112,9 +190,13 @@ def _listen(args: argparse.Namespace) -> int:
         ae_title=args.ae_title,
         inbox=args.inbox,
         allow_ae=[a for a in args.allow_ae.split(",") if a.strip()],
+        allow_hosts=[h for h in args.allow_host.split(",") if h.strip()],
+        allow_any_caller=args.allow_any_caller,
         forward=forward,
         chunk_size=args.chunk_size,
         max_pixels=args.max_pixels or None,
+        limits=limits,
+        log_uids=settings.log_patient_data,
     )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -136,6 +218,30 @@ def _listen(args: argparse.Namespace) -> int:
     c = listener.counts
     sys.stderr.write(
         f"cxr listen: {c['done']} done, {c['skipped']} skipped, {c['failed']} failed, "
-        f"{c['duplicate']} duplicates ignored; wrote {args.out}\n"
+        f"{c['duplicate']} duplicates ignored, {c['conflict']} conflicting copies refused, "
+        f"{c['refused']} connections refused and {c['aborted']} aborted by a limit; "
+        f"wrote {args.out}\n"
     )
     return 0
+
+
+def _listener_limits(args: argparse.Namespace, settings: Any) -> Any:
+    """`ListenerLimits` from the flags, each defaulting to its CXR_LISTEN_* setting."""
+    from app.pacs.association_guard import ListenerLimits
+
+    def pick(flag: Any, setting: Any) -> Any:
+        return setting if flag is None else flag
+
+    return ListenerLimits(
+        max_pdu=pick(args.max_pdu, settings.listen_max_pdu),
+        max_dataset_bytes=int(
+            pick(args.max_dataset_mb, settings.listen_max_dataset_mb) * 1024 * 1024
+        ),
+        max_associations=pick(args.max_associations, settings.listen_max_associations),
+        max_associations_per_host=pick(
+            args.max_associations_per_host, settings.listen_max_associations_per_host
+        ),
+        association_timeout_s=pick(args.association_timeout, settings.listen_association_timeout_s),
+        idle_timeout_s=pick(args.idle_timeout, settings.listen_idle_timeout_s),
+        max_association_s=pick(args.max_association_duration, settings.listen_max_association_s),
+    )

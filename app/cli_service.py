@@ -13,6 +13,7 @@ import json
 import logging
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,8 @@ def _with_logging(handler: Handler) -> Handler:
         )
         # Alembic announces each of its internal plugins at INFO; keep only the migrations.
         logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+        # httpx logs every request URL at INFO: DICOMweb ones name studies by UID.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
         return handler(args)
 
     return run
@@ -121,10 +124,17 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from app.main import create_app
+    from app.server import connection_budget, guarded_protocol, install_repeat_filter
 
     app = create_app(settings, predictor=predictor)
+    # Slow and hostile clients (issue 18 item 11): bounded waits, connections and log lines.
+    install_repeat_filter(settings.log_repeat_limit, settings.log_repeat_window_s)
+    budget = connection_budget(settings.max_connections)
     logging.getLogger("app").info(
-        "serving on http://%s:%d (docs at /docs)", settings.host, settings.port
+        "serving on http://%s:%d (docs at /docs); at most %d connections",
+        settings.host,
+        settings.port,
+        budget.max_connections,
     )
     uvicorn.run(
         app,
@@ -133,6 +143,11 @@ def _serve(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         log_config=None,  # keep the logging set up above
         proxy_headers=True,
+        http=guarded_protocol(
+            header_timeout_s=settings.header_timeout_s,
+            max_connections=budget.max_connections,
+        ),
+        backlog=budget.backlog,
     )
     return 0
 
@@ -222,6 +237,20 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
         "--modality", default="CR,DX", metavar="CR,DX", help="series modalities (default CR,DX)"
     )
     pacs.add_argument("--push", metavar="sr,gsps", help="store results back: sr, gsps or both")
+    pacs.add_argument(
+        "--max-instance-mb",
+        type=float,
+        metavar="MB",
+        help="largest WADO-RS answer, on the wire and decoded; a larger instance fails "
+        "(default CXR_DICOMWEB_MAX_INSTANCE_MB, 256)",
+    )
+    pacs.add_argument(
+        "--max-results",
+        type=int,
+        metavar="N",
+        help="QIDO-RS results (studies, series, instances) the search may list before it "
+        "stops with an error (default CXR_DICOMWEB_MAX_RESULTS, 200000)",
+    )
     from app.cli_pacs import add_dicomweb_auth_arguments
 
     add_dicomweb_auth_arguments(pacs)
@@ -230,6 +259,7 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _batch(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
     import zipfile
 
     from app.batch.interfaces import Sink
@@ -242,6 +272,13 @@ def _batch(args: argparse.Namespace) -> int:
         raise CommandError("give either EXPORT_DIR or --dicomweb URL (one of them)")
     if args.dicomweb is None and (args.push or args.study or args.since):
         raise CommandError("--push, --study and --since need --dicomweb URL")
+    for flag, value in (
+        ("--timeout", args.timeout),
+        ("--max-instance-mb", args.max_instance_mb),
+        ("--max-results", args.max_results),
+    ):
+        if value is not None and not value > 0:
+            raise CommandError(f"{flag} {value}: expected a number > 0")
     is_zip = False
     if args.export_dir is not None:
         is_zip = args.export_dir.is_file() and zipfile.is_zipfile(args.export_dir)
@@ -272,6 +309,10 @@ def _batch(args: argparse.Namespace) -> int:
         from app.inference import load_model
 
         predictor = load_model(model_path, args.device)
+        if predictor.card.get("demo"):
+            from models.notices import DEMO_NOTICE
+
+            sys.stderr.write(f"cxr batch: {DEMO_NOTICE}\n")
     sinks: list[Sink] = []
     if args.dataset is not None:
         from app.dataset import DatasetWriter
@@ -310,7 +351,9 @@ def _batch(args: argparse.Namespace) -> int:
             source = FolderSource(
                 args.export_dir, exclude=exclude, file_timeout_s=settings.batch_file_timeout_s
             )
-        return _run_batch(args, source, settings, previous, torn, reports, predictor, sinks)
+        return _run_batch(
+            args, source, settings, previous, torn, reports, predictor, sinks, started
+        )
 
 
 def _dicomweb_source(args: argparse.Namespace, predictor: Any, sinks: list[Any]) -> Any:
@@ -360,6 +403,7 @@ def _run_batch(
     reports: Any,
     predictor: Any,
     sinks: list[Any],
+    started: float,
 ) -> int:
     from tqdm import tqdm
 
@@ -418,9 +462,10 @@ def _run_batch(
             out.close()
     counts = tally.counts
     summary = (
-        f"cxr batch: {tally.total} files: {counts['done']} done, "
-        f"{counts['skipped']} skipped, {counts['failed']} failed; "
-        f"{tally.images} images ({tally.with_report} with a report)"
+        f"cxr batch: {tally.total:,} file{'' if tally.total == 1 else 's'}: "
+        f"{counts['done']:,} done, "
+        f"{counts['skipped']:,} skipped, {counts['failed']:,} failed; "
+        f"{tally.images:,} images ({tally.with_report:,} with a report)"
     )
     if reports is not None:
         unmatched = len(reports) - len(processor.matched_report_keys)
@@ -442,6 +487,7 @@ def _run_batch(
     if dataset is not None:
         dataset.close()
         summary += f"; training set: {len(dataset.writer)} images, {dataset.entry}"
+    summary += f"; {time.perf_counter() - started:.1f} s"
     sys.stderr.write(summary + "\n")
     if report.stopped and args.on_error == "raise":
         sys.stderr.write(

@@ -67,7 +67,8 @@ class Forbidden(ServiceError):
     status_code = 403
 
 
-def get_state(request: Request) -> AppState:
+async def get_state(request: Request) -> AppState:
+    # async: a sync dependency takes a threadpool thread, and every route needs this one
     state: AppState = request.app.state.cxr
     return state
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +22,7 @@ __all__ = [
     "ServiceError",
     "UnsafeArchiveError",
     "UnsupportedMediaType",
+    "public_validation_errors",
     "scrub_paths",
     "server_folders",
 ]
@@ -56,6 +57,16 @@ class ModelNotLoaded(ServiceError):
 
     def __init__(self, detail: str = NO_MODEL_HELP) -> None:
         super().__init__(detail)
+
+
+class LabelerBusy(ServiceError):
+    """Too many report requests are already waiting for the (serialized) labeler."""
+
+    status_code = 503
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.headers = {"Retry-After": "1"}
 
 
 class PayloadTooLarge(ServiceError):
@@ -105,6 +116,37 @@ class InvalidBodyEncoding(ServiceError):
             f"request body is not valid {exc.encoding.upper()}: byte offset {exc.start} "
             f"(0x{bad.hex()}): {exc.reason}. Send the JSON body encoded as UTF-8"
         )
+
+
+_MAX_MSG = 200
+# Field names and pydantic's union tags (`function-after[_plain_path(), str]`).
+_LOC_PART = re.compile(r"[A-Za-z0-9_.\-\[\](), ]{1,64}")
+
+
+def public_validation_errors(errors: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Validation errors as `{loc, msg, type}`, without anything the client sent.
+
+    `input` and `ctx` are dropped; a message quoting the input has it replaced by
+    `<input>` and is cut to 200 characters; an unknown key (`extra_forbidden`), or any
+    `loc` part that does not look like a field name, is shown as `<key>` (issue 18 item
+    6: a 1 GiB batch request came back whole in its 422). The schema names the keys.
+    """
+    public = []
+    for error in errors:
+        message = str(error.get("msg", ""))
+        value = error.get("input")
+        if isinstance(value, str) and len(value) >= 3 and value in message:
+            message = message.replace(value, "<input>")
+        if len(message) > _MAX_MSG:
+            message = message[:_MAX_MSG] + "..."
+        loc = [
+            part if isinstance(part, int) or _LOC_PART.fullmatch(str(part)) else "<key>"
+            for part in error.get("loc", ())
+        ]
+        if error.get("type") == "extra_forbidden" and loc:
+            loc[-1] = "<key>"  # the key itself is what the client sent
+        public.append({"loc": loc, "msg": message, "type": str(error.get("type", ""))})
+    return public
 
 
 def _separators(root: str) -> str:

@@ -14,8 +14,9 @@ import contextlib
 import io
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -35,6 +36,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 def release_freed_memory() -> None:
@@ -70,23 +73,51 @@ def load_model(path: Any, device: str = "auto") -> Any:
 
 
 class InferenceQueue:
-    """Micro-batching front of a predictor; start() and stop() inside the event loop."""
+    """Micro-batching front of a predictor; start() and stop() inside the event loop.
+
+    It also bounds the full-resolution decodes that feed it (`decode`): at most
+    `max_decodes` at once, process-wide, whatever the number of concurrent uploads.
+    """
 
     def __init__(
-        self, predictor: Any, *, max_batch: int, max_wait_s: float, metrics: Metrics | None = None
+        self,
+        predictor: Any,
+        *,
+        max_batch: int,
+        max_wait_s: float,
+        max_decodes: int = 2,
+        metrics: Metrics | None = None,
     ) -> None:
         self.predictor = predictor
         self.max_batch = max_batch
         self.max_wait_s = max_wait_s
+        self.max_decodes = max_decodes
         self.metrics = metrics
         self._queue: asyncio.Queue[tuple[Any, asyncio.Future[Any]]] | None = None
         self._task: asyncio.Task[None] | None = None
+        self._decode_slots: asyncio.Semaphore | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cxr-inference")
 
     async def start(self) -> None:
         """Start the worker task."""
         self._queue = asyncio.Queue()
+        self._decode_slots = asyncio.Semaphore(self.max_decodes)
         self._task = asyncio.create_task(self._run(), name="cxr-inference-queue")
+
+    async def decode(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn(*args)`, a full-resolution decode, in a worker thread once a slot is free.
+
+        Each decode holds its image at full resolution (about 6 bytes a pixel: 0.3 GB for
+        50 megapixels, issue 18 item 13), so the slots bound the service's decode memory;
+        requests waiting for one hold only their spooled upload (on disk) and no thread.
+        A cancelled request keeps its slot until its thread is done (anyio waits for it).
+        """
+        from starlette.concurrency import run_in_threadpool
+
+        if self._decode_slots is None:
+            raise RuntimeError("InferenceQueue.start() was not called")
+        async with self._decode_slots:
+            return await run_in_threadpool(fn, *args)
 
     async def stop(self) -> None:
         """Stop the worker; pending requests get a RuntimeError."""

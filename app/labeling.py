@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from collections.abc import Sequence
-from functools import lru_cache
-from typing import Any
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache, partial
+from typing import Any, TypeVar
 
+from app.errors import LabelerBusy
 from labeler import LabelerError, ReportLabels, label_report
 
 __all__ = ["ReportLabeler", "load_report_labeler"]
+
+T = TypeVar("T")
+
+#: Label requests that may wait for the labeler at once; more answer 503 (LabelerBusy).
+DEFAULT_MAX_WAITING = 64
 
 
 class ReportLabeler:
@@ -19,10 +27,44 @@ class ReportLabeler:
     under the GIL anyway, so calls are serialized with a lock.
     """
 
-    def __init__(self, nlp: Any, config: Any) -> None:
+    def __init__(self, nlp: Any, config: Any, *, max_waiting: int = DEFAULT_MAX_WAITING) -> None:
         self.nlp = nlp
         self.config = config
+        self.max_waiting = max_waiting
         self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._waiting = 0  # changed on the event loop only
+
+    async def label_async(self, text: str, report_id: str = "") -> ReportLabels:
+        """`label` for the event loop: waits on the labeler's own thread, not the threadpool.
+
+        Raises:
+            LabelerError: empty, non-text or too long input.
+            LabelerBusy: `max_waiting` requests are already waiting.
+        """
+        return await self._on_own_thread(partial(self.label, text, report_id))
+
+    async def label_many_async(self, items: Sequence[tuple[str, str]]) -> list[ReportLabels]:
+        """`label_many` for the event loop (see `label_async`)."""
+        return await self._on_own_thread(partial(self.label_many, items))
+
+    async def _on_own_thread(self, call: Callable[[], T]) -> T:
+        # Labeling is serialized, so requests queue. Queued on the shared threadpool, 40
+        # of them held every thread that sync routes and dependencies need, and /readyz
+        # missed its health check (issue 18 item 1); here they wait on one thread of
+        # their own, and past `max_waiting` the caller is told to come back.
+        if self._waiting >= self.max_waiting:
+            raise LabelerBusy(
+                f"{self._waiting} report requests are waiting for the labeler; retry shortly, "
+                "or use `cxr label` or a batch job for many reports"
+            )
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="labeler")
+        self._waiting += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+        finally:
+            self._waiting -= 1
 
     @property
     def version(self) -> str:

@@ -25,11 +25,20 @@ from app.errors import (
     InvalidBodyEncoding,
     PayloadTooLarge,
     ServiceError,
+    public_validation_errors,
     scrub_paths,
     server_folders,
 )
+from app.http_guards import (
+    ApiKeyMiddleware,
+    HostOriginMiddleware,
+    MethodsMiddleware,
+    SecurityHeadersMiddleware,
+    docs_csp,
+)
 from app.metrics import Metrics, MetricsMiddleware
-from app.pacs.dicomweb import DicomwebServer
+from app.pacs.dicomweb import DicomwebLimits, DicomwebServer
+from app.route_table import RouteTable, app_path
 from app.schemas import DEMO_NOTICE
 from app.security import ApiKeys
 from app.settings import Settings, get_settings
@@ -58,25 +67,46 @@ def _error(status: int, detail: Any, error: str, request: Request | None = None)
 class UploadLimitMiddleware:
     """Answer 413 for bodies over the limit: early from Content-Length, else while reading.
 
-    Batch uploads (POST /v1/batches) have their own, larger limit.
+    File uploads have the large limits: an image to POST /v1/images/predict
+    (CXR_MAX_UPLOAD_MB) and a multipart zip to POST /v1/batches (CXR_MAX_BATCH_UPLOAD_MB).
+    Every other body, JSON above all, has CXR_MAX_JSON_MB (issue 18 item 6: a 1 GiB JSON
+    batch request was read, parsed and echoed back).
     """
+
+    # The operations that take files, and the content types they take them as.
+    _FILES = {
+        "/v1/images/predict": ("upload", None),  # raw (any type but JSON) or multipart
+        "/v1/batches": ("batch", "multipart/form-data"),
+    }
 
     def __init__(self, app: ASGIApp, settings: Settings) -> None:
         self.app = app
-        self.default = int(settings.max_upload_mb * 2**20)
-        self.batch = int(settings.max_batch_upload_mb * 2**20)
+        self.limits = {
+            "upload": (int(settings.max_upload_mb * 2**20), "CXR_MAX_UPLOAD_MB"),
+            "batch": (int(settings.max_batch_upload_mb * 2**20), "CXR_MAX_BATCH_UPLOAD_MB"),
+            "json": (int(settings.max_json_mb * 2**20), "CXR_MAX_JSON_MB"),
+        }
+
+    def _limit(self, scope: Scope) -> tuple[int, str]:
+        kind, wanted = self._FILES.get(app_path(scope), ("json", None))
+        raw = dict(scope.get("headers") or []).get(b"content-type", b"")
+        content_type = raw.decode("latin-1").split(";")[0].strip().lower()
+        json_body = content_type == "application/json" or content_type.endswith("+json")
+        if json_body or (wanted is not None and content_type != wanted):
+            kind = "json"
+        return self.limits[kind]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.batch if scope.get("path", "").startswith("/v1/batches") else self.default
+        limit, setting = self._limit(scope)
         length = dict(scope.get("headers") or []).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > limit:
             response = _error(
                 413,
                 f"request body is {int(length) / 2**20:.1f} MiB; the limit is "
-                f"{limit / 2**20:.0f} MiB (CXR_MAX_UPLOAD_MB)",
+                f"{limit / 2**20:g} MiB ({setting})",
                 "PayloadTooLarge",
             )
             await response(scope, receive, send)
@@ -92,8 +122,7 @@ class UploadLimitMiddleware:
                     # An HTTPException is re-raised by FastAPI's body parsing (not turned
                     # into a 400), so it reaches the handlers as a 413.
                     raise PayloadTooLarge(
-                        f"request body exceeds the limit of {limit / 2**20:.0f} MiB "
-                        "(CXR_MAX_UPLOAD_MB)"
+                        f"request body exceeds the limit of {limit / 2**20:g} MiB ({setting})"
                     )
             return message
 
@@ -168,9 +197,10 @@ def _register_exception_handlers(app: FastAPI) -> None:
 
     async def validation_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        # `input` is left out: it would echo report text (and anything else sent) back.
-        errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
-        return _error(422, errors, "RequestValidationError", request)
+        # Never the input: not `input`, nor a message or key quoting it (issue 18 item 6).
+        return _error(
+            422, public_validation_errors(exc.errors()), "RequestValidationError", request
+        )
 
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:
         # Logged with its traceback for the operator; the client gets JSON, not a stack.
@@ -194,6 +224,12 @@ def _dicomweb_server(settings: Settings) -> DicomwebServer | None:
         password=settings.dicomweb_password,
         token=None if settings.dicomweb_user else settings.dicomweb_token,
         log_uids=settings.log_patient_data,
+        timeout=settings.dicomweb_timeout_s,
+        limits=DicomwebLimits(
+            max_instance_bytes=int(settings.dicomweb_max_instance_mb * 2**20),
+            max_json_bytes=int(settings.dicomweb_max_json_mb * 2**20),
+            max_results=settings.dicomweb_max_results,
+        ),
     )
 
 
@@ -224,6 +260,7 @@ def _startup(settings: Settings, metrics: Metrics, predictor: Any | None) -> App
     state.labeler = load_report_labeler(
         LabelerConfig(max_chars=settings.max_report_chars, label_set=settings.label_set)
     )
+    state.labeler.max_waiting = settings.max_waiting_label_requests
     if predictor is not None or settings.model is not None:
         from app.inference import load_model
 
@@ -285,6 +322,7 @@ def create_app(settings: Settings | None = None, *, predictor: Any | None = None
                 state.predictor,
                 max_batch=settings.inference_max_batch,
                 max_wait_s=settings.inference_max_wait_ms / 1000.0,
+                max_decodes=settings.max_concurrent_decodes,
                 metrics=metrics,
             )
             await state.inference.start()
@@ -340,9 +378,23 @@ def create_app(settings: Settings | None = None, *, predictor: Any | None = None
         app.include_router(module.router, prefix="/v1", dependencies=secured)
 
     app.openapi = lambda: _openapi_with_errors(app)  # type: ignore[method-assign]
+    # The last added runs first: metrics see every answer, then the headers are set on
+    # it, then Host/Origin, the key and the methods are checked before the body is read.
+    routes = RouteTable(app)
     app.add_middleware(UploadLimitMiddleware, settings=settings)
+    app.add_middleware(MethodsMiddleware, routes=routes)
+    app.add_middleware(ApiKeyMiddleware, keys=ApiKeys(settings.api_keys))
+    app.add_middleware(HostOriginMiddleware, settings=settings)
     app.add_middleware(DemoHeaderMiddleware, fastapi_app=app)
-    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.add_middleware(SecurityHeadersMiddleware)
+    app.add_middleware(MetricsMiddleware, metrics=metrics, routes=routes)
+    from app.server import BodyTimeoutMiddleware
+
+    app.add_middleware(  # outermost: it bounds every read of the body
+        BodyTimeoutMiddleware,
+        idle_timeout_s=settings.body_timeout_s,
+        min_rate=settings.body_min_rate,
+    )
     return app
 
 
@@ -372,41 +424,52 @@ def _add_docs(app: FastAPI) -> None:
     @app.get("/docs", include_in_schema=False)
     async def swagger_ui(request: Request) -> HTMLResponse:
         root = request.scope.get("root_path", "")
-        return get_swagger_ui_html(
-            openapi_url=f"{root}{app.openapi_url}",
-            title=f"{app.title} - Swagger UI",
-            oauth2_redirect_url=f"{root}/docs/oauth2-redirect",
-            swagger_js_url=f"{root}{DOCS_ASSETS}/swagger-ui-bundle.js",
-            swagger_css_url=f"{root}{DOCS_ASSETS}/swagger-ui.css",
-            swagger_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png",
+        return _with_csp(
+            get_swagger_ui_html(
+                openapi_url=f"{root}{app.openapi_url}",
+                title=f"{app.title} - Swagger UI",
+                oauth2_redirect_url=f"{root}/docs/oauth2-redirect",
+                swagger_js_url=f"{root}{DOCS_ASSETS}/swagger-ui-bundle.js",
+                swagger_css_url=f"{root}{DOCS_ASSETS}/swagger-ui.css",
+                swagger_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png",
+            )
         )
 
     @app.get("/docs/oauth2-redirect", include_in_schema=False)
     async def swagger_ui_redirect() -> HTMLResponse:
-        return get_swagger_ui_oauth2_redirect_html()
+        return _with_csp(get_swagger_ui_oauth2_redirect_html())
 
     @app.get("/redoc", include_in_schema=False)
     async def redoc(request: Request) -> HTMLResponse:
         root = request.scope.get("root_path", "")
-        return get_redoc_html(
-            openapi_url=f"{root}{app.openapi_url}",
-            title=f"{app.title} - ReDoc",
-            redoc_js_url=f"{root}{DOCS_ASSETS}/redoc.standalone.js",
-            redoc_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png",
-            with_google_fonts=False,
+        return _with_csp(
+            get_redoc_html(
+                openapi_url=f"{root}{app.openapi_url}",
+                title=f"{app.title} - ReDoc",
+                redoc_js_url=f"{root}{DOCS_ASSETS}/redoc.standalone.js",
+                redoc_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png",
+                with_google_fonts=False,
+            )
         )
+
+    def _with_csp(page: HTMLResponse) -> HTMLResponse:
+        # Same origin as the page that keeps the API key: no framing, only its own scripts.
+        page.headers["Content-Security-Policy"] = docs_csp(bytes(page.body).decode("utf-8"))
+        return page
 
 
 # Error answers every operation may give besides its own (issue 7 item 9: 400 and 415
 # were returned but undocumented). Each is the ErrorRead JSON body.
 _KEY_ERRORS = {
     "401": "Missing or empty X-API-Key header (when API keys are configured).",
-    "403": "X-API-Key is not one of the configured keys.",
+    "403": "X-API-Key is not one of the configured keys, or a cross-site request (its Origin "
+    "or Sec-Fetch-Site shows a page of another site sent it).",
 }
 _BODY_ERRORS = {
     "400": "Malformed body: invalid JSON, invalid UTF-8 (the message names the byte "
     "offset) or broken multipart data.",
-    "413": "Request body over CXR_MAX_UPLOAD_MB (CXR_MAX_BATCH_UPLOAD_MB for batches).",
+    "413": "Request body over CXR_MAX_JSON_MB (JSON), CXR_MAX_UPLOAD_MB (an image) or "
+    "CXR_MAX_BATCH_UPLOAD_MB (a batch zip).",
     "415": "A Content-Type (or file type) this operation does not accept.",
     "422": "The body is well-formed but invalid; `detail` says which field and why.",
 }
@@ -428,6 +491,7 @@ def _openapi_with_errors(app: FastAPI) -> dict[str, Any]:
         routes=app.routes,
     )
     components = schema.setdefault("components", {}).setdefault("schemas", {})
+    _hoist_defs(schema, components)
     components.setdefault(
         "ErrorRead", ErrorRead.model_json_schema(ref_template="#/components/schemas/{model}")
     )
@@ -444,3 +508,23 @@ def _openapi_with_errors(app: FastAPI) -> dict[str, Any]:
                 responses.setdefault(code, {"description": description, "content": error_body})
     app.openapi_schema = schema
     return schema
+
+
+def _hoist_defs(node: Any, components: dict[str, Any]) -> None:
+    """Move pydantic's nested `$defs` into components and point their `$ref`s there.
+
+    A model schema given as `openapi_extra` keeps `#/$defs/X` references, which resolve
+    against the document root and so nowhere (issue 18 item 17).
+    """
+    if isinstance(node, dict):
+        for name, definition in node.pop("$defs", {}).items():
+            _hoist_defs(definition, components)
+            components.setdefault(name, definition)
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            node["$ref"] = "#/components/schemas/" + ref.removeprefix("#/$defs/")
+        for value in list(node.values()):  # components may grow meanwhile
+            _hoist_defs(value, components)
+    elif isinstance(node, list):
+        for item in node:
+            _hoist_defs(item, components)

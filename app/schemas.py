@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, date, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
+
+from models.notices import DEMO_NOTICE
 
 __all__ = [
     "DEMO_NOTICE",
@@ -26,10 +36,6 @@ __all__ = [
     "ReportCreate",
     "ReportLabelsRead",
 ]
-
-DEMO_NOTICE = (
-    "DEMO MODEL: not trained on clinical data; its outputs are meaningless. Not for clinical use."
-)
 
 
 def _as_utc(value: datetime) -> datetime:
@@ -269,19 +275,23 @@ class PredictionRead(BaseModel):
 _UID = r"^[0-9]+(\.[0-9]+)*$"
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def _plain_path(value: str | None) -> str | None:
     """Refuse a client path with a control character (NUL makes the OS call fail)."""
-    if value is not None:
-        bad = next((i for i, c in enumerate(value) if ord(c) < 32 or ord(c) == 127), None)
-        if bad is not None:
-            raise ValueError(
-                f"control character U+{ord(value[bad]):04X} at position {bad}: "
-                "paths must be printable text"
-            )
+    bad = _CONTROL.search(value) if value is not None else None
+    if bad is not None:
+        raise ValueError(
+            f"control character U+{ord(bad.group()):04X} at position {bad.start()}: "
+            "paths must be printable text"
+        )
     return value
 
 
-PlainPath = Annotated[str, AfterValidator(_plain_path)]
+# At most PATH_MAX (4096) characters, checked before anything else looks at the text: a
+# longer path names no file, and error messages quote the path (issue 18 item 6).
+PlainPath = Annotated[str, StringConstraints(max_length=4096), AfterValidator(_plain_path)]
 
 
 class DicomwebBatchSource(BaseModel):

@@ -68,6 +68,13 @@ class Settings(BaseSettings):
     max_batch_upload_mb: float = Field(
         default=4096.0, gt=0, description="Largest zip upload to POST /v1/batches (413)."
     )
+    max_json_mb: float = Field(
+        default=2.0,
+        gt=0,
+        description="Largest body of every request that is not a file upload (JSON: report "
+        "labeling, batch requests), MiB (413). JSON is parsed on the event loop: this bounds "
+        "how long one request can hold up the others (issue 18).",
+    )
     zip_max_uncompressed_mb: float = Field(
         default=10240.0, gt=0, description="Refuse zips that would expand beyond this (MiB)."
     )
@@ -96,6 +103,12 @@ class Settings(BaseSettings):
         "together (413 beyond): labeling is serialized, so one huge request would hold up "
         "every other caller for minutes.",
     )
+    max_waiting_label_requests: int = Field(
+        default=64,
+        gt=0,
+        description="POST /v1/reports/label requests that may wait for the (serialized) "
+        "labeler at once; more answer 503 with Retry-After.",
+    )
     label_set: str = Field(
         default="chestxray14",
         description="Label set of POST /v1/reports/label: chestxray14, chestxray8 or chexpert "
@@ -105,6 +118,13 @@ class Settings(BaseSettings):
         default=8, gt=0, description="Concurrent image requests batched into one forward pass."
     )
     inference_max_wait_ms: float = Field(default=5.0, ge=0)
+    max_concurrent_decodes: int = Field(
+        default=2,
+        gt=0,
+        description="Image uploads decoded at once (each holds its image at full resolution, "
+        "about 6 bytes a pixel: 0.3 GB at 50 megapixels); the others wait with their upload "
+        "spooled to disk. Decoding is CPU-bound: more than the cores gains nothing.",
+    )
     batch_chunk_size: int = Field(default=8, gt=0, description="Images per forward pass in jobs.")
     batch_file_timeout_s: float | None = Field(
         default=300.0,
@@ -139,9 +159,104 @@ class Settings(BaseSettings):
     dicomweb_token: str | None = Field(
         default=None, repr=False, description="DICOMweb bearer token (instead of basic auth)."
     )
+    # DICOMweb bounds (issue 18): what the PACS may make a job read, and for how long.
+    dicomweb_timeout_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="Seconds for a whole DICOMweb request, connection to last byte (not per "
+        "read): a slower answer fails (a WADO-RS one fails its file, the job goes on).",
+    )
+    dicomweb_max_instance_mb: float = Field(
+        default=256.0,
+        gt=0,
+        description="Largest WADO-RS answer (MiB, on the wire and decoded: gzip is inflated "
+        "under the cap); a larger instance fails, the job goes on.",
+    )
+    dicomweb_max_json_mb: float = Field(
+        default=8.0, gt=0, description="Largest QIDO-RS page or STOW-RS answer (MiB)."
+    )
+    dicomweb_max_results: int = Field(
+        default=200_000,
+        gt=0,
+        description="QIDO-RS results (studies, series, instances) one job's search may list; "
+        "beyond, the job fails asking for a narrower search (a server paging forever ends).",
+    )
     log_patient_data: bool = Field(
         default=False, description="Allow identifying tags (UIDs, accession) in logs."
     )
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Host names (comma separated) the service answers to besides localhost, "
+        "127.0.0.1, [::1] and CXR_HOST; others get 400 (DNS rebinding). Enforced always "
+        "without API keys; with keys only once set. `*` accepts any Host.",
+    )
+    # `cxr listen` bounds (app/pacs/association_guard.py ListenerLimits, same defaults;
+    # the flags of the same names win; docs/security/listener.md).
+    listen_max_dataset_mb: float = Field(
+        default=128.0,
+        gt=0,
+        description="`cxr listen`: abort a C-STORE whose dataset grows beyond this (MiB) "
+        "while it is received.",
+    )
+    listen_max_pdu: int = Field(
+        default=131_072,
+        ge=4096,
+        le=4 * 1024 * 1024,
+        description="`cxr listen`: maximum PDU length advertised and enforced (bytes).",
+    )
+    listen_max_associations: int = Field(
+        default=32, gt=0, le=1000, description="`cxr listen`: associations open at once."
+    )
+    listen_max_associations_per_host: int = Field(
+        default=4,
+        gt=0,
+        le=1000,
+        description="`cxr listen`: connections open at once from one peer address.",
+    )
+    listen_association_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="`cxr listen`: seconds from connection to a complete A-ASSOCIATE-RQ.",
+    )
+    listen_idle_timeout_s: float = Field(
+        default=60.0, gt=0, description="`cxr listen`: abort an association silent this long."
+    )
+    listen_max_association_s: float = Field(
+        default=3600.0, gt=0, description="`cxr listen`: abort an association open this long."
+    )
+    header_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="A connection whose request head is not complete this long after it "
+        "opened (or after its previous response) gets 408 and is closed.",
+    )
+    body_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="A request body with no data for this long gets 408 (connection closed).",
+    )
+    body_min_rate: float = Field(
+        default=1024.0,
+        ge=0,
+        description="Bytes a second a request body must average once it has been read for "
+        "longer than CXR_BODY_TIMEOUT_S (408 below); 0: no minimum.",
+    )
+    max_connections: int = Field(
+        default=1024,
+        gt=0,
+        description="Open connections at most. At the cap a new connection closes the "
+        "longest idle one; when all are busy with requests it gets 503. Lowered at start-up "
+        "if the open-file limit needs it (`cxr serve` first raises the soft limit to the "
+        "hard one).",
+    )
+    log_repeat_limit: int = Field(
+        default=10,
+        ge=0,
+        description="Identical warnings (same logger and message) logged at most this many "
+        "times per CXR_LOG_REPEAT_WINDOW_S; the next one says how many were dropped. 0: no "
+        "limit.",
+    )
+    log_repeat_window_s: float = Field(default=60.0, gt=0)
     host: str = "127.0.0.1"
     port: int = Field(default=8000, gt=0, lt=65536)
 
@@ -175,6 +290,13 @@ class Settings(BaseSettings):
     @classmethod
     def _split_roots(cls, value: object) -> object:
         return _split_paths(value)
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
 
     @field_validator("api_keys", mode="before")
     @classmethod

@@ -93,7 +93,9 @@ def _rename_gold(gold: Path, out: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--keep", type=Path, help="keep the inputs, predictions and scores here")
-    parser.add_argument("--labels", choices=["chestxray14", "chexpert"], default="chestxray14")
+    parser.add_argument(
+        "--labels", choices=["chestxray14", "chexpert", "chexpert-labeler"], default="chestxray14"
+    )
     parser.add_argument("label_args", nargs="*", help="extra `cxr label` options (after --)")
     args = parser.parse_args(argv)
 
@@ -112,13 +114,13 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(cmd, check=True)
         elapsed = time.perf_counter() - t0
         sys.stdout.write(f"labelled {n} reports in {elapsed:.1f} s ({n / elapsed:.0f} reports/s)\n")
-        if args.labels == "chexpert":
+        if args.labels.startswith("chexpert"):
             shared = work / "gold_chexpert.csv"
             _rename_gold(gold, shared)
             sys.stdout.write("\n7 observations shared with the OpenI gold (positive only):\n")
             sys.stdout.flush()
             subprocess.run(
-                [*CXR, "evaluate-labels", str(pred), str(shared), "--labels", "chexpert",
+                [*CXR, "evaluate-labels", str(pred), str(shared), "--labels", args.labels,
                  "--no-chexpert-metrics", "-o", str(work / "scores.json")],
                 check=True,
             )  # fmt: skip

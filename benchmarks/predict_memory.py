@@ -1,22 +1,30 @@
-"""Peak memory of one image prediction through the real service (issue 7, item 5).
+"""Peak memory of image prediction through the real service (issue 7 item 5, issue 18 item 13).
 
-For each side (default 1024, 3000 and 10000 pixels) this writes a square 8-bit JPEG
-Baseline DICOM (smooth synthetic content, so a 10000 x 10000 file is about 1 MB, like
-the issue's upload), starts a fresh `cxr serve` (uvicorn, SQLite, a random-weight
-ResNet-50 checkpoint, every label positive so every label gets a heatmap), posts the file
-twice to `POST /v1/images/predict`, fetches one overlay PNG, and reads the server's
-/proc/<pid>/status:
+Each case starts a fresh `cxr serve` (uvicorn, SQLite, a random-weight checkpoint, every
+label positive so every label gets a heatmap), warms it up with a small image, then reads
+the server's /proc/<pid>/status:
 
   idle   VmRSS after start-up and one small warm-up request
-  peak   VmHWM (high-water mark) after the first large request
+  peak   VmHWM (high-water mark) after the case's requests
   after  VmRSS once the requests are answered (what the server keeps)
 
-A fresh process per size keeps the high-water marks apart. CXR_MAX_PIXELS is raised to
-let the 10000 x 10000 image in (by default it is refused, 413, before decoding). Linux
-only (/proc).
+Cases (--cases; default all):
 
-    python benchmarks/predict_memory.py                      # 1024, 3000, 10000
-    python benchmarks/predict_memory.py --sizes 1024 3000 --image-size 512
+  jpeg        a square 8-bit JPEG Baseline DICOM per --sizes (smooth synthetic content, so
+              a 10000 x 10000 file is about 1 MB, like issue 7's upload), posted twice
+  rescale16   a 7070 x 7070 16-bit uncompressed DICOM with Rescale Slope/Intercept and a
+              window (100 MB, just under the default CXR_MAX_PIXELS), posted once
+  j2k16       the same image as 16-bit JPEG 2000 lossless (pylibjpeg-openjpeg), posted once
+  concurrent  --concurrent (8) simultaneous posts of the rescale16 file
+
+A fresh process per case keeps the high-water marks apart. CXR_MAX_PIXELS is raised to
+let a 10000 x 10000 JPEG in (by default it is refused, 413, before decoding). Linux only
+(/proc). --code runs the server from another checkout, e.g. the main branch, for a
+before/after comparison on the same machine.
+
+    python benchmarks/predict_memory.py                          # every case
+    python benchmarks/predict_memory.py --cases rescale16 j2k16 concurrent
+    python benchmarks/predict_memory.py --cases concurrent --code /work/main
 """
 
 from __future__ import annotations
@@ -29,10 +37,17 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = ("jpeg", "rescale16", "j2k16", "concurrent")
 
 
 def _say(text: str) -> None:
@@ -75,6 +90,54 @@ def write_jpeg_dicom(path: Path, side: int) -> Path:
     return path
 
 
+def _dataset(side: int, bits: int) -> object:
+    from pydicom.dataset import Dataset, FileMetaDataset
+    from pydicom.uid import UID, ExplicitVRLittleEndian, generate_uid
+
+    ds = Dataset()
+    ds.file_meta = FileMetaDataset()
+    ds.file_meta.TransferSyntaxUID = ExplicitVRLittleEndian
+    ds.file_meta.MediaStorageSOPClassUID = UID("1.2.840.10008.5.1.4.1.1.1.1")
+    ds.file_meta.MediaStorageSOPInstanceUID = generate_uid()
+    ds.SOPClassUID = ds.file_meta.MediaStorageSOPClassUID
+    ds.SOPInstanceUID = ds.file_meta.MediaStorageSOPInstanceUID
+    ds.StudyInstanceUID = generate_uid()
+    ds.SeriesInstanceUID = generate_uid()
+    ds.Modality = "DX"
+    ds.Rows = ds.Columns = side
+    ds.SamplesPerPixel = 1
+    ds.PhotometricInterpretation = "MONOCHROME2"
+    ds.BitsAllocated = ds.BitsStored = bits
+    ds.HighBit = bits - 1
+    ds.PixelRepresentation = 0
+    return ds
+
+
+def write_16bit_dicom(path: Path, side: int, *, jpeg2000: bool = False) -> Path:
+    """A side x side 16-bit DICOM with Rescale Slope/Intercept and a window; uncompressed
+    (2 bytes a pixel: 100 MB at 7070) or JPEG 2000 lossless."""
+    import numpy as np
+    from PIL import Image
+    from pydicom.uid import JPEG2000Lossless
+
+    small = np.random.default_rng(0).integers(0, 65535, (64, 64)).astype(np.float32)
+    big = Image.fromarray(small, mode="F").resize((side, side), Image.Resampling.BICUBIC)
+    pixels = np.clip(np.asarray(big), 0, 65535).astype(np.uint16)
+    del big
+    ds: Any = _dataset(side, 16)
+    ds.RescaleSlope = "1.5"
+    ds.RescaleIntercept = "-1024"
+    ds.RescaleType = "US"
+    ds.WindowCenter = "30000"
+    ds.WindowWidth = "60000"
+    if jpeg2000:
+        ds.compress(JPEG2000Lossless, pixels, encoding_plugin="pylibjpeg")
+    else:
+        ds.PixelData = pixels.tobytes()
+    ds.save_as(path, enforce_file_format=True)
+    return path
+
+
 def write_checkpoint(path: Path, image_size: int) -> Path:
     """Random ResNet-50, 14 labels, every label positive (threshold 0)."""
     from models.checkpoint import build_demo_checkpoint, load_checkpoint, save_checkpoint
@@ -109,19 +172,20 @@ def _post(url: str, data: bytes) -> dict[str, object]:
         return result
 
 
-def measure(side: int, dicom: Path, checkpoint: Path, work: Path) -> dict[str, float]:
-    """Start a server, warm it up with a small image, post `dicom` twice; RSS in MiB."""
+@contextmanager
+def serve(
+    checkpoint: Path, storage: Path, code: Path, max_pixels: int
+) -> Iterator[tuple[Any, str]]:
+    """A fresh `cxr serve` from `code` on a free loopback port; yields (process, base URL)."""
     port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(code), "CXR_MAX_PIXELS": str(max_pixels)}
     env.pop("CXR_API_KEYS", None)
-    # The default CXR_MAX_PIXELS (50 megapixels) refuses 10000 x 10000 with 413 before
-    # decoding; raise it so the largest size is measured (the issue's upload was accepted).
-    env["CXR_MAX_PIXELS"] = str(max(side * side, 50_000_000))
-    storage = work / f"storage-{side}"
     cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--model",
            str(checkpoint), "--device", "cpu", "--storage-dir", str(storage),
            "--log-level", "warning"]  # fmt: skip
-    server = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    server = subprocess.Popen(
+        cmd, env=env, cwd=code, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 300
@@ -134,11 +198,49 @@ def measure(side: int, dicom: Path, checkpoint: Path, work: Path) -> dict[str, f
                     err = server.stderr.read().decode() if server.stderr else ""
                     raise RuntimeError(f"server did not start: {err[-2000:]}") from None
                 time.sleep(0.5)
+        yield server, base
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def measure(
+    dicom: Path,
+    checkpoint: Path,
+    work: Path,
+    code: Path,
+    *,
+    posts: int = 2,
+    concurrent: int = 1,
+    max_pixels: int = 50_000_000,
+) -> dict[str, float]:
+    """Start a server, warm it up with a small image, post `dicom` (`posts` times in a row,
+    or `concurrent` at once); RSS in MiB."""
+    storage = work / f"storage-{dicom.stem}-{concurrent}"
+    with serve(checkpoint, storage, code, max_pixels) as (server, base):
         _post(f"{base}/v1/images/predict", (work / "warm.dcm").read_bytes())
         idle = _status_kb(server.pid)["VmRSS"]
         data = dicom.read_bytes()
         t0 = time.perf_counter()
-        body = _post(f"{base}/v1/images/predict", data)
+        if concurrent > 1:
+            errors: list[str] = []
+
+            def one() -> None:
+                try:
+                    _post(f"{base}/v1/images/predict", data)
+                except (urllib.error.URLError, ConnectionError) as exc:
+                    errors.append(str(exc))
+
+            threads = [threading.Thread(target=one) for _ in range(concurrent)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            if errors:
+                raise RuntimeError(f"{len(errors)} of {concurrent} requests failed: {errors[0]}")
+            body: dict[str, object] = {}
+        else:
+            body = _post(f"{base}/v1/images/predict", data)
         seconds = time.perf_counter() - t0
         first = _status_kb(server.pid)
         heatmaps = body.get("heatmaps") or {}
@@ -147,12 +249,11 @@ def measure(side: int, dicom: Path, checkpoint: Path, work: Path) -> dict[str, f
             url = next(iter(heatmaps.values()))
             with urllib.request.urlopen(f"{base}{url}", timeout=120) as response:  # noqa: S310
                 response.read()
-        _post(f"{base}/v1/images/predict", data)
-        time.sleep(0.5)
-        second = _status_kb(server.pid)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+        second = first
+        if posts > 1:
+            _post(f"{base}/v1/images/predict", data)
+            time.sleep(0.5)
+            second = _status_kb(server.pid)
     return {
         "idle": idle / 1024,
         "peak": first["VmHWM"] / 1024,
@@ -160,39 +261,63 @@ def measure(side: int, dicom: Path, checkpoint: Path, work: Path) -> dict[str, f
         "peak2": second["VmHWM"] / 1024,
         "after2": second["VmRSS"] / 1024,
         "seconds": seconds,
-        "labels": float(len(heatmaps)),
         "file_mb": len(data) / 1e6,
     }
+
+
+def _row(label: str, r: dict[str, float], posts: int) -> str:
+    second = f"{r['peak2']:>9.0f} {r['after2']:>9.0f}" if posts > 1 else f"{'-':>9} {'-':>9}"
+    return (
+        f"{label:<22} {r['file_mb']:>8.1f} {r['idle']:>7.0f} {r['peak']:>7.0f} "
+        f"{r['peak'] - r['idle']:>+7.0f} {r['after']:>7.0f} {second} {r['seconds']:>8.2f}"
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
+    parser.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
     parser.add_argument("--sizes", type=int, nargs="+", default=[1024, 3000, 10000])
+    parser.add_argument("--side16", type=int, default=7070, help="side of the 16-bit images")
+    parser.add_argument("--concurrent", type=int, default=8, help="posts at once (concurrent)")
     parser.add_argument("--image-size", type=int, default=512, help="model input side")
+    parser.add_argument("--code", type=Path, default=ROOT, help="checkout the server runs")
     args = parser.parse_args()
     if not Path("/proc/self/status").is_file():
         _say("skipped: needs Linux /proc to read the server's peak RSS")
         return 0
+    code = args.code.resolve()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         checkpoint = write_checkpoint(work / "r50.pt", args.image_size)
         write_jpeg_dicom(work / "warm.dcm", 256)
         _say(
-            f"cxr serve (uvicorn, SQLite), ResNet-50 at {args.image_size}, 14 labels all "
-            "positive (14 heatmaps per request); RSS of the server process in MiB"
+            f"cxr serve from {code} (uvicorn, SQLite), ResNet-50 at {args.image_size}, "
+            "14 labels all positive (14 heatmaps per request); RSS of the server in MiB"
         )
-        _say(f"{'input':>12} {'file MB':>8} {'idle':>7} {'peak':>7} {'after':>7} "
-             f"{'2nd peak':>9} {'after 2nd':>9} {'s/request':>9}")  # fmt: skip
-        for side in args.sizes:
-            dicom = write_jpeg_dicom(work / f"{side}.dcm", side)
-            r = measure(side, dicom, checkpoint, work)
-            _say(
-                f"{side:>5}x{side:<6} {r['file_mb']:>8.2f} {r['idle']:>7.0f} {r['peak']:>7.0f} "
-                f"{r['after']:>7.0f} {r['peak2']:>9.0f} {r['after2']:>9.0f} {r['seconds']:>9.2f}"
-            )
-            dicom.unlink()
+        _say(f"{'input':<22} {'file MB':>8} {'idle':>7} {'peak':>7} {'+peak':>7} "
+             f"{'after':>7} {'2nd peak':>9} {'after 2nd':>9} {'seconds':>8}")  # fmt: skip
+        if "jpeg" in args.cases:
+            for side in args.sizes:
+                dicom = write_jpeg_dicom(work / f"{side}.dcm", side)
+                r = measure(dicom, checkpoint, work, code, max_pixels=max(side**2, 50_000_000))
+                _say(_row(f"{side}x{side} JPEG 8-bit", r, 2))
+                dicom.unlink()
+        side = args.side16
+        if "rescale16" in args.cases or "concurrent" in args.cases:
+            raw = write_16bit_dicom(work / f"raw16-{side}.dcm", side)
+            if "rescale16" in args.cases:
+                r = measure(raw, checkpoint, work, code, posts=1)
+                _say(_row(f"{side}x{side} 16-bit rescale", r, 1))
+            if "concurrent" in args.cases:
+                r = measure(raw, checkpoint, work, code, posts=1, concurrent=args.concurrent)
+                _say(_row(f"{args.concurrent} x {side}x{side} 16-bit", r, 1))
+            raw.unlink()
+        if "j2k16" in args.cases:
+            j2k = write_16bit_dicom(work / f"j2k16-{side}.dcm", side, jpeg2000=True)
+            r = measure(j2k, checkpoint, work, code, posts=1)
+            _say(_row(f"{side}x{side} 16-bit JPEG 2000", r, 1))
     return 0
 
 

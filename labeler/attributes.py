@@ -272,6 +272,10 @@ class AttributeFinder:
         term_tokens = {i for span, _ in found for i in range(span.start, span.end)}
         out = []
         previous: set[int] = set()
+        # Each mention's own pre-modifier terms, whatever the parse: a size written before
+        # "spiculated mass" stays the mass's when a hedged diagnosis follows ("..., concerning
+        # for malignancy") and the parse hangs the size on a word of its own.
+        owned = [_premodifier_terms(doc, m, term_tokens) for m in mentions]
         for idx, mention in enumerate(mentions):
             anchors = set(range(mention.start, mention.end))
             if parsed:
@@ -288,11 +292,7 @@ class AttributeFinder:
             # The unbroken run of term words right before the mention is its own
             # pre-modifiers whatever the parse says ("Newly seen left effusion" is
             # parsed with "seen" as the root and "left" as a verb).
-            before: set[int] = set()
-            i = mention.start - 1
-            while i >= 0 and i in term_tokens:
-                before.add(i)
-                i -= 1
+            before = owned[idx]
             mine: list[AttributeEvidence] = []
             for span, ev in found:
                 tokens = range(span.start, span.end)
@@ -447,6 +447,29 @@ class AttributeFinder:
                     (span, AttributeEvidence(key, value, term.id, span.start_char, span.end_char))
                 )
         return out
+
+
+#: part-of-speech tags of the words a pre-modifier run may pass over ("2.3 cm spiculated
+#: mass", "small well-defined nodule"): adjectives and participles that are not terms
+_PASSABLE_TAGS = frozenset({"JJ", "JJR", "JJS", "VBN", "VBG", "VBD", "HYPH"})
+
+
+def _premodifier_terms(doc: Doc, mention: Span, term_tokens: set[int]) -> set[int]:
+    """The term tokens in the unbroken run of modifiers right before `mention`.
+
+    Term words may be separated by adjectives and participles that are not terms
+    themselves; the run ends at any other word. On an unparsed doc (no tags), only
+    term words make the run.
+    """
+    run: set[int] = set()
+    i = mention.start - 1
+    while i >= 0:
+        if i in term_tokens:
+            run.add(i)
+        elif doc[i].tag_ not in _PASSABLE_TAGS:
+            break
+        i -= 1
+    return run
 
 
 def _own_phrase(root: Token, other_roots: set[int]) -> set[int]:

@@ -14,7 +14,7 @@ sentences that need it.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from spacy.language import Language
 from spacy.matcher import Matcher, PhraseMatcher
@@ -52,12 +52,13 @@ _OBJECTS = frozenset({"dobj", "attr", "oprd"})
 
 @dataclass(frozen=True)
 class Verdict:
-    """Status of one mention, the id of the rule that decided it (None: plain positive)
-    and the text of the cue that fired."""
+    """Status of one mention, the id of the rule that decided it (None: plain positive),
+    the text of the cue that fired and the cue's root token."""
 
     status: str
     rule: str | None
     cue: str | None = None
+    cue_root: Token | None = field(default=None, compare=False)
 
 
 class ConceptMatcher:
@@ -205,7 +206,7 @@ class DependencyRules:
         for rule, roots in zip(self.rule_set.rules, cues, strict=True):
             for cue in roots:
                 if self._applies(rule, cue, root, mention, index, ancestors):
-                    return Verdict(rule.status, rule.id, cue.text)
+                    return Verdict(rule.status, rule.id, cue.text, cue.root)
         return Verdict("positive", None)
 
     @staticmethod
@@ -224,6 +225,8 @@ class DependencyRules:
         # ("heart is not enlarged"); one that holds the mention root does not.
         if cue_span.start <= root.i < cue_span.end:
             return False
+        if rule.after_cue and mention.start < cue_span.start:
+            return False  # "opacity suggestive of pneumonia": the opacity is seen
         if rule.scope == "list":
             return index.in_list(cue_span.end - 1, mention) == _ITEM
         if rule.scope == "field":

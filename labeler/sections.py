@@ -175,6 +175,7 @@ def split_sentences(
     end: int,
     wrap_words: frozenset[str] = frozenset(),
     line_starters: frozenset[str] = frozenset(),
+    max_chars: int | None = None,
 ) -> list[tuple[int, int]]:
     """Split `text[start:end]` into sentences, without their list markers.
 
@@ -189,6 +190,12 @@ def split_sentences(
         start, end: the span to split.
         wrap_words: lower-cased words after which a line always continues.
         line_starters: lower-cased words that start a new finding on a new line.
+        max_chars: a longer sentence is cut into pieces of at most this many
+            characters, at the last clause boundary (";", ",", ":") or else the
+            last space before the limit (None: no limit). Parsing and the
+            negation scopes cost more than linear time in a sentence's length,
+            and a run-on "sentence" of thousands of words is a list or an attack,
+            not prose: the longest of 17,976 OpenI sentences has 262 characters.
 
     Returns:
         (start, end) character offsets into `text`, stripped of surrounding
@@ -208,7 +215,50 @@ def split_sentences(
             spans.extend(_split_lines(text, s, e, wrap_words, line_starters))
         else:
             _add(text, s, e, spans)
+    if max_chars is not None and any(e - s > max_chars for s, e in spans):
+        return [p for s, e in spans for p in _cut(text, s, e, max_chars, line_starters)]
     return spans
+
+
+_CLAUSE_ENDS = (";", ",", ":")
+
+
+def _cut(
+    text: str, s: int, e: int, max_chars: int, line_starters: frozenset[str]
+) -> list[tuple[int, int]]:
+    """`text[s:e]` in pieces of at most `max_chars` characters.
+
+    Each cut is the last clause end (";", ",", ":") in the second half of the
+    window, else the last space before a word that starts a finding ("no",
+    "there", ...: never between a negation and what it negates), else the last
+    space, else the limit itself.
+    """
+    pieces: list[tuple[int, int]] = []
+    while e - s > max_chars:
+        limit = s + max_chars
+        floor = s + max_chars // 2  # never a piece shorter than half the limit
+        cut = max(text.rfind(mark, floor, limit) for mark in _CLAUSE_ENDS) + 1
+        if cut <= floor:
+            cut = _before_starter(text, floor, limit, line_starters)
+        if cut <= floor:
+            cut = text.rfind(" ", floor, limit) + 1
+        if cut <= floor:
+            cut = limit
+        _add(text, s, cut, pieces)
+        s = cut
+    _add(text, s, e, pieces)
+    return pieces
+
+
+def _before_starter(text: str, floor: int, limit: int, line_starters: frozenset[str]) -> int:
+    """The start of the last word in `text[floor:limit]` that starts a finding, or -1."""
+    for m in reversed(list(_WORD_AFTER_SPACE.finditer(text, floor, limit))):
+        if m.group(1).lower() in line_starters:
+            return m.start(1)
+    return -1
+
+
+_WORD_AFTER_SPACE = re.compile(r" ([A-Za-z]+)")
 
 
 def _split_lines(

@@ -78,6 +78,8 @@ class Rule:
     cue_dep: frozenset[str] = frozenset()
     clausal_conj: bool = False
     subject: Literal["yes", "no", "if_no_object"] = "yes"
+    #: only mentions after the cue: a relation hedge governs its object, not its evidence
+    after_cue: bool = False
 
 
 @dataclass(frozen=True)
@@ -264,6 +266,7 @@ def load_rules(name: str = "rules.v1") -> RuleSet:
                 via=frozenset(via),
                 cue_dep=frozenset(r.get("cue_dep") or ()),
                 clausal_conj=bool(r.get("clausal_conj", False)),
+                after_cue=bool(r.get("after_cue", False)),
                 subject=subject,  # type: ignore[arg-type]
             )
         )

@@ -1,4 +1,4 @@
-"""Training augmentation per batch on the training device (issue 19).
+"""Training augmentation per batch, on the training device, with torch ops only.
 
 The loader ships integer images already fitted to the input size (`models.data.FittedDataset`);
 `BatchAugment` turns a batch of them into augmented float images where the model is, with

@@ -24,6 +24,7 @@ from torch.overrides import TorchFunctionMode
 from models.boxes import DEFAULT_BOX_THRESHOLDS
 from models.errors import CheckpointError
 from models.network import ChestNet, build_model
+from models.notices import DEMO_INTENDED_USE, RESEARCH_INTENDED_USE
 from models.transforms import preprocessing_record
 
 __all__ = [
@@ -38,14 +39,6 @@ __all__ = [
 ]
 
 FORMAT = "cxr-checkpoint.v1"
-DEMO_INTENDED_USE = (
-    "DEMONSTRATION ONLY: not trained on real radiographs (random or synthetic-phantom "
-    "weights). Not for clinical use or research conclusions."
-)
-RESEARCH_INTENDED_USE = (
-    "Research use: triage/labeling aid for chest radiograph datasets. Not a medical device; "
-    "not validated for diagnosis. Check the metrics on your own population first."
-)
 
 
 def code_version() -> str:

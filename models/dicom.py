@@ -484,6 +484,9 @@ def _read_dicom(
             f"{name}: decoded pixel data is {'x'.join(map(str, pixels.shape))} but Rows x "
             f"Columns (0028,0010/0011) say {meta.rows}x{meta.columns}; the file is corrupt"
         )
+    # The encoded pixel data is no longer needed: free it before the float32 output is
+    # made (100 MB for a 7070 x 7070 16-bit image; issue 18 item 13).
+    del ds.PixelData
     out = _to_unit_grey(name, ds, pixels, photometric)
     return DicomImage(pixels=out, meta=meta)
 
@@ -715,45 +718,73 @@ def _decode(name: str, ds: Any) -> np.ndarray:
         ) from exc
 
 
-def _to_unit_grey(name: str, ds: Any, arr: np.ndarray, photometric: str) -> np.ndarray:
-    from pydicom.pixels.processing import apply_modality_lut, apply_voi_lut
+# Rows per band of `_to_unit_grey`: about 260,000 pixels, so pydicom's float64 modality
+# and VOI LUT temporaries cost a few MB each instead of 8 bytes a pixel of the whole image
+# (issue 18 item 13: +1.57 GB for a 7070 x 7070 16-bit image with a Rescale Slope).
+_BAND_PIXELS = 1 << 18
 
-    if arr.ndim == 3:
-        # pydicom converts YBR to RGB by default; use ITU-R BT.601 luma.
-        arr = arr[..., :3].astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32)
-        out = arr
-    else:
-        try:
-            with warnings.catch_warnings():
-                # "VOI LUT on a float input array": expected after a rescale, and harmless.
-                warnings.simplefilter("ignore")
-                out = apply_modality_lut(arr, ds)
-                out = apply_voi_lut(out, ds, index=0, prefer_lut=True)
-        except (ValueError, TypeError, IndexError, KeyError) as exc:
-            raise InvalidDicomError(
-                f"{name}: modality/VOI LUT cannot be applied ({_short(exc)}); re-export the "
-                "image without them or with valid ones"
-            ) from exc
-    with np.errstate(all="ignore"):
-        lo, hi = float(np.min(out)), float(np.max(out))
-        if not (math.isfinite(lo) and math.isfinite(hi)):
+
+def _to_unit_grey(name: str, ds: Any, arr: np.ndarray, photometric: str) -> np.ndarray:
+    """Modality LUT, VOI LUT/window (or luma for colour), then min/max scaling to [0, 1].
+
+    Computed in bands of rows into one float32 output: every step is per pixel, so the
+    result is bit for bit what the whole-image computation gave, and the only full-size
+    allocation is the float32 output (4 bytes a pixel).
+    """
+    rows = int(arr.shape[0])
+    step = max(1, _BAND_PIXELS // max(1, int(arr.shape[1])))
+    out = np.empty(arr.shape[:2], np.float32)
+    lo, hi = math.inf, -math.inf
+    for top in range(0, rows, step):
+        band = _grey_band(name, ds, arr[top : top + step])
+        with np.errstate(all="ignore"):
+            band_lo, band_hi = float(np.min(band)), float(np.max(band))
+        if not (math.isfinite(band_lo) and math.isfinite(band_hi)):
             raise InvalidDicomError(
                 f"{name}: pixel values are not finite after Rescale Slope/Intercept and the "
                 "VOI LUT/window; check (0028,1053), (0028,1052), (0028,1050) and (0028,1051)"
             )
+        lo, hi = min(lo, band_lo), max(hi, band_hi)
+        if max(abs(band_lo), abs(band_hi)) < 1e30:
+            out[top : top + step] = band  # the float32 cast np.array(..., float32) made
+    with np.errstate(all="ignore"):
         if not hi > lo:
-            scaled = np.zeros(np.shape(out), np.float32)
+            out.fill(0.0)
         elif max(abs(lo), abs(hi)) < 1e30:
-            # One float32 copy scaled in place: a 10000 x 10000 image costs 400 MB here, not
-            # the 2.4 GB of float64 temporaries (issue 7, item 5).
-            scaled = np.array(out, dtype=np.float32)
-            scaled -= np.float32(lo)
-            scaled *= np.float32(1.0 / (hi - lo))
-        else:  # values beyond float32's range: scale in float64 first
-            scaled = ((np.asarray(out, np.float64) - lo) / (hi - lo)).astype(np.float32)
+            # Scaled in place: a 10000 x 10000 image costs 400 MB here, not the 2.4 GB of
+            # float64 temporaries (issue 7, item 5).
+            out -= np.float32(lo)
+            out *= np.float32(1.0 / (hi - lo))
+        else:  # values beyond float32's range: scale each band in float64 first
+            for top in range(0, rows, step):
+                band = np.asarray(_grey_band(name, ds, arr[top : top + step]), np.float64)
+                out[top : top + step] = (band - lo) / (hi - lo)
     if photometric == "MONOCHROME1":
-        np.subtract(np.float32(1.0), scaled, out=scaled)
-    return np.ascontiguousarray(scaled, dtype=np.float32)
+        np.subtract(np.float32(1.0), out, out=out)
+    return out
+
+
+def _grey_band(name: str, ds: Any, band: np.ndarray) -> np.ndarray:
+    """One band of rows through the modality and VOI LUTs (grey) or to luma (colour)."""
+    from pydicom.pixels.processing import apply_modality_lut, apply_voi_lut
+
+    if band.ndim == 3:
+        # pydicom converts YBR to RGB by default; use ITU-R BT.601 luma.
+        luma: np.ndarray = band[..., :3].astype(np.float32) @ np.array(
+            [0.299, 0.587, 0.114], np.float32
+        )
+        return luma
+    try:
+        with warnings.catch_warnings():
+            # "VOI LUT on a float input array": expected after a rescale, and harmless.
+            warnings.simplefilter("ignore")
+            out = apply_modality_lut(band, ds)
+            return np.asarray(apply_voi_lut(out, ds, index=0, prefer_lut=True))
+    except (ValueError, TypeError, IndexError, KeyError) as exc:
+        raise InvalidDicomError(
+            f"{name}: modality/VOI LUT cannot be applied ({_short(exc)}); re-export the "
+            "image without them or with valid ones"
+        ) from exc
 
 
 def read_dicom_header(path: Source) -> DicomHeader:

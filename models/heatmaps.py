@@ -1,10 +1,10 @@
-"""Heatmaps kept at class-activation-map resolution and projected on demand (issue 7, item 5).
+"""Heatmaps kept at class-activation-map resolution and projected on demand.
 
 A `Heatmap` is one label's map as the network produced it, (S, S) cells, plus the
 `Geometry` that places the model input on the original image. It costs S * S * 2 bytes
 (a 1024 input at stride 32 gives 2 KiB), whatever the original size: a 10000 x 10000
 upload no longer yields 400 MB float32 maps per label. Display-size heatmaps and boxes are
-computed from it when needed, at the resolution they are needed at.
+computed from it when needed, at the resolution they are needed at (issue 7, item 5).
 
 Geometry (see `models.cam`). In a torchvision ResNet every strided layer is "same"-padded,
 so map cell i is centred on input pixel `stride * i` (pixel-index coordinates), where

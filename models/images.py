@@ -11,7 +11,7 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
@@ -27,7 +27,7 @@ _BITMAP_FORMATS = frozenset({"PNG", "JPEG", "TIFF", "BMP"})
 
 
 def load_image(
-    source: str | os.PathLike[str] | bytes,
+    source: str | os.PathLike[str] | bytes | BinaryIO,
     *,
     filename: str | None = None,
     max_pixels: int | None = None,
@@ -36,11 +36,13 @@ def load_image(
 
     DICOM is recognised by the 'DICM' marker at byte 128 (or, failing a bitmap decode, by
     parsing); anything else goes through Pillow. Whatever a decoder raises comes out as an
-    `ImageError` subclass naming the input.
+    `ImageError` subclass naming the input. A path or a stream is read by the decoder
+    itself, never copied whole into memory first (issue 18 item 13).
 
     Args:
-        source: a path or the file's bytes.
-        filename: name used in error messages when `source` is bytes.
+        source: a path, the file's bytes, or a seekable binary stream (read from its
+            current position).
+        filename: name used in error messages when `source` is bytes or a stream.
         max_pixels: refuse an image of more than this many pixels, read from its header
             before any pixel is decoded (`ImageTooLargeError`); None: only the per-side limit.
 
@@ -52,33 +54,59 @@ def load_image(
         ImageError: (a subclass) the input is unreadable, unsupported or too large.
     """
     if isinstance(source, bytes):
-        data = source
-        name = filename or "<bytes>"
-    else:
-        path = Path(source)
-        name = filename or str(path)
+        return _load(source, filename or "<bytes>", source[:132], len(source), max_pixels)
+    name = filename or (str(source) if isinstance(source, str | os.PathLike) else "<stream>")
+    stream = _open_stream(source, name)
+    try:
+        start = stream.tell()
         try:
-            data = path.read_bytes()
+            head = stream.read(132)
+            size = stream.seek(0, io.SEEK_END) - start
+            stream.seek(start)
         except OSError as exc:
             raise ImageError(f"{name}: cannot read file ({exc.strerror or exc})") from exc
-    if len(data) >= 132 and data[128:132] == b"DICM":
+        return _load(stream, name, head, size, max_pixels)
+    finally:
+        if stream is not source:
+            stream.close()
+
+
+def _load(
+    data: bytes | BinaryIO, name: str, head: bytes, size: int, max_pixels: int | None
+) -> DicomImage:
+    start = 0 if isinstance(data, bytes) else data.tell()
+    if len(head) >= 132 and head[128:132] == b"DICM":
         return read_dicom(data, max_pixels=max_pixels, name=name)
     try:
         return read_bitmap(data, name=name, max_pixels=max_pixels)
     except UnsupportedImageError as bitmap_error:
         if "not a recognised image" not in str(bitmap_error):
             raise
+        if not isinstance(data, bytes):
+            data.seek(start)
         try:
             # Part 10 files without preamble exist in old archives.
             return read_dicom(data, max_pixels=max_pixels, name=name)
         except InvalidDicomError:
             raise UnsupportedImageError(
-                f"{name}: not a DICOM, PNG, JPEG or TIFF image ({len(data)} bytes)"
+                f"{name}: not a DICOM, PNG, JPEG or TIFF image ({size} bytes)"
             ) from None
 
 
-def read_bitmap(data: bytes, *, name: str = "<bytes>", max_pixels: int | None = None) -> DicomImage:
-    """Decode PNG/JPEG/TIFF bytes into grey float32 (rows, columns) scaled min/max to [0, 1].
+def _open_stream(source: str | os.PathLike[str] | BinaryIO, filename: str | None) -> BinaryIO:
+    if not isinstance(source, str | os.PathLike):
+        return source
+    try:
+        return Path(source).open("rb")
+    except OSError as exc:
+        raise ImageError(f"{filename or source}: cannot read file ({exc.strerror or exc})") from exc
+
+
+def read_bitmap(
+    data: bytes | BinaryIO, *, name: str = "<bytes>", max_pixels: int | None = None
+) -> DicomImage:
+    """Decode PNG/JPEG/TIFF (bytes or a seekable stream) into grey float32 (rows, columns)
+    scaled min/max to [0, 1].
 
     Raises:
         UnsupportedImageError: not a recognised image, animated/multi-page, or too small.
@@ -90,7 +118,7 @@ def read_bitmap(data: bytes, *, name: str = "<bytes>", max_pixels: int | None = 
 
     with reading(name):
         try:
-            im = Image.open(io.BytesIO(data))
+            im = Image.open(io.BytesIO(data) if isinstance(data, bytes) else data)
         except Image.DecompressionBombError as exc:
             raise ImageTooLargeError(
                 f"{name}: Pillow refuses this image as a decompression bomb ({exc}); "
@@ -140,7 +168,14 @@ def _read_opened(name: str, im: Image.Image, max_pixels: int | None) -> DicomIma
             raise UnsupportedImageError(
                 f"{name}: image holds non-finite values (NaN or infinity); expected a radiograph"
             )
-        pixels = (arr - lo) / (hi - lo) if hi > lo else np.zeros_like(arr)
+        # In place: the same float32 operations as `(arr - lo) / (hi - lo)` without its two
+        # full-size temporaries (issue 18 item 13).
+        pixels = arr if arr.flags.writeable else arr.copy()
+        if hi > lo:
+            pixels -= lo
+            pixels /= hi - lo
+        else:
+            pixels.fill(0.0)
     bits = 16 if mode.startswith("I") else 8
     meta = ImageMeta(rows=rows, columns=columns, bits_stored=bits, photometric="MONOCHROME2")
     return DicomImage(pixels=np.ascontiguousarray(pixels, dtype=np.float32), meta=meta)

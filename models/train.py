@@ -56,7 +56,6 @@ from torch import nn
 from models.augment import BatchAugment, to_unit_float
 from models.calibration import fit_temperatures, temperature_vector
 from models.checkpoint import (
-    DEMO_INTENDED_USE,
     ModelCard,
     load_checkpoint,
     model_from_card,
@@ -77,6 +76,7 @@ from models.layercam import HEATMAP_METHODS
 from models.loss import compute_loss
 from models.metrics import choose_thresholds, classification_metrics, expected_calibration_error
 from models.network import DEFAULT_BODY_STAGES, DEFAULT_TRANSITION_CHANNELS
+from models.notices import DEMO_INTENDED_USE
 from models.predict import resolve_device
 from models.prepared import PreparedDataset, PreparedImages
 from models.transforms import RESIZE_MODES, preprocessing_record

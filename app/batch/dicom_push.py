@@ -4,6 +4,11 @@ One STOW-RS request per chunk. The objects' UIDs are derived from the image and 
 (`app.pacs.documents`), so pushing the same results again does not duplicate them in the
 PACS. It runs before the JSONL/database sinks: each line records `pushed` (the UIDs the
 server stored); an image whose results the server refused is `failed`, with the reason.
+
+The attributes the results copy from an image are checked first
+(`app.pacs.source_attributes`): a value DICOM forbids is corrected when that is
+unambiguous, else left out or sent empty, and each kind of correction is logged once
+per sink, that is once per job (keyword and rule, never the value).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from pydicom.dataset import Dataset
 from app.batch.interfaces import Outcome, Sink
 from app.pacs.dicomweb import DicomwebClient, DicomwebError
 from app.pacs.documents import build_gsps, build_sr, predictions_from_line
+from app.pacs.source_attributes import CorrectionLog, copy_source_attributes
 
 __all__ = ["PUSH_KINDS", "DicomPushSink"]
 
@@ -60,6 +66,7 @@ class DicomPushSink(Sink):
         self.card = card
         self.headers = headers
         self.pushed = 0
+        self.corrections = CorrectionLog(log)
 
     def write(self, outcomes: Sequence[Outcome]) -> None:
         """Build and store the results of the chunk's predicted images (one request)."""
@@ -71,8 +78,12 @@ class DicomPushSink(Sink):
             if outcome.state != "done" or header is None or prediction is None:
                 continue
             try:
+                copied = copy_source_attributes(header)
+                self.corrections.record(copied.corrections)
                 objects = [
-                    (build_sr if kind == "sr" else build_gsps)(header, prediction, self.card)
+                    (build_sr if kind == "sr" else build_gsps)(
+                        copied.dataset, prediction, self.card
+                    )
                     for kind in self.kinds
                 ]
             except (ValueError, AttributeError, TypeError) as exc:

@@ -20,14 +20,14 @@ from pydicom import dcmread
 from pydicom.dataset import Dataset
 
 from app.batch.interfaces import Source, SourceItem
-from app.pacs.dicomweb import DicomwebClient, DicomwebError, InstanceRef
+from app.pacs.dicomweb import DicomwebClient, DicomwebError, InstanceRef, SearchFailure
 
 __all__ = ["DicomwebSource", "ref_from_key"]
 
 log = logging.getLogger(__name__)
 
 _U = r"([0-9]+(?:\.[0-9]+)*)"  # a UID: digits, single dots between them
-_KEY = re.compile(rf"^studies/{_U}/series/{_U}/instances/{_U}$")
+_KEY = re.compile(rf"studies/{_U}/series/{_U}/instances/{_U}")  # fullmatch: `$` passes a "\n"
 # Storage SOP classes that are never images: SR documents (…88.x), presentation states (…11.x).
 _NOT_IMAGES = ("1.2.840.10008.5.1.4.1.1.88.", "1.2.840.10008.5.1.4.1.1.11.")
 
@@ -38,9 +38,9 @@ def ref_from_key(key: str) -> InstanceRef:
     Raises:
         DicomwebError: the key is not a WADO-RS instance path.
     """
-    match = _KEY.match(key)
+    match = _KEY.fullmatch(key)
     if not match:
-        raise DicomwebError(f"{key!r} is not studies/UID/series/UID/instances/UID")
+        raise DicomwebError(f"{key[:200]!r} is not studies/UID/series/UID/instances/UID")
     return InstanceRef(*match.groups())
 
 
@@ -80,13 +80,22 @@ class DicomwebSource(Source):
     def scan(self) -> Iterator[SourceItem]:
         """Every matching instance, study by study, sorted by UIDs.
 
+        A study or series that cannot be listed, or whose UID from the server is not a
+        UID, is one `invalid` item (recorded as failed with the reason); the scan goes on.
+
         Raises:
-            DicomwebError: the search itself fails (unreachable server, refused credentials).
+            DicomwebError: the search itself fails (unreachable server, refused credentials,
+                a redirect, more than the results cap), or the source was interrupted.
         """
         count = 0
         for ref in self.client.iter_instances(
             study_uids=self.study_uids, since=self.since, modalities=self.modalities
         ):
+            if isinstance(ref, SearchFailure):
+                yield SourceItem(
+                    ref.path, "invalid", study_instance_uid=ref.study_instance_uid, note=ref.reason
+                )
+                continue
             count += 1
             sop_class = ref.sop_class_uid or ""
             if sop_class.startswith(_NOT_IMAGES):
@@ -121,13 +130,18 @@ class DicomwebSource(Source):
 
     def release(self, item: SourceItem) -> None:
         """Delete the downloaded copy (the header stays until `pop_header`)."""
-        match = _KEY.match(item.key)
+        match = _KEY.fullmatch(item.key)
         if match:
             (self.workdir / f"{match.group(3)}.dcm").unlink(missing_ok=True)
 
     def pop_header(self, key: str) -> Dataset | None:
         """The header of a processed instance (patient, study, series identifiers), once."""
         return self._headers.pop(key, None)
+
+    def interrupt(self) -> None:
+        """Cut the request in flight and refuse later ones (from another thread): the
+        search or fetch under way raises `DicomwebAborted` at once."""
+        self.client.abort("interrupted: the job was cancelled or the service is stopping")
 
     def close(self) -> None:
         """Delete downloads left by an interrupted item (patient data), and close the client."""

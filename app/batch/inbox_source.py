@@ -22,7 +22,8 @@ __all__ = ["InboxSource"]
 
 log = logging.getLogger(__name__)
 
-_UID = re.compile(r"^[0-9]+(\.[0-9]+)*$")
+# fullmatch: `$` would also match before a final newline ("1.2.3\n")
+_UID = re.compile(r"[0-9]+(\.[0-9]+)*")
 
 
 class InboxSource(Source):
@@ -45,7 +46,7 @@ class InboxSource(Source):
         Raises:
             ValueError: `key` is not a UID (it would name a file outside the inbox).
         """
-        if not _UID.match(key) or len(key) > 64:
+        if not _UID.fullmatch(key) or len(key) > 64:
             raise ValueError(f"{key!r} is not a SOP Instance UID")
         return self.folder / f"{key}.dcm"
 
@@ -66,7 +67,7 @@ class InboxSource(Source):
         """The instances in the inbox, oldest first."""
         files = sorted(self.folder.glob("*.dcm"), key=lambda p: (p.stat().st_mtime, p.name))
         for path in files:
-            if _UID.match(path.stem):
+            if _UID.fullmatch(path.stem):
                 yield self.item(path.stem)
             else:
                 log.warning("inbox file %s is not named by a SOP Instance UID; left alone", path)

@@ -83,6 +83,11 @@ class Source(ABC):
     def release(self, item: SourceItem) -> None:  # noqa: B027 - optional hook
         """Called once the item is processed: drop a downloaded copy (default: nothing)."""
 
+    def interrupt(self) -> None:  # noqa: B027 - optional hook
+        """Called from another thread when the run must stop now (a cancelled job, a
+        stopping service): a remote source cuts the download or search in flight, which
+        then raises. Default: nothing (local reads end on their own)."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Free what the source holds (connections, temporary files); default: nothing."""
 

@@ -22,6 +22,7 @@ from app.batch.limits import call_with_limit
 from app.batch.reports import ReportIndex
 from app.batch.scan import describe_error
 from app.labeling import ReportLabeler
+from labeler import ReportLabels
 
 __all__ = ["BatchProcessor"]
 
@@ -142,7 +143,10 @@ class BatchProcessor:
         for item in items:
             if self.cancelled is not None and self.cancelled():
                 break
-            outcomes.append(self._process_one(item))
+            outcome = self._process_one(item)
+            if outcome.state == "failed" and self.cancelled is not None and self.cancelled():
+                break  # cut midway by the cancel (an interrupted download): left pending
+            outcomes.append(outcome)
         loaded = [o for o in outcomes if o.state == "done" and o.image is not None]
         if loaded:
             self._predict(loaded)
@@ -213,12 +217,16 @@ class BatchProcessor:
         from models.dicom import read_sr_text
 
         base = self._base(item)
-        text = call_with_limit(lambda: read_sr_text(path), self.file_timeout_s)
-        if not text.strip():
+        report_id = item.accession_number or item.study_instance_uid or item.key
+
+        def read_and_label() -> ReportLabels | None:
+            # both under the per-file limit: a hostile SR's text is costly to label too
+            text = read_sr_text(path)
+            return self.labeler.label_many([(report_id, text)])[0] if text.strip() else None
+
+        labels = call_with_limit(read_and_label, self.file_timeout_s)
+        if labels is None:
             return Outcome(item.key, "skipped", base | {"reason": "structured report without text"})
-        labels = self.labeler.label_many(
-            [(item.accession_number or item.study_instance_uid or item.key, text)]
-        )[0]
         report = _report_summary(labels, "sr", self.labeler.version)
         self.remember_sr(item.study_instance_uid, item.accession_number, report)
         if "error" in report:

@@ -11,11 +11,16 @@ A job never freezes (issue 7 item 2):
 - items are marked in flight before their chunk runs: a file that kills the process
   (a decoder crash, the OOM killer) is retried alone at the next start, then recorded
   as failed, so a restart never dies on the same file again;
-- `cancel(job_id)` stops a job between files; DELETE /v1/batches/{id} uses it.
+- `cancel(job_id)` stops a job between files; DELETE /v1/batches/{id} uses it;
+- a slow PACS cannot hold the worker (issue 18 item 3): each DICOMweb request has a
+  deadline for the whole exchange, and `cancel` and `stop` interrupt the running job's
+  source, cutting a search or a download in flight, so the next job starts and the
+  service stops at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -108,6 +113,7 @@ class BatchRunner:
         self._cv = threading.Condition()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._running: tuple[str, Source] | None = None  # the job in progress, its source
 
     # --- thread ---------------------------------------------------------------------
 
@@ -132,18 +138,31 @@ class BatchRunner:
     def cancel(self, job_id: str) -> None:
         """Stop a job: dropped from the queue, or stopped between two files if running.
 
-        The caller deletes the job's rows; the runner then records nothing more for it.
+        A running job's source is interrupted: a DICOMweb search or download in flight
+        is cut at once rather than waited for. The caller deletes the job's rows; the
+        runner then records nothing more for it.
         """
         with self._cv:
             self._cancelled.add(job_id)
             if job_id in self._queue:
                 self._queue.remove(job_id)
+            running = self._running
+        if running is not None and running[0] == job_id:
+            running[1].interrupt()
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Ask the worker to stop between files, leaving its job resumable, and wait."""
+        """Stop the worker, leaving its job resumable, and wait at most `timeout` seconds.
+
+        The running job's source is interrupted (a download in flight is cut and its file
+        stays pending); a decoder that never returns is given up after `timeout` (the
+        worker thread is a daemon, so it does not keep the process alive).
+        """
         self._stop.set()
         with self._cv:
             self._cv.notify_all()
+            running = self._running
+        if running is not None:
+            running[1].interrupt()
         if self._thread is not None:
             self._thread.join(timeout)
 
@@ -250,9 +269,15 @@ class BatchRunner:
             with self.sessions() as session:
                 crud.set_job_state(session, job_id, "failed", error=str(exc))
             return
+        with self._cv:
+            self._running = (job_id, source)
         try:
+            if stopping():  # cancelled or stopped before `cancel`/`stop` could see the source
+                source.interrupt()
             self._run_source(job, source, stopping, after_chunk)
         finally:
+            with self._cv:
+                self._running = None
             source.close()
 
     def _run_source(
@@ -293,40 +318,54 @@ class BatchRunner:
             attempts = crud.in_flight_attempts(session, job_id)
         sinks: list[Sink] = [DatabaseSink(self.sessions, job_id)]
         push = json.loads(job.source).get("push") if job.source_kind == "dicomweb" else None
-        if push and isinstance(source, DicomwebSource) and self.predictor is not None:
-            # First, so that the items recorded by the database sink say what was pushed.
-            sinks.insert(
-                0,
-                DicomPushSink(
-                    source.client,
-                    kinds=push,
-                    card=self.predictor.card,
-                    headers=source.pop_header,
-                ),
+        with contextlib.ExitStack() as stack:
+            if (
+                push
+                and isinstance(source, DicomwebSource)
+                and self.predictor is not None
+                and self.dicomweb is not None
+            ):
+                # Its own client: interrupting the source's pulls must not fail the pushes
+                # of the files already processed in the chunk.
+                pusher = stack.enter_context(self.dicomweb.client())
+                # First, so that the items recorded by the database sink say what was pushed.
+                sinks.insert(
+                    0,
+                    DicomPushSink(
+                        pusher, kinds=push, card=self.predictor.card, headers=source.pop_header
+                    ),
+                )
+            if self.metrics is not None:
+                sinks.append(_MetricsSink(self.metrics))
+            report = run_resumed(
+                remaining,
+                processor,
+                sinks,
+                attempts=attempts,
+                max_attempts=self.max_attempts,
+                chunk_size=self.chunk_size,
+                should_stop=stopping,
+                after_chunk=after_chunk,
             )
-        if self.metrics is not None:
-            sinks.append(_MetricsSink(self.metrics))
-        report = run_resumed(
-            remaining,
-            processor,
-            sinks,
-            attempts=attempts,
-            max_attempts=self.max_attempts,
-            chunk_size=self.chunk_size,
-            should_stop=stopping,
-            after_chunk=after_chunk,
-        )
         if report.stopped:
             log.info("batch job %s paused; it resumes at next start", job_id)
             return
         self._finish(job)
 
     def _scan(self, job: Any, source: Source, stopping: Callable[[], bool]) -> None:
+        def halt() -> Exception:
+            return JobGone(job.id) if job.id in self._cancelled else _Paused()
+
         def watched(items: Iterator[SourceItem]) -> Iterator[SourceItem]:
-            for item in items:
-                if stopping():
-                    raise JobGone(job.id) if job.id in self._cancelled else _Paused()
-                yield item
+            try:
+                for item in items:
+                    if stopping():
+                        raise halt()
+                    yield item
+            except (ValueError, OSError):
+                if stopping():  # the search was cut by `cancel` or `stop`: not a failure
+                    raise halt() from None
+                raise
 
         with self.sessions() as session:
             crud.remove_batch_items(session, job.id)  # what an interrupted scan left

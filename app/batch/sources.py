@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from app.archive import ZipLimits, extract_zip, remove_tree
+from app.archive import MemberProblem, ZipLimits, extract_zip, remove_tree
 from app.batch.interfaces import BatchInputError, Source, SourceItem
 from app.batch.scan import classify_file
 
@@ -78,8 +79,11 @@ class FolderSource(Source):
 class ZipSource(FolderSource):
     """An uploaded zip, checked and extracted into `extract_dir`, then read as a folder.
 
-    `prepare()` extracts once: a marker file records a finished extraction, so a job
-    resumed after a crash does not extract again (a half-finished one is redone).
+    `prepare()` extracts once: a marker file records a finished extraction and the
+    members left out of it, so a job resumed after a crash does not extract again (a
+    half-finished one is redone). Members that could not be extracted (encrypted, a name
+    too long, corrupt, a file named like a folder) are scanned as items of their own,
+    failed or skipped with their reason, after the extracted files (issue 18 item 16).
 
     Args:
         archive: the zip file.
@@ -103,19 +107,34 @@ class ZipSource(FolderSource):
         self.limits = limits
         self._marker = self.root.parent / ".extracted"
 
-    def prepare(self) -> None:
+    def prepare(self) -> list[MemberProblem]:
         """Extract the archive unless a previous run finished doing so.
 
+        Returns:
+            The members left out of the extraction, with their reasons.
+
         Raises:
-            UnsafeArchiveError: the archive fails a safety check, or a member is corrupt.
+            UnsafeArchiveError: the archive fails a safety check.
         """
         if self._marker.exists():
-            return
+            return _read_marker(self._marker)
         remove_tree(self.root)  # a half-finished extraction from before a crash
-        extract_zip(self.archive, self.root, self.limits)
-        self._marker.touch()
+        problems = extract_zip(self.archive, self.root, self.limits)
+        self._marker.write_text(
+            json.dumps([[p.key, p.kind, p.reason] for p in problems]), encoding="utf-8"
+        )
+        return problems
 
     def scan(self) -> Iterator[SourceItem]:
-        """Extract if needed, then scan the extracted tree."""
-        self.prepare()
+        """Extract if needed, then scan the extracted tree, then the members left out."""
+        problems = self.prepare()
         yield from super().scan()
+        for problem in problems:
+            yield SourceItem(problem.key, problem.kind, note=problem.reason)
+
+
+def _read_marker(marker: Path) -> list[MemberProblem]:
+    text = marker.read_text(encoding="utf-8").strip()
+    if not text:  # written by a version that recorded no problems
+        return []
+    return [MemberProblem(key, kind, reason) for key, kind, reason in json.loads(text)]

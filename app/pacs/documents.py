@@ -23,8 +23,11 @@ SR content tree (TID 1500 Imaging Measurement Report):
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,10 +56,13 @@ from pydicom.dataset import Dataset
 from pydicom.sr.codedict import codes
 
 from app.pacs.codes import PRIVATE_SCHEME, code_for, private_scheme_description
+from app.pacs.source_attributes import copy_source_attributes
 from models.boxes import Box
 from models.predict import Prediction
 
 __all__ = ["ModelInfo", "build_gsps", "build_sr", "document_uids"]
+
+log = logging.getLogger(__name__)
 
 MANUFACTURER = "cxr"
 SR_SERIES_NUMBER = 9901
@@ -162,26 +168,34 @@ _ORIENTATION = ("PatientOrientation", ("111044", "111043"))  # row, column descr
 _SPACING = ("ImagerPixelSpacing", ("111026", "111066"))  # horizontal, vertical
 
 
-# Patient and study attributes the results copy from the image (Type 2 in both): an
-# image without them (common in exports and tests) gets them empty, meaning unknown.
-_TYPE2_COPIED = (
-    "PatientName", "PatientID", "PatientBirthDate", "PatientSex", "StudyDate", "StudyTime",
-    "ReferringPhysicianName", "StudyID", "AccessionNumber",
-)  # fmt: skip
+def _copied(source: Dataset) -> tuple[Dataset, int, int]:
+    """The attributes the results copy, valid (`source_attributes`), and the image size."""
+    copied = copy_source_attributes(source)
+    for correction in copied.corrections:
+        # A push sink copies first and logs once per job; a direct caller gets debug lines.
+        log.debug("SR/GSPS: the source image's %s", correction)
+    view = copied.dataset
+    rows, columns = _check_source(view)
+    return view, rows, columns
 
 
-def _header_view(source: Dataset) -> Dataset:
-    view = Dataset()
-    view.update(source)
-    for keyword in _TYPE2_COPIED:
-        if keyword not in view:
-            setattr(view, keyword, "")
-    return view
+@contextmanager
+def _quiet_person_names() -> Iterator[None]:
+    # highdicom warns about a one-component Patient's Name quoting the name (a patient
+    # identifier in the log); such a name is valid DICOM, so the warning is silenced.
+    # (catch_warnings is process-wide: another thread's warnings are filtered meanwhile.)
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message=".*unlikely to represent the intended person name"
+        )
+        yield
 
 
 def _library_view(source: Dataset) -> tuple[Dataset, set[str]]:
     view = Dataset()
     view.update(source)
+    if "Modality" not in view:  # read to choose the modality's descriptors: none then
+        view.Modality = ""
     placeholders: set[str] = set()
     for keyword, concepts in (_ORIENTATION, _SPACING):
         value = source.get(keyword)
@@ -221,8 +235,7 @@ def build_sr(source: Dataset, prediction: Prediction, card: dict[str, Any]) -> C
     Raises:
         ValueError: the source lacks the identifiers or the size needed to reference it.
     """
-    rows, columns = _check_source(source)
-    source = _header_view(source)
+    source, rows, columns = _copied(source)
     model = ModelInfo.from_card(card)
     uids = document_uids(source, model)
     device = ObserverContext(
@@ -325,19 +338,20 @@ def build_sr(source: Dataset, prediction: Prediction, card: dict[str, Any]) -> C
                 responsible_organization=described.get("responsible_organization"),
             )
         ]
-    return Comprehensive3DSR(
-        evidence=[source],
-        coding_schemes=schemes,
-        content=content,
-        series_instance_uid=uids.sr_series,
-        series_number=SR_SERIES_NUMBER,
-        sop_instance_uid=uids.sr_instance,
-        instance_number=1,
-        manufacturer=MANUFACTURER,
-        is_complete=True,
-        series_description=_series_description("SR", model),
-        content_qualification=hd.ContentQualificationValues.RESEARCH,
-    )
+    with _quiet_person_names():
+        return Comprehensive3DSR(
+            evidence=[source],
+            coding_schemes=schemes,
+            content=content,
+            series_instance_uid=uids.sr_series,
+            series_number=SR_SERIES_NUMBER,
+            sop_instance_uid=uids.sr_instance,
+            instance_number=1,
+            manufacturer=MANUFACTURER,
+            is_complete=True,
+            series_description=_series_description("SR", model),
+            content_qualification=hd.ContentQualificationValues.RESEARCH,
+        )
 
 
 def _label_text(label: str, probability: float) -> str:
@@ -356,8 +370,9 @@ def build_gsps(
     Raises:
         ValueError: the source lacks the identifiers or the size needed to reference it.
     """
-    rows, columns = _check_source(source)
-    source = _header_view(source)
+    source, rows, columns = _copied(source)
+    if "SamplesPerPixel" not in source:
+        source.SamplesPerPixel = 1  # only read by highdicom's grayscale check, not copied
     model = ModelInfo.from_card(card)
     uids = document_uids(source, model)
     units = hd.pr.AnnotationUnitsValues.PIXEL
@@ -410,22 +425,23 @@ def build_gsps(
             )
         )
     description = f"findings of {model.title}" + (" DEMO not for clinical use" * model.demo)
-    gsps = hd.pr.GrayscaleSoftcopyPresentationState(
-        referenced_images=[source],
-        series_instance_uid=uids.gsps_series,
-        series_number=GSPS_SERIES_NUMBER,
-        sop_instance_uid=uids.gsps_instance,
-        instance_number=1,
-        manufacturer=MANUFACTURER,
-        manufacturer_model_name=model.name[:64],
-        software_versions=model.version[:64],
-        device_serial_number="",
-        content_label=GSPS_LAYER,
-        content_description=description[:64],
-        graphic_annotations=annotations or None,
-        graphic_layers=[layer],
-        series_description=_series_description("GSPS", model),
-    )
+    with _quiet_person_names():
+        gsps = hd.pr.GrayscaleSoftcopyPresentationState(
+            referenced_images=[source],
+            series_instance_uid=uids.gsps_series,
+            series_number=GSPS_SERIES_NUMBER,
+            sop_instance_uid=uids.gsps_instance,
+            instance_number=1,
+            manufacturer=MANUFACTURER,
+            manufacturer_model_name=model.name[:64],
+            software_versions=model.version[:64],
+            device_serial_number="",
+            content_label=GSPS_LAYER,
+            content_description=description[:64],
+            graphic_annotations=annotations or None,
+            graphic_layers=[layer],
+            series_description=_series_description("GSPS", model),
+        )
     # General Series Laterality is 2C; dciodvfy cannot tell a chest is unpaired and
     # calls it missing, so it is sent as the source's, else empty (= unknown).
     gsps.Laterality = str(source.get("Laterality", "") or "")

@@ -18,20 +18,48 @@ forwarded) again when it is sent a second time.
 
 Non-image objects (SR, presentation states, CT/MR, ...) are accepted, so the sender's
 transfer succeeds, and recorded as skipped with the reason.
+
+Hostile input (issue 18; bounds and figures in docs/security/listener.md):
+
+- Who may send. Callers must address the listener by its AE title (`require_called_aet`);
+  `allow_ae` and `allow_hosts` restrict the calling AE titles and peer addresses. Calling
+  AE titles are spoofable, so they are the convenience check (as Orthanc's
+  `DicomModalities`), and addresses the real one (Orthanc's `DicomCheckModalityHost`).
+  `start` refuses a non-loopback address unless one of the two lists is given or
+  `allow_any_caller` says that an open listener is intended: the default host, 127.0.0.1,
+  needs neither, so a laptop works out of the box, and a listener put on the network has to
+  say who may send to it.
+- What they may hold: connections, association time, PDU and dataset sizes are bounded by
+  `ListenerLimits`, enforced by `app.pacs.association_guard` while the data arrives.
+  Datasets are spooled to a temporary file (pynetdicom's `STORE_RECV_CHUNKED_DATASET`, in
+  TMPDIR) and moved into the inbox, never held whole in memory.
+- The same SOP Instance UID twice. The first copy is kept (Orthanc's default,
+  `OverwriteInstances: false`). A copy with the same dataset bytes (SHA-256 of the dataset
+  as received, kept in the result line as `sha256`) is a harmless re-send: answered Success
+  and counted as a duplicate. A copy with different bytes is not acknowledged: it is
+  answered 0x0111 "Duplicate SOP Instance" (PS3.7 C.4) with an error comment, counted as a
+  conflict and logged, so the sender sees that it was not processed. Taking the newer copy
+  instead would let any later sender replace a result; refusing it loudly keeps the first
+  and tells both sides. Re-encoded copies (another transfer syntax) differ in bytes and are
+  refused as conflicts: a false alarm, never a silent loss.
 """
 
 from __future__ import annotations
 
-import io
+import hashlib
+import ipaddress
 import logging
 import os
 import queue
+import shutil
+import socket
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pydicom import dcmread
+from pydicom.dataset import Dataset
 
 from app.batch.dicom_push import PUSH_KINDS, DicomPushSink
 from app.batch.engine import run
@@ -41,17 +69,24 @@ from app.batch.processor import BatchProcessor
 from app.batch.results import read_result_lines
 from app.batch.sinks import JsonlSink
 from app.labeling import ReportLabeler
+from app.pacs.association_guard import GuardedAssociationServer, ListenerLimits, parse_hosts
 from app.pacs.dicomweb import DicomwebClient
 from models.predict import Predictor
 
-__all__ = ["StoreListener"]
+__all__ = ["ListenerConfigError", "StoreListener"]
 
 log = logging.getLogger(__name__)
 
 _SUCCESS = 0x0000
 _OUT_OF_RESOURCES = 0xA700
 _CANNOT_UNDERSTAND = 0xC000
+_DUPLICATE_SOP_INSTANCE = 0x0111  # PS3.7 C.4: a general failure status
 _STOP = object()
+_COPY_CHUNK = 1024 * 1024
+
+
+class ListenerConfigError(ValueError):
+    """A listener configuration refused at start (e.g. an open listener on the network)."""
 
 
 class StoreListener:
@@ -68,9 +103,17 @@ class StoreListener:
         labeler: the report labeler the batch processor needs (loaded at start if None).
         max_pixels: images with more pixels fail from their header, undecoded (None: no limit).
         file_timeout_s: give up reading one instance after this long (None: no limit).
+        limits: connection, time and size bounds (see `ListenerLimits` for the defaults).
+        allow_hosts: if given, only peers at these addresses or networks may connect
+            ("10.0.0.5", "10.0.0.0/24").
+        allow_any_caller: allow `start` on a non-loopback address without `allow_ae` or
+            `allow_hosts` (an open listener, anyone who reaches the port may send).
+        log_uids: name instances by SOP Instance UID in logs (CXR_LOG_PATIENT_DATA); off:
+            "<uid>", the result lines still carry them.
 
     Raises:
-        ValueError: an AE title that DICOM does not allow.
+        ValueError: an AE title that DICOM does not allow, or an `allow_hosts` entry that is
+            not an address or network.
     """
 
     def __init__(
@@ -86,6 +129,10 @@ class StoreListener:
         labeler: ReportLabeler | None = None,
         max_pixels: int | None = 50_000_000,
         file_timeout_s: float | None = 300.0,
+        limits: ListenerLimits | None = None,
+        allow_hosts: Sequence[str] = (),
+        allow_any_caller: bool = False,
+        log_uids: bool = False,
     ) -> None:
         from pynetdicom import AE
 
@@ -98,24 +145,41 @@ class StoreListener:
         self.chunk_size = chunk_size
         self.ae_title = ae_title
         self.allow_ae = tuple(a.strip() for a in allow_ae if a.strip())
+        self.allow_hosts = parse_hosts(allow_hosts)
+        self.allow_any_caller = allow_any_caller
+        self.limits = limits or ListenerLimits()
+        self.log_uids = log_uids
         self.labeler = labeler
         self.max_pixels = max_pixels
         self.file_timeout_s = file_timeout_s
         self._previous, _ = read_result_lines(self.out)
         self._recorded = {str(line["path"]) for line in self._previous}
+        # SHA-256 of each received dataset, to tell a re-send from a conflicting copy.
+        self._digests = {
+            str(line["path"]): str(line["sha256"]) for line in self._previous if line.get("sha256")
+        }
         self._pending: set[str] = set()
         self._callers: dict[str, str] = {}
         self._lock = threading.Lock()
         self._queue: queue.Queue[Any] = queue.Queue()
         self._worker: threading.Thread | None = None
-        self._server: Any = None
+        self._server: GuardedAssociationServer | None = None
         self._sinks: list[Sink] = []
         self._jsonl: JsonlSink | None = None
         self._processor: BatchProcessor | None = None
         self.source = InboxSource(self.inbox)
-        self.counts = {"done": 0, "skipped": 0, "failed": 0, "duplicate": 0}
+        self.counts = {
+            "done": 0,
+            "skipped": 0,
+            "failed": 0,
+            "duplicate": 0,
+            "conflict": 0,
+            "refused": 0,
+            "aborted": 0,
+        }
         self.ae = AE(ae_title=ae_title)
         self._configure_contexts()
+        self.ae.require_called_aet = True  # A-ASSOCIATE-RJ "called AE title not recognized"
         if self.allow_ae:
             self.ae.require_calling_aet = list(self.allow_ae)
 
@@ -129,14 +193,35 @@ class StoreListener:
             if context.abstract_syntax is not None:
                 self.ae.add_supported_context(context.abstract_syntax, ALL_TRANSFER_SYNTAXES)
         self.ae.add_supported_context(Verification)
-        self.ae.maximum_pdu_size = 0  # no limit on received PDUs
+        limits = self.limits
+        self.ae.maximum_pdu_size = limits.max_pdu
+        self.ae.maximum_associations = limits.max_associations
+        self.ae.acse_timeout = limits.association_timeout_s
+        self.ae.network_timeout = limits.idle_timeout_s  # idle association: A-ABORT
+        self.ae.dimse_timeout = limits.idle_timeout_s
 
     # ------------------------------------------------------------------ lifecycle
 
     def start(self, host: str, port: int) -> None:
-        """Bind the port, queue what a previous run left in the inbox, and serve."""
-        from pynetdicom import evt
+        """Bind the port, queue what a previous run left in the inbox, and serve.
 
+        Raises:
+            ListenerConfigError: `host` is not a loopback address and neither `allow_ae`,
+                `allow_hosts` nor `allow_any_caller` was given.
+            OSError: the port cannot be bound.
+        """
+        from pynetdicom import _config, evt
+
+        named = self.allow_ae or self.allow_hosts or self.allow_any_caller
+        if not named and not _is_loopback(host, port):
+            raise ListenerConfigError(
+                f"listening on {host} lets anyone who reaches port {port} send instances: "
+                "name the senders with --allow-host (addresses) and/or --allow-ae (calling "
+                "AE titles), or pass --allow-any-caller to run an open listener on purpose"
+            )
+        # Datasets go to a temporary file as they arrive, not to memory. Process-wide in
+        # pynetdicom; `cxr` runs no other storage SCP.
+        _config.STORE_RECV_CHUNKED_DATASET = True
         if self.labeler is None:
             from app.labeling import load_report_labeler
 
@@ -171,17 +256,39 @@ class StoreListener:
             (evt.EVT_C_STORE, self._on_store),
             (evt.EVT_C_ECHO, lambda event: _SUCCESS),
         ]
-        self._server = self.ae.start_server((host, port), block=False, evt_handlers=handlers)
-        allowed = ",".join(self.allow_ae) or "any"
+        server = cast(
+            GuardedAssociationServer,
+            self.ae.make_server(
+                (host, port),
+                evt_handlers=handlers,
+                server_class=GuardedAssociationServer,
+                limits=self.limits,
+                allow_hosts=self.allow_hosts,
+                report=self._count,
+            ),
+        )
+        # As AE.start_server(block=False) does; the AE counts its servers' associations.
+        self.ae._servers.append(server)
+        threading.Thread(target=server.serve_forever, name="cxr-listen-accept", daemon=True).start()
+        self._server = server
+        allowed = ",".join(self.allow_ae) or "any AE title"
+        hosts = ",".join(str(n) for n in self.allow_hosts) or "any address"
         log.info(
-            "listening as %s on %s:%d (callers: %s); results to %s",
-            self.ae_title, host, self.port, allowed, self.out,
+            "listening as %s on %s:%d (callers: %s from %s); results to %s",
+            self.ae_title, host, self.port, allowed, hosts, self.out,
         )  # fmt: skip
 
     @property
     def port(self) -> int:
         """The bound port (useful when started on port 0)."""
+        if self._server is None:
+            raise RuntimeError("the listener is not started: call start() first")
         return int(self._server.server_address[1])
+
+    @property
+    def open_connections(self) -> dict[str, int]:
+        """Connections open now per peer address, handshaking or associated."""
+        return self._server.open_connections if self._server is not None else {}
 
     def stop(self, timeout: float = 60.0) -> None:
         """Stop accepting, then finish the instances already received."""
@@ -204,31 +311,63 @@ class StoreListener:
 
     # ------------------------------------------------------------------ C-STORE
 
-    def _on_store(self, event: Any) -> int:
+    def _count(self, kind: str) -> None:
+        with self._lock:
+            self.counts[kind] = self.counts.get(kind, 0) + 1
+
+    def _uid(self, uid: str) -> str:
+        return uid if self.log_uids else "<uid>"
+
+    def _on_store(self, event: Any) -> int | Dataset:
         calling = str(event.assoc.requestor.ae_title).strip()
+        received = Path(event.dataset_path)  # pynetdicom's temporary file, removed after us
         try:
-            data = event.encoded_dataset(include_meta=True)
-            uid = str(dcmread(io.BytesIO(data), stop_before_pixels=True).SOPInstanceUID)
+            header = dcmread(received, stop_before_pixels=True, defer_size=4096)
+            uid = str(header.SOPInstanceUID)
             path = self.source.path_of(uid)
+            digest = _dataset_sha256(received)
         except Exception as exc:  # noqa: BLE001 - a malformed dataset from the network
             log.warning("C-STORE from %s: unreadable dataset refused: %s", calling, exc)
             return _CANNOT_UNDERSTAND
         with self._lock:
             if uid in self._recorded or uid in self._pending:
-                self.counts["duplicate"] += 1
-                log.info("C-STORE from %s: instance %s already received; ignored", calling, uid)
-                return _SUCCESS
+                first = self._digests.get(uid)
+                if first is None or first == digest:
+                    self.counts["duplicate"] += 1
+                    log.info(
+                        "C-STORE from %s: instance %s already received; ignored",
+                        calling, self._uid(uid),
+                    )  # fmt: skip
+                    return _SUCCESS
+                self.counts["conflict"] += 1
+                log.warning(
+                    "C-STORE from %s: instance %s already received with other content; "
+                    "refused (0x0111), the first copy is kept",
+                    calling, self._uid(uid),
+                )  # fmt: skip
+                status = Dataset()
+                status.Status = _DUPLICATE_SOP_INSTANCE
+                status.ErrorComment = "SOP Instance UID already received, other content"
+                return status
             self._pending.add(uid)
+            self._digests[uid] = digest
         try:
             tmp = path.with_suffix(".part")
-            tmp.write_bytes(data)
+            try:
+                os.replace(received, tmp)  # same file system: no copy
+            except OSError:
+                shutil.copyfile(received, tmp)
             os.replace(tmp, path)
         except OSError as exc:
             with self._lock:
                 self._pending.discard(uid)
-            log.error("C-STORE from %s: cannot keep instance %s: %s", calling, uid, exc)
+                self._digests.pop(uid, None)
+            log.error("C-STORE from %s: cannot keep instance %s: %s", calling, self._uid(uid), exc)
             return _OUT_OF_RESOURCES
-        log.info("received instance %s from %s (%d bytes)", uid, calling, len(data))
+        log.info(
+            "received instance %s from %s (%d bytes)",
+            self._uid(uid), calling, path.stat().st_size,
+        )  # fmt: skip
         self._queue.put((uid, calling))
         return _SUCCESS
 
@@ -278,7 +417,7 @@ class StoreListener:
 
 
 class _Annotate(Sink):
-    """Adds the calling AE title to each line (before the JSONL sink writes it)."""
+    """Adds the calling AE title and the dataset's SHA-256 to each line (before the JSONL sink)."""
 
     def __init__(self, listener: StoreListener) -> None:
         self.listener = listener
@@ -286,6 +425,7 @@ class _Annotate(Sink):
     def write(self, outcomes: Sequence[Outcome]) -> None:
         for outcome in outcomes:
             outcome.result["calling_ae"] = self.listener._callers.pop(outcome.key, None)
+            outcome.result["sha256"] = self.listener._digests.get(outcome.key)
 
 
 class _Settle(Sink):
@@ -304,4 +444,31 @@ class _Settle(Sink):
         for outcome in outcomes:
             listener.source.remove(outcome.key)
             why = outcome.error or outcome.result.get("reason")
-            log.info("instance %s: %s%s", outcome.key, outcome.state, f" ({why})" if why else "")
+            log.info(
+                "instance %s: %s%s",
+                listener._uid(outcome.key), outcome.state, f" ({why})" if why else "",
+            )  # fmt: skip
+
+
+def _is_loopback(host: str, port: int) -> bool:
+    """Whether every address `host` resolves to is a loopback address."""
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return False
+    return bool(found) and all(
+        ipaddress.ip_address(str(entry[4][0]).split("%")[0]).is_loopback for entry in found
+    )
+
+
+def _dataset_sha256(path: Path) -> str:
+    """SHA-256 of the dataset in a DICOM file as received (its File Meta is pynetdicom's)."""
+    from pynetdicom.dsutils import split_dataset
+
+    _, offset = split_dataset(path)
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        f.seek(offset)
+        while chunk := f.read(_COPY_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()

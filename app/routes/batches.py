@@ -30,6 +30,7 @@ from app.errors import (
     NotFound,
     ServiceError,
     UnsupportedMediaType,
+    public_validation_errors,
     scrub_paths,
     server_folders,
 )
@@ -173,8 +174,11 @@ _OPENAPI_BODY: dict[str, Any] = {
         413: {"model": ErrorRead, "description": "Zip over CXR_MAX_BATCH_UPLOAD_MB."},
         422: {
             "model": ErrorRead,
-            "description": "Unsafe zip (traversal, links, bomb, duplicate names), a path "
-            "with control characters, or a reports CSV that is not UTF-8 or has no key column.",
+            "description": "Unsafe zip (traversal, links, bomb, duplicate names, no readable "
+            "file), a path with control characters, or a reports CSV that is not UTF-8 or has "
+            "no key column. A zip member that cannot be extracted on its own (encrypted, a "
+            "name over 255 bytes, corrupt, a file named like a folder) does not refuse the "
+            "zip: the job records it as failed or skipped with its reason.",
         },
         503: {
             "model": ErrorRead,
@@ -205,8 +209,8 @@ async def create_batch(request: Request, response: Response, state: StateDep) ->
         try:
             body = BatchCreate.model_validate_json(raw)
         except ValidationError as exc:
-            errors = [{k: e[k] for k in ("loc", "msg", "type")} for e in exc.errors()]
-            raise BadBatchRequest(json.dumps(errors)) from None
+            # Never the input back (issue 18 item 6): no values, no made-up keys.
+            raise BadBatchRequest(json.dumps(public_validation_errors(exc.errors()))) from None
         reports = (
             resolve_in_roots(body.reports, settings.batch_roots, want_dir=False)
             if body.reports

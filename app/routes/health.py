@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio
 from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
@@ -12,9 +13,13 @@ from app.schemas import HealthRead, ReadyRead
 
 router = APIRouter(tags=["health"])
 
+# The probes run on the event loop, and the database check on a thread of its own: a
+# threadpool busy with requests must not make the orchestrator restart a working service.
+_PROBE_THREADS = anyio.CapacityLimiter(1)
+
 
 @router.get("/healthz", response_model=HealthRead, summary="Process alive")
-def healthz() -> HealthRead:
+async def healthz() -> HealthRead:
     """Answers 200 as long as the process serves requests."""
     return HealthRead()
 
@@ -25,13 +30,17 @@ def healthz() -> HealthRead:
     responses={503: {"model": ReadyRead, "description": "Not ready."}},
     summary="Ready to serve",
 )
-def readyz(state: StateDep, response: Response) -> ReadyRead:
+async def readyz(state: StateDep, response: Response) -> ReadyRead:
     """Database reachable, labeler loaded, model loaded or explicitly absent (no CXR_MODEL)."""
+
+    def ping() -> None:
+        with state.engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+
     database = True
     detail = None
     try:
-        with state.engine.connect() as connection:
-            connection.execute(text("SELECT 1"))
+        await anyio.to_thread.run_sync(ping, limiter=_PROBE_THREADS)
     except Exception as exc:  # noqa: BLE001 - any failure means not ready
         database = False
         detail = f"database unreachable: {type(exc).__name__}"

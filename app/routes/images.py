@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
-import threading
+import tempfile
 import time
-from typing import Any
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO
 
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
@@ -22,11 +25,7 @@ from app.schemas import ErrorRead, PredictionRead
 router = APIRouter(tags=["images"])
 # Above this many pixels a decode frees enough memory to be worth handing back at once.
 _TRIM_PIXELS = 4_000_000
-# Decodes in flight at once, process-wide. Each holds its image at full resolution while it
-# runs (about 7 bytes a pixel: 0.7 GB at 10000 x 10000), so this bounds the service's decode
-# memory whatever the number of concurrent uploads; decoding is CPU-bound, so more at once
-# would not finish sooner on a small machine. Waiting requests hold only their upload bytes.
-_DECODE_SLOTS = threading.BoundedSemaphore(2)
+_CHUNK = 1 << 20
 log = logging.getLogger(__name__)
 
 _RAW_TYPES = {
@@ -45,29 +44,68 @@ class EmptyUpload(ServiceError):
     status_code = 422
 
 
-async def _read_upload(request: Request) -> tuple[bytes, str]:
+@dataclass
+class Upload:
+    """An uploaded file, spooled to disk while it waits (issue 18 item 13), never whole in
+    memory: `file` is positioned at its start."""
+
+    file: BinaryIO
+    name: str
+    sha256: str
+    size: int
+
+
+def _hash_file(file: BinaryIO) -> tuple[str, int]:
+    file.seek(0)
+    digest = hashlib.sha256()
+    size = 0
+    while chunk := file.read(_CHUNK):
+        digest.update(chunk)
+        size += len(chunk)
+    file.seek(0)
+    return digest.hexdigest(), size
+
+
+@contextlib.asynccontextmanager
+async def _received_upload(request: Request, state: AppState) -> AsyncIterator[Upload]:
+    """The request's file, spooled to an unnamed temporary file (gone when closed)."""
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type == "multipart/form-data":
-        form = await request.form(max_files=1, max_fields=10)
-        try:
-            upload = form.get("file")
-            if not isinstance(upload, UploadFile):
+    async with contextlib.AsyncExitStack() as stack:
+        if content_type == "multipart/form-data":
+            # Starlette spools the part to a temporary file above 1 MiB.
+            form = await request.form(max_files=1, max_fields=10)
+            stack.push_async_callback(form.close)
+            part = form.get("file")
+            if not isinstance(part, UploadFile):
                 raise EmptyUpload("multipart upload without a `file` field")
-            data = await upload.read()
-            name = upload.filename or "upload"
-        finally:
-            await form.close()
-    elif content_type in _RAW_TYPES:
-        data = await request.body()
-        name = "upload"
-    else:
-        raise UnsupportedMediaType(
-            f"Content-Type {content_type!r} is not accepted; send application/dicom "
-            "(or image/png, image/jpeg) as the body, or multipart/form-data with a `file` field"
-        )
-    if not data:
-        raise EmptyUpload("the uploaded file is empty")
-    return data, name
+            file: BinaryIO = part.file
+            name = part.filename or "upload"
+            sha256, size = await run_in_threadpool(_hash_file, file)
+        elif content_type in _RAW_TYPES:
+            tmp_dir = state.storage.tmp_dir()
+            tmp_dir.mkdir(parents=True, exist_ok=True)
+            file = stack.enter_context(tempfile.TemporaryFile(dir=tmp_dir))  # noqa: SIM115
+            name = "upload"
+            digest = hashlib.sha256()
+            size = 0
+            async for chunk in request.stream():
+                if chunk:
+                    digest.update(chunk)
+                    size += len(chunk)
+                    # Written from the event loop: page-cache writes of at most the
+                    # server's read size (64 KiB), cheaper than a thread hop per chunk.
+                    file.write(chunk)
+            file.seek(0)
+            sha256 = digest.hexdigest()
+        else:
+            raise UnsupportedMediaType(
+                f"Content-Type {content_type!r} is not accepted; send application/dicom "
+                "(or image/png, image/jpeg) as the body, or multipart/form-data with a "
+                "`file` field"
+            )
+        if size == 0:
+            raise EmptyUpload("the uploaded file is empty")
+        yield Upload(file=file, name=name, sha256=sha256, size=size)
 
 
 _OPENAPI_BODY: dict[str, Any] = {
@@ -115,17 +153,17 @@ async def predict_image(
     name and other identifying tags are neither stored nor logged.
     """
     start = time.perf_counter()
-    data, name = await _read_upload(request)
-    meta, prepared, preview_png = await run_in_threadpool(
-        _decode, inference.predictor, data, name, state.settings.max_pixels
-    )
-    if meta.rows * meta.columns >= _TRIM_PIXELS:
-        await run_in_threadpool(release_freed_memory)
-    decoded = time.perf_counter()
-    prediction = await inference.predict(prepared)
-    del prepared
-    predicted = time.perf_counter()
-    row = await run_in_threadpool(_store, state, data, meta, preview_png, prediction)
+    async with _received_upload(request, state) as upload:
+        meta, prepared, preview_png = await inference.decode(
+            _decode, inference.predictor, upload.file, upload.name, state.settings.max_pixels
+        )
+        if meta.rows * meta.columns >= _TRIM_PIXELS:
+            await run_in_threadpool(release_freed_memory)
+        decoded = time.perf_counter()
+        prediction = await inference.predict(prepared)
+        del prepared
+        predicted = time.perf_counter()
+        row = await run_in_threadpool(_store, state, upload, meta, preview_png, prediction)
     state.metrics.predictions.labels("api").inc()
     timings = {
         "decode": round(decoded - start, 6),
@@ -141,27 +179,27 @@ async def predict_image(
 
 
 def _decode(
-    predictor: Any, data: bytes, name: str, max_pixels: int | None
+    predictor: Any, file: BinaryIO, name: str, max_pixels: int | None
 ) -> tuple[Any, Any, bytes]:
     """Decode once, then keep only small copies: the model input and a display preview.
 
     The full-resolution float array (400 MB for a 10000 x 10000 image) is dropped before
-    inference, so the request's peak memory is the decode itself (issue 7, item 5).
+    inference, so the request's peak memory is the decode itself (issue 7, item 5). The
+    upload is read from its spooled file by the decoder, never copied whole into memory.
     """
     from app.inference import encode_preview
     from models.images import load_image
 
-    with _DECODE_SLOTS:
-        # Over CXR_MAX_PIXELS: refused from the header, before decoding (413).
-        image = load_image(data, filename=name, max_pixels=max_pixels)
-        prepared = predictor.prepare(image.pixels)
-        preview_png = encode_preview(image.pixels)
-        meta = image.meta
-        del image  # the full-resolution array goes before the slot is given back
+    # Over CXR_MAX_PIXELS: refused from the header, before decoding (413).
+    image = load_image(file, filename=name, max_pixels=max_pixels)
+    prepared = predictor.prepare(image.pixels)
+    preview_png = encode_preview(image.pixels)
+    meta = image.meta
+    del image  # the full-resolution array goes before the decode slot is given back
     return meta, prepared, preview_png
 
 
-def _store(state: AppState, data: bytes, meta: Any, preview_png: bytes, prediction: Any) -> Any:
+def _store(state: AppState, upload: Upload, meta: Any, preview_png: bytes, prediction: Any) -> Any:
     from app.inference import encode_heatmaps
 
     storage = state.storage
@@ -171,7 +209,10 @@ def _store(state: AppState, data: bytes, meta: Any, preview_png: bytes, predicti
         if prediction.heatmaps
         else None
     )
-    upload_key = storage.put_bytes(data, ".dcm") if state.settings.store_uploads else None
+    upload_key = None
+    if state.settings.store_uploads:
+        upload.file.seek(0)
+        upload_key = storage.put_stream(upload.file, ".dcm")
     with state.sessions() as session:
         study = (
             crud.get_or_create_study(session, meta.study_instance_uid)
@@ -180,7 +221,7 @@ def _store(state: AppState, data: bytes, meta: Any, preview_png: bytes, predicti
         )
         row = crud.create_image(
             session,
-            sha256=hashlib.sha256(data).hexdigest(),
+            sha256=upload.sha256,
             meta=meta,
             study=study,
             pixels_key=pixels_key,

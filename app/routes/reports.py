@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from fastapi import APIRouter, Depends, Request
+from starlette.concurrency import run_in_threadpool
 
 from app import crud
 from app.deps import MetricsDep, NlpDep, SessionDep, SettingsDep
@@ -52,10 +53,15 @@ def _sha(text: str) -> str:
             "description": "More report text than CXR_MAX_REPORT_CHARS_PER_REQUEST in one request.",
         },
         422: {"model": ErrorRead, "description": "Empty, non-text or too long report."},
+        503: {
+            "model": ErrorRead,
+            "description": "Too many report requests already waiting for the labeler "
+            "(CXR_MAX_WAITING_LABEL_REQUESTS); retry after the Retry-After seconds.",
+        },
     },
     summary="Label one report, or a batch of reports",
 )
-def label_reports(
+async def label_reports(
     body: ReportCreate | ReportBatchCreate,
     session: SessionDep,
     labeler: NlpDep,
@@ -81,8 +87,9 @@ def label_reports(
             "requests, or use `cxr label` for files."
         )
     if isinstance(body, ReportCreate):
-        result = labeler.label(body.text, report_id=body.id)
-        crud.create_label_results(
+        result = await labeler.label_async(body.text, report_id=body.id)
+        await run_in_threadpool(
+            crud.create_label_results,
             session,
             [(result, _sha(body.text), body.study_instance_uid)],
             labeler_version=version,
@@ -97,8 +104,9 @@ def label_reports(
             f"{len(body.reports)} reports in one request; the limit is {limit} "
             "(CXR_MAX_REPORTS_PER_REQUEST). Split the batch, or use `cxr label` for files."
         )
-    results = labeler.label_many([(r.id, r.text) for r in body.reports])
-    crud.create_label_results(
+    results = await labeler.label_many_async([(r.id, r.text) for r in body.reports])
+    await run_in_threadpool(
+        crud.create_label_results,
         session,
         [
             (res, _sha(r.text), r.study_instance_uid)

@@ -82,30 +82,39 @@ def index(state: StateDep) -> HTMLResponse:
     )
 
 
-@router.get("/demo/phantom.png")
-def demo_phantom(state: StateDep, seed: int = 0) -> Response:
-    """A synthetic chest phantom to try the demo model with (only while a demo model is
-    loaded: it is no radiograph, and a real model must never be shown one as a sample)."""
-    card = state.predictor.card if state.predictor is not None else None
-    if not (card and card.get("demo")):
-        raise NotFound("sample phantoms are offered only with the demo model (cxr serve --demo)")
+# The page asks for seeds 1, 2, 3, ...; they wrap at this many, each rendered once (0.2-0.5 s)
+# and kept (about 0.17 MB each, 5.4 MB in all), so the endpoint, open without a key, costs no
+# CPU after the first round however often it is called (issue 18 item 17).
+PHANTOM_SEEDS = 32
+
+
+@lru_cache(maxsize=PHANTOM_SEEDS)
+def _phantom_png(seed: int) -> tuple[bytes, str]:
     import cv2
     import numpy as np
 
     from models.phantoms import PHANTOM_LABELS, make_phantom
 
-    rng = np.random.default_rng(seed % 2**32)
+    rng = np.random.default_rng(seed)
     # Two or three lesions per sample, so the demo has something to show.
     picked = rng.choice(len(PHANTOM_LABELS), size=2 + seed % 2, replace=False)
     phantom = make_phantom(rng, size=512, labels=[PHANTOM_LABELS[i] for i in sorted(picked)])
     ok, png = cv2.imencode(".png", phantom.image)
     if not ok:  # pragma: no cover - encoding a uint8 array does not fail
         raise RuntimeError("PNG encoding failed")
-    return Response(
-        png.tobytes(),
-        media_type="image/png",
-        headers={"X-CXR-Phantom-Labels": ",".join(phantom.labels)},
-    )
+    return png.tobytes(), ",".join(phantom.labels)
+
+
+@router.get("/demo/phantom.png")
+def demo_phantom(state: StateDep, seed: int = 0) -> Response:
+    """A synthetic chest phantom to try the demo model with (only while a demo model is
+    loaded: it is no radiograph, and a real model must never be shown one as a sample).
+    `seed` is taken modulo PHANTOM_SEEDS: the same few images, rendered once."""
+    card = state.predictor.card if state.predictor is not None else None
+    if not (card and card.get("demo")):
+        raise NotFound("sample phantoms are offered only with the demo model (cxr serve --demo)")
+    png, labels = _phantom_png(seed % PHANTOM_SEEDS)
+    return Response(png, media_type="image/png", headers={"X-CXR-Phantom-Labels": labels})
 
 
 @router.get("/static/{name}")

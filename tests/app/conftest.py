@@ -25,6 +25,8 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("CXR_") and name not in ("CXR_TEST_POSTGRES_URL", "CXR_SHARED_DATA"):
             monkeypatch.delenv(name)
+    # TestClient sends `Host: testserver`, which the service refuses by default (issue 18).
+    monkeypatch.setenv("CXR_ALLOWED_HOSTS", "testserver")
 
 
 def _reset_postgres(url: str) -> None:

@@ -141,6 +141,28 @@ def test_batch_reader_that_never_returns_is_given_up(
     assert outcomes["PAT1/STUDY1/SER1/IM000002.dcm"].state == "done"
 
 
+@pytest.mark.issue(18)
+def test_batch_labeling_an_sr_is_under_the_file_limit_too(
+    tmp_path: Path, labeler: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a hostile SR's text once cost 38 s to label, outside CXR_BATCH_FILE_TIMEOUT_S
+    root = build_export(tmp_path / "export")
+    real, release = labeler.label_many, threading.Event()
+
+    def label_many(items: Any) -> Any:
+        release.wait(30)  # labeling that takes too long
+        return real(items)
+
+    monkeypatch.setattr(labeler, "label_many", label_many)
+    try:
+        outcomes = _run_folder(root, labeler, file_timeout_s=0.5)
+    finally:
+        release.set()
+    sr = outcomes["PAT1/STUDY1/SR/SR000001"]
+    assert sr.state == "failed" and "longer than 0.5 s" in (sr.error or "")
+    assert outcomes["PAT1/STUDY1/SER1/IM000002.dcm"].state == "done"
+
+
 def test_batch_processor_stops_between_files_when_cancelled(tmp_path: Path, labeler: Any) -> None:
     root = build_export(tmp_path / "export")
     seen: list[int] = []
@@ -297,3 +319,14 @@ def test_batch_header_read_that_never_returns_makes_the_file_invalid(
     finally:
         release.set()
     assert item.kind == "invalid" and "longer than 0.3 s" in (item.note or "")
+
+
+@pytest.mark.issue(18)
+@pytest.mark.parametrize("key", ["1.2.3\n", "../1.2.3", "1.2.3/x", "", "1." + "2" * 70])
+def test_inbox_refuses_a_key_that_is_not_a_uid(tmp_path: Path, key: str) -> None:
+    from app.batch.inbox_source import InboxSource
+
+    inbox = InboxSource(tmp_path / "inbox")
+    assert inbox.path_of("1.2.840.10008.1") == tmp_path / "inbox" / "1.2.840.10008.1.dcm"
+    with pytest.raises(ValueError, match="is not a SOP Instance UID"):
+        inbox.path_of(key)

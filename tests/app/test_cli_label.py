@@ -134,7 +134,7 @@ def test_cli_label_bad_rows_error_without_losing_others(
     assert rows[4]["labels"]["Pneumothorax"] == "negative"  # type: ignore[index]
     rejected = list(csv.DictReader(rejects.open(encoding="utf-8")))
     assert [r["id"] for r in rejected] == ["empty", "number", "line4"]
-    assert "3 report(s) could not be labelled" in capsys.readouterr().err
+    assert "2 reports labelled, 3 failed" in capsys.readouterr().err
 
 
 def test_cli_label_strict_stops_at_first_bad_row(
@@ -215,6 +215,10 @@ def test_cli_evaluate_labels_jsonl_against_gold(
     assert per["Pneumonia"]["fn"] == 1
     assert data["micro"]["tp"] == 2
     assert {s["label"] for s in data["extra"]} == {"Hernia", "No Finding"}
+    # issue 20: where it disagrees, and the rules behind the errors
+    assert "Confusion per label" in table and "rule ids most often behind an error" in table
+    assert data["disagreements"]["confusion"]["Pneumonia"]["positive->negative"] == 1
+    assert data["disagreements"]["error_rules"]["unc.hedge_adjective"] == 1
 
     assert main([*args, "--uncertain", "positive"]) == 0
     per = {s["label"]: s for s in json.loads(scores.read_text())["labels"]}

@@ -28,6 +28,8 @@ CHECKS = [
     checks.content_type_conformance,
     checks.response_schema_conformance,
     checks.response_headers_conformance,
+    checks.unsupported_method,  # 405 with Allow (issue 18 item 17)
+    checks.allow_header_conformance,  # OPTIONS' Allow lists the documented methods
 ]
 
 
@@ -41,6 +43,10 @@ def fuzz_app(tmp_path_factory: pytest.TempPathFactory, demo_predictor: Any) -> I
             batch_roots=[storage / "roots"],
             run_batch_jobs=False,  # jobs are queued; nothing runs in the background
             inference_max_wait_ms=1.0,
+            allowed_hosts=["testserver", "localhost"],  # the Host names the clients send
+            # The schema's `dicomweb` example now resolves (issue 18): a PACS is configured
+            # so such jobs are queued (202), not refused (503); none runs, nothing connects.
+            dicomweb_url="http://127.0.0.1:9/dicom-web",
         ),
         predictor=demo_predictor,
     )

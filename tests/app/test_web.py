@@ -127,6 +127,11 @@ def browser() -> Iterator[Any]:
         b.close()
 
 
+# ReDoc's sidebar shows Redocly's logo from its CDN (hard-coded, hidden when it fails to
+# load): the docs' CSP blocks it, as a network without internet access would (issue 18).
+REDOC_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
+
+
 class Problems:
     """Console errors, page errors and failed requests seen by a page."""
 
@@ -135,11 +140,20 @@ class Problems:
         page.on(
             "console",
             lambda m: (
-                self.items.append(f"console {m.type}: {m.text}") if m.type == "error" else None
+                self.items.append(f"console {m.type}: {m.text}")
+                if m.type == "error" and REDOC_LOGO not in m.text
+                else None
             ),
         )
         page.on("pageerror", lambda e: self.items.append(f"page error: {e}"))
-        page.on("requestfailed", lambda r: self.items.append(f"request failed: {r.method} {r.url}"))
+        page.on(
+            "requestfailed",
+            lambda r: (
+                self.items.append(f"request failed: {r.method} {r.url}")
+                if r.url != REDOC_LOGO
+                else None
+            ),
+        )
         page.on(
             "response",
             lambda r: (
@@ -367,3 +381,76 @@ def test_web_dropped_png_is_predicted(server: LiveServer, page: Any) -> None:
     page.locator("#prob-table tbody tr").first.wait_for()
     assert page.locator("#box-layer").get_attribute("viewBox") == "0 0 128 96"
     assert "dropped.png" in page.locator("#predict-status").inner_text()
+
+
+@pytest.mark.issue(18)
+@pytest.mark.parametrize(
+    ("path", "rendered"),
+    [("/docs", ".swagger-ui .opblock-summary"), ("/redoc", "[data-section-id]")],
+)
+def test_web_api_docs_render_under_their_csp(
+    server: LiveServer, page: Any, path: str, rendered: str
+) -> None:
+    # A CSP violation is a console error: the page fixture fails on it.
+    response = page.goto(server.url + path)
+    assert response is not None and response.status == 200
+    assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
+    assert response.headers["x-frame-options"] == "DENY"
+    page.locator(rendered).first.wait_for()
+    page.wait_for_load_state("networkidle")
+    assert page.locator(rendered).count() > 3
+
+
+ATTACK_PAGE = """<!doctype html><title>elsewhere</title><script>
+const form = new FormData();
+const empty_zip = new Uint8Array(22);
+empty_zip.set([0x50, 0x4b, 0x05, 0x06]);
+form.append("file", new Blob([empty_zip]), "x.zip");
+fetch("%s/v1/batches", {method: "POST", mode: "no-cors", body: form})
+  .catch(() => null).finally(() => { document.title = "done"; });
+</script>"""
+
+
+@pytest.mark.issue(18)
+def test_web_cross_site_page_cannot_start_a_batch_job(server: LiveServer, browser: Any) -> None:
+    # Issue 18 item 9: a page on another origin started a batch job with a no-cors fetch.
+    # Here another site on this machine (a local one is what Chromium still lets reach
+    # loopback; other browsers let any site): http://localhost:<other port>.
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    page_html = (ATTACK_PAGE % server.url).encode()
+
+    class Attacker(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(page_html)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    elsewhere = ThreadingHTTPServer(("127.0.0.1", 0), Attacker)
+    threading.Thread(target=elsewhere.serve_forever, daemon=True).start()
+    context = browser.new_context()
+    page = context.new_page()
+    seen: list[int] = []
+    page.on("response", lambda r: seen.append(r.status) if "/v1/" in r.url else None)
+    jobs_before = {j["id"] for j in _jobs(server)}
+    try:
+        page.goto(f"http://localhost:{elsewhere.server_address[1]}/")
+        page.wait_for_function("document.title === 'done'")
+    finally:
+        context.close()
+        elsewhere.shutdown()
+        elsewhere.server_close()
+    assert seen == [403]  # sent by the browser, refused by the service
+    assert {j["id"] for j in _jobs(server)} == jobs_before
+
+
+def _jobs(server: LiveServer) -> list[dict[str, Any]]:
+    import urllib.request
+
+    with urllib.request.urlopen(server.url + "/v1/batches", timeout=30) as answer:
+        jobs: list[dict[str, Any]] = json.loads(answer.read())
+    return jobs

@@ -20,7 +20,7 @@ CODES = {"positive": 1, "negative": 0, "uncertain": -1}
 
 @pytest.fixture(scope="module")
 def chexpert_config() -> LabelerConfig:
-    return LabelerConfig(label_set="chexpert")
+    return LabelerConfig(label_set="chexpert-labeler")
 
 
 @pytest.fixture(scope="module")

@@ -111,18 +111,28 @@ def test_label_sets_are_data() -> None:
     cx14 = load_label_set("chestxray14")
     assert len(cx14.labels) == 14 and cx14.concepts == "concepts.v1"
     assert load_label_set("chestxray8").labels == cx14.labels[:8]
-    cxp = load_label_set("chexpert")
-    assert cxp.no_finding_ignores == {"Support Devices"}
-    assert cxp.rules == "chexpert.rules.v1"
+    labeler = load_label_set("chexpert-labeler")  # the CheXpert labeler's own conventions
+    assert labeler.no_finding_ignores == {"Support Devices"}
+    assert labeler.rules == "chexpert.rules.v1"
+    assert labeler.certainty_profile == "chexpert-labeler"
+    cxp = load_label_set("chexpert")  # what radiologists label: devices block No Finding
+    assert cxp.no_finding_ignores == frozenset() and cxp.certainty_profile == "radiologist"
+    assert ("Support Devices", "neg.resolved") in cxp.absent_when
     with pytest.raises(PatternFileError, match="unknown label set"):
         load_label_set("nih")
 
 
 def test_config_takes_files_from_the_label_set() -> None:
-    config = LabelerConfig(label_set="chexpert")
+    config = LabelerConfig(label_set="chexpert-labeler")
     assert (config.concepts, config.statements) == (
         "chexpert.concepts.v1",
         "chexpert.statements.v1",
+    )
+    config = LabelerConfig(label_set="chexpert")
+    assert (config.concepts, config.statements, config.certainty) == (
+        "chexpert.concepts.v2",
+        "chexpert.statements.v2",
+        "radiologist",
     )
     assert LabelerConfig(label_set="chexpert", rules="rules.v1").rules == "rules.v1"
 

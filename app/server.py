@@ -1,0 +1,397 @@
+"""How `cxr serve` holds up against slow and hostile clients.
+
+By itself uvicorn waits forever for a request head (its h11 protocol has only a keep-alive
+timeout), never bounds the wait between body chunks, accepts connections until the
+process runs out of file descriptors, and logs a warning per malformed request: about
+20,000 slow unauthenticated connections exhausted the descriptors, legitimate requests
+timed out for 80 s and the log grew 400 MB in 90 s. Here:
+
+- `guarded_protocol`: uvicorn's h11 protocol with a request-head deadline (a connection
+  whose request head is not complete `header_timeout_s` after it opened, or after its
+  previous response, gets 408 if it sent anything, and is closed) and a connection cap. At
+  the cap a new connection closes the oldest idle one (waiting for its request head, or
+  kept alive between requests), so a crowd of slow clients cannot lock out a client that
+  sends its request at once; only when every connection is busy with a request is the new
+  one answered 503 and closed. uvicorn's own `limit_concurrency` does not do this: it
+  counts idle connections too and acts only once a request head is complete.
+- `BodyTimeoutMiddleware`: 408 when a request body stalls (no data for `idle_timeout_s`)
+  or trickles below `min_rate` bytes a second.
+- `connection_budget`: raises the soft open-file limit to the hard one and sizes the
+  connection cap and the listen backlog so that the limit is never reached.
+- `RepeatFilter`: identical log records (same logger, level and message template) beyond
+  `limit` per `window_s` are dropped; the next one let through says how many were.
+
+Nothing here logs a client address or request content.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+from app.errors import ServiceError
+
+__all__ = [
+    "BodyTimeoutMiddleware",
+    "ConnectionBudget",
+    "RepeatFilter",
+    "RequestTimeout",
+    "connection_budget",
+    "guarded_protocol",
+    "install_repeat_filter",
+]
+
+log = logging.getLogger("app.server")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class RequestTimeout(ServiceError):
+    """The request body stalled; the connection is closed after the answer."""
+
+    status_code = 408
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.headers = {"Connection": "close"}
+
+
+# --- request bodies ------------------------------------------------------------------------
+
+
+class BodyTimeoutMiddleware:
+    """Answer 408 when a request body stalls while the app reads it.
+
+    Each wait for the next body chunk is bounded by `idle_timeout_s`; once the body has
+    been read for longer than that, it must also average at least `min_rate` bytes a
+    second (0: no minimum), so one byte every few seconds does not hold a connection
+    for hours. Only the body is bounded: once its last chunk is in, an app waiting on
+    `receive` for the client's disconnect is not.
+    """
+
+    def __init__(self, app: ASGIApp, *, idle_timeout_s: float, min_rate: float) -> None:
+        self.app = app
+        self.idle_timeout_s = idle_timeout_s
+        self.min_rate = min_rate
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        idle = self.idle_timeout_s
+        min_rate = self.min_rate
+        loop = asyncio.get_running_loop()
+        started: float | None = None
+        received = 0
+        done = False
+
+        async def timed_receive() -> Message:
+            nonlocal started, received, done
+            if done:
+                return await receive()
+            if started is None:
+                started = loop.time()
+            try:
+                message = await asyncio.wait_for(receive(), idle)
+            except TimeoutError:
+                log.warning("408: no request body data for %g s (CXR_BODY_TIMEOUT_S)", idle)
+                raise RequestTimeout(
+                    f"no request body data for {idle:g} s (CXR_BODY_TIMEOUT_S); send the "
+                    "body without pausing"
+                ) from None
+            if message["type"] != "http.request":
+                done = True
+                return message
+            received += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                done = True
+                return message
+            elapsed = loop.time() - started
+            if min_rate and elapsed > idle and received < min_rate * elapsed:
+                log.warning(
+                    "408: request body slower than %g bytes/s (CXR_BODY_MIN_RATE)", min_rate
+                )
+                raise RequestTimeout(
+                    f"request body arrives at {received / elapsed:.0f} bytes/s, below the "
+                    f"minimum of {min_rate:g} (CXR_BODY_MIN_RATE)"
+                )
+            return message
+
+        await self.app(scope, timed_receive, send)
+
+
+# --- connections ---------------------------------------------------------------------------
+
+_RESPONSE_408 = (
+    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+    b"connection: close\r\ncontent-length: %d\r\n\r\n%s"
+)
+_RESPONSE_503 = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+    b"retry-after: 5\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s"
+)
+
+
+def _raw_response(template: bytes, detail: str, error: str) -> bytes:
+    import json
+
+    body = json.dumps({"detail": detail, "error": error}).encode()
+    return template % (len(body), body)
+
+
+# A refused connection is kept half-closed this long (at most this many at once).
+_LINGER_S = 1.0
+_LINGER_MAX = 64
+
+
+def guarded_protocol(*, header_timeout_s: float, max_connections: int) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol with a request-head deadline and a connection cap.
+
+    Pass the class as `uvicorn.run(..., http=...)`. Each call makes a class with its own
+    registry of idle connections: one per server.
+
+    Args:
+        header_timeout_s: a request head must be complete this long after the connection
+            opened or its previous response was sent (408 if partly sent, then closed).
+        max_connections: open connections at most; see the module docstring.
+    """
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    timeout_408 = _raw_response(
+        _RESPONSE_408,
+        f"the request head was not complete within {header_timeout_s:g} s (CXR_HEADER_TIMEOUT_S)",
+        "RequestTimeout",
+    )
+    busy_503 = _raw_response(
+        _RESPONSE_503,
+        f"the server is at its limit of {max_connections} connections, all busy with "
+        "requests (CXR_MAX_CONNECTIONS); retry shortly",
+        "ServiceUnavailable",
+    )
+    # Connections with no request in progress, the longest idle first.
+    idle: OrderedDict[GuardedH11Protocol, None] = OrderedDict()
+    lingering = [0]  # refused connections still open
+
+    class GuardedH11Protocol(H11Protocol):
+        _head_timer: asyncio.TimerHandle | None = None
+        _refused = False
+        _lingers = False
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            if len(self.connections) >= max_connections:
+                if idle:
+                    oldest, _ = idle.popitem(last=False)
+                    oldest._close("connection limit reached: closed the longest idle connection")
+                else:
+                    self._refuse(transport)
+                    return
+            super().connection_made(transport)  # type: ignore[arg-type]
+            self._await_head()
+
+        def _refuse(self, transport: asyncio.BaseTransport) -> None:
+            # 503, then half-close and read what the client sends for a moment: closing a
+            # socket with unread data resets it, and the client would never see the 503.
+            # At most `_LINGER_MAX` linger at once (they hold a descriptor each).
+            log.warning("503: every connection is busy (CXR_MAX_CONNECTIONS)")
+            self._refused = True
+            assert isinstance(transport, asyncio.Transport)
+            transport.write(busy_503)
+            if lingering[0] >= _LINGER_MAX or not transport.can_write_eof():
+                transport.close()
+                return
+            lingering[0] += 1
+            self._lingers = True
+            transport.write_eof()
+            self.loop.call_later(_LINGER_S, transport.close)
+
+        def data_received(self, data: bytes) -> None:
+            if not self._refused:
+                super().data_received(data)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._refused:
+                if self._lingers:
+                    lingering[0] -= 1
+                return
+            idle.pop(self, None)
+            self._cancel_head_timer()
+            super().connection_lost(exc)
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self._busy():
+                idle.pop(self, None)
+                self._cancel_head_timer()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing() and not self._busy():
+                self._await_head()
+
+        def _busy(self) -> bool:
+            return self.cycle is not None and not self.cycle.response_complete
+
+        def _await_head(self) -> None:
+            idle[self] = None
+            idle.move_to_end(self)
+            self._cancel_head_timer()
+            self._head_timer = self.loop.call_later(header_timeout_s, self._head_timeout)
+
+        def _cancel_head_timer(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_timeout(self) -> None:
+            self._head_timer = None
+            if self.transport.is_closing() or self._busy():
+                return
+            partial, _ = self.conn.trailing_data
+            if partial and self.conn.their_state is h11.IDLE:
+                self.transport.write(timeout_408)
+            self._close(
+                "408: closed a connection whose request head was not complete within "
+                "CXR_HEADER_TIMEOUT_S"
+            )
+
+        def _close(self, reason: str) -> None:
+            log.warning(reason)
+            idle.pop(self, None)
+            self._cancel_head_timer()
+            self.transport.close()
+
+    return GuardedH11Protocol
+
+
+# --- file descriptors ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConnectionBudget:
+    """Connection cap and listen backlog that fit the process's open-file limit.
+
+    Attributes:
+        max_connections: the cap to enforce (the setting, or less if the limit needs it).
+        backlog: the listen backlog (accepted sockets arrive before the cap is checked).
+        open_files: the soft RLIMIT_NOFILE after raising it (0: unknown, no resource module).
+    """
+
+    max_connections: int
+    backlog: int
+    open_files: int
+
+
+def connection_budget(requested: int) -> ConnectionBudget:
+    """Raise the soft open-file limit to the hard one and fit the connection cap below it.
+
+    Each connection may hold two descriptors (its socket and a spooled upload), sockets
+    accepted in one batch (up to the backlog) are open before the cap applies, and the
+    process needs the descriptors it already holds plus a margin (database, logs, batch
+    files). So: cap = min(requested, (limit - open now - 64 - backlog) / 2), at least 8.
+    """
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return ConnectionBudget(requested, 1024, 0)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    ceiling = hard if hard != resource.RLIM_INFINITY else 1 << 20
+    if soft == resource.RLIM_INFINITY or soft < ceiling:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (ceiling, hard))
+            soft = ceiling
+        except (ValueError, OSError):
+            log.warning("could not raise the open-file limit from %d to %d", soft, ceiling)
+    try:
+        in_use = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        in_use = 64
+    backlog = max(16, min(1024, soft // 8))
+    fit = (soft - in_use - 64 - backlog) // 2
+    cap = max(8, min(requested, fit))
+    if cap < requested:
+        log.warning(
+            "serving at most %d connections, not CXR_MAX_CONNECTIONS=%d: the open-file "
+            "limit is %d (raise it with `ulimit -n` or the container's nofile)",
+            cap,
+            requested,
+            soft,
+        )
+    return ConnectionBudget(cap, backlog, int(soft))
+
+
+# --- logs ----------------------------------------------------------------------------------
+
+
+class RepeatFilter(logging.Filter):
+    """Drop identical records beyond `limit` per `window_s`; say how many were dropped.
+
+    Records are identical when their logger, level and message template (before `%`
+    arguments) are, so "Invalid HTTP request received." from a flood of bad requests, or
+    a timeout warning per slow client, grows the log by at most `limit` lines per
+    window. The first record let through after a window with drops carries "[N similar
+    messages suppressed in the last W s]". At most `max_keys` templates are tracked (the
+    least recently seen is forgotten), so the filter's own memory is bounded.
+    """
+
+    def __init__(
+        self,
+        limit: int,
+        window_s: float,
+        *,
+        min_level: int = logging.WARNING,
+        max_keys: int = 1024,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__()
+        self.limit = limit
+        self.window_s = window_s
+        self.min_level = min_level
+        self.max_keys = max_keys
+        self.clock = clock
+        # key -> [window start, records let through in it, records dropped in it]
+        self._seen: OrderedDict[tuple[str, int, str], list[float]] = OrderedDict()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < self.min_level or self.limit <= 0:
+            return True
+        key = (record.name, record.levelno, str(record.msg))
+        now = self.clock()
+        entry = self._seen.get(key)
+        if entry is None or now - entry[0] >= self.window_s:
+            dropped = int(entry[2]) if entry is not None else 0
+            self._seen[key] = [now, 1, 0]
+            self._seen.move_to_end(key)
+            while len(self._seen) > self.max_keys:
+                self._seen.popitem(last=False)
+            if dropped:
+                record.msg = (
+                    f"{record.getMessage()} [{dropped} similar messages suppressed in the "
+                    f"last {self.window_s:g} s]"
+                )
+                record.args = None
+            return True
+        self._seen.move_to_end(key)
+        if entry[1] < self.limit:
+            entry[1] += 1
+            return True
+        entry[2] += 1
+        return False
+
+
+def install_repeat_filter(limit: int, window_s: float) -> None:
+    """Put one `RepeatFilter` on every handler of the root logger (where uvicorn's,
+    asyncio's and the app's records end up when `log_config=None`)."""
+    flood = RepeatFilter(limit, window_s)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(flood)

@@ -1,0 +1,396 @@
+"""Hostile HTTP clients against a real `cxr serve` on loopback (issue 18 items 6, 7, 10).
+
+Starts `python -m app.cli serve` as a subprocess on a free loopback port (SQLite in a
+temp folder, one API key, a batch root), one fresh server per scenario so that each
+peak RSS (VmHWM from /proc/<pid>/status) is that scenario's own:
+
+- `nokey`: a large JSON body (`--nokey-mb`, default 99 MiB: under main's 100 MiB
+  limit) to POST /v1/reports/label without X-API-Key. Measures the time to the answer,
+  how much of the body the client had sent by then, the server's peak RSS and the worst
+  /healthz latency seen by a prober polling every 50 ms meanwhile (an event-loop stall
+  shows there).
+- `batch`: a large JSON body (`--batch-mb`, default 200 MiB, one huge `path`) to
+  POST /v1/batches with the key: time, bytes sent, answer status and size (an echoed
+  input shows as an answer as large as the body), peak RSS, worst /healthz latency.
+- `methods`: `--methods` (default 2,000) requests to /healthz, each with its own method
+  name, then GET /metrics: its size and (median of 3) time.
+- `atlimit`: `--atlimit-n` (10) JSON bodies just under `--atlimit-mb` (2 MiB, the default
+  CXR_MAX_JSON_MB) to POST /v1/batches with the key, one `path` that long: the most a
+  client can now make the service parse on its event loop. Median time, answer size,
+  worst /healthz latency, peak RSS.
+
+Give `--code` to measure another checkout (e.g. the unchanged main):
+
+    python benchmarks/hostile_http.py                       # this checkout
+    python benchmarks/hostile_http.py --code /work/main     # the same against main
+    python benchmarks/hostile_http.py --only methods --methods 500
+
+Every loop is bounded: bodies are streamed in 1 MiB pieces and sending stops as soon as
+the server answers (or after `--timeout` seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import os
+import select
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+KEY = "benchmark-key-0123456789abcdef"
+CHUNK = 1 << 20
+
+
+def _say(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _vm_mib(pid: int, field: str) -> float:
+    """A /proc/<pid>/status memory field (VmHWM, VmRSS) in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class Server:
+    """`cxr serve` from `code` in a subprocess, on a free loopback port."""
+
+    def __init__(self, code: Path, tmp: Path, startup_timeout: float) -> None:
+        self.port = _free_port()
+        (tmp / "roots").mkdir(parents=True, exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CXR_")}
+        env.update(
+            PYTHONPATH=str(code),
+            CXR_API_KEYS=KEY,
+            CXR_STORAGE_DIR=str(tmp / "storage"),
+            CXR_BATCH_ROOTS=str(tmp / "roots"),
+            CXR_RUN_BATCH_JOBS="false",
+        )
+        cmd = [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1"]
+        cmd += ["--port", str(self.port), "--log-level", "warning"]
+        self.log = (tmp / "server.log").open("wb")
+        # cwd too: `python -m` puts the working folder first on sys.path.
+        self.process = subprocess.Popen(cmd, cwd=code, env=env, stdout=self.log, stderr=self.log)
+        deadline = time.monotonic() + startup_timeout
+        while True:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the server did not start; see {tmp / 'server.log'}")
+            try:
+                if _get(self.port, "/healthz", timeout=2.0)[0] == 200:
+                    break
+            except OSError:
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.log.close()
+
+
+def _get(port: int, path: str, timeout: float = 30.0) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+class HealthProber:
+    """Polls /healthz every 50 ms on a fresh connection; records each latency."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.latencies: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            start = time.perf_counter()
+            with contextlib.suppress(OSError):
+                _get(self.port, "/healthz", timeout=120.0)
+            self.latencies.append(time.perf_counter() - start)
+            self._stop.wait(0.05)
+
+    def __enter__(self) -> HealthProber:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=130)
+
+    def summary(self) -> dict[str, float]:
+        ordered = sorted(self.latencies) or [float("nan")]
+        return {
+            "healthz_max_ms": 1000 * ordered[-1],
+            "healthz_p50_ms": 1000 * statistics.median(ordered),
+        }
+
+
+def _read_response(sock: socket.socket, timeout: float) -> tuple[int, int]:
+    """Read one HTTP response (status, body bytes) off a raw socket."""
+    sock.settimeout(timeout)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        piece = sock.recv(65536)
+        if not piece:
+            break
+        data += piece
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1]) if lines and lines[0].startswith("HTTP/") else 0
+    length = None
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "content-length":
+            length = int(value.strip())
+    received = len(body)
+    while length is None or received < length:
+        try:
+            piece = sock.recv(1 << 20)
+        except (TimeoutError, OSError):
+            break
+        if not piece:
+            break
+        received += len(piece)
+    return status, received
+
+
+def post_streamed(
+    port: int,
+    path: str,
+    headers: dict[str, str],
+    prefix: bytes,
+    filler: int,
+    suffix: bytes,
+    timeout: float,
+) -> dict[str, Any]:
+    """POST `prefix + b"a" * filler + suffix`, streamed; stop sending once an answer comes."""
+    total = len(prefix) + filler + len(suffix)
+    head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {total}\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+    sock = socket.create_connection(("127.0.0.1", port))
+    start = time.perf_counter()
+    sock.sendall(head.encode("latin-1") + prefix)
+    sent = len(prefix)
+    filler_left = filler
+    piece = b"a" * CHUNK
+    pending = b""
+    answered = False
+    sock.setblocking(False)
+    deadline = start + timeout
+    while time.monotonic() < deadline and sent < total:
+        readable, writable, _ = select.select([sock], [sock], [], 1.0)
+        if readable:
+            answered = True
+            break
+        if writable:
+            if not pending:
+                if filler_left:
+                    pending = piece[: min(CHUNK, filler_left)]
+                    filler_left -= len(pending)
+                else:
+                    pending = suffix
+            try:
+                n = sock.send(pending)
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            sent += n
+            pending = pending[n:]
+    sock.setblocking(True)
+    status, size = _read_response(sock, max(deadline - time.monotonic(), 1.0))
+    elapsed = time.perf_counter() - start
+    sock.close()
+    return {
+        "status": status,
+        "seconds": elapsed,
+        "sent_mib": sent / 2**20,
+        "body_mib": total / 2**20,
+        "answer_bytes": size,
+        "answered_while_sending": answered,
+    }
+
+
+def scenario_nokey(code: Path, args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="cxr-hostile-") as tmp:
+        server = Server(code, Path(tmp), args.startup_timeout)
+        try:
+            idle = _vm_mib(server.process.pid, "VmHWM")
+            with HealthProber(server.port) as prober:
+                result = post_streamed(
+                    server.port,
+                    "/v1/reports/label",
+                    {"Content-Type": "application/json"},
+                    b'{"text": "',
+                    int(args.nokey_mb * 2**20),
+                    b'"}',
+                    args.timeout,
+                )
+                time.sleep(0.2)
+            result.update(prober.summary())
+            result["rss_idle_mib"] = idle
+            result["rss_peak_mib"] = _vm_mib(server.process.pid, "VmHWM")
+        finally:
+            server.stop()
+    return result
+
+
+def scenario_batch(code: Path, args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="cxr-hostile-") as tmp:
+        server = Server(code, Path(tmp), args.startup_timeout)
+        try:
+            idle = _vm_mib(server.process.pid, "VmHWM")
+            with HealthProber(server.port) as prober:
+                result = post_streamed(
+                    server.port,
+                    "/v1/batches",
+                    {"Content-Type": "application/json", "X-API-Key": KEY},
+                    b'{"path": "',
+                    int(args.batch_mb * 2**20),
+                    b'"}',
+                    args.timeout,
+                )
+                time.sleep(0.2)
+            result.update(prober.summary())
+            result["rss_idle_mib"] = idle
+            result["rss_peak_mib"] = _vm_mib(server.process.pid, "VmHWM")
+        finally:
+            server.stop()
+    return result
+
+
+def scenario_methods(code: Path, args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="cxr-hostile-") as tmp:
+        server = Server(code, Path(tmp), args.startup_timeout)
+        try:
+            idle = _vm_mib(server.process.pid, "VmHWM")
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+            start = time.perf_counter()
+            statuses: dict[int, int] = {}
+            for i in range(args.methods):
+                conn.request(f"M{i:06d}", "/healthz")
+                response = conn.getresponse()
+                response.read()
+                statuses[response.status] = statuses.get(response.status, 0) + 1
+                if response.will_close:
+                    conn.close()
+                    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+            sending = time.perf_counter() - start
+            conn.close()
+            scrapes = []
+            size = 0
+            for _ in range(3):
+                t0 = time.perf_counter()
+                status, body = _get(server.port, "/metrics", timeout=600)
+                scrapes.append(time.perf_counter() - t0)
+                size = len(body)
+            result = {
+                "requests": args.methods,
+                "statuses": statuses,
+                "requests_seconds": sending,
+                "metrics_status": status,
+                "metrics_bytes": size,
+                "metrics_scrape_ms": 1000 * statistics.median(scrapes),
+                "rss_idle_mib": idle,
+                "rss_peak_mib": _vm_mib(server.process.pid, "VmHWM"),
+            }
+        finally:
+            server.stop()
+    return result
+
+
+def scenario_atlimit(code: Path, args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="cxr-hostile-") as tmp:
+        server = Server(code, Path(tmp), args.startup_timeout)
+        try:
+            idle = _vm_mib(server.process.pid, "VmHWM")
+            runs = []
+            with HealthProber(server.port) as prober:
+                for _ in range(args.atlimit_n):
+                    runs.append(
+                        post_streamed(
+                            server.port,
+                            "/v1/batches",
+                            {"Content-Type": "application/json", "X-API-Key": KEY},
+                            b'{"path": "',
+                            int(args.atlimit_mb * 2**20) - 64,
+                            b'"}',
+                            args.timeout,
+                        )
+                    )
+                time.sleep(0.2)
+            result: dict[str, Any] = {
+                "requests": len(runs),
+                "body_mib": runs[0]["body_mib"],
+                "statuses": sorted({r["status"] for r in runs}),
+                "seconds_median": statistics.median(r["seconds"] for r in runs),
+                "answer_bytes_max": max(r["answer_bytes"] for r in runs),
+            }
+            result.update(prober.summary())
+            result["rss_idle_mib"] = idle
+            result["rss_peak_mib"] = _vm_mib(server.process.pid, "VmHWM")
+        finally:
+            server.stop()
+    return result
+
+
+SCENARIOS = {
+    "nokey": scenario_nokey,
+    "batch": scenario_batch,
+    "methods": scenario_methods,
+    "atlimit": scenario_atlimit,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--code", type=Path, default=ROOT, help="checkout to serve (PYTHONPATH)")
+    parser.add_argument("--only", choices=sorted(SCENARIOS), action="append")
+    parser.add_argument("--nokey-mb", type=float, default=99.0)
+    parser.add_argument("--batch-mb", type=float, default=200.0)
+    parser.add_argument("--methods", type=int, default=2000)
+    parser.add_argument("--atlimit-mb", type=float, default=2.0, help="body of `atlimit`")
+    parser.add_argument("--atlimit-n", type=int, default=10, help="requests of `atlimit`")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
+    parser.add_argument("--startup-timeout", type=float, default=180.0)
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args(argv)
+    figures: dict[str, Any] = {"code": str(args.code.resolve())}
+    for name in args.only or list(SCENARIOS):
+        figures[name] = SCENARIOS[name](args.code.resolve(), args)
+        _say(f"{name}: {json.dumps(figures[name], sort_keys=True, default=str)}")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

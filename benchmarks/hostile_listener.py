@@ -1,0 +1,272 @@
+"""Hostile senders against `cxr listen` on loopback (issue 18 items 4 and 5).
+
+Starts a fresh `cxr listen` (no model, the code on PYTHONPATH) for each scenario and
+prints one line per scenario:
+
+- flood-close: 10 TCP connections from 127.0.0.2 each send a 16-byte A-ASSOCIATE-RQ
+  header claiming 4 GiB and close; then a real sender (C-ECHO from 127.0.0.1) retries
+  every 0.2 s: how long until it is accepted, and until 127.0.0.2 itself is accepted again
+  (every slot the flood took is free).
+- flood-stall: the same, but the 10 sockets stay open, sending nothing more.
+- flood-partial: 10 sockets from 127.0.0.2 send 10 bytes of an A-ASSOCIATE-RQ that
+  announces 200 and stay open (a slow handshake rather than a lying one).
+- keepalive: 10 associations from 127.0.0.2 each send a C-ECHO every 5 s; can a real
+  sender from 127.0.0.1 associate within --wait seconds?
+- store: one C-STORE of a --store-mb MB dataset (a sparse file, sent in chunks so the
+  sender stays small): the answer; the listener's RSS before, at most while the dataset
+  is received (sampled every 10 ms until the answer), its peak (VmHWM, which includes the
+  worker reading an accepted file) and its RSS 3 s after.
+
+Compare the current code with main by running the same script with another PYTHONPATH:
+
+    nice -n 10 env PYTHONPATH=. python benchmarks/hostile_listener.py --store-mb 200
+    nice -n 10 env PYTHONPATH=/work/main python benchmarks/hostile_listener.py --store-mb 200
+
+`--listen-args` passes extra flags to `cxr listen` (e.g. "--max-dataset-mb 256", which
+main does not know).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shlex
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from pydicom.dataset import Dataset, FileMetaDataset
+from pydicom.uid import UID, ExplicitVRLittleEndian, generate_uid
+from pynetdicom import AE, _config
+from pynetdicom.sop_class import Verification  # type: ignore[attr-defined]
+
+DX = UID("1.2.840.10008.5.1.4.1.1.1.1")
+SCENARIOS = ("flood-close", "flood-stall", "flood-partial", "keepalive", "store")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _kib(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+@contextmanager
+def _listener(tmp: Path, extra: list[str]) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    port = _free_port()
+    command = [
+        sys.executable, "-m", "app.cli", "listen", "--host", "127.0.0.1", "--port", str(port),
+        "--ae-title", "CXR", "--out", str(tmp / f"out-{port}.jsonl"), "--log-level", "warning",
+        *extra,
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CXR_")}
+    # cwd: `python -m` puts the working directory first on sys.path, before PYTHONPATH.
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp)
+    try:
+        assert process.stderr is not None
+        banner = process.stderr.readline()
+        if not banner.startswith("cxr listen:"):
+            raise RuntimeError(f"cxr listen did not start: {banner}{process.stderr.read()}")
+        threading.Thread(target=process.stderr.read, daemon=True).start()  # drain
+        yield process, port
+    finally:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _echo(port: int, bind: str = "127.0.0.1") -> str:
+    """One association with a C-ECHO: 'ok', 'rejected' or 'failed'."""
+    ae = AE(ae_title="BENCH")
+    ae.add_requested_context(Verification)
+    ae.acse_timeout = ae.network_timeout = 5
+    assoc = ae.associate("127.0.0.1", port, ae_title="CXR", bind_address=(bind, 0))
+    if assoc.is_established:
+        status = assoc.send_c_echo()
+        assoc.release()
+        return "ok" if status and status.Status == 0 else "failed"
+    return "rejected" if assoc.is_rejected else "failed"
+
+
+def _until_accepted(port: int, wait: float, bind: str = "127.0.0.1") -> float | None:
+    """Seconds until a C-ECHO association from `bind` succeeds (retried every 0.2 s)."""
+    began = time.monotonic()
+    while time.monotonic() - began < wait:
+        if _echo(port, bind) == "ok":
+            return time.monotonic() - began
+        time.sleep(0.2)
+    return None
+
+
+def _seconds(value: float | None, wait: float) -> str:
+    return f"after {value:.1f} s" if value is not None else f"still refused after {wait:.0f} s"
+
+
+def _flood(port: int, wait: float, *, close: bool, partial: bool = False) -> str:
+    if partial:  # announces 200 bytes, sends 4 of the body
+        header = struct.pack(">BBL", 0x01, 0, 200) + bytes(4)
+    else:  # 16 bytes, announcing 4 GiB
+        header = struct.pack(">BBL", 0x01, 0, 0xFFFFFFFF) + bytes(10)
+    began = time.monotonic()
+    sockets = []
+    for _ in range(10):
+        s = socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.2", 0))
+        s.sendall(header)
+        if close:
+            s.close()
+        else:
+            sockets.append(s)
+    try:
+        real = _until_accepted(port, wait)
+        again = _until_accepted(port, max(0.0, wait - (time.monotonic() - began)), "127.0.0.2")
+        if again is not None:
+            again = time.monotonic() - began
+    finally:
+        for s in sockets:
+            s.close()
+    return (
+        f"real sender (127.0.0.1) accepted {_seconds(real, wait)}; the flooding address "
+        f"accepted again {_seconds(again, wait)}"
+    )
+
+
+def _keepalive(port: int, wait: float) -> str:
+    stop = threading.Event()
+    held = []
+    for _ in range(10):
+        ae = AE(ae_title="KEEPALIVE")
+        ae.add_requested_context(Verification)
+        assoc = ae.associate("127.0.0.1", port, ae_title="CXR", bind_address=("127.0.0.2", 0))
+        if assoc.is_established:
+            held.append(assoc)
+
+    def ping() -> None:
+        while not stop.wait(5):
+            for assoc in held:
+                if assoc.is_established:
+                    assoc.send_c_echo()
+
+    pinger = threading.Thread(target=ping, daemon=True)
+    pinger.start()
+    try:
+        result = _until_accepted(port, wait)
+    finally:
+        stop.set()
+        pinger.join()
+        for assoc in held:
+            if assoc.is_established:
+                assoc.release()
+    return (
+        f"{len(held)} of 10 keep-alive associations from 127.0.0.2 held; real sender "
+        f"(127.0.0.1) accepted {_seconds(result, wait)}"
+    )
+
+
+def _sparse_dicom(path: Path, size: int) -> None:
+    """A DX whose Pixel Data is `size` bytes of zeros, written as a sparse file."""
+    ds = Dataset()
+    ds.file_meta = FileMetaDataset()
+    ds.file_meta.TransferSyntaxUID = ExplicitVRLittleEndian
+    ds.file_meta.MediaStorageSOPClassUID = ds.SOPClassUID = DX
+    ds.file_meta.MediaStorageSOPInstanceUID = ds.SOPInstanceUID = generate_uid()
+    ds.StudyInstanceUID, ds.SeriesInstanceUID = generate_uid(), generate_uid()
+    ds.Modality = "DX"
+    side = min(65535, math.isqrt(size // 2))
+    ds.Rows = ds.Columns = side
+    ds.SamplesPerPixel, ds.PhotometricInterpretation = 1, "MONOCHROME2"
+    ds.BitsAllocated, ds.BitsStored, ds.HighBit, ds.PixelRepresentation = 16, 12, 11, 0
+    ds.save_as(path, enforce_file_format=True)
+    with path.open("ab") as f:  # (7FE0,0010) OW, explicit VR little endian, then zeros
+        f.write(struct.pack("<HH2sHL", 0x7FE0, 0x0010, b"OW", 0, size))
+        f.truncate(f.tell() + size)
+
+
+def _store(port: int, pid: int, path: Path, size_mb: int) -> str:
+    _config.STORE_SEND_CHUNKED_DATASET = True
+    ae = AE(ae_title="BENCH")
+    ae.add_requested_context(DX, ExplicitVRLittleEndian)
+    ae.acse_timeout = ae.network_timeout = 120
+    before = _kib(pid, "VmRSS")
+    receiving = [before]
+    sending = threading.Event()
+
+    def sample() -> None:  # the listener's RSS while the dataset is received
+        while not sending.wait(0.01):
+            receiving[0] = max(receiving[0], _kib(pid, "VmRSS"))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    began = time.monotonic()
+    assoc = ae.associate("127.0.0.1", port, ae_title="CXR", max_pdu=65536)
+    if not assoc.is_established:
+        return f"store {size_mb} MB: association {'rejected' if assoc.is_rejected else 'failed'}"
+    sampler.start()
+    try:
+        status = assoc.send_c_store(path)
+        answer = f"status 0x{int(status.Status):04X}" if status else "no answer (aborted)"
+    except (OSError, RuntimeError) as exc:
+        answer = f"no answer ({type(exc).__name__})"
+    finally:
+        sending.set()
+        sampler.join()
+        if assoc.is_established:
+            assoc.release()
+    elapsed = time.monotonic() - began
+    time.sleep(3)  # the worker reads what was accepted
+    peak, after = _kib(pid, "VmHWM"), _kib(pid, "VmRSS")
+    return (
+        f"store {size_mb} MB: {answer} after {elapsed:.1f} s; listener RSS {before / 1024:.0f} MB "
+        f"before, {receiving[0] / 1024:.0f} MB at most while receiving, peak {peak / 1024:.0f} "
+        f"MB with processing, {after / 1024:.0f} MB 3 s after"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--scenario", action="append", choices=SCENARIOS, help="(all)")
+    parser.add_argument("--wait", type=float, default=75.0, help="seconds a sender retries")
+    parser.add_argument("--store-mb", type=int, default=200, help="dataset size for `store`")
+    parser.add_argument("--listen-args", default="", help="extra `cxr listen` flags")
+    args = parser.parse_args()
+    extra = shlex.split(args.listen_args)
+    code = os.environ.get("PYTHONPATH", "(installed)")
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        for scenario in args.scenario or SCENARIOS:
+            with _listener(tmp, extra) as (process, port):
+                if scenario == "flood-close":
+                    line = _flood(port, args.wait, close=True)
+                elif scenario == "flood-stall":
+                    line = _flood(port, args.wait, close=False)
+                elif scenario == "flood-partial":
+                    line = _flood(port, args.wait, close=False, partial=True)
+                elif scenario == "keepalive":
+                    line = _keepalive(port, args.wait)
+                else:
+                    path = tmp / "big.dcm"
+                    _sparse_dicom(path, args.store_mb * 1024 * 1024)
+                    line = _store(port, process.pid, path, args.store_mb)
+                    path.unlink()
+            sys.stdout.write(f"hostile_listener [{code}] {scenario}: {line}\n")
+            sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

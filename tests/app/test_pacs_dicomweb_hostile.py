@@ -1,0 +1,455 @@
+"""A hostile DICOMweb server (issue 18, items 2, 3 and 14), over real loopback HTTP:
+the client, `cxr batch --dicomweb` and the service's jobs stay bounded in memory and
+time, fail clearly, and fail only what the server broke."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import tracemalloc
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pydicom
+import pytest
+from fastapi.testclient import TestClient
+from hostile_pacs import HostileDicomweb, tag
+from service_fixtures import build_dataset, chest_pixels, free_port, to_bytes, wait_for_job
+
+from app.batch.dicomweb_source import ref_from_key
+from app.cli import main
+from app.main import create_app
+from app.pacs.dicomweb import (
+    DicomwebAborted,
+    DicomwebClient,
+    DicomwebError,
+    DicomwebLimits,
+    InstanceRef,
+    SearchFailure,
+)
+from app.settings import Settings
+
+pytestmark = pytest.mark.issue(18)
+
+WADO = r"/instances/[^/]+$"
+MiB = 2**20
+
+
+def _images(n: int, *, study: str | None = None, series: str | None = None) -> list[bytes]:
+    study = study or pydicom.uid.generate_uid()
+    out = []
+    for i in range(n):
+        ds = build_dataset(pixels=chest_pixels(64, 64, seed=i), study_uid=study)
+        if series is not None:
+            ds.SeriesInstanceUID = series
+        out.append(to_bytes(ds))
+    return out
+
+
+def _ref(data: bytes) -> InstanceRef:
+    ds = pydicom.dcmread(io.BytesIO(data), stop_before_pixels=True)
+    return InstanceRef(ds.StudyInstanceUID, ds.SeriesInstanceUID, ds.SOPInstanceUID)
+
+
+@pytest.fixture
+def one_image() -> Iterator[tuple[HostileDicomweb, InstanceRef]]:
+    data = _images(1)
+    with HostileDicomweb(data) as pacs:
+        yield pacs, _ref(data[0])
+
+
+def _client(pacs: HostileDicomweb, **limits: int) -> DicomwebClient:
+    timeout = limits.pop("timeout", 10)
+    return DicomwebClient(pacs.url, timeout=timeout, limits=DicomwebLimits(**limits))
+
+
+# --- bytes: gzip bombs and huge answers ----------------------------------------------------
+
+
+def test_dicomweb_gzip_bomb_is_cut_at_the_cap_while_inflating(
+    one_image: tuple[HostileDicomweb, InstanceRef],
+) -> None:
+    pacs, ref = one_image
+    pacs.on(WADO, pacs.gzip_bomb(decoded=64 * MiB))  # ~64 KB on the wire
+    tracemalloc.start()
+    try:
+        with _client(pacs, max_instance_bytes=MiB) as web, pytest.raises(DicomwebError) as err:
+            web.retrieve_instance(ref)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "larger than 1 MiB (decoded)" in str(err.value)
+    assert "CXR_DICOMWEB_MAX_INSTANCE_MB" in str(err.value)
+    assert peak < 8 * MiB  # main inflated all 64 MiB before looking
+
+
+def test_dicomweb_huge_answer_is_cut_on_the_wire_not_read_whole(
+    one_image: tuple[HostileDicomweb, InstanceRef],
+) -> None:
+    pacs, ref = one_image
+    pacs.on(WADO, pacs.huge(512 * MiB, declare_length=False))
+    with _client(pacs, max_instance_bytes=MiB) as web, pytest.raises(DicomwebError) as err:
+        web.retrieve_instance(ref)
+    assert "larger than 1 MiB" in str(err.value)
+    time.sleep(0.2)
+    assert pacs.bytes_sent < 64 * MiB and pacs.hangups == 1  # the client hung up early
+
+    pacs.on(WADO, pacs.huge(512 * MiB))  # declared: refused from its Content-Length
+    with _client(pacs, max_instance_bytes=MiB) as web, pytest.raises(DicomwebError) as err:
+        web.retrieve_instance(ref)
+    assert "(declared Content-Length 53687" in str(err.value)  # 512 MiB and its head
+
+
+def test_dicomweb_answers_under_the_caps_still_arrive(
+    one_image: tuple[HostileDicomweb, InstanceRef],
+) -> None:
+    pacs, ref = one_image
+    with _client(pacs, max_instance_bytes=MiB, max_json_bytes=4096) as web:
+        assert [r for r in web.iter_instances() if isinstance(r, InstanceRef)] == [ref]
+        assert web.retrieve_instance(ref) == pacs.files[ref.sop_instance_uid]
+    pacs.on(WADO, pacs.gzip_bomb(decoded=MiB))  # exactly at the cap: accepted
+    with _client(pacs, max_instance_bytes=MiB) as web, pytest.raises(DicomwebError) as err:
+        web.retrieve_instance(ref)
+    assert "boundary" not in str(err.value) and "expected one DICOM part, got 0" in str(err.value)
+
+
+def _studies_json(uid: str) -> bytes:
+    return json.dumps([tag("0020000D", uid)]).encode()
+
+
+@pytest.mark.parametrize(
+    ("coding", "pack", "error"),
+    [
+        ("gzip", lambda b: gzip.compress(b), None),
+        ("deflate", lambda b: zlib.compress(b), None),  # zlib-wrapped, as the RFC says
+        ("deflate", lambda b: zlib.compress(b)[2:-4], None),  # raw, as some servers send
+        ("gzip", lambda b: gzip.compress(b)[:20] + b"garbage" * 10, "the gzip answer is corrupt"),
+        ("br", lambda b: b, "unsupported Content-Encoding 'br'"),
+    ],
+    ids=["gzip", "deflate-zlib", "deflate-raw", "corrupt-gzip", "brotli"],
+)
+def test_dicomweb_compressed_answers_inflate_or_fail_cleanly(
+    one_image: tuple[HostileDicomweb, InstanceRef],
+    coding: str,
+    pack: Callable[[bytes], bytes],
+    error: str | None,
+) -> None:
+    pacs, ref = one_image
+    body = pack(_studies_json(ref.study_instance_uid))
+    pacs.on(r"/studies$", pacs.raw(body, Content_Encoding=coding))
+    with _client(pacs) as web:
+        if error is None:
+            assert web.search_studies() == [ref.study_instance_uid]
+        else:
+            with pytest.raises(DicomwebError, match=error):
+                web.search_studies()
+
+
+# --- time: a deadline for the whole request ------------------------------------------------
+
+
+@pytest.mark.parametrize("head", [False, True], ids=["slow-body", "slow-headers"])
+def test_dicomweb_deadline_bounds_the_whole_request_not_each_read(
+    one_image: tuple[HostileDicomweb, InstanceRef], head: bool
+) -> None:
+    pacs, ref = one_image
+    pacs.on(WADO, pacs.slow(0.1, head=head))  # a byte every 0.1 s: no read ever times out
+    began = time.monotonic()
+    with _client(pacs, timeout=1) as web, pytest.raises(DicomwebError) as err:
+        web.retrieve_instance(ref)
+    assert time.monotonic() - began < 2.0
+    assert "no complete answer within 1 s" in str(err.value)
+
+
+def test_dicomweb_abort_cuts_the_request_in_flight(
+    one_image: tuple[HostileDicomweb, InstanceRef],
+) -> None:
+    pacs, ref = one_image
+    pacs.on(WADO, pacs.slow(0.2, body=b"x" * 10**6))
+    web = _client(pacs, timeout=60)
+    threading.Timer(0.5, web.abort, args=("job cancelled",)).start()
+    began = time.monotonic()
+    with pytest.raises(DicomwebAborted, match="job cancelled"):
+        web.retrieve_instance(ref)
+    assert time.monotonic() - began < 2.0
+    with pytest.raises(DicomwebAborted):  # and every later request
+        list(web.iter_instances())
+    web.close()
+
+
+# --- QIDO-RS: paging, JSON, UIDs, redirects ------------------------------------------------
+
+
+def test_dicomweb_endless_paging_stops_at_the_results_cap(
+    one_image: tuple[HostileDicomweb, InstanceRef],
+) -> None:
+    pacs, _ = one_image
+    pacs.on(r"/studies$", pacs.endless_pages())
+    with _client(pacs, max_results=1200) as web, pytest.raises(DicomwebError) as err:
+        list(web.iter_instances())
+    assert "more than 1200 results in one search" in str(err.value)
+    assert "CXR_DICOMWEB_MAX_RESULTS" in str(err.value)
+    assert len(pacs.requests) == 3  # pages of 500: 500, 1000, 1500 > 1200
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "nests deeper than 64 levels"),
+        (b"[" * 100_000, "nests too deeply"),  # unbalanced: left to the parser, still clean
+        (b'[{"a": ' * 40 + b"1" + b"}]" * 40, "nests deeper than 64 levels"),
+        (b'[{"0020000D": "not an element"}, 7, "x"]', None),  # odd shapes: ignored
+    ],
+    ids=["deep", "unbalanced", "objects", "odd-shapes"],
+)
+def test_dicomweb_hostile_json_is_a_clean_error(
+    one_image: tuple[HostileDicomweb, InstanceRef], body: bytes, message: str | None
+) -> None:
+    pacs, _ = one_image
+    pacs.on(r"/studies$", pacs.raw(body))
+    with _client(pacs) as web:
+        if message is None:
+            assert list(web.iter_instances()) == []
+            return
+        with pytest.raises(DicomwebError, match=message):
+            list(web.iter_instances())
+
+
+def test_dicomweb_uid_ending_in_a_newline_is_refused() -> None:
+    with DicomwebClient("http://127.0.0.1:9/dicom-web") as web:
+        with pytest.raises(DicomwebError, match="not a DICOM UID"):
+            web.search_studies(study_uids=["1.2.3\n"])
+        with pytest.raises(DicomwebError, match="not a DICOM UID"):
+            web.retrieve_instance(InstanceRef("1.2", "1.3", "1.4\n"))
+    with pytest.raises(DicomwebError):
+        ref_from_key("studies/1.2/series/1.3/instances/1.4\n")
+
+
+@pytest.mark.parametrize(
+    "location", ["http://evil.example:8080/dicom-web/studies", "/elsewhere/studies"]
+)
+def test_dicomweb_redirect_is_an_error_and_not_followed(
+    one_image: tuple[HostileDicomweb, InstanceRef], location: str
+) -> None:
+    pacs, _ = one_image
+    pacs.on(r"/studies$", pacs.redirect(location))
+    with _client(pacs) as web, pytest.raises(DicomwebError) as err:
+        list(web.iter_instances())
+    message = str(err.value)
+    assert "HTTP 302" in message and "redirects are not followed" in message
+    assert ("evil.example:8080" in message) == location.startswith("http://evil")
+    assert len(pacs.requests) == 1  # nothing followed
+
+
+# --- one bad series is that series' failure ------------------------------------------------
+
+
+def _pacs_with_bad_series(good: list[bytes]) -> HostileDicomweb:
+    """A study whose series listing also holds a UID with a final newline and a series
+    whose instance listing fails (HTTP 500)."""
+    pacs = HostileDicomweb(good)
+    study = pacs.datasets[0].StudyInstanceUID
+    series = [tag("0020000E", d.SeriesInstanceUID) | tag("00080060", "DX", "CS")
+              for d in pacs.datasets]  # fmt: skip
+    series += [
+        tag("0020000E", "1.2.3\n") | tag("00080060", "DX", "CS"),
+        tag("0020000E", "1.2.500") | tag("00080060", "CR", "CS"),
+    ]
+    pacs.on(rf"/studies/{study}/series$", pacs.raw(json.dumps(series).encode()))
+    pacs.on(r"/series/1\.2\.500/instances$", pacs.raw(b"database on fire", 500, "text/plain"))
+    return pacs
+
+
+def test_dicomweb_one_bad_series_does_not_abort_the_search() -> None:
+    good = _images(2)
+    with _pacs_with_bad_series(good) as pacs, _client(pacs) as web:
+        found = list(web.iter_instances(modalities=("CR", "DX")))
+    failures = [f for f in found if isinstance(f, SearchFailure)]
+    refs = [r for r in found if isinstance(r, InstanceRef)]
+    assert sorted(r.sop_instance_uid for r in refs) == sorted(
+        _ref(d).sop_instance_uid for d in good
+    )
+    reasons = {f.path.split("/series/")[1]: f.reason for f in failures}
+    assert reasons.keys() == {"1.2.500", next(k for k in reasons if k.startswith("invalid-"))}
+    assert "'1.2.3\\n' is not a DICOM UID" in reasons[next(k for k in reasons if "invalid" in k)]
+    assert "HTTP 500" in reasons["1.2.500"] and "database on fire" in reasons["1.2.500"]
+
+
+def test_cli_batch_dicomweb_bad_series_and_bad_instances_fail_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = _images(3)
+    with _pacs_with_bad_series(good) as pacs:
+        bomb, slow = (_ref(d).sop_instance_uid for d in good[:2])
+        pacs.on(rf"/instances/{bomb}$", pacs.gzip_bomb(decoded=8 * MiB))
+        pacs.on(rf"/instances/{slow}$", pacs.slow(0.1))
+        out = tmp_path / "out.jsonl"
+        began = time.monotonic()
+        status = main(
+            ["batch", "--dicomweb", pacs.url, "-o", str(out), "--timeout", "1",
+             "--max-instance-mb", "1"]
+        )  # fmt: skip
+    assert time.monotonic() - began < 15
+    assert status == 1
+    lines = {line["path"]: line for line in map(json.loads, out.read_text().splitlines())}
+    by_sop = {p.rsplit("/", 1)[1]: line for p, line in lines.items() if "/instances/" in p}
+    assert "larger than 1 MiB (decoded)" in by_sop[bomb]["error"]
+    assert "within 1 s" in by_sop[slow]["error"]
+    assert by_sop[_ref(good[2]).sop_instance_uid]["state"] == "done"
+    series_failures = [line for p, line in lines.items() if "/instances/" not in p]
+    assert len(series_failures) == 2 and all(f["state"] == "failed" for f in series_failures)
+    assert "4 failed" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("rule", "expected"),
+    [
+        (lambda p: p.redirect("http://evil.example/x"), "HTTP 302"),
+        (lambda p: p.raw(b"[" * 50_000 + b"]" * 50_000), "nests deeper than 64"),
+        (lambda p: p.endless_pages(), "more than 1000 results"),
+        (lambda p: p.raw(b"", 401, "text/plain"), "HTTP 401"),
+    ],
+    ids=["redirect", "nested-json", "endless-paging", "unauthorized"],
+)
+def test_cli_batch_dicomweb_search_failure_is_one_line_and_nonzero(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    rule: Callable[[HostileDicomweb], Any],
+    expected: str,
+) -> None:
+    with HostileDicomweb(_images(1)) as pacs:
+        pacs.on(r"/studies$", rule(pacs))
+        status = main(
+            ["batch", "--dicomweb", pacs.url, "-o", str(tmp_path / "o.jsonl"),
+             "--max-results", "1000"]
+        )  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert status == 2
+    assert err.startswith("cxr batch: error: GET ") and expected in err and "\n" not in err
+
+
+# --- the service: failed jobs, DELETE and stop with a fetch stuck --------------------------
+
+
+MakeSettings = Callable[..., Settings]  # the conftest's make_settings (SQLite, or PostgreSQL)
+
+
+def test_service_dicomweb_search_redirect_fails_the_job(make_settings: MakeSettings) -> None:
+    with HostileDicomweb(_images(1)) as pacs:
+        pacs.on(r"/studies$", pacs.redirect("http://evil.example/dicom-web/studies"))
+        with TestClient(create_app(make_settings(dicomweb_url=pacs.url))) as client:
+            response = client.post("/v1/batches", json={"dicomweb": {}})
+            job = wait_for_job(client, response.json()["id"], timeout=20)
+    assert job["state"] == "failed" and job["total"] == 0
+    assert "HTTP 302" in job["error"] and "redirects are not followed" in job["error"]
+
+
+def test_service_dicomweb_bad_series_and_big_instance_fail_alone(
+    make_settings: MakeSettings,
+) -> None:
+    good = _images(2)
+    with _pacs_with_bad_series(good) as pacs:
+        big = _ref(good[0]).sop_instance_uid
+        pacs.on(rf"/instances/{big}$", pacs.huge(8 * MiB, declare_length=False))
+        settings = make_settings(dicomweb_url=pacs.url, dicomweb_max_instance_mb=1.0)
+        with TestClient(create_app(settings)) as client:
+            response = client.post("/v1/batches", json={"dicomweb": {}})
+            job = wait_for_job(client, response.json()["id"], timeout=20)
+    assert job["state"] == "done"
+    assert (job["total"], job["done"], job["failed"]) == (4, 1, 3)
+
+
+def _job_stuck_on_a_fetch(client: TestClient, pacs: HostileDicomweb) -> str:
+    job_id: str = client.post("/v1/batches", json={"dicomweb": {}}).json()["id"]
+    deadline = time.monotonic() + 20
+    while not any("/instances/" in r for r in pacs.requests):  # the WADO fetch began
+        assert time.monotonic() < deadline, pacs.requests
+        time.sleep(0.05)
+    time.sleep(0.3)
+    return job_id
+
+
+def test_service_delete_of_a_stuck_job_frees_the_worker(make_settings: MakeSettings) -> None:
+    with HostileDicomweb(_images(1)) as pacs:
+        pacs.on(WADO, pacs.slow(0.5, body=b"x" * 10**6))  # would take 6 days
+        settings = make_settings(dicomweb_url=pacs.url, dicomweb_timeout_s=600.0)
+        with TestClient(create_app(settings)) as client:
+            stuck = _job_stuck_on_a_fetch(client, pacs)
+            later = client.post("/v1/batches", json={"dicomweb": {"modality": ["CT"]}}).json()
+            assert client.get(f"/v1/batches/{later['id']}").json()["state"] == "queued"
+            began = time.monotonic()
+            assert client.delete(f"/v1/batches/{stuck}").status_code == 204
+            job = wait_for_job(client, later["id"], timeout=10)
+            assert job["state"] == "done" and time.monotonic() - began < 3.0
+            assert client.get(f"/v1/batches/{stuck}").status_code == 404
+
+
+def test_service_stop_cuts_a_stuck_fetch_and_the_job_resumes(
+    make_settings: MakeSettings,
+) -> None:
+    data = _images(1)
+    with HostileDicomweb(data) as pacs:
+        pacs.on(WADO, pacs.slow(0.5, body=b"x" * 10**6))
+        settings = make_settings(dicomweb_url=pacs.url, dicomweb_timeout_s=600.0)
+        client = TestClient(create_app(settings))
+        client.__enter__()
+        job_id = _job_stuck_on_a_fetch(client, pacs)
+        began = time.monotonic()
+        client.__exit__(None, None, None)  # the lifespan's shutdown: runner.stop()
+        assert time.monotonic() - began < 3.0
+
+        pacs.rules.clear()  # the PACS is well again: the file was left pending, not failed
+        with TestClient(create_app(settings)) as client:
+            job = wait_for_job(client, job_id, timeout=20)
+    assert job["state"] == "done" and (job["done"], job["failed"]) == (1, 0)
+
+
+@pytest.mark.slow
+def test_cxr_serve_exits_on_sigterm_with_a_fetch_stuck(tmp_path: Path) -> None:
+    with HostileDicomweb(_images(1)) as pacs:
+        pacs.on(WADO, pacs.slow(0.5, body=b"x" * 10**6))
+        port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CXR_")}
+        env |= {
+            "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+            "CXR_STORAGE_DIR": str(tmp_path / "storage"),
+            "CXR_DICOMWEB_URL": pacs.url,
+            "CXR_DICOMWEB_TIMEOUT_S": "600",
+        }
+        server = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve", "--port", str(port),
+             "--log-level", "warning"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+                    break
+                except httpx.HTTPError:
+                    assert time.monotonic() < deadline, "cxr serve did not start"
+                    time.sleep(0.2)
+            httpx.post(f"http://127.0.0.1:{port}/v1/batches", json={"dicomweb": {}})
+            deadline = time.monotonic() + 20
+            while not any("/instances/" in r for r in pacs.requests):
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            began = time.monotonic()
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=15)
+            assert time.monotonic() - began < 5.0
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.wait()

@@ -1,0 +1,450 @@
+"""`cxr listen` against hostile senders (issue 18 items 4 and 5): raw sockets and a
+pynetdicom SCU on loopback, the attacker at 127.0.0.2 and the real sender at 127.0.0.1."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import socket
+import struct
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pydicom
+import pytest
+from pynetdicom import AE
+from pynetdicom.association import Association
+from pynetdicom.sop_class import Verification  # type: ignore[attr-defined]
+from service_fixtures import DX_STORAGE, build_dataset, chest_pixels, to_bytes
+
+from app.cli import build_parser, main
+from app.pacs.association_guard import ListenerLimits, host_of
+from app.pacs.listener import ListenerConfigError, StoreListener
+from app.settings import Settings
+
+pytestmark = pytest.mark.issue(18)
+
+ATTACKER = "127.0.0.2"  # Linux answers on all of 127/8: a second peer address
+REAL = "127.0.0.1"
+FAST = {"association_timeout_s": 1.0, "idle_timeout_s": 5.0}
+
+
+@pytest.fixture(scope="module")
+def labeler() -> Any:
+    from app.labeling import load_report_labeler
+
+    return load_report_labeler()
+
+
+@pytest.fixture
+def spool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """pynetdicom's temporary folder for received datasets, private to the test."""
+    folder = tmp_path / "spool"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+@pytest.fixture
+def make_listener(
+    tmp_path: Path, labeler: Any, spool: Path
+) -> Iterator[Callable[..., StoreListener]]:
+    started: list[StoreListener] = []
+
+    def make(**kwargs: Any) -> StoreListener:
+        limits = kwargs.pop("limits", {})
+        listener = StoreListener(
+            None,
+            out=tmp_path / "out.jsonl",
+            labeler=labeler,
+            limits=ListenerLimits(**{**FAST, **limits}),
+            **kwargs,
+        )
+        listener.start("127.0.0.1", 0)
+        started.append(listener)
+        return listener
+
+    yield make
+    for listener in started:
+        listener.stop()
+
+
+def _associate(
+    port: int, *, bind: str = REAL, ae_title: str = "MODALITY", called: str = "CXR"
+) -> Association:
+    ae = AE(ae_title=ae_title)
+    ae.add_requested_context(Verification)
+    ae.add_requested_context(DX_STORAGE, "1.2.840.10008.1.2.1")
+    ae.acse_timeout = ae.network_timeout = ae.dimse_timeout = 5
+    return ae.associate("127.0.0.1", port, ae_title=called, bind_address=(bind, 0))
+
+
+def _echo(port: int, bind: str = REAL) -> bool:
+    assoc = _associate(port, bind=bind)
+    if not assoc.is_established:
+        return False
+    status = assoc.send_c_echo()
+    assoc.release()
+    return bool(status) and int(status.Status) == 0
+
+
+def _store(port: int, ds: pydicom.Dataset, **kwargs: Any) -> int | None:
+    """The C-STORE status, or None when the association ends without one."""
+    assoc = _associate(port, **kwargs)
+    assert assoc.is_established
+    try:
+        status = assoc.send_c_store(ds)
+        return int(status.Status) if status else None
+    finally:
+        if assoc.is_established:
+            assoc.release()
+
+
+def _raw(port: int, data: bytes, *, bind: str = ATTACKER) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(bind, 0))
+    sock.sendall(data)
+    return sock
+
+
+def _socket_of(assoc: Association) -> socket.socket:
+    """The requestor's TCP socket, to write past pynetdicom's encoder."""
+    wrapper = assoc.dul.socket
+    assert wrapper is not None and wrapper.socket is not None
+    return wrapper.socket
+
+
+def _answer(sock: socket.socket) -> bytes:
+    """What the listener sent before closing (b"" if it closed without a word)."""
+    data = b""
+    try:
+        while chunk := sock.recv(4096):
+            data += chunk
+    except ConnectionResetError:
+        pass
+    return data
+
+
+def _wait(condition: Callable[[], bool], timeout: float) -> float:
+    began = time.monotonic()
+    while not condition():
+        assert time.monotonic() - began < timeout, "condition not met in time"
+        time.sleep(0.02)
+    return time.monotonic() - began
+
+
+def _reread(ds: pydicom.Dataset) -> pydicom.Dataset:
+    return pydicom.dcmread(io.BytesIO(to_bytes(ds)))
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+# ---------------------------------------------------------------- before association
+
+
+def test_listener_header_flood_frees_its_slots_at_once(
+    make_listener: Callable[..., StoreListener],
+) -> None:
+    # A 10 s association timeout: what is freed within 3 s was not waited for.
+    listener = make_listener(
+        limits={"max_associations": 4, "max_associations_per_host": 4, "association_timeout_s": 10}
+    )
+    four_gib = struct.pack(">BBL", 0x01, 0, 0xFFFFFFFF) + bytes(10)  # 16 bytes, "4 GiB"
+    for _ in range(10):
+        _raw(listener.port, four_gib).close()
+    began = time.monotonic()
+    assert _echo(listener.port)  # the real sender gets in at once
+    assert time.monotonic() - began < 3
+    _wait(lambda: not listener.open_connections, 3)
+
+    # Kept open instead: each is answered (A-ABORT, or A-ASSOCIATE-RJ while the per-host
+    # cap is full) and closed by the listener at once, not left to time out.
+    began = time.monotonic()
+    held = [_raw(listener.port, four_gib) for _ in range(6)]
+    answers = {_answer(s)[:1] for s in held}
+    assert answers <= {b"\x07", b"\x03"} and b"\x07" in answers, answers
+    assert time.monotonic() - began < 3
+    assert _echo(listener.port, bind=ATTACKER)  # its own slots are free again too
+    assert listener.counts["aborted"] + listener.counts["refused"] == 16
+
+
+def test_listener_aborts_a_connection_that_does_not_start_with_a_request(
+    make_listener: Callable[..., StoreListener],
+) -> None:
+    listener = make_listener()
+    p_data = struct.pack(">BBL", 0x04, 0, 6) + struct.pack(">LBB", 2, 1, 0x03)
+    assert _answer(_raw(listener.port, p_data))[:1] == b"\x07"  # A-ABORT
+    assert _answer(_raw(listener.port, b"\x42" + bytes(9)))[:1] == b"\x07"  # not a PDU
+    _wait(lambda: not listener.open_connections, 2)
+    assert listener.counts["aborted"] == 2 and _echo(listener.port, bind=ATTACKER)
+
+
+def test_listener_drops_a_stalled_handshake_after_the_association_timeout(
+    make_listener: Callable[..., StoreListener],
+) -> None:
+    listener = make_listener(limits={"max_associations_per_host": 2})
+    partial = struct.pack(">BBL", 0x01, 0, 200) + bytes(4)  # 10 of the 206 bytes announced
+    stalled = [_raw(listener.port, partial) for _ in range(2)]
+    request = struct.pack(">BBL", 0x01, 0, 4) + bytes(4)  # whole (if meaningless)
+    refused = _raw(listener.port, request)  # a third from the same address: over the cap
+    assert _answer(refused)[:1] == b"\x03"  # A-ASSOCIATE-RJ at once
+    assert _echo(listener.port)  # another address is not affected
+    began = time.monotonic()
+    assert [_answer(s) for s in stalled] == [b"", b""]  # closed, without a word
+    assert time.monotonic() - began < 4  # association timeout 1 s
+    _wait(lambda: not listener.open_connections, 2)
+    assert _echo(listener.port, bind=ATTACKER)
+
+
+# ---------------------------------------------------------------- established associations
+
+
+def test_listener_keepalive_associations_cannot_starve_other_senders(
+    make_listener: Callable[..., StoreListener], tmp_path: Path
+) -> None:
+    listener = make_listener(limits={"max_associations": 6, "max_associations_per_host": 2})
+    held = [_associate(listener.port, bind=ATTACKER) for _ in range(5)]
+    try:
+        assert [a.is_established for a in held] == [True, True, False, False, False]
+        assert all(a.is_rejected for a in held[2:])  # A-ASSOCIATE-RJ, not a timeout
+        assert all(int(a.send_c_echo().Status) == 0 for a in held[:2])  # kept alive
+        image = _reread(build_dataset(pixels=chest_pixels(64, 64)))
+        assert _store(listener.port, image) == 0  # the real sender is not starved
+    finally:
+        for assoc in held:
+            if assoc.is_established:
+                assoc.release()
+    assert listener.wait_idle(30)
+    assert [line["path"] for line in _lines(tmp_path / "out.jsonl")] == [image.SOPInstanceUID]
+    assert listener.counts["refused"] == 3
+
+
+def test_listener_aborts_an_association_kept_alive_too_long(
+    make_listener: Callable[..., StoreListener],
+) -> None:
+    listener = make_listener(limits={"max_association_s": 1.0})
+    assoc = _associate(listener.port, bind=ATTACKER)
+    began = time.monotonic()
+    while assoc.is_established:  # a C-ECHO every 0.2 s: never idle
+        assoc.send_c_echo()
+        time.sleep(0.2)
+        assert time.monotonic() - began < 6, "still open"
+    assert assoc.is_aborted and time.monotonic() - began > 0.9
+    assert listener.counts["aborted"] == 1
+    _wait(lambda: not listener.open_connections, 2)
+
+
+def test_listener_aborts_an_idle_association(make_listener: Callable[..., StoreListener]) -> None:
+    listener = make_listener(limits={"idle_timeout_s": 0.5})
+    assoc = _associate(listener.port, bind=ATTACKER)
+    assert assoc.is_established
+    _wait(lambda: not assoc.is_established, 5)
+    assert assoc.is_aborted
+    _wait(lambda: not listener.open_connections, 2)
+
+
+def test_listener_aborts_a_pdu_longer_than_it_advertised(
+    make_listener: Callable[..., StoreListener],
+) -> None:
+    listener = make_listener(limits={"max_pdu": 16384})
+    assoc = _associate(listener.port, bind=ATTACKER)
+    assert assoc.is_established and assoc.acceptor.maximum_length == 16384
+    # Past pynetdicom's own encoder: a P-DATA-TF header announcing 4 GiB.
+    _socket_of(assoc).sendall(struct.pack(">BBL", 0x04, 0, 0xFFFFFFFF) + bytes(10))
+    _wait(lambda: not assoc.is_established, 2)
+    assert assoc.is_aborted and listener.counts["aborted"] == 1
+    _wait(lambda: not listener.open_connections, 2)
+
+
+# ---------------------------------------------------------------- dataset size
+
+
+def _element(tag: int, value: bytes) -> bytes:
+    if len(value) % 2:
+        value += b"\x00"
+    return struct.pack("<HHL", tag >> 16, tag & 0xFFFF, len(value)) + value
+
+
+def _stream_c_store(assoc: Association, ds: pydicom.Dataset, size: int, pdu: int) -> None:
+    """C-STORE `ds` with `size` bytes of Pixel Data, written PDU by PDU to the socket.
+
+    pynetdicom's own sender queues every PDU of a dataset before sending, so it would hold
+    the whole dataset; this one holds one PDU, so what the test measures is the listener.
+    """
+    [context] = [c for c in assoc.accepted_contexts if c.abstract_syntax == DX_STORAGE]
+    elements = b"".join(
+        [
+            _element(0x00000002, DX_STORAGE.encode()),
+            _element(0x00000100, struct.pack("<H", 0x0001)),  # C-STORE-RQ
+            _element(0x00000110, struct.pack("<H", 1)),
+            _element(0x00000700, struct.pack("<H", 0)),
+            _element(0x00000800, struct.pack("<H", 0x0000)),  # a dataset follows
+            _element(0x00001000, str(ds.SOPInstanceUID).encode()),
+        ]
+    )
+    command = _element(0x00000000, struct.pack("<L", len(elements))) + elements
+    encoded = io.BytesIO()
+    pydicom.dcmwrite(encoded, ds, enforce_file_format=False, implicit_vr=False)
+    head = encoded.getvalue() + struct.pack("<HH2sHL", 0x7FE0, 0x0010, b"OW", 0, size)
+    sock = _socket_of(assoc)
+
+    def send(header: int, data: bytes) -> None:
+        pdv = struct.pack(">LBB", len(data) + 2, context.context_id, header) + data
+        sock.sendall(struct.pack(">BBL", 0x04, 0, len(pdv)) + pdv)
+
+    send(0x03, command)
+    send(0x00, head)
+    chunk, sent = bytes(pdu - 12), 0
+    while sent < size:
+        part = chunk[: size - sent]
+        sent += len(part)
+        send(0x02 if sent == size else 0x00, part)
+
+
+def test_listener_refuses_an_oversized_dataset_while_receiving(
+    make_listener: Callable[..., StoreListener],
+    spool: Path,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cap, pdu = 1024 * 1024, 16384
+    listener = make_listener(limits={"max_dataset_bytes": cap, "max_pdu": pdu})
+    caplog.set_level(logging.WARNING, logger="app.pacs.association_guard")
+    assoc = _associate(listener.port, bind=ATTACKER)
+    assert assoc.is_established
+    header = build_dataset(Rows=1024, Columns=2560, SamplesPerPixel=1, BitsAllocated=16)
+    tracemalloc.start()
+    try:
+        with contextlib.suppress(OSError):  # the listener aborts and closes as we send
+            _stream_c_store(assoc, header, 5 * 1024 * 1024, pdu)
+        _wait(lambda: not listener.open_connections, 3)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert assoc.is_aborted or not assoc.is_established
+    assert peak < 1024 * 1024, f"peak {peak:,} bytes"  # the listener never held the 5 MB
+    [message] = [r.getMessage() for r in caplog.records if "dataset over" in r.getMessage()]
+    received = int(message.split("(")[1].split(" received")[0].replace(",", ""))
+    assert cap < received <= cap + pdu  # stopped at the PDU that crossed the cap
+    assert listener.counts["aborted"] == 1
+    assert not list(spool.iterdir())  # the partial spool file is deleted
+    assert not list(listener.inbox.iterdir()) and not _lines(tmp_path / "out.jsonl")
+
+    small = _reread(build_dataset(pixels=chest_pixels(64, 64)))  # under the cap: received
+    assert _store(listener.port, small) == 0
+    assert listener.wait_idle(30)
+    assert [line["path"] for line in _lines(tmp_path / "out.jsonl")] == [small.SOPInstanceUID]
+    assert not list(spool.iterdir())
+
+
+# ---------------------------------------------------------------- who may send
+
+
+def test_listener_rejects_a_wrong_called_ae_title(
+    make_listener: Callable[..., StoreListener],
+) -> None:
+    listener = make_listener()
+    assoc = _associate(listener.port, called="SOMEONE-ELSE")
+    assert assoc.is_rejected and assoc.acceptor.primitive is not None
+    assert assoc.acceptor.primitive.diagnostic == 0x07  # called AE title not recognised
+    assert _echo(listener.port)
+
+
+def test_listener_allow_host_refuses_other_addresses(
+    make_listener: Callable[..., StoreListener],
+) -> None:
+    listener = make_listener(allow_hosts=["127.0.0.0/31"])  # .0 and .1
+    assert _echo(listener.port)
+    assoc = _associate(listener.port, bind=ATTACKER)
+    assert assoc.is_rejected and listener.counts["refused"] == 1
+
+
+def test_listener_refuses_a_network_address_without_an_allow_list(
+    tmp_path: Path, labeler: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    listener = StoreListener(None, out=tmp_path / "out.jsonl", labeler=labeler)
+    with pytest.raises(ListenerConfigError, match="--allow-host"):
+        listener.start("0.0.0.0", 0)
+    assert main(["listen", "--host", "0.0.0.0", "--port", "0", "--out", str(tmp_path / "o")]) == 2
+    assert "--allow-any-caller" in capsys.readouterr().err
+    hosts = ["--allow-host", "pacs.example.org", "--out", str(tmp_path / "o")]
+    assert main(["listen", "--host", "0.0.0.0", *hosts]) == 2
+    assert "give addresses, not host names" in capsys.readouterr().err
+    named = StoreListener(None, out=tmp_path / "out.jsonl", labeler=labeler, allow_ae=["PACS"])
+    named.start("0.0.0.0", 0)  # an allow-list names the senders: allowed
+    named.stop()
+
+
+# ---------------------------------------------------------------- duplicate instances
+
+
+def test_listener_refuses_a_conflicting_copy_of_an_instance(
+    make_listener: Callable[..., StoreListener], tmp_path: Path, labeler: Any
+) -> None:
+    listener = make_listener()
+    first = _reread(build_dataset(pixels=chest_pixels(64, 64)))
+    spoof = _reread(build_dataset(pixels=chest_pixels(64, 80, seed=1)))
+    spoof.SOPInstanceUID = spoof.file_meta.MediaStorageSOPInstanceUID = first.SOPInstanceUID
+    assert _store(listener.port, first) == 0
+    assert _store(listener.port, first) == 0  # the same bytes again: a re-send
+    assert _store(listener.port, spoof) == 0x0111  # Duplicate SOP Instance: not acknowledged
+    assert listener.wait_idle(30)
+    assert listener.counts["duplicate"] == 1 and listener.counts["conflict"] == 1
+    [line] = _lines(tmp_path / "out.jsonl")
+    assert (line["rows"], line["columns"]) == (64, 64)  # the first copy was kept
+    assert len(line["sha256"]) == 64
+    listener.stop()
+
+    again = StoreListener(None, out=tmp_path / "out.jsonl", labeler=labeler)  # after a restart
+    again.start("127.0.0.1", 0)
+    try:
+        assert _store(again.port, spoof) == 0x0111  # known from the result line's sha256
+        assert _store(again.port, first) == 0
+    finally:
+        again.stop()
+    assert again.counts["conflict"] == 1 and again.counts["duplicate"] == 1
+
+
+# ---------------------------------------------------------------- configuration
+
+
+def test_listener_limits_validate_and_match_the_settings_defaults() -> None:
+    settings = Settings()
+    defaults = ListenerLimits()
+    assert defaults.max_pdu == settings.listen_max_pdu
+    assert defaults.max_dataset_bytes == settings.listen_max_dataset_mb * 1024 * 1024
+    assert defaults.max_associations == settings.listen_max_associations
+    assert defaults.max_associations_per_host == settings.listen_max_associations_per_host
+    assert defaults.association_timeout_s == settings.listen_association_timeout_s
+    assert defaults.idle_timeout_s == settings.listen_idle_timeout_s
+    assert defaults.max_association_s == settings.listen_max_association_s
+    with pytest.raises(ValueError, match="--max-pdu 0: must be between 4096"):
+        ListenerLimits(max_pdu=0)
+    with pytest.raises(ValueError, match="must not exceed --max-associations"):
+        ListenerLimits(max_associations=2, max_associations_per_host=3)
+
+
+def test_listener_counts_an_ipv6_host_by_its_64() -> None:
+    assert host_of("2001:db8::1") == host_of("2001:db8::ffff:1") == "2001:db8::/64"
+    assert host_of("2001:db8:0:1::1") != host_of("2001:db8::1")
+    assert host_of("::ffff:10.0.0.5") == "10.0.0.5"  # IPv4 on a dual-stack socket
+    assert host_of("10.0.0.5") != host_of("10.0.0.6")
+
+
+def test_listen_flags_override_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.cli_pacs import _listener_limits
+
+    monkeypatch.setenv("CXR_LISTEN_MAX_DATASET_MB", "2")
+    monkeypatch.setenv("CXR_LISTEN_IDLE_TIMEOUT_S", "30")
+    args = build_parser().parse_args(["listen", "--out", "o.jsonl", "--idle-timeout", "7"])
+    limits = _listener_limits(args, Settings())
+    assert limits.max_dataset_bytes == 2 * 1024 * 1024  # from the setting
+    assert limits.idle_timeout_s == 7  # the flag wins
+    assert limits.max_associations_per_host == 4  # the default
