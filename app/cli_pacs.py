@@ -159,6 +159,8 @@ def dicomweb_client_from_args(url: str, args: argparse.Namespace) -> Any:
             max_json_bytes=int(settings.dicomweb_max_json_mb * 2**20),
             max_results=getattr(args, "max_results", None) or settings.dicomweb_max_results,
         ),
+        # UIDs are identifiers (PS3.15 replaces them): logged only when the operator allows
+        log_uids=settings.log_patient_data,
     )
 
 
