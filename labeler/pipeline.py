@@ -236,9 +236,11 @@ class _Engine:
             return self._label_batch(batch, on_error)
         try:
             return self._label_batch(batch, on_error)
-        except Exception:  # a third-party failure is one report's, not the run's
+        except Exception as exc:  # a third-party failure is one report's, not the run's
             if len(batch) == 1:
-                return [self._failed(batch[0][0], "LabelerError: the report could not be parsed")]
+                # the exception's type says where it broke; its message may quote the text
+                why = f"LabelerError: the report could not be parsed ({type(exc).__name__})"
+                return [self._failed(batch[0][0], why)]
             # find the report that broke the batch: each alone, the others still labelled
             return [result for item in batch for result in self.label_batch([item], on_error)]
 
