@@ -239,20 +239,22 @@ def post_streamed(
     }
 
 
-def scenario_nokey(code: Path, args: argparse.Namespace) -> dict[str, Any]:
+def _streamed_body(
+    code: Path,
+    args: argparse.Namespace,
+    path: str,
+    headers: dict[str, str],
+    prefix: bytes,
+    mb: float,
+) -> dict[str, Any]:
+    """One huge JSON string field streamed to `path` on a fresh server, probed for liveness."""
     with tempfile.TemporaryDirectory(prefix="cxr-hostile-") as tmp:
         server = Server(code, Path(tmp), args.startup_timeout)
         try:
             idle = _vm_mib(server.process.pid, "VmHWM")
             with HealthProber(server.port) as prober:
                 result = post_streamed(
-                    server.port,
-                    "/v1/reports/label",
-                    {"Content-Type": "application/json"},
-                    b'{"text": "',
-                    int(args.nokey_mb * 2**20),
-                    b'"}',
-                    args.timeout,
+                    server.port, path, headers, prefix, int(mb * 2**20), b'"}', args.timeout
                 )
                 time.sleep(0.2)
             result.update(prober.summary())
@@ -261,30 +263,16 @@ def scenario_nokey(code: Path, args: argparse.Namespace) -> dict[str, Any]:
         finally:
             server.stop()
     return result
+
+
+def scenario_nokey(code: Path, args: argparse.Namespace) -> dict[str, Any]:
+    json_type = {"Content-Type": "application/json"}
+    return _streamed_body(code, args, "/v1/reports/label", json_type, b'{"text": "', args.nokey_mb)
 
 
 def scenario_batch(code: Path, args: argparse.Namespace) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="cxr-hostile-") as tmp:
-        server = Server(code, Path(tmp), args.startup_timeout)
-        try:
-            idle = _vm_mib(server.process.pid, "VmHWM")
-            with HealthProber(server.port) as prober:
-                result = post_streamed(
-                    server.port,
-                    "/v1/batches",
-                    {"Content-Type": "application/json", "X-API-Key": KEY},
-                    b'{"path": "',
-                    int(args.batch_mb * 2**20),
-                    b'"}',
-                    args.timeout,
-                )
-                time.sleep(0.2)
-            result.update(prober.summary())
-            result["rss_idle_mib"] = idle
-            result["rss_peak_mib"] = _vm_mib(server.process.pid, "VmHWM")
-        finally:
-            server.stop()
-    return result
+    headers = {"Content-Type": "application/json", "X-API-Key": KEY}
+    return _streamed_body(code, args, "/v1/batches", headers, b'{"path": "', args.batch_mb)
 
 
 def scenario_methods(code: Path, args: argparse.Namespace) -> dict[str, Any]:

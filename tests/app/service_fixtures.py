@@ -5,16 +5,21 @@ Imported by the tests as `service_fixtures` (pytest puts tests/app on sys.path).
 
 from __future__ import annotations
 
+import http.client
 import io
 import socket
+import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from fastapi.testclient import TestClient
 from pydicom.dataset import Dataset, FileMetaDataset
 from pydicom.uid import ExplicitVRLittleEndian, generate_uid
+
+if TYPE_CHECKING:
+    from app.settings import Settings
 
 DX_STORAGE = "1.2.840.10008.5.1.4.1.1.1.1"
 CT_STORAGE = "1.2.840.10008.5.1.4.1.1.2"
@@ -33,6 +38,49 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+class LiveServer:
+    """uvicorn serving `create_app(settings)` in a thread on a free loopback port."""
+
+    def __init__(self, settings: Settings) -> None:
+        import uvicorn
+
+        from app.main import create_app
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(
+            create_app(settings), host="127.0.0.1", port=self.port, log_level="warning"
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=15)
+
+    def request(
+        self, method: str, path: str, headers: dict[str, str], body: bytes | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
+        """One request on a connection of its own: status, lower-cased headers, body."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            conn.request(method, path, body=body, headers=headers)
+            response = conn.getresponse()
+            answer = {name.lower(): value for name, value in response.getheaders()}
+            return response.status, answer, response.read()
+        finally:
+            conn.close()
 
 
 def build_dataset(

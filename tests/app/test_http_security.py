@@ -11,13 +11,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
-import http.client
 import io
 import json
 import re
 import socket
-import threading
-import time
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,7 +22,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from service_fixtures import dx_bytes, free_port
+from service_fixtures import LiveServer, dx_bytes
 
 from app.main import create_app
 from app.route_table import METHODS
@@ -174,45 +171,6 @@ def test_api_key_checked_before_the_body_is_read(make_settings: Callable[..., Se
 
 
 # --- items 7 and 9 on a real server --------------------------------------------------------
-
-
-class LiveServer:
-    """uvicorn serving `create_app(settings)` in a thread on a free loopback port."""
-
-    def __init__(self, settings: Settings) -> None:
-        import uvicorn
-
-        self.port = free_port()
-        config = uvicorn.Config(
-            create_app(settings), host="127.0.0.1", port=self.port, log_level="warning"
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> LiveServer:
-        self.thread.start()
-        deadline = time.monotonic() + 60
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the test server did not start")
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=15)
-
-    def request(
-        self, method: str, path: str, headers: dict[str, str], body: bytes | None = None
-    ) -> tuple[int, dict[str, str], bytes]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        try:
-            conn.request(method, path, body=body, headers=headers)
-            response = conn.getresponse()
-            headers = {name.lower(): value for name, value in response.getheaders()}
-            return response.status, headers, response.read()
-        finally:
-            conn.close()
 
 
 def _settings(root: Path, **overrides: Any) -> Settings:

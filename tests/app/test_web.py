@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import threading
-import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,14 +27,13 @@ if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
     pytest.skip(f"no chromium at {CHROMIUM} (set CXR_CHROMIUM)", allow_module_level=True)
 
 from service_fixtures import (  # noqa: E402
+    LiveServer,
     build_export,
     chest_pixels,
     dx_bytes,
-    free_port,
     write_reports_csv,
 )
 
-from app.main import create_app  # noqa: E402
 from app.settings import Settings  # noqa: E402
 
 pytestmark = pytest.mark.issue(11)
@@ -59,34 +57,6 @@ REPORT = (
     "FINDINGS: The heart is enlarged. No pneumothorax.\n"
     "IMPRESSION: Possible small left pleural effusion."
 )
-
-
-class LiveServer:
-    """uvicorn serving `create_app(settings)` in a thread on a free loopback port."""
-
-    def __init__(self, settings: Settings) -> None:
-        import uvicorn
-
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(
-            create_app(settings), host="127.0.0.1", port=self.port, log_level="warning"
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> LiveServer:
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the test server did not start")
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=15)
 
 
 @pytest.fixture(scope="module")
