@@ -35,6 +35,7 @@ from models.errors import (
     UnsupportedImageError,
     UnsupportedTransferSyntax,
 )
+from models.stored_pixels import StoredPixels
 
 __all__ = [
     "ACCEPTED_MODALITIES",
@@ -48,6 +49,7 @@ __all__ = [
     "reading",
     "read_dicom",
     "read_dicom_header",
+    "read_dicom_stored",
     "read_sr_text",
 ]
 
@@ -437,9 +439,62 @@ def read_dicom(
         return _read_dicom(name, source, accepted_modalities, max_pixels)
 
 
+def read_dicom_stored(
+    source: Source,
+    *,
+    accepted_modalities: frozenset[str] = ACCEPTED_MODALITIES,
+    max_pixels: int | None = None,
+    name: str | None = None,
+) -> tuple[StoredPixels, ImageMeta]:
+    """`read_dicom` without the full-size float image: the stored codes and their grey map.
+
+    Grey integer images (the usual 8-16 bit radiograph) keep their codes; the modality
+    LUT, VOI LUT/window and scaling are evaluated once per code. Colour and float images
+    are converted as `read_dicom` converts them and quantized to 16 bits.
+
+    Raises:
+        the errors of `read_dicom`.
+    """
+    name = name or _name(source)
+    with reading(name):
+        ds, meta, pixels, photometric = _decoded(name, source, accepted_modalities, max_pixels)
+        grey = _stored(name, ds, pixels, photometric)
+        if isinstance(grey, StoredPixels):
+            return grey, meta
+        quantized = (np.clip(grey, 0.0, 1.0) * 65535.0 + 0.5).astype(np.uint16)
+        return StoredPixels.linear(quantized, 0.0, 65535.0), meta
+
+
 def _read_dicom(
     name: str, source: Source, accepted_modalities: frozenset[str], max_pixels: int | None
 ) -> DicomImage:
+    ds, meta, pixels, photometric = _decoded(name, source, accepted_modalities, max_pixels)
+    grey = _stored(name, ds, pixels, photometric)
+    out = grey.unit() if isinstance(grey, StoredPixels) else grey
+    return DicomImage(pixels=out, meta=meta)
+
+
+def _stored(name: str, ds: Any, pixels: np.ndarray, photometric: str) -> StoredPixels | np.ndarray:
+    """Grey integer pixels as `StoredPixels`; anything else as the float image."""
+    if pixels.ndim == 2 and pixels.dtype in (np.uint8, np.uint16, np.int16):
+        try:
+            stored = StoredPixels.from_codes(
+                pixels,
+                lambda codes: _grey_band(name, ds, codes),
+                invert=photometric == "MONOCHROME1",
+            )
+        except ValueError:
+            pass  # non-finite values somewhere: the per-pixel path names the problem
+        else:
+            if max(abs(stored.low), abs(stored.high)) < 1e30:
+                return stored
+    return _to_unit_grey(name, ds, pixels, photometric)
+
+
+def _decoded(
+    name: str, source: Source, accepted_modalities: frozenset[str], max_pixels: int | None
+) -> tuple[Any, ImageMeta, np.ndarray, str]:
+    """Read, check and decode: (dataset without its pixel data, meta, pixels, photometric)."""
     ds = _dcmread(source, max_pixels)
     meta = _meta(name, ds)
     modality = (meta.modality or "").upper()
@@ -485,10 +540,9 @@ def _read_dicom(
             f"Columns (0028,0010/0011) say {meta.rows}x{meta.columns}; the file is corrupt"
         )
     # The encoded pixel data is no longer needed: free it before the float32 output is
-    # made (100 MB for a 7070 x 7070 16-bit image; issue 18 item 13).
+    # made (100 MB for a 7070 x 7070 16-bit image).
     del ds.PixelData
-    out = _to_unit_grey(name, ds, pixels, photometric)
-    return DicomImage(pixels=out, meta=meta)
+    return ds, meta, pixels, photometric
 
 
 def _check_pixel_module(name: str, ds: Any, meta: ImageMeta) -> None:

@@ -21,7 +21,7 @@ from models.errors import ImageError, ImageTooLargeError, InvalidDicomError, Uns
 if TYPE_CHECKING:
     from PIL import Image
 
-__all__ = ["IntegerImage", "load_image", "load_integer_image", "read_bitmap"]
+__all__ = ["IntegerImage", "load_image", "load_integer_image", "looks_like_dicom", "read_bitmap"]
 
 _BITMAP_FORMATS = frozenset({"PNG", "JPEG", "TIFF", "BMP"})
 
@@ -69,6 +69,27 @@ def load_image(
     finally:
         if stream is not source:
             stream.close()
+
+
+def looks_like_dicom(source: str | os.PathLike[str] | bytes | BinaryIO) -> bool:
+    """True when the input has the DICOM Part 10 marker ('DICM' at byte 128).
+
+    A stream is read from its current position and put back there; an unreadable path is
+    False (the bitmap reader then names the problem).
+    """
+    if isinstance(source, bytes):
+        return source[128:132] == b"DICM"
+    if isinstance(source, str | os.PathLike):
+        try:
+            with Path(source).open("rb") as fp:
+                return fp.read(132)[128:132] == b"DICM"
+        except OSError:
+            return False
+    start = source.tell()
+    try:
+        return source.read(132)[128:132] == b"DICM"
+    finally:
+        source.seek(start)
 
 
 def _load(

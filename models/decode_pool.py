@@ -1,0 +1,248 @@
+"""Worker processes that decode files in parallel, results in input order.
+
+`DecodePool.map(fn, items)` runs `fn(item)` in worker processes and yields one result per
+item, in order, at most `max_ahead` items beyond the one the caller is waiting for, so
+memory stays bounded whatever the number of files. One item's trouble is that item's
+failure and nothing else's:
+
+- `fn` raises: the item's result is `on_error(item, message)`;
+- the worker dies (a decoder crash, the kernel's OOM killer): the same, "worker crashed",
+  and a fresh worker takes its place;
+- the item runs past `timeout_s`: its worker is killed, the same, "timed out".
+
+Workers start with the "forkserver" method: they are forked from a small clean process
+that has imported only the decoding modules, never from a parent holding CUDA, a model,
+or OpenCV's and OpenMP's thread pools. `workers=0` runs everything in the caller's
+thread (no isolation from crashes or hangs), for tests and one-off calls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from typing import Generic, TypeVar
+
+__all__ = ["DecodePool", "default_workers"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+# Modules a worker needs, imported once in the fork server rather than in every worker.
+_PRELOAD = ["numpy", "cv2", "pydicom", "models.pipeline"]
+
+
+def default_workers() -> int:
+    """The number of cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _limit_threads() -> None:
+    """One thread per worker: the pool, not each decoder, supplies the parallelism."""
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+    with contextlib.suppress(ImportError):
+        import cv2
+
+        cv2.setNumThreads(1)
+
+
+def _serve(fn: Callable[[T], R], conn: Connection) -> None:
+    """A worker's loop: (index, item) in, (index, True, result) or (index, False, why) out."""
+    _limit_threads()
+    while True:
+        try:
+            task = conn.recv()
+        except EOFError:
+            return
+        if task is None:
+            return
+        index, item = task
+        try:
+            conn.send((index, True, fn(item)))
+        except Exception as exc:  # noqa: BLE001 - one item's failure, reported to the caller
+            conn.send((index, False, _why(exc)))
+
+
+def _why(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text if text else type(exc).__name__
+
+
+@dataclass
+class _Worker:
+    process: BaseProcess
+    conn: Connection
+    task: int | None = None
+    started: float = 0.0
+
+
+class DecodePool(Generic[T, R]):
+    """A pool of worker processes running one function.
+
+    Args:
+        fn: a module-level function (workers receive it pickled).
+        workers: processes (0: run in the caller's thread).
+        on_error: builds an item's result from the reason it failed.
+        timeout_s: an item running longer is that item's failure (None: no limit).
+        max_ahead: items decoded beyond the next one to yield (bounds memory);
+            default four per worker.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[[T], R],
+        *,
+        workers: int,
+        on_error: Callable[[T, str], R],
+        timeout_s: float | None = None,
+        max_ahead: int | None = None,
+    ) -> None:
+        if workers < 0:
+            raise ValueError(f"workers must be >= 0, got {workers}")
+        self.fn = fn
+        self.on_error = on_error
+        self.timeout_s = timeout_s
+        self.max_ahead = max(1, max_ahead if max_ahead is not None else 4 * max(1, workers))
+        self._n = workers
+        self._workers: list[_Worker] = []
+        self._ctx = mp.get_context("forkserver") if workers else None
+        if self._ctx is not None:
+            self._ctx.set_forkserver_preload(_PRELOAD)
+
+    def __enter__(self) -> DecodePool[T, R]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _start(self) -> _Worker:
+        assert self._ctx is not None
+        parent, child = self._ctx.Pipe(duplex=True)
+        process = self._ctx.Process(
+            target=_serve, args=(self.fn, child), name="cxr-decode", daemon=True
+        )
+        process.start()
+        child.close()
+        return _Worker(process, parent)
+
+    def close(self) -> None:
+        """Stop the workers (idempotent)."""
+        for w in self._workers:
+            with contextlib.suppress(OSError, ValueError):
+                w.conn.send(None)
+        deadline = time.monotonic() + 2.0
+        for w in self._workers:
+            w.process.join(max(0.0, deadline - time.monotonic()))
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join(1.0)
+            w.conn.close()
+        self._workers.clear()
+
+    def map(self, items: Iterable[T]) -> Iterator[R]:
+        """`fn(item)` for each item, in order (failures from `on_error`)."""
+        if self._n == 0:
+            for item in items:
+                try:
+                    yield self.fn(item)
+                except Exception as exc:  # noqa: BLE001 - that item's failure
+                    yield self.on_error(item, _why(exc))
+            return
+        while len(self._workers) < self._n:
+            self._workers.append(self._start())
+        source = iter(enumerate(items))
+        given: dict[int, T] = {}
+        done: dict[int, R] = {}
+        exhausted = False
+        following = 0  # index of the next result to yield
+        upcoming = 0  # index of the next item to hand out
+        try:
+            while True:
+                # Hand out work while workers are idle and the window allows it.
+                for w in self._workers:
+                    if w.task is not None or exhausted:
+                        continue
+                    if upcoming - following >= self.max_ahead:
+                        break
+                    nxt = next(source, None)
+                    if nxt is None:
+                        exhausted = True
+                        break
+                    index, item = nxt
+                    upcoming = index + 1
+                    given[index] = item
+                    w.task, w.started = index, time.monotonic()
+                    w.conn.send((index, item))
+                while following in done:
+                    yield done.pop(following)
+                    following += 1
+                busy = [w for w in self._workers if w.task is not None]
+                if not busy:
+                    if exhausted and not given:
+                        return
+                    continue
+                self._collect(busy, given, done)
+        finally:
+            # An abandoned iteration leaves workers mid-item: replace them next time.
+            for i, w in enumerate(self._workers):
+                if w.task is not None:
+                    w.process.kill()
+                    w.process.join(1.0)
+                    w.conn.close()
+                    self._workers[i] = self._start()
+
+    def _collect(self, busy: list[_Worker], given: dict[int, T], done: dict[int, R]) -> None:
+        """Wait for a result, a death or a deadline among the busy workers."""
+        wait_s: float | None = None
+        if self.timeout_s is not None:
+            now = time.monotonic()
+            wait_s = max(0.0, min(w.started + self.timeout_s - now for w in busy))
+        by_handle: dict[object, _Worker] = {}
+        handles: list[Connection | int] = []
+        for w in busy:
+            by_handle[w.conn] = by_handle[w.process.sentinel] = w
+            handles += [w.conn, w.process.sentinel]
+        ready = wait(handles, timeout=wait_s)
+        handled: set[int] = set()
+        for handle in ready:
+            w = by_handle[handle]
+            if id(w) in handled or w.task is None:
+                continue
+            if handle is w.conn or w.conn.poll():
+                try:
+                    index, ok, payload = w.conn.recv()
+                except (EOFError, OSError):
+                    pass  # died while sending: the sentinel below reports it
+                else:
+                    done[index] = payload if ok else self.on_error(given[index], payload)
+                    del given[index]
+                    w.task = None
+                    handled.add(id(w))
+                    continue
+            w.process.join(1.0)
+            self._fail(w, given, done, f"worker crashed (exit code {w.process.exitcode})")
+            handled.add(id(w))
+        if self.timeout_s is not None:
+            now = time.monotonic()
+            for w in busy:
+                if w.task is not None and now - w.started > self.timeout_s:
+                    self._fail(w, given, done, f"timed out after {self.timeout_s:g} s")
+
+    def _fail(self, w: _Worker, given: dict[int, T], done: dict[int, R], why: str) -> None:
+        assert w.task is not None
+        index = w.task
+        done[index] = self.on_error(given.pop(index), why)
+        w.process.kill()
+        w.process.join(1.0)
+        w.conn.close()
+        fresh = self._start()
+        w.process, w.conn, w.task = fresh.process, fresh.conn, None

@@ -1,0 +1,232 @@
+"""The one image path's CPU side: a file in, the model's input and a display copy out.
+
+    spec = InputSpec.of(predictor)                 # size and resize mode from the card
+    loaded = load_for_model("study.dcm", spec)     # decode -> fit -> display copy
+    [prediction] = predictor.predict([loaded.prepared])
+
+Every caller that predicts from a file goes through `load_for_model`: `cxr predict`
+(in a pool of worker processes, `models.decode_pool`), the service's upload route, batch
+jobs and `cxr evaluate`'s localization. The full-resolution image lives only inside it;
+what comes out is the fitted image as 16-bit grey (2 MB at 1024 px, padded on the device
+by `models.predict`) and, when asked for, an 8-bit display copy.
+
+Nothing here imports torch, so decoding workers stay small.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import BinaryIO, Literal, Protocol
+
+import numpy as np
+
+from models.dicom import ImageMeta
+from models.geometry import Geometry, ResizeMode
+from models.stored_pixels import UNIT_CODES, StoredPixels
+
+__all__ = [
+    "InputSpec",
+    "LoadedImage",
+    "PreparedImage",
+    "display_copy",
+    "load_for_model",
+    "prepare_pixels",
+    "read_stored",
+]
+
+ImageSource = str | os.PathLike[str] | bytes | BinaryIO
+SourceKind = Literal["auto", "dicom", "bitmap"]
+
+
+@dataclass(frozen=True)
+class PreparedImage:
+    """An image fitted to the model input (its part only) and the geometry that maps it back.
+
+    Attributes:
+        pixels: (geometry.height, geometry.width) grey: uint16 (times `UNIT_CODES`, what
+            `load_for_model` makes) or float32 in [0, 1]; the padding is added on the device.
+        geometry: original size and placement in the (S, S) input.
+    """
+
+    pixels: np.ndarray
+    geometry: Geometry
+
+    @property
+    def input(self) -> np.ndarray:
+        """The whole (S, S) float32 model input in [0, 1], padding included."""
+        g = self.geometry
+        out = np.zeros((g.size, g.size), np.float32)
+        out[g.top : g.top + g.height, g.left : g.left + g.width] = unit_grey(self.pixels)
+        return out
+
+
+def unit_grey(pixels: np.ndarray) -> np.ndarray:
+    """uint16 `UNIT_CODES` grey or float grey -> float32 in [0, 1]."""
+    if pixels.dtype == np.uint16:
+        return pixels.astype(np.float32) * np.float32(1.0 / UNIT_CODES)
+    return np.asarray(pixels, np.float32)
+
+
+class _HasCard(Protocol):
+    @property
+    def image_size(self) -> int: ...
+
+    @property
+    def resize(self) -> ResizeMode: ...
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """What fitting an image for a model needs (picklable, for worker processes).
+
+    Attributes:
+        size: the model input side S.
+        resize: "letterbox" or "stretch".
+        display_size: longer side of the 8-bit display copy (None: no copy).
+        max_pixels: refuse larger images before decoding (None: only the per-side limit).
+    """
+
+    size: int
+    resize: ResizeMode
+    display_size: int | None = None
+    max_pixels: int | None = None
+
+    @classmethod
+    def of(
+        cls,
+        predictor: _HasCard,
+        *,
+        display_size: int | None = None,
+        max_pixels: int | None = None,
+    ) -> InputSpec:
+        """The spec of a `models.predict.Predictor` (its card's size and resize mode)."""
+        return cls(predictor.image_size, predictor.resize, display_size, max_pixels)
+
+
+@dataclass
+class LoadedImage:
+    """One decoded file, reduced to what prediction and display need.
+
+    Attributes:
+        meta: image facts (identifiers, size, view position).
+        prepared: the model input.
+        display: uint8 grey copy, longer side at most the spec's `display_size` (None when
+            not asked for).
+        timings: seconds for "decode" and "preprocess".
+    """
+
+    meta: ImageMeta
+    prepared: PreparedImage
+    display: np.ndarray | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def read_stored(
+    source: ImageSource,
+    *,
+    filename: str | None = None,
+    max_pixels: int | None = None,
+    kind: SourceKind = "auto",
+) -> tuple[StoredPixels, ImageMeta]:
+    """Decode a DICOM or bitmap into `StoredPixels` (no full-size float image).
+
+    Args:
+        source: a path, the file's bytes, or a seekable binary stream.
+        filename: the name in error messages for bytes and streams.
+        max_pixels: refuse an image of more pixels, before decoding.
+        kind: "dicom" reads DICOM only (a batch item known to be one); "auto" sniffs.
+
+    Raises:
+        ImageError: (a subclass) unreadable, unsupported or too large.
+    """
+    from models.dicom import read_dicom_stored
+    from models.images import load_image, load_integer_image, looks_like_dicom
+
+    name = filename or (str(source) if isinstance(source, str | os.PathLike) else None)
+    if kind == "dicom" or (kind == "auto" and looks_like_dicom(source)):
+        return read_dicom_stored(source, max_pixels=max_pixels, name=name)
+    if isinstance(source, bytes | str | os.PathLike):
+        image = load_integer_image(source, filename=name, max_pixels=max_pixels)
+        codes, low, high = image.pixels, image.low, image.high
+    else:  # an upload's spooled stream: decoded from the stream, never read whole first
+        grey = load_image(source, filename=name, max_pixels=max_pixels).pixels
+        codes = (np.clip(grey, 0.0, 1.0) * 65535.0 + 0.5).astype(np.uint16)
+        low, high = 0.0, 65535.0
+    rows, columns = codes.shape
+    bits = 8 * codes.dtype.itemsize
+    meta = ImageMeta(rows=rows, columns=columns, bits_stored=bits, photometric="MONOCHROME2")
+    return StoredPixels.linear(codes, low, high), meta
+
+
+def load_for_model(
+    source: ImageSource,
+    spec: InputSpec,
+    *,
+    filename: str | None = None,
+    kind: SourceKind = "auto",
+) -> LoadedImage:
+    """Decode, fit into the model input and make the display copy; drop the rest.
+
+    Raises:
+        ImageError: (a subclass) unreadable, unsupported or too large.
+    """
+    t0 = time.perf_counter()
+    stored, meta = read_stored(source, filename=filename, max_pixels=spec.max_pixels, kind=kind)
+    t1 = time.perf_counter()
+    fitted, geometry = stored.fit(spec.size, spec.resize)
+    display = None
+    if spec.display_size is not None:
+        display = display_copy(stored, spec.display_size, fitted, geometry)
+    del stored
+    return LoadedImage(
+        meta=meta,
+        prepared=PreparedImage(fitted, geometry),
+        display=display,
+        timings={"decode": t1 - t0, "preprocess": time.perf_counter() - t1},
+    )
+
+
+def display_copy(
+    stored: StoredPixels,
+    side: int,
+    fitted: np.ndarray | None = None,
+    geometry: Geometry | None = None,
+) -> np.ndarray:
+    """uint8 grey, longer side at most `side`, aspect ratio kept.
+
+    The model input is reused when it is that same letterboxed size (a 1024 px model and
+    a 1024 px display): one resize of the full image instead of two.
+    """
+    rows, columns = stored.shape
+    if max(rows, columns) <= side:
+        small = stored.fit(max(rows, columns), "letterbox")[0]
+    else:
+        target = Geometry.fit(rows, columns, side, "letterbox")
+        same = (
+            fitted is not None
+            and geometry is not None
+            and (geometry.height, geometry.width) == (target.height, target.width)
+        )
+        small = fitted if same and fitted is not None else stored.fit(side, "letterbox")[0]
+    out: np.ndarray = ((small.astype(np.uint32) * 255 + UNIT_CODES // 2) // UNIT_CODES).astype(
+        np.uint8
+    )
+    return out
+
+
+def prepare_pixels(pixels: np.ndarray, size: int, resize: ResizeMode) -> PreparedImage:
+    """Fit an already decoded float (rows, columns) image in [0, 1] (callers holding one).
+
+    Raises:
+        ValueError: not a 2-D array.
+    """
+    from models.transforms import fit_square
+
+    if np.ndim(pixels) != 2:
+        raise ValueError(f"expected a (rows, columns) image, got shape {np.shape(pixels)}")
+    fitted, geometry = fit_square(pixels, size, resize)
+    g = geometry
+    content = fitted[g.top : g.top + g.height, g.left : g.left + g.width]
+    return PreparedImage(np.ascontiguousarray(content, np.float32), geometry)

@@ -1,0 +1,179 @@
+"""A decoded grey image as the integers it was stored with, and the map from code to grey.
+
+A radiograph's grey value is a function of its stored code alone: the DICOM modality LUT,
+the VOI LUT or window, MONOCHROME1 inversion and min/max scaling are all per pixel. So the
+map is computed once per code (4,096 values for a 12-bit image) instead of once per pixel
+(five million for a 2500 x 2048 one), and a full-size float image is made only when a
+caller asks for one (`StoredPixels.unit`).
+
+`StoredPixels.fit` is the prediction path's fit into the model input: the map is applied
+before the area-averaging resize, as `models.transforms.fit_square` does on the float
+image, except where the map is affine over the codes present, where resizing the codes
+first gives the same result (up to float rounding) for a third of the work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:  # models.transforms imports torch; decoding does not need it
+    from models.geometry import Geometry, ResizeMode
+
+__all__ = ["StoredPixels", "UNIT_CODES"]
+
+# What `fit` returns: grey in [0, 1] quantized to uint16 (steps of 1.5e-5: a prediction
+# moves by less than 1e-4), half the bytes of float32 between processes and to a device.
+UNIT_CODES = 65535
+
+ValueMap = Callable[[np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
+class StoredPixels:
+    """Stored codes and their grey values.
+
+    Attributes:
+        codes: (rows, columns) uint8, uint16 or int16, as decoded.
+        offset: the code whose value is `values[0]`.
+        values: float64 value of each code in [offset, offset + len(values)) after the
+            modality and VOI LUTs (not yet scaled).
+        low, high: the smallest and largest value of a code present in the image (they map
+            to 0 and 1; every pixel is 0 when high <= low).
+        invert: MONOCHROME1: 1 - the scaled value.
+    """
+
+    codes: np.ndarray
+    offset: int
+    values: np.ndarray
+    low: float
+    high: float
+    invert: bool = False
+
+    @classmethod
+    def from_codes(
+        cls, codes: np.ndarray, values_of: ValueMap, *, invert: bool = False
+    ) -> StoredPixels:
+        """Evaluate `values_of` on every code from the smallest to the largest present.
+
+        Args:
+            codes: (rows, columns) integer image.
+            values_of: per-code map, called once on a (1, K) array of the codes' dtype.
+            invert: MONOCHROME1.
+
+        Raises:
+            ValueError: not a 2-D uint8/uint16/int16 image, or non-finite values.
+        """
+        if codes.ndim != 2 or codes.dtype not in (np.uint8, np.uint16, np.int16):
+            raise ValueError(f"expected 2-D uint8/uint16/int16 codes, got {codes.dtype}")
+        lo_code, hi_code = int(codes.min()), int(codes.max())
+        grid = np.arange(lo_code, hi_code + 1, dtype=codes.dtype)[None]
+        values = np.asarray(values_of(grid), np.float64).reshape(-1)
+        if values.shape != (hi_code - lo_code + 1,) or not np.isfinite(values).all():
+            raise ValueError("the code-to-value map is not finite over the codes present")
+        steps = np.diff(values)
+        if (steps >= 0).all() or (steps <= 0).all():  # monotonic: extremes at the end codes
+            low, high = float(min(values[0], values[-1])), float(max(values[0], values[-1]))
+        else:  # a non-monotonic LUT: the extremes of the codes actually present
+            present = values[(codes - lo_code).astype(np.intp, copy=False)]
+            low, high = float(present.min()), float(present.max())
+        return cls(codes, lo_code, values, low, high, invert)
+
+    @classmethod
+    def linear(cls, codes: np.ndarray, low: float, high: float) -> StoredPixels:
+        """Codes whose grey is `(code - low) / (high - low)` (bitmaps)."""
+        return cls.from_codes(codes, lambda c: c.astype(np.float64)).with_window(low, high)
+
+    def with_window(self, low: float, high: float) -> StoredPixels:
+        """The same codes and values, scaled by another [low, high]."""
+        return StoredPixels(self.codes, self.offset, self.values, low, high, self.invert)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        rows, columns = self.codes.shape
+        return int(rows), int(columns)
+
+    def _scale(self) -> tuple[np.float32, np.float32]:
+        """(subtract, multiply) that take a value to [0, 1], as float32 like the old path."""
+        if not self.high > self.low:
+            return np.float32(0.0), np.float32(0.0)
+        return np.float32(self.low), np.float32(1.0 / (self.high - self.low))
+
+    def unit(self) -> np.ndarray:
+        """The full-size grey image, float32 (rows, columns) in [0, 1]."""
+        out = self._gather()
+        lo, mul = self._scale()
+        out -= lo
+        out *= mul
+        if self.invert:
+            np.subtract(np.float32(1.0), out, out=out)
+        return out
+
+    def _gather(self) -> np.ndarray:
+        """float32 value of every pixel: one table lookup indexed by the codes themselves.
+
+        The table covers every code of the dtype up to the largest present (int16 codes
+        index it through their uint16 view), so no shifted copy of the codes is made.
+        """
+        values = self.values.astype(np.float32)
+        if self.codes.dtype == np.int16:
+            table = np.zeros(65536, np.float32)
+            codes = np.arange(self.offset, self.offset + values.size, dtype=np.int16)
+            table[codes.view(np.uint16)] = values
+            return table[self.codes.view(np.uint16)]
+        table = np.zeros(self.offset + values.size, np.float32)
+        table[self.offset :] = values
+        out: np.ndarray = table[self.codes]
+        return out
+
+    def _affine(self) -> tuple[float, float] | None:
+        """(slope, intercept) when the values are affine in the code over the codes present."""
+        v = self.values
+        if v.size == 1:
+            return 0.0, float(v[0])
+        slope = (v[-1] - v[0]) / (v.size - 1)
+        fitted = v[0] + slope * np.arange(v.size)
+        span = max(abs(float(v[-1] - v[0])), 1e-12)
+        if float(np.abs(fitted - v).max()) > 1e-7 * span:
+            return None
+        return float(slope), float(v[0] - slope * self.offset)
+
+    def fit(self, size: int, mode: ResizeMode | str) -> tuple[np.ndarray, Geometry]:
+        """Fit into the model input: the image's part only, without the padding.
+
+        Returns:
+            uint16 (geometry.height, geometry.width) grey in [0, 1] times `UNIT_CODES`,
+            and the `Geometry` (`models.predict` pads on the device).
+        """
+        import cv2
+
+        from models.geometry import Geometry
+
+        rows, columns = self.shape
+        geo = Geometry.fit(rows, columns, size, mode)
+        shrink = rows > geo.height or columns > geo.width
+        interp = cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
+        affine = self._affine()
+        if affine is not None:
+            slope, intercept = affine
+            small = self.codes.astype(np.float32)
+        else:
+            slope, intercept = 1.0, 0.0
+            small = self._gather()
+        if small.shape != (geo.height, geo.width):
+            small = np.asarray(
+                cv2.resize(small, (geo.width, geo.height), interpolation=interp), np.float32
+            )
+        lo, mul = self._scale()
+        # One affine map on the small image: code -> value -> [0, 1] -> inverted -> codes.
+        a = float(slope) * float(mul)
+        b = (float(intercept) - float(lo)) * float(mul)
+        if self.invert:
+            a, b = -a, 1.0 - b
+        out = small * np.float32(a * UNIT_CODES)
+        out += np.float32(b * UNIT_CODES + 0.5)
+        np.clip(out, 0.0, UNIT_CODES, out=out)
+        return out.astype(np.uint16), geo
