@@ -13,9 +13,14 @@ import logging
 import os
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from models.predict import FileResult
 
 __all__ = ["register"]
 
@@ -288,7 +293,8 @@ def _register_predict(sub: argparse._SubParsersAction[Any]) -> None:
         "predict",
         help="probabilities, boxes and heatmap overlays for image files",
         description="Run a checkpoint on DICOM/PNG/JPEG files; writes OUTDIR/<file name>.json "
-        "and OUTDIR/<file name>.<label>.png overlays. Unreadable files get a JSON 'error' and "
+        "and, with --overlays, OUTDIR/<file name>.<label>.png overlays. Files are decoded in "
+        "--workers processes. Unreadable files get a JSON 'error' and "
         "make the exit status 1; the others still run. stderr gets one line per file, a "
         "notice when the checkpoint is a demo model, and a one-line summary.",
     )
@@ -299,9 +305,16 @@ def _register_predict(sub: argparse._SubParsersAction[Any]) -> None:
         "--overlays",
         "--heatmaps",
         dest="overlays",
-        default="positive",
+        default="none",
         choices=["positive", "all", "none"],
-        help="labels that get an overlay PNG (default: positive labels only)",
+        help="labels that get an overlay PNG: positive, all, or none (default: none; boxes "
+        "are in the JSON either way)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="decoding processes (default: the number of cores; 0: decode in a thread)",
     )
     p.add_argument(
         "--overlay-size",
@@ -330,7 +343,6 @@ def _register_predict(sub: argparse._SubParsersAction[Any]) -> None:
 def _predict(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     from models.notices import DEMO_NOTICE
-    from models.overlay import render_overlay
     from models.predict import load_predictor, predict_files
 
     if args.batch_size < 1 or not 16 <= args.overlay_size <= 8192:
@@ -354,48 +366,22 @@ def _predict(args: argparse.Namespace) -> int:
     used: set[str] = set()
     files = [Path(f) for f in args.files]
     display = None if args.overlays == "none" else args.overlay_size
-    for result in predict_files(predictor, files, heatmaps=args.overlays, display_size=display):
-        path = result.path
-        stem = _unique_name(path.name, used)
-        if result.error is not None or result.prediction is None or result.meta is None:
-            failures += 1
-            exc = result.error
-            error = {"file": str(path), "error": str(exc), "error_type": type(exc).__name__}
-            (outdir / f"{stem}.json").write_text(json.dumps(error, indent=2) + "\n")
-            sys.stderr.write(f"cxr predict: {exc}\n")
-            continue
-        prediction = result.prediction
-        heatmaps = {}
-        for label, heat in prediction.heatmaps.items():
-            if result.display is None:
-                break
-            png = outdir / f"{stem}.{label}.png"
-            boxes = [b for b in prediction.boxes if b.label == label]
-            png.write_bytes(
-                render_overlay(result.display, heat, boxes=boxes, max_side=args.overlay_size)
-            )
-            heatmaps[label] = str(png)
-        meta = result.meta
-        doc = {
-            "file": str(path),
-            "probabilities": prediction.probabilities,
-            "positive": prediction.positive,
-            "boxes": [b.to_dict() for b in prediction.boxes],
-            "heatmaps": heatmaps,
-            "image": {
-                "rows": meta.rows,
-                "columns": meta.columns,
-                "modality": meta.modality,
-                "photometric": meta.photometric,
-                "view_position": meta.view_position,
-                "sop_instance_uid": meta.sop_instance_uid,
-            },
-            "timings": {**result.timings, **prediction.timings},
-            "model": card,
-        }
-        (outdir / f"{stem}.json").write_text(json.dumps(doc, indent=2) + "\n")
-        found = ", ".join(prediction.positive) or "no label over threshold"
-        sys.stderr.write(f"{path}: {found}\n")
+    results = predict_files(
+        predictor, files, heatmaps=args.overlays, display_size=display, workers=args.workers
+    )
+    # Overlays and JSON are written by a few threads (PNG encoding releases the GIL), in
+    # step with prediction; the per-file lines stay in input order.
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="cxr-predict-write") as writers:
+        pending: deque[Future[str]] = deque()
+        for result in results:
+            stem = _unique_name(result.path.name, used)
+            if result.error is not None or result.prediction is None or result.meta is None:
+                failures += 1
+            pending.append(writers.submit(_write_result, result, stem, outdir, card, args))
+            while len(pending) > 64 or (pending and pending[0].done()):
+                sys.stderr.write(pending.popleft().result())
+        while pending:
+            sys.stderr.write(pending.popleft().result())
     done = len(files) - failures
     sys.stderr.write(
         f"cxr predict: {len(files):,} file{'' if len(files) == 1 else 's'}: {done:,} done, "
@@ -405,6 +391,52 @@ def _predict(args: argparse.Namespace) -> int:
         + f" -> {outdir} in {time.perf_counter() - started:.1f} s\n"
     )
     return 1 if failures else 0
+
+
+def _write_result(
+    result: FileResult, stem: str, outdir: Path, card: dict[str, Any], args: argparse.Namespace
+) -> str:
+    """Write one file's JSON (and overlays); return its stderr line."""
+    from models.overlay import render_overlay
+
+    path = result.path
+    if result.error is not None or result.prediction is None or result.meta is None:
+        exc = result.error
+        error = {"file": str(path), "error": str(exc), "error_type": type(exc).__name__}
+        (outdir / f"{stem}.json").write_text(json.dumps(error, indent=2) + "\n")
+        return f"cxr predict: {exc}\n"
+    prediction = result.prediction
+    heatmaps = {}
+    for label, heat in prediction.heatmaps.items():
+        if result.display is None:
+            break
+        png = outdir / f"{stem}.{label}.png"
+        boxes = [b for b in prediction.boxes if b.label == label]
+        png.write_bytes(
+            render_overlay(result.display, heat, boxes=boxes, max_side=args.overlay_size)
+        )
+        heatmaps[label] = str(png)
+    meta = result.meta
+    doc = {
+        "file": str(path),
+        "probabilities": prediction.probabilities,
+        "positive": prediction.positive,
+        "boxes": [b.to_dict() for b in prediction.boxes],
+        "heatmaps": heatmaps,
+        "image": {
+            "rows": meta.rows,
+            "columns": meta.columns,
+            "modality": meta.modality,
+            "photometric": meta.photometric,
+            "view_position": meta.view_position,
+            "sop_instance_uid": meta.sop_instance_uid,
+        },
+        "timings": {**result.timings, **prediction.timings},
+        "model": card,
+    }
+    (outdir / f"{stem}.json").write_text(json.dumps(doc, indent=2) + "\n")
+    found = ", ".join(prediction.positive) or "no label over threshold"
+    return f"{path}: {found}\n"
 
 
 def _unique_name(name: str, used: set[str]) -> str:

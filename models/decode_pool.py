@@ -5,10 +5,10 @@ item, in order, at most `max_ahead` items beyond the one the caller is waiting f
 memory stays bounded whatever the number of files. One item's trouble is that item's
 failure and nothing else's:
 
-- `fn` raises: the item's result is `on_error(item, message)`;
-- the worker dies (a decoder crash, the kernel's OOM killer): the same, "worker crashed",
-  and a fresh worker takes its place;
-- the item runs past `timeout_s`: its worker is killed, the same, "timed out".
+- `fn` raises: the item's result is `on_error(item, the exception)`;
+- the worker dies (a decoder crash, the kernel's OOM killer): the same with a
+  `WorkerCrashed`, and a fresh worker takes its place;
+- the item runs past `timeout_s`: its worker is killed, the same with a `WorkerTimeout`.
 
 Workers start with the "forkserver" method: they are forked from a small clean process
 that has imported only the decoding modules, never from a parent holding CUDA, a model,
@@ -28,13 +28,21 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Generic, TypeVar
 
-__all__ = ["DecodePool", "default_workers"]
+__all__ = ["DecodePool", "WorkerCrashed", "WorkerTimeout", "default_workers"]
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 # Modules a worker needs, imported once in the fork server rather than in every worker.
 _PRELOAD = ["numpy", "cv2", "pydicom", "models.pipeline"]
+
+
+class WorkerCrashed(RuntimeError):
+    """The worker process died while handling the item."""
+
+
+class WorkerTimeout(RuntimeError):
+    """The item ran past the pool's time limit; its worker was killed."""
 
 
 def default_workers() -> int:
@@ -56,7 +64,7 @@ def _limit_threads() -> None:
 
 
 def _serve(fn: Callable[[T], R], conn: Connection) -> None:
-    """A worker's loop: (index, item) in, (index, True, result) or (index, False, why) out."""
+    """A worker's loop: (index, item) in, (index, True, result) or (index, False, error) out."""
     _limit_threads()
     while True:
         try:
@@ -69,12 +77,10 @@ def _serve(fn: Callable[[T], R], conn: Connection) -> None:
         try:
             conn.send((index, True, fn(item)))
         except Exception as exc:  # noqa: BLE001 - one item's failure, reported to the caller
-            conn.send((index, False, _why(exc)))
-
-
-def _why(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text if text else type(exc).__name__
+            try:
+                conn.send((index, False, exc))
+            except Exception:  # noqa: BLE001 - an exception that does not pickle
+                conn.send((index, False, RuntimeError(f"{type(exc).__name__}: {exc}")))
 
 
 @dataclass
@@ -91,7 +97,7 @@ class DecodePool(Generic[T, R]):
     Args:
         fn: a module-level function (workers receive it pickled).
         workers: processes (0: run in the caller's thread).
-        on_error: builds an item's result from the reason it failed.
+        on_error: builds an item's result from the exception that failed it.
         timeout_s: an item running longer is that item's failure (None: no limit).
         max_ahead: items decoded beyond the next one to yield (bounds memory);
             default four per worker.
@@ -102,7 +108,7 @@ class DecodePool(Generic[T, R]):
         fn: Callable[[T], R],
         *,
         workers: int,
-        on_error: Callable[[T, str], R],
+        on_error: Callable[[T, Exception], R],
         timeout_s: float | None = None,
         max_ahead: int | None = None,
     ) -> None:
@@ -155,7 +161,7 @@ class DecodePool(Generic[T, R]):
                 try:
                     yield self.fn(item)
                 except Exception as exc:  # noqa: BLE001 - that item's failure
-                    yield self.on_error(item, _why(exc))
+                    yield self.on_error(item, exc)
             return
         while len(self._workers) < self._n:
             self._workers.append(self._start())
@@ -229,15 +235,17 @@ class DecodePool(Generic[T, R]):
                     handled.add(id(w))
                     continue
             w.process.join(1.0)
-            self._fail(w, given, done, f"worker crashed (exit code {w.process.exitcode})")
+            why = f"its decoding worker crashed (exit code {w.process.exitcode})"
+            self._fail(w, given, done, WorkerCrashed(why))
             handled.add(id(w))
         if self.timeout_s is not None:
             now = time.monotonic()
             for w in busy:
                 if w.task is not None and now - w.started > self.timeout_s:
-                    self._fail(w, given, done, f"timed out after {self.timeout_s:g} s")
+                    why = f"decoding took longer than {self.timeout_s:g} s"
+                    self._fail(w, given, done, WorkerTimeout(why))
 
-    def _fail(self, w: _Worker, given: dict[int, T], done: dict[int, R], why: str) -> None:
+    def _fail(self, w: _Worker, given: dict[int, T], done: dict[int, R], why: Exception) -> None:
         assert w.task is not None
         index = w.task
         done[index] = self.on_error(given.pop(index), why)

@@ -37,7 +37,9 @@ from models.folding import fold_batchnorm
 from models.heatmaps import Heatmap, boxes_from_cam
 from models.layercam import check_heatmap_settings, forward_with_layercam
 from models.network import ChestNet
-from models.transforms import Geometry, ResizeMode, fit_long_side, fit_square, resize_mode_of
+from models.pipeline import InputSpec, LoadedImage, PreparedImage, load_for_model, prepare_pixels
+from models.stored_pixels import UNIT_CODES
+from models.transforms import Geometry, ResizeMode, resize_mode_of
 
 __all__ = [
     "Box",
@@ -56,19 +58,6 @@ HeatmapPolicy = Literal["positive", "all", "none"]
 # Pixels per forward pass without gradients: a 1024 px ResNet-50's early stages hold about
 # 0.2 GB per image, so a batch of 16 at 1024 goes four images at a time.
 _FORWARD_PIXELS = 16 * 512 * 512
-
-
-@dataclass(frozen=True)
-class PreparedImage:
-    """An image fitted to the model input, and the geometry that maps it back.
-
-    Attributes:
-        input: float32 (S, S) in [0, 1].
-        geometry: original size and placement (`models.transforms.Geometry`).
-    """
-
-    input: np.ndarray
-    geometry: Geometry
 
 
 @dataclass
@@ -180,8 +169,7 @@ class Predictor:
         Raises:
             ValueError: `pixels` is not a 2-D array.
         """
-        fitted, geometry = fit_square(pixels, self.image_size, self.resize)
-        return PreparedImage(input=fitted, geometry=geometry)
+        return prepare_pixels(pixels, self.image_size, self.resize)
 
     def probabilities(self, logits: torch.Tensor) -> np.ndarray:
         """THE one place logits become probabilities: (N, C) logits -> (N, C) float64.
@@ -248,8 +236,7 @@ class Predictor:
                 raise ValueError(f"image {i}: expected a (rows, columns) array, got {np.shape(im)}")
             else:
                 prepared.append(self.prepare(im))
-        x = torch.from_numpy(np.stack([p.input for p in prepared]))[:, None]
-        x = x.to(self.device, non_blocking=True).contiguous(memory_format=torch.channels_last)
+        x = self._input_batch(prepared)
         t1 = time.perf_counter()
         maps_by_image: list[dict[int, np.ndarray]]
         # Per image: (positive labels, indices of the labels that need a map).
@@ -325,6 +312,24 @@ class Predictor:
         for r in results:
             r.timings = {k: round(v, 6) for k, v in shared.items()}
         return results
+
+    def _input_batch(self, prepared: Sequence[PreparedImage]) -> torch.Tensor:
+        """(N, 1, S, S) float input on the device: the fitted images travel as 16-bit grey
+        (half the bytes of float32), are scaled to [0, 1] and padded there."""
+        s = self.image_size
+        x = torch.zeros((len(prepared), 1, s, s), dtype=torch.float32, device=self.device)
+        pin = self.device.type == "cuda"
+        for i, p in enumerate(prepared):
+            g = p.geometry
+            if g.size != s:
+                raise ValueError(f"image {i} was prepared for {g.size} px, the model takes {s}")
+            t = torch.from_numpy(np.ascontiguousarray(p.pixels))
+            if pin:
+                t = t.pin_memory()
+            t = t.to(self.device, non_blocking=True)
+            part = t.float() * (1.0 / UNIT_CODES) if t.dtype == torch.uint16 else t.float()
+            x[i, 0, g.top : g.top + g.height, g.left : g.left + g.width] = part
+        return x.contiguous(memory_format=torch.channels_last)
 
     def _select(
         self, probs: np.ndarray, heatmaps: HeatmapPolicy, want_boxes: bool
@@ -407,27 +412,10 @@ class FileResult:
     prepared: PreparedImage | None = field(default=None, repr=False)
 
 
-def _load_one(predictor: Predictor, path: Path, display_size: int | None) -> FileResult:
-    from models.images import load_image
-
-    t0 = time.perf_counter()
-    try:
-        image = load_image(path)
-    except ImageError as exc:
-        return FileResult(path=path, error=exc)
-    t1 = time.perf_counter()
-    prepared = predictor.prepare(image.pixels)
-    display = None
-    if display_size is not None:
-        display = (fit_long_side(image.pixels, display_size) * 255.0 + 0.5).astype(np.uint8)
-    # Only the small copies travel on: the full-resolution array dies here.
-    return FileResult(
-        path=path,
-        meta=image.meta,
-        display=display,
-        timings={"decode": t1 - t0, "preprocess": time.perf_counter() - t1},
-        prepared=prepared,
-    )
+def _load_file(task: tuple[str, InputSpec]) -> LoadedImage:
+    """A decoding worker's job (module level, so worker processes can receive it)."""
+    path, spec = task
+    return load_for_model(path, spec)
 
 
 _DONE = object()
@@ -470,27 +458,51 @@ def predict_files(
     paths: Sequence[str | os.PathLike[str]],
     *,
     heatmaps: HeatmapPolicy = "positive",
-    display_size: int | None = 1024,
+    display_size: int | None = None,
+    workers: int | None = None,
+    file_timeout_s: float | None = 300.0,
 ) -> Iterator[FileResult]:
     """Run files through decode -> fit -> batched forward -> boxes, in input order.
 
-    Decoding and fitting run in a background thread, up to two batches ahead of the
-    forward pass, so I/O and decoding overlap with compute; each decoded full-resolution
-    array is dropped as soon as its model input and display copy exist.
+    Decoding and fitting (`models.pipeline.load_for_model`) run in `workers` processes
+    (`models.decode_pool`), a few batches ahead of the forward pass; only the fitted 16-bit
+    image and the optional display copy come back. A file that fails to decode, crashes
+    its worker or runs past `file_timeout_s` is that file's error, nothing else's.
 
     Args:
         predictor: a loaded `Predictor` (its `batch_size` sets the batch).
         paths: DICOM/PNG/JPEG/TIFF files.
         heatmaps: which labels get a `Heatmap` ("positive", "all", "none").
         display_size: longer side of the `display` copy kept for overlays (None: none).
+        workers: decoding processes (default: the cores available; 0: a thread of this
+            process, without crash isolation).
+        file_timeout_s: per-file decoding limit (None: none; needs workers).
 
     Yields:
         One `FileResult` per path, in order; unreadable files carry `error`.
     """
+    from models.decode_pool import DecodePool, default_workers
+
     batch = max(1, predictor.batch_size)
-    loaded = _prefetch(
-        (_load_one(predictor, Path(p), display_size) for p in paths), depth=2 * batch
+    n_workers = default_workers() if workers is None else workers
+    spec = InputSpec.of(predictor, display_size=display_size)
+
+    def failed(task: tuple[str, InputSpec], exc: Exception) -> LoadedImage | ImageError:
+        if isinstance(exc, ImageError):
+            return exc
+        return ImageError(f"{task[0]}: {exc}")
+
+    pool: DecodePool[tuple[str, InputSpec], LoadedImage | ImageError] = DecodePool(
+        _load_file,
+        workers=n_workers,
+        on_error=failed,
+        timeout_s=file_timeout_s if n_workers else None,
+        max_ahead=max(2 * batch, 4 * n_workers),
     )
+    tasks = [(os.fspath(p), spec) for p in paths]
+    loaded: Iterator[LoadedImage | ImageError] = pool.map(tasks)
+    if n_workers == 0:  # decode in a thread, overlapped with the forward pass
+        loaded = _prefetch(loaded, depth=2 * batch)
     pending: list[FileResult] = []
 
     def flush() -> Iterator[FileResult]:
@@ -504,8 +516,20 @@ def predict_files(
         yield from pending
         pending.clear()
 
-    for result in loaded:
-        pending.append(result)
-        if sum(r.prepared is not None for r in pending) >= batch:
-            yield from flush()
-    yield from flush()
+    with pool:
+        for path, item in zip(paths, loaded, strict=True):
+            if isinstance(item, ImageError):
+                pending.append(FileResult(path=Path(path), error=item))
+            else:
+                pending.append(
+                    FileResult(
+                        path=Path(path),
+                        meta=item.meta,
+                        display=item.display,
+                        timings=item.timings,
+                        prepared=item.prepared,
+                    )
+                )
+            if sum(r.prepared is not None for r in pending) >= batch:
+                yield from flush()
+        yield from flush()

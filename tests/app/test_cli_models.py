@@ -64,7 +64,7 @@ def test_cli_predict_writes_json_and_overlays(
     assert "broken.dcm" in capsys.readouterr().err
 
 
-def test_cli_predict_overlays_positive_by_default_none_and_bounded_size(
+def test_cli_predict_overlays_only_when_asked_and_bounded_size(
     checkpoint: Path, tmp_path: Path
 ) -> None:
     from models.checkpoint import load_checkpoint, save_checkpoint
@@ -75,17 +75,18 @@ def test_cli_predict_overlays_positive_by_default_none_and_bounded_size(
     big = _dicom(tmp_path / "big.dcm", rows=900, columns=600)
     out = tmp_path / "out"
     assert main(["predict", "--model", str(model_path), str(big), "-o", str(out),
-                 "--overlay-size", "200", "--device", "cpu"]) == 0  # fmt: skip
+                 "--overlays", "positive", "--overlay-size", "200", "--device", "cpu"]) == 0  # fmt: skip
     doc = json.loads((out / "big.dcm.json").read_text())
     assert doc["positive"] == ["Effusion"] and set(doc["heatmaps"]) == {"Effusion"}
     from PIL import Image
 
     with Image.open(doc["heatmaps"]["Effusion"]) as im:
         assert im.size == (133, 200)  # longer side 200, aspect ratio kept
-    none = tmp_path / "none"
+    none = tmp_path / "none"  # the default: boxes in the JSON, no overlay written
     assert main(["predict", "--model", str(model_path), str(big), "-o", str(none),
-                 "--overlays", "none", "--device", "cpu"]) == 0  # fmt: skip
-    assert json.loads((none / "big.dcm.json").read_text())["heatmaps"] == {}
+                 "--device", "cpu"]) == 0  # fmt: skip
+    plain = json.loads((none / "big.dcm.json").read_text())
+    assert plain["heatmaps"] == {} and plain["boxes"] == doc["boxes"]
     assert sorted(p.name for p in none.iterdir()) == ["big.dcm.json"]
 
 
@@ -130,7 +131,8 @@ def test_cli_predict_heatmaps_from_overrides_the_card(checkpoint: Path, tmp_path
     for method in ("layercam", "cam"):
         out = tmp_path / method
         assert main(["predict", "--model", str(model_path), str(image), "-o", str(out),
-                     "--device", "cpu", "--heatmaps-from", method]) == 0  # fmt: skip
+                     "--device", "cpu", "--heatmaps-from", method,
+                     "--overlays", "positive"]) == 0  # fmt: skip
         docs[method] = json.loads((out / "img.dcm.json").read_text())
     assert docs["cam"]["probabilities"] == docs["layercam"]["probabilities"]
     for doc in docs.values():
