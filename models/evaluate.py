@@ -16,7 +16,7 @@ import os
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -25,6 +25,11 @@ from models.calibration import temperature_vector
 from models.data import canonical_label
 from models.errors import ModelsError
 from models.layercam import check_heatmap_settings
+
+if TYPE_CHECKING:
+    from models.data import Record
+    from models.predict import Predictor
+
 from models.metrics import (
     GroundTruthBox,
     classification_metrics,
@@ -204,64 +209,48 @@ def _maybe_tqdm(it: Any, enabled: bool, desc: str) -> Any:
 
 
 def localize_dataset(
-    model: Any,
-    dataset: Any,
+    predictor: Predictor,
+    records: Sequence[Record],
     truth: Sequence[GroundTruthBox],
     *,
-    device: Any = "cpu",
-    box_thresholds: Sequence[int] = (60, 180),
-    image_size: int,
-    resize: str = "letterbox",
-    heatmap_method: str = "cam",
-    heatmap_stage: int = 2,
-    heatmap_sigma: float = 0.5,
     sizes: dict[str, tuple[int, int]] | None = None,
 ) -> dict[tuple[str, str], list[Box]]:
-    """Generate heatmap boxes for each (image, label) pair that has ground truth.
+    """Boxes for each (image, label) pair that has ground truth, through the prediction path.
 
-    Images are matched by `Record.image_index`; labels not in the model are skipped.
-    Box coordinates are in the image's ORIGINAL pixels, like the ground truth. `sizes`, if
-    given, receives each scored image's (rows, columns).
+    Each image goes through `models.pipeline.load_for_model` and `Predictor.predict`, as in
+    `cxr predict`, the service and batch jobs; the boxes asked for are the ground truth's
+    labels, whatever their probability. Images are matched by `Record.image_index`; labels
+    not in the model are skipped. `sizes`, if given, receives each scored image's
+    (rows, columns).
 
     Returns:
-        (image_index, label) -> boxes, the input of `localization_metrics`.
+        (image_index, label) -> boxes in ORIGINAL pixels, the input of `localization_metrics`.
+
+    Raises:
+        ImageError: an image with ground truth cannot be read.
     """
-    import torch
+    from models.pipeline import InputSpec, load_for_model
 
-    from models.cam import positive_evidence
-    from models.heatmaps import boxes_from_cam
-    from models.layercam import layercam_maps
-    from models.transforms import Geometry
-
-    dev = torch.device(device)
-    col = {name: i for i, name in enumerate(dataset.labels)}
+    known = set(predictor.labels)
     wanted: dict[str, set[str]] = defaultdict(set)
     for g in truth:
-        if g.label in col:
+        if g.label in known:
             wanted[g.image_index].add(g.label)
+    spec = InputSpec.of(predictor)
     out: dict[tuple[str, str], list[Box]] = {}
-    model.eval()
-    for i, record in enumerate(dataset.records):
-        labels = wanted.get(record.image_index)
-        if not labels:
-            continue
-        pixels, (rows, columns) = dataset.pixels(i)
-        if sizes is not None:
-            sizes[record.image_index] = (rows, columns)
-        x = dataset.transform(pixels)[None].to(dev)
-        # The same maps (the card's method), geometry and box path as `models.predict`.
-        if heatmap_method == "layercam":
-            chosen = [[col[name] for name in labels]]
-            maps = layercam_maps(model, x, chosen, stage=heatmap_stage, sigma=heatmap_sigma)[0]
-        else:
-            with torch.inference_mode():
-                cams = positive_evidence(model.class_activation_maps(model.forward_features(x)))
-            maps = dict(enumerate(cams[0].float().cpu().numpy()))
-        geometry = Geometry.fit(rows, columns, image_size, resize)
-        for label in labels:
-            out[(record.image_index, label)] = boxes_from_cam(
-                maps[col[label]], geometry, label=label, thresholds=box_thresholds
-            )
+    chosen = [r for r in records if wanted.get(r.image_index)]
+    for start in range(0, len(chosen), max(1, predictor.batch_size)):
+        part = chosen[start : start + max(1, predictor.batch_size)]
+        loaded = [load_for_model(r.path, spec) for r in part]
+        labels = [sorted(wanted[r.image_index]) for r in part]
+        predictions = predictor.predict(
+            [x.prepared for x in loaded], heatmaps="none", box_labels=labels
+        )
+        for record, image, names, prediction in zip(part, loaded, labels, predictions, strict=True):
+            if sizes is not None:
+                sizes[record.image_index] = (image.meta.rows, image.meta.columns)
+            for name in names:
+                out[(record.image_index, name)] = [b for b in prediction.boxes if b.label == name]
     return out
 
 
@@ -302,7 +291,7 @@ def evaluate_checkpoint(
     """
     from models.checkpoint import load_checkpoint
     from models.data import ChestXrayDataset, load_records, split_records
-    from models.predict import resolve_device
+    from models.predict import Predictor, resolve_device
     from models.transforms import EvalTransform, resize_mode_of
 
     dev = resolve_device(device)
@@ -350,31 +339,17 @@ def evaluate_checkpoint(
         truth = load_bbox_csv(boxes)
         in_split = {r.image_index for r in chosen}
         scored = [g for g in truth if g.image_index in in_split]
-        box_set = dataset
+        box_records: Sequence[Record] = chosen
         if not scored:
             in_data = {r.image_index for r in records}
             scored = [g for g in truth if g.image_index in in_data]
-            box_set = ChestXrayDataset(
-                [r for r in records if r.image_index in {g.image_index for g in scored}],
-                card.labels,
-                transform,
-            )
+            boxed = {g.image_index for g in scored}
+            box_records = [r for r in records if r.image_index in boxed]
             report["localization_note"] = "no boxed image in the split; scored all boxed images"
         scored = [g for g in scored if g.label in card.labels]
         sizes: dict[str, tuple[int, int]] = {}
-        predicted = localize_dataset(
-            ckpt.model,
-            box_set,
-            scored,
-            device=dev,
-            box_thresholds=card.box_thresholds,
-            image_size=card.image_size,
-            resize=resize,
-            heatmap_method=card.heatmap_method,
-            heatmap_stage=card.heatmap_stage,
-            heatmap_sigma=card.heatmap_sigma,
-            sizes=sizes,
-        )
+        predictor = Predictor(ckpt.model, card, device=dev, batch_size=batch_size)
+        predicted = localize_dataset(predictor, box_records, scored, sizes=sizes)
         report["localization"] = localization_metrics(predicted, scored)
         report["localization"]["iobb_0.5_by_side"] = localization_by_side(predicted, scored, sizes)
         report["localization"]["n_boxes"] = len(scored)

@@ -19,7 +19,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -196,6 +196,7 @@ class Predictor:
         *,
         heatmaps: HeatmapPolicy = "positive",
         boxes: bool = True,
+        box_labels: Sequence[Collection[str]] | None = None,
     ) -> list[Prediction]:
         """Classify and localize a batch of images.
 
@@ -204,6 +205,8 @@ class Predictor:
                 (`DicomImage.pixels`), or `PreparedImage`s from `prepare`.
             heatmaps: which labels get a `Heatmap`: "positive" (default), "all" or "none".
             boxes: compute boxes for the positive labels.
+            box_labels: per image, the labels to box instead of the positive ones (an
+                evaluation against ground truth boxes every true label).
 
         Returns:
             One `Prediction` per image, in order.
@@ -213,11 +216,13 @@ class Predictor:
         """
         if heatmaps not in ("positive", "all", "none"):
             raise ValueError(f"heatmaps must be positive, all or none, got {heatmaps!r}")
+        if box_labels is not None and len(box_labels) != len(images):
+            raise ValueError(f"box_labels has {len(box_labels)} entries for {len(images)} images")
         out: list[Prediction] = []
         for start in range(0, len(images), self.batch_size):
-            out.extend(
-                self._predict_batch(images[start : start + self.batch_size], heatmaps, boxes)
-            )
+            stop = start + self.batch_size
+            chosen = None if box_labels is None else box_labels[start:stop]
+            out.extend(self._predict_batch(images[start:stop], heatmaps, boxes, chosen))
         return out
 
     def _predict_batch(
@@ -225,6 +230,7 @@ class Predictor:
         images: Sequence[np.ndarray | PreparedImage],
         heatmaps: HeatmapPolicy,
         want_boxes: bool,
+        box_labels: Sequence[Collection[str]] | None = None,
     ) -> list[Prediction]:
         n = len(images)
         t0 = time.perf_counter()
@@ -239,13 +245,18 @@ class Predictor:
         x = self._input_batch(prepared)
         t1 = time.perf_counter()
         maps_by_image: list[dict[int, np.ndarray]]
+
+        def boxed(i: int) -> Collection[str] | None:
+            return None if box_labels is None else box_labels[i]
+
         # Per image: (positive labels, indices of the labels that need a map).
         selections: list[tuple[list[str], list[int]]] = []
         if self.heatmap_method == "layercam" and (heatmaps != "none" or want_boxes):
 
-            def choose(_: int, logits: torch.Tensor) -> list[list[int]]:
-                chunk = [self._select(row, heatmaps, want_boxes)
-                         for row in self.probabilities(logits)]  # fmt: skip
+            def choose(start: int, logits: torch.Tensor) -> list[list[int]]:
+                rows = self.probabilities(logits)
+                chunk = [self._select(row, heatmaps, want_boxes, boxed(start + k))
+                         for k, row in enumerate(rows)]  # fmt: skip
                 selections.extend(chunk)
                 return [wanted for _, wanted in chunk]
 
@@ -264,7 +275,8 @@ class Predictor:
                 logits = self.model.forward_head(features)
             probs = self.probabilities(logits)
             t2 = time.perf_counter()
-            selections = [self._select(row, heatmaps, want_boxes) for row in probs]
+            selections = [self._select(row, heatmaps, want_boxes, boxed(i))
+                          for i, row in enumerate(probs)]  # fmt: skip
             # (N, C, S, S) float32, positive evidence only (see models.cam).
             cams = positive_evidence(self.model.class_activation_maps(features))
             cams_np = cams.float().cpu().numpy()
@@ -284,7 +296,8 @@ class Predictor:
             ta = time.perf_counter()
             found: list[Box] = []
             if want_boxes:
-                for name in positive:
+                to_box = positive if box_labels is None else list(box_labels[i])
+                for name in to_box:
                     c = self.labels.index(name)
                     found.extend(
                         _scored(b, p[name])
@@ -332,13 +345,18 @@ class Predictor:
         return x.contiguous(memory_format=torch.channels_last)
 
     def _select(
-        self, probs: np.ndarray, heatmaps: HeatmapPolicy, want_boxes: bool
+        self,
+        probs: np.ndarray,
+        heatmaps: HeatmapPolicy,
+        want_boxes: bool,
+        box_labels: Collection[str] | None = None,
     ) -> tuple[list[str], list[int]]:
         """One image's (positive labels, indices of the labels that need a map)."""
         positive = [name for c, name in enumerate(self.labels)
                     if round(float(probs[c]), 6) >= self.thresholds[name]]  # fmt: skip
         shown = {"positive": positive, "all": self.labels, "none": []}[heatmaps]
-        mapped = set(shown) | (set(positive) if want_boxes else set())
+        to_box = set(positive if box_labels is None else box_labels) if want_boxes else set()
+        mapped = set(shown) | to_box
         return positive, [c for c, name in enumerate(self.labels) if name in mapped]
 
 
