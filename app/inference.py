@@ -256,17 +256,18 @@ def decode_heatmap(data: bytes, label: str) -> Heatmap | np.ndarray:
 PREVIEW_SIDE = 1024
 
 
-def encode_preview(pixels: np.ndarray) -> bytes:
-    """An 8-bit grey PNG of `pixels` (float32 (rows, cols) in [0, 1]), at most 1024 px a side.
-
-    Downscaled before anything else, so no full-resolution temporary is made.
-    """
+def encode_preview(display: np.ndarray) -> bytes:
+    """An 8-bit grey PNG of a display copy (`models.pipeline.LoadedImage.display`, uint8,
+    at most `PREVIEW_SIDE` a side), or of float32 pixels in [0, 1] (downscaled first)."""
     import cv2
 
     from models.transforms import fit_long_side
 
-    small = fit_long_side(pixels, PREVIEW_SIDE)
-    grey = (np.clip(small, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+    if display.dtype == np.uint8 and max(display.shape) <= PREVIEW_SIDE:
+        grey = display
+    else:
+        small = fit_long_side(np.asarray(display, np.float32), PREVIEW_SIDE)
+        grey = (np.clip(small, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
     ok, png = cv2.imencode(".png", grey, [cv2.IMWRITE_PNG_COMPRESSION, 3])
     if not ok:
         raise RuntimeError("PNG encoding failed")

@@ -9,7 +9,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
@@ -21,6 +21,11 @@ from app.errors import ServiceError, UnsupportedMediaType
 from app.inference import release_freed_memory
 from app.routes.predictions import prediction_read
 from app.schemas import ErrorRead, PredictionRead
+
+if TYPE_CHECKING:
+    from models.dicom import ImageMeta
+    from models.pipeline import PreparedImage
+    from models.predict import Predictor
 
 router = APIRouter(tags=["images"])
 # Above this many pixels a decode frees enough memory to be worth handing back at once.
@@ -179,24 +184,23 @@ async def predict_image(
 
 
 def _decode(
-    predictor: Any, file: BinaryIO, name: str, max_pixels: int | None
-) -> tuple[Any, Any, bytes]:
-    """Decode once, then keep only small copies: the model input and a display preview.
+    predictor: Predictor, file: BinaryIO, name: str, max_pixels: int | None
+) -> tuple[ImageMeta, PreparedImage, bytes]:
+    """Decode once through the image pipeline; keep only the model input and a preview.
 
-    The full-resolution float array (400 MB for a 10000 x 10000 image) is dropped before
-    inference, so the request's peak memory is the decode itself (issue 7, item 5). The
-    upload is read from its spooled file by the decoder, never copied whole into memory.
+    `models.pipeline.load_for_model`, as `cxr predict`, batch jobs and `cxr evaluate` use
+    it: the full-resolution image lives only inside it, so the request's peak memory is
+    the decode itself. The upload is read from its spooled file by the decoder, never
+    copied whole into memory.
     """
-    from app.inference import encode_preview
-    from models.images import load_image
+    from app.inference import PREVIEW_SIDE, encode_preview
+    from models.pipeline import InputSpec, load_for_model
 
     # Over CXR_MAX_PIXELS: refused from the header, before decoding (413).
-    image = load_image(file, filename=name, max_pixels=max_pixels)
-    prepared = predictor.prepare(image.pixels)
-    preview_png = encode_preview(image.pixels)
-    meta = image.meta
-    del image  # the full-resolution array goes before the decode slot is given back
-    return meta, prepared, preview_png
+    spec = InputSpec.of(predictor, display_size=PREVIEW_SIDE, max_pixels=max_pixels)
+    loaded = load_for_model(file, spec, filename=name)
+    assert loaded.display is not None  # asked for by the spec
+    return loaded.meta, loaded.prepared, encode_preview(loaded.display)
 
 
 def _store(state: AppState, upload: Upload, meta: Any, preview_png: bytes, prediction: Any) -> Any:

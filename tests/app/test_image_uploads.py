@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 from service_fixtures import dx_bytes
 
-import models.images
+import models.pipeline
 from app.inference import InferenceQueue
 
 pytestmark = pytest.mark.issue(18)
@@ -22,15 +22,15 @@ pytestmark = pytest.mark.issue(18)
 
 @pytest.fixture
 def sources(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """What the route hands to `load_image`, for each request."""
+    """What the route hands to the image pipeline's decoder, for each request."""
     seen: list[Any] = []
-    real = models.images.load_image
+    real = models.pipeline.read_stored
 
     def spy(source: Any, **kwargs: Any) -> Any:
         seen.append(source)
         return real(source, **kwargs)
 
-    monkeypatch.setattr(models.images, "load_image", spy)
+    monkeypatch.setattr(models.pipeline, "read_stored", spy)
     return seen
 
 
