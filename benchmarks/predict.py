@@ -21,6 +21,19 @@ It prints:
     python benchmarks/predict.py --device cuda --image-size 1024 --batch-size 16 --n 64
     python benchmarks/predict.py --overlays all           # every label's overlay
     python benchmarks/predict.py --heatmaps-from cam          # the paper's CAM instead of LayerCAM
+
+Two more modes (`--mode`):
+
+  throughput  files/s of `predict_files` (what `cxr predict` runs) over --n generated
+              2500x2048 12-bit DICOMs with --workers decoding processes, no overlays,
+              after a warm-up pass; with --base DIR, the same through the code in DIR (a
+              `git worktree` of an older commit), interleaved, in the same run.
+  latency     p50/p99 of single-DICOM requests, one at a time, through a real
+              `cxr serve` on loopback (POST /v1/images/predict).
+
+    python benchmarks/predict.py --mode throughput --n 64 --image-size 1024 --device cuda
+    python benchmarks/predict.py --mode throughput --n 32 --base ../base       # before/after
+    python benchmarks/predict.py --mode latency --n 100 --image-size 1024 --device cuda
 """
 
 from __future__ import annotations
@@ -199,6 +212,104 @@ def stages(
     return dict(totals)
 
 
+_THROUGHPUT = """
+import sys, time, json
+from models.predict import load_predictor, predict_files
+cfg = json.loads(sys.argv[1])
+predictor = load_predictor(cfg["model"], device=cfg["device"], batch_size=cfg["batch"])
+kw = {"workers": cfg["workers"]} if cfg["workers"] is not None else {}
+try:
+    predict_files(predictor, [], display_size=None, **kw)
+except TypeError:  # older code: no workers argument
+    kw = {}
+def run(files):
+    n = 0
+    for r in predict_files(predictor, files, heatmaps="none", display_size=None, **kw):
+        if r.prediction is None:
+            raise SystemExit(f"{r.path}: {r.error}")
+        n += 1
+    if predictor.device.type == "cuda":
+        import torch; torch.cuda.synchronize()
+    return n
+run(cfg["files"][: 2 * cfg["batch"]])  # warm-up: pools, allocator, cuDNN autotuning
+t0 = time.perf_counter()
+n = run(cfg["files"])
+print(json.dumps({"files": n, "seconds": time.perf_counter() - t0}))
+"""
+
+
+def throughput(
+    files: list[Path], checkpoint: Path, *, code: Path, device: str, batch: int,
+    workers: int | None,
+) -> float:  # fmt: skip
+    """Files/s of `predict_files` with the code in `code`, in a fresh process."""
+    import json
+
+    cfg = {"model": str(checkpoint), "device": device, "batch": batch, "workers": workers,
+           "files": [str(f) for f in files]}  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    done = subprocess.run([sys.executable, "-c", _THROUGHPUT, json.dumps(cfg)], env=env,
+                          capture_output=True, text=True, check=False, cwd=code)  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"throughput run failed: {done.stderr[-2000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return float(result["files"]) / float(result["seconds"])
+
+
+def latency(checkpoint: Path, dicom: Path, *, device: str, n: int, work: Path) -> None:
+    """p50/p99 of one-at-a-time POST /v1/images/predict through `cxr serve` on loopback."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import urllib.error
+    import urllib.request
+
+    from service_load import _free_port, _post, run_phase
+
+    from app.security import generate_api_key, hash_api_key
+
+    key = generate_api_key()
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CXR_")}
+    env.update(PYTHONPATH=str(ROOT), CXR_API_KEYS=hash_api_key(key),
+               CXR_STORAGE_DIR=str(work / "storage"), CXR_DEVICE=device)  # fmt: skip
+    log_path = work / "server.log"
+    with log_path.open("wb") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve", "--port", str(port),
+             "--model", str(checkpoint), "--log-level", "warning"],
+            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=work,
+        )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                urllib.request.urlopen(base + "/readyz", timeout=2).read()
+                break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                if server.poll() is not None or time.monotonic() > deadline:
+                    _say("server did not start:\n" + log_path.read_text()[-2000:])
+                    return
+                time.sleep(0.3)
+        body = dicom.read_bytes()
+        headers = {"X-API-Key": key, "Content-Type": "application/dicom"}
+
+        def send(_: int) -> int:
+            return _post(base + "/v1/images/predict", body, headers, 300)
+
+        for _ in range(5):  # warm-up: first batches, allocator, cuDNN autotuning
+            send(0)
+        run_phase(
+            f"latency, one request at a time ({len(body) / 2**20:.1f} MiB DICOM)",
+            send, n=n, seconds=600, concurrency=1,
+        )  # fmt: skip
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
 def startup(checkpoint: Path, device: str) -> tuple[float, float]:
     """(import seconds, checkpoint load seconds) in a fresh interpreter."""
     code = (
@@ -219,7 +330,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
+    parser.add_argument("--mode", default="stages", choices=["stages", "throughput", "latency"])
     parser.add_argument("--n", type=int, default=9, help="number of files (default 9)")
+    parser.add_argument("--workers", type=int, help="decoding processes (throughput mode)")
+    parser.add_argument(
+        "--base", type=Path, metavar="DIR", help="older checkout to compare (throughput mode)"
+    )
+    parser.add_argument("--synthetic", action="store_true", help="generated DICOMs only")
     parser.add_argument("--image-size", type=int, default=224)
     parser.add_argument("--batch-size", type=int, default=16, help="as cxr predict (16)")
     parser.add_argument("--positives", type=int, default=2, help="positive labels per image")
@@ -265,7 +382,12 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         (work / "in").mkdir()
-        files, what = input_files(work / "in", args.n)
+        if args.mode != "stages" or args.synthetic:
+            files = [synthetic_dicom(work / "in" / f"{i:04d}.dcm", seed=i % 8)
+                     for i in range(args.n)]  # fmt: skip
+            what = "generated 2500x2048 12-bit CR"
+        else:
+            files, what = input_files(work / "in", args.n)
         checkpoint = write_checkpoint(
             work / "r50.pt",
             args.image_size,
@@ -279,6 +401,19 @@ def main() -> int:
             f"image, overlays {args.overlays}, "
             f"heatmaps {args.heatmaps_from}, batch {args.batch_size}"
         )
+        if args.mode == "throughput":
+            runs = [("this checkout", ROOT)] + (
+                [("base", args.base.resolve())] if args.base else []
+            )
+            for label, code in runs * max(1, args.repeat):
+                rate = throughput(files, checkpoint, code=code, device=args.device,
+                                  batch=args.batch_size, workers=args.workers)  # fmt: skip
+                workers = "default" if args.workers is None else args.workers
+                _say(f"throughput, {label}: {rate:.1f} files/s (workers {workers})")
+            return 0
+        if args.mode == "latency":
+            latency(checkpoint, files[0], device=args.device, n=args.n, work=work)
+            return 0
         walls: list[float] = []
         peer: list[float] = []
         peer_weights = _peer_weights(work, args.txrv) if args.txrv else None
@@ -320,7 +455,7 @@ def main() -> int:
             f"in-process, after warm-up: {t['wall']:.2f} s for {len(files)} files "
             f"({1000 * t['wall'] / len(files):.0f} ms/file); stage shares: {shares}"
         )
-        _say("(decode and preprocess run in a prefetch thread, overlapped with forward)")
+        _say("(decode and preprocess run in worker processes, overlapped with forward)")
     return 0
 
 
