@@ -260,6 +260,12 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
     from app.cli_pacs import add_dicomweb_auth_arguments
 
     add_dicomweb_auth_arguments(pacs)
+    from app.cli_ray import add_ray_argument
+
+    add_ray_argument(p)
+    p.add_argument(
+        "--parquet", type=Path, metavar="DIR", help="with --ray: also write Parquet shards here"
+    )
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning"])
     p.set_defaults(handler=_with_logging(_batch))
 
@@ -316,6 +322,10 @@ def _batch(args: argparse.Namespace) -> int:
             sys.stderr.write(f"cxr batch: {DEMO_NOTICE}\n")
     with contextlib.ExitStack() as cleanup:
         spec = _batch_spec(args, settings, previous, predictor, is_zip, cleanup)
+        if args.ray is not None:
+            from app.cli_ray import run_batch_on_ray
+
+            return run_batch_on_ray(args, spec, model_path, predictor, previous, torn, started)
         return _run_batch(args, spec, previous, torn, predictor, started)
 
 
