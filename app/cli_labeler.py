@@ -77,6 +77,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "--workers", type=int, default=1, help="worker processes (0: one per CPU; default 1)"
     )
     p.add_argument("--batch-size", type=int, default=64, help="reports per batch (64)")
+    from app.cli_ray import add_ray_argument
+
+    add_ray_argument(p)
     p.add_argument(
         "--whole-report",
         action="store_true",
@@ -292,13 +295,18 @@ def _label(args: argparse.Namespace) -> int:
         keep_text = writer is not None and any(c.endswith("={text}") for c in columns)
         if keep_text:
             items = _remembering(items, texts)
-        results = label_reports_parallel(
-            items,
-            config=config,
-            workers=workers,
-            on_error="raise" if args.strict else "skip",
-            batch_size=args.batch_size,
-        )
+        if args.ray is not None:
+            from app.cli_ray import label_on_ray
+
+            results = label_on_ray(args.ray, items, config, args.batch_size, args.strict)
+        else:
+            results = label_reports_parallel(
+                items,
+                config=config,
+                workers=workers,
+                on_error="raise" if args.strict else "skip",
+                batch_size=args.batch_size,
+            )
         bar = stack.enter_context(
             tqdm(total=total, unit="report", file=sys.stderr, disable=args.quiet or None)
         )

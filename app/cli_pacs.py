@@ -141,8 +141,8 @@ def dicomweb_client_from_args(url: str, args: argparse.Namespace) -> Any:
         SettingsError: a CXR_* variable is refused.
         DicomwebError: a bad URL, auth or bound.
     """
-    from app.pacs.dicomweb import DicomwebClient, DicomwebLimits
     from app.settings import build_settings
+    from batch.pacs.dicomweb import DicomwebClient, DicomwebLimits
 
     settings = build_settings()
     password = args.password or os.environ.get("CXR_DICOMWEB_PASSWORD") or None

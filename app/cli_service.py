@@ -14,9 +14,15 @@ import logging
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from app.settings import Settings
+    from batch.job import DicomwebInput, JobSpec, PushOutput
+    from batch.sinks import TallySink
+    from models.predict import Predictor
 
 __all__ = ["register"]
 
@@ -254,6 +260,12 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
     from app.cli_pacs import add_dicomweb_auth_arguments
 
     add_dicomweb_auth_arguments(pacs)
+    from app.cli_ray import add_ray_argument
+
+    add_ray_argument(p)
+    p.add_argument(
+        "--parquet", type=Path, metavar="DIR", help="with --ray: also write Parquet shards here"
+    )
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning"])
     p.set_defaults(handler=_with_logging(_batch))
 
@@ -262,11 +274,7 @@ def _batch(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     import zipfile
 
-    from app.batch.interfaces import Sink
-    from app.batch.reports import load_reports_csv
-    from app.batch.results import read_result_lines
-    from app.batch.sinks import DatasetSink
-    from app.batch.sources import FolderSource, ZipSource
+    from batch.results import read_result_lines
 
     if (args.export_dir is None) == (args.dicomweb is None):
         raise CommandError("give either EXPORT_DIR or --dicomweb URL (one of them)")
@@ -303,7 +311,6 @@ def _batch(args: argparse.Namespace) -> int:
 
     settings = build_settings()
     model_path = args.model if args.model is not None else settings.model
-    reports = load_reports_csv(args.reports) if args.reports else None
     predictor = None
     if model_path is not None:
         from app.inference import load_model
@@ -313,56 +320,70 @@ def _batch(args: argparse.Namespace) -> int:
             from models.notices import DEMO_NOTICE
 
             sys.stderr.write(f"cxr batch: {DEMO_NOTICE}\n")
-    sinks: list[Sink] = []
-    if args.dataset is not None:
-        from app.dataset import DatasetWriter
-
-        key = args.pseudonym_key.read_bytes().strip() if args.pseudonym_key else None
-        dataset = DatasetSink(
-            DatasetWriter(
-                args.dataset,
-                size=args.dataset_size,
-                uncertain_positive=args.uncertain_positive,
-                key=key,
-                resume=args.resume,
-                keep={str(line["dataset_image"]) for line in previous if line.get("dataset_image")},
-            )
-        )
-        sinks.append(dataset)  # before the JSONL sink: it adds `dataset_image`
-
-    exclude = [args.reports] if args.reports else []
     with contextlib.ExitStack() as cleanup:
-        if args.dicomweb is not None:
-            source: Any = _dicomweb_source(args, predictor, sinks)
-            cleanup.callback(source.close)
-        elif is_zip:
-            from app.archive import remove_tree, zip_limits
+        spec = _batch_spec(args, settings, previous, predictor, is_zip, cleanup)
+        if args.ray is not None:
+            from app.cli_ray import run_batch_on_ray
 
-            tmp = Path(tempfile.mkdtemp(prefix="cxr-batch-"))
-            cleanup.callback(remove_tree, tmp)  # extracted files carry patient data
-            source = ZipSource(
-                args.export_dir,
-                tmp / "export",
-                zip_limits(settings),
-                exclude=exclude,
-                file_timeout_s=settings.batch_file_timeout_s,
-            )
-        else:
-            source = FolderSource(
-                args.export_dir, exclude=exclude, file_timeout_s=settings.batch_file_timeout_s
-            )
-        return _run_batch(
-            args, source, settings, previous, torn, reports, predictor, sinks, started
+            return run_batch_on_ray(args, spec, model_path, predictor, previous, torn, started)
+        return _run_batch(args, spec, previous, torn, predictor, started)
+
+
+def _batch_spec(
+    args: argparse.Namespace,
+    settings: Settings,
+    previous: list[dict[str, Any]],
+    predictor: Predictor | None,
+    is_zip: bool,
+    cleanup: contextlib.ExitStack,
+) -> JobSpec:
+    """The job `cxr batch` runs, from its options (the builder's input, shared with the
+    service's jobs and `cxr listen`)."""
+    from batch.job import DatasetOutput, FolderInput, JobInput, JobSpec, ZipInput
+
+    given: JobInput
+    push = None
+    if args.dicomweb is not None:
+        given, push = _dicomweb_input(args, predictor, cleanup)
+    elif is_zip:
+        from app.jobs import zip_limits
+        from batch.archive import remove_tree
+
+        tmp = Path(tempfile.mkdtemp(prefix="cxr-batch-"))
+        cleanup.callback(remove_tree, tmp)  # extracted files carry patient data
+        given = ZipInput(args.export_dir, tmp / "export", zip_limits(settings))
+    else:
+        given = FolderInput(args.export_dir)
+    dataset = None
+    if args.dataset is not None:
+        dataset = DatasetOutput(
+            args.dataset,
+            size=args.dataset_size,
+            uncertain_positive=args.uncertain_positive,
+            key=args.pseudonym_key.read_bytes().strip() if args.pseudonym_key else None,
+            resume=args.resume,
+            keep=frozenset(
+                str(line["dataset_image"]) for line in previous if line.get("dataset_image")
+            ),
         )
+    return JobSpec(
+        given,
+        reports=args.reports,
+        file_timeout_s=settings.batch_file_timeout_s,
+        max_pixels=args.max_pixels or None,
+        dataset=dataset,
+        push=push,
+    )
 
 
-def _dicomweb_source(args: argparse.Namespace, predictor: Any, sinks: list[Any]) -> Any:
-    """The DICOMweb source of `cxr batch --dicomweb`, and its push sink first in `sinks`."""
+def _dicomweb_input(
+    args: argparse.Namespace, predictor: Predictor | None, cleanup: contextlib.ExitStack
+) -> tuple[DicomwebInput, PushOutput | None]:
+    """The DICOMweb input of `cxr batch --dicomweb`, and where `--push` sends results."""
     from datetime import date
 
-    from app.batch.dicom_push import DicomPushSink
-    from app.batch.dicomweb_source import DicomwebSource
     from app.cli_pacs import dicomweb_client_from_args
+    from batch.job import DicomwebInput, PushOutput
 
     since = None
     if args.since:
@@ -378,88 +399,110 @@ def _dicomweb_source(args: argparse.Namespace, predictor: Any, sinks: list[Any])
     for noisy in ("highdicom", "httpx"):  # per-module and per-request chatter at INFO
         logging.getLogger(noisy).setLevel(logging.WARNING)
     client = dicomweb_client_from_args(args.dicomweb, args)
-    source = DicomwebSource(
+    cleanup.callback(client.close)
+    given = DicomwebInput(
         client,
-        study_uids=args.study,
+        study_uids=tuple(args.study or ()),
         since=since,
-        modalities=[m for m in args.modality.split(",") if m.strip()],
-        keep_headers=bool(kinds),
+        modalities=tuple(m for m in args.modality.split(",") if m.strip()),
     )
-    if kinds:
-        # First: the lines written by the sinks after it record what was pushed.
-        sinks.insert(
-            0,
-            DicomPushSink(client, kinds=kinds, card=predictor.card, headers=source.pop_header),
-        )
-    return source
+    return given, PushOutput(client, tuple(kinds)) if kinds else None
 
 
 def _run_batch(
     args: argparse.Namespace,
-    source: Any,
-    settings: Any,
+    spec: JobSpec,
     previous: list[dict[str, Any]],
     torn: int,
-    reports: Any,
-    predictor: Any,
-    sinks: list[Any],
+    predictor: Predictor | None,
     started: float,
 ) -> int:
     from tqdm import tqdm
 
-    from app.batch.engine import plan, run_resumed
-    from app.batch.interfaces import Sink
-    from app.batch.processor import BatchProcessor
-    from app.batch.sinks import DatasetSink, JsonlSink, TallySink
-    from app.errors import UnsafeArchiveError
     from app.labeling import load_report_labeler
+    from batch.engine import plan, run_resumed
+    from batch.interfaces import BatchInputError, Outcome, Sink
+    from batch.job import build_job
+    from batch.sinks import JsonlSink, TallySink
 
-    processor = BatchProcessor(
-        source,
-        labeler=load_report_labeler(),
-        predictor=predictor,
-        reports=reports,
-        file_timeout_s=settings.batch_file_timeout_s,
-        max_pixels=args.max_pixels or None,
-    )
-    found = tqdm(source.scan(), desc="scanning", unit=" files", disable=None, file=sys.stderr)
     try:
-        items = plan(list(found), previous, processor)  # the resume path shared with the service
-    except UnsafeArchiveError as exc:
-        raise CommandError(f"{args.export_dir}: {exc.detail}") from None
-    dataset = next((s for s in sinks if isinstance(s, DatasetSink)), None)
-    tally = TallySink()
-    for line in previous:  # files done before the interruption
-        tally.add_line(line)
-    out = JsonlSink(args.output, previous=previous, resume=args.resume)
-    sinks += [out, tally]
-
-    class Progress(Sink):
-        def write(self, outcomes: Any) -> None:
-            bar.update(len(outcomes))
-
-    with tqdm(
-        total=len(previous) + len(items),
-        initial=len(previous),
-        desc="labeling",
-        unit=" files",
-        disable=None,
-        file=sys.stderr,
-    ) as bar:
+        job = build_job(spec, labeler=load_report_labeler(), predictor=predictor)
+    except BatchInputError as exc:
+        raise CommandError(str(exc)) from None
+    try:
+        found = tqdm(
+            job.source.scan(), desc="scanning", unit=" files", disable=None, file=sys.stderr
+        )
         try:
-            report = run_resumed(
-                items,
-                processor,
-                [*sinks, Progress()],
-                attempts=dict(out.attempts),
-                chunk_size=args.chunk_size,
-                stop_on_failure=args.on_error == "raise",
-            )
-        except KeyboardInterrupt:
-            out.forget_in_flight()
-            raise
-        finally:
-            out.close()
+            # the resume path shared with the service
+            items = plan(list(found), previous, job.processor)
+        except BatchInputError as exc:
+            raise CommandError(f"{args.export_dir}: {exc}") from None
+        tally = TallySink()
+        for line in previous:  # files done before the interruption
+            tally.add_line(line)
+        out = JsonlSink(args.output, previous=previous, resume=args.resume)
+
+        class Progress(Sink):
+            def write(self, outcomes: Sequence[Outcome]) -> None:
+                bar.update(len(outcomes))
+
+        with tqdm(
+            total=len(previous) + len(items),
+            initial=len(previous),
+            desc="labeling",
+            unit=" files",
+            disable=None,
+            file=sys.stderr,
+        ) as bar:
+            try:
+                report = run_resumed(
+                    items,
+                    job.processor,
+                    [*job.sinks, out, tally, Progress()],
+                    attempts=dict(out.attempts),
+                    chunk_size=args.chunk_size,
+                    stop_on_failure=args.on_error == "raise",
+                )
+            except KeyboardInterrupt:
+                out.forget_in_flight()
+                raise
+            finally:
+                out.close()
+    finally:
+        job.source.close()
+    reports = job.processor.reports
+    unmatched = (
+        len(reports) - len(job.processor.matched_report_keys) if reports is not None else None
+    )
+    summary = batch_summary(args, tally, previous, torn, predictor, unmatched)
+    dataset = job.dataset
+    if dataset is not None:
+        dataset.close()
+        summary += f"; training set: {len(dataset.writer)} images, {dataset.entry}"
+    summary += f"; {time.perf_counter() - started:.1f} s"
+    sys.stderr.write(summary + "\n")
+    if report.stopped and args.on_error == "raise":
+        sys.stderr.write(
+            f"cxr batch: stopped at the first failure (--on-error raise): {report.first_failure}\n"
+        )
+    return 1 if tally.counts["failed"] else 0
+
+
+def batch_summary(
+    args: argparse.Namespace,
+    tally: TallySink,
+    previous: list[dict[str, Any]],
+    torn: int,
+    predictor: Predictor | None,
+    unmatched: int | None,
+) -> str:
+    """The summary line of `cxr batch` (up to the output file and the rejects), shared by
+    the single-machine and the Ray paths; writes the rejects file.
+
+    Args:
+        unmatched: CSV reports that matched no image (None: no reports CSV).
+    """
     counts = tally.counts
     summary = (
         f"cxr batch: {tally.total:,} file{'' if tally.total == 1 else 's'}: "
@@ -467,8 +510,7 @@ def _run_batch(
         f"{counts['skipped']:,} skipped, {counts['failed']:,} failed; "
         f"{tally.images:,} images ({tally.with_report:,} with a report)"
     )
-    if reports is not None:
-        unmatched = len(reports) - len(processor.matched_report_keys)
+    if unmatched is not None:
         summary += f"; {max(unmatched, 0)} CSV reports matched no image"
     if predictor is None:
         summary += "; no model (images reported without prediction)"
@@ -484,16 +526,7 @@ def _run_batch(
         with rejects_path.open("w", encoding="utf-8") as f:
             f.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in tally.rejects)
         summary += f"; failures listed in {rejects_path}"
-    if dataset is not None:
-        dataset.close()
-        summary += f"; training set: {len(dataset.writer)} images, {dataset.entry}"
-    summary += f"; {time.perf_counter() - started:.1f} s"
-    sys.stderr.write(summary + "\n")
-    if report.stopped and args.on_error == "raise":
-        sys.stderr.write(
-            f"cxr batch: stopped at the first failure (--on-error raise): {report.first_failure}\n"
-        )
-    return 1 if counts["failed"] else 0
+    return summary
 
 
 # --- db ----------------------------------------------------------------------------------

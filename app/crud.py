@@ -11,7 +11,6 @@ from typing import Any
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
-from app.batch.interfaces import SourceItem
 from app.db.models import (
     BatchItem,
     BatchJob,
@@ -22,6 +21,7 @@ from app.db.models import (
     Study,
     utcnow,
 )
+from batch.interfaces import SourceItem
 
 __all__ = [
     "ItemOutcome",
@@ -54,7 +54,7 @@ UNFINISHED = ("queued", "running")
 
 
 # A pending item's `error` while a chunk holding it runs: the attempt count, so that a
-# file that kills the process is not retried forever (see app.batch.runner).
+# file that kills the process is not retried forever (see app.jobs).
 IN_FLIGHT = "in flight, attempt "
 
 

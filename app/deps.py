@@ -11,16 +11,16 @@ from fastapi.security import APIKeyHeader
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.archive import ZipLimits
-from app.batch.runner import BatchRunner
 from app.errors import ModelNotLoaded, ServiceError
 from app.inference import InferenceQueue
+from app.jobs import BatchRunner
 from app.labeling import ReportLabeler
 from app.metrics import Metrics
-from app.pacs.dicomweb import DicomwebServer
 from app.security import ApiKeys
 from app.settings import Settings
 from app.storage import Storage
+from batch.archive import ZipLimits
+from batch.pacs.dicomweb import DicomwebServer
 
 __all__ = [
     "AppState",

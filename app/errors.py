@@ -20,7 +20,6 @@ __all__ = [
     "NotFound",
     "PayloadTooLarge",
     "ServiceError",
-    "UnsafeArchiveError",
     "UnsupportedMediaType",
     "public_validation_errors",
     "scrub_paths",
@@ -79,12 +78,6 @@ class UnsupportedMediaType(ServiceError):
     """The request's content type is not one the endpoint accepts."""
 
     status_code = 415
-
-
-class UnsafeArchiveError(ServiceError):
-    """A zip upload with path traversal, links, or suspicious compression (a zip bomb)."""
-
-    status_code = 422
 
 
 class BatchSourceError(ServiceError):

@@ -37,11 +37,11 @@ from app.http_guards import (
     docs_csp,
 )
 from app.metrics import Metrics, MetricsMiddleware
-from app.pacs.dicomweb import DicomwebLimits, DicomwebServer
 from app.route_table import RouteTable, app_path
 from app.schemas import DEMO_NOTICE
 from app.security import ApiKeys
 from app.settings import Settings, get_settings
+from batch.pacs.dicomweb import DicomwebLimits, DicomwebServer
 
 __all__ = ["create_app"]
 
@@ -157,6 +157,7 @@ class DemoHeaderMiddleware:
 
 
 def _register_exception_handlers(app: FastAPI) -> None:
+    from batch.interfaces import BatchInputError
     from labeler import LabelerError
     from models.errors import (
         ImageError,
@@ -178,6 +179,10 @@ def _register_exception_handlers(app: FastAPI) -> None:
         return _error(status, str(exc), type(exc).__name__, request)
 
     async def labeler_error(request: Request, exc: Exception) -> JSONResponse:
+        return _error(422, str(exc), type(exc).__name__, request)
+
+    async def batch_input_error(request: Request, exc: Exception) -> JSONResponse:
+        # An unsafe zip, an unreadable reports CSV: the batch library's own errors.
         return _error(422, str(exc), type(exc).__name__, request)
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
@@ -210,6 +215,7 @@ def _register_exception_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, internal_error)
     app.add_exception_handler(ImageError, image_error)
     app.add_exception_handler(LabelerError, labeler_error)
+    app.add_exception_handler(BatchInputError, batch_input_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, validation_error)
 
@@ -235,9 +241,9 @@ def _dicomweb_server(settings: Settings) -> DicomwebServer | None:
 
 def _startup(settings: Settings, metrics: Metrics, predictor: Any | None) -> AppState:
     """Blocking start-up work (run in a thread): database, labeler, model."""
-    from app.archive import zip_limits
     from app.db.migrate import upgrade
     from app.db.session import build_engine, build_sessionmaker
+    from app.jobs import zip_limits
     from app.labeling import load_report_labeler
     from app.storage import Storage
 
@@ -327,7 +333,7 @@ def create_app(settings: Settings | None = None, *, predictor: Any | None = None
             )
             await state.inference.start()
         if settings.run_batch_jobs:
-            from app.batch.runner import BatchRunner
+            from app.jobs import BatchRunner
 
             assert state.labeler is not None  # set by _startup
             state.runner = BatchRunner(

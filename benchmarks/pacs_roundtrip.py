@@ -68,8 +68,8 @@ def main() -> int:
         return 0
     user = os.environ.get("CXR_TEST_ORTHANC_USER") or None
     password = os.environ.get("CXR_TEST_ORTHANC_PASSWORD") or ""
-    from app.batch import dicom_push
     from app.cli import main as cxr
+    from batch import dicom_push
     from models.checkpoint import build_demo_checkpoint
 
     study, series = generate_uid(), generate_uid()

@@ -1,6 +1,6 @@
 """dciodvfy errors of the SR and GSPS built from real DICOMs, as read and with hostile values.
 
-Builds a TID 1500 SR and a GSPS (`app.pacs.documents`) for each real file in
+Builds a TID 1500 SR and a GSPS (`batch.pacs.documents`) for each real file in
 ../shared/data/dicom (or --data), first as the file is, then once per hostile value of
 issue 18 item 12 written into its header (raw bytes in an Implicit VR copy, read back
 with `stop_before_pixels` as the push sink reads headers). Each object is checked with
@@ -34,7 +34,7 @@ from pydicom.dataelem import DataElement
 from pydicom.dataset import Dataset
 from pydicom.uid import ImplicitVRLittleEndian
 
-from app.pacs.documents import build_gsps, build_sr
+from batch.pacs.documents import build_gsps, build_sr
 from models.boxes import Box
 from models.predict import Prediction
 

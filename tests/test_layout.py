@@ -1,6 +1,6 @@
 """The direction of dependencies (STYLE.md): libraries never reach into the service.
 
-`labeler/` and `models/` must not import app, fastapi, starlette, sqlalchemy,
+`labeler/`, `models/` and `batch/` must not import app, fastapi, starlette, sqlalchemy,
 pydantic_settings or uvicorn, nor read environment variables; `migrations/`
 imports only `app.db.models` from the app.
 """
@@ -48,7 +48,7 @@ def _env_reads(tree: ast.AST) -> Iterator[int]:
             yield node.lineno
 
 
-@pytest.mark.parametrize("package", ["labeler", "models"])
+@pytest.mark.parametrize("package", ["labeler", "models", "batch"])
 def test_layout_libraries_do_not_import_the_service(package: str) -> None:
     files = _sources(package)
     assert files, f"{package}/ has no Python files"
@@ -82,8 +82,8 @@ def test_layout_detector_catches_violations() -> None:
 
 def test_layout_top_level_is_fixed() -> None:
     allowed = {
-        "pyproject.toml", "Dockerfile", "docker-compose.yml", "README.md", "app", "labeler",
-        "models", "migrations", "tests", "benchmarks", "docs", ".ci",
+        "pyproject.toml", "Dockerfile", "docker-compose.yml", "README.md", "app", "batch",
+        "labeler", "models", "migrations", "tests", "benchmarks", "docs", ".ci",
     }  # fmt: skip
     tracked = subprocess.run(
         ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=False

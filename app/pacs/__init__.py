@@ -1,5 +1,6 @@
-"""PACS integration: DICOM results (TID 1500 SR, GSPS), a DICOMweb client, a C-STORE listener.
+"""PACS integration of the service: the C-STORE listener (`cxr listen`) and its guard.
 
-Submodules import highdicom, pydicom, pynetdicom and httpx; nothing is imported here, so
-`import app.pacs` stays cheap.
+The DICOMweb client and the SR/GSPS writers are the batch library's (`batch.pacs`).
+Submodules import pydicom and pynetdicom; nothing is imported here, so `import app.pacs`
+stays cheap.
 """

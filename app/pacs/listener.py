@@ -8,7 +8,7 @@
 Received instances are written to an inbox folder first (atomically, named by SOP
 Instance UID) and answered with Success at once, so a slow model never makes the
 sender time out. One worker thread runs them through the batch engine, as `cxr batch`
-and the service's jobs do: the C-STORE inbox is a source (`app.batch.inbox_source`), the
+and the service's jobs do: the C-STORE inbox is a source (`batch.inbox_source`), the
 one processor reads and predicts them in chunks (same limits, same errors), and sinks
 push the SR and GSPS (with `forward`) and append one result line per instance to OUT
 (the `cxr batch` line format; `path` is the SOP Instance UID, plus `calling_ae`). A line
@@ -61,16 +61,16 @@ from typing import Any, cast
 from pydicom import dcmread
 from pydicom.dataset import Dataset
 
-from app.batch.dicom_push import PUSH_KINDS, DicomPushSink
-from app.batch.engine import run
-from app.batch.inbox_source import InboxSource
-from app.batch.interfaces import Outcome, Sink
-from app.batch.processor import BatchProcessor
-from app.batch.results import read_result_lines
-from app.batch.sinks import JsonlSink
 from app.labeling import ReportLabeler
 from app.pacs.association_guard import GuardedAssociationServer, ListenerLimits, parse_hosts
-from app.pacs.dicomweb import DicomwebClient
+from batch.engine import run
+from batch.inbox_source import InboxSource
+from batch.interfaces import Outcome, Sink
+from batch.job import InboxInput, JobSpec, PushOutput, build_job
+from batch.pacs.dicomweb import DicomwebClient
+from batch.processor import BatchProcessor
+from batch.results import read_result_lines
+from batch.sinks import JsonlSink
 from models.predict import Predictor
 
 __all__ = ["ListenerConfigError", "StoreListener"]
@@ -226,22 +226,19 @@ class StoreListener:
             from app.labeling import load_report_labeler
 
             self.labeler = load_report_labeler()
-        self._processor = BatchProcessor(
-            self.source,
+        job = build_job(
+            JobSpec(
+                InboxInput(self.inbox),
+                file_timeout_s=self.file_timeout_s,
+                max_pixels=self.max_pixels,
+                push=PushOutput(self.forward) if self.forward is not None else None,
+            ),
             labeler=self.labeler,
             predictor=self.predictor,
-            file_timeout_s=self.file_timeout_s,
-            max_pixels=self.max_pixels,
         )
+        self._processor = job.processor
         self._jsonl = JsonlSink(self.out, previous=self._previous, resume=True)
-        self._sinks = []
-        if self.forward is not None:
-            card = self.predictor.card if self.predictor is not None else {}
-            self._sinks.append(
-                DicomPushSink(
-                    self.forward, kinds=PUSH_KINDS, card=card, headers=self.source.pop_header
-                )
-            )
+        self._sinks = list(job.sinks)  # the push sink, first
         self._sinks += [_Annotate(self), self._jsonl, _Settle(self)]
         self._worker = threading.Thread(target=self._work, name="cxr-listen", daemon=True)
         self._worker.start()

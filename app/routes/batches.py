@@ -18,8 +18,6 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from app import crud
-from app.archive import check_zip
-from app.batch.results import result_line
 from app.db.models import BatchJob
 from app.deps import AppState, SessionDep, StateDep
 from app.errors import (
@@ -35,6 +33,9 @@ from app.errors import (
     server_folders,
 )
 from app.schemas import BatchCreate, BatchRead, ErrorRead
+from batch.archive import check_zip
+from batch.interfaces import BatchInputError
+from batch.results import result_line
 
 router = APIRouter(tags=["batches"])
 
@@ -124,8 +125,7 @@ def _client_name(filename: str | None) -> str:
 
 def _check_reports_csv(path: Path, name: str) -> None:
     """Refuse at submission a reports CSV the job could not read (encoding, columns)."""
-    from app.batch.interfaces import BatchInputError
-    from app.batch.reports import load_reports_csv
+    from batch.reports import load_reports_csv
 
     try:
         load_reports_csv(path, name=name)
@@ -242,7 +242,7 @@ async def create_batch(request: Request, response: Response, state: StateDep) ->
             zip_path = await run_in_threadpool(_save_upload, state, upload, ".zip")
             try:
                 await run_in_threadpool(check_zip, zip_path, state.zip_limits)
-            except ServiceError:
+            except BatchInputError:  # an unsafe archive: 422 (app.main)
                 zip_path.unlink(missing_ok=True)
                 raise
             reports_upload = form.get("reports")

@@ -19,9 +19,8 @@ import pytest
 from fastapi.testclient import TestClient
 from service_fixtures import dx_bytes, wait_for_job
 
-from app.archive import MemberProblem, ZipLimits, check_zip, extract_zip
-from app.batch.sources import ZipSource
-from app.errors import UnsafeArchiveError
+from batch.archive import MemberProblem, UnsafeArchiveError, ZipLimits, check_zip, extract_zip
+from batch.sources import ZipSource
 
 pytestmark = pytest.mark.issue(18)
 

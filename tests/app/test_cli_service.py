@@ -105,7 +105,7 @@ def test_cli_batch_resume_accounts_for_every_file_once(
     monkeypatch: pytest.MonkeyPatch,
     interrupt_after: int,
 ) -> None:
-    from app.batch.processor import BatchProcessor
+    from batch.processor import BatchProcessor
 
     reference = tmp_path / "reference.jsonl"
     assert main(_batch_args(export, reference, tmp_path)) == 1

@@ -12,13 +12,13 @@ import pydicom
 import pytest
 from service_fixtures import build_dataset, chest_pixels, to_bytes
 
-from app.batch.dicom_push import DicomPushSink
-from app.batch.dicomweb_source import DicomwebSource, ref_from_key
-from app.batch.engine import plan, run
-from app.batch.interfaces import Sink
-from app.batch.processor import BatchProcessor
-from app.batch.results import outcome_line
-from app.pacs.dicomweb import DicomwebClient, DicomwebError, parse_multipart
+from batch.dicom_push import DicomPushSink
+from batch.dicomweb_source import DicomwebSource, ref_from_key
+from batch.engine import plan, run
+from batch.interfaces import Sink
+from batch.pacs.dicomweb import DicomwebClient, DicomwebError, parse_multipart
+from batch.processor import BatchProcessor
+from batch.results import outcome_line
 
 pytestmark = pytest.mark.issue(10)
 

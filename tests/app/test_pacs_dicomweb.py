@@ -9,7 +9,7 @@ from datetime import date
 import httpx
 import pytest
 
-from app.pacs.dicomweb import (
+from batch.pacs.dicomweb import (
     DicomwebClient,
     DicomwebError,
     InstanceRef,
@@ -35,7 +35,7 @@ def _uid(tag: str, value: str) -> dict[str, object]:
 def test_dicomweb_search_filters_paging_and_series_modality(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("app.pacs.dicomweb._PAGE", 2)
+    monkeypatch.setattr("batch.pacs.dicomweb._PAGE", 2)
     seen: list[httpx.Request] = []
     full_page = [_uid("0020000D", STUDY), _uid("0020000D", "1.2.9")]
 
@@ -163,7 +163,7 @@ def test_dicomweb_logs_no_uids_when_told(caplog: pytest.LogCaptureFixture) -> No
         ctype = 'multipart/related; type="application/dicom"; boundary=b0'
         return httpx.Response(200, content=body, headers={"content-type": ctype})
 
-    caplog.set_level("INFO", logger="app.pacs.dicomweb")
+    caplog.set_level("INFO", logger="batch.pacs.dicomweb")
     with _client(handler, log_uids=False) as web:
         web.retrieve_instance(InstanceRef(STUDY, SERIES, SOP))
     assert "pulled study <uid> instance <uid> (4 bytes)" in caplog.text

@@ -26,10 +26,11 @@ from fastapi.testclient import TestClient
 from hostile_pacs import HostileDicomweb, tag
 from service_fixtures import build_dataset, chest_pixels, free_port, to_bytes, wait_for_job
 
-from app.batch.dicomweb_source import ref_from_key
 from app.cli import main
 from app.main import create_app
-from app.pacs.dicomweb import (
+from app.settings import Settings
+from batch.dicomweb_source import ref_from_key
+from batch.pacs.dicomweb import (
     DicomwebAborted,
     DicomwebClient,
     DicomwebError,
@@ -37,7 +38,6 @@ from app.pacs.dicomweb import (
     InstanceRef,
     SearchFailure,
 )
-from app.settings import Settings
 
 pytestmark = pytest.mark.issue(18)
 

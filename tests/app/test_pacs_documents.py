@@ -14,8 +14,8 @@ import pydicom
 import pytest
 from service_fixtures import PATIENT_ID, build_dataset, chest_pixels
 
-from app.pacs.codes import PRIVATE_SCHEME, code_for, load_finding_codes
-from app.pacs.documents import ModelInfo, build_gsps, build_sr, document_uids
+from batch.pacs.codes import PRIVATE_SCHEME, code_for, load_finding_codes
+from batch.pacs.documents import ModelInfo, build_gsps, build_sr, document_uids
 from models.boxes import Box
 from models.predict import Prediction
 

@@ -20,8 +20,8 @@ from service_fixtures import (
     to_bytes,
 )
 
-from app.pacs.dicomweb import DicomwebClient, parse_multipart
 from app.pacs.listener import StoreListener
+from batch.pacs.dicomweb import DicomwebClient, parse_multipart
 
 pytestmark = pytest.mark.issue(10)
 

@@ -19,8 +19,8 @@ import pydicom
 import pytest
 from service_fixtures import CT_STORAGE, build_dataset, chest_pixels, free_port, to_bytes
 
-from app.pacs.dicomweb import DicomwebClient
-from app.pacs.documents import build_gsps, build_sr
+from batch.pacs.dicomweb import DicomwebClient
+from batch.pacs.documents import build_gsps, build_sr
 
 ORTHANC_URL = os.environ.get("CXR_TEST_ORTHANC_URL")
 AUTH = (

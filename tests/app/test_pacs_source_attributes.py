@@ -26,11 +26,11 @@ from pydicom.dataset import Dataset
 from pydicom.uid import ImplicitVRLittleEndian
 from service_fixtures import PATIENT_ID, PATIENT_NAME, build_dataset, chest_pixels
 
-from app.batch.dicom_push import DicomPushSink
-from app.batch.interfaces import Outcome
-from app.pacs.dicomweb import DicomwebClient, parse_multipart
-from app.pacs.documents import build_gsps, build_sr
-from app.pacs.source_attributes import (
+from batch.dicom_push import DicomPushSink
+from batch.interfaces import Outcome
+from batch.pacs.dicomweb import DicomwebClient, parse_multipart
+from batch.pacs.documents import build_gsps, build_sr
+from batch.pacs.source_attributes import (
     COPIED,
     VR_RULES,
     Correction,
@@ -555,7 +555,7 @@ def test_dicom_push_sink_logs_corrections_once_per_job(
             ],
         }
     }
-    with caplog.at_level(logging.WARNING, logger="app.batch.dicom_push"):
+    with caplog.at_level(logging.WARNING, logger="batch.dicom_push"):
         for chunk in (["k0", "k1"], ["k2", "k3"]):
             outcomes = [Outcome(key, "done", result=dict(line)) for key in chunk]
             sink.write(outcomes)

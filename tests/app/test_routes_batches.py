@@ -21,8 +21,8 @@ from service_fixtures import (
 )
 from sqlalchemy import func, select
 
-from app.batch.runner import BatchRunner
 from app.db.models import BatchItem
+from app.jobs import BatchRunner
 
 
 @pytest.fixture

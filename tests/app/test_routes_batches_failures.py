@@ -24,7 +24,7 @@ from service_fixtures import (
     wait_for_job,
 )
 
-from app.batch.runner import BatchRunner
+from app.jobs import BatchRunner
 
 pytestmark = pytest.mark.issue(7)
 
@@ -108,12 +108,12 @@ def test_batch_queued_job_can_be_deleted(
 def test_batch_job_whose_machinery_fails_is_marked_failed(
     make_client: Callable[..., TestClient], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import app.batch.runner
+    import app.jobs
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(app.batch.runner, "plan", broken)
+    monkeypatch.setattr(app.jobs, "plan", broken)
     root = tmp_path / "roots"
     build_export(root / "export1")
     client = make_client(batch_roots=[root])

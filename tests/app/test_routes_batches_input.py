@@ -17,8 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 from service_fixtures import dx_bytes, wait_for_job, write_reports_csv
 
-from app.archive import ZipLimits, check_zip
-from app.errors import UnsafeArchiveError
+from batch.archive import UnsafeArchiveError, ZipLimits, check_zip
 
 pytestmark = pytest.mark.issue(7)
 

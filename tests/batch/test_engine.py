@@ -22,14 +22,14 @@ from service_fixtures import (
     build_poisoned_export,
 )
 
-from app.batch.engine import plan, run
-from app.batch.interfaces import Outcome, Sink, SourceItem
-from app.batch.processor import BatchProcessor
-from app.batch.scan import classify_file
-from app.batch.sinks import TallySink
-from app.batch.sources import FolderSource
 from app.cli import main
 from app.labeling import load_report_labeler
+from batch.engine import plan, run
+from batch.interfaces import Outcome, Sink, SourceItem
+from batch.processor import BatchProcessor
+from batch.scan import classify_file
+from batch.sinks import TallySink
+from batch.sources import FolderSource
 
 pytestmark = pytest.mark.issue(7)
 
@@ -324,7 +324,7 @@ def test_batch_header_read_that_never_returns_makes_the_file_invalid(
 @pytest.mark.issue(18)
 @pytest.mark.parametrize("key", ["1.2.3\n", "../1.2.3", "1.2.3/x", "", "1." + "2" * 70])
 def test_inbox_refuses_a_key_that_is_not_a_uid(tmp_path: Path, key: str) -> None:
-    from app.batch.inbox_source import InboxSource
+    from batch.inbox_source import InboxSource
 
     inbox = InboxSource(tmp_path / "inbox")
     assert inbox.path_of("1.2.840.10008.1") == tmp_path / "inbox" / "1.2.840.10008.1.dcm"

@@ -15,8 +15,8 @@ from pathlib import Path
 from pydicom import dcmread
 from pydicom.dataset import Dataset
 
-from app.batch.interfaces import Source, SourceItem
-from app.batch.scan import classify_file
+from batch.interfaces import Source, SourceItem
+from batch.scan import classify_file
 
 __all__ = ["InboxSource"]
 

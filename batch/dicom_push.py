@@ -1,12 +1,12 @@
 """A batch sink that stores each predicted image's TID 1500 SR and GSPS by STOW-RS.
 
 One STOW-RS request per chunk. The objects' UIDs are derived from the image and the model
-(`app.pacs.documents`), so pushing the same results again does not duplicate them in the
+(`batch.pacs.documents`), so pushing the same results again does not duplicate them in the
 PACS. It runs before the JSONL/database sinks: each line records `pushed` (the UIDs the
 server stored); an image whose results the server refused is `failed`, with the reason.
 
 The attributes the results copy from an image are checked first
-(`app.pacs.source_attributes`): a value DICOM forbids is corrected when that is
+(`batch.pacs.source_attributes`): a value DICOM forbids is corrected when that is
 unambiguous, else left out or sent empty, and each kind of correction is logged once
 per sink, that is once per job (keyword and rule, never the value).
 """
@@ -20,10 +20,10 @@ from typing import Any
 
 from pydicom.dataset import Dataset
 
-from app.batch.interfaces import Outcome, Sink
-from app.pacs.dicomweb import DicomwebClient, DicomwebError
-from app.pacs.documents import build_gsps, build_sr, predictions_from_line
-from app.pacs.source_attributes import CorrectionLog, copy_source_attributes
+from batch.interfaces import Outcome, Sink
+from batch.pacs.dicomweb import DicomwebClient, DicomwebError
+from batch.pacs.documents import build_gsps, build_sr, predictions_from_line
+from batch.pacs.source_attributes import CorrectionLog, copy_source_attributes
 
 __all__ = ["PUSH_KINDS", "DicomPushSink"]
 

@@ -8,17 +8,35 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-__all__ = ["BatchInputError", "Outcome", "Sink", "Source", "SourceItem"]
+if TYPE_CHECKING:
+    from labeler import ReportLabels
 
-# Kinds an item can have, decided from its header (see app.batch.scan):
+__all__ = ["BatchInputError", "Labeler", "Outcome", "Sink", "Source", "SourceItem"]
+
+# Kinds an item can have, decided from its header (see batch.scan):
 # image, bitmap, sr, dicomdir, other, ignored, invalid.
 PROCESSED_KINDS = ("image", "bitmap", "sr")
 
 
 class BatchInputError(ValueError):
-    """The export, the archive or the reports CSV cannot be used as given."""
+    """The export, the archive or the reports CSV cannot be used as given (the service
+    answers 422)."""
+
+
+class Labeler(Protocol):
+    """What the processor needs of a report labeler (`app.labeling.ReportLabeler`, or
+    `batch.labeling.PipelineLabeler` on a worker without the service)."""
+
+    @property
+    def version(self) -> str:
+        """A short identifier of the labeler's rules, stored beside every result."""
+        ...
+
+    def label_many(self, items: Sequence[tuple[str, str]]) -> list[ReportLabels]:
+        """Label (id, text) pairs; a bad report gives a result with `.error` set."""
+        ...
 
 
 @dataclass(frozen=True)

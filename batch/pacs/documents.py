@@ -55,8 +55,8 @@ from highdicom.sr import (
 from pydicom.dataset import Dataset
 from pydicom.sr.codedict import codes
 
-from app.pacs.codes import PRIVATE_SCHEME, code_for, private_scheme_description
-from app.pacs.source_attributes import copy_source_attributes
+from batch.pacs.codes import PRIVATE_SCHEME, code_for, private_scheme_description
+from batch.pacs.source_attributes import copy_source_attributes
 from models.boxes import Box
 from models.predict import Prediction
 

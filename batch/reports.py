@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.batch.interfaces import BatchInputError
+from batch.interfaces import BatchInputError
 
 __all__ = ["ReportIndex", "load_reports_csv"]
 

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.archive import ZipLimits, check_zip, extract_zip
-from app.errors import UnsafeArchiveError
+from batch.archive import UnsafeArchiveError, ZipLimits, check_zip, extract_zip
 
 LIMITS = ZipLimits(max_total_bytes=10 * 2**20, max_ratio=100, max_members=10)
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from app.batch.interfaces import BatchInputError, Outcome
+from batch.interfaces import BatchInputError, Outcome
 
 __all__ = ["dump_line", "outcome_line", "read_result_lines", "result_line"]
 

@@ -15,14 +15,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from app.batch.interfaces import Outcome, Source, SourceItem
-from app.batch.limits import call_with_limit
-from app.batch.reports import ReportIndex
-from app.batch.scan import describe_error
-from app.labeling import ReportLabeler
+from batch.interfaces import Labeler, Outcome, Source, SourceItem
+from batch.limits import call_with_limit
+from batch.reports import ReportIndex
+from batch.scan import describe_error
 from labeler import ReportLabels
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from models.predict import Prediction, Predictor
 
 __all__ = ["BatchProcessor"]
 
@@ -59,8 +63,8 @@ class BatchProcessor:
         self,
         source: Source,
         *,
-        labeler: ReportLabeler,
-        predictor: Any | None,
+        labeler: Labeler,
+        predictor: Predictor | None,
         reports: ReportIndex | None = None,
         cancelled: Callable[[], bool] | None = None,
         file_timeout_s: float | None = None,
@@ -237,13 +241,14 @@ class BatchProcessor:
         if self.predictor is None:
             return
         pixels = [o.image.pixels for o in loaded if o.image is not None]
+        predictions: list[Prediction | None]
         try:
-            predictions = self.predictor.predict(pixels, heatmaps="none")
+            predictions = list(self.predict_pixels(pixels))
         except Exception:  # noqa: BLE001 - one bad image must not sink the chunk: retry one by one
             predictions = []
             for outcome, image in zip(loaded, pixels, strict=True):
                 try:
-                    predictions.append(self.predictor.predict([image], heatmaps="none")[0])
+                    predictions.append(self.predict_pixels([image])[0])
                 except Exception as exc:  # noqa: BLE001 - recorded as this file's error
                     predictions.append(None)
                     outcome.state = "failed"
@@ -255,3 +260,14 @@ class BatchProcessor:
                     "positive": list(pred.positive),
                     "boxes": [b.to_dict() for b in pred.boxes],
                 }
+
+    def predict_pixels(self, pixels: Sequence[np.ndarray]) -> list[Prediction]:
+        """The one call into the image model: decoded pixels (H x W float arrays) to one
+        prediction each, in order, without heatmaps.
+
+        Raises:
+            Exception: whatever the model raises (the caller retries one by one).
+        """
+        if self.predictor is None:
+            raise RuntimeError("no model loaded")
+        return list(self.predictor.predict(list(pixels), heatmaps="none"))

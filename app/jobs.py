@@ -32,24 +32,81 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from app import crud
-from app.archive import ZipLimits, remove_tree
-from app.batch.dicom_push import DicomPushSink
-from app.batch.dicomweb_source import DicomwebSource
-from app.batch.engine import MAX_ATTEMPTS, plan, run_resumed
-from app.batch.interfaces import BatchInputError, Outcome, Sink, Source, SourceItem
-from app.batch.processor import BatchProcessor
-from app.batch.reports import load_reports_csv
-from app.batch.results import result_line
-from app.batch.sinks import DatabaseSink, JobGone
-from app.batch.sources import FolderSource, ZipSource
-from app.errors import UnsafeArchiveError
 from app.labeling import ReportLabeler
 from app.metrics import Metrics
-from app.pacs.dicomweb import DicomwebServer
+from app.settings import Settings
+from batch.archive import ZipLimits, remove_tree
+from batch.engine import MAX_ATTEMPTS, plan, run_resumed
+from batch.interfaces import BatchInputError, Outcome, Sink, Source, SourceItem
+from batch.job import (
+    BatchJob,
+    DicomwebInput,
+    FolderInput,
+    JobInput,
+    JobSpec,
+    PushOutput,
+    ZipInput,
+    build_job,
+)
+from batch.pacs.dicomweb import DicomwebServer
+from batch.results import result_line
 
-__all__ = ["BatchRunner"]
+__all__ = ["BatchRunner", "DatabaseSink", "JobGone", "zip_limits"]
 
 log = logging.getLogger(__name__)
+
+
+def zip_limits(settings: Settings) -> ZipLimits:
+    """The limits from settings; built once at start-up and kept on the app state."""
+    return ZipLimits(
+        max_total_bytes=int(settings.zip_max_uncompressed_mb * 2**20),
+        max_ratio=settings.zip_max_ratio,
+        max_members=settings.zip_max_members,
+    )
+
+
+class JobGone(RuntimeError):
+    """The job was deleted (cancelled) while it ran."""
+
+
+class DatabaseSink(Sink):
+    """Outcomes stored on a service job's items, one short transaction per chunk.
+
+    Before a chunk runs its items are marked in flight (`crud.mark_in_flight`), so a
+    process killed by one file does not die on it forever: see `app.batch.runner`.
+    """
+
+    def __init__(self, sessions: sessionmaker[Session], job_id: str) -> None:
+        self.sessions = sessions
+        self.job_id = job_id
+        self._in_flight: list[str] = []
+
+    def begin(self, items: Sequence[SourceItem]) -> None:
+        """Count an attempt on each item about to be processed."""
+        self._in_flight = [i.key for i in items]
+        with self.sessions() as session:
+            crud.mark_in_flight(session, self.job_id, self._in_flight)
+
+    def write(self, outcomes: Sequence[Outcome]) -> None:
+        """Complete the items (idempotent: an item already completed is left alone).
+
+        Raises:
+            JobGone: the job was deleted meanwhile.
+        """
+        with self.sessions() as session:
+            changed = crud.complete_items(
+                session,
+                self.job_id,
+                [crud.ItemOutcome(o.key, o.state, o.result, o.error) for o in outcomes],
+            )
+            if changed < len(outcomes) and crud.get_batch_job(session, self.job_id) is None:
+                raise JobGone(self.job_id)
+            done = {o.key for o in outcomes}
+            # Items of the chunk left unprocessed (a stop between files) were not at fault.
+            crud.clear_in_flight(
+                session, self.job_id, [k for k in self._in_flight if k not in done]
+            )
+            self._in_flight = []
 
 
 class _MetricsSink(Sink):
@@ -182,36 +239,51 @@ class BatchRunner:
         """Where a job keeps its upload and extracted export."""
         return self.storage_root / "jobs" / job_id
 
-    def _source(self, job: Any) -> Source:
+    def _input(self, job: Any) -> JobInput:
         if job.source_kind == "dicomweb":
-            return self._dicomweb_source(job)
-        reports = [Path(job.reports_path)] if job.reports_path else []
+            if self.dicomweb is None:
+                raise BatchInputError(
+                    "this DICOMweb job needs CXR_DICOMWEB_URL, which is no longer set"
+                )
+            params = json.loads(job.source)
+            since = params.get("since")
+            return DicomwebInput(
+                self.dicomweb.client(),
+                study_uids=tuple(params.get("study") or ()),
+                since=date.fromisoformat(since) if since else None,
+                modalities=tuple(params.get("modality") or ("CR", "DX")),
+                workdir=self.job_dir(str(job.id)) / "dicomweb",
+            )
         if job.source_kind == "zip":
             export = self.job_dir(str(job.id)) / "export"
-            return ZipSource(
-                Path(job.source),
-                export,
-                self.zip_limits,
-                exclude=reports,
-                file_timeout_s=self.file_timeout_s,
-            )
-        return FolderSource(Path(job.source), exclude=reports, file_timeout_s=self.file_timeout_s)
+            return ZipInput(Path(job.source), export, self.zip_limits)
+        return FolderInput(Path(job.source))
 
-    def _dicomweb_source(self, job: Any) -> DicomwebSource:
-        if self.dicomweb is None:
-            raise BatchInputError(
-                "this DICOMweb job needs CXR_DICOMWEB_URL, which is no longer set"
-            )
-        params = json.loads(job.source)
-        since = params.get("since")
-        return DicomwebSource(
-            self.dicomweb.client(),
-            study_uids=params.get("study") or [],
-            since=date.fromisoformat(since) if since else None,
-            modalities=params.get("modality") or ["CR", "DX"],
-            workdir=self.job_dir(str(job.id)) / "dicomweb",
-            keep_headers=bool(params.get("push")),
+    def _build(
+        self, job: Any, stopping: Callable[[], bool], stack: contextlib.ExitStack
+    ) -> BatchJob:
+        given = self._input(job)
+        push = None
+        kinds = json.loads(job.source).get("push") if job.source_kind == "dicomweb" else None
+        if kinds and self.predictor is not None and self.dicomweb is not None:
+            # Its own client: interrupting the source's pulls must not fail the pushes
+            # of the files already processed in the chunk.
+            push = PushOutput(stack.enter_context(self.dicomweb.client()), tuple(kinds))
+        spec = JobSpec(
+            given,
+            reports=Path(job.reports_path) if job.reports_path else None,
+            file_timeout_s=self.file_timeout_s,
+            max_pixels=self.max_pixels,
+            push=push,
         )
+        try:
+            return build_job(
+                spec, labeler=self.labeler, predictor=self.predictor, cancelled=stopping
+            )
+        except BaseException:
+            if isinstance(given, DicomwebInput):
+                given.client.close()
+            raise
 
     def run_job(
         self,
@@ -263,90 +335,65 @@ class BatchRunner:
             if job is None or job.state not in crud.UNFINISHED:
                 return
             crud.set_job_state(session, job_id, "running")
-        try:
-            source = self._source(job)
-        except (ValueError, OSError) as exc:
-            with self.sessions() as session:
-                crud.set_job_state(session, job_id, "failed", error=str(exc))
-            return
-        with self._cv:
-            self._running = (job_id, source)
-        try:
-            if stopping():  # cancelled or stopped before `cancel`/`stop` could see the source
-                source.interrupt()
-            self._run_source(job, source, stopping, after_chunk)
-        finally:
+        with contextlib.ExitStack() as stack:
+            try:
+                built = self._build(job, stopping, stack)
+            except (ValueError, OSError) as exc:  # bad input: no PACS, bad reports CSV
+                self._fail(job_id, exc)
+                return
             with self._cv:
-                self._running = None
-            source.close()
+                self._running = (job_id, built.source)
+            try:
+                if stopping():  # cancelled or stopped before `cancel`/`stop` saw the source
+                    built.source.interrupt()
+                self._run_source(job, built, stopping, after_chunk)
+            finally:
+                with self._cv:
+                    self._running = None
+                built.source.close()
+
+    def _fail(self, job_id: str, exc: Exception) -> None:
+        message = str(exc).replace(str(self.storage_root.resolve()), "<storage>")
+        with self.sessions() as session:
+            crud.set_job_state(session, job_id, "failed", error=message)
+        log.warning("batch job %s failed: %s", job_id, message)
 
     def _run_source(
         self,
         job: Any,
-        source: Source,
+        built: BatchJob,
         stopping: Callable[[], bool],
         after_chunk: Callable[[int], None] | None,
     ) -> None:
         job_id = str(job.id)
         try:
             if not job.scanned:
-                self._scan(job, source, stopping)
-            reports = load_reports_csv(Path(job.reports_path)) if job.reports_path else None
-        except (ValueError, OSError, UnsafeArchiveError) as exc:  # bad input, bad zip, disk
-            text = exc.detail if isinstance(exc, UnsafeArchiveError) else str(exc)
-            message = text.replace(str(self.storage_root.resolve()), "<storage>")
-            with self.sessions() as session:
-                crud.set_job_state(session, job_id, "failed", error=message)
-            log.warning("batch job %s failed: %s", job_id, message)
+                self._scan(job, built.source, stopping)
+        except (ValueError, OSError) as exc:  # bad input, bad zip (BatchInputError), disk
+            self._fail(job_id, exc)
             return
-        processor = BatchProcessor(
-            source,
-            labeler=self.labeler,
-            predictor=self.predictor,
-            reports=reports,
-            cancelled=stopping,
-            file_timeout_s=self.file_timeout_s,
-            max_pixels=self.max_pixels,
-        )
         with self.sessions() as session:
             items = crud.job_items(session, job_id)
             recorded = (
                 result_line(i.path, i.state, i.result, i.error)
                 for i in crud.iter_batch_items(session, job_id)
             )
-            remaining = plan(items, recorded, processor)
+            remaining = plan(items, recorded, built.processor)
             attempts = crud.in_flight_attempts(session, job_id)
-        sinks: list[Sink] = [DatabaseSink(self.sessions, job_id)]
-        push = json.loads(job.source).get("push") if job.source_kind == "dicomweb" else None
-        with contextlib.ExitStack() as stack:
-            if (
-                push
-                and isinstance(source, DicomwebSource)
-                and self.predictor is not None
-                and self.dicomweb is not None
-            ):
-                # Its own client: interrupting the source's pulls must not fail the pushes
-                # of the files already processed in the chunk.
-                pusher = stack.enter_context(self.dicomweb.client())
-                # First, so that the items recorded by the database sink say what was pushed.
-                sinks.insert(
-                    0,
-                    DicomPushSink(
-                        pusher, kinds=push, card=self.predictor.card, headers=source.pop_header
-                    ),
-                )
-            if self.metrics is not None:
-                sinks.append(_MetricsSink(self.metrics))
-            report = run_resumed(
-                remaining,
-                processor,
-                sinks,
-                attempts=attempts,
-                max_attempts=self.max_attempts,
-                chunk_size=self.chunk_size,
-                should_stop=stopping,
-                after_chunk=after_chunk,
-            )
+        # After the library's sinks, so that the items recorded say what was pushed.
+        sinks: list[Sink] = [*built.sinks, DatabaseSink(self.sessions, job_id)]
+        if self.metrics is not None:
+            sinks.append(_MetricsSink(self.metrics))
+        report = run_resumed(
+            remaining,
+            built.processor,
+            sinks,
+            attempts=attempts,
+            max_attempts=self.max_attempts,
+            chunk_size=self.chunk_size,
+            should_stop=stopping,
+            after_chunk=after_chunk,
+        )
         if report.stopped:
             log.info("batch job %s paused; it resumes at next start", job_id)
             return

@@ -27,8 +27,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from app.errors import UnsafeArchiveError
-from app.settings import Settings
+from batch.interfaces import BatchInputError
 
 __all__ = [
     "MAX_MEMBER_PATH_BYTES",
@@ -37,14 +36,19 @@ __all__ = [
     "ZipLimits",
     "check_zip",
     "extract_zip",
+    "UnsafeArchiveError",
     "remove_tree",
-    "zip_limits",
 ]
 
 # NAME_MAX of Linux, macOS and Windows file systems: one file or folder name, in bytes.
 MAX_NAME_PART_BYTES = 255
 # A whole member path, in bytes: well under PATH_MAX (4096) once under the storage folder.
 MAX_MEMBER_PATH_BYTES = 1024
+
+
+class UnsafeArchiveError(BatchInputError):
+    """A zip with path traversal, links or suspicious compression (a zip bomb), or of which
+    no file can be read; the service answers 422."""
 
 
 @dataclass(frozen=True)
@@ -70,15 +74,6 @@ class MemberProblem:
     key: str
     kind: str
     reason: str
-
-
-def zip_limits(settings: Settings) -> ZipLimits:
-    """The limits from settings; built once at start-up and kept on the app state."""
-    return ZipLimits(
-        max_total_bytes=int(settings.zip_max_uncompressed_mb * 2**20),
-        max_ratio=settings.zip_max_ratio,
-        max_members=settings.zip_max_members,
-    )
 
 
 def _safe_name(name: str) -> PurePosixPath:

@@ -1,4 +1,5 @@
-"""Batch sinks: a JSONL file, the service database, an NIH-style training set, a tally."""
+"""Batch sinks: a JSONL file, an NIH-style training set, a tally (the service's database sink
+lives in `app.jobs`)."""
 
 from __future__ import annotations
 
@@ -7,18 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from sqlalchemy.orm import Session, sessionmaker
+from batch.interfaces import Outcome, Sink, SourceItem
+from batch.results import dump_line, outcome_line
+from batch.training_set import DatasetWriter
 
-from app import crud
-from app.batch.interfaces import Outcome, Sink, SourceItem
-from app.batch.results import dump_line, outcome_line
-from app.dataset import DatasetWriter
-
-__all__ = ["DatabaseSink", "DatasetSink", "JobGone", "JsonlSink", "TallySink", "in_flight_path"]
-
-
-class JobGone(RuntimeError):
-    """The job was deleted (cancelled) while it ran."""
+__all__ = ["DatasetSink", "JsonlSink", "TallySink", "in_flight_path"]
 
 
 def in_flight_path(out: Path) -> Path:
@@ -102,45 +96,6 @@ class JsonlSink(Sink):
             self._file.close()
             self._file = None
 
-
-class DatabaseSink(Sink):
-    """Outcomes stored on a service job's items, one short transaction per chunk.
-
-    Before a chunk runs its items are marked in flight (`crud.mark_in_flight`), so a
-    process killed by one file does not die on it forever: see `app.batch.runner`.
-    """
-
-    def __init__(self, sessions: sessionmaker[Session], job_id: str) -> None:
-        self.sessions = sessions
-        self.job_id = job_id
-        self._in_flight: list[str] = []
-
-    def begin(self, items: Sequence[SourceItem]) -> None:
-        """Count an attempt on each item about to be processed."""
-        self._in_flight = [i.key for i in items]
-        with self.sessions() as session:
-            crud.mark_in_flight(session, self.job_id, self._in_flight)
-
-    def write(self, outcomes: Sequence[Outcome]) -> None:
-        """Complete the items (idempotent: an item already completed is left alone).
-
-        Raises:
-            JobGone: the job was deleted meanwhile.
-        """
-        with self.sessions() as session:
-            changed = crud.complete_items(
-                session,
-                self.job_id,
-                [crud.ItemOutcome(o.key, o.state, o.result, o.error) for o in outcomes],
-            )
-            if changed < len(outcomes) and crud.get_batch_job(session, self.job_id) is None:
-                raise JobGone(self.job_id)
-            done = {o.key for o in outcomes}
-            # Items of the chunk left unprocessed (a stop between files) were not at fault.
-            crud.clear_in_flight(
-                session, self.job_id, [k for k in self._in_flight if k not in done]
-            )
-            self._in_flight = []
 
 
 class DatasetSink(Sink):

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.batch.interfaces import SourceItem
-from app.batch.limits import call_with_limit
+from batch.interfaces import SourceItem
+from batch.limits import call_with_limit
 
 __all__ = ["classify_file", "describe_error"]
 

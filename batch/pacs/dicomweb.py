@@ -35,7 +35,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from app.pacs.transfer import (
+from batch.pacs.transfer import (
     Answer,
     BoundedHttp,
     TransferAborted,

@@ -7,9 +7,9 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from app.archive import MemberProblem, ZipLimits, extract_zip, remove_tree
-from app.batch.interfaces import BatchInputError, Source, SourceItem
-from app.batch.scan import classify_file
+from batch.archive import MemberProblem, ZipLimits, extract_zip, remove_tree
+from batch.interfaces import BatchInputError, Source, SourceItem
+from batch.scan import classify_file
 
 __all__ = ["FolderSource", "ZipSource"]
 

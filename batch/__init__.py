@@ -1,13 +1,16 @@
-"""The batch engine: label reports and predict images over a whole PACS export.
+"""The batch library: label reports and predict images over a whole PACS export.
 
-One engine serves `cxr batch` (results streamed to a JSONL file) and `POST /v1/batches`
-(results stored per item in the database, so a job survives restarts):
+A plain library beside `labeler/` and `models/` (no web stack, no database, no settings,
+so a Ray worker imports it alone). One engine serves `cxr batch` (results streamed to a
+JSONL file), `POST /v1/batches` (results stored per item by `app.jobs`, so a job survives
+restarts) and `cxr listen`; `job.build_job` turns a typed `JobSpec` into the source, the
+processor and the library's sinks for all three:
 
     source ──scan──▶ items ──plan (resume)──▶ processor ──chunks of outcomes──▶ sinks
 
 - **Sources** (`interfaces.Source`) find the items and give each a stable `key` (the
   result line's `path`): `sources.FolderSource` (an export folder, key = relative path),
-  `sources.ZipSource` (an uploaded zip, checked by `app.archive` and extracted first),
+  `sources.ZipSource` (an uploaded zip, checked by `archive` and extracted first),
   `dicomweb_source.DicomwebSource` (QIDO/WADO-RS) and `inbox_source` (what `cxr listen`
   receives by C-STORE).
   A source implements `scan()` (every item, classified from headers only, typically with
@@ -20,7 +23,7 @@ One engine serves `cxr batch` (results streamed to a JSONL file) and `POST /v1/b
   predicted in one forward pass per chunk and get their study's report labels (reports
   CSV via `reports.load_reports_csv`, or an SR of the same study, processed first).
 - **Sinks** (`interfaces.Sink`) receive each chunk's outcomes in order: `sinks.JsonlSink`
-  (the CLI's output), `sinks.DatabaseSink` (a service job's items), `sinks.DatasetSink`
+  (the CLI's output), `app.jobs.DatabaseSink` (a service job's items), `sinks.DatasetSink`
   (an NIH-style training set; it adds `dataset_image`, so it goes before the JSONL sink),
   `sinks.TallySink` (counts, rejects), `dicom_push.DicomPushSink` (SR + GSPS by STOW-RS,
   from `outcome.result` and `outcome.image`, the decoded image, available while the
@@ -30,7 +33,7 @@ One engine serves `cxr batch` (results streamed to a JSONL file) and `POST /v1/b
   processor is restored); `run_resumed` retries alone the items in flight when a process
   died and gives up those in flight twice, then processes chunk by chunk and can be
   stopped between files. Reading one file is bounded by `limits.call_with_limit`.
-- **The runner** (`runner.BatchRunner`) is the service's background thread: it stores a
+- **The runner** (`app.jobs.BatchRunner`) is the service's background thread: it stores a
   job's scan, runs the engine with the database as sink, resumes unfinished jobs at
   start-up, and cancels a job on DELETE.
 
@@ -38,6 +41,6 @@ The result-line format is in `results`. Only the contracts are imported here, so
 `app.crud` can use `SourceItem` without importing the engine.
 """
 
-from app.batch.interfaces import BatchInputError, Outcome, Sink, Source, SourceItem
+from batch.interfaces import BatchInputError, Outcome, Sink, Source, SourceItem
 
 __all__ = ["BatchInputError", "Outcome", "Sink", "Source", "SourceItem"]

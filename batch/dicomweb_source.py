@@ -19,8 +19,8 @@ from pathlib import Path
 from pydicom import dcmread
 from pydicom.dataset import Dataset
 
-from app.batch.interfaces import Source, SourceItem
-from app.pacs.dicomweb import DicomwebClient, DicomwebError, InstanceRef, SearchFailure
+from batch.interfaces import Source, SourceItem
+from batch.pacs.dicomweb import DicomwebClient, DicomwebError, InstanceRef, SearchFailure
 
 __all__ = ["DicomwebSource", "ref_from_key"]
 

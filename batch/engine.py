@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.batch.interfaces import Outcome, Sink, SourceItem
-from app.batch.processor import BatchProcessor
+from batch.interfaces import Outcome, Sink, SourceItem
+from batch.processor import BatchProcessor
 
 __all__ = ["MAX_ATTEMPTS", "RunReport", "plan", "run", "run_resumed"]
 

@@ -1,0 +1,326 @@
+"""Batch jobs and report labeling on Ray Data: the same rows as one machine, on many.
+
+    connect(None)                                    # a local Ray; or "auto", "ray://head:10001"
+    for lines in run_on_ray(spec, items, recorded, model=path):   # one list per block
+        ...                                          # the caller writes JSONL, Parquet, counts
+
+The pipeline follows Ray Data's batch-inference pattern: the planned items (listing is
+done once, on the driver, by the job's source) become a dataset of many small blocks
+(about `chunk_size` items each, so every worker has work); a pool of CPU actors reads
+and decodes them and labels SRs and CSV reports (one labeler per actor); a second pool
+predicts (one model per actor, `num_gpus=1` per actor when the cluster has GPUs); the
+driver receives result lines block by block and writes them. Structured reports run
+first, alone, and their labels are handed to the image actors, as the single-machine
+engine processes SRs first. Each file is caught at its own boundary as in
+`BatchProcessor`: a failing file is that file's failure. A worker that dies is restarted
+by Ray and its block retried.
+
+The files must be readable at the same paths on every node (a shared volume); DICOMweb
+inputs, DICOM push and the training-set writer run on one machine only.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from batch.interfaces import BatchInputError, Outcome, Source, SourceItem
+from batch.job import FolderInput, JobSpec, ZipInput, build_job
+from batch.results import outcome_line
+
+if TYPE_CHECKING:
+    from labeler import ReportLabels
+    from labeler.config import LabelerConfig
+
+__all__ = ["connect", "label_reports_on_ray", "run_on_ray"]
+
+Batch = dict[str, np.ndarray]
+
+
+def connect(address: str | None, *, num_cpus: int | None = None) -> None:
+    """Join the Ray cluster at `address`, or start a local Ray (None); no-op if connected.
+
+    Args:
+        address: "auto", "ray://HOST:10001" or HOST:6379; None or "" for a local Ray.
+        num_cpus: CPUs of a local Ray (None: all); ignored with an address.
+    """
+    import ray
+
+    if ray.is_initialized():
+        return
+    if address:
+        ray.init(address=address, log_to_driver=False)
+    else:
+        ray.init(num_cpus=num_cpus, log_to_driver=False, include_dashboard=False)
+
+
+def _resources() -> dict[str, float]:
+    import ray
+
+    return dict(ray.cluster_resources())  # type: ignore[no-untyped-call]
+
+
+def _cpus() -> int:
+    return max(1, int(_resources().get("CPU", 1)))
+
+
+def _gpus() -> int:
+    return int(_resources().get("GPU", 0))
+
+
+def _dataset(rows: list[dict[str, Any]], block_rows: int) -> Any:
+    import ray
+
+    context = ray.data.DataContext.get_current()
+    context.execution_options.preserve_order = True  # rows come back in input order
+    blocks = max(1, min(len(rows), -(-len(rows) // max(1, block_rows))))
+    return ray.data.from_items(rows, override_num_blocks=blocks)
+
+
+# --- labeling ----------------------------------------------------------------------------
+
+
+class _LabelActor:
+    """One labeler pipeline per actor, built once."""
+
+    def __init__(self, config: LabelerConfig) -> None:
+        from batch.labeling import PipelineLabeler
+
+        self.labeler = PipelineLabeler(config)
+
+    def __call__(self, batch: Batch) -> Batch:
+        items = [(str(i), str(t)) for i, t in zip(batch["id"], batch["text"], strict=True)]
+        results = self.labeler.label_many(items)
+        return {"labels": np.array([pickle.dumps(r) for r in results], dtype=object)}
+
+
+def label_reports_on_ray(
+    items: Iterable[tuple[str, str]],
+    *,
+    config: LabelerConfig,
+    batch_size: int = 64,
+    actors: int | None = None,
+) -> Iterator[ReportLabels]:
+    """Label (id, text) pairs on Ray; results come in input order, one per pair.
+
+    Args:
+        items: (report id, text) pairs (held on the driver while the job runs).
+        config: the labeler configuration (each actor builds its pipeline from it).
+        batch_size: reports per block and per call.
+        actors: labeler actors (None: one per CPU of the cluster).
+
+    Yields:
+        One `ReportLabels` per input, in input order; a bad report has `.error` set.
+    """
+    import ray
+
+    rows = [{"id": str(i), "text": str(t)} for i, t in items]
+    if not rows:
+        return
+    size = actors or _cpus()
+    ds = _dataset(rows, batch_size).map_batches(
+        _LabelActor,
+        fn_constructor_kwargs={"config": config},
+        batch_size=batch_size,
+        batch_format="numpy",
+        compute=ray.data.ActorPoolStrategy(min_size=1, max_size=size),
+        num_cpus=1,
+    )
+    for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
+        for blob in batch["labels"]:
+            yield pickle.loads(blob)  # noqa: S301 - written by our own actors
+
+
+# --- batch jobs --------------------------------------------------------------------------
+
+
+def _item_row(item: SourceItem) -> dict[str, Any]:
+    return {
+        "key": item.key,
+        "kind": item.kind,
+        "study": item.study_instance_uid or "",
+        "accession": item.accession_number or "",
+        "note": item.note or "",
+    }
+
+
+def _row_item(batch: Batch, i: int) -> SourceItem:
+    return SourceItem(
+        str(batch["key"][i]),
+        str(batch["kind"][i]),
+        study_instance_uid=str(batch["study"][i]) or None,
+        accession_number=str(batch["accession"][i]) or None,
+        note=str(batch["note"][i]) or None,
+    )
+
+
+def _pixels_bytes(pixels: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, pixels, allow_pickle=False)
+    return buffer.getvalue()
+
+
+class _ReadActor:
+    """Reads and decodes files, labels SRs and CSV reports: one labeler per actor."""
+
+    def __init__(self, spec: JobSpec, recorded: list[dict[str, Any]], keep_pixels: bool) -> None:
+        from batch.labeling import PipelineLabeler
+
+        self.keep_pixels = keep_pixels
+        self.job = build_job(spec, labeler=PipelineLabeler(), predictor=None)
+        for line in recorded:  # SR labels for images of the same study
+            self.job.processor.restore(line)
+
+    def __call__(self, batch: Batch) -> Batch:
+        items = [_row_item(batch, i) for i in range(len(batch["key"]))]
+        outcomes = self.job.processor.process(items)
+        lines, pixels = [], []
+        for outcome in outcomes:
+            lines.append(json.dumps(outcome_line(outcome), separators=(",", ":")))
+            image = outcome.image
+            keep = self.keep_pixels and image is not None
+            pixels.append(_pixels_bytes(image.pixels) if keep and image is not None else b"")
+        return {
+            "line": np.array(lines, dtype=object),
+            "pixels": np.array(pixels, dtype=object),
+        }
+
+
+class _PredictActor:
+    """Predicts decoded images: one model per actor."""
+
+    def __init__(self, model: Path, device: str) -> None:
+        from batch.processor import BatchProcessor
+        from models.predict import load_predictor
+
+        self.processor = BatchProcessor(
+            _NoSource(), labeler=_NoLabeler(), predictor=load_predictor(model, device=device)
+        )
+
+    def __call__(self, batch: Batch) -> Batch:
+        lines = [json.loads(str(text)) for text in batch["line"]]
+        loaded: list[Outcome] = []
+        for line, blob in zip(lines, batch["pixels"], strict=True):
+            if line["state"] == "done" and blob:
+                result = {k: v for k, v in line.items() if k not in ("path", "state", "note")}
+                result["model"] = self.processor.model_name
+                result["demo"] = self.processor.demo
+                outcome = Outcome(line["path"], "done", result)
+                outcome.image = _Pixels(np.load(io.BytesIO(bytes(blob)), allow_pickle=False))
+                loaded.append(outcome)
+        if loaded:
+            self.processor._predict(loaded)
+        by_key = {o.key: outcome_line(o) for o in loaded}
+        out = [by_key.get(line["path"], line) for line in lines]
+        return {"line": np.array([json.dumps(x, separators=(",", ":")) for x in out], dtype=object)}
+
+
+class _Pixels:
+    def __init__(self, pixels: np.ndarray) -> None:
+        self.pixels = pixels
+
+
+class _NoSource(Source):
+    def scan(self) -> Iterator[SourceItem]:
+        return iter(())
+
+    def local_path(self, item: SourceItem) -> Path:
+        raise OSError("the predict stage reads no files")
+
+class _NoLabeler:
+    version = "unused"
+
+    def label_many(self, items: Sequence[tuple[str, str]]) -> list[ReportLabels]:
+        raise RuntimeError("the predict stage labels no reports")
+
+
+def run_on_ray(
+    spec: JobSpec,
+    items: Sequence[SourceItem],
+    recorded: Sequence[dict[str, Any]],
+    *,
+    model: Path | None,
+    device: str = "cpu",
+    chunk_size: int = 8,
+    actors: int | None = None,
+    after_block: Callable[[int], None] | None = None,
+) -> Iterator[list[dict[str, Any]]]:
+    """Process planned items on Ray; yields the result lines of each block, in order.
+
+    Args:
+        spec: the job (a folder or an extracted zip, read at the same paths by every node).
+        items: what to process (`engine.plan`: recorded items left out, SRs first).
+        recorded: the lines of an earlier run (their SR labels reach later images).
+        model: the checkpoint each predict actor loads (None: images without prediction).
+        device: where a predict actor runs its model ("cuda" on GPU nodes).
+        chunk_size: items per block and per forward pass.
+        actors: actors per pool (None: one per CPU of the cluster).
+        after_block: called with the number of blocks received (tests kill a worker here).
+
+    Raises:
+        BatchInputError: the spec asks for what runs on one machine only.
+    """
+    if not isinstance(spec.input, FolderInput | ZipInput):
+        raise BatchInputError("--ray reads a folder or a zip (DICOMweb runs on one machine)")
+    if spec.dataset is not None or spec.push is not None:
+        raise BatchInputError("--dataset and --push run on one machine only, not with --ray")
+    if isinstance(spec.input, ZipInput):  # extracted by the driver's scan: read as a folder
+        spec = replace(spec, input=FolderInput(spec.input.extract_to))
+    known = list(recorded)
+    srs = [i for i in items if i.kind == "sr"]
+    rest = [i for i in items if i.kind != "sr"]
+    blocks = 0
+    for phase in (srs, rest):
+        if not phase:
+            continue
+        for lines in _run_phase(spec, phase, known, model, device, chunk_size, actors):
+            if phase is srs:
+                known.extend(lines)
+            blocks += 1
+            yield lines
+            if after_block is not None:
+                after_block(blocks)
+
+
+def _run_phase(
+    spec: JobSpec,
+    items: Sequence[SourceItem],
+    recorded: list[dict[str, Any]],
+    model: Path | None,
+    device: str,
+    chunk_size: int,
+    actors: int | None,
+) -> Iterator[list[dict[str, Any]]]:
+    import ray
+
+    size = actors or _cpus()
+    srs_recorded = [line for line in recorded if line.get("kind") == "sr"]
+    predict = model is not None and any(i.kind != "sr" for i in items)
+    ds = _dataset([_item_row(i) for i in items], chunk_size).map_batches(
+        _ReadActor,
+        fn_constructor_kwargs={"spec": spec, "recorded": srs_recorded, "keep_pixels": predict},
+        batch_size=chunk_size,
+        batch_format="numpy",
+        compute=ray.data.ActorPoolStrategy(min_size=1, max_size=size),
+        num_cpus=1,
+    )
+    if predict and model is not None:
+        gpus = _gpus()
+        ds = ds.map_batches(
+            _PredictActor,
+            fn_constructor_kwargs={"model": model, "device": "cuda" if gpus else device},
+            batch_size=chunk_size,
+            batch_format="numpy",
+            compute=ray.data.ActorPoolStrategy(min_size=1, max_size=max(1, gpus or size)),
+            num_gpus=1 if gpus else 0,
+            num_cpus=0 if gpus else 1,
+        )
+    for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
+        yield [json.loads(str(text)) for text in batch["line"]]

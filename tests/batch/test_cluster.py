@@ -1,0 +1,154 @@
+"""`cxr batch --ray` and `cxr label --ray` on a local Ray (`ray.init(num_cpus=2)`): the same
+rows as one machine, each file once after a worker is killed."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import random
+import signal
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from service_fixtures import build_export
+
+from app.cli import main
+from batch.cluster import run_on_ray
+from batch.job import FolderInput, JobSpec, build_job
+from batch.labeling import PipelineLabeler
+
+ray = pytest.importorskip("ray")
+
+pytestmark = [pytest.mark.issue(21), pytest.mark.slow]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray() -> Iterator[None]:
+    """One local Ray for the module (starting one takes seconds)."""
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def _lines(path: Path) -> dict[str, dict[str, Any]]:
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    by_path = {str(row["path"]): row for row in rows}
+    assert len(by_path) == len(rows), "a file recorded twice"
+    return by_path
+
+
+def _zip_of(root: Path, path: Path) -> Path:
+    with zipfile.ZipFile(path, "w") as zf:
+        for file in sorted(root.rglob("*")):
+            if file.is_file():
+                zf.write(file, file.relative_to(root).as_posix())
+    return path
+
+
+def test_cluster_batch_rows_match_one_machine(
+    tmp_path: Path, demo_checkpoint: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    export = build_export(tmp_path / "export")  # an SR, a corrupt DICOM, non-DICOM files
+    archive = _zip_of(export, tmp_path / "export.zip")
+    model = ["--model", str(demo_checkpoint), "--chunk-size", "2"]
+    one, folder, zipped = (tmp_path / f"{n}.jsonl" for n in ("one", "folder", "zip"))
+    assert main(["batch", str(export), "-o", str(one), *model]) == 1  # the corrupt file
+    assert main(["batch", str(export), "-o", str(folder), *model, "--ray"]) == 1
+    parquet = tmp_path / "shards"
+    assert main(["batch", str(archive), "-o", str(zipped), *model, "--ray", "--parquet",
+                 str(parquet)]) == 1  # fmt: skip
+    expected = _lines(one)
+    assert _lines(folder) == expected
+    assert _lines(zipped) == expected
+    assert expected["PAT2/STUDY2/broken.dcm"]["state"] == "failed"
+    assert expected["PAT1/STUDY1/SER1/IM000001"]["report"]["source"] == "sr"
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(parquet)
+    assert sorted(table.column("path").to_pylist()) == sorted(expected)
+    assert "on Ray" in capsys.readouterr().err
+
+
+def _kill_one_worker() -> int:
+    """SIGKILL one Ray Data actor process of this session (as the OOM killer would)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if cmdline.startswith("ray::") and "MapWorker" in cmdline:
+            os.kill(int(entry.name), signal.SIGKILL)
+            return int(entry.name)
+    raise AssertionError("no Ray Data worker process found")
+
+
+def test_cluster_batch_killed_worker_then_rerun_processes_every_file_once(
+    tmp_path: Path,
+) -> None:
+    from batch.engine import plan
+
+    export = build_export(tmp_path / "export")
+    spec = JobSpec(FolderInput(export))
+    job = build_job(spec, labeler=PipelineLabeler(), predictor=None)
+    items = plan(list(job.source.scan()), [], job.processor)
+    killed: list[int] = []
+
+    def kill_once(blocks: int) -> None:
+        if not killed:
+            killed.append(_kill_one_worker())
+
+    lines = [
+        line
+        for block in run_on_ray(spec, items, [], model=None, chunk_size=1, after_block=kill_once)
+        for line in block
+    ]
+    assert killed
+    assert sorted(str(x["path"]) for x in lines) == sorted(i.key for i in items)
+    # a rerun plans nothing: every file is recorded once
+    assert plan(list(job.source.scan()), lines, job.processor) == []
+
+
+_FINDINGS = [
+    "cardiomegaly", "pleural effusion", "pneumothorax", "consolidation", "atelectasis",
+    "pulmonary edema", "a nodule in the right upper lobe", "emphysema", "hiatal hernia",
+]  # fmt: skip
+_TEMPLATES = [
+    "There is {f}.", "No {f}.", "No evidence of {f}.", "Possible {f}.", "Mild {f}.",
+    "{F} is unchanged.", "Findings consistent with {f}.", "Resolved {f}.",
+]  # fmt: skip
+
+
+def _reports(n: int) -> list[tuple[str, str]]:
+    rng = random.Random(21)
+    out = []
+    for i in range(n):
+        sentences = []
+        for _ in range(rng.randint(1, 4)):
+            f = rng.choice(_FINDINGS)
+            sentences.append(rng.choice(_TEMPLATES).format(f=f, F=f.capitalize()))
+        if i % 97 == 0:
+            sentences = ["   "]  # empty after stripping: the row carries the error
+        out.append((f"r{i:05d}", " ".join(sentences)))
+    return out
+
+
+def test_cluster_label_2000_reports_same_rows_as_cxr_label(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "reports.csv"
+    with source.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["id", "report"])
+        writer.writerows(_reports(2000))
+    here, there = tmp_path / "here.jsonl", tmp_path / "there.jsonl"
+    status = main(["label", str(source), "-o", str(here), "-q"])
+    assert main(["label", str(source), "-o", str(there), "-q", "--ray"]) == status
+    assert there.read_text() == here.read_text()
+    assert len(here.read_text().splitlines()) == 2000
+    capsys.readouterr()
