@@ -21,7 +21,6 @@ inputs, DICOM push and the training-set writer run on one machine only.
 
 from __future__ import annotations
 
-import io
 import json
 import pickle
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -38,6 +37,7 @@ from batch.results import outcome_line
 if TYPE_CHECKING:
     from labeler import ReportLabels
     from labeler.config import LabelerConfig
+    from models.pipeline import InputSpec, LoadedImage, PreparedImage
 
 __all__ = ["connect", "label_reports_on_ray", "run_on_ray"]
 
@@ -161,20 +161,25 @@ def _row_item(batch: Batch, i: int) -> SourceItem:
     )
 
 
-def _pixels_bytes(pixels: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, pixels, allow_pickle=False)
-    return buffer.getvalue()
+def _prepared_bytes(image: LoadedImage) -> bytes:
+    """The fitted image for the predict actors (our own actors: pickle is safe here)."""
+    return pickle.dumps(image.prepared, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 class _ReadActor:
     """Reads and decodes files, labels SRs and CSV reports: one labeler per actor."""
 
-    def __init__(self, spec: JobSpec, recorded: list[dict[str, Any]], keep_pixels: bool) -> None:
+    def __init__(
+        self,
+        spec: JobSpec,
+        recorded: list[dict[str, Any]],
+        keep_pixels: bool,
+        input_spec: InputSpec | None = None,
+    ) -> None:
         from batch.labeling import PipelineLabeler
 
         self.keep_pixels = keep_pixels
-        self.job = build_job(spec, labeler=PipelineLabeler(), predictor=None)
+        self.job = build_job(spec, labeler=PipelineLabeler(), predictor=None, input_spec=input_spec)
         for line in recorded:  # SR labels for images of the same study
             self.job.processor.restore(line)
 
@@ -186,7 +191,7 @@ class _ReadActor:
             lines.append(json.dumps(outcome_line(outcome), separators=(",", ":")))
             image = outcome.image
             keep = self.keep_pixels and image is not None
-            pixels.append(_pixels_bytes(image.pixels) if keep and image is not None else b"")
+            pixels.append(_prepared_bytes(image) if keep and image is not None else b"")
         return {
             "line": np.array(lines, dtype=object),
             "pixels": np.array(pixels, dtype=object),
@@ -213,7 +218,7 @@ class _PredictActor:
                 result["model"] = self.processor.model_name
                 result["demo"] = self.processor.demo
                 outcome = Outcome(line["path"], "done", result)
-                outcome.image = _Pixels(np.load(io.BytesIO(bytes(blob)), allow_pickle=False))
+                outcome.image = _Prepared(pickle.loads(bytes(blob)))  # noqa: S301 - our actors
                 loaded.append(outcome)
         if loaded:
             self.processor._predict(loaded)
@@ -222,9 +227,9 @@ class _PredictActor:
         return {"line": np.array([json.dumps(x, separators=(",", ":")) for x in out], dtype=object)}
 
 
-class _Pixels:
-    def __init__(self, pixels: np.ndarray) -> None:
-        self.pixels = pixels
+class _Prepared:
+    def __init__(self, prepared: PreparedImage) -> None:
+        self.prepared = prepared
 
 
 class _NoSource(Source):
@@ -233,6 +238,7 @@ class _NoSource(Source):
 
     def local_path(self, item: SourceItem) -> Path:
         raise OSError("the predict stage reads no files")
+
 
 class _NoLabeler:
     version = "unused"
@@ -289,6 +295,16 @@ def run_on_ray(
                 after_block(blocks)
 
 
+def _input_spec(model: Path) -> InputSpec:
+    """The model's input size and resize mode, from its card (the readers fit for it)."""
+    from models.checkpoint import load_checkpoint
+    from models.pipeline import InputSpec
+    from models.transforms import resize_mode_of
+
+    card = load_checkpoint(model, map_location="cpu").card
+    return InputSpec(int(card.image_size), resize_mode_of(card.preprocessing))
+
+
 def _run_phase(
     spec: JobSpec,
     items: Sequence[SourceItem],
@@ -305,7 +321,12 @@ def _run_phase(
     predict = model is not None and any(i.kind != "sr" for i in items)
     ds = _dataset([_item_row(i) for i in items], chunk_size).map_batches(
         _ReadActor,
-        fn_constructor_kwargs={"spec": spec, "recorded": srs_recorded, "keep_pixels": predict},
+        fn_constructor_kwargs={
+            "spec": spec,
+            "recorded": srs_recorded,
+            "keep_pixels": predict,
+            "input_spec": _input_spec(model) if predict and model is not None else None,
+        },
         batch_size=chunk_size,
         batch_format="numpy",
         compute=ray.data.ActorPoolStrategy(min_size=1, max_size=size),

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from batch.pacs.dicomweb import DicomwebClient
+    from models.pipeline import InputSpec
     from models.predict import Predictor
 
 __all__ = [
@@ -178,6 +179,7 @@ def build_job(
     labeler: Labeler,
     predictor: Predictor | None,
     cancelled: Callable[[], bool] | None = None,
+    input_spec: InputSpec | None = None,
 ) -> BatchJob:
     """Build the source, the processor and the library's sinks of a job.
 
@@ -186,6 +188,8 @@ def build_job(
         labeler: the report labeler (SRs, CSV reports).
         predictor: the image model, or None (images are read and reported without one).
         cancelled: checked between items; True stops the run, leaving it resumable.
+        input_spec: how images are fitted when the model runs elsewhere (a Ray reader);
+            default the predictor's.
 
     Returns:
         The job; the caller closes `job.source` (and the sinks it adds) when done.
@@ -208,6 +212,8 @@ def build_job(
         cancelled=cancelled,
         file_timeout_s=spec.file_timeout_s,
         max_pixels=spec.max_pixels,
+        input_spec=input_spec,
+        display_size=spec.dataset.size if spec.dataset is not None else None,
     )
     sinks: list[Sink] = []
     if spec.push is not None and isinstance(source, DicomwebSource | InboxSource):

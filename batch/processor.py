@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from batch.interfaces import Labeler, Outcome, Source, SourceItem
@@ -24,8 +25,7 @@ from batch.scan import describe_error
 from labeler import ReportLabels
 
 if TYPE_CHECKING:
-    import numpy as np
-
+    from models.pipeline import InputSpec, PreparedImage, SourceKind
     from models.predict import Prediction, Predictor
 
 __all__ = ["BatchProcessor"]
@@ -57,6 +57,10 @@ class BatchProcessor:
             outcomes of the items done so far (the others stay pending).
         file_timeout_s: give up reading one file after this long (None: no limit).
         max_pixels: images with more pixels fail from their header, undecoded (None: no limit).
+        input_spec: how images are fitted (`models.pipeline.InputSpec`); default the
+            predictor's, or a small fit that only checks the image decodes.
+        display_size: keep an 8-bit copy of each image, longer side at most this, while
+            the chunk's sinks run (the training-set writer's size; None: none).
     """
 
     def __init__(
@@ -69,9 +73,18 @@ class BatchProcessor:
         cancelled: Callable[[], bool] | None = None,
         file_timeout_s: float | None = None,
         max_pixels: int | None = None,
+        input_spec: InputSpec | None = None,
+        display_size: int | None = None,
     ) -> None:
+        from models.pipeline import InputSpec
+
         self.source = source
         self.max_pixels = max_pixels
+        if input_spec is None:
+            input_spec = (
+                InputSpec.of(predictor) if predictor is not None else InputSpec(64, "letterbox")
+            )
+        self.input_spec = replace(input_spec, display_size=display_size, max_pixels=max_pixels)
         self.labeler = labeler
         self.predictor = predictor
         self.reports = reports
@@ -187,12 +200,13 @@ class BatchProcessor:
                 log.warning("could not release batch item %s", item.key, exc_info=True)
 
     def _read_image(self, item: SourceItem, path: Any) -> Outcome:
-        from models.dicom import read_dicom
-        from models.images import load_image
+        from models.pipeline import load_for_model
 
-        reader = read_dicom if item.kind == "image" else load_image
+        # The one image path (decode -> fit -> display copy); the full-resolution image
+        # is dropped inside it, so a chunk holds only fitted images.
+        kind: SourceKind = "dicom" if item.kind == "image" else "auto"
         image = call_with_limit(
-            lambda: reader(path, max_pixels=self.max_pixels), self.file_timeout_s
+            lambda: load_for_model(path, self.input_spec, kind=kind), self.file_timeout_s
         )
         meta = image.meta
         result = self._base(item) | {
@@ -240,7 +254,7 @@ class BatchProcessor:
     def _predict(self, loaded: list[Outcome]) -> None:
         if self.predictor is None:
             return
-        pixels = [o.image.pixels for o in loaded if o.image is not None]
+        pixels = [o.image.prepared for o in loaded if o.image is not None]
         predictions: list[Prediction | None]
         try:
             predictions = list(self.predict_pixels(pixels))
@@ -261,8 +275,8 @@ class BatchProcessor:
                     "boxes": [b.to_dict() for b in pred.boxes],
                 }
 
-    def predict_pixels(self, pixels: Sequence[np.ndarray]) -> list[Prediction]:
-        """The one call into the image model: decoded pixels (H x W float arrays) to one
+    def predict_pixels(self, pixels: Sequence[PreparedImage]) -> list[Prediction]:
+        """The one call into the image model: fitted images (`models.pipeline`) to one
         prediction each, in order, without heatmaps.
 
         Raises:

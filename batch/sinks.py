@@ -97,7 +97,6 @@ class JsonlSink(Sink):
             self._file = None
 
 
-
 class DatasetSink(Sink):
     """Images with mined report labels written as a training set (PNG + Data_Entry.csv).
 
@@ -120,8 +119,10 @@ class DatasetSink(Sink):
             patient = (
                 meta.patient_id or meta.accession_number or meta.study_instance_uid or outcome.key
             )
+            if image.display is None:
+                raise RuntimeError("the batch processor kept no display copy for the dataset")
             outcome.result["dataset_image"] = self.writer.add(
-                image.pixels,
+                image.display,
                 labels=report["labels"],
                 patient_key=str(patient),
                 view_position=getattr(meta, "view_position", None),

@@ -121,7 +121,7 @@ class DatasetWriter:
         """Write one image and remember its row.
 
         Args:
-            pixels: float32 (rows, cols) in [0, 1].
+            pixels: float32 (rows, cols) in [0, 1], or uint8 grey (a display copy).
             labels: label -> status from the report's labels.
             patient_key: identifier grouping a patient's images (hashed before writing).
             view_position: PA/AP/LL when known.
@@ -136,7 +136,10 @@ class DatasetWriter:
         self._follow_up[patient] += 1
         name = f"{patient}_{follow_up:03d}.png"
         rows, cols = pixels.shape
-        grey = np.clip(np.rint(pixels * 255.0), 0, 255).astype(np.uint8)
+        if pixels.dtype == np.uint8:
+            grey = pixels
+        else:
+            grey = np.clip(np.rint(pixels * 255.0), 0, 255).astype(np.uint8)
         interp = cv2.INTER_AREA if max(rows, cols) > self.size else cv2.INTER_LINEAR
         resized = cv2.resize(grey, (self.size, self.size), interpolation=interp)
         if not cv2.imwrite(str(self.out_dir / "images" / name), resized):

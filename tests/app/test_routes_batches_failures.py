@@ -67,7 +67,7 @@ def test_batch_running_job_with_stuck_decoder_can_be_deleted(
 
     root = tmp_path / "roots"
     build_export(root / "export1")
-    real, entered, release = models.dicom.read_dicom, threading.Event(), threading.Event()
+    real, entered, release = models.dicom.read_dicom_stored, threading.Event(), threading.Event()
 
     def stuck(path: Any, *args: Any, **kwargs: Any) -> Any:
         if "export1" in str(path):
@@ -75,7 +75,7 @@ def test_batch_running_job_with_stuck_decoder_can_be_deleted(
             release.wait(30)  # a decoder that does not come back
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(models.dicom, "read_dicom", stuck)
+    monkeypatch.setattr(models.dicom, "read_dicom_stored", stuck)
     build_export(root / "export2")
     client = make_client(batch_roots=[root], batch_chunk_size=1)
     try:
@@ -135,14 +135,14 @@ def test_batch_file_that_kills_the_process_is_failed_after_two_starts(
     root = tmp_path / "roots"
     build_poisoned_export(root / "poison")
     (root / "poison" / "POISON" / "killer.dcm").write_bytes(dx_bytes())
-    real = models.dicom.read_dicom
+    real = models.dicom.read_dicom_stored
 
     def reader(path: Any, *args: Any, **kwargs: Any) -> Any:
         if Path(path).name == "killer.dcm":
             raise _ProcessDeath
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(models.dicom, "read_dicom", reader)
+    monkeypatch.setattr(models.dicom, "read_dicom_stored", reader)
     client = make_client(batch_roots=[root], run_batch_jobs=False)
     job_id = client.post("/v1/batches", json={"path": "poison"}).json()["id"]
     state = client.app.state.cxr  # type: ignore[attr-defined]

@@ -87,14 +87,14 @@ def test_batch_any_reader_exception_is_one_files_failure(
     import models.dicom
 
     root = build_export(tmp_path / "export")
-    real = models.dicom.read_dicom
+    real = models.dicom.read_dicom_stored
 
     def reader(path: Any, *args: Any, **kwargs: Any) -> Any:
         if Path(path).name == "IM000001":
             raise exc
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(models.dicom, "read_dicom", reader)
+    monkeypatch.setattr(models.dicom, "read_dicom_stored", reader)
     outcomes = _run_folder(root, labeler)
     assert sorted(outcomes) == sorted(EXPECTED_EXPORT)  # every file, once
     bad = outcomes["PAT1/STUDY1/SER1/IM000001"]
@@ -124,14 +124,14 @@ def test_batch_reader_that_never_returns_is_given_up(
     import models.dicom
 
     root = build_export(tmp_path / "export")
-    real, release = models.dicom.read_dicom, threading.Event()
+    real, release = models.dicom.read_dicom_stored, threading.Event()
 
     def reader(path: Any, *args: Any, **kwargs: Any) -> Any:
         if Path(path).name == "IM000001":
             release.wait(30)  # a decoder stuck in a loop
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(models.dicom, "read_dicom", reader)
+    monkeypatch.setattr(models.dicom, "read_dicom_stored", reader)
     try:
         outcomes = _run_folder(root, labeler, file_timeout_s=0.5)
     finally:
@@ -276,14 +276,14 @@ def test_cli_batch_resume_gives_up_a_file_that_killed_the_process_twice(
 
     root = build_poisoned_export(tmp_path / "export")
     (root / "POISON" / "killer.dcm").write_bytes((root / GOOD_BESIDE_POISON[0]).read_bytes())
-    real = models.dicom.read_dicom
+    real = models.dicom.read_dicom_stored
 
     def reader(path: Any, *args: Any, **kwargs: Any) -> Any:
         if Path(path).name == "killer.dcm":
             raise _ProcessDeath
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(models.dicom, "read_dicom", reader)
+    monkeypatch.setattr(models.dicom, "read_dicom_stored", reader)
     out = tmp_path / "out.jsonl"
     args = ["batch", str(root), "-o", str(out)]
     with pytest.raises(_ProcessDeath):
