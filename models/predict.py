@@ -336,11 +336,15 @@ class Predictor:
             g = p.geometry
             if g.size != s:
                 raise ValueError(f"image {i} was prepared for {g.size} px, the model takes {s}")
-            t = torch.from_numpy(np.ascontiguousarray(p.pixels))
+            pixels = np.ascontiguousarray(p.pixels)
+            wide = pixels.dtype == np.uint16
+            # 16-bit grey travels as its int16 view (bit for bit; every torch build copies
+            # and widens int16) and is read back as unsigned on the device.
+            t = torch.from_numpy(pixels.view(np.int16) if wide else pixels)
             if pin:
                 t = t.pin_memory()
             t = t.to(self.device, non_blocking=True)
-            part = t.float() * (1.0 / UNIT_CODES) if t.dtype == torch.uint16 else t.float()
+            part = (t.to(torch.int32) & 0xFFFF).float() / UNIT_CODES if wide else t.float()
             x[i, 0, g.top : g.top + g.height, g.left : g.left + g.width] = part
         return x.contiguous(memory_format=torch.channels_last)
 

@@ -43,3 +43,40 @@ def test_prefetch_keeps_order_and_reraises_producer_errors() -> None:
 
     with pytest.raises(RuntimeError, match="producer broke"):
         list(_prefetch(failing(), depth=2))  # type: ignore[arg-type]
+
+
+def test_predict_files_same_result_with_worker_processes_and_in_thread(
+    demo_checkpoint: Path, make_dicom: Callable[..., Path]
+) -> None:
+    predictor = load_predictor(demo_checkpoint, device="cpu", batch_size=3)
+    rng = np.random.default_rng(1)
+    paths = [
+        make_dicom(rng.integers(0, 4000, (70 + 9 * i, 64)), name=f"w{i}.dcm") for i in range(5)
+    ]
+    pooled = list(predict_files(predictor, paths, heatmaps="none", workers=2))
+    inline = list(predict_files(predictor, paths, heatmaps="none", workers=0))
+    assert [r.path for r in pooled] == paths
+    for a, b in zip(pooled, inline, strict=True):
+        assert a.prediction is not None and b.prediction is not None
+        assert a.prediction.probabilities == b.prediction.probabilities
+        assert a.prediction.boxes == b.prediction.boxes
+
+
+@pytest.mark.gpu
+def test_predict_files_on_cuda_matches_cpu(
+    demo_checkpoint: Path, make_dicom: Callable[..., Path]
+) -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    rng = np.random.default_rng(2)
+    paths = [make_dicom(rng.integers(0, 4000, (300, 240)), name=f"g{i}.dcm") for i in range(4)]
+    cpu = load_predictor(demo_checkpoint, device="cpu", batch_size=4)
+    gpu = load_predictor(demo_checkpoint, device="cuda", batch_size=4)
+    on_cpu = list(predict_files(cpu, paths, heatmaps="none", workers=2))
+    on_gpu = list(predict_files(gpu, paths, heatmaps="none", workers=2))
+    for a, b in zip(on_cpu, on_gpu, strict=True):
+        assert a.prediction is not None and b.prediction is not None
+        for label, p in a.prediction.probabilities.items():
+            assert abs(b.prediction.probabilities[label] - p) < 0.02  # bf16 on the GPU
