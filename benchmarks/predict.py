@@ -54,6 +54,11 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_DICOM = ROOT.parent / "shared" / "data" / "dicom"
 
 
+def _path(code: Path) -> str:
+    """PYTHONPATH with `code` first, keeping what the caller set (carried wheels)."""
+    return os.pathsep.join([str(code), *filter(None, [os.environ.get("PYTHONPATH")])])
+
+
 def _say(text: str) -> None:
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
@@ -132,7 +137,7 @@ def whole_process(
     files: list[Path], checkpoint: Path, out: Path, *, device: str, batch: int, overlays: str
 ) -> float:
     """Seconds for one `python -m app.cli predict` run, start to exit."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": _path(ROOT)}
     cmd = [sys.executable, "-m", "app.cli", "predict", "--model", str(checkpoint), "-o",
            str(out), "--device", device, "--batch-size", str(batch), "--overlays", overlays,
            *map(str, files)]  # fmt: skip
@@ -247,7 +252,7 @@ def throughput(
 
     cfg = {"model": str(checkpoint), "device": device, "batch": batch, "workers": workers,
            "files": [str(f) for f in files]}  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(code)}
+    env = {**os.environ, "PYTHONPATH": _path(code)}
     done = subprocess.run([sys.executable, "-c", _THROUGHPUT, json.dumps(cfg)], env=env,
                           capture_output=True, text=True, check=False, cwd=code)  # fmt: skip
     if done.returncode != 0:
@@ -269,7 +274,7 @@ def latency(checkpoint: Path, dicom: Path, *, device: str, n: int, work: Path) -
     key = generate_api_key()
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CXR_")}
-    env.update(PYTHONPATH=str(ROOT), CXR_API_KEYS=hash_api_key(key),
+    env.update(PYTHONPATH=_path(ROOT), CXR_API_KEYS=hash_api_key(key),
                CXR_STORAGE_DIR=str(work / "storage"), CXR_DEVICE=device)  # fmt: skip
     log_path = work / "server.log"
     with log_path.open("wb") as log:
@@ -318,7 +323,7 @@ def startup(checkpoint: Path, device: str) -> tuple[float, float]:
         f"load_predictor({str(checkpoint)!r}, device={device!r}); t2 = time.perf_counter(); "
         "import sys; sys.stdout.write(f'{t1 - t0} {t2 - t1} ' + str('torchvision' in sys.modules))"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": _path(ROOT)}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     imports, load, tv = done.stdout.split()
     if tv == "True":

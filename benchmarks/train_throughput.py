@@ -37,6 +37,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _path(code: Path) -> str:
+    """PYTHONPATH with `code` first, keeping what the caller set (carried wheels)."""
+    return os.pathsep.join([str(code), *filter(None, [os.environ.get("PYTHONPATH")])])
+
+
 def _say(text: str) -> None:
     sys.stdout.write(text + "\n")
 
@@ -145,7 +150,7 @@ def main() -> int:
 def _phantom_set(folder: Path, size: int, unique: int, images: int) -> Path:
     """`unique` phantoms at `size`, listed `images` times over as distinct patients (links):
     decoding costs the same whatever the content, and generating is slow."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": _path(ROOT)}
     base = folder / "unique"
     subprocess.run([sys.executable, "-m", "app.cli", "phantoms", str(base), "--n", str(unique),
                     "--size", str(size), "--seed", "7"], env=env, check=True,
@@ -171,7 +176,7 @@ def _phantom_set(folder: Path, size: int, unique: int, images: int) -> Path:
 
 def end_to_end(args: argparse.Namespace, size: int) -> float | None:
     """Steady images/s of `cxr train` at this size (None when it fails)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": _path(ROOT)}
     with tempfile.TemporaryDirectory(prefix="cxr-e2e-") as tmp:
         data = _phantom_set(Path(tmp), size, args.unique, args.images)
         steps = args.epochs * args.images // args.batch_size
