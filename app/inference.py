@@ -257,7 +257,7 @@ PREVIEW_SIDE = 1024
 
 
 def encode_preview(display: np.ndarray) -> bytes:
-    """An 8-bit grey PNG of a display copy (`models.pipeline.LoadedImage.display`, uint8,
+    """An 8-bit grey PNG of a display copy (`models.image_pipeline.LoadedImage.display`, uint8,
     at most `PREVIEW_SIDE` a side), or of float32 pixels in [0, 1] (downscaled first)."""
     import cv2
 

@@ -37,7 +37,7 @@ from batch.results import outcome_line
 if TYPE_CHECKING:
     from labeler import ReportLabels
     from labeler.config import LabelerConfig
-    from models.pipeline import InputSpec, LoadedImage, PreparedImage
+    from models.image_pipeline import InputSpec, LoadedImage, PreparedImage
 
 __all__ = ["connect", "label_reports_on_ray", "run_on_ray"]
 
@@ -298,7 +298,7 @@ def run_on_ray(
 def _input_spec(model: Path) -> InputSpec:
     """The model's input size and resize mode, from its card (the readers fit for it)."""
     from models.checkpoint import load_checkpoint
-    from models.pipeline import InputSpec
+    from models.image_pipeline import InputSpec
     from models.transforms import resize_mode_of
 
     card = load_checkpoint(model, map_location="cpu").card

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from batch.pacs.dicomweb import DicomwebClient
-    from models.pipeline import InputSpec
+    from models.image_pipeline import InputSpec
     from models.predict import Predictor
 
 __all__ = [

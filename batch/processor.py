@@ -25,7 +25,7 @@ from batch.scan import describe_error
 from labeler import ReportLabels
 
 if TYPE_CHECKING:
-    from models.pipeline import InputSpec, PreparedImage, SourceKind
+    from models.image_pipeline import InputSpec, PreparedImage, SourceKind
     from models.predict import Prediction, Predictor
 
 __all__ = ["BatchProcessor"]
@@ -57,7 +57,7 @@ class BatchProcessor:
             outcomes of the items done so far (the others stay pending).
         file_timeout_s: give up reading one file after this long (None: no limit).
         max_pixels: images with more pixels fail from their header, undecoded (None: no limit).
-        input_spec: how images are fitted (`models.pipeline.InputSpec`); default the
+        input_spec: how images are fitted (`models.image_pipeline.InputSpec`); default the
             predictor's, or a small fit that only checks the image decodes.
         display_size: keep an 8-bit copy of each image, longer side at most this, while
             the chunk's sinks run (the training-set writer's size; None: none).
@@ -76,7 +76,7 @@ class BatchProcessor:
         input_spec: InputSpec | None = None,
         display_size: int | None = None,
     ) -> None:
-        from models.pipeline import InputSpec
+        from models.image_pipeline import InputSpec
 
         self.source = source
         self.max_pixels = max_pixels
@@ -200,7 +200,7 @@ class BatchProcessor:
                 log.warning("could not release batch item %s", item.key, exc_info=True)
 
     def _read_image(self, item: SourceItem, path: Any) -> Outcome:
-        from models.pipeline import load_for_model
+        from models.image_pipeline import load_for_model
 
         # The one image path (decode -> fit -> display copy); the full-resolution image
         # is dropped inside it, so a chunk holds only fitted images.
@@ -276,7 +276,7 @@ class BatchProcessor:
                 }
 
     def predict_pixels(self, pixels: Sequence[PreparedImage]) -> list[Prediction]:
-        """The one call into the image model: fitted images (`models.pipeline`) to one
+        """The one call into the image model: fitted images (`models.image_pipeline`) to one
         prediction each, in order, without heatmaps.
 
         Raises:

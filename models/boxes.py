@@ -36,8 +36,20 @@ class Box:
         return asdict(self)
 
 
+def cv2_min_max(image: np.ndarray) -> tuple[float, float]:
+    """Smallest and largest value of a 2-D array (OpenCV: one pass, no temporaries)."""
+    import cv2
+
+    low, high = cv2.minMaxLoc(image)[:2]
+    return float(low), float(high)
+
+
 def to_uint8(heatmap: np.ndarray) -> np.ndarray:
     """Min/max normalise a heatmap to uint8 [0, 255] (a flat map becomes all zeros)."""
+    if heatmap.dtype == np.uint8:
+        low, high = cv2_min_max(heatmap)
+        if low == 0 and high == 255:  # already normalised (`models.predict` does it on the device)
+            return heatmap
     h = np.asarray(heatmap, dtype=np.float32)
     lo, hi = float(h.min()), float(h.max())
     if not hi > lo:
@@ -85,7 +97,10 @@ def boxes_from_heatmap(
             x, y, w, hh, area = (int(v) for v in stats[i])
             if area < min_area:
                 continue
-            peak = float(h8[labels == i].max()) / 255.0
+            # The peak within the component's own box: one pass over that box, not over
+            # the whole map per component (a noisy map has hundreds of them).
+            inside = labels[y : y + hh, x : x + w] == i
+            peak = float(h8[y : y + hh, x : x + w][inside].max()) / 255.0
             out.append(
                 Box(
                     label=label,

@@ -34,7 +34,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 # Modules a worker needs, imported once in the fork server rather than in every worker.
-_PRELOAD = ["numpy", "cv2", "pydicom", "models.pipeline"]
+_PRELOAD = ["numpy", "cv2", "pydicom", "models.image_pipeline"]
 
 
 class WorkerCrashed(RuntimeError):
@@ -55,8 +55,6 @@ def default_workers() -> int:
 
 def _limit_threads() -> None:
     """One thread per worker: the pool, not each decoder, supplies the parallelism."""
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = "1"
     with contextlib.suppress(ImportError):
         import cv2
 

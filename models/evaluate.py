@@ -217,7 +217,7 @@ def localize_dataset(
 ) -> dict[tuple[str, str], list[Box]]:
     """Boxes for each (image, label) pair that has ground truth, through the prediction path.
 
-    Each image goes through `models.pipeline.load_for_model` and `Predictor.predict`, as in
+    Each image goes through `models.image_pipeline.load_for_model` and `Predictor.predict`, as in
     `cxr predict`, the service and batch jobs; the boxes asked for are the ground truth's
     labels, whatever their probability. Images are matched by `Record.image_index`; labels
     not in the model are skipped. `sizes`, if given, receives each scored image's
@@ -229,7 +229,7 @@ def localize_dataset(
     Raises:
         ImageError: an image with ground truth cannot be read.
     """
-    from models.pipeline import InputSpec, load_for_model
+    from models.image_pipeline import InputSpec, load_for_model
 
     known = set(predictor.labels)
     wanted: dict[str, set[str]] = defaultdict(set)

@@ -20,6 +20,7 @@ import queue
 import threading
 import time
 from collections.abc import Collection, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -27,17 +28,23 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from models.boxes import Box
+from models.boxes import Box, boxes_from_heatmap
 from models.calibration import apply_temperatures, temperature_vector
 from models.cam import positive_evidence
 from models.checkpoint import ModelCard, load_checkpoint
 from models.dicom import ImageMeta
 from models.errors import ImageError, ModelsError
 from models.folding import fold_batchnorm
-from models.heatmaps import Heatmap, boxes_from_cam
+from models.heatmaps import Heatmap, axis_weights
+from models.image_pipeline import (
+    InputSpec,
+    LoadedImage,
+    PreparedImage,
+    load_for_model,
+    prepare_pixels,
+)
 from models.layercam import check_heatmap_settings, forward_with_layercam
 from models.network import ChestNet
-from models.pipeline import InputSpec, LoadedImage, PreparedImage, load_for_model, prepare_pixels
 from models.stored_pixels import UNIT_CODES
 from models.transforms import Geometry, ResizeMode, resize_mode_of
 
@@ -150,6 +157,7 @@ class Predictor:
             )
         except ValueError as exc:
             raise ModelsError(f"model card {exc}") from None
+        self._box_pool: ThreadPoolExecutor | None = None
         # Per-label temperature scaling from the card (models.calibration); T = 1 if absent.
         self._temperatures = torch.from_numpy(temperature_vector(card.temperatures, self.labels))
 
@@ -287,33 +295,35 @@ class Predictor:
         del x
         positives = [positive for positive, _ in selections]
         results: list[Prediction] = []
-        box_s = 0.0
+        ta = time.perf_counter()
+        boxes_by_image: list[list[Box]] = [[] for _ in prepared]
+        if want_boxes:
+            jobs = [
+                (i, name, maps_by_image[i][self.labels.index(name)], prep.geometry)
+                for i, prep in enumerate(prepared)
+                for name in (positives[i] if box_labels is None else list(box_labels[i]))
+            ]
+            for (i, name, _, _), found in zip(jobs, self._boxes(jobs), strict=True):
+                p_name = round(float(probs[i, self.labels.index(name)]), 6)
+                boxes_by_image[i].extend(_scored(b, p_name) for b in found)
+            for found in boxes_by_image:
+                found.sort(key=lambda b: -b.score)
+        box_s = time.perf_counter() - ta
         for i, prep in enumerate(prepared):
             geo = prep.geometry
             p = {name: round(float(probs[i, c]), 6) for c, name in enumerate(self.labels)}
             positive = positives[i]
             label_maps = maps_by_image[i]
-            ta = time.perf_counter()
-            found: list[Box] = []
-            if want_boxes:
-                to_box = positive if box_labels is None else list(box_labels[i])
-                for name in to_box:
-                    c = self.labels.index(name)
-                    found.extend(
-                        _scored(b, p[name])
-                        for b in boxes_from_cam(
-                            label_maps[c], geo, label=name, thresholds=self.box_thresholds
-                        )
-                    )
-                found.sort(key=lambda b: -b.score)
-            tb = time.perf_counter()
             names = {"positive": positive, "all": self.labels, "none": []}[heatmaps]
             maps = {name: Heatmap.from_cam(label_maps[self.labels.index(name)], geo)
                     for name in names}  # fmt: skip
-            box_s += tb - ta
             results.append(
                 Prediction(
-                    probabilities=p, positive=positive, boxes=found, heatmaps=maps, geometry=geo
+                    probabilities=p,
+                    positive=positive,
+                    boxes=boxes_by_image[i],
+                    heatmaps=maps,
+                    geometry=geo,
                 )
             )
         shared = {
@@ -325,6 +335,44 @@ class Predictor:
         for r in results:
             r.timings = {k: round(v, 6) for k, v in shared.items()}
         return results
+
+    def _boxes(self, jobs: Sequence[tuple[int, str, np.ndarray, Geometry]]) -> list[list[Box]]:
+        """The paper's boxes for (image, label, map, geometry) jobs, in job order.
+
+        `models.heatmaps.boxes_from_cam`, split where it is fastest: the projection of the
+        maps onto the image's part of the input and their [0, 255] scaling run batched on
+        the model's device (one matrix product per image size); the thresholding and
+        connected components of each map run on CPU threads (OpenCV releases the GIL).
+        """
+        levels: list[np.ndarray | None] = [None] * len(jobs)
+        by_geometry: dict[Geometry, list[int]] = {}
+        for k, (_, _, _, geo) in enumerate(jobs):
+            by_geometry.setdefault(geo, []).append(k)
+        for geo, ks in by_geometry.items():
+            for start in range(0, len(ks), 16):  # bounds the float grids' memory
+                part = ks[start : start + 16]
+                cams = np.stack([np.asarray(jobs[k][2], np.float32) for k in part])
+                for k, grid in zip(part, _levels(cams, geo, self.device), strict=True):
+                    levels[k] = grid
+        if self._box_pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            from models.decode_pool import default_workers
+
+            threads = max(1, min(8, default_workers() // 2))
+            self._box_pool = ThreadPoolExecutor(threads, thread_name_prefix="cxr-boxes")
+
+        def box(k: int) -> list[Box]:
+            _, name, _, geo = jobs[k]
+            grid = levels[k]
+            assert grid is not None
+            return boxes_from_heatmap(
+                grid, label=name, thresholds=self.box_thresholds, scale=geo.scale
+            )
+
+        if len(jobs) <= 1:
+            return [box(k) for k in range(len(jobs))]
+        return list(self._box_pool.map(box, range(len(jobs))))
 
     def _input_batch(self, prepared: Sequence[PreparedImage]) -> torch.Tensor:
         """(N, 1, S, S) float input on the device: the fitted images travel as 16-bit grey
@@ -362,6 +410,22 @@ class Predictor:
         to_box = set(positive if box_labels is None else box_labels) if want_boxes else set()
         mapped = set(shown) | to_box
         return positive, [c for c, name in enumerate(self.labels) if name in mapped]
+
+
+def _levels(cams: np.ndarray, geo: Geometry, device: torch.device) -> list[np.ndarray]:
+    """(k, S_r, S_c) maps -> k uint8 (height, width) grids over the image's part of the
+    input, each min/max scaled to [0, 255] (`project_cam` then `to_uint8`, on `device`)."""
+    rows, cols = cams.shape[-2:]
+    wy = torch.from_numpy(axis_weights(geo.height, rows, geo.size, geo.top, geo.height))
+    wx = torch.from_numpy(axis_weights(geo.width, cols, geo.size, geo.left, geo.width))
+    m = torch.from_numpy(cams).to(device)
+    grid = (wy.to(device) @ m) @ wx.to(device).T
+    lo = grid.amin(dim=(1, 2), keepdim=True)
+    hi = grid.amax(dim=(1, 2), keepdim=True)
+    span = hi - lo
+    scale = torch.where(span > 0, 255.0 / torch.where(span > 0, span, 1.0), 0.0)
+    out = ((grid - lo) * scale + 0.5).clamp_(0, 255).to(torch.uint8)
+    return list(out.cpu().numpy())
 
 
 def _scored(box: Box, probability: float) -> Box:
@@ -486,7 +550,7 @@ def predict_files(
 ) -> Iterator[FileResult]:
     """Run files through decode -> fit -> batched forward -> boxes, in input order.
 
-    Decoding and fitting (`models.pipeline.load_for_model`) run in `workers` processes
+    Decoding and fitting (`models.image_pipeline.load_for_model`) run in `workers` processes
     (`models.decode_pool`), a few batches ahead of the forward pass; only the fitted 16-bit
     image and the optional display copy come back. A file that fails to decode, crashes
     its worker or runs past `file_timeout_s` is that file's error, nothing else's.

@@ -24,7 +24,7 @@ from app.schemas import ErrorRead, PredictionRead
 
 if TYPE_CHECKING:
     from models.dicom import ImageMeta
-    from models.pipeline import PreparedImage
+    from models.image_pipeline import PreparedImage
     from models.predict import Predictor
 
 router = APIRouter(tags=["images"])
@@ -188,13 +188,13 @@ def _decode(
 ) -> tuple[ImageMeta, PreparedImage, bytes]:
     """Decode once through the image pipeline; keep only the model input and a preview.
 
-    `models.pipeline.load_for_model`, as `cxr predict`, batch jobs and `cxr evaluate` use
+    `models.image_pipeline.load_for_model`, as `cxr predict`, batch jobs and `cxr evaluate` use
     it: the full-resolution image lives only inside it, so the request's peak memory is
     the decode itself. The upload is read from its spooled file by the decoder, never
     copied whole into memory.
     """
     from app.inference import PREVIEW_SIDE, encode_preview
-    from models.pipeline import InputSpec, load_for_model
+    from models.image_pipeline import InputSpec, load_for_model
 
     # Over CXR_MAX_PIXELS: refused from the header, before decoding (413).
     spec = InputSpec.of(predictor, display_size=PREVIEW_SIDE, max_pixels=max_pixels)

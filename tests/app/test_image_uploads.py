@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 from service_fixtures import dx_bytes
 
-import models.pipeline
+import models.image_pipeline
 from app.inference import InferenceQueue
 
 pytestmark = pytest.mark.issue(18)
@@ -24,13 +24,13 @@ pytestmark = pytest.mark.issue(18)
 def sources(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """What the route hands to the image pipeline's decoder, for each request."""
     seen: list[Any] = []
-    real = models.pipeline.read_stored
+    real = models.image_pipeline.read_stored
 
     def spy(source: Any, **kwargs: Any) -> Any:
         seen.append(source)
         return real(source, **kwargs)
 
-    monkeypatch.setattr(models.pipeline, "read_stored", spy)
+    monkeypatch.setattr(models.image_pipeline, "read_stored", spy)
     return seen
 
 
