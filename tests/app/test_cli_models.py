@@ -74,8 +74,8 @@ def test_cli_predict_overlays_only_when_asked_and_bounded_size(
     model_path = save_checkpoint(tmp_path / "one.pt", model=ckpt.model, card=ckpt.card)
     big = _dicom(tmp_path / "big.dcm", rows=900, columns=600)
     out = tmp_path / "out"
-    assert main(["predict", "--model", str(model_path), str(big), "-o", str(out),
-                 "--overlays", "positive", "--overlay-size", "200", "--device", "cpu"]) == 0  # fmt: skip
+    assert main(["predict", "--model", str(model_path), str(big), "-o", str(out), "--overlays",
+                 "positive", "--overlay-size", "200", "--device", "cpu"]) == 0  # fmt: skip
     doc = json.loads((out / "big.dcm.json").read_text())
     assert doc["positive"] == ["Effusion"] and set(doc["heatmaps"]) == {"Effusion"}
     from PIL import Image
