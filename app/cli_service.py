@@ -419,7 +419,7 @@ def _run_batch(
 ) -> int:
     from tqdm import tqdm
 
-    from app.labeling import load_report_labeler
+    from app.report_labeler import load_report_labeler
     from batch.engine import plan, run_resumed
     from batch.interfaces import BatchInputError, Outcome, Sink
     from batch.job import build_job

@@ -14,9 +14,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.errors import ModelNotLoaded, ServiceError
 from app.inference import InferenceQueue
 from app.jobs import BatchRunner
-from app.labeling import ReportLabeler
-from app.metrics import Metrics
+from app.report_labeler import ReportLabeler
 from app.security import ApiKeys
+from app.service_metrics import Metrics
 from app.settings import Settings
 from app.storage import Storage
 from batch.archive import ZipLimits

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from app.metrics import Metrics
+from app.service_metrics import Metrics
 
 if TYPE_CHECKING:
     from models.heatmaps import Heatmap

@@ -32,8 +32,8 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from app import crud
-from app.labeling import ReportLabeler
-from app.metrics import Metrics
+from app.report_labeler import ReportLabeler
+from app.service_metrics import Metrics
 from app.settings import Settings
 from batch.archive import ZipLimits, remove_tree
 from batch.engine import MAX_ATTEMPTS, plan, run_resumed

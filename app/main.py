@@ -36,10 +36,10 @@ from app.http_guards import (
     SecurityHeadersMiddleware,
     docs_csp,
 )
-from app.metrics import Metrics, MetricsMiddleware
 from app.route_table import RouteTable, app_path
 from app.schemas import DEMO_NOTICE
 from app.security import ApiKeys
+from app.service_metrics import Metrics, MetricsMiddleware
 from app.settings import Settings, get_settings
 from batch.pacs.dicomweb import DicomwebLimits, DicomwebServer
 
@@ -244,7 +244,7 @@ def _startup(settings: Settings, metrics: Metrics, predictor: Any | None) -> App
     from app.db.migrate import upgrade
     from app.db.session import build_engine, build_sessionmaker
     from app.jobs import zip_limits
-    from app.labeling import load_report_labeler
+    from app.report_labeler import load_report_labeler
     from app.storage import Storage
 
     settings.storage_dir.mkdir(parents=True, exist_ok=True)
