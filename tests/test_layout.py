@@ -93,3 +93,47 @@ def test_layout_top_level_is_fixed() -> None:
     top = {line.split("/")[0] for line in tracked.stdout.splitlines() if line}
     extra = top - allowed - {".gitignore", ".dockerignore", "LICENSE"}
     assert not extra, f"unexpected top-level entries: {sorted(extra)}"
+
+
+#: Names that several top-level packages may share, each for a stated reason.
+SHARED_NAMES = {
+    "__init__": "package markers",
+    "errors": "each library owns its base exception in errors.py (STYLE.md)",
+    "configs": "data folders of TOML configurations, never imported",
+    "images": "app/routes/ names each router after its URL resource (/v1/images)",
+    "models": "app/db/models.py is the SQLAlchemy convention that migrations/ imports",
+}
+
+
+def _module_names(package: str) -> dict[str, list[str]]:
+    names: dict[str, list[str]] = {}
+    for path in sorted((ROOT / package).rglob("*")):
+        if "__pycache__" in path.parts:
+            continue
+        if path.suffix == ".py":
+            name = path.stem
+        elif path.is_dir():
+            name = path.name
+        else:
+            continue
+        names.setdefault(name, []).append(str(path.relative_to(ROOT)))
+    return names
+
+
+def _collisions(packages: list[str]) -> list[str]:
+    owners: dict[str, list[str]] = {}
+    for package in packages:
+        owners.setdefault(package, []).append(package)
+        for name, paths in _module_names(package).items():
+            owners.setdefault(name, []).extend(paths)
+    return [
+        f"{name}: {', '.join(paths)}"
+        for name, paths in sorted(owners.items())
+        if name not in SHARED_NAMES and len({p.split("/")[0] for p in paths}) > 1
+    ]
+
+
+def test_layout_module_names_do_not_collide_across_packages() -> None:
+    packages = [p for p in ("app", "labeler", "models", "batch") if (ROOT / p).is_dir()]
+    collisions = _collisions(packages)
+    assert not collisions, "modules that share a name across packages:\n" + "\n".join(collisions)
