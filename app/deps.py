@@ -27,7 +27,6 @@ __all__ = [
     "InferenceDep",
     "MetricsDep",
     "NlpDep",
-    "PredictorDep",
     "SessionDep",
     "SettingsDep",
     "StateDep",
@@ -49,7 +48,6 @@ class AppState:
     zip_limits: ZipLimits
     labeler: ReportLabeler | None = None
     predictor: Any | None = None
-    model_error: str | None = None
     inference: InferenceQueue | None = None
     runner: BatchRunner | None = None
     dicomweb: DicomwebServer | None = None
@@ -99,12 +97,6 @@ def get_labeler(state: StateDep) -> ReportLabeler:
     return state.labeler
 
 
-def get_predictor(state: StateDep) -> Any:
-    if state.predictor is None:
-        raise ModelNotLoaded()
-    return state.predictor
-
-
 def get_inference(state: StateDep) -> InferenceQueue:
     if state.inference is None:
         raise ModelNotLoaded()
@@ -116,7 +108,6 @@ SessionDep = Annotated[Session, Depends(get_session)]
 StorageDep = Annotated[Storage, Depends(get_storage)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 NlpDep = Annotated[ReportLabeler, Depends(get_labeler)]
-PredictorDep = Annotated[Any, Depends(get_predictor)]
 InferenceDep = Annotated[InferenceQueue, Depends(get_inference)]
 
 _api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False)
