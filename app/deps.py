@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader
@@ -21,6 +21,9 @@ from app.settings import Settings
 from app.storage import Storage
 from batch.archive import ZipLimits
 from batch.pacs.dicomweb import DicomwebServer
+
+if TYPE_CHECKING:  # models.predict imports torch, which the service loads only with a model
+    from models.predict import Predictor
 
 __all__ = [
     "AppState",
@@ -47,7 +50,7 @@ class AppState:
     api_keys: ApiKeys
     zip_limits: ZipLimits
     labeler: ReportLabeler | None = None
-    predictor: Any | None = None
+    predictor: Predictor | None = None
     inference: InferenceQueue | None = None
     runner: BatchRunner | None = None
     dicomweb: DicomwebServer | None = None

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from http import HTTPStatus
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -42,6 +42,9 @@ from app.security import ApiKeys
 from app.service_metrics import Metrics, MetricsMiddleware
 from app.settings import Settings, get_settings
 from batch.pacs.dicomweb import DicomwebLimits, DicomwebServer
+
+if TYPE_CHECKING:  # models.predict imports torch, which the service loads only with a model
+    from models.predict import Predictor
 
 __all__ = ["create_app"]
 
@@ -239,7 +242,7 @@ def _dicomweb_server(settings: Settings) -> DicomwebServer | None:
     )
 
 
-def _startup(settings: Settings, metrics: Metrics, predictor: Any | None) -> AppState:
+def _startup(settings: Settings, metrics: Metrics, predictor: Predictor | None) -> AppState:
     """Blocking start-up work (run in a thread): database, labeler, model."""
     from app.db.migrate import upgrade
     from app.db.session import build_engine, build_sessionmaker
@@ -267,15 +270,15 @@ def _startup(settings: Settings, metrics: Metrics, predictor: Any | None) -> App
         LabelerConfig(max_chars=settings.max_report_chars, label_set=settings.label_set)
     )
     state.labeler.max_waiting = settings.max_waiting_label_requests
-    if predictor is not None or settings.model is not None:
+    if predictor is None and settings.model is not None:
         from app.inference import load_model
 
         # A configured but broken checkpoint stops start-up: serving without the
         # model the operator asked for would fail later, and less clearly.
-        state.predictor = (
-            predictor if predictor is not None else load_model(settings.model, settings.device)
-        )
-        card = state.predictor.card
+        predictor = load_model(settings.model, settings.device)
+    if predictor is not None:
+        state.predictor = predictor
+        card = predictor.card
         metrics.model_loaded.set(1)
         log.info(
             "model %s %s loaded from %s (%d labels)",
@@ -301,7 +304,7 @@ def _startup(settings: Settings, metrics: Metrics, predictor: Any | None) -> App
     return state
 
 
-def create_app(settings: Settings | None = None, *, predictor: Any | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, predictor: Predictor | None = None) -> FastAPI:
     """Build the service.
 
     Args:
