@@ -1,12 +1,11 @@
 """`cxr listen`: receive images by DICOM C-STORE and predict them (see app/pacs/listener.py).
 
-Only the standard library is imported at module level (tests/app/test_cli_imports.py).
+Only the standard library is imported at module level (tests/app/test_cli_label.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import signal
 import sys
@@ -113,7 +112,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         help="images with more pixels fail from their header, undecoded (50000000; 0: none)",
     )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
-    p.set_defaults(handler=_listen)
+    p.set_defaults(handler=_listen, log_style="service")
 
 
 def add_dicomweb_auth_arguments(p: argparse.ArgumentParser) -> None:
@@ -165,13 +164,6 @@ def dicomweb_client_from_args(url: str, args: argparse.Namespace) -> Any:
 
 
 def _listen(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    for noisy in ("highdicom", "pynetdicom", "httpx"):  # per-PDU / per-module chatter
-        logging.getLogger(noisy).setLevel(logging.WARNING)
     from app.pacs.listener import StoreListener
     from app.settings import build_settings
 
