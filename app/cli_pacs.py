@@ -11,7 +11,14 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from app.pacs.association_guard import ListenerLimits
+    from app.pacs.dicomweb import DicomwebClient
+    from app.settings import Settings
+
+T = TypeVar("T")
 
 __all__ = ["add_dicomweb_auth_arguments", "dicomweb_client_from_args", "register"]
 
@@ -132,7 +139,7 @@ def add_dicomweb_auth_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def dicomweb_client_from_args(url: str, args: argparse.Namespace) -> Any:
+def dicomweb_client_from_args(url: str, args: argparse.Namespace) -> DicomwebClient:
     """A `DicomwebClient` for URL with the auth and limit options of `args`, defaulting to
     the environment (CXR_DICOMWEB_PASSWORD, CXR_DICOMWEB_TOKEN, CXR_DICOMWEB_* bounds).
 
@@ -219,11 +226,11 @@ def _listen(args: argparse.Namespace) -> int:
     return 0
 
 
-def _listener_limits(args: argparse.Namespace, settings: Any) -> Any:
+def _listener_limits(args: argparse.Namespace, settings: Settings) -> ListenerLimits:
     """`ListenerLimits` from the flags, each defaulting to its CXR_LISTEN_* setting."""
     from app.pacs.association_guard import ListenerLimits
 
-    def pick(flag: Any, setting: Any) -> Any:
+    def pick(flag: T | None, setting: T) -> T:
         return setting if flag is None else flag
 
     return ListenerLimits(

@@ -76,7 +76,7 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _settings_from_args(args: argparse.Namespace, fields: tuple[str, ...]) -> Any:
+def _settings_from_args(args: argparse.Namespace, fields: tuple[str, ...]) -> Settings:
     from app.settings import build_settings
 
     overrides = {f: getattr(args, f) for f in fields if getattr(args, f, None) is not None}
