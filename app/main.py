@@ -8,7 +8,7 @@ configured, the model, then resumes unfinished batch jobs.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from http import HTTPStatus
 from pathlib import Path
@@ -19,6 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.deps import AppState, require_api_key
 from app.errors import (
@@ -49,12 +50,6 @@ if TYPE_CHECKING:  # models.predict imports torch, which the service loads only 
 __all__ = ["create_app"]
 
 log = logging.getLogger("app")
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 def _error(status: int, detail: Any, error: str, request: Request | None = None) -> JSONResponse:
