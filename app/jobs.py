@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -50,6 +50,9 @@ from batch.job import (
 )
 from batch.pacs.dicomweb import DicomwebServer
 from batch.results import result_line
+
+if TYPE_CHECKING:  # models.predict imports torch: the service loads it only with a model
+    from models.predict import Predictor
 
 __all__ = ["BatchRunner", "DatabaseSink", "JobGone", "zip_limits"]
 
@@ -144,7 +147,7 @@ class BatchRunner:
         *,
         sessions: sessionmaker[Session],
         labeler: ReportLabeler,
-        predictor: Any | None,
+        predictor: Predictor | None,
         storage_root: Path,
         zip_limits: ZipLimits,
         chunk_size: int = 8,
