@@ -2,7 +2,7 @@
 
 Each area registers its subcommands from its own module; those modules import
 only argparse at module level so that `cxr label` starts without torch or the
-web stack (see tests/app/test_cli_imports.py).
+web stack (see tests/app/test_cli_label.py).
 """
 
 from __future__ import annotations
@@ -10,13 +10,14 @@ from __future__ import annotations
 import argparse
 import difflib
 import gc
+import logging
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from app import cli_labeler, cli_models, cli_pacs, cli_service
 
-__all__ = ["CxrArgumentParser", "build_parser", "main", "run"]
+__all__ = ["CxrArgumentParser", "build_parser", "main", "run", "set_up_logging"]
 
 
 class CxrArgumentParser(argparse.ArgumentParser):
@@ -77,10 +78,39 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Log line formats by the `log_style` a subcommand's parser sets: the long-running ones
+#: (serve, batch, listen, db) stamp each line; the others write plain progress lines.
+_LOG_FORMATS = {
+    "plain": "%(message)s",
+    "service": "%(asctime)s %(levelname)s %(name)s: %(message)s",
+}
+#: Third-party loggers that chatter at INFO. httpx names every request URL, and
+#: DICOMweb URLs name studies by UID; highdicom and pynetdicom log per module and per PDU;
+#: alembic announces each of its plugins (the migrations themselves still log).
+_QUIET_LOGGERS = ("alembic.runtime.plugins", "highdicom", "httpx", "pynetdicom")
+
+
+def set_up_logging(args: argparse.Namespace) -> None:
+    """Send log records to stderr at the subcommand's level, in its style.
+
+    A subcommand's parser may set `log_level` (its --log-level option, or a default) and
+    `log_style` ("plain" or "service"); without them, warnings only, plain.
+    """
+    level = str(getattr(args, "log_level", "warning")).upper()
+    logging.basicConfig(
+        level=getattr(logging, level, logging.WARNING),
+        format=_LOG_FORMATS[getattr(args, "log_style", "plain")],
+        stream=sys.stderr,
+    )
+    for name in _QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `cxr` and return its exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    set_up_logging(args)
     try:
         status: int = args.handler(args)
     except KeyboardInterrupt:

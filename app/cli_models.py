@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 import time
 from collections import deque
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,18 +21,6 @@ if TYPE_CHECKING:
     from models.predict import FileResult
 
 __all__ = ["register"]
-
-Handler = Callable[[argparse.Namespace], int]
-
-
-def _with_logging(handler: Handler) -> Handler:
-    """Log progress to stderr; `cxr` itself turns expected failures into one line."""
-
-    def run(args: argparse.Namespace) -> int:
-        logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-        return handler(args)
-
-    return run
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -140,7 +126,7 @@ def _register_train(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument(
         "--no-progress", dest="progress", action="store_const", const=False, default=None
     )
-    p.set_defaults(handler=_with_logging(_train))
+    p.set_defaults(handler=_train, log_level="info")
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -202,7 +188,7 @@ def _register_prepare(sub: argparse._SubParsersAction[Any]) -> None:
         help="replace a cache written for other sources or settings",
     )
     p.add_argument("--no-progress", dest="progress", action="store_false")
-    p.set_defaults(handler=_with_logging(_prepare))
+    p.set_defaults(handler=_prepare, log_level="info")
 
 
 def _prepare(args: argparse.Namespace) -> int:
@@ -259,7 +245,7 @@ def _register_evaluate(sub: argparse._SubParsersAction[Any]) -> None:
         choices=["layercam", "cam"],
         help="where boxes come from: LayerCAM or the paper's CAM (default: the model card's)",
     )
-    p.set_defaults(handler=_with_logging(_evaluate))
+    p.set_defaults(handler=_evaluate, log_level="info")
 
 
 def _evaluate(args: argparse.Namespace) -> int:
@@ -337,7 +323,7 @@ def _register_predict(sub: argparse._SubParsersAction[Any]) -> None:
         help="images per batch (default 16, as the library's Predictor); large inputs go "
         "through the network a few at a time whatever this is (four at 1024 px)",
     )
-    p.set_defaults(handler=_with_logging(_predict))
+    p.set_defaults(handler=_predict, log_level="info")
 
 
 def _predict(args: argparse.Namespace) -> int:
@@ -464,7 +450,7 @@ def _register_phantoms(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--size", type=int, default=192, help="image side in pixels (default 192)")
     p.add_argument("--prevalence", type=float, default=0.2, help="per-lesion probability")
-    p.set_defaults(handler=_with_logging(_phantoms))
+    p.set_defaults(handler=_phantoms, log_level="info")
 
 
 def _phantoms(args: argparse.Namespace) -> int:

@@ -1,18 +1,24 @@
 """`cxr listen`: receive images by DICOM C-STORE and predict them (see app/pacs/listener.py).
 
-Only the standard library is imported at module level (tests/app/test_cli_imports.py).
+Only the standard library is imported at module level (tests/app/test_cli_label.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from app.pacs.association_guard import ListenerLimits
+    from app.pacs.dicomweb import DicomwebClient
+    from app.settings import Settings
+
+T = TypeVar("T")
 
 __all__ = ["add_dicomweb_auth_arguments", "dicomweb_client_from_args", "register"]
 
@@ -113,7 +119,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         help="images with more pixels fail from their header, undecoded (50000000; 0: none)",
     )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
-    p.set_defaults(handler=_listen)
+    p.set_defaults(handler=_listen, log_style="service")
 
 
 def add_dicomweb_auth_arguments(p: argparse.ArgumentParser) -> None:
@@ -133,7 +139,7 @@ def add_dicomweb_auth_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def dicomweb_client_from_args(url: str, args: argparse.Namespace) -> Any:
+def dicomweb_client_from_args(url: str, args: argparse.Namespace) -> DicomwebClient:
     """A `DicomwebClient` for URL with the auth and limit options of `args`, defaulting to
     the environment (CXR_DICOMWEB_PASSWORD, CXR_DICOMWEB_TOKEN, CXR_DICOMWEB_* bounds).
 
@@ -165,13 +171,6 @@ def dicomweb_client_from_args(url: str, args: argparse.Namespace) -> Any:
 
 
 def _listen(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    for noisy in ("highdicom", "pynetdicom", "httpx"):  # per-PDU / per-module chatter
-        logging.getLogger(noisy).setLevel(logging.WARNING)
     from app.pacs.listener import StoreListener
     from app.settings import build_settings
 
@@ -227,11 +226,11 @@ def _listen(args: argparse.Namespace) -> int:
     return 0
 
 
-def _listener_limits(args: argparse.Namespace, settings: Any) -> Any:
+def _listener_limits(args: argparse.Namespace, settings: Settings) -> ListenerLimits:
     """`ListenerLimits` from the flags, each defaulting to its CXR_LISTEN_* setting."""
     from app.pacs.association_guard import ListenerLimits
 
-    def pick(flag: Any, setting: Any) -> Any:
+    def pick(flag: T | None, setting: T) -> T:
         return setting if flag is None else flag
 
     return ListenerLimits(

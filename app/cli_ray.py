@@ -46,7 +46,7 @@ def run_batch_on_ray(
     from tqdm import tqdm
 
     from app.cli_service import CommandError, batch_summary
-    from app.labeling import load_report_labeler
+    from app.report_labeler import load_report_labeler
     from batch.cluster import connect, run_on_ray
     from batch.engine import plan
     from batch.interfaces import BatchInputError

@@ -14,7 +14,7 @@ import logging
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,27 +26,9 @@ if TYPE_CHECKING:
 
 __all__ = ["register"]
 
-Handler = Callable[[argparse.Namespace], int]
-
 
 class CommandError(ValueError):
     """An expected failure: `cxr` reports it as one line on stderr, exit status 2."""
-
-
-def _with_logging(handler: Handler) -> Handler:
-    def run(args: argparse.Namespace) -> int:
-        logging.basicConfig(
-            level=getattr(logging, str(getattr(args, "log_level", "info")).upper(), logging.INFO),
-            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-            stream=sys.stderr,
-        )
-        # Alembic announces each of its internal plugins at INFO; keep only the migrations.
-        logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
-        # httpx logs every request URL at INFO: DICOMweb ones name studies by UID.
-        logging.getLogger("httpx").setLevel(logging.WARNING)
-        return handler(args)
-
-    return run
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -82,7 +64,7 @@ def _register_serve(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--storage-dir", type=Path, help="storage folder (or CXR_STORAGE_DIR)")
     p.add_argument("--database-url", help="SQLAlchemy URL (or CXR_DATABASE_URL)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    p.set_defaults(handler=_with_logging(_serve))
+    p.set_defaults(handler=_serve, log_style="service")
 
 
 def _is_loopback(host: str) -> bool:
@@ -94,7 +76,7 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _settings_from_args(args: argparse.Namespace, fields: tuple[str, ...]) -> Any:
+def _settings_from_args(args: argparse.Namespace, fields: tuple[str, ...]) -> Settings:
     from app.settings import build_settings
 
     overrides = {f: getattr(args, f) for f in fields if getattr(args, f, None) is not None}
@@ -267,7 +249,7 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
         "--parquet", type=Path, metavar="DIR", help="with --ray: also write Parquet shards here"
     )
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning"])
-    p.set_defaults(handler=_with_logging(_batch))
+    p.set_defaults(handler=_batch, log_style="service")
 
 
 def _batch(args: argparse.Namespace) -> int:
@@ -396,8 +378,6 @@ def _dicomweb_input(
         raise CommandError(f"--push {args.push!r}: expected sr, gsps or sr,gsps")
     if kinds and predictor is None:
         raise CommandError("--push needs a model (--model or CXR_MODEL): nothing to push")
-    for noisy in ("highdicom", "httpx"):  # per-module and per-request chatter at INFO
-        logging.getLogger(noisy).setLevel(logging.WARNING)
     client = dicomweb_client_from_args(args.dicomweb, args)
     cleanup.callback(client.close)
     given = DicomwebInput(
@@ -419,7 +399,7 @@ def _run_batch(
 ) -> int:
     from tqdm import tqdm
 
-    from app.labeling import load_report_labeler
+    from app.report_labeler import load_report_labeler
     from batch.engine import plan, run_resumed
     from batch.interfaces import BatchInputError, Outcome, Sink
     from batch.job import build_job
@@ -544,11 +524,11 @@ def _register_db(sub: argparse._SubParsersAction[Any]) -> None:
     up.add_argument("--database-url", help="SQLAlchemy URL (default: CXR_DATABASE_URL)")
     up.add_argument("--storage-dir", type=Path, help="for the default SQLite file")
     up.add_argument("--revision", default="head")
-    up.set_defaults(handler=_with_logging(_db_upgrade))
+    up.set_defaults(handler=_db_upgrade, log_level="info", log_style="service")
     cur = db_sub.add_parser("current", help="print the database's schema revision")
     cur.add_argument("--database-url")
     cur.add_argument("--storage-dir", type=Path)
-    cur.set_defaults(handler=_with_logging(_db_current))
+    cur.set_defaults(handler=_db_current, log_level="info", log_style="service")
 
 
 def _db_upgrade(args: argparse.Namespace) -> int:
@@ -596,7 +576,7 @@ def _register_apikey(sub: argparse._SubParsersAction[Any]) -> None:
         description="Print a new random API key (give it to the client) and the line to put "
         "in CXR_API_KEYS (its SHA-256, so the key itself never sits in the server config).",
     )
-    p.set_defaults(handler=_with_logging(_apikey))
+    p.set_defaults(handler=_apikey, log_level="info", log_style="service")
 
 
 def _apikey(args: argparse.Namespace) -> int:

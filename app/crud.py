@@ -6,7 +6,7 @@ import re
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
@@ -22,6 +22,10 @@ from app.db.models import (
     utcnow,
 )
 from batch.interfaces import SourceItem
+
+if TYPE_CHECKING:
+    from labeler import ReportLabels
+    from models.dicom import ImageMeta
 
 __all__ = [
     "ItemOutcome",
@@ -88,12 +92,12 @@ def create_image(
     session: Session,
     *,
     sha256: str,
-    meta: Any,
+    meta: ImageMeta,
     study: Study | None,
     pixels_key: str | None,
     upload_key: str | None,
 ) -> Image:
-    """Record an uploaded image (flushed, not committed). `meta` is a models ImageMeta."""
+    """Record an uploaded image (flushed, not committed)."""
     image = Image(
         study=study,
         sha256=sha256,
@@ -173,7 +177,7 @@ def storable(value: Any) -> Any:
 
 def create_label_results(
     session: Session,
-    results: Sequence[tuple[Any, str, str | None]],
+    results: Sequence[tuple[ReportLabels, str, str | None]],
     *,
     labeler_version: str,
     source: str,
@@ -191,7 +195,7 @@ def create_label_results(
     """
     rows: list[LabelResult] = []
     for labels, text_sha256, study_uid in results:
-        if getattr(labels, "error", None):
+        if labels.error:
             continue
         study = get_or_create_study(session, study_uid) if study_uid else None
         report = Report(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader
@@ -14,20 +14,22 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.errors import ModelNotLoaded, ServiceError
 from app.inference import InferenceQueue
 from app.jobs import BatchRunner
-from app.labeling import ReportLabeler
-from app.metrics import Metrics
+from app.report_labeler import ReportLabeler
 from app.security import ApiKeys
+from app.service_metrics import Metrics
 from app.settings import Settings
 from app.storage import Storage
 from batch.archive import ZipLimits
 from batch.pacs.dicomweb import DicomwebServer
+
+if TYPE_CHECKING:  # models.predict imports torch, which the service loads only with a model
+    from models.predict import Predictor
 
 __all__ = [
     "AppState",
     "InferenceDep",
     "MetricsDep",
     "NlpDep",
-    "PredictorDep",
     "SessionDep",
     "SettingsDep",
     "StateDep",
@@ -48,8 +50,7 @@ class AppState:
     api_keys: ApiKeys
     zip_limits: ZipLimits
     labeler: ReportLabeler | None = None
-    predictor: Any | None = None
-    model_error: str | None = None
+    predictor: Predictor | None = None
     inference: InferenceQueue | None = None
     runner: BatchRunner | None = None
     dicomweb: DicomwebServer | None = None
@@ -99,12 +100,6 @@ def get_labeler(state: StateDep) -> ReportLabeler:
     return state.labeler
 
 
-def get_predictor(state: StateDep) -> Any:
-    if state.predictor is None:
-        raise ModelNotLoaded()
-    return state.predictor
-
-
 def get_inference(state: StateDep) -> InferenceQueue:
     if state.inference is None:
         raise ModelNotLoaded()
@@ -116,7 +111,6 @@ SessionDep = Annotated[Session, Depends(get_session)]
 StorageDep = Annotated[Storage, Depends(get_storage)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 NlpDep = Annotated[ReportLabeler, Depends(get_labeler)]
-PredictorDep = Annotated[Any, Depends(get_predictor)]
 InferenceDep = Annotated[InferenceQueue, Depends(get_inference)]
 
 _api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False)

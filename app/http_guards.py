@@ -21,12 +21,11 @@ import base64
 import hashlib
 import logging
 import re
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
 from urllib.parse import urlsplit
 
 from starlette.datastructures import MutableHeaders
 from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.route_table import RouteTable, app_path
 from app.security import ApiKeys
@@ -44,11 +43,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 API_PREFIX = "/v1"
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")

@@ -16,14 +16,19 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from app.metrics import Metrics
+from app.service_metrics import Metrics
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # models.predict imports torch: the service loads it only with a model
     from models.heatmaps import Heatmap
+    from models.predict import Prediction, Predictor, PreparedImage
+
+    #: What waits in the queue: an image and the future its request awaits.
+    _Item = tuple[PreparedImage | np.ndarray, asyncio.Future[Prediction]]
 
 __all__ = [
     "InferenceQueue",
@@ -61,7 +66,7 @@ def release_freed_memory() -> None:
     trim(0)
 
 
-def load_model(path: Any, device: str = "auto") -> Any:
+def load_model(path: str | Path, device: str = "auto") -> Predictor:
     """Load a checkpoint with `models.predict.load_predictor`.
 
     Raises:
@@ -81,7 +86,7 @@ class InferenceQueue:
 
     def __init__(
         self,
-        predictor: Any,
+        predictor: Predictor,
         *,
         max_batch: int,
         max_wait_s: float,
@@ -93,7 +98,7 @@ class InferenceQueue:
         self.max_wait_s = max_wait_s
         self.max_decodes = max_decodes
         self.metrics = metrics
-        self._queue: asyncio.Queue[tuple[Any, asyncio.Future[Any]]] | None = None
+        self._queue: asyncio.Queue[_Item] | None = None
         self._task: asyncio.Task[None] | None = None
         self._decode_slots: asyncio.Semaphore | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cxr-inference")
@@ -132,7 +137,7 @@ class InferenceQueue:
                     fut.set_exception(RuntimeError("the service is shutting down"))
         self._executor.shutdown(wait=True)
 
-    async def predict(self, image: Any) -> Any:
+    async def predict(self, image: PreparedImage | np.ndarray) -> Prediction:
         """Predict one image.
 
         Args:
@@ -144,11 +149,11 @@ class InferenceQueue:
         """
         if self._queue is None:
             raise RuntimeError("InferenceQueue.start() was not called")
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Prediction] = asyncio.get_running_loop().create_future()
         await self._queue.put((image, future))
         return await future
 
-    async def _collect(self) -> list[tuple[Any, asyncio.Future[Any]]]:
+    async def _collect(self) -> list[_Item]:
         assert self._queue is not None  # for mypy: start() set it
         loop = asyncio.get_running_loop()
         batch = [await self._queue.get()]
@@ -173,7 +178,7 @@ class InferenceQueue:
             # server must not keep the last request's arrays alive.
             del batch
 
-    async def _serve(self, batch: list[tuple[Any, asyncio.Future[Any]]]) -> None:
+    async def _serve(self, batch: list[_Item]) -> None:
         loop = asyncio.get_running_loop()
         start = time.perf_counter()
         try:

@@ -27,13 +27,13 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from app import crud
-from app.labeling import ReportLabeler
-from app.metrics import Metrics
+from app.report_labeler import ReportLabeler
+from app.service_metrics import Metrics
 from app.settings import Settings
 from batch.archive import ZipLimits, remove_tree
 from batch.engine import MAX_ATTEMPTS, plan, run_resumed
@@ -50,6 +50,9 @@ from batch.job import (
 )
 from batch.pacs.dicomweb import DicomwebServer
 from batch.results import result_line
+
+if TYPE_CHECKING:  # models.predict imports torch: the service loads it only with a model
+    from models.predict import Predictor
 
 __all__ = ["BatchRunner", "DatabaseSink", "JobGone", "zip_limits"]
 
@@ -144,7 +147,7 @@ class BatchRunner:
         *,
         sessions: sessionmaker[Session],
         labeler: ReportLabeler,
-        predictor: Any | None,
+        predictor: Predictor | None,
         storage_root: Path,
         zip_limits: ZipLimits,
         chunk_size: int = 8,

@@ -8,17 +8,18 @@ configured, the model, then resumes unfinished batch jobs.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from http import HTTPStatus
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.deps import AppState, require_api_key
 from app.errors import (
@@ -36,22 +37,19 @@ from app.http_guards import (
     SecurityHeadersMiddleware,
     docs_csp,
 )
-from app.metrics import Metrics, MetricsMiddleware
 from app.route_table import RouteTable, app_path
 from app.schemas import DEMO_NOTICE
 from app.security import ApiKeys
+from app.service_metrics import Metrics, MetricsMiddleware
 from app.settings import Settings, get_settings
 from batch.pacs.dicomweb import DicomwebLimits, DicomwebServer
+
+if TYPE_CHECKING:  # models.predict imports torch, which the service loads only with a model
+    from models.predict import Predictor
 
 __all__ = ["create_app"]
 
 log = logging.getLogger("app")
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 def _error(status: int, detail: Any, error: str, request: Request | None = None) -> JSONResponse:
@@ -239,12 +237,12 @@ def _dicomweb_server(settings: Settings) -> DicomwebServer | None:
     )
 
 
-def _startup(settings: Settings, metrics: Metrics, predictor: Any | None) -> AppState:
+def _startup(settings: Settings, metrics: Metrics, predictor: Predictor | None) -> AppState:
     """Blocking start-up work (run in a thread): database, labeler, model."""
     from app.db.migrate import upgrade
     from app.db.session import build_engine, build_sessionmaker
     from app.jobs import zip_limits
-    from app.labeling import load_report_labeler
+    from app.report_labeler import load_report_labeler
     from app.storage import Storage
 
     settings.storage_dir.mkdir(parents=True, exist_ok=True)
@@ -267,15 +265,15 @@ def _startup(settings: Settings, metrics: Metrics, predictor: Any | None) -> App
         LabelerConfig(max_chars=settings.max_report_chars, label_set=settings.label_set)
     )
     state.labeler.max_waiting = settings.max_waiting_label_requests
-    if predictor is not None or settings.model is not None:
+    if predictor is None and settings.model is not None:
         from app.inference import load_model
 
         # A configured but broken checkpoint stops start-up: serving without the
         # model the operator asked for would fail later, and less clearly.
-        state.predictor = (
-            predictor if predictor is not None else load_model(settings.model, settings.device)
-        )
-        card = state.predictor.card
+        predictor = load_model(settings.model, settings.device)
+    if predictor is not None:
+        state.predictor = predictor
+        card = predictor.card
         metrics.model_loaded.set(1)
         log.info(
             "model %s %s loaded from %s (%d labels)",
@@ -301,7 +299,7 @@ def _startup(settings: Settings, metrics: Metrics, predictor: Any | None) -> App
     return state
 
 
-def create_app(settings: Settings | None = None, *, predictor: Any | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, predictor: Predictor | None = None) -> FastAPI:
     """Build the service.
 
     Args:

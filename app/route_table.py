@@ -9,14 +9,14 @@ path (`Allow: POST` for /v1/batches, which also takes GET; issue 18 item 17).
 from __future__ import annotations
 
 import re
-from collections.abc import MutableMapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Protocol
 
 from starlette.routing import BaseRoute
+from starlette.types import Scope
 
 __all__ = ["METHODS", "RouteMatch", "RouteTable", "app_path"]
 
-Scope = MutableMapping[str, Any]
 
 # The standard methods (RFC 9110 and PATCH), in the order `Allow` lists them.
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS", "TRACE")

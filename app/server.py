@@ -31,9 +31,10 @@ import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import ServiceError
 
@@ -48,12 +49,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("app.server")
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class RequestTimeout(ServiceError):

@@ -26,7 +26,7 @@ class BatchInputError(ValueError):
 
 
 class Labeler(Protocol):
-    """What the processor needs of a report labeler (`app.labeling.ReportLabeler`, or
+    """What the processor needs of a report labeler (`app.report_labeler.ReportLabeler`, or
     `batch.labeling.PipelineLabeler` on a worker without the service)."""
 
     @property

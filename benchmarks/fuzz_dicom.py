@@ -26,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # The mutation operators live beside the unit fuzz test so both use the same strategy.
 sys.path.insert(0, str(ROOT / "tests" / "models"))
+sys.path.insert(0, str(ROOT / "tests"))  # dicom_factory, which the mutations build on
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "dicom"
 SLOW_SECONDS = 5.0
 

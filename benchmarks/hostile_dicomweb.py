@@ -39,6 +39,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "app"))  # the hostile server lives beside its tests
+sys.path.insert(0, str(ROOT / "tests"))  # dicom_factory, which service_fixtures builds on
 
 from hostile_pacs import HostileDicomweb  # noqa: E402
 from service_fixtures import build_dataset, dx_bytes, free_port, to_bytes  # noqa: E402

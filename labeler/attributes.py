@@ -141,12 +141,6 @@ class AttributeEvidence:
     start: int
     end: int
 
-    def shifted(self, offset: int) -> AttributeEvidence:
-        """The same evidence with offsets moved by `offset` (sentence to report)."""
-        return AttributeEvidence(
-            self.attribute, self.value, self.rule, self.start + offset, self.end + offset
-        )
-
 
 @functools.lru_cache(maxsize=8)
 def load_attribute_rules(name: str = "attributes.v1") -> AttributeRules:

@@ -91,11 +91,6 @@ class RuleSet:
     #: words that make a comma-list item a finding of its own ("no A, mild B")
     list_breakers: frozenset[str] = frozenset()
 
-    @functools.cached_property
-    def cue_words(self) -> frozenset[str]:
-        """Every lower-cased word of every cue: a sentence with none needs no parse."""
-        return frozenset(w for r in self.rules for c in r.cues for w in c.split())
-
 
 @dataclass(frozen=True)
 class SectionSet:

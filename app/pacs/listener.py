@@ -61,8 +61,8 @@ from typing import Any, cast
 from pydicom import dcmread
 from pydicom.dataset import Dataset
 
-from app.labeling import ReportLabeler
 from app.pacs.association_guard import GuardedAssociationServer, ListenerLimits, parse_hosts
+from app.report_labeler import ReportLabeler
 from batch.engine import run
 from batch.inbox_source import InboxSource
 from batch.interfaces import Outcome, Sink
@@ -223,7 +223,7 @@ class StoreListener:
         # pynetdicom; `cxr` runs no other storage SCP.
         _config.STORE_RECV_CHUNKED_DATASET = True
         if self.labeler is None:
-            from app.labeling import load_report_labeler
+            from app.report_labeler import load_report_labeler
 
             self.labeler = load_report_labeler()
         job = build_job(

@@ -23,9 +23,10 @@ from app.routes.predictions import prediction_read
 from app.schemas import ErrorRead, PredictionRead
 
 if TYPE_CHECKING:
+    from app.db.models import Prediction as PredictionRow
     from models.dicom import ImageMeta
     from models.image_pipeline import PreparedImage
-    from models.predict import Predictor
+    from models.predict import Prediction, Predictor
 
 router = APIRouter(tags=["images"])
 # Above this many pixels a decode frees enough memory to be worth handing back at once.
@@ -203,7 +204,9 @@ def _decode(
     return loaded.meta, loaded.prepared, encode_preview(loaded.display)
 
 
-def _store(state: AppState, upload: Upload, meta: Any, preview_png: bytes, prediction: Any) -> Any:
+def _store(
+    state: AppState, upload: Upload, meta: ImageMeta, preview_png: bytes, prediction: Prediction
+) -> PredictionRow:
     from app.inference import encode_heatmaps
 
     storage = state.storage

@@ -14,6 +14,7 @@ from app.deps import SessionDep, StorageDep
 from app.errors import NotFound
 from app.inference import PREVIEW_SIDE
 from app.schemas import DEMO_NOTICE, ErrorRead, ImageRead, ModelCardRead, PredictionRead
+from app.storage import Storage
 
 router = APIRouter(tags=["predictions"])
 
@@ -162,7 +163,7 @@ async def get_heatmap(
 
 
 def _render(
-    storage: Any,
+    storage: Storage,
     pixels_key: str,
     heatmaps_key: str,
     label: str,

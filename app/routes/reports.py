@@ -10,7 +10,7 @@ from starlette.concurrency import run_in_threadpool
 from app import crud
 from app.deps import MetricsDep, NlpDep, SessionDep, SettingsDep
 from app.errors import PayloadTooLarge, ServiceError, UnsupportedMediaType
-from app.labeling import ReportLabeler
+from app.report_labeler import ReportLabeler
 from app.schemas import (
     ErrorRead,
     ReportBatchCreate,

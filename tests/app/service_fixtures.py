@@ -1,36 +1,71 @@
-"""Builders for service tests: pydicom DICOMs (DX, SR, DICOMDIR, CT, GSPS), a generated
-PACS export tree with its expected outcome per file, a reports CSV, a job poller.
+"""Builders for service tests: SR and DICOMDIR datasets, a generated PACS export tree with
+its expected outcome per file, poisoned exports, a reports CSV, a job poller, a live server.
 
-Imported by the tests as `service_fixtures` (pytest puts tests/app on sys.path)."""
+Imported by the tests as `service_fixtures` (pytest puts tests/app on sys.path). The DICOM
+builder itself is `tests/dicom_factory.py`; the names the service tests use from it are
+re-exported here (`__all__`), so each test imports its fixtures from one place."""
 
 from __future__ import annotations
 
 import http.client
-import io
 import socket
 import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
+from dicom_factory import (
+    BASIC_TEXT_SR,
+    CT_STORAGE,
+    DICOMDIR_CLASS,
+    DX_STORAGE,
+    GSPS_STORAGE,
+    PATIENT_ID,
+    PATIENT_NAME,
+    build_dataset,
+    chest_pixels,
+    dx_bytes,
+    to_bytes,
+)
 from fastapi.testclient import TestClient
-from pydicom.dataset import Dataset, FileMetaDataset
-from pydicom.uid import ExplicitVRLittleEndian, generate_uid
+from pydicom.dataset import Dataset
 
 if TYPE_CHECKING:
     from app.settings import Settings
 
-DX_STORAGE = "1.2.840.10008.5.1.4.1.1.1.1"
-CT_STORAGE = "1.2.840.10008.5.1.4.1.1.2"
-BASIC_TEXT_SR = "1.2.840.10008.5.1.4.1.1.88.11"
-GSPS_STORAGE = "1.2.840.10008.5.1.4.1.1.11.1"
-DICOMDIR_CLASS = "1.2.840.10008.1.3.10"
-PATIENT_NAME = "Doe^Jane"
-PATIENT_ID = "MRN-0042"
-
-
-# --- DICOM builders --------------------------------------------------------------------
+__all__ = [
+    # from dicom_factory
+    "BASIC_TEXT_SR",
+    "CT_STORAGE",
+    "DICOMDIR_CLASS",
+    "DX_STORAGE",
+    "GSPS_STORAGE",
+    "PATIENT_ID",
+    "PATIENT_NAME",
+    "build_dataset",
+    "chest_pixels",
+    "dx_bytes",
+    "to_bytes",
+    # defined here
+    "CSV_TEXT",
+    "EXPECTED_EXPORT",
+    "GOOD_BESIDE_POISON",
+    "POISONED",
+    "SR_TEXT",
+    "STUDY_A",
+    "STUDY_B",
+    "LiveServer",
+    "build_export",
+    "build_poisoned_export",
+    "corrupt_deflate_bytes",
+    "dicomdir_dataset",
+    "free_port",
+    "sr_dataset",
+    "two_rows_bytes",
+    "wait_for_job",
+    "write_reports_csv",
+    "zero_bit_voi_lut_bytes",
+]
 
 
 def free_port() -> int:
@@ -81,63 +116,6 @@ class LiveServer:
             return response.status, answer, response.read()
         finally:
             conn.close()
-
-
-def build_dataset(
-    *,
-    pixels: np.ndarray | None = None,
-    modality: str = "DX",
-    sop_class: str = DX_STORAGE,
-    study_uid: str | None = None,
-    accession: str = "ACC-1",
-    **elements: Any,
-) -> Dataset:
-    """A small valid DICOM dataset with identifying tags set (to check they never leak)."""
-    ds = Dataset()
-    ds.file_meta = FileMetaDataset()
-    ds.file_meta.TransferSyntaxUID = ExplicitVRLittleEndian
-    ds.file_meta.MediaStorageSOPClassUID = sop_class
-    ds.file_meta.MediaStorageSOPInstanceUID = generate_uid()
-    ds.SOPClassUID = sop_class
-    ds.SOPInstanceUID = ds.file_meta.MediaStorageSOPInstanceUID
-    ds.StudyInstanceUID = study_uid or generate_uid()
-    ds.SeriesInstanceUID = generate_uid()
-    ds.AccessionNumber = accession
-    ds.PatientName = PATIENT_NAME
-    ds.PatientID = PATIENT_ID
-    ds.Modality = modality
-    if pixels is not None:
-        ds.Rows, ds.Columns = pixels.shape
-        ds.SamplesPerPixel = 1
-        ds.PhotometricInterpretation = "MONOCHROME2"
-        ds.BitsAllocated = 16
-        ds.BitsStored = 12
-        ds.HighBit = 11
-        ds.PixelRepresentation = 0
-        ds.PixelData = pixels.astype(np.uint16).tobytes()
-    for key, value in elements.items():
-        setattr(ds, key, value)
-    return ds
-
-
-def chest_pixels(rows: int = 64, columns: int = 64, seed: int = 0) -> np.ndarray:
-    """A smooth 12-bit test image (a bright disc on a ramp)."""
-    rng = np.random.default_rng(seed)
-    y, x = np.mgrid[0:rows, 0:columns]
-    disc = ((y - rows / 2) ** 2 + (x - columns / 2) ** 2 < (rows / 4) ** 2) * 1500
-    return (x * 2000 / columns + disc + rng.integers(0, 50, (rows, columns))).astype(np.uint16)
-
-
-def to_bytes(ds: Dataset) -> bytes:
-    buffer = io.BytesIO()
-    ds.save_as(buffer, enforce_file_format=True)
-    return buffer.getvalue()
-
-
-def dx_bytes(**kwargs: Any) -> bytes:
-    """A 64x64 DX radiograph as DICOM file bytes."""
-    kwargs.setdefault("pixels", chest_pixels())
-    return to_bytes(build_dataset(**kwargs))
 
 
 def sr_dataset(text_value: str, *, study_uid: str, accession: str) -> Dataset:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
 import subprocess
 import sys
 import tomllib
@@ -44,3 +45,24 @@ def test_a_real_process_still_writes_and_flushes_everything(tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["id"] for r in rows] == ["1", "2", "3"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "level", "style"),
+    [
+        (["serve", "--log-level", "debug"], "DEBUG", "service"),
+        (["db", "current"], "INFO", "service"),
+        (["predict", "scan.dcm", "--model", "m.pt", "-o", "out"], "INFO", "plain"),
+        (["label", "reports.csv"], "WARNING", "plain"),
+    ],
+)
+def test_cli_set_up_logging_takes_each_commands_level_and_style(
+    monkeypatch: pytest.MonkeyPatch, argv: list[str], level: str, style: str
+) -> None:
+    calls: list[dict[str, object]] = []
+    monkeypatch.setattr(logging, "basicConfig", lambda **kwargs: calls.append(kwargs))
+    cli.set_up_logging(cli.build_parser().parse_args(argv))
+    (call,) = calls
+    assert call["level"] == getattr(logging, level)
+    assert call["format"] == cli._LOG_FORMATS[style]
+    assert call["stream"] is sys.stderr

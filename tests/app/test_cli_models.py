@@ -7,30 +7,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from pydicom.dataset import Dataset, FileMetaDataset
-from pydicom.uid import ExplicitVRLittleEndian, generate_uid
+from dicom_factory import CR_STORAGE, build_dataset, write
 
 from app.cli import main
 
 
 def _dicom(path: Path, rows: int = 80, columns: int = 120) -> Path:
-    ds = Dataset()
-    ds.file_meta = FileMetaDataset()
-    ds.file_meta.TransferSyntaxUID = ExplicitVRLittleEndian
-    ds.file_meta.MediaStorageSOPClassUID = "1.2.840.10008.5.1.4.1.1.1"
-    ds.file_meta.MediaStorageSOPInstanceUID = generate_uid()
-    ds.SOPClassUID = ds.file_meta.MediaStorageSOPClassUID
-    ds.SOPInstanceUID = ds.file_meta.MediaStorageSOPInstanceUID
-    ds.Modality = "CR"
-    ds.Rows, ds.Columns = rows, columns
-    ds.SamplesPerPixel = 1
-    ds.PhotometricInterpretation = "MONOCHROME1"
-    ds.BitsAllocated = ds.BitsStored = 16
-    ds.HighBit = 15
-    ds.PixelRepresentation = 0
-    ds.PixelData = np.random.default_rng(0).integers(0, 4096, (rows, columns), np.uint16).tobytes()
-    ds.save_as(path, enforce_file_format=True)
-    return path
+    pixels = np.random.default_rng(0).integers(0, 4096, (rows, columns), np.uint16)
+    return write(
+        build_dataset(pixels, modality="CR", sop_class=CR_STORAGE, photometric="MONOCHROME1"), path
+    )
 
 
 @pytest.fixture(scope="module")

@@ -105,7 +105,7 @@ def _run(pacs: FakePacs, predictor: Any, labeler: Any, tmp_path: Path, recorded:
 
 @pytest.fixture(scope="module")
 def labeler() -> Any:
-    from app.labeling import load_report_labeler
+    from app.report_labeler import load_report_labeler
 
     return load_report_labeler()
 

@@ -50,7 +50,7 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def labeler() -> Any:
-    from app.labeling import load_report_labeler
+    from app.report_labeler import load_report_labeler
 
     return load_report_labeler()
 

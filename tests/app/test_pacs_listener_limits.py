@@ -37,7 +37,7 @@ FAST = {"association_timeout_s": 1.0, "idle_timeout_s": 5.0}
 
 @pytest.fixture(scope="module")
 def labeler() -> Any:
-    from app.labeling import load_report_labeler
+    from app.report_labeler import load_report_labeler
 
     return load_report_labeler()
 

@@ -31,7 +31,7 @@ pytestmark = [
 
 @pytest.fixture
 def listener(tmp_path: Path, demo_predictor: Any) -> Iterator[StoreListener]:
-    from app.labeling import load_report_labeler
+    from app.report_labeler import load_report_labeler
 
     running = StoreListener(
         demo_predictor,

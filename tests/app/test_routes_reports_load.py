@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-import app.labeling
+import app.report_labeler
 
 _SLOW_S = 4.0
 _CALL_S = 0.05
@@ -24,13 +24,13 @@ _CALL_S = 0.05
 
 @pytest.fixture
 def slow_labeler(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = app.labeling.label_report
+    original = app.report_labeler.label_report
 
     def slow(text: str, *args: Any, **kwargs: Any) -> Any:
         time.sleep(_SLOW_S if "slow" in text else _CALL_S)
         return original(text, *args, **kwargs)
 
-    monkeypatch.setattr(app.labeling, "label_report", slow)
+    monkeypatch.setattr(app.report_labeler, "label_report", slow)
 
 
 def _flood(client: TestClient, n: int) -> tuple[list[threading.Thread], list[int]]:

@@ -23,7 +23,7 @@ from service_fixtures import (
 )
 
 from app.cli import main
-from app.labeling import load_report_labeler
+from app.report_labeler import load_report_labeler
 from batch.engine import plan, run
 from batch.interfaces import Outcome, Sink, SourceItem
 from batch.processor import BatchProcessor

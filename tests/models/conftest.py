@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from dicom_builders import build_dataset, write
+from dicom_factory import build_dataset, write
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ import warnings
 from typing import Any
 
 import numpy as np
-from dicom_builders import build_dataset, file_meta_bytes, gradient, to_bytes
+from dicom_factory import build_dataset, file_meta_bytes, gradient, to_bytes
 from pydicom import dcmread
 from pydicom.datadict import keyword_for_tag, tag_for_keyword
 from pydicom.dataset import Dataset

@@ -11,8 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from dicom_builders import (
+from dicom_factory import (
+    ACCESSION,
     BASIC_TEXT_SR,
+    PATIENT_ID,
+    PATIENT_NAME,
     build_dataset,
     corrupt_deflate,
     file_meta_bytes,
@@ -46,16 +49,16 @@ def test_read_dicom_monochrome2_scales_to_unit_range(make_dicom: MakeDicom) -> N
     assert image.pixels.shape == (48, 64)
     assert image.pixels[0, 0] == pytest.approx(0.0)
     assert image.pixels[0, -1] == pytest.approx(1.0)
-    assert image.meta.accession_number == "ACC123"
+    assert image.meta.accession_number == ACCESSION
     assert image.meta.rows == 48 and image.meta.columns == 64
 
 
 def test_read_dicom_keeps_patient_id_out_of_repr(make_dicom: MakeDicom) -> None:
     meta = read_dicom(make_dicom(gradient())).meta
     # Kept only for keyed pseudonyms (patient-wise splits); never shown.
-    assert meta.patient_id == "PID-1"
-    assert "PID-1" not in repr(meta)
-    assert "Test^Patient" not in repr(meta)
+    assert meta.patient_id == PATIENT_ID
+    assert PATIENT_ID not in repr(meta)
+    assert PATIENT_NAME not in repr(meta)
 
 
 def test_read_dicom_monochrome1_is_inverted(make_dicom: MakeDicom) -> None:
@@ -218,7 +221,7 @@ def test_read_dicom_decodes_jpeg_baseline(tmp_path: Path) -> None:
 def test_read_dicom_header_flags(make_dicom: MakeDicom, tmp_path: Path) -> None:
     header = read_dicom_header(make_dicom(gradient()))
     assert header.has_pixel_data and not header.is_dicomdir and not header.is_structured_report
-    assert header.modality == "CR" and header.accession_number == "ACC123"
+    assert header.modality == "DX" and header.accession_number == ACCESSION
     sr = read_dicom_header(make_dicom(None, modality="SR", sop_class=BASIC_TEXT_SR))
     assert sr.is_structured_report and not sr.has_pixel_data
     with pytest.raises(InvalidDicomError):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from dicom_builders import build_dataset, gradient, write
+from dicom_factory import build_dataset, gradient, write
 from PIL import Image
 
 from models.errors import ImageTooLargeError, UnsupportedImageError
@@ -66,7 +66,7 @@ def test_load_image_reads_rgba_grey_and_16_bit_png(tmp_path: Path) -> None:
 
 def test_load_image_routes_dicom_and_rejects_junk(tmp_path: Path) -> None:
     dcm = write(build_dataset(gradient()), tmp_path / "noext")
-    assert load_image(dcm).meta.modality == "CR"
+    assert load_image(dcm).meta.modality == "DX"
     with pytest.raises(UnsupportedImageError, match="not a DICOM, PNG, JPEG"):
         load_image(b"\x00" * 400, filename="junk.bin")
     with pytest.raises(ImageTooLargeError):

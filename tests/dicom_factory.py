@@ -1,4 +1,14 @@
-"""Builders of small synthetic DICOM datasets for `models` tests (pydicom only)."""
+"""The one builder of synthetic DICOM files for the tests (pydicom and numpy only).
+
+Every test that needs a DICOM builds it here, with one set of defaults: a DX radiograph,
+MONOCHROME2, 16 bits allocated and stored, identifying tags set (so the privacy tests can
+check that they never leak). Tests state what differs (`modality="CR"`, `bits=8`,
+`photometric="MONOCHROME1"`, any element as a keyword). The malformed files ("poisons")
+that once broke a decoder or a job are built here too.
+
+`tests/` is on `sys.path` while pytest runs (rootdir conftest), so tests in `tests/app/` and
+`tests/models/` import it as `dicom_factory`.
+"""
 
 from __future__ import annotations
 
@@ -18,20 +28,40 @@ from pydicom.uid import (
     generate_uid,
 )
 
-CR_IMAGE_STORAGE = "1.2.840.10008.5.1.4.1.1.1"
+CR_STORAGE = "1.2.840.10008.5.1.4.1.1.1"
+DX_STORAGE = "1.2.840.10008.5.1.4.1.1.1.1"
+CT_STORAGE = "1.2.840.10008.5.1.4.1.1.2"
 BASIC_TEXT_SR = "1.2.840.10008.5.1.4.1.1.88.11"
+GSPS_STORAGE = "1.2.840.10008.5.1.4.1.1.11.1"
+DICOMDIR_CLASS = "1.2.840.10008.1.3.10"
+
+PATIENT_NAME = "Doe^Jane"
+PATIENT_ID = "MRN-0042"
+ACCESSION = "ACC-1"
 
 
 def build_dataset(
     pixels: np.ndarray | None = None,
     *,
-    modality: str = "CR",
+    modality: str = "DX",
+    sop_class: str = DX_STORAGE,
     photometric: str = "MONOCHROME2",
     bits: int = 16,
-    sop_class: str = CR_IMAGE_STORAGE,
+    study_uid: str | None = None,
+    accession: str = ACCESSION,
     **elements: Any,
 ) -> Dataset:
-    """A minimal valid DICOM dataset; `pixels` (rows, columns) or (frames, rows, columns)."""
+    """A small valid DICOM dataset.
+
+    Args:
+        pixels: (rows, columns) or (frames, rows, columns) unsigned values; None for no
+            Pixel Data (an SR, a presentation state).
+        modality, sop_class, photometric: the image's kind.
+        bits: Bits Allocated and Bits Stored (8 or 16).
+        study_uid: Study Instance UID (default a new one).
+        accession: Accession Number.
+        **elements: more elements by keyword, set last (they win).
+    """
     ds = Dataset()
     ds.file_meta = FileMetaDataset()
     ds.file_meta.TransferSyntaxUID = ExplicitVRLittleEndian
@@ -39,11 +69,11 @@ def build_dataset(
     ds.file_meta.MediaStorageSOPInstanceUID = generate_uid()
     ds.SOPClassUID = sop_class
     ds.SOPInstanceUID = ds.file_meta.MediaStorageSOPInstanceUID
-    ds.StudyInstanceUID = generate_uid()
+    ds.StudyInstanceUID = study_uid or generate_uid()
     ds.SeriesInstanceUID = generate_uid()
-    ds.AccessionNumber = "ACC123"
-    ds.PatientName = "Test^Patient"
-    ds.PatientID = "PID-1"
+    ds.AccessionNumber = accession
+    ds.PatientName = PATIENT_NAME
+    ds.PatientID = PATIENT_ID
     ds.Modality = modality
     if pixels is not None:
         arr = np.asarray(pixels)
@@ -57,14 +87,21 @@ def build_dataset(
         ds.PixelRepresentation = 0
         if frames > 1:
             ds.NumberOfFrames = frames
-        dtype = np.uint16 if bits == 16 else np.uint8
-        ds.PixelData = arr.astype(dtype).tobytes()
+        ds.PixelData = arr.astype(np.uint16 if bits == 16 else np.uint8).tobytes()
     for key, value in elements.items():
         setattr(ds, key, value)
     return ds
 
 
+def to_bytes(ds: Dataset) -> bytes:
+    """The Part 10 file of `ds` as bytes."""
+    buffer = io.BytesIO()
+    ds.save_as(buffer, enforce_file_format=True)
+    return buffer.getvalue()
+
+
 def write(ds: Dataset, path: Path) -> Path:
+    """Save `ds` as a Part 10 file at `path`."""
     ds.save_as(path, enforce_file_format=True)
     return path
 
@@ -74,14 +111,24 @@ def gradient(rows: int = 48, columns: int = 64, top: int = 4095) -> np.ndarray:
     return np.tile(np.linspace(0, top, columns), (rows, 1)).round()
 
 
-def to_bytes(ds: Dataset) -> bytes:
-    """The Part 10 file of `ds` as bytes."""
-    buf = io.BytesIO()
-    ds.save_as(buf, enforce_file_format=True)
-    return buf.getvalue()
+def chest_pixels(rows: int = 64, columns: int = 64, seed: int = 0) -> np.ndarray:
+    """A smooth 12-bit test image (a bright disc on a ramp)."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:rows, 0:columns]
+    disc = ((y - rows / 2) ** 2 + (x - columns / 2) ** 2 < (rows / 4) ** 2) * 1500
+    return (x * 2000 / columns + disc + rng.integers(0, 50, (rows, columns))).astype(np.uint16)
 
 
-def file_meta_bytes(transfer_syntax: str, sop_class: str = CR_IMAGE_STORAGE) -> bytes:
+def dx_bytes(**kwargs: Any) -> bytes:
+    """A 64x64 DX radiograph (`chest_pixels`) as DICOM file bytes; `build_dataset` keywords."""
+    kwargs.setdefault("pixels", chest_pixels())
+    return to_bytes(build_dataset(**kwargs))
+
+
+# --- poisons: malformed files that once broke a decoder or a job --------------------------
+
+
+def file_meta_bytes(transfer_syntax: str, sop_class: str = DX_STORAGE) -> bytes:
     """Preamble, 'DICM' and a File Meta Information group announcing `transfer_syntax`."""
     meta = FileMetaDataset()
     meta.MediaStorageSOPClassUID = sop_class
@@ -95,7 +142,7 @@ def file_meta_bytes(transfer_syntax: str, sop_class: str = CR_IMAGE_STORAGE) -> 
 
 
 def corrupt_deflate(seed: int = 0) -> bytes:
-    """Poisoned export file 1: Deflated Explicit VR Little Endian whose stream is garbage."""
+    """Deflated Explicit VR Little Endian whose stream is garbage."""
     garbage = np.random.default_rng(seed).integers(0, 256, 4096, dtype=np.uint8).tobytes()
     return file_meta_bytes(DeflatedExplicitVRLittleEndian) + garbage
 
@@ -103,8 +150,8 @@ def corrupt_deflate(seed: int = 0) -> bytes:
 def voi_lut_dataset(
     descriptor: tuple[int, int, int] = (256, 0, 0), data_length: int | None = None
 ) -> Dataset:
-    """Poisoned export file 2 (by default): a VOI LUT Sequence whose LUT Descriptor gives
-    0 bits per entry; other descriptors (0 entries, 64 bits, short data) are other poisons."""
+    """By default a VOI LUT Sequence whose LUT Descriptor gives 0 bits per entry; other
+    descriptors (0 entries, 64 bits, short data) are other poisons."""
     ds = build_dataset(gradient(48, 64, top=255))
     item = Dataset()
     # Both elements have an ambiguous VR (US or SS / US or OW): state it.
@@ -117,7 +164,7 @@ def voi_lut_dataset(
 
 
 def two_valued_rows_dataset() -> Dataset:
-    """Poisoned export file 3: Rows (0028,0010) with two values (VM 2)."""
+    """Rows (0028,0010) with two values (VM 2)."""
     ds = build_dataset(gradient(48, 64))
     ds.Rows = [48, 48]
     return ds

@@ -7,10 +7,15 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache, partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from app.errors import LabelerBusy
 from labeler import LabelerError, ReportLabels, label_report
+
+if TYPE_CHECKING:
+    from spacy.language import Language
+
+    from labeler.config import LabelerConfig
 
 __all__ = ["ReportLabeler", "load_report_labeler"]
 
@@ -27,7 +32,9 @@ class ReportLabeler:
     under the GIL anyway, so calls are serialized with a lock.
     """
 
-    def __init__(self, nlp: Any, config: Any, *, max_waiting: int = DEFAULT_MAX_WAITING) -> None:
+    def __init__(
+        self, nlp: Language, config: LabelerConfig, *, max_waiting: int = DEFAULT_MAX_WAITING
+    ) -> None:
         self.nlp = nlp
         self.config = config
         self.max_waiting = max_waiting
@@ -116,13 +123,13 @@ class ReportLabeler:
 
 
 @lru_cache(maxsize=2)
-def _cached(config: Any) -> ReportLabeler:
+def _cached(config: LabelerConfig) -> ReportLabeler:
     from labeler.pipeline import build_nlp
 
     return ReportLabeler(build_nlp(config), config)
 
 
-def load_report_labeler(config: Any = None) -> ReportLabeler:
+def load_report_labeler(config: LabelerConfig | None = None) -> ReportLabeler:
     """The labeler for `config` (default `LabelerConfig()`), built once per process.
 
     Building the spaCy pipeline takes seconds; app instances and batch runs share it.

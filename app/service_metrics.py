@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.route_table import METHODS, RouteTable
 
 __all__ = ["Metrics", "MetricsMiddleware"]
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class Metrics:
