@@ -1,15 +1,16 @@
-"""The README's module map, generated from the module docstrings.
+"""The module maps, generated from the module docstrings.
 
-Every package and module of `app/`, `batch/`, `labeler/`, `models/` and `migrations/` gets one
-line in README.md: the first paragraph of its docstring (a package's comes from its `__init__.py`).
+Every package of `app/`, `batch/`, `labeler/`, `models/` and `migrations/` gets one line in
+README.md, and every package and module one line in docs/development.md: the first paragraph of
+its docstring (a package's comes from its `__init__.py`).
 Folders that hold data rather than Python (pattern files, templates, configs) are described in
 `DATA_FOLDERS` below. After adding, removing or re-describing a module, run
 
     python docs/module_map.py --write
 
-to rewrite the map between the two marker comments in README.md. `python docs/module_map.py`
-prints the map; `--check` exits with status 1 when README.md's map is stale, as
-`tests/test_readme.py` does.
+to rewrite the maps between the two marker comments in README.md and docs/development.md.
+`python docs/module_map.py` prints the full map; `--check` exits with status 1 when either map
+is stale, as `tests/test_readme.py` does.
 """
 
 from __future__ import annotations
@@ -87,7 +88,9 @@ def _children(folder: Path) -> tuple[list[Path], list[Path]]:
     return modules, folders
 
 
-def _render_folder(folder: Path, root: Path, depth: int, seen: set[str]) -> list[str]:
+def _render_folder(
+    folder: Path, root: Path, depth: int, seen: set[str], modules: bool = True
+) -> list[str]:
     name = _relative(folder, root)
     indent = "  " * depth
     if (folder / "__init__.py").is_file():
@@ -102,19 +105,23 @@ def _render_folder(folder: Path, root: Path, depth: int, seen: set[str]) -> list
             "`python docs/module_map.py --write`."
         )
     lines = [f"{indent}- `{name}/`: {job}"]
-    modules, folders = _children(folder)
-    for module in modules:
-        lines.append(f"{indent}  - `{module.name}`: {_summary(module, root)}")
+    files, folders = _children(folder)
+    for module in files:
+        summary = _summary(module, root)  # checked either way: every module has a docstring
+        if modules:
+            lines.append(f"{indent}  - `{module.name}`: {summary}")
     for sub in folders:
-        lines.extend(_render_folder(sub, root, depth + 1, seen))
+        lines.extend(_render_folder(sub, root, depth + 1, seen, modules))
     return lines
 
 
-def render_map(root: Path = ROOT) -> str:
+def render_map(root: Path = ROOT, *, modules: bool = True) -> str:
     """Build the module map of the packages under `root`.
 
     Args:
         root: The repository root.
+        modules: list the modules too (docs/development.md), not only the packages and data
+            folders (README.md).
 
     Returns:
         The map as a Markdown list, one line per package, module and data folder, without a
@@ -127,7 +134,7 @@ def render_map(root: Path = ROOT) -> str:
     seen: set[str] = set()
     lines: list[str] = []
     for package in PACKAGES:
-        lines.extend(_render_folder(root / package, root, 0, seen))
+        lines.extend(_render_folder(root / package, root, 0, seen, modules))
     stale = sorted(set(DATA_FOLDERS) - seen)
     if stale:
         raise ModuleMapError(
@@ -179,20 +186,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     group.add_argument("--write", action="store_true", help="rewrite the map in README.md")
     group.add_argument("--check", action="store_true", help="exit 1 if README.md's map is stale")
     args = parser.parse_args(argv)
-    readme_path = ROOT / "README.md"
+    targets = {ROOT / "README.md": False, ROOT / "docs" / "development.md": True}
     try:
-        module_map = render_map(ROOT)
-        if args.write:
-            text = readme_path.read_text(encoding="utf-8")
-            readme_path.write_text(replace_map(text, module_map), encoding="utf-8")
-        elif args.check:
-            if extract_map(readme_path.read_text(encoding="utf-8")) != module_map:
+        if not (args.write or args.check):
+            sys.stdout.write(render_map(ROOT) + "\n")
+            return 0
+        for path, modules in targets.items():
+            module_map = render_map(ROOT, modules=modules)
+            text = path.read_text(encoding="utf-8")
+            if args.write:
+                path.write_text(replace_map(text, module_map), encoding="utf-8")
+            elif extract_map(text) != module_map:
                 sys.stderr.write(
-                    "README.md's module map is stale: run `python docs/module_map.py --write`\n"
+                    f"{path.relative_to(ROOT)}'s module map is stale: run "
+                    "`python docs/module_map.py --write`\n"
                 )
                 return 1
-        else:
-            sys.stdout.write(module_map + "\n")
     except ModuleMapError as error:
         sys.stderr.write(f"module_map: error: {error}\n")
         return 1
