@@ -1,5 +1,4 @@
-"""The report labeler as a batch worker uses it: one spaCy pipeline, built once per process
-(at its first report).
+"""The report labeler as a batch worker uses it: one spaCy pipeline, built once per process.
 
 The service's `app.labeling.ReportLabeler` adds what a web process needs (an event-loop
 thread, a queue bound); both satisfy `batch.interfaces.Labeler` and label alike.
