@@ -126,6 +126,13 @@ def _register_train(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument(
         "--no-progress", dest="progress", action="store_const", const=False, default=None
     )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also log the classifier's debug lines (under torchrun: the images each rank "
+        "trained on, every epoch)",
+    )
     p.set_defaults(handler=_train, log_level="info")
 
 
@@ -148,6 +155,8 @@ def _train(args: argparse.Namespace) -> int:
         overrides["distributed"] = True
         overrides["local_rank"] = int(os.environ.get("LOCAL_RANK", "0"))
     cfg = load_train_config(args.config, **overrides)
+    if args.verbose:
+        logging.getLogger("models").setLevel(logging.DEBUG)
     result = train(cfg)
     if os.environ.get("RANK", "0") != "0":
         return 0  # other DDP ranks: rank 0 reports

@@ -12,8 +12,10 @@ predicts (one model per actor, `num_gpus=1` per actor when the cluster has GPUs)
 driver receives result lines block by block and writes them. Structured reports run
 first, alone, and their labels are handed to the image actors, as the single-machine
 engine processes SRs first. Each file is caught at its own boundary as in
-`BatchProcessor`: a failing file is that file's failure. A worker that dies is restarted
-by Ray and its block retried.
+`BatchProcessor`: a failing file is that file's failure, and the readers decode in a
+child process (`batch.processor.decode_pool`), so a file that crashes the decoder is that
+file's failure too, not a dead actor. A worker that dies otherwise (the OOM killer, a lost
+node) is restarted by Ray and its block retried.
 
 The files must be readable at the same paths on every node (a shared volume); DICOMweb
 inputs, DICOM push and the training-set writer run on one machine only.
@@ -177,9 +179,13 @@ class _ReadActor:
         input_spec: InputSpec | None = None,
     ) -> None:
         from batch.labeling import PipelineLabeler
+        from batch.processor import decode_pool
 
         self.keep_pixels = keep_pixels
         self.job = build_job(spec, labeler=PipelineLabeler(), predictor=None, input_spec=input_spec)
+        # Decoding in a child process: a file that crashes the decoder fails alone, once,
+        # instead of killing this actor, whose block Ray would then retry without end.
+        self.job.processor.decode_pool = decode_pool(workers=1, timeout_s=spec.file_timeout_s)
         for line in recorded:  # SR labels for images of the same study
             self.job.processor.restore(line)
 

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 from labeler import LabelerError, ReportLabels
 
 if TYPE_CHECKING:
+    from spacy.language import Language
+
     from labeler.config import LabelerConfig
 
 __all__ = ["PipelineLabeler"]
@@ -26,10 +28,19 @@ class PipelineLabeler:
 
     def __init__(self, config: LabelerConfig | None = None) -> None:
         from labeler.config import LabelerConfig
-        from labeler.pipeline import build_nlp
 
         self.config = config if config is not None else LabelerConfig()
-        self.nlp = build_nlp(self.config)
+        self._nlp: Language | None = None
+
+    @property
+    def nlp(self) -> Language:
+        """The spaCy pipeline, built at the first use: a worker that reads only images
+        never imports spaCy (seconds per Ray actor)."""
+        if self._nlp is None:
+            from labeler.pipeline import build_nlp
+
+            self._nlp = build_nlp(self.config)
+        return self._nlp
 
     @property
     def version(self) -> str:

@@ -25,7 +25,10 @@ from batch.scan import describe_error
 from labeler import ReportLabels
 
 if TYPE_CHECKING:
-    from models.image_pipeline import InputSpec, PreparedImage, SourceKind
+    from models.decode_pool import DecodePool
+    from models.image_pipeline import InputSpec, LoadedImage, PreparedImage, SourceKind
+
+    DecodeTask = tuple[str, InputSpec, SourceKind]
     from models.predict import Prediction, Predictor
 
 __all__ = ["BatchProcessor"]
@@ -61,6 +64,9 @@ class BatchProcessor:
             predictor's, or a small fit that only checks the image decodes.
         display_size: keep an 8-bit copy of each image, longer side at most this, while
             the chunk's sinks run (the training-set writer's size; None: none).
+        decode_pool: decode images in these worker processes (`decode_pool(...)`), so a
+            file that crashes the decoder (or runs past the pool's limit) is that file's
+            failure and its worker is replaced; None: decode in this process.
     """
 
     def __init__(
@@ -75,6 +81,7 @@ class BatchProcessor:
         max_pixels: int | None = None,
         input_spec: InputSpec | None = None,
         display_size: int | None = None,
+        decode_pool: DecodePool[DecodeTask, LoadedImage | Exception] | None = None,
     ) -> None:
         from models.image_pipeline import InputSpec
 
@@ -90,6 +97,7 @@ class BatchProcessor:
         self.reports = reports
         self.cancelled = cancelled
         self.file_timeout_s = file_timeout_s
+        self.decode_pool = decode_pool
         self._csv_cache: dict[str, dict[str, Any]] = {}
         self._sr_reports: dict[str, dict[str, Any]] = {}
         self.matched_report_keys: set[str] = set()
@@ -205,9 +213,15 @@ class BatchProcessor:
         # The one image path (decode -> fit -> display copy); the full-resolution image
         # is dropped inside it, so a chunk holds only fitted images.
         kind: SourceKind = "dicom" if item.kind == "image" else "auto"
-        image = call_with_limit(
-            lambda: load_for_model(path, self.input_spec, kind=kind), self.file_timeout_s
-        )
+        image: LoadedImage | Exception
+        if self.decode_pool is not None:
+            (image,) = self.decode_pool.map([(str(path), self.input_spec, kind)])
+            if isinstance(image, Exception):
+                raise image
+        else:
+            image = call_with_limit(
+                lambda: load_for_model(path, self.input_spec, kind=kind), self.file_timeout_s
+            )
         meta = image.meta
         result = self._base(item) | {
             "study_instance_uid": meta.study_instance_uid or item.study_instance_uid,
@@ -285,3 +299,25 @@ class BatchProcessor:
         if self.predictor is None:
             raise RuntimeError("no model loaded")
         return list(self.predictor.predict(list(pixels), heatmaps="none"))
+
+
+def _decode_task(task: DecodeTask) -> LoadedImage:
+    from models.image_pipeline import load_for_model
+
+    path, spec, kind = task
+    return load_for_model(path, spec, kind=kind)
+
+
+def _decode_failure(task: DecodeTask, exc: Exception) -> Exception:
+    return exc
+
+
+def decode_pool(
+    *, workers: int = 1, timeout_s: float | None = None
+) -> DecodePool[DecodeTask, LoadedImage | Exception]:
+    """Worker processes for `BatchProcessor(decode_pool=...)`: a decoder crash (a signal,
+    the OOM killer) or a file past `timeout_s` fails that file only (`models.decode_pool`).
+    Close it when done."""
+    from models.decode_pool import DecodePool
+
+    return DecodePool(_decode_task, workers=workers, on_error=_decode_failure, timeout_s=timeout_s)

@@ -356,6 +356,7 @@ def train_one_epoch(
     distributed: bool = False,
     progress: str | None = None,
     augment: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    trained_on: list[int] | None = None,
 ) -> tuple[int, dict[str, float]]:
     """One pass over `loader`, stepping the optimizer every `accum` micro-batches.
 
@@ -374,6 +375,8 @@ def train_one_epoch(
         progress: a progress-bar title, or None for no bar.
         augment: run on each batch once on `device`: integer images -> augmented float
             (N, 1, H, W) in [0, 1] (e.g. a `BatchAugment`); None: only the float conversion.
+        trained_on: when given, extended with the dataset indices of the images trained on
+            (the loader's third element), e.g. to log each DDP rank's shard.
 
     Returns:
         (optimizer steps done so far, {"loss": mean loss, "images_per_s": throughput})
@@ -391,7 +394,9 @@ def train_one_epoch(
     seen = 0
     t0 = time.perf_counter()
     optimizer.zero_grad(set_to_none=True)
-    for micro, (x, y, _) in enumerate(bar):
+    for micro, (x, y, indices) in enumerate(bar):
+        if trained_on is not None:
+            trained_on.extend(int(i) for i in indices)
         x = x.to(device, non_blocking=True)
         y = y.to(device, non_blocking=True)
         x = augment(x) if augment is not None else to_unit_float(x)
@@ -606,7 +611,10 @@ def train(cfg: TrainConfig) -> TrainResult:
     if cfg.distributed:
         from torch.utils.data.distributed import DistributedSampler
 
-        sampler = DistributedSampler(train_set, shuffle=True, seed=cfg.seed)
+        # drop_last: each epoch leaves out the last (< world) shuffled images rather than
+        # padding with repeats, so the ranks' shards are disjoint.
+        sampler = DistributedSampler(train_set, shuffle=True, seed=cfg.seed, drop_last=True)
+    shard = len(sampler) if sampler is not None else len(train_set)  # this rank's images
     loader = build_loader(
         train_set,
         batch_size=cfg.batch_size,
@@ -614,7 +622,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         sampler=sampler,
         workers=cfg.workers,
         pin_memory=device.type == "cuda",
-        drop_last=len(train_set) > cfg.batch_size,
+        drop_last=shard > cfg.batch_size,
         prefetch_factor=cfg.prefetch,
     )
 
@@ -724,7 +732,8 @@ def train(cfg: TrainConfig) -> TrainResult:
         optimizer.load_state_dict(resume_state["optimizer"])
         start_epoch, step = int(resume_state["epoch"]), int(resume_state["step"])
         best_auc = float(resume_state.get("best_mean_auc", -math.inf))
-        log.info("resumed from %s at epoch %d, step %d", out, start_epoch, step)
+        if master:
+            log.info("resumed from %s at epoch %d, step %d", out, start_epoch, step)
     net: nn.Module = model
     if cfg.compile if cfg.compile is not None else device.type == "cuda":
         # Shaped, typed and laid out as train_one_epoch's batches, so nothing recompiles.
@@ -753,6 +762,7 @@ def train(cfg: TrainConfig) -> TrainResult:
             break
         if sampler is not None:
             sampler.set_epoch(epoch)
+        trained_on: list[int] = []
         step, stats = train_one_epoch(
             net,
             loader,
@@ -767,7 +777,11 @@ def train(cfg: TrainConfig) -> TrainResult:
             distributed=cfg.distributed,
             progress=f"epoch {epoch + 1}/{epochs}" if cfg.progress and master else None,
             augment=partial(augment, generator=augment_rng) if augment is not None else None,
+            trained_on=trained_on,
         )
+        if cfg.distributed:  # every rank: the shard it trained on (tests check disjointness)
+            log.debug("rank %d of %d, epoch %d: trained on images %s", rank, world,
+                      epoch + 1, sorted(trained_on))  # fmt: skip
         if not master:
             continue
         val_metrics, thresholds, temperatures = validate(

@@ -144,7 +144,7 @@ def test_scrub_paths_replaces_server_folders() -> None:
 def test_error_messages_never_show_server_storage_paths(
     make_client: Callable[..., TestClient], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import app.jobs as runner
+    import batch.job as runner  # builds the job: reads the stored reports CSV
 
     def unreadable(path: Path, **_: Any) -> Any:
         # the stored copy of the reports CSV vanished or went bad after submission
