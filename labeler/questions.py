@@ -102,6 +102,7 @@ class QuestionPatterns:
     negations: tuple[_Entry, ...]
     question_words: frozenset[str]
     zone_includes: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    absorbed: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 def _entries(name: str, data: object, key: str, *, values: bool = False) -> tuple[_Entry, ...]:
@@ -116,8 +117,13 @@ def _entries(name: str, data: object, key: str, *, values: bool = False) -> tupl
         extra = tuple(
             (str(k), str(v))
             for k, v in raw.items()
-            if k in ("type", "asks", "side", "zone", "label", "op") and v is not None
+            if k in ("type", "asks", "side", "zone", "label", "op", "weak") and v is not None
         )
+        bad = [ph for ph in raw["phrases"] if not isinstance(ph, str | int | float) or isinstance(ph, bool)]
+        if bad:
+            raise PatternFileError(
+                f"{where} ({raw['id']}): phrase {bad[0]!r} is not text; quote yes/no/on/off"
+            )
         accepts = raw.get("accepts") or raw.get("includes") or ()
         out.append(
             _Entry(
@@ -174,6 +180,9 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         negations=_entries(name, data.get("negations"), "negations"),
         question_words=frozenset(str(w).lower() for w in data.get("question_words") or ()),
         zone_includes={str(e.value): frozenset(e.accepts) for e in qualifiers["zone"]},
+        absorbed={
+            str(k): frozenset(str(i) for i in v) for k, v in (data.get("absorbed") or {}).items()
+        },
     )
 
 
@@ -361,8 +370,24 @@ class QuestionParser:
             return not any(s < h.end and h.start < e for s, e in taken)
 
         words = [t.lower_ for t in doc]
-        # open cues: the first in file order wins
-        opens = [h for h in hits if h.group == "open" and free(h)]
+        absorbed = self.patterns.absorbed.get(label, frozenset())
+        hits = [
+            h
+            for h in hits
+            if not (h.group in _QUALIFIER_KINDS and doc[h.start : h.end].text.lower() in absorbed)
+        ]
+        comparison = self._comparison(doc, hits, words, free)
+        # open cues: the first in file order wins; a numeric comparison makes a size or
+        # count question closed; a weak cue yields to any closed qualifier
+        has_qualifier = any(h.group in _QUALIFIER_KINDS and free(h) for h in hits)
+        opens = [
+            h
+            for h in hits
+            if h.group == "open"
+            and free(h)
+            and not (comparison is not None and h.entry.get("type") in ("size", "count"))
+            and not (h.entry.get("weak") and has_qualifier)
+        ]
         if opens:
             order = {e.id: i for i, e in enumerate(self.patterns.open)}
             best = min(opens, key=lambda h: order[h.entry.id])
@@ -377,7 +402,6 @@ class QuestionParser:
                 rules=(*rules, best.entry.id),
             )
         quals: list[Qualifier] = []
-        comparison = self._comparison(doc, hits, words, free)
         if comparison is not None:
             quals.append(comparison)
             taken.append((_tok(doc, comparison.start), _tok(doc, comparison.end - 1) + 1))
