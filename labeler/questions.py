@@ -654,6 +654,8 @@ def _check(q: Qualifier, finding: Mapping[str, object], zones: Mapping[str, froz
             if q.op in ("lt", "le", "eq") and target <= 1:
                 return "no"
             return "unknown"
+        if q.op == "eq":
+            return _yes(float(count) == float(q.value))  # type: ignore[arg-type]
         return _yes(compare(float(count), q.op, float(q.value)))  # type: ignore[arg-type]
     if q.kind == "size":
         size = finding.get("size_mm")
