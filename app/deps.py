@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader
@@ -21,6 +21,9 @@ from app.pacs.dicomweb import DicomwebServer
 from app.security import ApiKeys
 from app.settings import Settings
 from app.storage import Storage
+
+if TYPE_CHECKING:
+    from app.study_questions import StudyQuestions
 
 __all__ = [
     "AppState",
@@ -53,6 +56,7 @@ class AppState:
     inference: InferenceQueue | None = None
     runner: BatchRunner | None = None
     dicomweb: DicomwebServer | None = None
+    questions: StudyQuestions | None = None  # built on the first POST /v1/studies/ask
 
 
 class Unauthorized(ServiceError):

@@ -94,6 +94,7 @@ def image_findings(
     meta: ImageMeta | None,
     *,
     view_position: str | None = None,
+    lung_field: LungField | None = None,
 ) -> ImageFindings:
     """Place a prediction's boxes in the patient.
 
@@ -103,6 +104,8 @@ def image_findings(
             image (from `meta.rows`/`meta.columns`) is the field.
         meta: the image's metadata (View Position, Patient Orientation), if any.
         view_position: overrides `meta.view_position` (e.g. a CSV column).
+        lung_field: an estimate made earlier (when the pixels were dropped); wins over
+            `pixels`.
     """
     from models.position import LungField, estimate_lung_field, locate_boxes, orientation_of
 
@@ -110,7 +113,9 @@ def image_findings(
         view_position or (meta.view_position if meta else None),
         meta.patient_orientation if meta else None,
     )
-    if pixels is not None:
+    if lung_field is not None:
+        lung = lung_field
+    elif pixels is not None:
         lung = estimate_lung_field(pixels)
     else:
         cols = float(meta.columns if meta else 0) or 1.0
