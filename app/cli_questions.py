@@ -11,7 +11,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from app.study_questions import ImageFindings, StudyQuestions
+    from app.study_questions import ImageFindings
 
 __all__ = ["register"]
 
@@ -189,7 +189,9 @@ class _ImageReader:
             return load_predictor(self.args.model, device=self.args.device)
         from app.demo import ensure_demo_model
 
-        return load_predictor(ensure_demo_model(Path(self.args.demo_model)), device=self.args.device)
+        return load_predictor(
+            ensure_demo_model(Path(self.args.demo_model)), device=self.args.device
+        )
 
     def _read(self, name: str) -> tuple[ImageFindings | None, str | None]:
         from pathlib import Path

@@ -157,7 +157,9 @@ def list_discrepancies(
     Returns:
         (entries, items scanned).
     """
-    query = select(BatchItem).where(BatchItem.state == "done", BatchItem.kind.in_(("image", "bitmap")))
+    query = select(BatchItem).where(
+        BatchItem.state == "done", BatchItem.kind.in_(("image", "bitmap"))
+    )
     if job_id:
         query = query.where(BatchItem.job_id == job_id)
     query = query.order_by(BatchItem.updated_at.desc(), BatchItem.id.desc()).limit(scan)

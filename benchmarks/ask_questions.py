@@ -82,17 +82,35 @@ class _Finding:
 
 def _sentence(f: _Finding, rng: random.Random) -> str:
     if f.status == "negative":
-        return rng.choice(
-            [f"No {f.label.lower()}.", f"There is no {f.label.lower()}.",
-             f"No evidence of {f.label.lower()}."]
-        ).replace("effusion", "pleural effusion").replace("edema", "pulmonary edema")
+        return (
+            rng.choice(
+                [
+                    f"No {f.label.lower()}.",
+                    f"There is no {f.label.lower()}.",
+                    f"No evidence of {f.label.lower()}.",
+                ]
+            )
+            .replace("effusion", "pleural effusion")
+            .replace("edema", "pulmonary edema")
+        )
     if f.status == "uncertain":
-        word = {"Pneumonia": "pneumonia", "Consolidation": "consolidation",
-                "Atelectasis": "atelectasis", "Edema": "mild pulmonary edema"}[f.label]
-        return rng.choice([f"Possible {word}.", f"Findings may represent {word}.",
-                           f"{word.capitalize()} cannot be excluded."])
+        word = {
+            "Pneumonia": "pneumonia",
+            "Consolidation": "consolidation",
+            "Atelectasis": "atelectasis",
+            "Edema": "mild pulmonary edema",
+        }[f.label]
+        return rng.choice(
+            [
+                f"Possible {word}.",
+                f"Findings may represent {word}.",
+                f"{word.capitalize()} cannot be excluded.",
+            ]
+        )
     if f.label == "Cardiomegaly":
-        sev = {"mild": "mildly", "moderate": "moderately", "severe": "markedly"}[f.severity or "mild"]
+        sev = {"mild": "mildly", "moderate": "moderately", "severe": "markedly"}[
+            f.severity or "mild"
+        ]
         base = rng.choice([f"The heart is {sev} enlarged", f"There is {f.severity} cardiomegaly"])
         return base + (f", {_CHANGE_PHRASE[f.change]}." if f.change else ".")
     if f.label in ("Effusion", "Pneumothorax"):
@@ -102,12 +120,18 @@ def _sentence(f: _Finding, rng: random.Random) -> str:
         return s + (f", {_CHANGE_PHRASE[f.change]}." if f.change else ".")
     if f.label == "Mass":
         cm = (f.size_mm or 30) / 10
-        s = rng.choice([f"A {cm:g} cm mass in the {f.lobe}", f"There is a {cm:g} cm mass in the {f.lobe}"])
+        s = rng.choice(
+            [f"A {cm:g} cm mass in the {f.lobe}", f"There is a {cm:g} cm mass in the {f.lobe}"]
+        )
         return s + (f", {_CHANGE_PHRASE[f.change]}." if f.change else ".")
     if f.label == "Nodule":
         n = f.count or 1
         if n == 1:
-            s = f"A {f.size_mm:g} mm nodule in the {f.lobe}" if f.size_mm else f"A nodule in the {f.lobe}"
+            s = (
+                f"A {f.size_mm:g} mm nodule in the {f.lobe}"
+                if f.size_mm
+                else f"A nodule in the {f.lobe}"
+            )
         else:
             words = {2: "Two", 3: "Three", 4: "Four"}
             s = f"{words[n]} nodules in the {f.lobe}"
@@ -120,8 +144,17 @@ def _sentence(f: _Finding, rng: random.Random) -> str:
 
 def _make_report(rng: random.Random) -> tuple[str, dict[str, _Finding]]:
     findings: dict[str, _Finding] = {}
-    pool = ["Effusion", "Pneumothorax", "Mass", "Nodule", "Cardiomegaly", "Atelectasis",
-            "Consolidation", "Pneumonia", "Edema"]
+    pool = [
+        "Effusion",
+        "Pneumothorax",
+        "Mass",
+        "Nodule",
+        "Cardiomegaly",
+        "Atelectasis",
+        "Consolidation",
+        "Pneumonia",
+        "Edema",
+    ]
     rng.shuffle(pool)
     for label in pool[: rng.randint(1, 3)]:
         side = rng.choice(_SIDES)
@@ -157,8 +190,10 @@ def _make_report(rng: random.Random) -> tuple[str, dict[str, _Finding]]:
             findings[label] = _Finding(label, "negative")
     sentences = [_sentence(f, rng) for f in findings.values()]
     rng.shuffle(sentences)
-    text = "FINDINGS: " + " ".join(sentences) + rng.choice(
-        ["", " The osseous structures are intact.", " Lungs are otherwise clear."]
+    text = (
+        "FINDINGS: "
+        + " ".join(sentences)
+        + rng.choice(["", " The osseous structures are intact.", " Lungs are otherwise clear."])
     )
     return text, findings
 
@@ -173,74 +208,189 @@ def _questions(f: _Finding | None, label: str, rng: random.Random) -> list[tuple
     status = f.status if f else "absent"
     pres = {"positive": "yes", "negative": "no", "uncertain": "uncertain", "absent": "no"}[status]
     out: list[tuple[str, str, object]] = [
-        (rng.choice([f"Is there a {n}?", f"Is there any {n}?", f"Does the patient have a {n}?",
-                     f"Is a {n} present?", f"Is a {n} seen?", f"Any {n}?",
-                     f"Is there evidence of {n}?", f"Can you see a {n}?",
-                     f"Is {n} visible on this study?", f"Are there signs of {n}?"]),
-         "presence", pres),
+        (
+            rng.choice(
+                [
+                    f"Is there a {n}?",
+                    f"Is there any {n}?",
+                    f"Does the patient have a {n}?",
+                    f"Is a {n} present?",
+                    f"Is a {n} seen?",
+                    f"Any {n}?",
+                    f"Is there evidence of {n}?",
+                    f"Can you see a {n}?",
+                    f"Is {n} visible on this study?",
+                    f"Are there signs of {n}?",
+                ]
+            ),
+            "presence",
+            pres,
+        ),
     ]
     if f is None or f.status != "positive":
         return out
     if f.side:
         other = "right" if f.side == "left" else "left"
-        out.append((rng.choice([f"Which side is the {n} on?", f"Which lung has the {n}?",
-                                f"On which side is the {n}?", f"Is the {n} on the left or right?"]),
-                    "position", [f.side]))
+        out.append(
+            (
+                rng.choice(
+                    [
+                        f"Which side is the {n} on?",
+                        f"Which lung has the {n}?",
+                        f"On which side is the {n}?",
+                        f"Is the {n} on the left or right?",
+                    ]
+                ),
+                "position",
+                [f.side],
+            )
+        )
         asked = rng.choice([f.side, other])
-        out.append((rng.choice([f"Is the {n} on the {asked}?", f"Is the {n} {asked}-sided?",
-                                f"Is there a {asked} {n}?", f"Is the {n} in the {asked} lung?"]),
-                    "position", "yes" if asked == f.side else "no"))
+        out.append(
+            (
+                rng.choice(
+                    [
+                        f"Is the {n} on the {asked}?",
+                        f"Is the {n} {asked}-sided?",
+                        f"Is there a {asked} {n}?",
+                        f"Is the {n} in the {asked} lung?",
+                    ]
+                ),
+                "position",
+                "yes" if asked == f.side else "no",
+            )
+        )
         out.append((f"Is the {n} bilateral?", "position", "no"))
     if f.lobe:
-        out.append((rng.choice([f"Where is the {n}?", f"What is the location of the {n}?",
-                                f"In which lobe is the {n}?"]), "position", [f.side, f.lobe]))
+        out.append(
+            (
+                rng.choice(
+                    [
+                        f"Where is the {n}?",
+                        f"What is the location of the {n}?",
+                        f"In which lobe is the {n}?",
+                    ]
+                ),
+                "position",
+                [f.side, f.lobe],
+            )
+        )
         zone = f.lobe.split()[1]
         asked_zone = rng.choice(["upper", "lower", zone])
-        out.append((f"Is the {n} in the {asked_zone} lobe?", "position",
-                    "yes" if asked_zone == zone else "no"))
+        out.append(
+            (
+                f"Is the {n} in the {asked_zone} lobe?",
+                "position",
+                "yes" if asked_zone == zone else "no",
+            )
+        )
     if f.size_mm:
-        out.append((rng.choice([f"How big is the {n}?", f"What size is the {n}?",
-                                f"How large is the {n}?", f"What is the size of the {n}?"]),
-                    "size", f.size_mm))
+        out.append(
+            (
+                rng.choice(
+                    [
+                        f"How big is the {n}?",
+                        f"What size is the {n}?",
+                        f"How large is the {n}?",
+                        f"What is the size of the {n}?",
+                    ]
+                ),
+                "size",
+                f.size_mm,
+            )
+        )
         cut_cm = rng.choice([1, 2, 3, 4, 5])
         if abs(cut_cm * 10 - f.size_mm) > 1:
-            comp, unit = rng.choice([("larger", "cm"), ("bigger", "cm"), ("smaller", "cm"),
-                                     ("larger", "mm"), ("greater", "cm")])
+            comp, unit = rng.choice(
+                [
+                    ("larger", "cm"),
+                    ("bigger", "cm"),
+                    ("smaller", "cm"),
+                    ("larger", "mm"),
+                    ("greater", "cm"),
+                ]
+            )
             value = cut_cm if unit == "cm" else cut_cm * 10
             bigger = f.size_mm > cut_cm * 10
             exp = bigger if comp != "smaller" else not bigger
             out.append((f"Is the {n} {comp} than {value} {unit}?", "size", "yes" if exp else "no"))
     if f.count:
-        out.append((rng.choice([f"How many {n}s are there?", f"Number of {n}s?",
-                                f"How many {n}s are seen?"]), "count", f.count))
+        out.append(
+            (
+                rng.choice(
+                    [f"How many {n}s are there?", f"Number of {n}s?", f"How many {n}s are seen?"]
+                ),
+                "count",
+                f.count,
+            )
+        )
         out.append((f"Are there multiple {n}s?", "count", "yes" if f.count > 1 else "no"))
     if f.change:
-        out.append((rng.choice([f"Has the {n} changed?", f"How has the {n} changed?",
-                                f"Is there any change in the {n}?"]), "change", f.change))
+        out.append(
+            (
+                rng.choice(
+                    [
+                        f"Has the {n} changed?",
+                        f"How has the {n} changed?",
+                        f"Is there any change in the {n}?",
+                    ]
+                ),
+                "change",
+                f.change,
+            )
+        )
         asked = rng.choice(["increased", "decreased", "stable", "new", f.change])
-        yes = {"increased": {"increased", "new"}, "decreased": {"decreased"},
-               "stable": {"unchanged"}, "new": {"new"}, "unchanged": {"unchanged"}}[asked]
-        phr = {"increased": f"Has the {n} increased?", "decreased": f"Has the {n} decreased?",
-               "stable": f"Is the {n} stable?", "new": f"Is the {n} new?",
-               "unchanged": f"Is the {n} unchanged?"}[asked]
+        yes = {
+            "increased": {"increased", "new"},
+            "decreased": {"decreased"},
+            "stable": {"unchanged"},
+            "new": {"new"},
+            "unchanged": {"unchanged"},
+        }[asked]
+        phr = {
+            "increased": f"Has the {n} increased?",
+            "decreased": f"Has the {n} decreased?",
+            "stable": f"Is the {n} stable?",
+            "new": f"Is the {n} new?",
+            "unchanged": f"Is the {n} unchanged?",
+        }[asked]
         out.append((phr, "change", "yes" if f.change in yes else "no"))
     if f.severity and label != "Cardiomegaly" or (label == "Cardiomegaly" and f.severity):
-        out.append((rng.choice([f"How severe is the {n}?", f"What is the severity of the {n}?"]),
-                    "severity", f.severity))
+        out.append(
+            (
+                rng.choice([f"How severe is the {n}?", f"What is the severity of the {n}?"]),
+                "severity",
+                f.severity,
+            )
+        )
         if label != "Cardiomegaly":
             asked = rng.choice(["small", "large", "moderate"])
             accepts = {"small": {"mild", "minimal"}, "large": {"severe"}, "moderate": {"moderate"}}
-            out.append((f"Is the {n} {asked}?", "severity",
-                        "yes" if f.severity in accepts[asked] else "no"))
+            out.append(
+                (
+                    f"Is the {n} {asked}?",
+                    "severity",
+                    "yes" if f.severity in accepts[asked] else "no",
+                )
+            )
     return out
 
 
 _UNSUPPORTED = [
-    "Why is there an effusion?", "What caused the pneumothorax?", "How old is the patient?",
-    "Should the effusion be drained?", "What is the diagnosis?", "Is this cancer?",
-    "What is seen in the left lung?", "Is the study normal?", "Who read this film?",
-    "Is the effusion worse than the pneumothorax?", "What treatment is recommended?",
-    "Is the mass malignant?", "What is the heart rate?", "Describe the image.",
+    "Why is there an effusion?",
+    "What caused the pneumothorax?",
+    "How old is the patient?",
+    "Should the effusion be drained?",
+    "What is the diagnosis?",
+    "Is this cancer?",
+    "What is seen in the left lung?",
+    "Is the study normal?",
+    "Who read this film?",
+    "Is the effusion worse than the pneumothorax?",
+    "What treatment is recommended?",
+    "Is the mass malignant?",
+    "What is the heart rate?",
+    "Describe the image.",
 ]
 
 
@@ -256,7 +406,15 @@ def make_report_cases(n_reports: int, seed: int = 0) -> list[Case]:
                 cases.append(Case(f"r{r}q{len(cases)}", text, "", q, t, label, exp))
         if r % 5 == 0:
             cases.append(
-                Case(f"r{r}u{len(cases)}", text, "", rng.choice(_UNSUPPORTED), "unsupported", None, None)
+                Case(
+                    f"r{r}u{len(cases)}",
+                    text,
+                    "",
+                    rng.choice(_UNSUPPORTED),
+                    "unsupported",
+                    None,
+                    None,
+                )
             )
     return cases
 
@@ -287,7 +445,9 @@ def make_image_cases(n_images: int, out: Path, seed: int = 0, size: int = 256) -
             (prng.choice([f"Which side is the {n} on?", f"Which lung has the {n}?"]), [side]),
             (f"Is the {n} on the {asked}?", "yes" if asked == side else "no"),
         ):
-            cases.append(Case(f"i{i}q{len(cases)}", "", str(path), q, "position", label, exp, "image"))
+            cases.append(
+                Case(f"i{i}q{len(cases)}", "", str(path), q, "position", label, exp, "image")
+            )
     return cases
 
 
@@ -299,8 +459,10 @@ def _correct(case: Case, got: dict[str, object]) -> bool:
     ans = got["answer"]
     exp = case.expected
     if isinstance(exp, list):
-        return isinstance(ans, list) and set(exp) <= set(ans) and (
-            len(exp) > 1 or set(ans) <= set(exp) | {"upper", "middle", "lower"}
+        return (
+            isinstance(ans, list)
+            and set(exp) <= set(ans)
+            and (len(exp) > 1 or set(ans) <= set(exp) | {"upper", "middle", "lower"})
         )
     if isinstance(exp, float):
         return isinstance(ans, int | float) and abs(float(ans) - exp) < 0.5
@@ -316,8 +478,15 @@ def score(cases: list[Case], answers: list[dict[str, object]]) -> dict[str, obje
         ok = _correct(case, got)
         by_type.setdefault(f"{case.kind}:{case.type}", []).append(ok)
         if not ok and len(wrong) < 30:
-            wrong.append({"q": case.question, "expected": case.expected, "got": got["answer"],
-                          "type": got["type"], "report": case.report[:160]})
+            wrong.append(
+                {
+                    "q": case.question,
+                    "expected": case.expected,
+                    "got": got["answer"],
+                    "type": got["type"],
+                    "report": case.report[:160],
+                }
+            )
     total = [ok for oks in by_type.values() for ok in oks]
     report_ok = [ok for k, oks in by_type.items() if k.startswith("report") for ok in oks]
     image_ok = [ok for k, oks in by_type.items() if k.startswith("image") for ok in oks]
@@ -328,7 +497,8 @@ def score(cases: list[Case], answers: list[dict[str, object]]) -> dict[str, obje
         "image_accuracy": round(sum(image_ok) / max(1, len(image_ok)), 4) if image_ok else None,
         "per_type": {k: [sum(v), len(v)] for k, v in sorted(by_type.items())},
         "answered_unsupported": sum(
-            1 for c, g in zip(cases, answers, strict=True)
+            1
+            for c, g in zip(cases, answers, strict=True)
             if c.type == "unsupported" and g["type"] != "unsupported"
         ),
         "wrong": wrong,
@@ -344,7 +514,18 @@ def _write_csv(cases: list[Case], path: Path) -> None:
 
 
 def _run_cxr(csv_path: Path, out: Path, extra: list[str], one_core: bool) -> float:
-    cmd = [sys.executable, "-m", "app.cli", "ask", "--questions", str(csv_path), "-o", str(out), "-q", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "app.cli",
+        "ask",
+        "--questions",
+        str(csv_path),
+        "-o",
+        str(out),
+        "-q",
+        *extra,
+    ]
     if one_core:
         cmd = ["taskset", "-c", "0", *cmd]
     start = time.perf_counter()
@@ -355,7 +536,9 @@ def _run_cxr(csv_path: Path, out: Path, extra: list[str], one_core: bool) -> flo
 def main() -> int:
     """Generate, run `cxr ask --questions`, score, print JSON."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--reports", type=int, default=0, help="synthetic reports (questions over them)")
+    ap.add_argument(
+        "--reports", type=int, default=0, help="synthetic reports (questions over them)"
+    )
     ap.add_argument("--images", type=int, default=0, help="phantom images (position questions)")
     ap.add_argument("--speed", type=int, default=0, help="report questions for a 1-core speed run")
     ap.add_argument("--demo-model", help="demo model folder (image questions)")
@@ -371,8 +554,11 @@ def main() -> int:
         cases += make_image_cases(args.images, out / "images", args.seed)
     if cases:
         _write_csv(cases, out / "questions.csv")
-        extra = ["--model", args.model] if args.model else (
-            ["--demo-model", args.demo_model] if args.demo_model else [])
+        extra = (
+            ["--model", args.model]
+            if args.model
+            else (["--demo-model", args.demo_model] if args.demo_model else [])
+        )
         took = _run_cxr(out / "questions.csv", out / "answers.jsonl", extra, one_core=False)
         answers = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
         result = score(cases, answers) | {"seconds": round(took, 2)}
@@ -391,7 +577,9 @@ def main() -> int:
             "seconds_total": round(took, 2),
             "seconds_start_up": round(start_up, 2),
             "questions_per_s_total": round(len(speed_cases) / took, 1),
-            "questions_per_s_after_start_up": round(len(speed_cases) / max(1e-9, took - start_up), 1),
+            "questions_per_s_after_start_up": round(
+                len(speed_cases) / max(1e-9, took - start_up), 1
+            ),
         }
     json.dump(result, sys.stdout, indent=1)
     sys.stdout.write("\n")

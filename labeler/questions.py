@@ -24,6 +24,7 @@ from spacy.language import Language
 from spacy.matcher import PhraseMatcher
 from spacy.tokens import Doc
 
+from labeler.components import ConceptMatcher
 from labeler.errors import PatternFileError
 from labeler.schema import Mention, ReportLabels
 from labeler.vocabulary import read_pattern_file
@@ -42,9 +43,7 @@ __all__ = [
     "load_question_patterns",
 ]
 
-QuestionType = Literal[
-    "presence", "position", "size", "count", "change", "severity", "unsupported"
-]
+QuestionType = Literal["presence", "position", "size", "count", "change", "severity", "unsupported"]
 QUESTION_TYPES: tuple[str, ...] = (
     "presence",
     "position",
@@ -106,8 +105,10 @@ class QuestionPatterns:
 
 
 def _entries(name: str, data: object, key: str, *, values: bool = False) -> tuple[_Entry, ...]:
+    if data is not None and not isinstance(data, list):
+        raise PatternFileError(f"{name}: {key} must be a list")
     out = []
-    for i, raw in enumerate(data or ()):  # type: ignore[attr-defined]
+    for i, raw in enumerate(data or ()):
         where = f"{name}: {key}[{i}]"
         if not isinstance(raw, dict) or not raw.get("id") or not raw.get("phrases"):
             raise PatternFileError(f"{where} needs an id and phrases")
@@ -119,7 +120,11 @@ def _entries(name: str, data: object, key: str, *, values: bool = False) -> tupl
             for k, v in raw.items()
             if k in ("type", "asks", "side", "zone", "label", "op", "weak") and v is not None
         )
-        bad = [ph for ph in raw["phrases"] if not isinstance(ph, str | int | float) or isinstance(ph, bool)]
+        bad = [
+            ph
+            for ph in raw["phrases"]
+            if not isinstance(ph, str | int | float) or isinstance(ph, bool)
+        ]
         if bad:
             raise PatternFileError(
                 f"{where} ({raw['id']}): phrase {bad[0]!r} is not text; quote yes/no/on/off"
@@ -156,7 +161,9 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
     opens = _entries(name, data.get("open"), "open")
     for e in opens:
         if e.get("type") not in QUESTION_TYPES:
-            raise PatternFileError(f"{name}: open entry {e.id} has an unknown type {e.get('type')!r}")
+            raise PatternFileError(
+                f"{name}: open entry {e.id} has an unknown type {e.get('type')!r}"
+            )
     units = {str(k).lower(): float(v) for k, v in (data.get("units") or {}).items()}
     if not units:
         raise PatternFileError(f"{name}: `units` must map unit words to millimetres")
@@ -174,7 +181,9 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
             name, data.get("trailing_comparisons"), "trailing_comparisons", values=True
         ),
         units=units,
-        number_words={str(k).lower(): float(v) for k, v in (data.get("number_words") or {}).items()},
+        number_words={
+            str(k).lower(): float(v) for k, v in (data.get("number_words") or {}).items()
+        },
         prior_words=frozenset(str(w).lower() for w in data.get("comparison_prior_words") or ()),
         presence=_entries(name, data.get("presence"), "presence"),
         negations=_entries(name, data.get("negations"), "negations"),
@@ -268,12 +277,15 @@ class QuestionParser:
         self.cache_size = cache_size
         self._cache: dict[str, ParsedQuestion] = {}
         try:
-            self._concepts = nlp.get_pipe("cxr_concepts")
+            concepts = nlp.get_pipe("cxr_concepts")
         except KeyError:
             raise PatternFileError(
                 "nlp lacks the labeler's cxr_concepts component; build it with "
                 "labeler.pipeline.build_nlp(config)"
             ) from None
+        if not isinstance(concepts, ConceptMatcher):
+            raise PatternFileError("the cxr_concepts component is not the labeler's ConceptMatcher")
+        self._concepts = concepts
         self._matcher = PhraseMatcher(nlp.vocab, attr="LOWER")
         self._entries: dict[str, tuple[str, _Entry]] = {}
         p = self.patterns
@@ -433,7 +445,9 @@ class QuestionParser:
                         qtype,
                         label=label,
                         open=True,
-                        asks="side" if kind == "side" else ("place" if qtype == "position" else None),
+                        asks="side"
+                        if kind == "side"
+                        else ("place" if qtype == "position" else None),
                         rules=(*rules, *(q.rule for q in quals if q.kind == kind)),
                     )
         if quals:
@@ -472,9 +486,7 @@ class QuestionParser:
     def _findings(self, doc: Doc, hits: list[_Hit]) -> list[tuple[str, str, int, int]]:
         """(label, rule id, start, end) of the findings named, longest first where they overlap."""
         spans: list[tuple[str, str, int, int]] = [
-            (str(h.entry.value), h.entry.id, h.start, h.end)
-            for h in hits
-            if h.group == "finding"
+            (str(h.entry.value), h.entry.id, h.start, h.end) for h in hits if h.group == "finding"
         ]
         spans.extend(
             (sp.label_, f"concept.{sp.label_}", sp.start, sp.end) for sp in self._concepts.find(doc)
@@ -506,14 +518,23 @@ class QuestionParser:
         candidates = [(h.end, h.entry.id, str(h.entry.value), h.start) for h in cmps]
         # a bare number with a unit ("Is the nodule 8 mm?") compares for equality
         for i, w in enumerate(words):
-            if _number(w, p.number_words) is not None and i + 1 < len(words):
-                if words[i + 1] in p.units and not any(c[0] <= i <= c[0] + 1 for c in candidates):
-                    candidates.append((i, "cmp.number", "eq", i))
+            if (
+                _number(w, p.number_words) is not None
+                and i + 1 < len(words)
+                and words[i + 1] in p.units
+                and not any(c[0] <= i <= c[0] + 1 for c in candidates)
+            ):
+                candidates.append((i, "cmp.number", "eq", i))
         for after, rule, op, begin in candidates:
             i = after
             if i < len(words) and words[i] == "than":
                 i += 1
-            if i < len(words) and words[i] in ("a", "an") and i + 1 < len(words) and words[i + 1] == "half":
+            if (
+                i < len(words)
+                and words[i] in ("a", "an")
+                and i + 1 < len(words)
+                and words[i + 1] == "half"
+            ):
                 i += 1
             if i >= len(words):
                 continue
@@ -526,9 +547,7 @@ class QuestionParser:
                 j += 1 if words[j] == "-" else 0
             unit = words[j] if j < len(words) and words[j] in p.units else None
             end_tok = j + 1 if unit else i + 1
-            trail = [
-                h for h in hits if h.group == "trailing" and h.start == end_tok
-            ]
+            trail = [h for h in hits if h.group == "trailing" and h.start == end_tok]
             if trail:
                 op, rule = str(trail[0].entry.value), f"{rule}+{trail[0].entry.id}"
                 end_tok = trail[0].end
@@ -540,8 +559,12 @@ class QuestionParser:
                 mm = round(value * p.units[unit], 3)
                 return Qualifier("size", mm, op=op, rule=rule, start=start_char, end=end_char)
             return Qualifier(
-                "count", int(value) if value == int(value) else value,
-                op=op, rule=rule, start=start_char, end=end_char,
+                "count",
+                int(value) if value == int(value) else value,
+                op=op,
+                rule=rule,
+                start=start_char,
+                end=end_char,
             )
         return None
 
@@ -633,7 +656,11 @@ def _check(q: Qualifier, finding: Mapping[str, object], zones: Mapping[str, froz
         if side and side not in (lobe_side, "bilateral"):
             return "no"
         if places:
-            return _yes(any(p in zones.get(lobe_zone, frozenset()) for p in places)) if side else "unknown"
+            return (
+                _yes(any(p in zones.get(lobe_zone, frozenset()) for p in places))
+                if side
+                else "unknown"
+            )
         return "unknown"
     if q.kind == "severity":
         sev = finding.get("severity")

@@ -92,24 +92,38 @@ def orientation_of(
     if patient_orientation:
         row = patient_orientation.replace(" ", "").split("\\")[0].upper()
         if row.startswith("L"):
-            return Orientation("left", "patient_orientation", f"Patient Orientation {row}: image right is patient left")
+            return Orientation(
+                "left",
+                "patient_orientation",
+                f"Patient Orientation {row}: image right is patient left",
+            )
         if row.startswith("R"):
             return Orientation(
-                "right", "patient_orientation", f"Patient Orientation {row}: image right is patient right (flipped)"
+                "right",
+                "patient_orientation",
+                f"Patient Orientation {row}: image right is patient right (flipped)",
             )
         if row[:1] in ("A", "P", "H", "F"):
             return Orientation(
-                None, "lateral", f"Patient Orientation {row}: the rows run front-back, no left or right"
+                None,
+                "lateral",
+                f"Patient Orientation {row}: the rows run front-back, no left or right",
             )
     view = (view_position or "").strip().upper()
     if view in _FRONTAL:
         return Orientation(
-            "left", "view_position", f"View Position {view}: patient's left shown on the image's right"
+            "left",
+            "view_position",
+            f"View Position {view}: patient's left shown on the image's right",
         )
     if view in _LATERAL:
-        return Orientation(None, "lateral", f"View Position {view}: a lateral view has no left or right")
+        return Orientation(
+            None, "lateral", f"View Position {view}: a lateral view has no left or right"
+        )
     if view:
-        return Orientation(None, "view_position", f"View Position {view!r} is not a known frontal view")
+        return Orientation(
+            None, "view_position", f"View Position {view!r} is not a known frontal view"
+        )
     return Orientation(
         "left",
         "convention",
@@ -156,12 +170,15 @@ def estimate_lung_field(pixels: np.ndarray) -> LungField:
     if rows < 16 or cols < 16:
         return whole
     scale = 256 / max(rows, cols)
-    small = cv2.resize(img, (max(8, round(cols * scale)), max(8, round(rows * scale))), interpolation=cv2.INTER_AREA)
+    small = cv2.resize(
+        img,
+        (max(8, round(cols * scale)), max(8, round(rows * scale))),
+        interpolation=cv2.INTER_AREA,
+    )
     lo, hi = float(small.min()), float(small.max())
     if not hi > lo:
         return whole
-    u8 = ((small - lo) * (255.0 / (hi - lo))).astype(np.uint8)
-    u8 = cv2.GaussianBlur(u8, (0, 0), 2.0)
+    u8 = cv2.GaussianBlur(((small - lo) * (255.0 / (hi - lo))).astype(np.uint8), (0, 0), 2.0)
     _, dark = cv2.threshold(u8, 0, 1, cv2.THRESH_BINARY_INV + cv2.THRESH_OTSU)
     n, labels, stats, _ = cv2.connectedComponentsWithStats(dark.astype(np.uint8), connectivity=4)
     h, w = u8.shape
@@ -182,7 +199,9 @@ def estimate_lung_field(pixels: np.ndarray) -> LungField:
     y0 = min(p[2] for p in keep)
     x1 = max(p[1] + p[3] for p in keep)
     y1 = max(p[2] + p[4] for p in keep)
-    return LungField(x0 / scale, y0 / scale, (x1 - x0) / scale, (y1 - y0) / scale, "otsu_components")
+    return LungField(
+        x0 / scale, y0 / scale, (x1 - x0) / scale, (y1 - y0) / scale, "otsu_components"
+    )
 
 
 @dataclass(frozen=True)
@@ -225,8 +244,10 @@ def _distinct(boxes: Sequence[BoxLike]) -> list[BoxLike]:
     for b in ordered:
         cx, cy = b.x + b.width / 2, b.y + b.height / 2
         inside = any(
-            k.x <= cx <= k.x + k.width and k.y <= cy <= k.y + k.height
-            or b.x <= k.x + k.width / 2 <= b.x + b.width and b.y <= k.y + k.height / 2 <= b.y + b.height
+            k.x <= cx <= k.x + k.width
+            and k.y <= cy <= k.y + k.height
+            or b.x <= k.x + k.width / 2 <= b.x + b.width
+            and b.y <= k.y + k.height / 2 <= b.y + b.height
             for k in kept
         )
         if not inside:
@@ -265,7 +286,10 @@ def locate_boxes(
                 side = "unknown"
             else:
                 half = field.width / 2
-                spans_both = b.x < field.midline - 0.25 * half and b.x + b.width > field.midline + 0.25 * half
+                spans_both = (
+                    b.x < field.midline - 0.25 * half
+                    and b.x + b.width > field.midline + 0.25 * half
+                )
                 if spans_both:
                     side = "bilateral"
                 else:
@@ -276,9 +300,7 @@ def locate_boxes(
             zone: Literal["upper", "middle", "lower"] = (
                 "upper" if rel < 1 / 3 else ("middle" if rel < 2 / 3 else "lower")
             )
-            out.append(
-                BoxPosition(label, side, zone, (b.x, b.y, b.width, b.height, b.score))
-            )
+            out.append(BoxPosition(label, side, zone, (b.x, b.y, b.width, b.height, b.score)))
     return out
 
 
@@ -289,4 +311,4 @@ def sides_of(positions: Sequence[BoxPosition]) -> Side:
         return "unknown"
     if "bilateral" in sides or {"left", "right"} <= sides:
         return "bilateral"
-    return next(iter(sides))  # type: ignore[return-value]
+    return next(iter(sides))

@@ -52,5 +52,3 @@ def list_discrepancies(
         items=[DiscrepancyRead(**e.to_dict()) for e in entries],  # type: ignore[arg-type]
         scanned=scanned,
     )
-
-

@@ -89,7 +89,10 @@ class BadQuestionRequest(ServiceError):
         }
     },
     responses={
-        413: {"model": ErrorRead, "description": "Upload over CXR_MAX_UPLOAD_MB or CXR_MAX_PIXELS."},
+        413: {
+            "model": ErrorRead,
+            "description": "Upload over CXR_MAX_UPLOAD_MB or CXR_MAX_PIXELS.",
+        },
         415: {"model": ErrorRead, "description": "Not JSON or multipart; an unsupported image."},
         422: {"model": ErrorRead, "description": "No question, a bad report, a corrupt image."},
         503: {"model": ErrorRead, "description": "An image was sent but no model is loaded."},
@@ -129,7 +132,9 @@ async def ask_study(request: Request, state: StateDep, labeler: NlpDep) -> Study
                 raise BadQuestionRequest(f"invalid form: {_short(exc)}") from None
             part = form.get("file")
             if isinstance(part, UploadFile):
-                image, model = await _image(state, part.file, part.filename or "upload", body.view_position)
+                image, model = await _image(
+                    state, part.file, part.filename or "upload", body.view_position
+                )
         finally:
             await form.close()
     else:
@@ -149,7 +154,9 @@ async def ask_study(request: Request, state: StateDep, labeler: NlpDep) -> Study
     def answer_all() -> list[dict[str, Any]]:
         with _ENGINE_LOCK:
             return [
-                engine.ask(q, report=report, image=image, question_id=_qid(body.id, i, len(questions))).to_dict()
+                engine.ask(
+                    q, report=report, image=image, question_id=_qid(body.id, i, len(questions))
+                ).to_dict()
                 for i, q in enumerate(questions)
             ]
 
@@ -211,7 +218,9 @@ async def _image(
     return findings, {"name": card.get("name"), "demo": bool(card.get("demo", False))}
 
 
-def _decode(predictor: Any, file: BinaryIO, name: str, max_pixels: int | None) -> tuple[Any, Any, Any]:
+def _decode(
+    predictor: Any, file: BinaryIO, name: str, max_pixels: int | None
+) -> tuple[Any, Any, Any]:
     """Decode once; keep the model input, the metadata and the lung field estimate."""
     from models.images import load_image
     from models.position import estimate_lung_field

@@ -23,7 +23,9 @@ from labeler.pipeline import build_nlp
 from models.dicom import ImageMeta
 from models.position import LungField
 
-REPORT = "FINDINGS: Small left pleural effusion. No pneumothorax. A 2 cm mass in the right upper lobe."
+REPORT = (
+    "FINDINGS: Small left pleural effusion. No pneumothorax. A 2 cm mass in the right upper lobe."
+)
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,9 @@ RIGHT_LOW = B("Effusion", 20, 220, 40, 50)
 
 def test_report_and_image_agree(engine: StudyQuestions) -> None:
     report = engine.label_reports([REPORT])[REPORT]
-    a = engine.ask("Is the effusion on the left?", report=report, image=_image(["Effusion"], [LEFT_LOW]))
+    a = engine.ask(
+        "Is the effusion on the left?", report=report, image=_image(["Effusion"], [LEFT_LOW])
+    )
     assert (a.type, a.answer, a.source, a.discrepancy) == ("position", "yes", "both", False)
     assert a.evidence["image"]["boxes"][0]["side"] == "left"  # type: ignore[index]
     assert a.evidence["report"][0]["rule"]  # type: ignore[index]
@@ -198,7 +202,10 @@ def test_post_studies_ask_with_image(client: TestClient) -> None:
     Image.fromarray(make_phantom(rng, size=128, labels=["Effusion"]).image).save(buf, "PNG")
     r = client.post(
         "/v1/studies/ask",
-        data={"question": ["Is there an effusion?", "Which side is the effusion on?"], "report": REPORT},
+        data={
+            "question": ["Is there an effusion?", "Which side is the effusion on?"],
+            "report": REPORT,
+        },
         files={"file": ("p.png", buf.getvalue(), "image/png")},
     )
     assert r.status_code == 200, r.text
@@ -210,7 +217,12 @@ def test_post_studies_ask_with_image(client: TestClient) -> None:
 def test_post_studies_ask_errors(make_client: Callable[..., TestClient]) -> None:
     client = make_client(model=False)
     assert client.post("/v1/studies/ask", json={"report": REPORT}).status_code == 422
-    assert client.post("/v1/studies/ask", content=b"x", headers={"content-type": "text/plain"}).status_code == 415
+    assert (
+        client.post(
+            "/v1/studies/ask", content=b"x", headers={"content-type": "text/plain"}
+        ).status_code
+        == 415
+    )
     r = client.post(
         "/v1/studies/ask",
         data={"question": "Is there an effusion?"},

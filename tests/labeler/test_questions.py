@@ -34,7 +34,9 @@ def report(label: Callable[[str], ReportLabels]) -> ReportLabels:
     return label(REPORT)
 
 
-def ask(parser: QuestionParser, report: ReportLabels, question: str) -> tuple[ParsedQuestion, object]:
+def ask(
+    parser: QuestionParser, report: ReportLabels, question: str
+) -> tuple[ParsedQuestion, object]:
     parsed = parser.parse(question)
     assert parsed.type != "unsupported", parsed.message
     return parsed, answer_from_report(parsed, report).answer
@@ -211,7 +213,9 @@ def test_parse_names_the_pattern_ids(parser: QuestionParser) -> None:
     assert parser.parse("Is there pleural fluid?").rules[0] == "finding.effusion"
 
 
-def test_report_evidence_has_offsets_and_rules(parser: QuestionParser, report: ReportLabels) -> None:
+def test_report_evidence_has_offsets_and_rules(
+    parser: QuestionParser, report: ReportLabels
+) -> None:
     answer = answer_from_report(parser.parse("Is the effusion on the left?"), report)
     mention = next(e for e in answer.evidence if e["kind"] == "mention")
     assert REPORT[int(mention["start"]) : int(mention["end"])] == mention["text"]  # type: ignore[call-overload]

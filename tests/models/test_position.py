@@ -46,7 +46,9 @@ def test_patient_orientation_wins_over_view_position() -> None:
     assert orientation_of("AP", "L\\F").image_right == "left"
 
 
-@pytest.mark.parametrize(("view", "orient"), [("LL", None), ("LATERAL", None), (None, "A\\F"), ("XYZ", None)])
+@pytest.mark.parametrize(
+    ("view", "orient"), [("LL", None), ("LATERAL", None), (None, "A\\F"), ("XYZ", None)]
+)
 def test_lateral_or_unknown_views_have_no_side(view: str | None, orient: str | None) -> None:
     o = orientation_of(view, orient)
     assert o.image_right is None
