@@ -196,7 +196,7 @@ class _ImageReader:
     def _read(self, name: str) -> tuple[ImageFindings | None, str | None]:
         from pathlib import Path
 
-        from app.study_questions import image_findings
+        from app.study_questions import image_findings, rendered_heatmaps
         from models.errors import ImageError
         from models.images import load_image
 
@@ -209,7 +209,8 @@ class _ImageReader:
             return None, f"image {name}: {exc}"
         if self.predictor is None:
             self.predictor = self._load_predictor()
-        [pred] = self.predictor.predict([image.pixels], heatmaps="none")
+        # every label's map: a position question presupposes its finding, positive or not
+        [pred] = self.predictor.predict([image.pixels], heatmaps="all")
         return (
             image_findings(
                 pred.probabilities,
@@ -218,6 +219,7 @@ class _ImageReader:
                 image.pixels,
                 image.meta,
                 view_position=self.args.view,
+                heatmaps=rendered_heatmaps(pred.heatmaps, *image.pixels.shape),
             ),
             None,
         )

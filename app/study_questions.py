@@ -9,7 +9,7 @@ presence or side, whatever the question's type.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from labeler.config import LabelerConfig
     from models.dicom import ImageMeta
+    from models.heatmaps import Heatmap
     from models.position import BoxLike, BoxPosition, LungField, Orientation
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "StudyQuestions",
     "discrepancy_of",
     "image_findings",
+    "rendered_heatmaps",
 ]
 
 Source = Literal["report", "image", "both"]
@@ -58,6 +60,7 @@ class ImageFindings:
     positions: list[BoxPosition]
     orientation: Orientation
     lung_field: LungField
+    placed_by_heat: frozenset[str] = frozenset()
 
     def side(self, label: str) -> str:
         """The finding's side on the image: left, right, bilateral or unknown."""
@@ -71,6 +74,7 @@ class ImageFindings:
             "probability": self.probabilities.get(label),
             "positive": label in self.positive,
             "boxes": [p.to_dict() for p in self.positions if p.label == label],
+            "placed_by": "heatmap" if label in self.placed_by_heat else "boxes",
             "orientation": {
                 "image_right": self.orientation.image_right,
                 "basis": self.orientation.basis,
@@ -95,6 +99,7 @@ def image_findings(
     *,
     view_position: str | None = None,
     lung_field: LungField | None = None,
+    heatmaps: Mapping[str, np.ndarray] | None = None,
 ) -> ImageFindings:
     """Place a prediction's boxes in the patient.
 
@@ -106,8 +111,18 @@ def image_findings(
         view_position: overrides `meta.view_position` (e.g. a CSV column).
         lung_field: an estimate made earlier (when the pixels were dropped); wins over
             `pixels`.
+        heatmaps: label -> (h, w) map over the whole image at any resolution
+            (`Heatmap.render`): a finding with a map is placed by its strongest evidence
+            inside the lung field (`models.position.locate_heat`), positive or not; the
+            others by their boxes.
     """
-    from models.position import LungField, estimate_lung_field, locate_boxes, orientation_of
+    from models.position import (
+        LungField,
+        estimate_lung_field,
+        locate_boxes,
+        locate_heat,
+        orientation_of,
+    )
 
     orientation = orientation_of(
         view_position or (meta.view_position if meta else None),
@@ -121,13 +136,45 @@ def image_findings(
         cols = float(meta.columns if meta else 0) or 1.0
         rows = float(meta.rows if meta else 0) or 1.0
         lung = LungField(0.0, 0.0, cols, rows, "image")
+    if pixels is not None:
+        size = (int(pixels.shape[0]), int(pixels.shape[1]))
+    else:
+        size = (int(meta.rows) if meta else 0, int(meta.columns) if meta else 0)
+    placed = []
+    by_heat: set[str] = set()
+    for label, heat in (heatmaps or {}).items():
+        pos = locate_heat(label, heat, size[0], size[1], lung, orientation)
+        if pos is not None:
+            placed.append(pos)
+            by_heat.add(label)
+    placed += locate_boxes(
+        [b for b in boxes if b.label in positive and b.label not in by_heat], lung, orientation
+    )
     return ImageFindings(
         probabilities=dict(probabilities),
         positive=list(positive),
-        positions=locate_boxes([b for b in boxes if b.label in positive], lung, orientation),
+        positions=placed,
         orientation=orientation,
         lung_field=lung,
+        placed_by_heat=frozenset(by_heat),
     )
+
+
+def rendered_heatmaps(
+    heatmaps: Mapping[str, Heatmap], rows: int, columns: int, *, side: int = 128
+) -> dict[str, np.ndarray]:
+    """Render `Prediction.heatmaps` small (long side `side`) for `image_findings`.
+
+    Args:
+        heatmaps: label -> `models.heatmaps.Heatmap`.
+        rows, columns: the original image's size (for the aspect ratio).
+        side: the rendered long side in pixels.
+    """
+    if rows <= 0 or columns <= 0:
+        return {}
+    scale = side / max(rows, columns)
+    r, c = max(1, round(rows * scale)), max(1, round(columns * scale))
+    return {label: hm.render(r, c) for label, hm in heatmaps.items()}
 
 
 @dataclass
@@ -304,6 +351,12 @@ def answer_question(
         base.source = "both" if image_spoke else "report"
     elif img is not None and img[1]:
         base.answer, base.source = img[0], "image"
+        if parsed.type == "position" and image is not None and label not in image.positive:
+            p = image.probabilities.get(label, 0.0)
+            base.message = base.message or (
+                f"the model does not call {label} positive (p={p:.2f}); the answer is where "
+                "its strongest evidence lies"
+            )
     elif rep is not None:
         base.answer, base.source = rep.answer, "report"
     else:
@@ -332,15 +385,15 @@ def _answer_from_image(parsed: ParsedQuestion, image: ImageFindings) -> tuple[An
         return "unknown", False
     positions = [p for p in image.positions if p.label == label]
     if parsed.open:
-        if not seen or not positions:
+        if not positions:
             return "unknown", False
         side = image.side(label)
         terms: list[str] = [] if side == "unknown" else [side]
         if parsed.asks != "side":
             terms += list(dict.fromkeys(p.zone for p in positions))
         return (terms, True) if terms else ("unknown", False)
-    if not seen:
-        return "no", True
+    if not positions:
+        return ("unknown", False) if seen else ("no", True)
     verdicts = []
     side = image.side(label)
     for q in parsed.qualifiers:

@@ -33,6 +33,7 @@ __all__ = [
     "Orientation",
     "estimate_lung_field",
     "locate_boxes",
+    "locate_heat",
     "orientation_of",
     "sides_of",
 ]
@@ -302,6 +303,84 @@ def locate_boxes(
             )
             out.append(BoxPosition(label, side, zone, (b.x, b.y, b.width, b.height, b.score)))
     return out
+
+
+def locate_heat(
+    label: str,
+    heat: np.ndarray,
+    rows: int,
+    columns: int,
+    field: LungField,
+    orientation: Orientation,
+    *,
+    level: float = 0.7,
+) -> BoxPosition | None:
+    """Place a finding by its heatmap: where its strongest evidence lies inside the lung field.
+
+    The heat outside the lung field (widened by a tenth on each side) is ignored: the
+    lesions asked about lie in the lungs, and a weakly supervised map often has stray heat
+    at the image border. The pixels at or above `level` times the in-field maximum form the
+    region: its heat-weighted centre gives the side and zone, its bounding box the box. It
+    is `bilateral` when each side holds at least a third of the region's heat.
+
+    Args:
+        label: the finding.
+        heat: (h, w) map over the whole image, any resolution, bright = evidence.
+        rows, columns: the original image's size (the map is scaled to it).
+        field: the lung field, in original pixels.
+        orientation: from `orientation_of`.
+        level: the region's share of the maximum.
+
+    Returns:
+        The position (box in original pixels, score the in-field maximum), or None for a
+        flat or empty map.
+    """
+    h = np.asarray(heat, dtype=np.float32)
+    if h.ndim != 2 or h.size == 0 or rows <= 0 or columns <= 0:
+        return None
+    sy, sx = rows / h.shape[0], columns / h.shape[1]
+    pad_x, pad_y = field.width * 0.1, field.height * 0.1
+    x0 = max(0, int((field.x - pad_x) / sx))
+    x1 = min(h.shape[1], int(np.ceil((field.x + field.width + pad_x) / sx)))
+    y0 = max(0, int((field.y - pad_y) / sy))
+    y1 = min(h.shape[0], int(np.ceil((field.y + field.height + pad_y) / sy)))
+    inside = h[y0:y1, x0:x1]
+    if inside.size == 0:
+        return None
+    top = float(inside.max())
+    low = float(inside.min())
+    if not top > low:
+        return None
+    region = inside >= low + level * (top - low)
+    ys, xs = np.nonzero(region)
+    weights = inside[ys, xs] - low
+    cx = (float((xs * weights).sum() / weights.sum()) + x0 + 0.5) * sx
+    cy = (float((ys * weights).sum() / weights.sum()) + y0 + 0.5) * sy
+    bx0, bx1 = (xs.min() + x0) * sx, (xs.max() + x0 + 1) * sx
+    by0, by1 = (ys.min() + y0) * sy, (ys.max() + y0 + 1) * sy
+    side: Side
+    if orientation.image_right is None:
+        side = "unknown"
+    else:
+        px = (xs + x0 + 0.5) * sx
+        right_share = float(weights[px >= field.midline].sum() / weights.sum())
+        if min(right_share, 1 - right_share) >= 1 / 3:
+            side = "bilateral"
+        else:
+            other: Side = "right" if orientation.image_right == "left" else "left"
+            side = orientation.image_right if cx >= field.midline else other
+    rel = (cy - field.y) / field.height if field.height > 0 else 0.5
+    zone: Literal["upper", "middle", "lower"] = (
+        "upper" if rel < 1 / 3 else ("middle" if rel < 2 / 3 else "lower")
+    )
+    box = (
+        round(float(bx0), 1),
+        round(float(by0), 1),
+        round(float(bx1 - bx0), 1),
+        round(float(by1 - by0), 1),
+        round(top, 4),
+    )
+    return BoxPosition(label, side, zone, box)
 
 
 def sides_of(positions: Sequence[BoxPosition]) -> Side:

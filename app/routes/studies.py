@@ -203,7 +203,7 @@ async def _image(
         _decode, inference.predictor, file, name, state.settings.max_pixels
     )
     prediction = await inference.predict(prepared)
-    from app.study_questions import image_findings
+    from app.study_questions import image_findings, rendered_heatmaps
 
     card = inference.predictor.card or {}
     findings = image_findings(
@@ -214,6 +214,7 @@ async def _image(
         meta,
         view_position=view_position,
         lung_field=lung,
+        heatmaps=rendered_heatmaps(prediction.heatmaps, meta.rows, meta.columns),
     )
     return findings, {"name": card.get("name"), "demo": bool(card.get("demo", False))}
 

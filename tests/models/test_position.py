@@ -98,3 +98,22 @@ def test_lung_field_falls_back_to_the_whole_image() -> None:
     assert estimate_lung_field(flat) == LungField(0.0, 0.0, 80.0, 64.0, "image")
     with pytest.raises(ValueError, match="2-D"):
         estimate_lung_field(np.zeros((4, 4, 3)))
+
+
+def test_heat_places_a_finding_inside_the_lung_field() -> None:
+    from models.position import locate_heat
+
+    heat = np.zeros((30, 20), np.float32)
+    heat[0:3, 0:3] = 5.0  # stray heat in the corner, outside the lung field
+    heat[22:25, 14:17] = 1.0  # image right, low: the patient's left lower zone
+    field = LungField(50, 60, 100, 200, "otsu_components")
+    pos = locate_heat("Effusion", heat, 300, 200, field, orientation_of("PA", None))
+    assert pos is not None
+    assert (pos.side, pos.zone) == ("left", "lower")
+    both = np.zeros((30, 20), np.float32)
+    both[15, 5] = both[15, 15] = 1.0
+    pos = locate_heat("Edema", both, 300, 200, field, orientation_of("PA", None))
+    assert pos is not None and pos.side == "bilateral"
+    assert (
+        locate_heat("Mass", np.zeros((8, 8)), 300, 200, field, orientation_of("PA", None)) is None
+    )
