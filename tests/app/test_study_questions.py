@@ -235,3 +235,35 @@ def test_get_discrepancies_empty(make_client: Callable[..., TestClient]) -> None
     r = make_client(model=False).get("/v1/discrepancies")
     assert r.status_code == 200
     assert r.json() == {"items": [], "scanned": 0}
+
+
+def test_get_discrepancies_lists_stored_batch_results(
+    make_client: Callable[..., TestClient],
+) -> None:
+    from app.db.models import BatchItem, BatchJob
+
+    client = make_client(model=False)
+    result = {
+        "rows": 300,
+        "columns": 200,
+        "view_position": "PA",
+        "accession_number": "A1",
+        "report": {"labels": {"Effusion": "positive"}, "source": "csv"},
+        "prediction": {"probabilities": {"Effusion": 0.1}, "positive": [], "boxes": []},
+    }
+    agree = dict(result, report={"labels": {"Effusion": "negative"}, "source": "csv"})
+    with client.app.state.cxr.sessions() as session:  # type: ignore[attr-defined]
+        session.add(BatchJob(id="job-1", state="done", source_kind="path", source="x"))
+        session.add(
+            BatchItem(job_id="job-1", path="a.dcm", kind="image", state="done", result=result)
+        )
+        session.add(
+            BatchItem(job_id="job-1", path="b.dcm", kind="image", state="done", result=agree)
+        )
+        session.commit()
+    body = client.get("/v1/discrepancies").json()
+    assert body["scanned"] == 2
+    [item] = body["items"]
+    assert (item["item"], item["label"], item["accession_number"]) == ("a.dcm", "Effusion", "A1")
+    assert item["report"]["status"] == "positive" and item["image"]["positive"] is False
+    assert client.get("/v1/discrepancies", params={"job_id": "other"}).json()["items"] == []
