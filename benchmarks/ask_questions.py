@@ -541,6 +541,11 @@ def main() -> int:
     )
     ap.add_argument("--images", type=int, default=0, help="phantom images (position questions)")
     ap.add_argument("--speed", type=int, default=0, help="report questions for a 1-core speed run")
+    ap.add_argument(
+        "--unique-reports",
+        action="store_true",
+        help="speed run: every question gets its own report text (the worst case)",
+    )
     ap.add_argument("--demo-model", help="demo model folder (image questions)")
     ap.add_argument("--model", help="checkpoint (image questions)")
     ap.add_argument("--seed", type=int, default=1)
@@ -567,6 +572,17 @@ def main() -> int:
         while len(speed_cases) < args.speed:
             speed_cases += speed_cases[: args.speed - len(speed_cases)]
         speed_cases = speed_cases[: args.speed]
+        if args.unique_reports:
+            for i, c in enumerate(speed_cases):
+                speed_cases[i] = Case(
+                    c.id,
+                    f"{c.report} Comparison: study {i}.",
+                    "",
+                    c.question,
+                    c.type,
+                    c.label,
+                    c.expected,
+                )
         _write_csv(speed_cases, out / "speed.csv")
         _write_csv(speed_cases[:1], out / "one.csv")
         start_up = _run_cxr(out / "one.csv", out / "one.jsonl", [], one_core=True)
