@@ -100,6 +100,7 @@ class QuestionPatterns:
     presence: tuple[_Entry, ...]
     negations: tuple[_Entry, ...]
     question_words: frozenset[str]
+    yes_no_starts: frozenset[str] = frozenset()
     zone_includes: Mapping[str, frozenset[str]] = field(default_factory=dict)
     absorbed: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
@@ -188,6 +189,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         presence=_entries(name, data.get("presence"), "presence"),
         negations=_entries(name, data.get("negations"), "negations"),
         question_words=frozenset(str(w).lower() for w in data.get("question_words") or ()),
+        yes_no_starts=frozenset(str(w).lower() for w in data.get("yes_no_starts") or ()),
         zone_includes={str(e.value): frozenset(e.accepts) for e in qualifiers["zone"]},
         absorbed={
             str(k): frozenset(str(i) for i in v) for k, v in (data.get("absorbed") or {}).items()
@@ -391,7 +393,17 @@ class QuestionParser:
         comparison = self._comparison(doc, hits, words, free)
         # open cues: the first in file order wins; a numeric comparison makes a size or
         # count question closed; a weak cue yields to any closed qualifier
-        has_qualifier = any(h.group in _QUALIFIER_KINDS and free(h) for h in hits)
+        free_kinds = {h.group for h in hits if h.group in _QUALIFIER_KINDS and free(h)}
+        has_qualifier = bool(free_kinds)
+        # "Is the effusion located on the right?": a yes/no question with a qualifier of
+        # the open cue's own type is closed ("Is there any change in the left effusion?"
+        # stays an open change question)
+        closed_types = (
+            {_TYPE_OF_KIND[k] for k in free_kinds}
+            | ({"size"} if "severity" in free_kinds else set())
+            if words[0] in self.patterns.yes_no_starts
+            else set()
+        )
         opens = [
             h
             for h in hits
@@ -399,6 +411,7 @@ class QuestionParser:
             and free(h)
             and not (comparison is not None and h.entry.get("type") in ("size", "count"))
             and not (h.entry.get("weak") and has_qualifier)
+            and h.entry.get("type") not in closed_types
         ]
         if opens:
             order = {e.id: i for i, e in enumerate(self.patterns.open)}

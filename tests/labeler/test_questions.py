@@ -104,6 +104,8 @@ def test_presence_follows_negation_and_uncertainty(
         ("Is the nodule in the lower lobe?", "yes"),
         ("Can you see a nodule in the left lung?", "yes"),
         ("Is there a right pleural effusion?", "no"),
+        ("Is the effusion located on the left?", "yes"),
+        ("Is the mass located in the upper lobe?", "yes"),
         ("Where is the pneumothorax?", "unknown"),
     ],
 )
@@ -170,6 +172,8 @@ def test_comparison_units_convert_to_mm(parser: QuestionParser) -> None:
         ("Is the cardiomegaly mild or severe?", "severity", "moderate"),
         ("Is there a small left effusion?", "severity", "yes"),
         ("Is there a small right effusion?", "severity", "no"),
+        ("How much fluid is there?", "severity", "mild"),
+        ("Is there any change in the left effusion?", "change", "increased"),
     ],
 )
 def test_count_change_severity_answers(
@@ -199,6 +203,7 @@ def test_resolved_finding_answers_change(
         "Is the mass malignant?",
         "",
         "Is it mild, moderate or severe?",
+        "Is there evidence of congestive heart failure?",
     ],
 )
 def test_unsupported_questions_are_never_guessed(parser: QuestionParser, question: str) -> None:
