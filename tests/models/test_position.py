@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pytest
@@ -117,3 +118,13 @@ def test_heat_places_a_finding_inside_the_lung_field() -> None:
     assert (
         locate_heat("Mass", np.zeros((8, 8)), 300, 200, field, orientation_of("PA", None)) is None
     )
+
+
+def test_dicom_patient_orientation_is_read(make_dicom: Any) -> None:
+    from models.dicom import read_dicom
+
+    pixels = np.full((32, 32), 1000, np.uint16)
+    meta = read_dicom(make_dicom(pixels, PatientOrientation=["R", "F"], ViewPosition="PA")).meta
+    assert (meta.patient_orientation, meta.view_position) == ("R\\F", "PA")
+    assert orientation_of(meta.view_position, meta.patient_orientation).image_right == "right"
+    assert read_dicom(make_dicom(pixels, name="b.dcm")).meta.patient_orientation is None
