@@ -101,6 +101,7 @@ class QuestionPatterns:
     negations: tuple[_Entry, ...]
     question_words: frozenset[str]
     yes_no_starts: frozenset[str] = frozenset()
+    context_words: frozenset[str] = frozenset()
     zone_includes: Mapping[str, frozenset[str]] = field(default_factory=dict)
     absorbed: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
@@ -190,6 +191,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         negations=_entries(name, data.get("negations"), "negations"),
         question_words=frozenset(str(w).lower() for w in data.get("question_words") or ()),
         yes_no_starts=frozenset(str(w).lower() for w in data.get("yes_no_starts") or ()),
+        context_words=frozenset(str(w).lower() for w in data.get("context_words") or ()),
         zone_includes={str(e.value): frozenset(e.accepts) for e in qualifiers["zone"]},
         absorbed={
             str(k): frozenset(str(i) for i in v) for k, v in (data.get("absorbed") or {}).items()
@@ -385,6 +387,7 @@ class QuestionParser:
 
         words = [t.lower_ for t in doc]
         absorbed = self.patterns.absorbed.get(label, frozenset())
+        all_hits = hits
         hits = [
             h
             for h in hits
@@ -463,6 +466,27 @@ class QuestionParser:
                         else ("place" if qtype == "position" else None),
                         rules=(*rules, *(q.rule for q in quals if q.kind == kind)),
                     )
+        unknown = self._unknown_words(doc, all_hits, found)
+        if unknown:
+            return ParsedQuestion(
+                text,
+                "unsupported",
+                label=label,
+                message=f"the question asks about {label} with words that are not understood "
+                f"({', '.join(repr(w) for w in unknown[:3])}); supported: presence, position, "
+                "size, count, change, severity",
+            )
+        negs = [h for h in hits if h.group == "negation" and free(h)]
+        if quals and negs:
+            return ParsedQuestion(
+                text,
+                "unsupported",
+                label=label,
+                rules=(*rules, negs[0].entry.id),
+                message=f"a question about {label} asked in the negative "
+                f"({doc[negs[0].start : negs[0].end].text!r}) is answered only for presence; "
+                "ask it the positive way",
+            )
         if quals:
             kinds = {q.kind for q in quals}
             first = next(k for k in _KIND_ORDER if k in kinds)
@@ -483,7 +507,6 @@ class QuestionParser:
                 message=f"the question names {label} but what it asks about it is not "
                 "understood; supported: presence, position, size, count, change, severity",
             )
-        negs = [h for h in hits if h.group == "negation" and free(h)]
         return ParsedQuestion(
             text,
             "presence",
@@ -495,6 +518,24 @@ class QuestionParser:
                 *(h.entry.id for h in negs[:1]),
             ),
         )
+
+    def _unknown_words(
+        self, doc: Doc, hits: list[_Hit], found: list[tuple[str, str, int, int]]
+    ) -> list[str]:
+        """Content words of a yes/no question that no entry explains ("Is the nodule
+        calcified?"): answering it as a presence question would be a guess."""
+        covered = {i for h in hits for i in range(h.start, h.end)}
+        covered.update(i for _, _, s, e in found for i in range(s, e))
+        p = self.patterns
+        context = p.context_words | p.units.keys() | p.number_words.keys() | {"than", "a"}
+        return [
+            t.text
+            for t in doc
+            if t.i not in covered
+            and not (t.is_punct or t.is_space or t.is_stop or t.like_num)
+            and t.lower_ not in context
+            and t.lower_.rstrip(".") not in context
+        ]
 
     def _findings(self, doc: Doc, hits: list[_Hit]) -> list[tuple[str, str, int, int]]:
         """(label, rule id, start, end) of the findings named, longest first where they overlap."""

@@ -204,6 +204,9 @@ def test_resolved_finding_answers_change(
         "",
         "Is it mild, moderate or severe?",
         "Is there evidence of congestive heart failure?",
+        "Is the nodule calcified?",  # a closed question with a word no entry explains
+        "Is the effusion loculated?",
+        "Are both lungs clear of effusion?",  # negated and qualified
     ],
 )
 def test_unsupported_questions_are_never_guessed(parser: QuestionParser, question: str) -> None:
