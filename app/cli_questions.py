@@ -98,7 +98,7 @@ def _ask(args: argparse.Namespace) -> int:
     if args.questions is not None:
         path = Path(args.questions)
         try:
-            with path.open(newline="", encoding="utf-8") as f:
+            with path.open(newline="", encoding="utf-8-sig") as f:  # a BOM is not part of `id`
                 reader = csv.DictReader(f)
                 missing = {"id", "question"} - set(reader.fieldnames or ())
                 if missing:
