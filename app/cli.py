@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from app import cli_labeler, cli_models, cli_pacs, cli_service
+from app import cli_labeler, cli_models, cli_pacs, cli_questions, cli_service
 
 __all__ = ["CxrArgumentParser", "build_parser", "main", "run", "set_up_logging"]
 
@@ -75,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_models.register(sub)
     cli_service.register(sub)
     cli_pacs.register(sub)
+    cli_questions.register(sub)
     return parser
 
 

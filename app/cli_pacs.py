@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from app.pacs.association_guard import ListenerLimits
-    from app.pacs.dicomweb import DicomwebClient
     from app.settings import Settings
+    from batch.pacs.dicomweb import DicomwebClient
 
 T = TypeVar("T")
 

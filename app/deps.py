@@ -25,6 +25,9 @@ from batch.pacs.dicomweb import DicomwebServer
 if TYPE_CHECKING:  # models.predict imports torch, which the service loads only with a model
     from models.predict import Predictor
 
+if TYPE_CHECKING:
+    from app.study_questions import StudyQuestions
+
 __all__ = [
     "AppState",
     "InferenceDep",
@@ -54,6 +57,7 @@ class AppState:
     inference: InferenceQueue | None = None
     runner: BatchRunner | None = None
     dicomweb: DicomwebServer | None = None
+    questions: StudyQuestions | None = None  # built on the first POST /v1/studies/ask
 
 
 class Unauthorized(ServiceError):

@@ -76,7 +76,7 @@ class DatabaseSink(Sink):
     """Outcomes stored on a service job's items, one short transaction per chunk.
 
     Before a chunk runs its items are marked in flight (`crud.mark_in_flight`), so a
-    process killed by one file does not die on it forever: see `app.batch.runner`.
+    process killed by one file does not die on it forever: see `BatchRunner` above.
     """
 
     def __init__(self, sessions: sessionmaker[Session], job_id: str) -> None:

@@ -75,6 +75,7 @@ class UploadLimitMiddleware:
     _FILES = {
         "/v1/images/predict": ("upload", None),  # raw (any type but JSON) or multipart
         "/v1/batches": ("batch", "multipart/form-data"),
+        "/v1/studies/ask": ("upload", "multipart/form-data"),  # an image with the questions
     }
 
     def __init__(self, app: ASGIApp, settings: Settings) -> None:
@@ -373,12 +374,21 @@ def create_app(settings: Settings | None = None, *, predictor: Predictor | None 
     _register_exception_handlers(app)
     _add_docs(app)
 
-    from app.routes import batches, health, images, predictions, reports, web
+    from app.routes import (
+        batches,
+        discrepancies,
+        health,
+        images,
+        predictions,
+        reports,
+        studies,
+        web,
+    )
 
     secured = [Depends(require_api_key)]
     app.include_router(health.router)
     app.include_router(web.router)  # the page at `/`; its data calls /v1 with the key
-    for module in (reports, images, predictions, batches):
+    for module in (reports, images, predictions, batches, studies, discrepancies):
         app.include_router(module.router, prefix="/v1", dependencies=secured)
 
     app.openapi = lambda: _openapi_with_errors(app)  # type: ignore[method-assign]

@@ -227,11 +227,17 @@ try:
     predict_files(predictor, [], display_size=None, **kw)
 except TypeError:  # older code: no workers argument
     kw = {}
+stages = {}
 def run(files):
     n = 0
+    stages.clear()
     for r in predict_files(predictor, files, heatmaps="none", display_size=None, **kw):
         if r.prediction is None:
             raise SystemExit(f"{r.path}: {r.error}")
+        for k, v in r.timings.items():
+            stages["worker " + k] = stages.get("worker " + k, 0.0) + v
+        for k, v in r.prediction.timings.items():
+            stages["main " + k] = stages.get("main " + k, 0.0) + v
         n += 1
     if predictor.device.type == "cuda":
         import torch; torch.cuda.synchronize()
@@ -239,7 +245,7 @@ def run(files):
 run(cfg["files"][: 2 * cfg["batch"]])  # warm-up: pools, allocator, cuDNN autotuning
 t0 = time.perf_counter()
 n = run(cfg["files"])
-print(json.dumps({"files": n, "seconds": time.perf_counter() - t0}))
+print(json.dumps({"files": n, "seconds": time.perf_counter() - t0, "stages": stages}))
 """
 
 
@@ -258,7 +264,13 @@ def throughput(
     if done.returncode != 0:
         raise RuntimeError(f"throughput run failed: {done.stderr[-2000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    return float(result["files"]) / float(result["seconds"])
+    n, seconds = float(result["files"]), float(result["seconds"])
+    per_file = ", ".join(
+        f"{k} {1000 * v / n:.1f}" for k, v in sorted(result.get("stages", {}).items())
+    )
+    if per_file:
+        _say(f"  ms per file: {per_file} (workers' stages run in parallel)")
+    return n / seconds
 
 
 def latency(checkpoint: Path, dicom: Path, *, device: str, n: int, work: Path) -> None:

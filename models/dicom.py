@@ -89,6 +89,8 @@ class ImageMeta:
     columns: int = 0
     bits_stored: int | None = None
     view_position: str | None = None
+    #: (0020,0020) as `row\\column` directions, e.g. `L\\F` (models.position)
+    patient_orientation: str | None = None
     transfer_syntax_uid: str | None = None
     patient_id: str | None = field(default=None, repr=False)
 
@@ -371,9 +373,19 @@ def _meta(name: str, ds: Any) -> ImageMeta:
         columns=_int(name, ds, "Columns", 0) or 0,
         bits_stored=_int(name, ds, "BitsStored"),
         view_position=_str(ds, "ViewPosition"),
+        patient_orientation=_orientation(ds),
         transfer_syntax_uid=str(tsuid) if tsuid else None,
         patient_id=_str(ds, "PatientID"),
     )
+
+
+def _orientation(ds: Any) -> str | None:
+    value = ds.get("PatientOrientation")
+    if value is None or value == "":
+        return None
+    parts = [str(v) for v in value] if not isinstance(value, str) else value.split("\\")
+    text = "\\".join(p.strip(" \x00") for p in parts)[:16]
+    return text if text and not _CONTROL.search(text) else None
 
 
 def check_dimensions(name: str, rows: int, columns: int, max_pixels: int | None = None) -> None:

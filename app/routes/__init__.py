@@ -1,1 +1,1 @@
-"""One router per resource: reports, images, predictions, batches, health."""
+"""One router per resource: reports, images, predictions, batches, studies, discrepancies."""

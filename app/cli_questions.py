@@ -1,0 +1,225 @@
+"""`cxr ask`: questions in plain English about a report, an image, or both.
+
+Only argparse is imported at module level; the labeler (and torch, only when an image is
+given) are imported by the handler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from app.study_questions import ImageFindings
+
+__all__ = ["register"]
+
+_EXIT_USAGE = 2
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    """Add `ask` to `cxr`."""
+    p = sub.add_parser(
+        "ask",
+        help="answer questions about a report and/or an image (presence, position, size, ...)",
+        description=(
+            "Answer a plain-English question about a study: from the report (--report), "
+            "the image (--image, with --model or --demo-model) or both, with the evidence "
+            "and a discrepancy flag when they disagree. Many at once: --questions FILE.csv "
+            "with columns id,report,image,question (report text inline; image a path or "
+            "empty), one JSON object per row to -o. Exit status 1 when a row failed (its "
+            "image could not be read), 2 when the input cannot be read. See docs/questions.md."
+        ),
+    )
+    p.add_argument("--report", help="report text, or a file holding it")
+    p.add_argument("--image", help="DICOM, PNG or JPEG file")
+    p.add_argument("--question", help="the question")
+    p.add_argument("--questions", metavar="FILE.csv", help="CSV: id,report,image,question")
+    p.add_argument("-o", "--output", default="-", help="JSON Lines output (default: stdout)")
+    p.add_argument("--model", help="checkpoint for image questions")
+    p.add_argument(
+        "--demo-model",
+        metavar="DIR",
+        help="use (building on first use) the demo phantom model cached in DIR",
+    )
+    p.add_argument(
+        "--view",
+        help="View Position of images without one (PA, AP, LL); default: from the DICOM, "
+        "else read as a frontal view",
+    )
+    p.add_argument(
+        "--labels",
+        default="chestxray14",
+        metavar="SET",
+        help="label set of the report labeler (chestxray14, chestxray8, or a YAML file)",
+    )
+    p.add_argument("--patterns", default="questions.v1", help="question pattern file")
+    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda")
+    p.add_argument("-q", "--quiet", action="store_true", help="no summary line on stderr")
+    p.set_defaults(handler=_ask)
+
+
+def _fail(message: str) -> int:
+    sys.stderr.write(f"cxr ask: error: {message}\n")
+    return _EXIT_USAGE
+
+
+def _report_text(value: str | None) -> str | None:
+    from pathlib import Path
+
+    if value is None:
+        return None
+    if len(value) < 4096 and "\n" not in value:
+        path = Path(value)
+        try:
+            if path.is_file():
+                return path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            pass
+    return value
+
+
+def _ask(args: argparse.Namespace) -> int:
+    import csv
+    import json
+    import time
+    from pathlib import Path
+
+    from app.cli_labeler import _import_spacy_without_torch
+
+    started = time.perf_counter()
+    if (args.question is None) == (args.questions is None):
+        return _fail("give exactly one of --question TEXT or --questions FILE.csv")
+    if args.question is not None and args.report is None and args.image is None:
+        return _fail("give --report, --image or both with --question")
+    rows: list[dict[str, str]]
+    base_dir = Path.cwd()
+    if args.questions is not None:
+        path = Path(args.questions)
+        try:
+            with path.open(newline="", encoding="utf-8-sig") as f:  # a BOM is not part of `id`
+                reader = csv.DictReader(f)
+                missing = {"id", "question"} - set(reader.fieldnames or ())
+                if missing:
+                    return _fail(
+                        f"{path}: missing column(s) {', '.join(sorted(missing))}; "
+                        "expected id,report,image,question"
+                    )
+                rows = [dict(r) for r in reader]
+        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            return _fail(f"cannot read {path}: {exc}")
+        base_dir = path.resolve().parent
+    else:
+        rows = [
+            {
+                "id": "1",
+                "report": _report_text(args.report) or "",
+                "image": args.image or "",
+                "question": args.question,
+            }
+        ]
+    if any((r.get("image") or "").strip() for r in rows) and not (args.model or args.demo_model):
+        return _fail("image questions need a model: --model CHECKPOINT or --demo-model DIR")
+
+    _import_spacy_without_torch()
+    from app.study_questions import StudyQuestions
+    from labeler.config import LabelerConfig
+    from labeler.pipeline import build_nlp
+
+    config = LabelerConfig(label_set=args.labels)
+    engine = StudyQuestions(build_nlp(config), config, patterns=args.patterns)
+    images = _ImageReader(args, base_dir)
+    failed = 0
+    out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")  # noqa: SIM115
+    try:
+        for start in range(0, len(rows), 2048):
+            chunk = rows[start : start + 2048]
+            reports = engine.label_reports((r.get("report") or "").strip() for r in chunk)
+            lines = []
+            for r in chunk:
+                text = (r.get("report") or "").strip()
+                image, error = images.get((r.get("image") or "").strip())
+                answer = engine.ask(
+                    r.get("question") or "",
+                    report=reports.get(text) if text else None,
+                    image=image,
+                    question_id=str(r.get("id") or ""),
+                )
+                if error:
+                    failed += 1
+                    answer.message = error
+                lines.append(json.dumps(answer.to_dict(), ensure_ascii=False))
+            out.write("\n".join(lines) + "\n")
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    if not args.quiet:
+        took = time.perf_counter() - started
+        sys.stderr.write(
+            f"cxr ask: {len(rows):,} questions answered"
+            + (f", {failed} with an unreadable image" if failed else "")
+            + f" -> {args.output if args.output != '-' else 'stdout'} in {took:.1f} s\n"
+        )
+    return 1 if failed else 0
+
+
+class _ImageReader:
+    """Images read and predicted once per path; the model loaded on first use."""
+
+    def __init__(self, args: argparse.Namespace, base_dir: Any) -> None:
+        self.args = args
+        self.base_dir = base_dir
+        self.predictor: Any = None
+        self.cache: dict[str, tuple[ImageFindings | None, str | None]] = {}
+
+    def get(self, name: str) -> tuple[ImageFindings | None, str | None]:
+        if not name:
+            return None, None
+        if name not in self.cache:
+            self.cache[name] = self._read(name)
+        return self.cache[name]
+
+    def _load_predictor(self) -> Any:
+        from pathlib import Path
+
+        from models.predict import load_predictor
+
+        if self.args.model:
+            return load_predictor(self.args.model, device=self.args.device)
+        from app.demo import ensure_demo_model
+
+        return load_predictor(
+            ensure_demo_model(Path(self.args.demo_model)), device=self.args.device
+        )
+
+    def _read(self, name: str) -> tuple[ImageFindings | None, str | None]:
+        from pathlib import Path
+
+        from app.study_questions import image_findings, rendered_heatmaps
+        from models.errors import ImageError
+        from models.images import load_image
+
+        path = Path(name)
+        if not path.is_absolute() and not path.exists():
+            path = self.base_dir / path
+        try:
+            image = load_image(path)
+        except (ImageError, OSError) as exc:
+            return None, f"image {name}: {exc}"
+        if self.predictor is None:
+            self.predictor = self._load_predictor()
+        # every label's map: a position question presupposes its finding, positive or not
+        [pred] = self.predictor.predict([image.pixels], heatmaps="all")
+        return (
+            image_findings(
+                pred.probabilities,
+                pred.positive,
+                pred.boxes,
+                image.pixels,
+                image.meta,
+                view_position=self.args.view,
+                heatmaps=rendered_heatmaps(pred.heatmaps, *image.pixels.shape),
+            ),
+            None,
+        )

@@ -1,0 +1,234 @@
+"""POST /v1/studies/ask: questions in plain English about a report, an image, or both."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, Field, ValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+
+from app.deps import NlpDep, StateDep
+from app.errors import ModelNotLoaded, ServiceError, UnsupportedMediaType
+from app.schemas import ErrorRead
+
+if TYPE_CHECKING:
+    from app.study_questions import ImageFindings, StudyQuestions
+
+router = APIRouter(tags=["studies"])
+
+_MAX_QUESTIONS = 100
+_MAX_REPORT_CHARS = 100_000
+_ENGINE_LOCK = threading.Lock()
+
+
+class StudyAskCreate(BaseModel):
+    """Questions about one study: the report text and one question or several."""
+
+    id: str = Field("", max_length=128, description="copied to each answer (suffixed per question)")
+    report: str | None = Field(None, max_length=_MAX_REPORT_CHARS, description="report text")
+    question: str | None = Field(None, max_length=500)
+    questions: list[str] | None = Field(None, max_length=_MAX_QUESTIONS)
+    view_position: str | None = Field(
+        None, max_length=16, description="View Position for an image without one (PA, AP, LL)"
+    )
+
+
+class AnswerRead(BaseModel):
+    """One answer (see docs/questions.md)."""
+
+    id: str
+    question: str
+    type: str = Field(examples=["position"])
+    label: str | None = Field(examples=["Effusion"])
+    answer: str | int | float | list[str] | None = Field(examples=["yes", ["left", "lower"]])
+    source: str | None = Field(examples=["both"])
+    evidence: dict[str, Any]
+    discrepancy: bool
+    message: str | None = None
+    unit: str | None = None
+
+
+class StudyAnswersRead(BaseModel):
+    """The answers, in question order, and the model that read the image (if any)."""
+
+    answers: list[AnswerRead]
+    model: dict[str, Any] | None = None
+
+
+class BadQuestionRequest(ServiceError):
+    """A request without a question, or with more than the allowed number."""
+
+    status_code = 422
+
+
+@router.post(
+    "/studies/ask",
+    response_model=StudyAnswersRead,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": StudyAskCreate.model_json_schema()},
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "properties": {
+                            "question": {"type": "array", "items": {"type": "string"}},
+                            "report": {"type": "string"},
+                            "view_position": {"type": "string"},
+                            "file": {"type": "string", "format": "binary"},
+                        },
+                        "required": ["question"],
+                    }
+                },
+            },
+        }
+    },
+    responses={
+        413: {
+            "model": ErrorRead,
+            "description": "Upload over CXR_MAX_UPLOAD_MB or CXR_MAX_PIXELS.",
+        },
+        415: {"model": ErrorRead, "description": "Not JSON or multipart; an unsupported image."},
+        422: {"model": ErrorRead, "description": "No question, a bad report, a corrupt image."},
+        503: {"model": ErrorRead, "description": "An image was sent but no model is loaded."},
+    },
+    summary="Answer questions about a study's report and image",
+)
+async def ask_study(request: Request, state: StateDep, labeler: NlpDep) -> StudyAnswersRead:
+    """Answer plain-English questions (presence, position, size, count, change, severity)
+    from the report text, the image (multipart field `file`: DICOM, PNG, JPEG) or both,
+    with the report spans and rule ids, the image boxes and probabilities used, and
+    `discrepancy: true` where the report and the image disagree on presence or side.
+
+    JSON: `{"report": "...", "question": "..."}` (or `"questions": [...]`, up to 100).
+    Multipart: fields `question` (repeatable), `report`, `view_position` and `file`.
+    A question that is not understood is answered `type: "unsupported"` with a message.
+    """
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    image: ImageFindings | None = None
+    model: dict[str, Any] | None = None
+    if content_type == "application/json" or content_type.endswith("+json"):
+        try:
+            body = StudyAskCreate.model_validate(json.loads(await request.body()))
+        except (ValueError, ValidationError) as exc:
+            raise BadQuestionRequest(f"invalid JSON body: {_short(exc)}") from None
+    elif content_type == "multipart/form-data":
+        form = await request.form(max_files=1, max_fields=_MAX_QUESTIONS + 5)
+        try:
+            fields = {
+                "id": _text(form.get("id")) or "",
+                "report": _text(form.get("report")),
+                "questions": [q for q in form.getlist("question") if isinstance(q, str)],
+                "view_position": _text(form.get("view_position")),
+            }
+            try:
+                body = StudyAskCreate.model_validate(fields)
+            except ValidationError as exc:
+                raise BadQuestionRequest(f"invalid form: {_short(exc)}") from None
+            part = form.get("file")
+            if isinstance(part, UploadFile):
+                image, model = await _image(
+                    state, part.file, part.filename or "upload", body.view_position
+                )
+        finally:
+            await form.close()
+    else:
+        raise UnsupportedMediaType(
+            f"Content-Type {content_type or 'missing'!r}: send JSON "
+            '({"report": ..., "question": ...}) or multipart/form-data with `question`, '
+            "`report` and an image in `file`"
+        )
+    questions = ([body.question] if body.question else []) + list(body.questions or [])
+    if not questions:
+        raise BadQuestionRequest("no question: send `question` (or `questions`)")
+    if len(questions) > _MAX_QUESTIONS:
+        raise BadQuestionRequest(f"{len(questions)} questions; the limit is {_MAX_QUESTIONS}")
+    report = await labeler.label_async(body.report, report_id=body.id) if body.report else None
+    engine = await run_in_threadpool(_engine, state, labeler)
+
+    def answer_all() -> list[dict[str, Any]]:
+        with _ENGINE_LOCK:
+            return [
+                engine.ask(
+                    q, report=report, image=image, question_id=_qid(body.id, i, len(questions))
+                ).to_dict()
+                for i, q in enumerate(questions)
+            ]
+
+    answers = await run_in_threadpool(answer_all)
+    return StudyAnswersRead(answers=[AnswerRead(**a) for a in answers], model=model)
+
+
+def _engine(state: Any, labeler: Any) -> StudyQuestions:
+    from app.study_questions import StudyQuestions
+
+    with _ENGINE_LOCK:
+        engine: StudyQuestions | None = getattr(state, "questions", None)
+        if engine is None or engine.nlp is not labeler.nlp:
+            engine = StudyQuestions(labeler.nlp, labeler.config)
+            state.questions = engine
+        return engine
+
+
+def _qid(base: str, i: int, n: int) -> str:
+    if n == 1:
+        return base
+    return f"{base}#{i + 1}" if base else str(i + 1)
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _short(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err.get("loc", ())) or "body"
+        return f"{where}: {err.get('msg')}"
+    return type(exc).__name__
+
+
+async def _image(
+    state: Any, file: BinaryIO, name: str, view_position: str | None
+) -> tuple[ImageFindings, dict[str, Any]]:
+    inference = state.inference
+    if inference is None:
+        raise ModelNotLoaded()
+    meta, prepared, lung = await inference.decode(
+        _decode, inference.predictor, file, name, state.settings.max_pixels
+    )
+    prediction = await inference.predict(prepared)
+    from app.study_questions import image_findings, rendered_heatmaps
+
+    card = inference.predictor.card or {}
+    findings = image_findings(
+        prediction.probabilities,
+        prediction.positive,
+        prediction.boxes,
+        None,
+        meta,
+        view_position=view_position,
+        lung_field=lung,
+        heatmaps=rendered_heatmaps(prediction.heatmaps, meta.rows, meta.columns),
+    )
+    return findings, {"name": card.get("name"), "demo": bool(card.get("demo", False))}
+
+
+def _decode(
+    predictor: Any, file: BinaryIO, name: str, max_pixels: int | None
+) -> tuple[Any, Any, Any]:
+    """Decode once; keep the model input, the metadata and the lung field estimate."""
+    from models.images import load_image
+    from models.position import estimate_lung_field
+
+    image = load_image(file, filename=name, max_pixels=max_pixels)
+    prepared = predictor.prepare(image.pixels)
+    lung = estimate_lung_field(image.pixels)
+    meta = image.meta
+    del image
+    return meta, prepared, lung

@@ -1,0 +1,421 @@
+"""Questions about a study: one engine for `cxr ask` and `POST /v1/studies/ask`.
+
+A question is parsed once (`labeler.questions`), answered from the labelled report and
+from the image's prediction placed in the patient (`models.position`), and the two are
+fused: the report's answer is given when it has one (the radiologist's reading), the
+image's otherwise, and `discrepancy` is set when the two disagree on the finding's
+presence or side, whatever the question's type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from labeler.questions import (
+    AnswerValue,
+    ParsedQuestion,
+    QuestionParser,
+    ReportAnswer,
+    answer_from_report,
+)
+from labeler.schema import ReportLabels
+
+if TYPE_CHECKING:
+    import numpy as np
+    from spacy.language import Language
+
+    from labeler.config import LabelerConfig
+    from models.dicom import ImageMeta
+    from models.heatmaps import Heatmap
+    from models.position import BoxLike, BoxPosition, LungField, Orientation
+
+__all__ = [
+    "Answer",
+    "ImageFindings",
+    "StudyQuestions",
+    "discrepancy_of",
+    "image_findings",
+    "rendered_heatmaps",
+]
+
+Source = Literal["report", "image", "both"]
+
+
+@dataclass(frozen=True)
+class ImageFindings:
+    """What the model says about one image, placed in the patient.
+
+    Attributes:
+        probabilities: label -> probability.
+        positive: labels at or above their operating threshold.
+        positions: the distinct boxes with side and zone (`models.position.locate_boxes`).
+        orientation: how left and right were decided.
+        lung_field: the estimated lung field (zones are its thirds).
+    """
+
+    probabilities: dict[str, float]
+    positive: list[str]
+    positions: list[BoxPosition]
+    orientation: Orientation
+    lung_field: LungField
+    placed_by_heat: frozenset[str] = frozenset()
+
+    def side(self, label: str) -> str:
+        """The finding's side on the image: left, right, bilateral or unknown."""
+        from models.position import sides_of
+
+        return sides_of([p for p in self.positions if p.label == label])
+
+    def evidence(self, label: str) -> dict[str, object]:
+        """The image evidence for one finding (JSON-ready)."""
+        return {
+            "probability": self.probabilities.get(label),
+            "positive": label in self.positive,
+            "boxes": [p.to_dict() for p in self.positions if p.label == label],
+            "placed_by": "heatmap" if label in self.placed_by_heat else "boxes",
+            "orientation": {
+                "image_right": self.orientation.image_right,
+                "basis": self.orientation.basis,
+                "note": self.orientation.note,
+            },
+            "lung_field": {
+                "x": round(self.lung_field.x, 1),
+                "y": round(self.lung_field.y, 1),
+                "width": round(self.lung_field.width, 1),
+                "height": round(self.lung_field.height, 1),
+                "method": self.lung_field.method,
+            },
+        }
+
+
+def image_findings(
+    probabilities: dict[str, float],
+    positive: Sequence[str],
+    boxes: Sequence[BoxLike],
+    pixels: np.ndarray | None,
+    meta: ImageMeta | None,
+    *,
+    view_position: str | None = None,
+    lung_field: LungField | None = None,
+    heatmaps: Mapping[str, np.ndarray] | None = None,
+) -> ImageFindings:
+    """Place a prediction's boxes in the patient.
+
+    Args:
+        probabilities, positive, boxes: from `models.predict.Prediction`.
+        pixels: the image (rows, columns) for the lung-field estimate; None: the whole
+            image (from `meta.rows`/`meta.columns`) is the field.
+        meta: the image's metadata (View Position, Patient Orientation), if any.
+        view_position: overrides `meta.view_position` (e.g. a CSV column).
+        lung_field: an estimate made earlier (when the pixels were dropped); wins over
+            `pixels`.
+        heatmaps: label -> (h, w) map over the whole image at any resolution
+            (`Heatmap.render`): a finding with a map is placed by its strongest evidence
+            inside the lung field (`models.position.locate_heat`), positive or not; the
+            others by their boxes.
+    """
+    from models.position import (
+        LungField,
+        estimate_lung_field,
+        locate_boxes,
+        locate_heat,
+        orientation_of,
+    )
+
+    orientation = orientation_of(
+        view_position or (meta.view_position if meta else None),
+        meta.patient_orientation if meta else None,
+    )
+    if lung_field is not None:
+        lung = lung_field
+    elif pixels is not None:
+        lung = estimate_lung_field(pixels)
+    else:
+        cols = float(meta.columns if meta else 0) or 1.0
+        rows = float(meta.rows if meta else 0) or 1.0
+        lung = LungField(0.0, 0.0, cols, rows, "image")
+    if pixels is not None:
+        size = (int(pixels.shape[0]), int(pixels.shape[1]))
+    else:
+        size = (int(meta.rows) if meta else 0, int(meta.columns) if meta else 0)
+    placed = []
+    by_heat: set[str] = set()
+    for label, heat in (heatmaps or {}).items():
+        pos = locate_heat(label, heat, size[0], size[1], lung, orientation)
+        if pos is not None:
+            placed.append(pos)
+            by_heat.add(label)
+    placed += locate_boxes(
+        [b for b in boxes if b.label in positive and b.label not in by_heat], lung, orientation
+    )
+    return ImageFindings(
+        probabilities=dict(probabilities),
+        positive=list(positive),
+        positions=placed,
+        orientation=orientation,
+        lung_field=lung,
+        placed_by_heat=frozenset(by_heat),
+    )
+
+
+def rendered_heatmaps(
+    heatmaps: Mapping[str, Heatmap], rows: int, columns: int, *, side: int = 128
+) -> dict[str, np.ndarray]:
+    """Render `Prediction.heatmaps` small (long side `side`) for `image_findings`.
+
+    Args:
+        heatmaps: label -> `models.heatmaps.Heatmap`.
+        rows, columns: the original image's size (for the aspect ratio).
+        side: the rendered long side in pixels.
+    """
+    if rows <= 0 or columns <= 0:
+        return {}
+    scale = side / max(rows, columns)
+    r, c = max(1, round(rows * scale)), max(1, round(columns * scale))
+    return {label: hm.render(r, c) for label, hm in heatmaps.items()}
+
+
+@dataclass
+class Answer:
+    """One answered question: the output row of `cxr ask` and of the API."""
+
+    id: str
+    question: str
+    type: str
+    label: str | None
+    answer: AnswerValue | None
+    source: Source | None
+    evidence: dict[str, object] = field(default_factory=dict)
+    discrepancy: bool = False
+    message: str | None = None
+    unit: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready dict; `message` and `unit` only when set."""
+        out: dict[str, object] = {
+            "id": self.id,
+            "question": self.question,
+            "type": self.type,
+            "label": self.label,
+            "answer": self.answer,
+            "source": self.source,
+            "evidence": self.evidence,
+            "discrepancy": self.discrepancy,
+        }
+        if self.unit is not None:
+            out["unit"] = self.unit
+        if self.message is not None:
+            out["message"] = self.message
+        return out
+
+
+def discrepancy_of(
+    status: str, report_side: str | None, image: ImageFindings, label: str
+) -> str | None:
+    """Why the report and the image disagree on a finding, or None.
+
+    Presence: the report calls it positive and the model does not, or the model calls it
+    positive and the report negative or silent. Side: both see it, on opposite sides
+    (`bilateral` on either side is no disagreement). An uncertain report, or a label the
+    model does not predict, never disagrees.
+    """
+    if label not in image.probabilities or status == "uncertain":
+        return None
+    seen = label in image.positive
+    if status == "positive" and not seen:
+        return f"the report describes {label}; the model does not find it"
+    if status in ("negative", "absent") and seen:
+        said = "rules it out" if status == "negative" else "does not mention it"
+        return f"the model finds {label}; the report {said}"
+    if status == "positive" and seen and report_side in ("left", "right"):
+        side = image.side(label)
+        if side in ("left", "right") and side != report_side:
+            return f"the report puts {label} on the {report_side}, the image on the {side}"
+    return None
+
+
+class StudyQuestions:
+    """Parse and answer questions about studies, with a report cache.
+
+    Args:
+        nlp: the labeler's pipeline (`labeler.pipeline.build_nlp(config)`).
+        config: the labeler configuration used to label reports.
+        patterns: the question pattern file.
+        report_cache: labelled reports remembered by text (questions come in groups
+            about one report).
+    """
+
+    def __init__(
+        self,
+        nlp: Language,
+        config: LabelerConfig,
+        *,
+        patterns: str = "questions.v1",
+        report_cache: int = 10_000,
+    ) -> None:
+        from labeler.labelsets import load_label_set
+
+        self.nlp = nlp
+        self.config = config
+        self.parser = QuestionParser(nlp, load_label_set(config.label_set).labels, patterns)
+        self.report_cache = report_cache
+        self._reports: dict[str, ReportLabels] = {}
+
+    def label_reports(self, texts: Iterable[str]) -> dict[str, ReportLabels]:
+        """Label the distinct report texts not yet cached, in one stream; return all asked."""
+        from labeler.pipeline import label_reports
+
+        wanted = list(dict.fromkeys(t for t in texts if t))
+        todo = [t for t in wanted if t not in self._reports]
+        if todo:
+            for text, result in zip(
+                todo,
+                label_reports(
+                    ((str(i), t) for i, t in enumerate(todo)),
+                    nlp=self.nlp,
+                    config=self.config,
+                    on_error="skip",
+                ),
+                strict=True,
+            ):
+                if len(self._reports) >= self.report_cache:
+                    del self._reports[next(iter(self._reports))]
+                self._reports[text] = result
+        return {t: self._reports[t] for t in wanted if t in self._reports}
+
+    def ask(
+        self,
+        question: str,
+        *,
+        report: ReportLabels | None = None,
+        image: ImageFindings | None = None,
+        question_id: str = "",
+    ) -> Answer:
+        """Answer one question from a labelled report, an image's findings, or both.
+
+        Args:
+            question: the question, plain English.
+            report: the labelled report (`label_reports`), or None.
+            image: the image's findings (`image_findings`), or None.
+            question_id: copied to the answer's `id`.
+
+        Returns:
+            The answer; `type == "unsupported"` with a message when the question is not
+            understood (never a guess), `answer == "unknown"` when the study does not say.
+        """
+        parsed = self.parser.parse(question)
+        return answer_question(parsed, report=report, image=image, question_id=question_id)
+
+
+def answer_question(
+    parsed: ParsedQuestion,
+    *,
+    report: ReportLabels | None,
+    image: ImageFindings | None,
+    question_id: str = "",
+) -> Answer:
+    """Fuse the report's and the image's answers to a parsed question (see the module doc)."""
+    base = Answer(question_id, parsed.text, parsed.type, parsed.label, None, None)
+    base.evidence["question"] = {"rules": list(parsed.rules)}
+    if parsed.type == "unsupported" or parsed.label is None:
+        base.message = parsed.message or "the question is not understood"
+        return base
+    if report is not None and report.error:
+        base.message = f"the report could not be labelled: {report.error}"
+        report = None
+    if report is None and image is None:
+        base.answer = "unknown"
+        base.message = "no report or image was given"
+        return base
+    label = parsed.label
+    rep: ReportAnswer | None = answer_from_report(parsed, report) if report is not None else None
+    img: tuple[AnswerValue, bool] | None = (
+        _answer_from_image(parsed, image) if image is not None else None
+    )
+    if rep is not None:
+        base.evidence["report"] = rep.evidence
+    if image is not None:
+        base.evidence["image"] = image.evidence(label)
+        if label not in image.probabilities:
+            base.message = f"the model does not predict {label}; answered from the report only"
+    if rep is not None and image is not None:
+        why = discrepancy_of(rep.status, rep.laterality, image, label)
+        if why:
+            base.discrepancy = True
+            base.evidence["discrepancy"] = why
+    if rep is not None and rep.known:
+        base.answer = rep.answer
+        image_spoke = img is not None and img[1]
+        base.source = "both" if image_spoke else "report"
+    elif img is not None and img[1]:
+        base.answer, base.source = img[0], "image"
+        if parsed.type == "position" and image is not None and label not in image.positive:
+            p = image.probabilities.get(label, 0.0)
+            base.message = base.message or (
+                f"the model does not call {label} positive (p={p:.2f}); the answer is where "
+                "its strongest evidence lies"
+            )
+    elif rep is not None:
+        base.answer, base.source = rep.answer, "report"
+    else:
+        base.answer, base.source = (img[0] if img else "unknown"), "image"
+        if parsed.type in ("size", "count", "change", "severity"):
+            base.message = base.message or (
+                f"the image alone does not tell the {parsed.type}; give the report"
+            )
+    if parsed.type == "size" and isinstance(base.answer, float):
+        base.unit = "mm"
+    return base
+
+
+def _answer_from_image(parsed: ParsedQuestion, image: ImageFindings) -> tuple[AnswerValue, bool]:
+    """(answer, known) from the model: presence and position only."""
+    label = parsed.label or ""
+    if label not in image.probabilities:
+        return "unknown", False
+    seen = label in image.positive
+    if parsed.type == "presence":
+        ans = "yes" if seen else "no"
+        if parsed.negated:
+            ans = "no" if seen else "yes"
+        return ans, True
+    if parsed.type != "position":
+        return "unknown", False
+    positions = [p for p in image.positions if p.label == label]
+    if parsed.open:
+        if not positions:
+            return "unknown", False
+        side = image.side(label)
+        terms: list[str] = [] if side == "unknown" else [side]
+        if parsed.asks != "side":
+            terms += list(dict.fromkeys(p.zone for p in positions))
+        return (terms, True) if terms else ("unknown", False)
+    if not positions:
+        return ("unknown", False) if seen else ("no", True)
+    verdicts = []
+    side = image.side(label)
+    for q in parsed.qualifiers:
+        if q.kind == "side":
+            verdicts.append("unknown" if side == "unknown" else _yes(side in q.accepts))
+        elif q.kind == "zone":
+            verdicts.append(_yes(any(p.zone == q.value for p in positions)))
+        elif q.kind == "lobe":
+            lobe_side, lobe_zone = (q.accepts + ("", ""))[:2]
+            verdicts.append(
+                "unknown"
+                if side == "unknown"
+                else _yes(any(p.side == lobe_side and p.zone == lobe_zone for p in positions))
+            )
+        else:
+            verdicts.append("unknown")
+    if "no" in verdicts:
+        return "no", True
+    if "unknown" in verdicts or not verdicts:
+        return "unknown", False
+    return "yes", True
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"

@@ -1,0 +1,606 @@
+"""Accuracy and speed of `cxr ask` on a generated question set.
+
+Synthetic reports (sentences written for this benchmark, never copied from a dataset)
+state findings with a known status, side, place, size, count, severity and change;
+questions of every type are generated over them in several phrasings, with the answer
+the generator knows. Image questions ask the side and zone of the lesion of a phantom
+(`models.phantoms`), whose true box is known.
+
+    python benchmarks/ask_questions.py --reports 400 --out /tmp/ask    # report questions
+    python benchmarks/ask_questions.py --images 60 --demo-model /tmp/demo --out /tmp/ask
+    python benchmarks/ask_questions.py --speed 20000 --out /tmp/ask   # questions/s, 1 core
+
+The generator is also the test fixture of `tests/app/test_study_questions.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import random
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Case", "make_image_cases", "make_report_cases", "score"]
+
+_SIDES = ("left", "right")
+_LOBES = {
+    "left": ("left upper lobe", "left lower lobe"),
+    "right": ("right upper lobe", "right middle lobe", "right lower lobe"),
+}
+_ZONE_OF_LOBE = {"upper": "upper", "middle": "middle", "lower": "lower"}
+_SEVERITY_WORD = {"mild": "small", "moderate": "moderate", "severe": "large", "minimal": "trace"}
+_CHANGE_PHRASE = {
+    "increased": "increased in size since the prior exam",
+    "decreased": "smaller than on the previous radiograph",
+    "unchanged": "unchanged from the prior study",
+    "new": "new since the last study",
+}
+_NAMES = {
+    "Effusion": ["effusion", "pleural effusion", "pleural fluid", "fluid around the lung"],
+    "Pneumothorax": ["pneumothorax", "collapsed lung", "air in the pleural space"],
+    "Mass": ["mass", "lung mass", "pulmonary mass"],
+    "Nodule": ["nodule", "pulmonary nodule", "lung nodule"],
+    "Cardiomegaly": ["cardiomegaly", "enlarged heart", "cardiac enlargement"],
+    "Atelectasis": ["atelectasis"],
+    "Consolidation": ["consolidation"],
+    "Edema": ["pulmonary edema", "edema"],
+    "Pneumonia": ["pneumonia", "lung infection"],
+}
+
+
+@dataclass
+class Case:
+    """One question with the answer the generator knows."""
+
+    id: str
+    report: str
+    image: str
+    question: str
+    type: str
+    label: str | None
+    expected: object
+    kind: str = "report"  # report or image
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass
+class _Finding:
+    label: str
+    status: str
+    side: str | None = None
+    lobe: str | None = None
+    severity: str | None = None
+    size_mm: float | None = None
+    count: int | None = None
+    change: str | None = None
+
+
+def _sentence(f: _Finding, rng: random.Random) -> str:
+    if f.status == "negative":
+        return (
+            rng.choice(
+                [
+                    f"No {f.label.lower()}.",
+                    f"There is no {f.label.lower()}.",
+                    f"No evidence of {f.label.lower()}.",
+                ]
+            )
+            .replace("effusion", "pleural effusion")
+            .replace("edema", "pulmonary edema")
+        )
+    if f.status == "uncertain":
+        word = {
+            "Pneumonia": "pneumonia",
+            "Consolidation": "consolidation",
+            "Atelectasis": "atelectasis",
+            "Edema": "mild pulmonary edema",
+        }[f.label]
+        return rng.choice(
+            [
+                f"Possible {word}.",
+                f"Findings may represent {word}.",
+                f"{word.capitalize()} cannot be excluded.",
+            ]
+        )
+    if f.label == "Cardiomegaly":
+        sev = {"mild": "mildly", "moderate": "moderately", "severe": "markedly"}[
+            f.severity or "mild"
+        ]
+        base = rng.choice([f"The heart is {sev} enlarged", f"There is {f.severity} cardiomegaly"])
+        return base + (f", {_CHANGE_PHRASE[f.change]}." if f.change else ".")
+    if f.label in ("Effusion", "Pneumothorax"):
+        noun = "pleural effusion" if f.label == "Effusion" else "pneumothorax"
+        sev = _SEVERITY_WORD[f.severity or "mild"]
+        s = f"{sev.capitalize()} {f.side} {noun}"
+        return s + (f", {_CHANGE_PHRASE[f.change]}." if f.change else ".")
+    if f.label == "Mass":
+        cm = (f.size_mm or 30) / 10
+        s = rng.choice(
+            [f"A {cm:g} cm mass in the {f.lobe}", f"There is a {cm:g} cm mass in the {f.lobe}"]
+        )
+        return s + (f", {_CHANGE_PHRASE[f.change]}." if f.change else ".")
+    if f.label == "Nodule":
+        n = f.count or 1
+        if n == 1:
+            s = (
+                f"A {f.size_mm:g} mm nodule in the {f.lobe}"
+                if f.size_mm
+                else f"A nodule in the {f.lobe}"
+            )
+        else:
+            words = {2: "Two", 3: "Three", 4: "Four"}
+            s = f"{words[n]} nodules in the {f.lobe}"
+        return s + "."
+    # Atelectasis, Consolidation, Edema, Pneumonia positive
+    where = f"in the {f.lobe}" if f.lobe else ""
+    noun = f.label.lower().replace("edema", "pulmonary edema")
+    return f"{(f.severity or 'mild').capitalize()} {noun} {where}".strip() + "."
+
+
+def _make_report(rng: random.Random) -> tuple[str, dict[str, _Finding]]:
+    findings: dict[str, _Finding] = {}
+    pool = [
+        "Effusion",
+        "Pneumothorax",
+        "Mass",
+        "Nodule",
+        "Cardiomegaly",
+        "Atelectasis",
+        "Consolidation",
+        "Pneumonia",
+        "Edema",
+    ]
+    rng.shuffle(pool)
+    for label in pool[: rng.randint(1, 3)]:
+        side = rng.choice(_SIDES)
+        f = _Finding(label, "positive", side=side)
+        if label in ("Effusion", "Pneumothorax"):
+            f.severity = rng.choice(["mild", "moderate", "severe"])
+            f.change = rng.choice([None, None, "increased", "decreased", "unchanged", "new"])
+        elif label == "Mass":
+            f.lobe = rng.choice(_LOBES[side])
+            f.size_mm = float(rng.choice([18, 25, 32, 45, 60]))
+            f.change = rng.choice([None, "increased", "unchanged"])
+        elif label == "Nodule":
+            f.lobe = rng.choice(_LOBES[side])
+            f.count = rng.choice([1, 1, 2, 3])
+            f.size_mm = float(rng.choice([6, 8, 12])) if f.count == 1 else None
+        elif label == "Cardiomegaly":
+            f.side = None
+            f.severity = rng.choice(["mild", "moderate", "severe"])
+            f.change = rng.choice([None, "unchanged"])
+        elif label in ("Pneumonia", "Consolidation", "Edema", "Atelectasis"):
+            if rng.random() < 0.35 and label != "Pneumonia":
+                f = _Finding(label, "uncertain")
+            elif label == "Pneumonia":
+                f = _Finding(label, rng.choice(["uncertain", "negative"]))
+            elif label == "Edema":
+                f.side, f.severity = None, rng.choice(["mild", "moderate"])
+            else:
+                f.lobe = rng.choice(_LOBES[side])
+                f.severity = "mild"
+        findings[label] = f
+    for label in ("Pneumothorax", "Effusion", "Consolidation"):
+        if label not in findings and rng.random() < 0.5:
+            findings[label] = _Finding(label, "negative")
+    sentences = [_sentence(f, rng) for f in findings.values()]
+    rng.shuffle(sentences)
+    text = (
+        "FINDINGS: "
+        + " ".join(sentences)
+        + rng.choice(["", " The osseous structures are intact.", " Lungs are otherwise clear."])
+    )
+    return text, findings
+
+
+def _name(label: str, rng: random.Random) -> str:
+    return rng.choice(_NAMES[label])
+
+
+def _questions(f: _Finding | None, label: str, rng: random.Random) -> list[tuple[str, str, object]]:
+    """(question, type, expected) for one finding of a report (None: not mentioned)."""
+    n = _name(label, rng)
+    status = f.status if f else "absent"
+    pres = {"positive": "yes", "negative": "no", "uncertain": "uncertain", "absent": "no"}[status]
+    out: list[tuple[str, str, object]] = [
+        (
+            rng.choice(
+                [
+                    f"Is there a {n}?",
+                    f"Is there any {n}?",
+                    f"Does the patient have a {n}?",
+                    f"Is a {n} present?",
+                    f"Is a {n} seen?",
+                    f"Any {n}?",
+                    f"Is there evidence of {n}?",
+                    f"Can you see a {n}?",
+                    f"Is {n} visible on this study?",
+                    f"Are there signs of {n}?",
+                ]
+            ),
+            "presence",
+            pres,
+        ),
+    ]
+    if f is None or f.status != "positive":
+        return out
+    if f.side:
+        other = "right" if f.side == "left" else "left"
+        out.append(
+            (
+                rng.choice(
+                    [
+                        f"Which side is the {n} on?",
+                        f"Which lung has the {n}?",
+                        f"On which side is the {n}?",
+                        f"Is the {n} on the left or right?",
+                    ]
+                ),
+                "position",
+                [f.side],
+            )
+        )
+        asked = rng.choice([f.side, other])
+        out.append(
+            (
+                rng.choice(
+                    [
+                        f"Is the {n} on the {asked}?",
+                        f"Is the {n} {asked}-sided?",
+                        f"Is there a {asked} {n}?",
+                        f"Is the {n} in the {asked} lung?",
+                    ]
+                ),
+                "position",
+                "yes" if asked == f.side else "no",
+            )
+        )
+        out.append((f"Is the {n} bilateral?", "position", "no"))
+    if f.lobe:
+        out.append(
+            (
+                rng.choice(
+                    [
+                        f"Where is the {n}?",
+                        f"What is the location of the {n}?",
+                        f"In which lobe is the {n}?",
+                    ]
+                ),
+                "position",
+                [f.side, f.lobe],
+            )
+        )
+        zone = f.lobe.split()[1]
+        asked_zone = rng.choice(["upper", "lower", zone])
+        out.append(
+            (
+                f"Is the {n} in the {asked_zone} lobe?",
+                "position",
+                "yes" if asked_zone == zone else "no",
+            )
+        )
+    if f.size_mm:
+        out.append(
+            (
+                rng.choice(
+                    [
+                        f"How big is the {n}?",
+                        f"What size is the {n}?",
+                        f"How large is the {n}?",
+                        f"What is the size of the {n}?",
+                    ]
+                ),
+                "size",
+                f.size_mm,
+            )
+        )
+        cut_cm = rng.choice([1, 2, 3, 4, 5])
+        if abs(cut_cm * 10 - f.size_mm) > 1:
+            comp, unit = rng.choice(
+                [
+                    ("larger", "cm"),
+                    ("bigger", "cm"),
+                    ("smaller", "cm"),
+                    ("larger", "mm"),
+                    ("greater", "cm"),
+                ]
+            )
+            value = cut_cm if unit == "cm" else cut_cm * 10
+            bigger = f.size_mm > cut_cm * 10
+            exp = bigger if comp != "smaller" else not bigger
+            out.append((f"Is the {n} {comp} than {value} {unit}?", "size", "yes" if exp else "no"))
+    if f.count:
+        out.append(
+            (
+                rng.choice(
+                    [f"How many {n}s are there?", f"Number of {n}s?", f"How many {n}s are seen?"]
+                ),
+                "count",
+                f.count,
+            )
+        )
+        out.append((f"Are there multiple {n}s?", "count", "yes" if f.count > 1 else "no"))
+    if f.change:
+        out.append(
+            (
+                rng.choice(
+                    [
+                        f"Has the {n} changed?",
+                        f"How has the {n} changed?",
+                        f"Is there any change in the {n}?",
+                    ]
+                ),
+                "change",
+                f.change,
+            )
+        )
+        asked = rng.choice(["increased", "decreased", "stable", "new", f.change])
+        yes = {
+            "increased": {"increased", "new"},
+            "decreased": {"decreased"},
+            "stable": {"unchanged"},
+            "new": {"new"},
+            "unchanged": {"unchanged"},
+        }[asked]
+        phr = {
+            "increased": f"Has the {n} increased?",
+            "decreased": f"Has the {n} decreased?",
+            "stable": f"Is the {n} stable?",
+            "new": f"Is the {n} new?",
+            "unchanged": f"Is the {n} unchanged?",
+        }[asked]
+        out.append((phr, "change", "yes" if f.change in yes else "no"))
+    if f.severity and label != "Cardiomegaly" or (label == "Cardiomegaly" and f.severity):
+        out.append(
+            (
+                rng.choice([f"How severe is the {n}?", f"What is the severity of the {n}?"]),
+                "severity",
+                f.severity,
+            )
+        )
+        if label != "Cardiomegaly":
+            asked = rng.choice(["small", "large", "moderate"])
+            accepts = {"small": {"mild", "minimal"}, "large": {"severe"}, "moderate": {"moderate"}}
+            out.append(
+                (
+                    f"Is the {n} {asked}?",
+                    "severity",
+                    "yes" if f.severity in accepts[asked] else "no",
+                )
+            )
+    return out
+
+
+_UNSUPPORTED = [
+    "Why is there an effusion?",
+    "What caused the pneumothorax?",
+    "How old is the patient?",
+    "Should the effusion be drained?",
+    "What is the diagnosis?",
+    "Is this cancer?",
+    "What is seen in the left lung?",
+    "Is the study normal?",
+    "Who read this film?",
+    "Is the effusion worse than the pneumothorax?",
+    "What treatment is recommended?",
+    "Is the mass malignant?",
+    "What is the heart rate?",
+    "Describe the image.",
+]
+
+
+def make_report_cases(n_reports: int, seed: int = 0) -> list[Case]:
+    """Report questions over `n_reports` synthetic reports, plus unsupported questions."""
+    rng = random.Random(seed)
+    cases: list[Case] = []
+    for r in range(n_reports):
+        text, findings = _make_report(rng)
+        asked = list(findings) + [rng.choice(["Edema", "Nodule", "Mass", "Pneumothorax"])]
+        for label in dict.fromkeys(asked):
+            for q, t, exp in _questions(findings.get(label), label, rng):
+                cases.append(Case(f"r{r}q{len(cases)}", text, "", q, t, label, exp))
+        if r % 5 == 0:
+            cases.append(
+                Case(
+                    f"r{r}u{len(cases)}",
+                    text,
+                    "",
+                    rng.choice(_UNSUPPORTED),
+                    "unsupported",
+                    None,
+                    None,
+                )
+            )
+    return cases
+
+
+def make_image_cases(n_images: int, out: Path, seed: int = 0, size: int = 256) -> list[Case]:
+    """Side and zone questions over phantoms with one lesion each (PNG files under `out`)."""
+    import numpy as np
+    from PIL import Image
+
+    from models.phantoms import make_phantom
+
+    rng = np.random.default_rng(seed)
+    prng = random.Random(seed)
+    out.mkdir(parents=True, exist_ok=True)
+    cases: list[Case] = []
+    labels = ("Nodule", "Mass", "Effusion", "Pneumothorax")
+    for i in range(n_images):
+        label = labels[i % len(labels)]
+        ph = make_phantom(rng, size=size, labels=[label])
+        path = out / f"phantom_{i:04d}.png"
+        Image.fromarray(ph.image).save(path)
+        _, x, y, w, h = ph.boxes[0]
+        side = "right" if x + w / 2 < size / 2 else "left"  # PA: patient's right on image left
+        n = _name(label, prng)
+        other = "left" if side == "right" else "right"
+        asked = prng.choice([side, other])
+        for q, exp in (
+            (prng.choice([f"Which side is the {n} on?", f"Which lung has the {n}?"]), [side]),
+            (f"Is the {n} on the {asked}?", "yes" if asked == side else "no"),
+        ):
+            cases.append(
+                Case(f"i{i}q{len(cases)}", "", str(path), q, "position", label, exp, "image")
+            )
+    return cases
+
+
+def _correct(case: Case, got: dict[str, object]) -> bool:
+    if case.type == "unsupported":
+        return got["type"] == "unsupported"
+    if got["type"] != case.type or got["label"] != case.label:
+        return False
+    ans = got["answer"]
+    exp = case.expected
+    if isinstance(exp, list):
+        return (
+            isinstance(ans, list)
+            and set(exp) <= set(ans)
+            and (len(exp) > 1 or set(ans) <= set(exp) | {"upper", "middle", "lower"})
+        )
+    if isinstance(exp, float):
+        return isinstance(ans, int | float) and abs(float(ans) - exp) < 0.5
+    return ans == exp
+
+
+def score(cases: list[Case], answers: list[dict[str, object]]) -> dict[str, object]:
+    """Accuracy overall and per type; `answered_unsupported` counts unsupported questions
+    answered as if understood (must be 0)."""
+    by_type: dict[str, list[bool]] = {}
+    wrong: list[dict[str, object]] = []
+    for case, got in zip(cases, answers, strict=True):
+        ok = _correct(case, got)
+        by_type.setdefault(f"{case.kind}:{case.type}", []).append(ok)
+        if not ok and len(wrong) < 30:
+            wrong.append(
+                {
+                    "q": case.question,
+                    "expected": case.expected,
+                    "got": got["answer"],
+                    "type": got["type"],
+                    "report": case.report[:160],
+                }
+            )
+    total = [ok for oks in by_type.values() for ok in oks]
+    report_ok = [ok for k, oks in by_type.items() if k.startswith("report") for ok in oks]
+    image_ok = [ok for k, oks in by_type.items() if k.startswith("image") for ok in oks]
+    return {
+        "questions": len(total),
+        "accuracy": round(sum(total) / max(1, len(total)), 4),
+        "report_accuracy": round(sum(report_ok) / max(1, len(report_ok)), 4),
+        "image_accuracy": round(sum(image_ok) / max(1, len(image_ok)), 4) if image_ok else None,
+        "per_type": {k: [sum(v), len(v)] for k, v in sorted(by_type.items())},
+        "answered_unsupported": sum(
+            1
+            for c, g in zip(cases, answers, strict=True)
+            if c.type == "unsupported" and g["type"] != "unsupported"
+        ),
+        "wrong": wrong,
+    }
+
+
+def _write_csv(cases: list[Case], path: Path) -> None:
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "report", "image", "question"])
+        for c in cases:
+            w.writerow([c.id, c.report, c.image, c.question])
+
+
+def _run_cxr(csv_path: Path, out: Path, extra: list[str], one_core: bool) -> float:
+    cmd = [
+        sys.executable,
+        "-m",
+        "app.cli",
+        "ask",
+        "--questions",
+        str(csv_path),
+        "-o",
+        str(out),
+        "-q",
+        *extra,
+    ]
+    if one_core:
+        cmd = ["taskset", "-c", "0", *cmd]
+    start = time.perf_counter()
+    subprocess.run(cmd, check=False)
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    """Generate, run `cxr ask --questions`, score, print JSON."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--reports", type=int, default=0, help="synthetic reports (questions over them)"
+    )
+    ap.add_argument("--images", type=int, default=0, help="phantom images (position questions)")
+    ap.add_argument("--speed", type=int, default=0, help="report questions for a 1-core speed run")
+    ap.add_argument(
+        "--unique-reports",
+        action="store_true",
+        help="speed run: every question gets its own report text (the worst case)",
+    )
+    ap.add_argument("--demo-model", help="demo model folder (image questions)")
+    ap.add_argument("--model", help="checkpoint (image questions)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    result: dict[str, object] = {}
+    cases = make_report_cases(args.reports, args.seed) if args.reports else []
+    if args.images:
+        cases += make_image_cases(args.images, out / "images", args.seed)
+    if cases:
+        _write_csv(cases, out / "questions.csv")
+        extra = (
+            ["--model", args.model]
+            if args.model
+            else (["--demo-model", args.demo_model] if args.demo_model else [])
+        )
+        took = _run_cxr(out / "questions.csv", out / "answers.jsonl", extra, one_core=False)
+        answers = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
+        result = score(cases, answers) | {"seconds": round(took, 2)}
+    if args.speed:
+        speed_cases = make_report_cases(max(1, args.speed // 9), args.seed + 1)
+        while len(speed_cases) < args.speed:
+            speed_cases += speed_cases[: args.speed - len(speed_cases)]
+        speed_cases = speed_cases[: args.speed]
+        if args.unique_reports:
+            for i, c in enumerate(speed_cases):
+                speed_cases[i] = Case(
+                    c.id,
+                    f"{c.report} Comparison: study {i}.",
+                    "",
+                    c.question,
+                    c.type,
+                    c.label,
+                    c.expected,
+                )
+        _write_csv(speed_cases, out / "speed.csv")
+        _write_csv(speed_cases[:1], out / "one.csv")
+        start_up = _run_cxr(out / "one.csv", out / "one.jsonl", [], one_core=True)
+        took = _run_cxr(out / "speed.csv", out / "speed.jsonl", [], one_core=True)
+        result["speed"] = {
+            "questions": len(speed_cases),
+            "distinct_reports": len({c.report for c in speed_cases}),
+            "seconds_total": round(took, 2),
+            "seconds_start_up": round(start_up, 2),
+            "questions_per_s_total": round(len(speed_cases) / took, 1),
+            "questions_per_s_after_start_up": round(
+                len(speed_cases) / max(1e-9, took - start_up), 1
+            ),
+        }
+    json.dump(result, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,870 @@
+"""Questions about a report: parse a plain-English question, answer it from a labelled report.
+
+A question is read on the labeler's own spaCy pipeline (its tokenizer and its concept
+matcher) with the cue words of `patterns/questions.v1.yaml`: which finding it asks about,
+its type (presence, position, size, count, change, severity) and, for a closed question,
+what it asks to be true ("on the left", "larger than 3 cm", "small"). A question that
+cannot be read this way is `unsupported`, with a message; it is never guessed. Every
+decision names the ids of the entries that made it.
+
+`answer_from_report` answers a parsed question from a `ReportLabels`: status, laterality,
+location, severity, size, count and change of the finding, with the report spans and
+rule ids used.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from spacy.language import Language
+from spacy.matcher import PhraseMatcher
+from spacy.tokens import Doc
+
+from labeler.components import ConceptMatcher
+from labeler.errors import PatternFileError
+from labeler.schema import Mention, ReportLabels
+from labeler.vocabulary import read_pattern_file
+
+__all__ = [
+    "QUESTION_TYPES",
+    "AnswerValue",
+    "Qualifier",
+    "QuestionParser",
+    "QuestionPatterns",
+    "QuestionType",
+    "ParsedQuestion",
+    "ReportAnswer",
+    "answer_from_report",
+    "compare",
+    "load_question_patterns",
+]
+
+QuestionType = Literal["presence", "position", "size", "count", "change", "severity", "unsupported"]
+QUESTION_TYPES: tuple[str, ...] = (
+    "presence",
+    "position",
+    "size",
+    "count",
+    "change",
+    "severity",
+    "unsupported",
+)
+#: an answer: yes/no/uncertain/unknown, a term, a list of position terms, a size in mm, a count
+AnswerValue = str | int | float | list[str]
+
+_QUALIFIER_KINDS = ("lobe", "side", "zone", "severity", "change", "count")
+# which qualifier decides the question's type, first wins
+_TYPE_OF_KIND: dict[str, QuestionType] = {
+    "size": "size",
+    "change": "change",
+    "count": "count",
+    "severity": "severity",
+    "lobe": "position",
+    "side": "position",
+    "zone": "position",
+}
+_KIND_ORDER = ("size", "change", "count", "severity", "lobe", "side", "zone")
+
+
+@dataclass(frozen=True)
+class _Entry:
+    id: str
+    phrases: tuple[str, ...]
+    value: str | int = ""
+    accepts: tuple[str, ...] = ()
+    extra: tuple[tuple[str, str], ...] = ()
+
+    def get(self, key: str) -> str:
+        return dict(self.extra).get(key, "")
+
+
+@dataclass(frozen=True)
+class QuestionPatterns:
+    """The question vocabulary of one pattern file (see `patterns/questions.v1.yaml`)."""
+
+    name: str
+    findings: tuple[_Entry, ...]
+    fallback_findings: tuple[_Entry, ...]
+    blockers: tuple[_Entry, ...]
+    open: tuple[_Entry, ...]
+    qualifiers: Mapping[str, tuple[_Entry, ...]]
+    comparisons: tuple[_Entry, ...]
+    trailing: tuple[_Entry, ...]
+    units: Mapping[str, float]
+    number_words: Mapping[str, float]
+    prior_words: frozenset[str]
+    presence: tuple[_Entry, ...]
+    negations: tuple[_Entry, ...]
+    question_words: frozenset[str]
+    yes_no_starts: frozenset[str] = frozenset()
+    context_words: frozenset[str] = frozenset()
+    zone_includes: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    absorbed: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+
+def _entries(name: str, data: object, key: str, *, values: bool = False) -> tuple[_Entry, ...]:
+    if data is not None and not isinstance(data, list):
+        raise PatternFileError(f"{name}: {key} must be a list")
+    out = []
+    for i, raw in enumerate(data or ()):
+        where = f"{name}: {key}[{i}]"
+        if not isinstance(raw, dict) or not raw.get("id") or not raw.get("phrases"):
+            raise PatternFileError(f"{where} needs an id and phrases")
+        if values and "value" not in raw and "label" not in raw and "op" not in raw:
+            raise PatternFileError(f"{where} ({raw['id']}) needs a value")
+        value = raw.get("value", raw.get("label", raw.get("op", "")))
+        extra = tuple(
+            (str(k), str(v))
+            for k, v in raw.items()
+            if k in ("type", "asks", "side", "zone", "label", "op", "weak") and v is not None
+        )
+        bad = [
+            ph
+            for ph in raw["phrases"]
+            if not isinstance(ph, str | int | float) or isinstance(ph, bool)
+        ]
+        if bad:
+            raise PatternFileError(
+                f"{where} ({raw['id']}): phrase {bad[0]!r} is not text; quote yes/no/on/off"
+            )
+        accepts = raw.get("accepts") or raw.get("includes") or ()
+        out.append(
+            _Entry(
+                id=str(raw["id"]),
+                phrases=tuple(str(p).lower() for p in raw["phrases"]),
+                value=value if isinstance(value, int) else str(value),
+                accepts=tuple(str(a) for a in accepts),
+                extra=extra,
+            )
+        )
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=4)
+def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
+    """Load a question pattern file by packaged name (`questions.v1`) or path.
+
+    Raises:
+        PatternFileError: the file is missing, or an entry has no id, phrases or value.
+    """
+    name, data = read_pattern_file(name)
+    qualifiers = {
+        "side": _entries(name, data.get("sides"), "sides", values=True),
+        "zone": _entries(name, data.get("zones"), "zones", values=True),
+        "lobe": _entries(name, data.get("lobes"), "lobes", values=True),
+        "severity": _entries(name, data.get("severities"), "severities", values=True),
+        "change": _entries(name, data.get("changes"), "changes", values=True),
+        "count": _entries(name, data.get("counts"), "counts", values=True),
+    }
+    opens = _entries(name, data.get("open"), "open")
+    for e in opens:
+        if e.get("type") not in QUESTION_TYPES:
+            raise PatternFileError(
+                f"{name}: open entry {e.id} has an unknown type {e.get('type')!r}"
+            )
+    units = {str(k).lower(): float(v) for k, v in (data.get("units") or {}).items()}
+    if not units:
+        raise PatternFileError(f"{name}: `units` must map unit words to millimetres")
+    return QuestionPatterns(
+        name=name,
+        findings=_entries(name, data.get("findings"), "findings", values=True),
+        fallback_findings=_entries(
+            name, data.get("fallback_findings"), "fallback_findings", values=True
+        ),
+        blockers=_entries(name, data.get("blockers"), "blockers"),
+        open=opens,
+        qualifiers=qualifiers,
+        comparisons=_entries(name, data.get("comparisons"), "comparisons", values=True),
+        trailing=_entries(
+            name, data.get("trailing_comparisons"), "trailing_comparisons", values=True
+        ),
+        units=units,
+        number_words={
+            str(k).lower(): float(v) for k, v in (data.get("number_words") or {}).items()
+        },
+        prior_words=frozenset(str(w).lower() for w in data.get("comparison_prior_words") or ()),
+        presence=_entries(name, data.get("presence"), "presence"),
+        negations=_entries(name, data.get("negations"), "negations"),
+        question_words=frozenset(str(w).lower() for w in data.get("question_words") or ()),
+        yes_no_starts=frozenset(str(w).lower() for w in data.get("yes_no_starts") or ()),
+        context_words=frozenset(str(w).lower() for w in data.get("context_words") or ()),
+        zone_includes={str(e.value): frozenset(e.accepts) for e in qualifiers["zone"]},
+        absorbed={
+            str(k): frozenset(str(i) for i in v) for k, v in (data.get("absorbed") or {}).items()
+        },
+    )
+
+
+@dataclass(frozen=True)
+class Qualifier:
+    """What a closed question asks to be true of the finding.
+
+    Attributes:
+        kind: side, zone, lobe, severity, change, count or size.
+        value: the asked value (`left`, `upper`, `small`, `increased`, 2, 30.0 mm ...).
+        accepts: report values that satisfy it (side, zone, severity, change).
+        op: for size and count: gt, ge, lt, le or eq.
+        rule: the id of the pattern entry that matched.
+        start, end: character offsets in the question.
+    """
+
+    kind: str
+    value: str | int | float
+    accepts: tuple[str, ...] = ()
+    op: str = "eq"
+    rule: str = ""
+    start: int = 0
+    end: int = 0
+
+
+@dataclass(frozen=True)
+class ParsedQuestion:
+    """A question as understood: its type, finding, what it asks, and why.
+
+    Attributes:
+        text: the question.
+        type: presence, position, size, count, change, severity or unsupported.
+        label: the finding (a label of the label set), None when unsupported.
+        open: True for an open question ("Where ...?"), False for yes/no.
+        asks: for open position questions, `side` or `place`.
+        qualifiers: what a closed question asks to be true; all must hold.
+        negated: a presence question asked the other way round ("Is the heart normal?").
+        rules: ids of the pattern entries that decided the parse.
+        message: why the question is unsupported.
+    """
+
+    text: str
+    type: QuestionType
+    label: str | None = None
+    open: bool = False
+    asks: str | None = None
+    qualifiers: tuple[Qualifier, ...] = ()
+    negated: bool = False
+    rules: tuple[str, ...] = ()
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class _Hit:
+    group: str  # finding, fallback, blocker, open, comparison, <qualifier kind>, presence, negation
+    entry: _Entry
+    start: int  # tokens
+    end: int
+
+
+class QuestionParser:
+    """Parse questions with the labeler's pipeline and a question pattern file.
+
+    Args:
+        nlp: a pipeline from `labeler.pipeline.build_nlp` (its tokenizer and the
+            `cxr_concepts` component are used).
+        labels: the label set's labels; findings outside it are not answered.
+        patterns: question pattern file name or path.
+        cache_size: parsed questions remembered (questions repeat in batches).
+    """
+
+    def __init__(
+        self,
+        nlp: Language,
+        labels: Sequence[str],
+        patterns: str = "questions.v1",
+        *,
+        cache_size: int = 50_000,
+    ) -> None:
+        self.nlp = nlp
+        self.labels = frozenset(labels)
+        self.patterns = load_question_patterns(patterns)
+        self.cache_size = cache_size
+        self._cache: dict[str, ParsedQuestion] = {}
+        try:
+            concepts = nlp.get_pipe("cxr_concepts")
+        except KeyError:
+            raise PatternFileError(
+                "nlp lacks the labeler's cxr_concepts component; build it with "
+                "labeler.pipeline.build_nlp(config)"
+            ) from None
+        if not isinstance(concepts, ConceptMatcher):
+            raise PatternFileError("the cxr_concepts component is not the labeler's ConceptMatcher")
+        self._concepts = concepts
+        self._matcher = PhraseMatcher(nlp.vocab, attr="LOWER")
+        self._entries: dict[str, tuple[str, _Entry]] = {}
+        p = self.patterns
+        groups: list[tuple[str, Iterable[_Entry]]] = [
+            ("finding", p.findings),
+            ("fallback", p.fallback_findings),
+            ("blocker", p.blockers),
+            ("open", p.open),
+            ("comparison", p.comparisons),
+            ("trailing", p.trailing),
+            ("presence", p.presence),
+            ("negation", p.negations),
+            *((kind, p.qualifiers[kind]) for kind in _QUALIFIER_KINDS),
+        ]
+        for group, entries in groups:
+            for e in entries:
+                key = f"{group}|{e.id}"
+                self._entries[key] = (group, e)
+                self._matcher.add(key, [nlp.make_doc(ph) for ph in e.phrases])
+        self._strings = nlp.vocab.strings
+
+    def parse_many(self, texts: Iterable[str]) -> list[ParsedQuestion]:
+        """Parse questions in order (repeated questions come from a cache)."""
+        return [self.parse(t) for t in texts]
+
+    def parse(self, text: str) -> ParsedQuestion:
+        """Parse one question.
+
+        Args:
+            text: the question, in plain English.
+
+        Returns:
+            The parse; `type == "unsupported"` with a `message` when it cannot be read.
+        """
+        hit = self._cache.get(text)
+        if hit is None:
+            hit = self._parse(text)
+            if self.cache_size:
+                if len(self._cache) >= self.cache_size:
+                    del self._cache[next(iter(self._cache))]
+                self._cache[text] = hit
+        return hit
+
+    # --- parsing ---------------------------------------------------------------------
+
+    def _hits(self, doc: Doc) -> list[_Hit]:
+        out = []
+        for match_id, start, end in self._matcher(doc):
+            group, entry = self._entries[self._strings[match_id]]
+            out.append(_Hit(group, entry, start, end))
+        return out
+
+    def _parse(self, text: str) -> ParsedQuestion:
+        clean = text.strip()
+        if not clean:
+            return ParsedQuestion(text, "unsupported", message="the question is empty")
+        if len(clean) > 500:
+            return ParsedQuestion(
+                text, "unsupported", message="the question is longer than 500 characters"
+            )
+        doc = self.nlp.make_doc(clean)
+        hits = self._hits(doc)
+        blockers = [h for h in hits if h.group == "blocker"]
+        if blockers:
+            b = blockers[0]
+            return ParsedQuestion(
+                text,
+                "unsupported",
+                rules=(b.entry.id,),
+                message=f"questions about {doc[b.start : b.end].text!r} are not answered; "
+                "supported: presence, position, size, count, change and severity of a finding",
+            )
+        found = self._findings(doc, hits)
+        labels = list(dict.fromkeys(lab for lab, *_ in found))
+        if not labels:
+            return ParsedQuestion(
+                text,
+                "unsupported",
+                message="no finding of the label set is named in the question "
+                f"(known: {', '.join(sorted(self.labels))})",
+            )
+        if len(labels) > 1:
+            return ParsedQuestion(
+                text,
+                "unsupported",
+                message=f"the question names more than one finding ({', '.join(labels)}); "
+                "ask about one at a time",
+            )
+        label = labels[0]
+        rules = [rid for _, rid, _, _ in found[:1]]
+        taken = [(s, e) for _, _, s, e in found]
+
+        def free(h: _Hit) -> bool:
+            return not any(s < h.end and h.start < e for s, e in taken)
+
+        words = [t.lower_ for t in doc]
+        absorbed = self.patterns.absorbed.get(label, frozenset())
+        all_hits = hits
+        hits = [
+            h
+            for h in hits
+            if not (h.group in _QUALIFIER_KINDS and doc[h.start : h.end].text.lower() in absorbed)
+        ]
+        comparison = self._comparison(doc, hits, words, free)
+        # open cues: the first in file order wins; a numeric comparison makes a size or
+        # count question closed; a weak cue yields to any closed qualifier
+        free_kinds = {h.group for h in hits if h.group in _QUALIFIER_KINDS and free(h)}
+        has_qualifier = bool(free_kinds)
+        # "Is the effusion located on the right?": a yes/no question with a qualifier of
+        # the open cue's own type is closed ("Is there any change in the left effusion?"
+        # stays an open change question)
+        closed_types = (
+            {_TYPE_OF_KIND[k] for k in free_kinds}
+            | ({"size"} if "severity" in free_kinds else set())
+            if words[0] in self.patterns.yes_no_starts
+            else set()
+        )
+        opens = [
+            h
+            for h in hits
+            if h.group == "open"
+            and free(h)
+            and not (comparison is not None and h.entry.get("type") in ("size", "count"))
+            and not (h.entry.get("weak") and has_qualifier)
+            and h.entry.get("type") not in closed_types
+        ]
+        if opens:
+            order = {e.id: i for i, e in enumerate(self.patterns.open)}
+            best = min(opens, key=lambda h: order[h.entry.id])
+            taken.extend((h.start, h.end) for h in opens)
+            qtype = best.entry.get("type")
+            return ParsedQuestion(
+                text,
+                qtype,  # type: ignore[arg-type]
+                label=label,
+                open=True,
+                asks=best.entry.get("asks") or None,
+                rules=(*rules, best.entry.id),
+            )
+        quals: list[Qualifier] = []
+        if comparison is not None:
+            quals.append(comparison)
+            taken.append((_tok(doc, comparison.start), _tok(doc, comparison.end - 1) + 1))
+        kind_values: dict[str, set[str | int]] = {}
+        for h in sorted(hits, key=lambda h: (h.start, -(h.end - h.start))):
+            if h.group not in _QUALIFIER_KINDS or not free(h):
+                continue
+            taken.append((h.start, h.end))
+            e = h.entry
+            kind_values.setdefault(h.group, set()).add(e.value)
+            quals.append(
+                Qualifier(
+                    kind=h.group,
+                    value=e.value,
+                    accepts=(e.get("side"), e.get("zone")) if h.group == "lobe" else e.accepts,
+                    op="eq",
+                    rule=e.id,
+                    start=doc[h.start].idx,
+                    end=doc[h.end - 1].idx + len(doc[h.end - 1]),
+                )
+            )
+        # "left or right", "mild or severe": two values of one kind joined by "or"
+        if "or" in words:
+            for kind in _KIND_ORDER:
+                if len(kind_values.get(kind, ())) > 1:
+                    qtype = _TYPE_OF_KIND[kind]
+                    return ParsedQuestion(
+                        text,
+                        qtype,
+                        label=label,
+                        open=True,
+                        asks="side"
+                        if kind == "side"
+                        else ("place" if qtype == "position" else None),
+                        rules=(*rules, *(q.rule for q in quals if q.kind == kind)),
+                    )
+        unknown = self._unknown_words(doc, all_hits, found)
+        if unknown:
+            return ParsedQuestion(
+                text,
+                "unsupported",
+                label=label,
+                message=f"the question asks about {label} with words that are not understood "
+                f"({', '.join(repr(w) for w in unknown[:3])}); supported: presence, position, "
+                "size, count, change, severity",
+            )
+        negs = [h for h in hits if h.group == "negation" and free(h)]
+        if quals and negs:
+            return ParsedQuestion(
+                text,
+                "unsupported",
+                label=label,
+                rules=(*rules, negs[0].entry.id),
+                message=f"a question about {label} asked in the negative "
+                f"({doc[negs[0].start : negs[0].end].text!r}) is answered only for presence; "
+                "ask it the positive way",
+            )
+        if quals:
+            kinds = {q.kind for q in quals}
+            first = next(k for k in _KIND_ORDER if k in kinds)
+            return ParsedQuestion(
+                text,
+                _TYPE_OF_KIND[first],
+                label=label,
+                qualifiers=tuple(quals),
+                rules=(*rules, *(q.rule for q in quals)),
+            )
+        frames = [h for h in hits if h.group == "presence" and free(h)]
+        starts_open = words[0] in self.patterns.question_words
+        if starts_open or not (frames or _is_bare(doc, taken)):
+            return ParsedQuestion(
+                text,
+                "unsupported",
+                label=label,
+                message=f"the question names {label} but what it asks about it is not "
+                "understood; supported: presence, position, size, count, change, severity",
+            )
+        return ParsedQuestion(
+            text,
+            "presence",
+            label=label,
+            negated=bool(negs),
+            rules=(
+                *rules,
+                *(h.entry.id for h in frames[:1]),
+                *(h.entry.id for h in negs[:1]),
+            ),
+        )
+
+    def _unknown_words(
+        self, doc: Doc, hits: list[_Hit], found: list[tuple[str, str, int, int]]
+    ) -> list[str]:
+        """Content words of a yes/no question that no entry explains ("Is the nodule
+        calcified?"): answering it as a presence question would be a guess."""
+        covered = {i for h in hits for i in range(h.start, h.end)}
+        covered.update(i for _, _, s, e in found for i in range(s, e))
+        p = self.patterns
+        context = p.context_words | p.units.keys() | p.number_words.keys() | {"than", "a"}
+        return [
+            t.text
+            for t in doc
+            if t.i not in covered
+            and not (t.is_punct or t.is_space or t.is_stop or t.like_num)
+            and t.lower_ not in context
+            and t.lower_.rstrip(".") not in context
+        ]
+
+    def _findings(self, doc: Doc, hits: list[_Hit]) -> list[tuple[str, str, int, int]]:
+        """(label, rule id, start, end) of the findings named, longest first where they overlap."""
+        spans: list[tuple[str, str, int, int]] = [
+            (str(h.entry.value), h.entry.id, h.start, h.end) for h in hits if h.group == "finding"
+        ]
+        spans.extend(
+            (sp.label_, f"concept.{sp.label_}", sp.start, sp.end) for sp in self._concepts.find(doc)
+        )
+        spans = [s for s in spans if s[0] in self.labels]
+        if not spans:
+            spans = [
+                (str(h.entry.value), h.entry.id, h.start, h.end)
+                for h in hits
+                if h.group == "fallback" and str(h.entry.value) in self.labels
+            ]
+        # longest span first; drop those inside a kept one
+        spans.sort(key=lambda s: (-(s[3] - s[2]), s[2]))
+        kept: list[tuple[str, str, int, int]] = []
+        for s in spans:
+            if not any(k[2] < s[3] and s[2] < k[3] for k in kept):
+                kept.append(s)
+        return kept
+
+    def _comparison(
+        self, doc: Doc, hits: list[_Hit], words: list[str], free: Callable[[_Hit], bool]
+    ) -> Qualifier | None:
+        """A numeric comparison: comparator, number, optional unit ("larger than 3 cm")."""
+        p = self.patterns
+        cmps = sorted(
+            (h for h in hits if h.group == "comparison" and free(h)),
+            key=lambda h: (h.start, -(h.end - h.start)),
+        )
+        candidates = [(h.end, h.entry.id, str(h.entry.value), h.start) for h in cmps]
+        # a bare number with a unit ("Is the nodule 8 mm?") compares for equality
+        for i, w in enumerate(words):
+            if (
+                _number(w, p.number_words) is not None
+                and i + 1 < len(words)
+                and words[i + 1] in p.units
+                and not any(c[0] <= i <= c[0] + 1 for c in candidates)
+            ):
+                candidates.append((i, "cmp.number", "eq", i))
+        for after, rule, op, begin in candidates:
+            i = after
+            if i < len(words) and words[i] == "than":
+                i += 1
+            if (
+                i < len(words)
+                and words[i] in ("a", "an")
+                and i + 1 < len(words)
+                and words[i + 1] == "half"
+            ):
+                i += 1
+            if i >= len(words):
+                continue
+            value = _number(words[i], p.number_words)
+            if value is None:
+                continue
+            j = i + 1
+            if j < len(words) and words[j] in ("-", "and") and j + 1 < len(words):
+                # "3-cm", "1 and a half cm" (the half is ignored: rare)
+                j += 1 if words[j] == "-" else 0
+            unit = words[j] if j < len(words) and words[j] in p.units else None
+            end_tok = j + 1 if unit else i + 1
+            trail = [h for h in hits if h.group == "trailing" and h.start == end_tok]
+            if trail:
+                op, rule = str(trail[0].entry.value), f"{rule}+{trail[0].entry.id}"
+                end_tok = trail[0].end
+            if any(w in p.prior_words for w in words[end_tok : end_tok + 4]) and unit is None:
+                continue
+            start_char = doc[begin].idx
+            end_char = doc[end_tok - 1].idx + len(doc[end_tok - 1])
+            if unit is not None:
+                mm = round(value * p.units[unit], 3)
+                return Qualifier("size", mm, op=op, rule=rule, start=start_char, end=end_char)
+            return Qualifier(
+                "count",
+                int(value) if value == int(value) else value,
+                op=op,
+                rule=rule,
+                start=start_char,
+                end=end_char,
+            )
+        return None
+
+
+def _tok(doc: Doc, char: int) -> int:
+    for t in doc:
+        if t.idx <= char < t.idx + len(t):
+            return t.i
+    return len(doc) - 1
+
+
+_NUMBER_RE = re.compile(r"^\d+(?:[.,]\d+)?$|^\.\d+$")
+
+
+def _number(word: str, words: Mapping[str, float]) -> float | None:
+    if _NUMBER_RE.match(word):
+        return float(word.replace(",", "."))
+    return words.get(word)
+
+
+def _is_bare(doc: Doc, taken: list[tuple[int, int]]) -> bool:
+    """A question that is just a finding ("Pleural effusion?", "Effusion present")."""
+    rest = [
+        t
+        for t in doc
+        if not any(s <= t.i < e for s, e in taken) and not t.is_punct and t.lower_ not in _FILLERS
+    ]
+    return not rest
+
+
+_FILLERS = frozenset({"a", "an", "the", "any", "of", "please", "?"})
+
+
+# --- answering from a report ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReportAnswer:
+    """What the report says to a question.
+
+    Attributes:
+        answer: yes/no/uncertain/unknown, a term, position terms, a size (mm) or a count.
+        known: False when the report does not say (answer "unknown").
+        status: the finding's report status (positive/negative/uncertain/absent).
+        laterality: the finding's side in the report, if any.
+        evidence: report spans: {"text", "start", "end", "status", "rule"} per mention,
+            and the attribute evidence used ({"attribute", "value", "rule", "start", "end"}).
+    """
+
+    answer: AnswerValue
+    known: bool
+    status: str
+    laterality: str | None = None
+    evidence: list[dict[str, object]] = field(default_factory=list)
+
+
+def compare(value: float, op: str, target: float) -> bool:
+    """`value op target` for op gt, ge, lt, le, eq (eq within 10% or 1 unit)."""
+    if op == "gt":
+        return value > target
+    if op == "ge":
+        return value >= target
+    if op == "lt":
+        return value < target
+    if op == "le":
+        return value <= target
+    return abs(value - target) <= max(1.0, 0.1 * target)
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def _check(q: Qualifier, finding: Mapping[str, object], zones: Mapping[str, frozenset[str]]) -> str:
+    """yes / no / unknown for one qualifier against the report's attributes of the finding."""
+    side = finding.get("laterality")
+    places = [str(p) for p in finding.get("location") or ()]  # type: ignore[attr-defined]
+    if q.kind == "side":
+        return _yes(side in q.accepts) if side else "unknown"
+    if q.kind == "zone":
+        inside = zones.get(str(q.value), frozenset())
+        if not places:
+            return "unknown"
+        return _yes(any(p in inside for p in places))
+    if q.kind == "lobe":
+        if str(q.value) in places:
+            return "yes"
+        lobe_side, lobe_zone = q.accepts[:2] if len(q.accepts) >= 2 else ("", "")
+        if side and side not in (lobe_side, "bilateral"):
+            return "no"
+        if places:
+            return (
+                _yes(any(p in zones.get(lobe_zone, frozenset()) for p in places))
+                if side
+                else "unknown"
+            )
+        return "unknown"
+    if q.kind == "severity":
+        sev = finding.get("severity")
+        return _yes(sev in q.accepts) if sev else "unknown"
+    if q.kind == "change":
+        change = finding.get("change")
+        return _yes(change in q.accepts) if change else "unknown"
+    if q.kind == "count":
+        count = finding.get("count")
+        if count is None:
+            count = 1  # a positive finding without a number is one
+        if q.value == "multiple":
+            return _yes(count == "multiple" or (isinstance(count, int) and count > 1))
+        if count == "multiple":
+            target = float(q.value)
+            if q.op in ("gt", "ge") and target <= 1:
+                return "yes"
+            if q.op in ("lt", "le", "eq") and target <= 1:
+                return "no"
+            return "unknown"
+        if q.op == "eq":
+            return _yes(float(count) == float(q.value))  # type: ignore[arg-type]
+        return _yes(compare(float(count), q.op, float(q.value)))  # type: ignore[arg-type]
+    if q.kind == "size":
+        size = finding.get("size_mm")
+        if size is None:
+            return "unknown"
+        return _yes(compare(float(size), q.op, float(q.value)))  # type: ignore[arg-type]
+    return "unknown"
+
+
+def _mention_evidence(m: Mention, keys: Iterable[str] = ()) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = [
+        {
+            "kind": "mention",
+            "text": m.text,
+            "start": m.start,
+            "end": m.end,
+            "status": m.status,
+            "rule": m.rule or "positive.plain",
+            "sentence": m.sentence,
+        }
+    ]
+    wanted = set(keys)
+    out.extend(
+        {"kind": "attribute", **ev} for ev in m.attribute_evidence if ev.get("attribute") in wanted
+    )
+    return out
+
+
+_ATTRS_OF: dict[str, tuple[str, ...]] = {
+    "presence": (),
+    "position": ("laterality", "location"),
+    "size": ("size_mm", "severity"),
+    "count": ("count",),
+    "change": ("change",),
+    "severity": ("severity",),
+}
+
+
+def answer_from_report(
+    question: ParsedQuestion,
+    report: ReportLabels,
+    patterns: QuestionPatterns | None = None,
+) -> ReportAnswer:
+    """Answer a parsed question from a labelled report.
+
+    Presence: positive is yes, uncertain is uncertain, negative or not mentioned is no.
+    Attribute questions read the finding's aggregated attributes (`report.findings`);
+    a closed question is yes only when every qualifier holds; an attribute the report
+    does not state is `unknown`.
+
+    Args:
+        question: from `QuestionParser.parse` (not unsupported).
+        report: from `label_report` / `label_reports`.
+        patterns: the question patterns (zones); default `questions.v1`.
+
+    Returns:
+        The answer with the report spans and rule ids it rests on.
+    """
+    patterns = patterns or load_question_patterns()
+    label = question.label or ""
+    status = str(report.labels.get(label, "absent"))
+    finding: Mapping[str, object] = report.findings.get(label, {})
+    keys = _ATTRS_OF.get(question.type, ())
+    mentions = [m for m in report.mentions if m.label == label]
+    evidence = [ev for m in mentions for ev in _mention_evidence(m, keys)]
+    side = finding.get("laterality")
+    lat = str(side) if side else None
+
+    def out(answer: AnswerValue, known: bool = True) -> ReportAnswer:
+        return ReportAnswer(answer, known, status, lat, evidence)
+
+    if not evidence and status == "absent":
+        evidence = [{"kind": "absent", "text": f"{label} is not mentioned in the report"}]
+    qtype = question.type
+    if qtype == "presence":
+        if status == "positive":
+            ans = "yes"
+        elif status == "uncertain":
+            return out("uncertain")
+        else:
+            ans = "no"
+        if question.negated:
+            ans = "no" if ans == "yes" else "yes"
+        return out(ans)
+    if question.open:
+        if status in ("negative", "absent") and qtype != "change":
+            if qtype == "count":
+                return out(0)
+            return out("unknown", False)
+        if qtype == "position":
+            terms: list[str] = [lat] if lat else []
+            if question.asks != "side":
+                terms += [str(p) for p in finding.get("location") or ()]  # type: ignore[attr-defined]
+            return out(terms, True) if terms else out("unknown", False)
+        if qtype == "size":
+            if finding.get("size_mm") is not None:
+                return out(float(finding["size_mm"]))  # type: ignore[arg-type]
+            if finding.get("severity"):
+                return out(str(finding["severity"]))
+            return out("unknown", False)
+        if qtype == "count":
+            count = finding.get("count")
+            return out(count if count is not None else 1)  # type: ignore[arg-type]
+        if qtype == "change":
+            change = finding.get("change")
+            return out(str(change)) if change else out("unknown", False)
+        if qtype == "severity":
+            sev = finding.get("severity")
+            return out(str(sev)) if sev else out("unknown", False)
+        return out("unknown", False)
+    # closed: every qualifier must hold
+    changes = [q for q in question.qualifiers if q.kind == "change"]
+    if status in ("negative", "absent"):
+        if changes and finding.get("change"):
+            # "Has the effusion resolved?" -- a resolved finding is negative
+            verdicts = [_check(q, finding, patterns.zone_includes) for q in changes]
+            return out(_combine(verdicts), "unknown" not in verdicts)
+        return out("no")
+    verdicts = [_check(q, finding, patterns.zone_includes) for q in question.qualifiers]
+    combined = _combine(verdicts)
+    if combined == "yes" and status == "uncertain":
+        return out("uncertain")
+    return out(combined, combined != "unknown")
+
+
+def _combine(verdicts: Sequence[str]) -> str:
+    if "no" in verdicts:
+        return "no"
+    if "unknown" in verdicts:
+        return "unknown"
+    return "yes"

@@ -1,0 +1,242 @@
+"""Questions: parsing (types, findings, qualifiers, comparisons) and answers from a report."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from spacy.language import Language
+
+from labeler.errors import PatternFileError
+from labeler.questions import (
+    ParsedQuestion,
+    QuestionParser,
+    answer_from_report,
+    compare,
+    load_question_patterns,
+)
+from labeler.schema import CHESTXRAY14, ReportLabels
+
+REPORT = (
+    "FINDINGS: Small left pleural effusion, increased since the prior study. "
+    "A 2.5 cm mass in the right upper lobe. Two nodules in the left lower lobe. "
+    "No pneumothorax. Possible pneumonia. The heart is moderately enlarged."
+)
+
+
+@pytest.fixture(scope="module")
+def parser(nlp: Language) -> QuestionParser:
+    return QuestionParser(nlp, [str(label) for label in CHESTXRAY14])
+
+
+@pytest.fixture(scope="module")
+def report(label: Callable[[str], ReportLabels]) -> ReportLabels:
+    return label(REPORT)
+
+
+def ask(
+    parser: QuestionParser, report: ReportLabels, question: str
+) -> tuple[ParsedQuestion, object]:
+    parsed = parser.parse(question)
+    assert parsed.type != "unsupported", parsed.message
+    return parsed, answer_from_report(parsed, report).answer
+
+
+@pytest.mark.parametrize(
+    ("question", "finding", "answer"),
+    [
+        ("Is there a pleural effusion?", "Effusion", "yes"),
+        ("Is there pleural fluid?", "Effusion", "yes"),
+        ("Does the patient have fluid around the lung?", "Effusion", "yes"),
+        ("Is an effusion present?", "Effusion", "yes"),
+        ("Any effusion?", "Effusion", "yes"),
+        ("Effusion?", "Effusion", "yes"),
+        ("Is there a pneumothorax?", "Pneumothorax", "no"),
+        ("Is there a collapsed lung?", "Pneumothorax", "no"),
+        ("Is pneumonia seen?", "Pneumonia", "uncertain"),
+        ("Is the heart enlarged?", "Cardiomegaly", "yes"),
+        ("Does the patient have an enlarged heart?", "Cardiomegaly", "yes"),
+        ("Does the heart look big?", "Cardiomegaly", "yes"),
+        ("Is the heart size normal?", "Cardiomegaly", "no"),
+        ("Is there a lung mass?", "Mass", "yes"),
+        ("Is there edema?", "Edema", "no"),  # not mentioned: read as absent
+        ("Is there no pneumothorax?", "Pneumothorax", "yes"),
+    ],
+)
+def test_presence_answers(
+    parser: QuestionParser, report: ReportLabels, question: str, finding: str, answer: str
+) -> None:
+    parsed, got = ask(parser, report, question)
+    assert (parsed.type, parsed.label, got) == ("presence", finding, answer)
+
+
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        ("No pleural effusion.", "no"),
+        ("Possible pleural effusion.", "uncertain"),
+        ("Pleural effusion cannot be excluded.", "uncertain"),
+        ("Small right pleural effusion.", "yes"),
+        ("The lungs are clear.", "no"),
+    ],
+)
+def test_presence_follows_negation_and_uncertainty(
+    parser: QuestionParser, label: Callable[[str], ReportLabels], text: str, answer: str
+) -> None:
+    parsed = parser.parse("Is there an effusion?")
+    assert answer_from_report(parsed, label(text)).answer == answer
+
+
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        ("Where is the effusion?", ["left"]),
+        ("Which side is the effusion on?", ["left"]),
+        ("Is the effusion on the left or right?", ["left"]),
+        ("Which lung has the nodules?", ["left"]),
+        ("Where is the mass?", ["right", "right upper lobe"]),
+        ("In which lobe is the mass?", ["right", "right upper lobe"]),
+        ("Is the effusion on the left?", "yes"),
+        ("Is the effusion right-sided?", "no"),
+        ("Is the effusion bilateral?", "no"),
+        ("Is the mass in the right upper lobe?", "yes"),
+        ("Is the mass in the lower lobe?", "no"),
+        ("Is the nodule in the lower lobe?", "yes"),
+        ("Can you see a nodule in the left lung?", "yes"),
+        ("Is there a right pleural effusion?", "no"),
+        ("Is the effusion located on the left?", "yes"),
+        ("Is the mass located in the upper lobe?", "yes"),
+        ("Where is the pneumothorax?", "unknown"),
+    ],
+)
+def test_position_answers(
+    parser: QuestionParser, report: ReportLabels, question: str, answer: object
+) -> None:
+    parsed, got = ask(parser, report, question)
+    assert parsed.type == "position"
+    assert got == answer
+
+
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        ("How big is the mass?", 25.0),
+        ("What is the size of the mass?", 25.0),
+        ("How large is the effusion?", "mild"),  # no measurement: the report's size word
+        ("Is the mass larger than 3 cm?", "no"),
+        ("Is the mass larger than 2 cm?", "yes"),
+        ("Is the mass smaller than 30 mm?", "yes"),
+        ("Does the mass measure more than 20 mm?", "yes"),
+        ("Is the mass at least 2.5 cm?", "yes"),
+        ("Is the mass >3cm?", "no"),
+        ("Is the mass 3 cm or larger?", "no"),
+        ("Is the mass over 1 inch?", "no"),
+        ("Is the mass bigger than 0.02 m?", "yes"),
+    ],
+)
+def test_size_answers_and_numeric_comparisons(
+    parser: QuestionParser, report: ReportLabels, question: str, answer: object
+) -> None:
+    parsed, got = ask(parser, report, question)
+    assert parsed.type == "size"
+    assert got == answer
+
+
+def test_comparison_units_convert_to_mm(parser: QuestionParser) -> None:
+    q = parser.parse("Is the nodule larger than 1.5 cm?").qualifiers[0]
+    assert (q.kind, q.value, q.op, q.rule) == ("size", 15.0, "gt", "cmp.gt")
+    assert parser.parse("Is the nodule 8 mm or smaller?").qualifiers[0].op == "le"
+    assert compare(25.0, "ge", 25.0) and not compare(25.0, "gt", 25.0)
+
+
+@pytest.mark.parametrize(
+    ("question", "type_", "answer"),
+    [
+        ("How many nodules are there?", "count", 2),
+        ("Number of nodules?", "count", 2),
+        ("Are there multiple nodules?", "count", "yes"),
+        ("Are there more than 2 nodules?", "count", "no"),
+        ("Is there a single nodule?", "count", "no"),
+        ("How many masses are there?", "count", 1),
+        ("How many pneumothoraces are there?", "count", 0),
+        ("Has the effusion changed?", "change", "increased"),
+        ("Has the effusion increased?", "change", "yes"),
+        ("Has the effusion gotten worse?", "change", "yes"),
+        ("Has the effusion improved?", "change", "no"),
+        ("Is the effusion stable?", "change", "no"),
+        ("Is the effusion larger than before?", "change", "yes"),
+        ("Has the mass grown since the last exam?", "change", "unknown"),
+        ("How severe is the cardiomegaly?", "severity", "moderate"),
+        ("Is the effusion small?", "severity", "yes"),
+        ("Is the effusion large?", "severity", "no"),
+        ("Is the cardiomegaly mild or severe?", "severity", "moderate"),
+        ("Is there a small left effusion?", "severity", "yes"),
+        ("Is there a small right effusion?", "severity", "no"),
+        ("How much fluid is there?", "severity", "mild"),
+        ("Is there any change in the left effusion?", "change", "increased"),
+    ],
+)
+def test_count_change_severity_answers(
+    parser: QuestionParser, report: ReportLabels, question: str, type_: str, answer: object
+) -> None:
+    parsed, got = ask(parser, report, question)
+    assert (parsed.type, got) == (type_, answer)
+
+
+def test_resolved_finding_answers_change(
+    parser: QuestionParser, label: Callable[[str], ReportLabels]
+) -> None:
+    parsed = parser.parse("Has the pneumothorax resolved?")
+    assert answer_from_report(parsed, label("The pneumothorax has resolved.")).answer == "yes"
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Why is there an effusion?",
+        "What caused the pneumothorax?",
+        "How old is the patient?",
+        "Should the effusion be drained?",
+        "What is seen in the left lung?",
+        "Is there an effusion or a pneumothorax?",
+        "What is the effusion made of?",
+        "Is the mass malignant?",
+        "",
+        "Is it mild, moderate or severe?",
+        "Is there evidence of congestive heart failure?",
+        "Is the nodule calcified?",  # a closed question with a word no entry explains
+        "Is the effusion loculated?",
+        "Are both lungs clear of effusion?",  # negated and qualified
+    ],
+)
+def test_unsupported_questions_are_never_guessed(parser: QuestionParser, question: str) -> None:
+    parsed = parser.parse(question)
+    assert parsed.type == "unsupported"
+    assert parsed.message
+
+
+def test_parse_names_the_pattern_ids(parser: QuestionParser) -> None:
+    parsed = parser.parse("Is the effusion on the left?")
+    assert parsed.rules == ("concept.Effusion", "side.left")
+    assert parser.parse("Is there pleural fluid?").rules[0] == "finding.effusion"
+
+
+def test_report_evidence_has_offsets_and_rules(
+    parser: QuestionParser, report: ReportLabels
+) -> None:
+    answer = answer_from_report(parser.parse("Is the effusion on the left?"), report)
+    mention = next(e for e in answer.evidence if e["kind"] == "mention")
+    assert REPORT[int(mention["start"]) : int(mention["end"])] == mention["text"]  # type: ignore[call-overload]
+    side = next(e for e in answer.evidence if e["kind"] == "attribute")
+    assert side["rule"] == "laterality.left"
+
+
+def test_pattern_file_rejects_unquoted_yaml_booleans(tmp_path: object) -> None:
+    from pathlib import Path
+
+    bad = Path(str(tmp_path)) / "q.yaml"
+    bad.write_text(
+        "version: 1\nunits: {mm: 1}\nnegations:\n  - id: n\n    phrases: [no]\n", encoding="utf-8"
+    )
+    with pytest.raises(PatternFileError, match="quote"):
+        load_question_patterns(str(bad))
