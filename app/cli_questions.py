@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from app.study_questions import ImageFindings
+    from models.predict import Predictor
 
 __all__ = ["register"]
 
@@ -170,7 +171,7 @@ class _ImageReader:
     def __init__(self, args: argparse.Namespace, base_dir: Any) -> None:
         self.args = args
         self.base_dir = base_dir
-        self.predictor: Any = None
+        self.predictor: Predictor | None = None
         self.cache: dict[str, tuple[ImageFindings | None, str | None]] = {}
 
     def get(self, name: str) -> tuple[ImageFindings | None, str | None]:
@@ -180,7 +181,7 @@ class _ImageReader:
             self.cache[name] = self._read(name)
         return self.cache[name]
 
-    def _load_predictor(self) -> Any:
+    def _load_predictor(self) -> Predictor:
         from pathlib import Path
 
         from models.predict import load_predictor
@@ -196,30 +197,38 @@ class _ImageReader:
     def _read(self, name: str) -> tuple[ImageFindings | None, str | None]:
         from pathlib import Path
 
-        from app.study_questions import image_findings, rendered_heatmaps
+        from app.study_questions import (
+            LUNG_FIELD_SIDE,
+            image_findings,
+            lung_field_of,
+            rendered_heatmaps,
+        )
         from models.errors import ImageError
-        from models.images import load_image
+        from models.image_pipeline import InputSpec, load_for_model
 
         path = Path(name)
         if not path.is_absolute() and not path.exists():
             path = self.base_dir / path
-        try:
-            image = load_image(path)
-        except (ImageError, OSError) as exc:
-            return None, f"image {name}: {exc}"
         if self.predictor is None:
             self.predictor = self._load_predictor()
+        try:
+            spec = InputSpec.of(self.predictor, display_size=LUNG_FIELD_SIDE)
+            loaded = load_for_model(path, spec)
+        except (ImageError, OSError) as exc:
+            return None, f"image {name}: {exc}"
         # every label's map: a position question presupposes its finding, positive or not
-        [pred] = self.predictor.predict([image.pixels], heatmaps="all")
+        [pred] = self.predictor.predict([loaded.prepared], heatmaps="all")
+        meta = loaded.meta
         return (
             image_findings(
                 pred.probabilities,
                 pred.positive,
                 pred.boxes,
-                image.pixels,
-                image.meta,
+                None,
+                meta,
                 view_position=self.args.view,
-                heatmaps=rendered_heatmaps(pred.heatmaps, *image.pixels.shape),
+                lung_field=lung_field_of(loaded),
+                heatmaps=rendered_heatmaps(pred.heatmaps, meta.rows, meta.columns),
             ),
             None,
         )

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from labeler.config import LabelerConfig
     from models.dicom import ImageMeta
     from models.heatmaps import Heatmap
+    from models.image_pipeline import LoadedImage
     from models.position import BoxLike, BoxPosition, LungField, Orientation
 
 __all__ = [
@@ -158,6 +159,23 @@ def image_findings(
         lung_field=lung,
         placed_by_heat=frozenset(by_heat),
     )
+
+
+# Longer side of the display copy the lung field is estimated on (`lung_field_of`): the
+# estimate works on a 256 px image whatever the original size.
+LUNG_FIELD_SIDE = 256
+
+
+def lung_field_of(loaded: LoadedImage) -> LungField:
+    """The lung field of an image read by `models.image_pipeline.load_for_model` with a
+    display copy, in original pixels."""
+    from models.position import estimate_lung_field
+
+    if loaded.display is None:
+        raise ValueError("the image was loaded without a display copy")
+    rows, columns = loaded.display.shape
+    field = estimate_lung_field(loaded.display)
+    return field.scaled(loaded.meta.columns / columns, loaded.meta.rows / rows)
 
 
 def rendered_heatmaps(

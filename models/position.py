@@ -148,6 +148,11 @@ class LungField:
         """The x coordinate between the two lungs."""
         return self.x + self.width / 2
 
+    def scaled(self, sx: float, sy: float) -> LungField:
+        """The same field in coordinates `sx` times wider and `sy` times taller (an estimate
+        made on a display copy, put back into original pixels)."""
+        return LungField(self.x * sx, self.y * sy, self.width * sx, self.height * sy, self.method)
+
 
 def estimate_lung_field(pixels: np.ndarray) -> LungField:
     """Estimate the lung field's bounding box from the image (see the module docstring).

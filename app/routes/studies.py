@@ -14,9 +14,15 @@ from starlette.datastructures import UploadFile
 from app.deps import NlpDep, StateDep
 from app.errors import ModelNotLoaded, ServiceError, UnsupportedMediaType
 from app.schemas import ErrorRead
+from app.study_questions import LUNG_FIELD_SIDE, lung_field_of
 
 if TYPE_CHECKING:
+    from app.report_labeler import ReportLabeler
     from app.study_questions import ImageFindings, StudyQuestions
+    from models.dicom import ImageMeta
+    from models.image_pipeline import PreparedImage
+    from models.position import LungField
+    from models.predict import Predictor
 
 router = APIRouter(tags=["studies"])
 
@@ -164,7 +170,7 @@ async def ask_study(request: Request, state: StateDep, labeler: NlpDep) -> Study
     return StudyAnswersRead(answers=[AnswerRead(**a) for a in answers], model=model)
 
 
-def _engine(state: Any, labeler: Any) -> StudyQuestions:
+def _engine(state: Any, labeler: ReportLabeler) -> StudyQuestions:
     from app.study_questions import StudyQuestions
 
     with _ENGINE_LOCK:
@@ -220,15 +226,13 @@ async def _image(
 
 
 def _decode(
-    predictor: Any, file: BinaryIO, name: str, max_pixels: int | None
-) -> tuple[Any, Any, Any]:
-    """Decode once; keep the model input, the metadata and the lung field estimate."""
-    from models.images import load_image
-    from models.position import estimate_lung_field
+    predictor: Predictor, file: BinaryIO, name: str, max_pixels: int | None
+) -> tuple[ImageMeta, PreparedImage, LungField]:
+    """Decode once through the image pipeline; keep the model input, the metadata and the
+    lung field, estimated on the display copy and put back into original pixels."""
+    from models.image_pipeline import InputSpec, load_for_model
 
-    image = load_image(file, filename=name, max_pixels=max_pixels)
-    prepared = predictor.prepare(image.pixels)
-    lung = estimate_lung_field(image.pixels)
-    meta = image.meta
-    del image
-    return meta, prepared, lung
+    spec = InputSpec.of(predictor, display_size=LUNG_FIELD_SIDE, max_pixels=max_pixels)
+    loaded = load_for_model(file, spec, filename=name)
+    assert loaded.display is not None  # asked for by the spec
+    return loaded.meta, loaded.prepared, lung_field_of(loaded)
