@@ -19,7 +19,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,6 +158,7 @@ class Predictor:
         except ValueError as exc:
             raise ModelsError(f"model card {exc}") from None
         self._box_pool: ThreadPoolExecutor | None = None
+        self._staging: torch.Tensor | None = None  # pinned 16-bit batch (CUDA)
         # Per-label temperature scaling from the card (models.calibration); T = 1 if absent.
         self._temperatures = torch.from_numpy(temperature_vector(card.temperatures, self.labels))
 
@@ -375,24 +376,51 @@ class Predictor:
         return list(self._box_pool.map(box, range(len(jobs))))
 
     def _input_batch(self, prepared: Sequence[PreparedImage]) -> torch.Tensor:
-        """(N, 1, S, S) float input on the device: the fitted images travel as 16-bit grey
-        (half the bytes of float32), are scaled to [0, 1] and padded there."""
+        """(N, 1, S, S) float input on the device, scaled to [0, 1] and padded.
+
+        On CUDA the fitted images travel as 16-bit grey (half the bytes of float32) through
+        one pinned staging buffer and one copy per batch, and are widened, scaled and padded
+        on the GPU. On CPU they are scaled into the batch array directly (NumPy: one pass).
+        Not thread-safe: one thread predicts with a `Predictor` at a time.
+        """
         s = self.image_size
-        x = torch.zeros((len(prepared), 1, s, s), dtype=torch.float32, device=self.device)
-        pin = self.device.type == "cuda"
         for i, p in enumerate(prepared):
+            if p.geometry.size != s:
+                raise ValueError(
+                    f"image {i} was prepared for {p.geometry.size} px, the model takes {s}"
+                )
+        if self.device.type != "cuda":
+            batch = np.zeros((len(prepared), 1, s, s), np.float32)
+            for i, p in enumerate(prepared):
+                g = p.geometry
+                window = batch[i, 0, g.top : g.top + g.height, g.left : g.left + g.width]
+                if p.pixels.dtype == np.uint16:
+                    np.multiply(p.pixels, np.float32(1.0 / UNIT_CODES), out=window)
+                else:
+                    window[...] = p.pixels
+            return torch.from_numpy(batch).contiguous(memory_format=torch.channels_last)
+        wide = all(p.pixels.dtype == np.uint16 for p in prepared)
+        if not wide:  # float images (`prepare`): no staging, they are few and small
+            host = [torch.from_numpy(np.asarray(p.pixels, np.float32)) for p in prepared]
+            parts = [t.to(self.device) for t in host]
+        else:
+            n = len(prepared)
+            if self._staging is None or self._staging.shape[0] < n:
+                # int16: every torch build copies and widens it; the bits are the uint16's.
+                self._staging = torch.empty((n, s, s), dtype=torch.int16).pin_memory()
+            staging = self._staging
+            view = staging.numpy()
+            for i, p in enumerate(prepared):
+                h, w = p.pixels.shape
+                view[i, :h, :w] = p.pixels.view(np.int16)
+            on_device = staging[:n].to(self.device, non_blocking=True)
+            scaled = (on_device.to(torch.int32) & 0xFFFF).float() * (1.0 / UNIT_CODES)
+            parts = [
+                scaled[i, : p.pixels.shape[0], : p.pixels.shape[1]] for i, p in enumerate(prepared)
+            ]
+        x = torch.zeros((len(prepared), 1, s, s), dtype=torch.float32, device=self.device)
+        for i, (p, part) in enumerate(zip(prepared, parts, strict=True)):
             g = p.geometry
-            if g.size != s:
-                raise ValueError(f"image {i} was prepared for {g.size} px, the model takes {s}")
-            pixels = np.ascontiguousarray(p.pixels)
-            wide = pixels.dtype == np.uint16
-            # 16-bit grey travels as its int16 view (bit for bit; every torch build copies
-            # and widens int16) and is read back as unsigned on the device.
-            t = torch.from_numpy(pixels.view(np.int16) if wide else pixels)
-            if pin:
-                t = t.pin_memory()
-            t = t.to(self.device, non_blocking=True)
-            part = (t.to(torch.int32) & 0xFFFF).float() / UNIT_CODES if wide else t.float()
             x[i, 0, g.top : g.top + g.height, g.left : g.left + g.width] = part
         return x.contiguous(memory_format=torch.channels_last)
 
@@ -507,7 +535,7 @@ def _load_file(task: tuple[str, InputSpec]) -> LoadedImage:
 _DONE = object()
 
 
-def _prefetch(items: Iterable[Any], depth: int) -> Iterator[Any]:
+def _prefetch(items: Iterable[Any], depth: int) -> Generator[Any, None, None]:
     """Yield `items` produced by a background thread at most `depth` ahead (order kept)."""
     q: queue.Queue[Any] = queue.Queue(maxsize=max(1, depth))
     failure: list[BaseException] = []
@@ -586,9 +614,11 @@ def predict_files(
         max_ahead=max(2 * batch, 4 * n_workers),
     )
     tasks = [(os.fspath(p), spec) for p in paths]
-    loaded: Iterator[LoadedImage | ImageError] = pool.map(tasks)
-    if n_workers == 0:  # decode in a thread, overlapped with the forward pass
-        loaded = _prefetch(loaded, depth=2 * batch)
+    # A thread drives the pool (hands out files, takes results off the workers' pipes) while
+    # this one runs the model: a worker never waits with a decoded image in its pipe.
+    loaded: Generator[LoadedImage | ImageError, None, None] = _prefetch(
+        pool.map(tasks), depth=max(2 * batch, 4 * n_workers)
+    )
     pending: list[FileResult] = []
 
     def flush() -> Iterator[FileResult]:
@@ -602,7 +632,7 @@ def predict_files(
         yield from pending
         pending.clear()
 
-    with pool:
+    try:
         for path, item in zip(paths, loaded, strict=True):
             if isinstance(item, ImageError):
                 pending.append(FileResult(path=Path(path), error=item))
@@ -619,3 +649,6 @@ def predict_files(
             if sum(r.prepared is not None for r in pending) >= batch:
                 yield from flush()
         yield from flush()
+    finally:
+        loaded.close()  # the driving thread stops before its workers do
+        pool.close()
