@@ -112,13 +112,14 @@ class StoredPixels:
             np.subtract(np.float32(1.0), out, out=out)
         return out
 
-    def _gather(self) -> np.ndarray:
-        """float32 value of every pixel: one table lookup indexed by the codes themselves.
+    def _gather(self, table_values: np.ndarray | None = None) -> np.ndarray:
+        """float32 value of every pixel (of `values`, or of another per-code table laid out
+        like it): one lookup indexed by the codes themselves.
 
         The table covers every code of the dtype up to the largest present (int16 codes
         index it through their uint16 view), so no shifted copy of the codes is made.
         """
-        values = self.values.astype(np.float32)
+        values = (self.values if table_values is None else table_values).astype(np.float32)
         if self.codes.dtype == np.int16:
             table = np.zeros(65536, np.float32)
             codes = np.arange(self.offset, self.offset + values.size, dtype=np.int16)
@@ -156,24 +157,36 @@ class StoredPixels:
         geo = Geometry.fit(rows, columns, size, mode)
         shrink = rows > geo.height or columns > geo.width
         interp = cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
+        lo, mul = self._scale()
         affine = self._affine()
         if affine is not None:
+            # code -> value -> [0, 1] -> inverted -> output codes is one affine map, applied
+            # to the small image after the resize.
             slope, intercept = affine
-            small = self.codes.astype(np.float32)
-        else:
-            slope, intercept = 1.0, 0.0
-            small = self._gather()
-        if small.shape != (geo.height, geo.width):
-            small = np.asarray(
-                cv2.resize(small, (geo.width, geo.height), interpolation=interp), np.float32
-            )
-        lo, mul = self._scale()
-        # One affine map on the small image: code -> value -> [0, 1] -> inverted -> codes.
-        a = float(slope) * float(mul)
-        b = (float(intercept) - float(lo)) * float(mul)
+            a = float(slope) * float(mul)
+            b = (float(intercept) - float(lo)) * float(mul)
+            if self.invert:
+                a, b = -a, 1.0 - b
+            small = self._resize(self.codes.astype(np.float32), geo, interp)
+            out = small * np.float32(a * UNIT_CODES)
+            out += np.float32(b * UNIT_CODES + 0.5)
+            np.clip(out, 0.0, UNIT_CODES, out=out)
+            return out.astype(np.uint16), geo
+        # Otherwise the table maps each code to its output value before the resize; its
+        # values lie in [0, UNIT_CODES], and so do their averages: only rounding is left.
+        table = (self.values - float(lo)) * float(mul)
         if self.invert:
-            a, b = -a, 1.0 - b
-        out = small * np.float32(a * UNIT_CODES)
-        out += np.float32(b * UNIT_CODES + 0.5)
-        np.clip(out, 0.0, UNIT_CODES, out=out)
-        return out.astype(np.uint16), geo
+            table = 1.0 - table
+        table = np.clip(table, 0.0, 1.0) * UNIT_CODES
+        small = self._resize(self._gather(table.astype(np.float32)), geo, interp)
+        small += np.float32(0.5)
+        return small.astype(np.uint16), geo
+
+    @staticmethod
+    def _resize(image: np.ndarray, geo: Geometry, interp: int) -> np.ndarray:
+        import cv2
+
+        if image.shape == (geo.height, geo.width):
+            return image
+        out: np.ndarray = cv2.resize(image, (geo.width, geo.height), interpolation=interp)
+        return out
