@@ -65,6 +65,7 @@ HeatmapPolicy = Literal["positive", "all", "none"]
 # Pixels per forward pass without gradients: a 1024 px ResNet-50's early stages hold about
 # 0.2 GB per image, so a batch of 16 at 1024 goes four images at a time.
 _FORWARD_PIXELS = 16 * 512 * 512
+_FORWARD_PIXELS_CUDA = 64 * 512 * 512  # a GPU's memory: sixteen at a time
 
 
 @dataclass
@@ -277,7 +278,8 @@ class Predictor:
             probs = self.probabilities(logits)
             t2 = t3 = time.perf_counter()  # the maps come out of the forward pass
         else:
-            step = max(1, _FORWARD_PIXELS // (x.shape[-2] * x.shape[-1]))
+            budget = _FORWARD_PIXELS_CUDA if x.is_cuda else _FORWARD_PIXELS
+            step = max(1, budget // (x.shape[-2] * x.shape[-1]))
             with self._autocast():
                 parts = [x[s : s + step] for s in range(0, x.shape[0], step)]
                 features = torch.cat([self.model.forward_features(p) for p in parts])
