@@ -30,10 +30,13 @@ Two more modes (`--mode`):
               `git worktree` of an older commit), interleaved, in the same run.
   latency     p50/p99 of single-DICOM requests, one at a time, through a real
               `cxr serve` on loopback (POST /v1/images/predict).
+  decode      one thread's time to decode and fit one generated DICOM (best of 7), and with
+              --base the older checkout's, interleaved.
 
     python benchmarks/predict.py --mode throughput --n 64 --image-size 1024 --device cuda
     python benchmarks/predict.py --mode throughput --n 32 --base ../base       # before/after
     python benchmarks/predict.py --mode latency --n 100 --image-size 1024 --device cuda
+    python benchmarks/predict.py --mode decode --n 1 --image-size 1024 --base ../base --repeat 2
 """
 
 from __future__ import annotations
@@ -273,6 +276,37 @@ def throughput(
     return n / seconds
 
 
+_DECODE = """
+import sys, time, json
+import cv2
+cv2.setNumThreads(1)
+path, size = sys.argv[1], int(sys.argv[2])
+import os
+if os.path.exists(os.path.join("models", "image_pipeline.py")):
+    from models.image_pipeline import InputSpec, load_for_model
+    spec = InputSpec(size, "letterbox")
+    run = lambda: load_for_model(path, spec)
+else:  # older code: float decode, float fit
+    from models.images import load_image
+    from models.transforms import fit_square
+    run = lambda: fit_square(load_image(path).pixels, size)
+times = []
+for _ in range(7):
+    t0 = time.perf_counter(); run(); times.append(time.perf_counter() - t0)
+print(json.dumps(min(times)))
+"""
+
+
+def decode_time(dicom: Path, size: int, code: Path) -> float:
+    """Best-of-7 seconds to decode and fit one DICOM, one thread, with the code in `code`."""
+    env = {**os.environ, "PYTHONPATH": _path(code), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", _DECODE, str(dicom), str(size)], env=env,
+                          capture_output=True, text=True, check=False, cwd=code)  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"decode run failed: {done.stderr[-2000:]}")
+    return float(done.stdout.strip().splitlines()[-1])
+
+
 def latency(checkpoint: Path, dicom: Path, *, device: str, n: int, work: Path) -> None:
     """p50/p99 of one-at-a-time POST /v1/images/predict through `cxr serve` on loopback."""
     sys.path.insert(0, str(Path(__file__).parent))
@@ -347,7 +381,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--mode", default="stages", choices=["stages", "throughput", "latency"])
+    parser.add_argument(
+        "--mode", default="stages", choices=["stages", "throughput", "latency", "decode"]
+    )
     parser.add_argument("--n", type=int, default=9, help="number of files (default 9)")
     parser.add_argument("--workers", type=int, help="decoding processes (throughput mode)")
     parser.add_argument(
@@ -430,6 +466,14 @@ def main() -> int:
                                   batch=args.batch_size, workers=args.workers)  # fmt: skip
                 workers = "default" if args.workers is None else args.workers
                 _say(f"throughput, {label}: {rate:.1f} files/s (workers {workers})")
+            return 0
+        if args.mode == "decode":
+            runs = [("this checkout", ROOT)]
+            if args.base:
+                runs.append(("base", args.base.resolve()))
+            for label, code in runs * max(1, args.repeat):
+                ms = 1000 * decode_time(files[0], args.image_size, code)
+                _say(f"decode + fit to {args.image_size} px, one thread, {label}: {ms:.1f} ms")
             return 0
         if args.mode == "latency":
             latency(checkpoint, files[0], device=args.device, n=args.n, work=work)
