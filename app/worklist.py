@@ -4,8 +4,8 @@ Batch jobs that had both a report and a model store, per image, the report's lab
 the prediction (probabilities, positives, boxes) in `BatchItem.result`. This module reads
 those results (read-only; it never changes a job) and lists, per image and finding, where
 the report and the image disagree on presence or side (`app.study_questions.discrepancy_of`).
-A report summary without attributes has no side, so side disagreements need a result that
-carries the report's `findings`.
+Batch results carry the report's `findings` (side, site, size, ...), so a finding on the other
+side is flagged too; results written before they did compare presence only.
 """
 
 from __future__ import annotations

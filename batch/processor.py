@@ -45,6 +45,9 @@ def _report_summary(labels: Any, source: str, version: str) -> dict[str, Any]:
     out["labels"] = data["labels"]
     out["positive"] = [k for k, v in data["labels"].items() if v == "positive"]
     out["no_finding"] = data["no_finding"]
+    # Side, site, size, count and change per finding: the discrepancy worklist compares the
+    # report's side with the image's.
+    out["findings"] = data.get("findings", {})
     return out
 
 

@@ -177,6 +177,40 @@ def test_worklist_reads_stored_batch_results() -> None:
     assert "does not mention" in found["Mass"].reason
 
 
+def test_worklist_flags_a_finding_on_the_other_side() -> None:
+    result: dict[str, Any] = {
+        "rows": 300,
+        "columns": 200,
+        "view_position": "PA",
+        "report": {
+            "labels": {"Mass": "positive"},
+            "findings": {"Mass": {"status": "positive", "laterality": "left"}},
+            "source": "csv",
+        },
+        "prediction": {
+            "probabilities": {"Mass": 0.9},
+            "positive": ["Mass"],
+            # the image's left half: the patient's right on a PA view
+            "boxes": [{"label": "Mass", "x": 20, "y": 30, "width": 30, "height": 30, "score": 0.7}],
+        },
+    }
+    (found,) = discrepancies_in_result(result, job_id="j", item="a.dcm")
+    assert found.label == "Mass" and found.image["side"] == "right"
+    assert found.report["laterality"] == "left"
+
+
+def test_batch_report_summary_carries_the_findings_sides() -> None:
+    from batch.processor import _report_summary
+    from labeler.schema import ReportLabels
+
+    labels = ReportLabels(
+        id="r", labels={"Mass": "positive"}, no_finding=False,
+        findings={"Mass": {"status": "positive", "laterality": "left"}},
+    )  # fmt: skip
+    summary = _report_summary(labels, "csv", "v")
+    assert summary["findings"]["Mass"]["laterality"] == "left"
+
+
 # --- the service ---------------------------------------------------------------------------
 
 
