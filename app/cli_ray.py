@@ -100,10 +100,7 @@ def run_batch_on_ray(
                 out.close()
     finally:
         job.source.close()
-    reports = job.processor.reports
-    unmatched = (
-        len(reports) - len(job.processor.matched_report_keys) if reports is not None else None
-    )
+    unmatched = job.processor.unmatched_reports()
     summary = batch_summary(args, tally, previous, torn, predictor, unmatched)
     if args.parquet is not None:
         summary += f"; Parquet shards in {args.parquet}"

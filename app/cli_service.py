@@ -451,10 +451,7 @@ def _run_batch(
                 out.close()
     finally:
         job.source.close()
-    reports = job.processor.reports
-    unmatched = (
-        len(reports) - len(job.processor.matched_report_keys) if reports is not None else None
-    )
+    unmatched = job.processor.unmatched_reports()
     summary = batch_summary(args, tally, previous, torn, predictor, unmatched)
     dataset = job.dataset
     if dataset is not None:

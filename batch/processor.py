@@ -140,6 +140,12 @@ class BatchProcessor:
             if found is not None:
                 self.matched_report_keys.add(found[0])
 
+    def unmatched_reports(self) -> int | None:
+        """CSV reports that matched no image so far (None without a reports CSV)."""
+        if self.reports is None:
+            return None
+        return len(self.reports) - len(self.matched_report_keys)
+
     def report_for(self, accession: str | None, study_uid: str | None) -> dict[str, Any] | None:
         """The mined labels for a study: from the CSV first, else from an SR of the study."""
         if self.reports is not None:
