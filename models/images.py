@@ -239,9 +239,10 @@ def load_integer_image(
 
     Bitmaps (PNG, JPEG, TIFF, BMP) are decoded by Pillow as `load_image` decodes them (8 or
     16 bits; colour to grey with Pillow's "L" luma, alpha dropped), after the same header
-    checks. Anything else (DICOM, float TIFFs, and whatever fails to decode here) goes
-    through `load_image` and comes back quantized to uint16 with the window (0, 65535);
-    an unreadable input raises `load_image`'s error.
+    checks. DICOM comes back as 16-bit grey through its per-code grey map
+    (`models.stored_pixels`), with the window (0, 65535). Anything else (float TIFFs, and
+    whatever fails to decode here) goes through `load_image` and comes back quantized the
+    same way; an unreadable input raises `load_image`'s error.
 
     Args:
         source: a path or the file's bytes.
@@ -265,6 +266,12 @@ def load_integer_image(
     fast = _decode_integer(data, name, max_pixels)
     if fast is not None:
         return fast
+    if looks_like_dicom(data):
+        from models.dicom import read_dicom_stored
+
+        # The per-code grey map straight to 16 bits: no full-size float image.
+        stored, _ = read_dicom_stored(data, max_pixels=max_pixels, name=name)
+        return IntegerImage(pixels=stored.unit_codes(), low=0.0, high=65535.0)
     pixels = load_image(data, filename=name, max_pixels=max_pixels).pixels
     quantized = (np.clip(pixels, 0.0, 1.0) * 65535.0 + 0.5).astype(np.uint16)
     return IntegerImage(pixels=quantized, low=0.0, high=65535.0)

@@ -76,3 +76,12 @@ def test_signed_codes_index_the_table_through_their_unsigned_view() -> None:
     codes = np.array([[-5, 0], [3, -5]], dtype=np.int16)
     stored = StoredPixels.from_codes(codes, lambda c: c.astype(float) * 2)
     assert np.allclose(stored.unit(), (codes.astype(float) + 5) / 8)
+
+
+def test_integer_dicom_for_training_is_the_float_image_in_16_bits(tmp_path: Path) -> None:
+    from models.images import load_integer_image
+
+    path = write(build_dataset(_pixels(), **CASES["window that clips"]), tmp_path / "a.dcm")
+    image = load_integer_image(path)
+    assert image.pixels.dtype == np.uint16 and (image.low, image.high) == (0.0, 65535.0)
+    assert np.abs(image.pixels / UNIT_CODES - read_dicom(path).pixels).max() <= 0.5 / UNIT_CODES
