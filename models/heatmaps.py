@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.boxes import DEFAULT_BOX_THRESHOLDS, Box, boxes_from_heatmap
+from models.boxes import DEFAULT_BOX_THRESHOLDS, Box, boxes_from_heatmap, suppress_overlapping
 from models.transforms import Geometry
 
 __all__ = ["Heatmap", "axis_weights", "boxes_from_cam", "project_cam"]
@@ -89,11 +89,15 @@ def boxes_from_cam(
     label: str,
     thresholds: Sequence[int] = DEFAULT_BOX_THRESHOLDS,
 ) -> list[Box]:
-    """The paper's boxes (threshold, connected components) in ORIGINAL pixel coordinates.
+    """The paper's boxes (threshold, connected components) in ORIGINAL pixel coordinates,
+    as a reader should see them: one box per region, none finer than the map.
 
     The map is projected onto the image's own area of the model input (height x width
     input pixels, padding excluded), thresholded there, and each box is scaled by the
-    geometry: box edges land on original pixel edges up to one input pixel.
+    geometry: box edges land on original pixel edges up to one input pixel. A box smaller
+    than one map cell (area below stride x stride input pixels) is dropped: the map cannot
+    place anything that finely, and such specks sit at the edges of blobs. Nested and
+    overlapping boxes are merged by `models.boxes.suppress_overlapping` (NMS by IoBB).
 
     Args:
         cam: (S_r, S_c) map (positive evidence, not normalised).
@@ -105,7 +109,11 @@ def boxes_from_cam(
         Boxes (x, y, width, height in original pixels), highest score first.
     """
     grid = project_cam(cam, geometry, geometry.height, geometry.width)
-    return boxes_from_heatmap(grid, label=label, thresholds=thresholds, scale=geometry.scale)
+    boxes = boxes_from_heatmap(grid, label=label, thresholds=thresholds, scale=geometry.scale)
+    cell = (geometry.size / cam.shape[-2]) * (geometry.size / cam.shape[-1])  # input px
+    sx, sy = geometry.scale
+    large = [b for b in boxes if (b.width / sx) * (b.height / sy) >= cell - 1e-6]
+    return suppress_overlapping(large)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from models.boxes import Box
+from models.boxes import Box, scored_boxes
 from models.calibration import apply_temperatures, temperature_vector
 from models.cam import positive_evidence
 from models.checkpoint import ModelCard, load_checkpoint
@@ -300,9 +300,12 @@ class Predictor:
                 for name in positive:
                     c = self.labels.index(name)
                     found.extend(
-                        _scored(b, p[name])
-                        for b in boxes_from_cam(
-                            label_maps[c], geo, label=name, thresholds=self.box_thresholds
+                        scored_boxes(
+                            boxes_from_cam(
+                                label_maps[c], geo, label=name, thresholds=self.box_thresholds
+                            ),
+                            probability=p[name],
+                            threshold=self.thresholds[name],
                         )
                     )
                 found.sort(key=lambda b: -b.score)
@@ -335,18 +338,6 @@ class Predictor:
         shown = {"positive": positive, "all": self.labels, "none": []}[heatmaps]
         mapped = set(shown) | (set(positive) if want_boxes else set())
         return positive, [c for c, name in enumerate(self.labels) if name in mapped]
-
-
-def _scored(box: Box, probability: float) -> Box:
-    return Box(
-        label=box.label,
-        x=box.x,
-        y=box.y,
-        width=box.width,
-        height=box.height,
-        score=round(box.score * probability, 4),
-        threshold=box.threshold,
-    )
 
 
 def load_predictor(
