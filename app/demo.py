@@ -63,8 +63,8 @@ def recipe_digest() -> str:
 
 
 def example_phantom(seed: int, *, size: int = 512, labels: Sequence[str] | None = None) -> Phantom:
-    """The page's sample phantom number `seed`: two or three lesions, drawn as the demo
-    model's training phantoms are (the recipe's lesion contrast), with its true boxes.
+    """The page's sample phantom number `seed`: two or three lesions, drawn by the same
+    generator as the demo model's training phantoms, with its true boxes.
 
     Args:
         seed: any integer; the same seed gives the same phantom.
@@ -78,12 +78,11 @@ def example_phantom(seed: int, *, size: int = 512, labels: Sequence[str] | None 
 
     from models.phantoms import PHANTOM_LABELS, make_phantom
 
-    contrast = float(_load_recipe()["phantoms"].get("contrast", 1.0))
     rng = np.random.default_rng(seed)
     if labels is None:
         picked = rng.choice(len(PHANTOM_LABELS), size=2 + seed % 2, replace=False)
         labels = [PHANTOM_LABELS[i] for i in sorted(picked)]
-    return make_phantom(rng, size=size, labels=labels, contrast=contrast)
+    return make_phantom(rng, size=size, labels=labels)
 
 
 def _cached_is_usable(path: Path) -> bool:

