@@ -1,6 +1,6 @@
 """The demo model of `cxr serve --demo`: a tiny ChestNet trained on synthetic phantoms.
 
-Built on first use (about a minute on 2 CPU cores) through the public training API
+Built on first use (about two minutes on 2 idle CPU cores) through the public training API
 (`models.phantoms.write_phantom_dataset` + `models.train.train`) from the recipe in
 `app/configs/demo_phantoms.v2.toml`, then cached in the storage folder. It is rebuilt
 only when the cached file is missing, unreadable or made from another recipe version.
@@ -143,7 +143,7 @@ def build_demo_model(path: Path) -> Path:
     phantoms = recipe["phantoms"]
     path.parent.mkdir(parents=True, exist_ok=True)
     log.warning(
-        "building the DEMO model from %d synthetic phantoms (about a minute; cached in %s)",
+        "building the DEMO model from %d synthetic phantoms (minutes; cached in %s)",
         phantoms["n"],
         path,
     )
