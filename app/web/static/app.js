@@ -693,11 +693,16 @@ function renderResults() {
     if (label && !modelPos.includes(label) && !reportPos.includes(label)) continue;
     shown += 1;
     if (shown > MAX_ROWS) continue;
-    // A report that matched and found nothing is not the same as no report at all.
-    const report = !line.report ? { kind: "none", text: "no report matched" } :
+    // A report that matched and found nothing is not the same as no report at all; a row
+    // that never got as far as a report lookup (a skipped file) says neither.
+    const uncertain = Object.entries((line.report && line.report.labels) || {})
+      .filter(([, v]) => v === "uncertain").map(([k]) => k);
+    const report = !("report" in line) ? { kind: "unread", text: "" } :
+      !line.report ? { kind: "none", text: "no report matched" } :
       line.report.error ? { kind: "error", text: "report not labeled" } :
       reportPos.length ? { kind: "positive", text: reportPos.join(", ") } :
-      { kind: "negative", text: "report: none positive" };
+      { kind: "negative", text: "report: none positive" +
+        (uncertain.length ? ` (uncertain: ${uncertain.join(", ")})` : "") };
     tbody.append(el("tr", { "data-state": line.state },
       el("td", { text: line.path, title: line.path }), el("td", { text: line.state }),
       el("td", { text: line.kind || "" }), el("td", { text: modelPos.join(", ") }),
