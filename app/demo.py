@@ -1,8 +1,8 @@
 """The demo model of `cxr serve --demo`: a tiny ChestNet trained on synthetic phantoms.
 
-Built on first use (about a minute on 2 CPU cores) through the public training API
+Built on first use (about two minutes on 2 idle CPU cores) through the public training API
 (`models.phantoms.write_phantom_dataset` + `models.train.train`) from the recipe in
-`app/configs/demo_phantoms.v1.toml`, then cached in the storage folder. It is rebuilt
+`app/configs/demo_phantoms.v2.toml`, then cached in the storage folder. It is rebuilt
 only when the cached file is missing, unreadable or made from another recipe version.
 Its model card says demo=true, so every response flags it.
 
@@ -13,13 +13,18 @@ a few lines of data and always matches the installed code.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import shutil
 import tempfile
 import time
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from models.phantoms import Phantom
 
 __all__ = [
     "DEMO_MODEL_NAME",
@@ -28,11 +33,13 @@ __all__ = [
     "build_demo_model",
     "demo_model_path",
     "ensure_demo_model",
+    "example_phantom",
+    "recipe_digest",
 ]
 
 log = logging.getLogger(__name__)
 
-DEMO_RECIPE = "demo_phantoms.v1"
+DEMO_RECIPE = "demo_phantoms.v2"
 DEMO_MODEL_NAME = "cxr-demo-phantoms"
 _RECIPE_FILE = Path(__file__).with_name("configs") / f"{DEMO_RECIPE}.toml"
 
@@ -48,6 +55,34 @@ def demo_model_path(storage_dir: Path) -> Path:
 
 def _load_recipe() -> dict[str, Any]:
     return tomllib.loads(_RECIPE_FILE.read_text(encoding="utf-8"))
+
+
+def recipe_digest() -> str:
+    """SHA-256 of the recipe file: what the page's screenshots record to be checked against."""
+    return hashlib.sha256(_RECIPE_FILE.read_bytes()).hexdigest()
+
+
+def example_phantom(seed: int, *, size: int = 512, labels: Sequence[str] | None = None) -> Phantom:
+    """The page's sample phantom number `seed`: two or three lesions, drawn by the same
+    generator as the demo model's training phantoms, with its true boxes.
+
+    Args:
+        seed: any integer; the same seed gives the same phantom.
+        size: image side in pixels.
+        labels: the lesions to draw (default: two or three chosen by the seed).
+
+    Returns:
+        `models.phantoms.Phantom` (uint8 image, labels, true boxes in pixels).
+    """
+    import numpy as np
+
+    from models.phantoms import PHANTOM_LABELS, make_phantom
+
+    rng = np.random.default_rng(seed)
+    if labels is None:
+        picked = rng.choice(len(PHANTOM_LABELS), size=2 + seed % 2, replace=False)
+        labels = [PHANTOM_LABELS[i] for i in sorted(picked)]
+    return make_phantom(rng, size=size, labels=labels)
 
 
 def _cached_is_usable(path: Path) -> bool:
@@ -70,7 +105,7 @@ def ensure_demo_model(storage_dir: Path) -> Path:
 
     Args:
         storage_dir: the service's storage folder; the checkpoint goes to
-            `models/demo_phantoms.v1.pt` inside it.
+            `models/demo_phantoms.v2.pt` inside it.
 
     Returns:
         The checkpoint path (model card `demo=True`, name `cxr-demo-phantoms`).
@@ -83,6 +118,14 @@ def ensure_demo_model(storage_dir: Path) -> Path:
         log.info("demo model: using the cached %s", path)
         return path
     return build_demo_model(path)
+
+
+def _use_all_for_training(data: Path) -> None:
+    # The NIH split files: no test split (the quality test draws a fresh phantom set), so
+    # every phantom trains or validates; validation is then a seeded 1/8 of the patients.
+    names = sorted(p.name for p in (data / "images").iterdir())
+    (data / "train_val_list.txt").write_text("\n".join(names) + "\n")
+    (data / "test_list.txt").write_text("")
 
 
 def build_demo_model(path: Path) -> Path:
@@ -100,7 +143,7 @@ def build_demo_model(path: Path) -> Path:
     phantoms = recipe["phantoms"]
     path.parent.mkdir(parents=True, exist_ok=True)
     log.warning(
-        "building the DEMO model from %d synthetic phantoms (about a minute; cached in %s)",
+        "building the DEMO model from %d synthetic phantoms (minutes; cached in %s)",
         phantoms["n"],
         path,
     )
@@ -108,9 +151,8 @@ def build_demo_model(path: Path) -> Path:
     # Work next to the destination, so the final rename stays on one file system.
     work = Path(tempfile.mkdtemp(prefix=".demo-build-", dir=path.parent))
     try:
-        data = write_phantom_dataset(
-            work / "phantoms", n=phantoms["n"], seed=phantoms["seed"], size=phantoms["size"]
-        )
+        data = write_phantom_dataset(work / "phantoms", **phantoms)
+        _use_all_for_training(data)
         cfg = load_train_config(
             None,
             **recipe["train"],

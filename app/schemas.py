@@ -194,7 +194,11 @@ class ModelCardRead(BaseModel):
 
 
 class BoxRead(BaseModel):
-    """A localization box in original image pixel coordinates (x, y = top left)."""
+    """A localization box in original image pixel coordinates (x, y = top left).
+
+    Only labels at or above their threshold get boxes, and only boxes whose score (peak
+    heat times the label probability) reaches it; nested boxes of one label are merged.
+    """
 
     label: str
     x: float
@@ -202,6 +206,11 @@ class BoxRead(BaseModel):
     width: float
     height: float
     score: float
+    heatmap_level: int | None = Field(
+        default=None,
+        description="the [0, 255] level of the min/max normalised heatmap whose connected "
+        "component this box encloses (60 or 180, the paper's); not a probability threshold",
+    )
 
 
 class ImageRead(BaseModel):
@@ -247,6 +256,7 @@ class PredictionRead(BaseModel):
                             "width": 900.0,
                             "height": 610.0,
                             "score": 0.91,
+                            "heatmap_level": 180,
                         }
                     ],
                     "heatmaps": {

@@ -3,7 +3,9 @@ how long the page took to show a prediction with its overlay, a labeled report a
 
 Serves the app with the `cxr serve --demo` model (built or reused in --storage) on a
 free loopback port, drives Debian's chromium through Playwright (nothing downloaded),
-and writes app/web/screenshots/{predict,report,batches,apikey}.png.
+and writes app/web/screenshots/{predict,report,batches,apikey}.png, plus model.json: the
+demo recipe (version and SHA-256) the pictures were taken with, which a test compares with
+the recipe file, so a recipe change without new screenshots fails.
 
     python benchmarks/web_screenshots.py                # about 1 min once the demo model exists
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import logging
 import socket
 import sys
@@ -64,9 +67,9 @@ def _phantom_dicom(seed: int, labels: list[str], accession: str) -> bytes:
     from pydicom.dataset import Dataset, FileMetaDataset
     from pydicom.uid import ExplicitVRLittleEndian, generate_uid
 
-    from models.phantoms import make_phantom
+    from app.demo import example_phantom
 
-    image = make_phantom(np.random.default_rng(seed), size=384, labels=labels).image
+    image = example_phantom(seed, size=384, labels=labels).image
     ds = Dataset()
     ds.file_meta = FileMetaDataset()
     ds.file_meta.TransferSyntaxUID = ExplicitVRLittleEndian
@@ -86,20 +89,22 @@ def _phantom_dicom(seed: int, labels: list[str], accession: str) -> bytes:
 
 
 def _export_zip() -> tuple[bytes, str]:
-    cases = [
+    cases: list[tuple[list[str], str | None]] = [
         (["Cardiomegaly"], "Cardiomegaly. No effusion."),
         (["Effusion"], "Small right pleural effusion."),
         (["Mass", "Effusion"], "Right upper lobe mass. Small effusion."),
         ([], "No acute cardiopulmonary abnormality."),
         (["Pneumothorax"], "Small left apical pneumothorax."),
         (["Nodule"], "Possible nodule in the left mid lung."),
+        (["Effusion"], None),  # no report in the CSV: "no report matched"
     ]
     buffer = io.BytesIO()
     rows = ["AccessionNumber,Report"]
     with zipfile.ZipFile(buffer, "w") as z:
         for i, (labels, text) in enumerate(cases):
             z.writestr(f"STUDY{i}/IM0001.dcm", _phantom_dicom(100 + i, labels, f"ACC{i}"))
-            rows.append(f'ACC{i},"{text}"')
+            if text is not None:
+                rows.append(f'ACC{i},"{text}"')
         z.writestr("STUDY9/broken.dcm", _phantom_dicom(99, [], "ACC9")[:-5000])
         z.writestr("README.TXT", "exported by a PACS\n")
     return buffer.getvalue(), "\n".join(rows) + "\n"
@@ -115,10 +120,12 @@ def main() -> int:
 
     from playwright.sync_api import sync_playwright
 
-    from app.demo import ensure_demo_model
+    from app.demo import DEMO_RECIPE, ensure_demo_model, recipe_digest
     from app.settings import Settings
+    from models.checkpoint import load_checkpoint
 
     model = ensure_demo_model(args.storage)
+    card = load_checkpoint(model, map_location="cpu").card
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="cxr-shots-"))
     settings = Settings(storage_dir=args.storage, model=model, device="cpu")
@@ -154,9 +161,9 @@ def main() -> int:
         t0 = time.perf_counter()
         page.locator("#batch-start").click()
         page.locator("#jobs-table tbody tr[data-state=done]").first.wait_for(timeout=120_000)
-        timings["batch of 8 files (upload to done)"] = time.perf_counter() - t0
+        timings["batch of 9 files (upload to done)"] = time.perf_counter() - t0
         page.wait_for_function(
-            "() => document.querySelectorAll('#result-table tbody tr').length >= 8"
+            "() => document.querySelectorAll('#result-table tbody tr').length >= 9"
         )
         page.locator("#batches").screenshot(path=str(args.out / "batches.png"))
         browser.close()
@@ -178,6 +185,9 @@ def main() -> int:
         browser.close()
     server.should_exit = True
     thread.join(timeout=15)
+    sidecar = {"recipe": DEMO_RECIPE, "recipe_sha256": recipe_digest(), "model": card.name,
+               "model_version": card.version, "created": card.created}  # fmt: skip
+    (args.out / "model.json").write_text(json.dumps(sidecar, indent=2) + "\n")
     for name in ("predict", "report", "batches", "apikey"):
         sys.stdout.write(f"{args.out / (name + '.png')}\n")
     for what, seconds in timings.items():

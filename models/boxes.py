@@ -1,18 +1,31 @@
 """Bounding boxes from heatmaps, the paper's way (Wang et al. 2017, section 4.2):
-normalise each heatmap to [0, 255], threshold it (60 and 180), and box each
-connected component (OpenCV)."""
+normalise each heatmap to [0, 255], threshold it at heatmap levels (60 and 180), and box
+each connected component (OpenCV). `suppress_overlapping` then keeps one box per nested or
+overlapping group (non-maximum suppression by IoBB), so a reader sees each region once."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 
-__all__ = ["DEFAULT_BOX_THRESHOLDS", "Box", "boxes_from_heatmap", "to_uint8"]
+__all__ = [
+    "DEFAULT_BOX_THRESHOLDS",
+    "NMS_IOBB",
+    "Box",
+    "boxes_from_heatmap",
+    "overlap_of_smaller",
+    "scored_boxes",
+    "suppress_overlapping",
+    "to_uint8",
+]
 
 DEFAULT_BOX_THRESHOLDS: tuple[int, ...] = (60, 180)
+# Two boxes of one label overlap when their intersection covers at least this fraction of
+# the smaller one (IoBB taken the way that flags nesting): the paper's IoBB-0.5 bar.
+NMS_IOBB = 0.5
 
 
 @dataclass(frozen=True)
@@ -20,7 +33,8 @@ class Box:
     """An axis-aligned box in ORIGINAL image pixel coordinates (x right, y down).
 
     `score` is in [0, 1]: the component's peak heat, times the label probability when
-    produced by `Predictor`. `threshold` is the [0, 255] level that produced it.
+    produced by `Predictor`. `heatmap_level` is the [0, 255] level of the min/max
+    normalised heatmap whose connected component it boxes (not a probability threshold).
     """
 
     label: str
@@ -29,11 +43,26 @@ class Box:
     width: float
     height: float
     score: float
-    threshold: int | None = None
+    heatmap_level: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict: label, x, y, width, height, score (and threshold)."""
+        """JSON-ready dict: label, x, y, width, height, score, heatmap_level."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Box:
+        """Rebuild a box from `to_dict` output, also as written before the heatmap level
+        was named (key "threshold")."""
+        level = data.get("heatmap_level", data.get("threshold"))
+        return cls(
+            label=str(data["label"]),
+            x=float(data["x"]),
+            y=float(data["y"]),
+            width=float(data["width"]),
+            height=float(data["height"]),
+            score=float(data["score"]),
+            heatmap_level=None if level is None else int(level),
+        )
 
 
 def cv2_min_max(image: np.ndarray) -> tuple[float, float]:
@@ -109,8 +138,59 @@ def boxes_from_heatmap(
                     width=round(w * sx, 1),
                     height=round(hh * sy, 1),
                     score=round(peak, 4),
-                    threshold=int(t),
+                    heatmap_level=int(t),
                 )
             )
     out.sort(key=lambda b: (-b.score, -(b.width * b.height)))
     return out[:max_boxes] if max_boxes is not None else out
+
+
+def overlap_of_smaller(a: Box, b: Box) -> float:
+    """Intersection over the smaller box's area: 1 when one box lies inside the other."""
+    w = min(a.x + a.width, b.x + b.width) - max(a.x, b.x)
+    h = min(a.y + a.height, b.y + b.height) - max(a.y, b.y)
+    smaller = min(a.width * a.height, b.width * b.height)
+    return max(w, 0.0) * max(h, 0.0) / smaller if smaller > 0 else 0.0
+
+
+def suppress_overlapping(boxes: Sequence[Box], *, iobb: float = NMS_IOBB) -> list[Box]:
+    """Non-maximum suppression by IoBB, per label: of boxes of one label that nest or
+    overlap (`overlap_of_smaller` >= `iobb`), keep the best.
+
+    Best is the highest score, then the highest heatmap level (the tighter box around the
+    same peak: the paper's two levels box one component twice), then the smaller area.
+
+    Args:
+        boxes: any boxes, any labels.
+        iobb: overlap in [0, 1] at which the weaker box is dropped.
+
+    Returns:
+        The kept boxes, highest score first.
+    """
+    ranked = sorted(boxes, key=lambda b: (-b.score, -(b.heatmap_level or 0), b.width * b.height))
+    kept: list[Box] = []
+    for box in ranked:
+        if all(k.label != box.label or overlap_of_smaller(k, box) < iobb for k in kept):
+            kept.append(box)
+    return kept
+
+
+def scored_boxes(boxes: Sequence[Box], *, probability: float, threshold: float) -> list[Box]:
+    """A positive label's boxes as shown by default: each box's score becomes its peak
+    heat times the label probability, and boxes scoring below the label's operating
+    threshold are dropped (weak side peaks of the heatmap: the component holding the
+    map's maximum, score = probability >= threshold, always stays).
+
+    Args:
+        boxes: one label's boxes from `boxes_from_heatmap` (score = peak heat in [0, 1]).
+        probability: the label's probability.
+        threshold: the label's operating threshold.
+
+    Returns:
+        The kept boxes, scores rounded to 4 decimals, in the input order.
+    """
+    return [
+        replace(b, score=round(b.score * probability, 4))
+        for b in boxes
+        if b.score * probability >= threshold
+    ]

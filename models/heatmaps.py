@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.boxes import DEFAULT_BOX_THRESHOLDS, Box, boxes_from_heatmap
+from models.boxes import DEFAULT_BOX_THRESHOLDS, Box, boxes_from_heatmap, suppress_overlapping
 from models.transforms import Geometry
 
-__all__ = ["Heatmap", "axis_weights", "boxes_from_cam", "project_cam"]
+__all__ = ["Heatmap", "axis_weights", "boxes_from_cam", "boxes_from_levels", "project_cam"]
 
 
 def axis_weights(n_out: int, cells: int, input_size: int, offset: int, length: int) -> np.ndarray:
@@ -89,11 +89,15 @@ def boxes_from_cam(
     label: str,
     thresholds: Sequence[int] = DEFAULT_BOX_THRESHOLDS,
 ) -> list[Box]:
-    """The paper's boxes (threshold, connected components) in ORIGINAL pixel coordinates.
+    """The paper's boxes (threshold, connected components) in ORIGINAL pixel coordinates,
+    as a reader should see them: one box per region, none finer than the map.
 
     The map is projected onto the image's own area of the model input (height x width
     input pixels, padding excluded), thresholded there, and each box is scaled by the
-    geometry: box edges land on original pixel edges up to one input pixel.
+    geometry: box edges land on original pixel edges up to one input pixel. A box smaller
+    than one map cell (area below stride x stride input pixels) is dropped: the map cannot
+    place anything that finely, and such specks sit at the edges of blobs. Nested and
+    overlapping boxes are merged by `models.boxes.suppress_overlapping` (NMS by IoBB).
 
     Args:
         cam: (S_r, S_c) map (positive evidence, not normalised).
@@ -105,7 +109,34 @@ def boxes_from_cam(
         Boxes (x, y, width, height in original pixels), highest score first.
     """
     grid = project_cam(cam, geometry, geometry.height, geometry.width)
-    return boxes_from_heatmap(grid, label=label, thresholds=thresholds, scale=geometry.scale)
+    return boxes_from_levels(
+        grid, geometry, cells=cam.shape[-2:], label=label, thresholds=thresholds
+    )
+
+
+def boxes_from_levels(
+    grid: np.ndarray,
+    geometry: Geometry,
+    *,
+    cells: tuple[int, ...],
+    label: str,
+    thresholds: Sequence[int] = DEFAULT_BOX_THRESHOLDS,
+) -> list[Box]:
+    """`boxes_from_cam` from the map already projected onto the image's part of the input
+    (`models.predict` projects and scales a batch of maps on the model's device).
+
+    Args:
+        grid: (geometry.height, geometry.width) map, any range (uint8 [0, 255] is used as is).
+        geometry: where the original lies in the model input.
+        cells: the map's (rows, columns) at network resolution.
+        label: label name put on each box.
+        thresholds: [0, 255] levels of the min/max normalised map.
+    """
+    boxes = boxes_from_heatmap(grid, label=label, thresholds=thresholds, scale=geometry.scale)
+    cell = (geometry.size / cells[0]) * (geometry.size / cells[1])  # input px
+    sx, sy = geometry.scale
+    large = [b for b in boxes if (b.width / sx) * (b.height / sy) >= cell - 1e-6]
+    return suppress_overlapping(large)
 
 
 @dataclass(frozen=True)

@@ -28,14 +28,14 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from models.boxes import Box, boxes_from_heatmap
+from models.boxes import Box, scored_boxes
 from models.calibration import apply_temperatures, temperature_vector
 from models.cam import positive_evidence
 from models.checkpoint import ModelCard, load_checkpoint
 from models.dicom import ImageMeta
 from models.errors import ImageError, ModelsError
 from models.folding import fold_batchnorm
-from models.heatmaps import Heatmap, axis_weights
+from models.heatmaps import Heatmap, axis_weights, boxes_from_levels
 from models.image_pipeline import (
     InputSpec,
     LoadedImage,
@@ -307,8 +307,13 @@ class Predictor:
                 for name in (positives[i] if box_labels is None else list(box_labels[i]))
             ]
             for (i, name, _, _), found in zip(jobs, self._boxes(jobs), strict=True):
+                if box_labels is not None:  # an evaluation: every box, as the map gives it
+                    boxes_by_image[i].extend(found)
+                    continue
                 p_name = round(float(probs[i, self.labels.index(name)]), 6)
-                boxes_by_image[i].extend(_scored(b, p_name) for b in found)
+                boxes_by_image[i].extend(
+                    scored_boxes(found, probability=p_name, threshold=self.thresholds[name])
+                )
             for found in boxes_by_image:
                 found.sort(key=lambda b: -b.score)
         box_s = time.perf_counter() - ta
@@ -366,11 +371,11 @@ class Predictor:
             self._box_pool = ThreadPoolExecutor(threads, thread_name_prefix="cxr-boxes")
 
         def box(k: int) -> list[Box]:
-            _, name, _, geo = jobs[k]
+            _, name, cam, geo = jobs[k]
             grid = levels[k]
             assert grid is not None
-            return boxes_from_heatmap(
-                grid, label=name, thresholds=self.box_thresholds, scale=geo.scale
+            return boxes_from_levels(
+                grid, geo, cells=cam.shape[-2:], label=name, thresholds=self.box_thresholds
             )
 
         if len(jobs) <= 1:
@@ -456,18 +461,6 @@ def _levels(cams: np.ndarray, geo: Geometry, device: torch.device) -> list[np.nd
     scale = torch.where(span > 0, 255.0 / torch.where(span > 0, span, 1.0), 0.0)
     out = ((grid - lo) * scale + 0.5).clamp_(0, 255).to(torch.uint8)
     return list(out.cpu().numpy())
-
-
-def _scored(box: Box, probability: float) -> Box:
-    return Box(
-        label=box.label,
-        x=box.x,
-        y=box.y,
-        width=box.width,
-        height=box.height,
-        score=round(box.score * probability, 4),
-        threshold=box.threshold,
-    )
 
 
 def load_predictor(

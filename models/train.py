@@ -54,7 +54,7 @@ import torch
 from torch import nn
 
 from models.augment import BatchAugment, to_unit_float
-from models.calibration import fit_temperatures, temperature_vector
+from models.calibration import MAX_TEMPERATURE, fit_temperatures, temperature_vector
 from models.checkpoint import (
     ModelCard,
     load_checkpoint,
@@ -809,6 +809,7 @@ def train(cfg: TrainConfig) -> TrainResult:
             best_auc = auc
         # Judged on the best epoch so far, so the file on disk always says the truth.
         card.warnings = _near_chance_warnings(best_auc, cfg.near_chance_auc, len(val_set))
+        card.warnings += _label_warnings(val_metrics, temperatures, cfg.near_chance_auc)
         save_checkpoint(
             out,
             model=model,
@@ -859,6 +860,28 @@ def _near_chance_warnings(best_auc: float, limit: float, n_val: int) -> list[str
             "model did not learn. Check the labels, train longer, or change lr/epochs"
         ]
     return []
+
+
+def _label_warnings(
+    val_metrics: dict[str, Any], temperatures: dict[str, float], limit: float
+) -> list[str]:
+    # Per label, what the mean hides (issue 22): a label near chance, or one whose
+    # temperature sits at the cap (its logits carry no signal, every probability is ~0.5).
+    out: list[str] = []
+    for name, entry in (val_metrics.get("per_label") or {}).items():
+        auc = entry.get("auc")
+        if auc is not None and auc < limit:
+            out.append(
+                f"{name}: validation AUC {auc:.3f} < {limit} (near chance); do not trust its "
+                "probabilities or boxes"
+            )
+        t = temperatures.get(name)
+        if t is not None and t >= MAX_TEMPERATURE:
+            out.append(
+                f"{name}: temperature at its cap ({MAX_TEMPERATURE:g}): the logits carry "
+                "almost no signal, so its probabilities sit near 0.5 on every image"
+            )
+    return out
 
 
 def _describe(data: str, train_set: LabelledImages, val_set: LabelledImages) -> str:

@@ -12,11 +12,12 @@ import json
 from functools import lru_cache
 from pathlib import Path
 from string import Template
+from typing import Any
 
 from fastapi import APIRouter, Response
 from fastapi.responses import HTMLResponse
 
-from app.deps import StateDep
+from app.deps import AppState, StateDep
 from app.errors import NotFound
 from app.schemas import DEMO_NOTICE
 
@@ -89,20 +90,34 @@ PHANTOM_SEEDS = 32
 
 
 @lru_cache(maxsize=PHANTOM_SEEDS)
-def _phantom_png(seed: int) -> tuple[bytes, str]:
+def _phantom_png(seed: int) -> tuple[bytes, dict[str, Any]]:
     import cv2
-    import numpy as np
 
-    from models.phantoms import PHANTOM_LABELS, make_phantom
+    from app.demo import example_phantom
 
-    rng = np.random.default_rng(seed)
-    # Two or three lesions per sample, so the demo has something to show.
-    picked = rng.choice(len(PHANTOM_LABELS), size=2 + seed % 2, replace=False)
-    phantom = make_phantom(rng, size=512, labels=[PHANTOM_LABELS[i] for i in sorted(picked)])
+    phantom = example_phantom(seed)
     ok, png = cv2.imencode(".png", phantom.image)
     if not ok:  # pragma: no cover - encoding a uint8 array does not fail
         raise RuntimeError("PNG encoding failed")
-    return png.tobytes(), ",".join(phantom.labels)
+    rows, columns = phantom.image.shape
+    truth = {
+        "seed": seed,
+        "rows": rows,
+        "columns": columns,
+        "labels": phantom.labels,
+        # The generator's own boxes (pixels of this image): what the model should find.
+        "boxes": [
+            {"label": label, "x": x, "y": y, "width": w, "height": h}
+            for label, x, y, w, h in phantom.boxes
+        ],
+    }
+    return png.tobytes(), truth
+
+
+def _demo_only(state: AppState) -> None:
+    card = state.predictor.card if state.predictor is not None else None
+    if not (card and card.get("demo")):
+        raise NotFound("sample phantoms are offered only with the demo model (cxr serve --demo)")
 
 
 @router.get("/demo/phantom.png")
@@ -110,11 +125,19 @@ def demo_phantom(state: StateDep, seed: int = 0) -> Response:
     """A synthetic chest phantom to try the demo model with (only while a demo model is
     loaded: it is no radiograph, and a real model must never be shown one as a sample).
     `seed` is taken modulo PHANTOM_SEEDS: the same few images, rendered once."""
-    card = state.predictor.card if state.predictor is not None else None
-    if not (card and card.get("demo")):
-        raise NotFound("sample phantoms are offered only with the demo model (cxr serve --demo)")
-    png, labels = _phantom_png(seed % PHANTOM_SEEDS)
-    return Response(png, media_type="image/png", headers={"X-CXR-Phantom-Labels": labels})
+    _demo_only(state)
+    png, truth = _phantom_png(seed % PHANTOM_SEEDS)
+    return Response(
+        png, media_type="image/png", headers={"X-CXR-Phantom-Labels": ",".join(truth["labels"])}
+    )
+
+
+@router.get("/demo/phantom.json")
+def demo_phantom_truth(state: StateDep, seed: int = 0) -> dict[str, Any]:
+    """The truth of `/demo/phantom.png?seed=N`: its lesion labels and their true boxes, from
+    the phantom generator, in the image's pixels (the page draws them dashed)."""
+    _demo_only(state)
+    return _phantom_png(seed % PHANTOM_SEEDS)[1]
 
 
 @router.get("/static/{name}")

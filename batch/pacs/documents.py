@@ -457,5 +457,5 @@ def predictions_from_line(line: dict[str, Any]) -> Prediction | None:
     return Prediction(
         probabilities={str(k): float(v) for k, v in (data.get("probabilities") or {}).items()},
         positive=[str(p) for p in data.get("positive") or []],
-        boxes=[Box(**b) for b in boxes],
+        boxes=[Box.from_dict(b) for b in boxes],
     )

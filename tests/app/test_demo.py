@@ -203,3 +203,67 @@ def test_cli_serve_demo_end_to_end(tiny_recipe: Path, tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def built_demo_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real demo model, built once per session from the shipped recipe."""
+    return demo.ensure_demo_model(tmp_path_factory.mktemp("demo-storage"))
+
+
+@pytest.mark.slow
+@pytest.mark.issue(22)
+@pytest.mark.xfail(
+    strict=True,
+    reason="recipe demo_phantoms.v2 learns cardiomegaly, effusion and mass but not yet the "
+    "nodule and the pneumothorax (issue 22 item 1 open); strict: passing fails, so the "
+    "marker goes when the bar is met",
+)
+def test_demo_model_learns_its_phantoms(built_demo_model: Path) -> None:
+    """The bar of issue 22: validation AUC >= 0.95 on every phantom label, no warning on
+    the card, and on a FRESH phantom set (another seed, the page's phantom size) the boxes
+    the service shows hit the true lesion (IoBB >= 0.5) for at least 0.6 of the lesions."""
+    import numpy as np
+
+    from models.checkpoint import load_checkpoint
+    from models.metrics import iobb, roc_auc
+    from models.phantoms import PHANTOM_LABELS
+    from models.predict import load_predictor
+
+    card = load_checkpoint(built_demo_model).card
+    assert sorted(card.labels) == sorted(PHANTOM_LABELS)
+    per_label = card.metrics["validation"]["per_label"]
+    assert {k: v["auc"] for k, v in per_label.items() if v["auc"] < 0.95} == {}
+    assert card.warnings == []
+
+    predictor = load_predictor(built_demo_model, device="cpu")
+    rng = np.random.default_rng(2022)
+    scores, truth, hits, lesions = [], [], 0, 0
+    for seed in range(10_000, 10_100):  # never used by the recipe (seed 0) nor the page
+        present = [name for name in PHANTOM_LABELS if rng.random() < 0.3]
+        phantom = demo.example_phantom(seed, size=320, labels=present)
+        pixels = phantom.image.astype(np.float32) / 255.0
+        [result] = predictor.predict([pixels], heatmaps="none")
+        scores.append([result.probabilities[name] for name in PHANTOM_LABELS])
+        truth.append([name in present for name in PHANTOM_LABELS])
+        for label, *xywh in phantom.boxes:
+            lesions += 1
+            hits += any(
+                b.label == label and iobb((b.x, b.y, b.width, b.height), tuple(xywh)) >= 0.5
+                for b in result.boxes
+            )
+    s, t = np.array(scores), np.array(truth)
+    fresh = {name: roc_auc(t[:, c], s[:, c]) for c, name in enumerate(PHANTOM_LABELS)}
+    assert min(fresh.values()) >= 0.9, fresh
+    assert hits / lesions >= 0.6, (hits, lesions)
+
+
+@pytest.mark.issue(22)
+def test_screenshots_show_the_current_demo_recipe() -> None:
+    import json
+
+    shots = Path(demo.__file__).with_name("web") / "screenshots"
+    sidecar = json.loads((shots / "model.json").read_text())
+    assert sidecar["recipe"] == demo.DEMO_RECIPE, "rerun benchmarks/web_screenshots.py"
+    assert sidecar["recipe_sha256"] == demo.recipe_digest(), "rerun benchmarks/web_screenshots.py"
+    assert {p.name for p in shots.glob("*.png")} >= {"predict.png", "batches.png"}

@@ -55,6 +55,24 @@ def test_demo_phantom_offered_only_with_a_demo_model(
     assert make_client(model=False).get("/demo/phantom.png").status_code == 404
 
 
+@pytest.mark.issue(22)
+def test_demo_phantom_truth_is_the_generators(
+    client: TestClient, make_client: Callable[..., TestClient]
+) -> None:
+    from app.demo import example_phantom
+
+    truth = client.get("/demo/phantom.json", params={"seed": 3}).json()
+    phantom = example_phantom(3)
+    assert truth["labels"] == phantom.labels and len(truth["labels"]) in (2, 3)
+    assert (truth["rows"], truth["columns"]) == phantom.image.shape
+    assert [(b["label"], b["x"], b["y"], b["width"], b["height"]) for b in truth["boxes"]] == [
+        tuple(b) for b in phantom.boxes
+    ]
+    png = client.get("/demo/phantom.png", params={"seed": 3})
+    assert png.headers["x-cxr-phantom-labels"] == ",".join(truth["labels"])
+    assert make_client(model=False).get("/demo/phantom.json").status_code == 404
+
+
 def test_heatmap_without_boxes_for_the_page(client: TestClient) -> None:
     body = client.post("/v1/images/predict", files={"file": ("a.dcm", dx_bytes())}).json()
     label = next(b["label"] for b in body["boxes"])

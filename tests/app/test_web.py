@@ -90,6 +90,18 @@ def server(tmp_path_factory: pytest.TempPathFactory, checkpoint: Path) -> Iterat
 
 
 @pytest.fixture(scope="module")
+def filtered_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """The tiny demo model with its card's thresholds (0.5): some labels positive, some
+    not, and side peaks below the threshold, as the default box filter meets them."""
+    from models.checkpoint import build_demo_checkpoint
+
+    root = tmp_path_factory.mktemp("web-filtered")
+    model = build_demo_checkpoint(root / "tiny.pt", image_size=64)
+    with LiveServer(_settings(root, model=model)) as live:
+        yield live
+
+
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
@@ -210,8 +222,8 @@ def test_web_predict_dicom_draws_overlay_boxes_and_table(
     assert float(rect.get_attribute("width")) == pytest.approx(first["width"])
     assert first["label"] in (page.locator("#box-layer text").first.text_content() or "")
     assert page.locator("#box-table tbody tr").count() == len(prediction["boxes"])
-    assert "ms" in page.locator("#timings").inner_text()
-    assert prediction["model"]["name"] in page.locator("#model-card").inner_text()
+    assert "ms" in (page.locator("#timings").text_content() or "")
+    assert prediction["model"]["name"] in (page.locator("#model-card").text_content() or "")
 
     # Opacity and toggles act on the overlay.
     page.locator("#heatmap-opacity").fill("25")
@@ -424,3 +436,169 @@ def _jobs(server: LiveServer) -> list[dict[str, Any]]:
     with urllib.request.urlopen(server.url + "/v1/batches", timeout=30) as answer:
         jobs: list[dict[str, Any]] = json.loads(answer.read())
     return jobs
+
+
+# --- issue 22: true boxes, the default box filter, the layout, the batch report column ---
+
+
+def _predict_dicom(page: Any, url: str, path: Path) -> dict[str, Any]:
+    page.goto(url + "/")
+    with page.expect_response("**/v1/images/predict") as answer:
+        page.locator("#predict-file").set_input_files(str(path))
+    prediction: dict[str, Any] = answer.value.json()
+    page.locator("#box-table tbody tr").first.wait_for()
+    return prediction
+
+
+@pytest.mark.issue(22)
+def test_web_phantom_shows_its_true_boxes_dashed(server: LiveServer, page: Any) -> None:
+    page.goto(server.url + "/")
+    with page.expect_response("**/demo/phantom.json*") as answer:
+        page.locator("#demo-sample").click()
+    truth = answer.value.json()
+    assert truth["boxes"] and truth["labels"]
+    rects = page.locator("#box-layer rect.truth")
+    rects.first.wait_for()
+    assert rects.count() == len(truth["boxes"])
+    for i, box in enumerate(truth["boxes"]):
+        rect = page.locator(f'#box-layer rect.truth[data-truth="{i}"]')
+        assert rect.get_attribute("data-truth-label") == box["label"]
+        assert float(rect.get_attribute("x")) == pytest.approx(box["x"])
+        assert float(rect.get_attribute("height")) == pytest.approx(box["height"])
+        assert rect.get_attribute("stroke-dasharray")  # dashed, beside the solid predictions
+        assert rect.is_visible()
+    # Shown whatever finding's heatmap is selected, and they can be hidden.
+    assert page.locator("#truth-control").is_visible()
+    page.locator("#truth-toggle").uncheck()
+    assert page.locator("#box-layer rect.truth:visible").count() == 0
+    assert "true boxes dashed" in page.locator("#predict-status").inner_text()
+    # An uploaded image has no truth: none drawn, no control.
+    dicom = dx_bytes(pixels=chest_pixels(240, 180, seed=3))
+    page.locator("#predict-file").set_input_files(
+        {"name": "a.dcm", "mimeType": "application/dicom", "buffer": dicom}
+    )
+    page.wait_for_function("() => !document.querySelector('#box-layer rect.truth')")
+    assert not page.locator("#truth-control").is_visible()
+
+
+@pytest.mark.issue(22)
+def test_web_default_boxes_only_at_threshold_merged_and_captions_apart(
+    filtered_server: LiveServer, page: Any, tmp_path: Path
+) -> None:
+    dicom = tmp_path / "chest.dcm"
+    dicom.write_bytes(dx_bytes(pixels=chest_pixels(240, 180, seed=3)))
+    p = _predict_dicom(page, filtered_server.url, dicom)
+    thresholds = p["model"]["thresholds"]
+    labels = set(p["probabilities"])
+    assert p["boxes"] and 0 < len(p["positive"]) < len(labels)  # the filter has work to do
+    cell = (180 / 64 * 8) * (240 / 64 * 8)  # LayerCAM stride 8 at 64 px, in original px
+    for b in p["boxes"]:
+        assert b["label"] in p["positive"] and b["score"] >= thresholds[b["label"]]
+        assert b["width"] * b["height"] >= cell - 1
+        assert b["heatmap_level"] in (60, 180) and "threshold" not in b
+    for i, a in enumerate(p["boxes"]):  # no nested or overlapping pair within a label
+        for b in p["boxes"][i + 1 :]:
+            if a["label"] == b["label"]:
+                ix = min(a["x"] + a["width"], b["x"] + b["width"]) - max(a["x"], b["x"])
+                iy = min(a["y"] + a["height"], b["y"] + b["height"]) - max(a["y"], b["y"])
+                smaller = min(a["width"] * a["height"], b["width"] * b["height"])
+                assert max(ix, 0) * max(iy, 0) < 0.5 * smaller
+    # "All positive findings": every box of a positive label, none of another.
+    page.locator("#boxes-scope").select_option("all")
+    drawn = page.locator("#box-layer rect.box:visible")
+    assert drawn.count() == len(p["boxes"])
+    assert {r.get_attribute("data-label") for r in drawn.element_handles()} <= set(p["positive"])
+    # Captions do not overlap one another on screen (their client rectangles).
+    rects = page.evaluate(
+        """() => [...document.querySelectorAll('#box-layer text')]
+            .filter((t) => getComputedStyle(t).display !== 'none')
+            .map((t) => t.getBoundingClientRect().toJSON())"""
+    )
+    assert len(rects) >= 2
+    for i, a in enumerate(rects):
+        for b in rects[i + 1 :]:
+            apart = (
+                a["right"] <= b["left"] + 0.5
+                or b["right"] <= a["left"] + 0.5
+                or a["bottom"] <= b["top"] + 0.5
+                or b["bottom"] <= a["top"] + 0.5
+            )
+            assert apart, (a, b)
+
+
+@pytest.mark.issue(22)
+def test_web_layout_at_800_by_900(
+    filtered_server: LiveServer, browser: Any, tmp_path: Path
+) -> None:
+    context = browser.new_context(viewport={"width": 800, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    problems = Problems(page)
+    page.goto(filtered_server.url + "/")
+    toolbar = page.locator("#dropzone")
+    before = toolbar.bounding_box()
+    long_name = tmp_path / ("a-radiograph-with-a-very-long-file-name-" * 4 + ".dcm")
+    long_name.write_bytes(dx_bytes(pixels=chest_pixels(240, 180, seed=3)))
+    with page.expect_response("**/v1/images/predict"):
+        page.locator("#predict-file").set_input_files(str(long_name))
+    page.locator("#box-table tbody tr").first.wait_for()
+    page.wait_for_function("() => document.getElementById('predict-status').textContent"
+                           ".includes('done')")  # fmt: skip
+    after = toolbar.bounding_box()
+    status = page.locator("#predict-status").bounding_box()
+    assert before and after and status
+    # The toolbar keeps its one line: same place and height, the status ellipsised inside.
+    assert after == before and after["height"] <= 44
+    assert status["width"] > 0 and status["x"] + status["width"] <= after["x"] + after["width"] + 1
+    # The image stays large beside the panel.
+    image = page.locator("#base-image").bounding_box()
+    assert image and image["width"] >= 480
+    # The panel fits: the box table's frame is on screen without scrolling the panel (a
+    # long list scrolls inside it), and so are the details below it.
+    table = page.locator("#box-scroll").bounding_box()
+    first_row = page.locator("#box-table tbody tr").first.bounding_box()
+    panel = page.locator("#predict-panel").bounding_box()
+    assert table and first_row and panel and table["y"] + table["height"] <= 900
+    assert first_row["y"] + first_row["height"] <= 900
+    assert page.locator("#predict-panel").evaluate("e => e.scrollTop") == 0
+    assert panel["x"] >= image["x"] + image["width"]  # beside the image, not below it
+    for summary in ("#model-card summary", "#image-info summary"):
+        box = page.locator(summary).bounding_box()
+        assert box and box["y"] + box["height"] <= 900
+    context.close()
+    assert problems.items == [], "\n".join(problems.items)
+
+
+@pytest.mark.issue(22)
+def test_web_batch_rows_say_whether_a_report_matched(
+    server: LiveServer, page: Any, tmp_path: Path
+) -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as z:
+        for i, accession in enumerate(("R1", "R2", "R3")):
+            z.writestr(f"S{i}/im.dcm", dx_bytes(accession=accession, pixels=chest_pixels(seed=i)))
+    (tmp_path / "export.zip").write_bytes(buffer.getvalue())
+    (tmp_path / "reports.csv").write_text(
+        "AccessionNumber,Report\n"
+        'R1,"Small right pleural effusion."\n'
+        'R2,"No acute cardiopulmonary abnormality."\n'  # matched, nothing positive
+    )  # R3: no report
+    page.goto(server.url + "/")
+    page.locator("#batch-zip").set_input_files(str(tmp_path / "export.zip"))
+    page.locator("#batch-reports").set_input_files(str(tmp_path / "reports.csv"))
+    page.locator("#batch-start").click()
+    page.wait_for_function(
+        "() => document.querySelectorAll('#result-table tbody td[data-report]').length === 3",
+        timeout=45_000,
+    )
+    by_path = {
+        row.locator("td").first.inner_text(): row.locator("td[data-report]")
+        for row in page.locator("#result-table tbody tr").all()
+    }
+    kinds = {
+        path.split("/")[0]: cell.get_attribute("data-report") for path, cell in by_path.items()
+    }
+    assert kinds == {"S0": "positive", "S1": "negative", "S2": "none"}
+    texts = {path.split("/")[0]: cell.inner_text() for path, cell in by_path.items()}
+    assert "Effusion" in texts["S0"]
+    assert texts["S1"] != texts["S2"] and "no report matched" in texts["S2"]

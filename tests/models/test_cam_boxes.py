@@ -82,12 +82,12 @@ def _blob(h: int, w: int, cy: float, cx: float, sigma: float) -> np.ndarray:
 def test_boxes_from_heatmap_finds_blob_at_known_place() -> None:
     heat = _blob(64, 64, cy=20, cx=40, sigma=4)
     boxes = boxes_from_heatmap(heat, label="Nodule")
-    assert {b.threshold for b in boxes} == {60, 180}
+    assert {b.heatmap_level for b in boxes} == {60, 180}
     for b in boxes:
         assert b.label == "Nodule"
         assert b.x <= 40 <= b.x + b.width and b.y <= 20 <= b.y + b.height
-    small = next(b for b in boxes if b.threshold == 180)
-    large = next(b for b in boxes if b.threshold == 60)
+    small = next(b for b in boxes if b.heatmap_level == 180)
+    large = next(b for b in boxes if b.heatmap_level == 60)
     assert small.width * small.height < large.width * large.height
 
 
@@ -105,3 +105,51 @@ def test_boxes_from_flat_heatmap_is_empty_and_threshold_checked() -> None:
     assert to_uint8(np.ones((2, 2))).max() == 0
     with pytest.raises(ValueError, match=r"\[0, 255\]"):
         boxes_from_heatmap(_blob(8, 8, 4, 4, 1), label="X", thresholds=(300,))
+
+
+@pytest.mark.issue(22)
+def test_suppress_overlapping_merges_nested_boxes_of_one_label_only() -> None:
+    from models.boxes import Box, suppress_overlapping
+
+    outer = Box("Mass", 10, 10, 40, 40, 0.8, heatmap_level=60)
+    inner = Box("Mass", 20, 20, 10, 10, 0.8, heatmap_level=180)  # same peak, nested
+    apart = Box("Mass", 100, 100, 10, 10, 0.3, heatmap_level=60)
+    other = Box("Nodule", 20, 20, 10, 10, 0.5, heatmap_level=180)  # another label stays
+    kept = suppress_overlapping([outer, apart, inner, other])
+    assert kept == [inner, other, apart]  # the tighter box of the shared peak wins
+
+
+@pytest.mark.issue(22)
+def test_scored_boxes_keep_only_boxes_at_the_label_threshold() -> None:
+    from models.boxes import Box, scored_boxes
+
+    peak = Box("Mass", 0, 0, 10, 10, 1.0, heatmap_level=60)
+    side = Box("Mass", 50, 50, 10, 10, 0.5, heatmap_level=60)
+    kept = scored_boxes([peak, side], probability=0.8, threshold=0.6)
+    assert [(b.x, b.score) for b in kept] == [(0, 0.8)]  # 0.5 * 0.8 = 0.4 < 0.6
+    assert len(scored_boxes([peak, side], probability=0.8, threshold=0.0)) == 2
+
+
+@pytest.mark.issue(22)
+def test_boxes_from_cam_drop_specks_finer_than_one_map_cell() -> None:
+    from models.heatmaps import boxes_from_cam
+    from models.transforms import Geometry
+
+    cam = np.zeros((8, 8), np.float32)
+    cam[2:5, 2:5] = 1.0  # a blob of a few cells
+    cam[6, 1] = 0.24  # a speck: its 60-level component is a few pixels, under one cell
+    geo = Geometry.fit(512, 512, 128, "letterbox")  # 16 input px per cell, 64 original px
+    boxes = boxes_from_cam(cam, geo, label="Mass")
+    assert boxes and all(b.width * b.height >= 64 * 64 for b in boxes)
+    # The blob is boxed once (its 60 and 180 boxes nest), and the speck is gone.
+    assert len(boxes) == 1 and boxes[0].x < 5 * 64
+
+
+@pytest.mark.issue(22)
+def test_box_from_dict_reads_the_old_threshold_key() -> None:
+    from models.boxes import Box
+
+    old = {"label": "Mass", "x": 1, "y": 2, "width": 3, "height": 4, "score": 0.5, "threshold": 60}
+    assert Box.from_dict(old).heatmap_level == 60
+    box = Box("Mass", 1, 2, 3, 4, 0.5, heatmap_level=180)
+    assert Box.from_dict(box.to_dict()) == box and "threshold" not in box.to_dict()

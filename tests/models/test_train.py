@@ -177,3 +177,16 @@ def test_near_chance_run_warns_loudly_and_card_says_so(
     card = load_checkpoint(out).card
     assert card.warnings and "near chance" in card.warnings[0]
     assert not card.demo  # real-looking data without the synthetic marker
+
+
+@pytest.mark.issue(22)
+def test_label_warnings_name_chance_labels_and_capped_temperatures() -> None:
+    from models.calibration import MAX_TEMPERATURE
+    from models.train import _label_warnings
+
+    metrics = {"per_label": {"Mass": {"auc": 0.99}, "Pneumothorax": {"auc": 0.27}, "X": {}}}
+    temperatures = {"Mass": 0.8, "Pneumothorax": MAX_TEMPERATURE, "Cardiomegaly": MAX_TEMPERATURE}
+    warnings = _label_warnings(metrics, temperatures, 0.6)
+    assert len(warnings) == 2 and all(w.startswith("Pneumothorax: ") for w in warnings)
+    assert "0.270 < 0.6" in warnings[0] and "cap" in warnings[1]
+    assert _label_warnings({"per_label": {"Mass": {"auc": 0.9}}}, {"Mass": 1.0}, 0.6) == []

@@ -103,7 +103,7 @@ function setupKeyBar() {
 
 // --- Predict ---------------------------------------------------------------------------
 
-const view = { prediction: null, label: "", overlays: new Map(), baseUrl: null };
+const view = { prediction: null, label: "", overlays: new Map(), baseUrl: null, truth: null };
 
 function colorOf(label) {
   const labels = (view.prediction && Object.keys(view.prediction.probabilities)) || [];
@@ -111,8 +111,9 @@ function colorOf(label) {
   return PALETTE[i % PALETTE.length];
 }
 
-async function predictFile(file) {
+async function predictFile(file, truth) {
   if (!file) return;
+  view.truth = truth || null; // a demo phantom's true boxes, from its generator
   if (!CONFIG.model) {
     setStatus("predict-status", "No image model is loaded on this service.", true);
     return;
@@ -168,6 +169,7 @@ async function showPrediction(p) {
     sha256: p.image.sha256 && p.image.sha256.slice(0, 16) + "…", prediction: p.id,
   });
   renderCard("model-card", modelCardFields(p.model));
+  renderWarnings(p.model.warnings || []);
   renderCard("timings", Object.fromEntries(
     Object.entries(p.timings).map(([k, v]) => [k, `${(v * 1000).toFixed(1)} ms`])));
   // Start on the most probable positive finding that has a heatmap.
@@ -183,8 +185,20 @@ function modelCardFields(card) {
     name: card.name, version: card.version, demo: card.demo ? "YES: not for clinical use" : "no",
     "intended use": card.intended_use, "training data": card.training_data,
     labels: (card.labels || []).length, "validation mean AUC": validation.mean_auc,
+    "validation AUC per label": Object.entries(validation.per_label || {})
+      .map(([k, v]) => `${k} ${v.auc === null || v.auc === undefined ? "n/a" : v.auc}`)
+      .join(", "),
+    warnings: (card.warnings || []).join("\n"),
     created: card.created, code: card.code_version,
   };
+}
+
+function renderWarnings(warnings) {
+  // A label the model did not learn (validation AUC near chance, temperature at its cap)
+  // is said next to the probabilities, not only in the closed model card.
+  const list = $("model-warnings");
+  list.replaceChildren(...warnings.map((w) => el("li", { text: w })));
+  list.hidden = !warnings.length;
 }
 
 function renderCard(id, fields) {
@@ -256,7 +270,10 @@ function drawBoxes() {
   const layer = $("box-layer");
   layer.replaceChildren();
   layer.setAttribute("viewBox", `0 0 ${p.image.columns} ${p.image.rows}`);
-  const font = Math.max(10, Math.round(Math.max(p.image.columns, p.image.rows) / 45));
+  // Captions about 14 screen pixels high whatever the image's size and zoom.
+  const shown = $("base-image").clientWidth;
+  const font = shown > 0 ? 14 * p.image.columns / shown :
+    Math.max(10, Math.round(Math.max(p.image.columns, p.image.rows) / 45));
   for (const [i, b] of p.boxes.entries()) {
     const color = colorOf(b.label);
     const rect = svgEl("rect", { x: b.x, y: b.y, width: b.width, height: b.height,
@@ -269,7 +286,61 @@ function drawBoxes() {
     text.textContent = `${b.label} ${b.score.toFixed(2)}`;
     layer.append(rect, text);
   }
+  const truth = view.truth && view.truth.columns === p.image.columns &&
+    view.truth.rows === p.image.rows ? view.truth.boxes : [];
+  const dash = Math.max(2, Math.max(p.image.columns, p.image.rows) / 60);
+  for (const [i, b] of truth.entries()) {
+    // Dashed: where the phantom generator drew the lesion (the answer the model should give).
+    const color = colorOf(b.label);
+    const rect = svgEl("rect", { x: b.x, y: b.y, width: b.width, height: b.height,
+      stroke: color, class: "truth", "data-truth": i, "data-truth-label": b.label,
+      "stroke-dasharray": `${dash} ${dash * 0.6}` });
+    const title = svgEl("title", {});
+    title.textContent = `${b.label}: true box`;
+    rect.append(title);
+    const text = svgEl("text", { x: b.x + 2, y: b.y + b.height + font, fill: color,
+      "font-size": font, class: "truth-label", "data-truth": i });
+    text.textContent = `${b.label} (true)`;
+    layer.append(rect, text);
+  }
+  $("truth-control").hidden = !truth.length;
   applyOverlayStyle();
+}
+
+function layoutCaptions() {
+  // Greedy placement, best box first: each caption goes to the first of a few spots near
+  // its box (above, inside the top, below, then further down) where its on-screen extent
+  // overlaps no caption already placed, so captions stay readable when boxes are close.
+  const p = view.prediction;
+  if (!p) return;
+  const layer = $("box-layer");
+  if (layer.style.display === "none") return;
+  const placed = [];
+  const nodes = [...layer.querySelectorAll("text")]
+    .filter((t) => t.style.display !== "none");
+  const free = (r) => !placed.some((o) => r.left < o.right - 0.5 && o.left < r.right - 0.5 &&
+    r.top < o.bottom - 0.5 && o.top < r.bottom - 0.5);
+  for (const text of nodes) {
+    const font = Number(text.getAttribute("font-size"));
+    const i = text.dataset.box !== undefined ? Number(text.dataset.box) : null;
+    const b = i !== null ? p.boxes[i] : view.truth.boxes[Number(text.dataset.truth)];
+    const spots = i !== null ? [b.y - 4, b.y + font + 2, b.y + b.height + font + 2] :
+      [b.y + b.height + font + 2, b.y - 4, b.y + font + 2];
+    for (let k = 1; k <= 16; k += 1) spots.push(spots[0] + k * font * 1.3);
+    const width = text.getComputedTextLength ? text.getComputedTextLength() : 0;
+    text.setAttribute("x", Math.min(Math.max(0, b.x + 2), Math.max(0, p.image.columns - width)));
+    let rect = null;
+    for (const y of spots) {
+      text.setAttribute("y", Math.min(Math.max(font, y), p.image.rows));
+      const r = text.getBoundingClientRect();
+      if (free(r)) {
+        rect = r;
+        break;
+      }
+    }
+    if (rect) placed.push(rect);
+    else text.style.display = "none"; // nowhere free: the box table still lists it
+  }
 }
 
 function fitStage() {
@@ -343,27 +414,38 @@ function applyOverlayStyle() {
   for (const row of $("box-table").querySelectorAll("tbody tr[data-box]")) {
     row.classList.toggle("dim", !all && row.dataset.label !== view.label);
   }
+  const truth = $("truth-toggle").checked;
+  for (const node of $("box-layer").querySelectorAll("[data-truth]")) {
+    node.style.display = truth ? "" : "none";
+  }
+  layoutCaptions();
 }
 
 function setupPredict() {
   $("predict-file").addEventListener("change", (event) => predictFile(event.target.files[0]));
   $("heatmap-label").addEventListener("change", (event) => selectLabel(event.target.value));
-  for (const id of ["heatmap-toggle", "heatmap-opacity", "boxes-toggle", "boxes-scope"]) {
+  for (const id of ["heatmap-toggle", "heatmap-opacity", "boxes-toggle", "boxes-scope",
+    "truth-toggle"]) {
     $(id).addEventListener("input", applyOverlayStyle);
   }
-  window.addEventListener("resize", fitStage);
+  window.addEventListener("resize", () => {
+    fitStage();
+    if (view.prediction) drawBoxes();
+  });
   let sample = 0;
   $("demo-sample").addEventListener("click", async () => {
     // Demo only: a generated phantom (truth in a header), predicted like an uploaded file.
     sample += 1;
     try {
-      const response = await fetch(`/demo/phantom.png?seed=${sample}`);
+      const [response, answer] = await Promise.all([
+        fetch(`/demo/phantom.png?seed=${sample}`), fetch(`/demo/phantom.json?seed=${sample}`)]);
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
-      const truth = response.headers.get("X-CXR-Phantom-Labels") || "none";
+      if (!answer.ok) throw new Error(`HTTP ${answer.status}`);
+      const truth = await answer.json();
       await predictFile(new File([await response.blob()], `phantom-${sample}.png`,
-        { type: "image/png" }));
+        { type: "image/png" }), truth);
       setStatus("predict-status", `${$("predict-status").textContent} (phantom drawn with: ` +
-        `${truth})`);
+        `${truth.labels.join(", ") || "none"}; true boxes dashed)`);
     } catch (error) {
       setStatus("predict-status", `phantom: ${error.message}`, true);
     }
@@ -611,10 +693,21 @@ function renderResults() {
     if (label && !modelPos.includes(label) && !reportPos.includes(label)) continue;
     shown += 1;
     if (shown > MAX_ROWS) continue;
+    // A report that matched and found nothing is not the same as no report at all; a row
+    // that never got as far as a report lookup (a skipped file) says neither.
+    const uncertain = Object.entries((line.report && line.report.labels) || {})
+      .filter(([, v]) => v === "uncertain").map(([k]) => k);
+    const report = !("report" in line) ? { kind: "unread", text: "" } :
+      !line.report ? { kind: "none", text: "no report matched" } :
+      line.report.error ? { kind: "error", text: "report not labeled" } :
+      reportPos.length ? { kind: "positive", text: reportPos.join(", ") } :
+      { kind: "negative", text: "report: none positive" +
+        (uncertain.length ? ` (uncertain: ${uncertain.join(", ")})` : "") };
     tbody.append(el("tr", { "data-state": line.state },
-      el("td", { text: line.path }), el("td", { text: line.state }),
+      el("td", { text: line.path, title: line.path }), el("td", { text: line.state }),
       el("td", { text: line.kind || "" }), el("td", { text: modelPos.join(", ") }),
-      el("td", { text: reportPos.join(", ") }),
+      el("td", { class: `report-${report.kind}`, "data-report": report.kind,
+        text: report.text }),
       el("td", { class: error ? "err" : "", text: error || line.reason || "" })));
   }
   $("filter-count").textContent = `${shown} of ${batches.lines.length} files` +
