@@ -112,31 +112,31 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from app.main import create_app
-    from app.server import connection_budget, guarded_protocol, install_repeat_filter
+    from app.server import connection_budget, guarded_protocol, repeat_filter
 
     app = create_app(settings, predictor=predictor)
-    # Slow and hostile clients (issue 18 item 11): bounded waits, connections and log lines.
-    install_repeat_filter(settings.log_repeat_limit, settings.log_repeat_window_s)
+    # Slow and hostile clients: bounded waits, connections and log lines.
     budget = connection_budget(settings.max_connections)
-    logging.getLogger("app").info(
-        "serving on http://%s:%d (docs at /docs); at most %d connections",
-        settings.host,
-        settings.port,
-        budget.max_connections,
-    )
-    uvicorn.run(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level=args.log_level,
-        log_config=None,  # keep the logging set up above
-        proxy_headers=True,
-        http=guarded_protocol(
-            header_timeout_s=settings.header_timeout_s,
-            max_connections=budget.max_connections,
-        ),
-        backlog=budget.backlog,
-    )
+    with repeat_filter(settings.log_repeat_limit, settings.log_repeat_window_s):
+        logging.getLogger("app").info(
+            "serving on http://%s:%d (docs at /docs); at most %d connections",
+            settings.host,
+            settings.port,
+            budget.max_connections,
+        )
+        uvicorn.run(
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_level=args.log_level,
+            log_config=None,  # keep the logging set up above
+            proxy_headers=True,
+            http=guarded_protocol(
+                header_timeout_s=settings.header_timeout_s,
+                max_connections=budget.max_connections,
+            ),
+            backlog=budget.backlog,
+        )
     return 0
 
 

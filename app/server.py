@@ -27,11 +27,12 @@ Nothing here logs a client address or request content.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -42,10 +43,10 @@ __all__ = [
     "BodyTimeoutMiddleware",
     "ConnectionBudget",
     "RepeatFilter",
+    "repeat_filter",
     "RequestTimeout",
     "connection_budget",
     "guarded_protocol",
-    "install_repeat_filter",
 ]
 
 log = logging.getLogger("app.server")
@@ -384,9 +385,18 @@ class RepeatFilter(logging.Filter):
         return False
 
 
-def install_repeat_filter(limit: int, window_s: float) -> None:
+@contextlib.contextmanager
+def repeat_filter(limit: int, window_s: float) -> Iterator[RepeatFilter]:
     """Put one `RepeatFilter` on every handler of the root logger (where uvicorn's,
-    asyncio's and the app's records end up when `log_config=None`)."""
+    asyncio's and the app's records end up when `log_config=None`) while the server runs,
+    and take it off afterwards: the handlers outlive the server when it runs in a process
+    that goes on (a test run, an embedding application)."""
     flood = RepeatFilter(limit, window_s)
-    for handler in logging.getLogger().handlers:
+    handlers = list(logging.getLogger().handlers)
+    for handler in handlers:
         handler.addFilter(flood)
+    try:
+        yield flood
+    finally:
+        for handler in handlers:
+            handler.removeFilter(flood)

@@ -288,3 +288,31 @@ def test_connection_budget_raises_the_soft_limit_and_fits_below_it(
     in_use = len(os.listdir("/proc/self/fd"))
     assert small.max_connections == max(8, (256 - in_use - 64 - 32) // 2)
     assert 2 * small.max_connections + small.backlog + in_use < 256
+
+
+def test_cxr_serve_takes_its_log_filter_off_when_it_stops(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The handlers outlive an in-process server (tests, embedding applications): a filter
+    # left on them would drop other code's repeated warnings afterwards.
+    import logging
+
+    import uvicorn
+
+    from app.cli import main
+    from app.server import RepeatFilter
+
+    seen: list[bool] = []
+
+    def run(app: object, **kwargs: object) -> None:
+        seen.append(
+            any(
+                isinstance(f, RepeatFilter) for h in logging.getLogger().handlers for f in h.filters
+            )
+        )
+
+    monkeypatch.setattr(uvicorn, "run", run)
+    monkeypatch.setenv("CXR_STORAGE_DIR", str(tmp_path))
+    assert main(["serve", "--port", "8124"]) == 0
+    assert seen == [True]  # on while serving
+    assert not filtered()
