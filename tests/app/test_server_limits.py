@@ -304,12 +304,12 @@ def test_cxr_serve_takes_its_log_filter_off_when_it_stops(
 
     seen: list[bool] = []
 
+    def filtered() -> bool:
+        handlers = logging.getLogger().handlers
+        return any(isinstance(f, RepeatFilter) for h in handlers for f in h.filters)
+
     def run(app: object, **kwargs: object) -> None:
-        seen.append(
-            any(
-                isinstance(f, RepeatFilter) for h in logging.getLogger().handlers for f in h.filters
-            )
-        )
+        seen.append(filtered())
 
     monkeypatch.setattr(uvicorn, "run", run)
     monkeypatch.setenv("CXR_STORAGE_DIR", str(tmp_path))
