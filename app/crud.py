@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, func, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.db.models import (
@@ -78,12 +79,22 @@ def get_or_create_study(
     """The study with this UID, created if new (flushed, not committed)."""
     study_instance_uid = storable(study_instance_uid)
     accession_number = storable(accession_number)
-    study = session.scalar(select(Study).where(Study.study_instance_uid == study_instance_uid))
+    query = select(Study).where(Study.study_instance_uid == study_instance_uid)
+    study = session.scalar(query)
     if study is None:
-        study = Study(study_instance_uid=study_instance_uid, accession_number=accession_number)
-        session.add(study)
-        session.flush()
-    elif accession_number and not study.accession_number:
+        try:
+            # A savepoint: two requests for one new study (the same DICOM uploaded twice at
+            # once) race here, and the loser must not lose its whole transaction.
+            with session.begin_nested():
+                study = Study(
+                    study_instance_uid=study_instance_uid, accession_number=accession_number
+                )
+                session.add(study)
+        except IntegrityError:
+            study = session.scalar(query)
+            if study is None:
+                raise
+    if accession_number and not study.accession_number:
         study.accession_number = accession_number
     return study
 

@@ -310,37 +310,12 @@ def decode_time(dicom: Path, size: int, code: Path) -> float:
 def latency(checkpoint: Path, dicom: Path, *, device: str, n: int, work: Path) -> None:
     """p50/p99 of one-at-a-time POST /v1/images/predict through `cxr serve` on loopback."""
     sys.path.insert(0, str(Path(__file__).parent))
-    import urllib.error
-    import urllib.request
+    from service_load import _post, run_phase, serving
 
-    from service_load import _free_port, _post, run_phase
-
-    from app.security import generate_api_key, hash_api_key
-
-    key = generate_api_key()
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CXR_")}
-    env.update(PYTHONPATH=_path(ROOT), CXR_API_KEYS=hash_api_key(key),
-               CXR_STORAGE_DIR=str(work / "storage"), CXR_DEVICE=device)  # fmt: skip
-    log_path = work / "server.log"
-    with log_path.open("wb") as log:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", "--port", str(port),
-             "--model", str(checkpoint), "--log-level", "warning"],
-            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=work,
-        )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                urllib.request.urlopen(base + "/readyz", timeout=2).read()
-                break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                if server.poll() is not None or time.monotonic() > deadline:
-                    _say("server did not start:\n" + log_path.read_text()[-2000:])
-                    return
-                time.sleep(0.3)
+    with serving(checkpoint, work, device=device, startup_timeout=300) as started:
+        if started is None:
+            return
+        base, key, _ = started
         body = dicom.read_bytes()
         headers = {"X-API-Key": key, "Content-Type": "application/dicom"}
 
@@ -353,12 +328,6 @@ def latency(checkpoint: Path, dicom: Path, *, device: str, n: int, work: Path) -
             f"latency, one request at a time ({len(body) / 2**20:.1f} MiB DICOM)",
             send, n=n, seconds=600, concurrency=1,
         )  # fmt: skip
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
 
 
 def startup(checkpoint: Path, device: str) -> tuple[float, float]:

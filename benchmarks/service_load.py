@@ -17,6 +17,7 @@ start-up and after each phase.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -28,7 +29,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -91,6 +92,50 @@ def _dicom_bytes(side: int) -> bytes:
     buffer = io.BytesIO()
     ds.save_as(buffer, enforce_file_format=True)
     return buffer.getvalue()
+
+
+@contextlib.contextmanager
+def serving(
+    checkpoint: Path, work: Path, *, device: str = "cpu", startup_timeout: float = 180.0
+) -> Iterator[tuple[str, str, subprocess.Popen[bytes]] | None]:
+    """`cxr serve` on a free loopback port with `checkpoint`, an API key and storage in
+    `work`: yields (base URL, API key, process) once /readyz answers, or None (and the
+    server's log) when it did not start; stops it afterwards."""
+    from app.security import generate_api_key, hash_api_key
+
+    key = generate_api_key()
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CXR_")}
+    path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env.update(PYTHONPATH=path, CXR_API_KEYS=hash_api_key(key),
+               CXR_STORAGE_DIR=str(work / "storage"), CXR_DEVICE=device)  # fmt: skip
+    log_path = work / "server.log"
+    with log_path.open("wb") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve", "--port", str(port),
+             "--model", str(checkpoint), "--log-level", "warning"],
+            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=work,
+        )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + startup_timeout
+        while True:
+            try:
+                urllib.request.urlopen(base + "/readyz", timeout=2).read()
+                break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                if server.poll() is not None or time.monotonic() > deadline:
+                    _say("server did not start:\n" + log_path.read_text()[-2000:])
+                    yield None
+                    return
+                time.sleep(0.3)
+        yield base, key, server
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
 
 
 def _vm(pid: int, field: str) -> float:
@@ -180,105 +225,77 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))
-    from app.security import generate_api_key, hash_api_key
     from models.checkpoint import build_demo_checkpoint
 
-    with tempfile.TemporaryDirectory(prefix="cxr-load-") as tmp:
-        checkpoint = build_demo_checkpoint(
-            Path(tmp) / "random.pt", arch=args.arch, image_size=args.image_size
+    with (
+        tempfile.TemporaryDirectory(prefix="cxr-load-") as tmp,
+        serving(
+            build_demo_checkpoint(
+                Path(tmp) / "random.pt", arch=args.arch, image_size=args.image_size
+            ),
+            Path(tmp),
+            startup_timeout=args.startup_timeout,
+        ) as started,
+    ):
+        if started is None:
+            return 1
+        base, key, server = started
+        _say(
+            f"cxr serve pid {server.pid} on {base}: {args.arch} at {args.image_size} px "
+            f"(random weights), SQLite, {os.cpu_count()} CPUs seen, "
+            f"{args.concurrency} client threads; peak RSS after start-up "
+            f"{_vm(server.pid, 'VmHWM'):.0f} MiB"
         )
-        key = generate_api_key()
-        port = _free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CXR_")}
-        env.update(
-            PYTHONPATH=str(ROOT),
-            CXR_API_KEYS=hash_api_key(key),
-            CXR_STORAGE_DIR=str(Path(tmp) / "storage"),
-            CXR_DEVICE="cpu",
+        auth = {"X-API-Key": key}
+        json_headers = {**auth, "Content-Type": "application/json"}
+
+        def label(i: int) -> int:
+            body = {"id": f"r{i}", "text": _report(i)}
+            return _post(base + "/v1/reports/label", json.dumps(body).encode(), json_headers, 60)
+
+        run_phase(
+            "reports  (POST /v1/reports/label, 1 report)",
+            label,
+            n=args.n_reports,
+            seconds=args.seconds,
+            concurrency=args.concurrency,
         )
-        log_path = Path(tmp) / "server.log"
-        with log_path.open("wb") as log:
-            server = subprocess.Popen(
-                [sys.executable, "-m", "app.cli", "serve", "--port", str(port),
-                 "--model", str(checkpoint), "--log-level", "warning"],
-                env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp,
-            )  # fmt: skip
-        base = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + args.startup_timeout
-            while True:
-                try:
-                    urllib.request.urlopen(base + "/readyz", timeout=2).read()
-                    break
-                except (urllib.error.URLError, ConnectionError, TimeoutError):
-                    if server.poll() is not None or time.monotonic() > deadline:
-                        _say("server did not start:\n" + log_path.read_text()[-2000:])
-                        return 1
-                    time.sleep(0.3)
-            _say(
-                f"cxr serve pid {server.pid} on {base}: {args.arch} at {args.image_size} px "
-                f"(random weights), SQLite, {os.cpu_count()} CPUs seen, "
-                f"{args.concurrency} client threads; peak RSS after start-up "
-                f"{_vm(server.pid, 'VmHWM'):.0f} MiB"
-            )
-            auth = {"X-API-Key": key}
-            json_headers = {**auth, "Content-Type": "application/json"}
+        _say(f"  server peak RSS {_vm(server.pid, 'VmHWM'):.0f} MiB")
+        if args.batch_reports:
+            size = args.batch_reports
 
-            def label(i: int) -> int:
-                body = {"id": f"r{i}", "text": _report(i)}
-                return _post(
-                    base + "/v1/reports/label", json.dumps(body).encode(), json_headers, 60
-                )
+            def label_batch(i: int) -> int:
+                reports = [
+                    {"id": str(j), "text": _report(10**6 + i * size + j)} for j in range(size)
+                ]
+                body = json.dumps({"reports": reports}).encode()
+                return _post(base + "/v1/reports/label", body, json_headers, 120)
 
-            run_phase(
-                "reports  (POST /v1/reports/label, 1 report)",
-                label,
-                n=args.n_reports,
-                seconds=args.seconds,
-                concurrency=args.concurrency,
-            )
-            _say(f"  server peak RSS {_vm(server.pid, 'VmHWM'):.0f} MiB")
-            if args.batch_reports:
-                size = args.batch_reports
-
-                def label_batch(i: int) -> int:
-                    reports = [
-                        {"id": str(j), "text": _report(10**6 + i * size + j)} for j in range(size)
-                    ]
-                    body = json.dumps({"reports": reports}).encode()
-                    return _post(base + "/v1/reports/label", body, json_headers, 120)
-
-                batch = run_phase(
-                    f"reports  (POST /v1/reports/label, {size} per request)",
-                    label_batch,
-                    n=max(4, args.n_reports // size),
-                    seconds=args.seconds,
-                    concurrency=args.concurrency,
-                )
-                _say(
-                    f"  {batch['per_s'] * size:.0f} reports/s; "
-                    f"server peak RSS {_vm(server.pid, 'VmHWM'):.0f} MiB"
-                )
-            dicom = _dicom_bytes(args.dicom_side)
-            image_headers = {**auth, "Content-Type": "application/dicom"}
-            run_phase(
-                f"images   (POST /v1/images/predict, {args.dicom_side}² 16-bit DICOM, "
-                f"{len(dicom) / 2**20:.1f} MiB)",
-                lambda i: _post(base + "/v1/images/predict", dicom, image_headers, 300),
-                n=args.n_images,
+            batch = run_phase(
+                f"reports  (POST /v1/reports/label, {size} per request)",
+                label_batch,
+                n=max(4, args.n_reports // size),
                 seconds=args.seconds,
                 concurrency=args.concurrency,
             )
             _say(
-                f"  server peak RSS {_vm(server.pid, 'VmHWM'):.0f} MiB "
-                f"(now {_vm(server.pid, 'VmRSS'):.0f} MiB)"
+                f"  {batch['per_s'] * size:.0f} reports/s; "
+                f"server peak RSS {_vm(server.pid, 'VmHWM'):.0f} MiB"
             )
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                server.kill()
+        dicom = _dicom_bytes(args.dicom_side)
+        image_headers = {**auth, "Content-Type": "application/dicom"}
+        run_phase(
+            f"images   (POST /v1/images/predict, {args.dicom_side}² 16-bit DICOM, "
+            f"{len(dicom) / 2**20:.1f} MiB)",
+            lambda i: _post(base + "/v1/images/predict", dicom, image_headers, 300),
+            n=args.n_images,
+            seconds=args.seconds,
+            concurrency=args.concurrency,
+        )
+        _say(
+            f"  server peak RSS {_vm(server.pid, 'VmHWM'):.0f} MiB "
+            f"(now {_vm(server.pid, 'VmRSS'):.0f} MiB)"
+        )
     return 0
 
 

@@ -215,3 +215,24 @@ def test_predict_non_square_image_boxes_and_overlay_keep_its_aspect(client: Test
     for url in body["heatmaps"].values():
         width, height = _png_size(client.get(url).content)
         assert (width, height) == (120, 300)  # the image's own size and aspect, not a square
+
+
+def test_same_new_study_uploaded_at_once_is_stored_once(client: TestClient) -> None:
+    # Two requests for one new study race to create it; the loser reads the winner's row.
+    import threading
+
+    body = dx_bytes()
+    statuses: list[int] = []
+
+    def post() -> None:
+        response = client.post(
+            "/v1/images/predict", content=body, headers={"Content-Type": "application/dicom"}
+        )
+        statuses.append(response.status_code)
+
+    threads = [threading.Thread(target=post) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert statuses == [200] * 4
