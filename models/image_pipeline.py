@@ -53,21 +53,6 @@ class PreparedImage:
     pixels: np.ndarray
     geometry: Geometry
 
-    @property
-    def input(self) -> np.ndarray:
-        """The whole (S, S) float32 model input in [0, 1], padding included."""
-        g = self.geometry
-        out = np.zeros((g.size, g.size), np.float32)
-        out[g.top : g.top + g.height, g.left : g.left + g.width] = unit_grey(self.pixels)
-        return out
-
-
-def unit_grey(pixels: np.ndarray) -> np.ndarray:
-    """uint16 `UNIT_CODES` grey or float grey -> float32 in [0, 1]."""
-    if pixels.dtype == np.uint16:
-        return pixels.astype(np.float32) * np.float32(1.0 / UNIT_CODES)
-    return np.asarray(pixels, np.float32)
-
 
 class _HasCard(Protocol):
     @property
