@@ -765,7 +765,42 @@ def _check_lut_item(where: str, item: Any) -> None:
             )
 
 
+# Uncompressed little-endian transfer syntaxes: their pixel data is the image as stored.
+_NATIVE_LITTLE_ENDIAN = frozenset({"1.2.840.10008.1.2", "1.2.840.10008.1.2.1"})
+
+
+def _native_grey(ds: Any) -> np.ndarray | None:
+    """An unsigned single-frame grey image stored uncompressed, read straight from the
+    bytes with its unused high bits cleared (what pydicom's `pixel_array` returns, in a
+    third of the time: one masked copy instead of a copy and a correcting pass); None for
+    anything else."""
+    file_meta = getattr(ds, "file_meta", None)
+    tsuid = str(file_meta.get("TransferSyntaxUID", "")) if file_meta is not None else ""
+    allocated, stored = ds.get("BitsAllocated"), ds.get("BitsStored")
+    if (
+        tsuid not in _NATIVE_LITTLE_ENDIAN
+        or ds.get("SamplesPerPixel", 1) != 1
+        or ds.get("PixelRepresentation") != 0
+        or allocated not in (8, 16)
+        or not isinstance(stored, int)
+        or not 1 <= stored <= allocated
+        or ds.get("HighBit", stored - 1) != stored - 1
+    ):
+        return None
+    rows, columns = int(ds.Rows), int(ds.Columns)
+    data = ds.PixelData
+    dtype = np.dtype("<u2") if allocated == 16 else np.dtype(np.uint8)
+    if not isinstance(data, bytes) or len(data) < rows * columns * dtype.itemsize:
+        return None  # pydicom's decoder names the problem
+    view = np.frombuffer(data, dtype, count=rows * columns).reshape(rows, columns)
+    out: np.ndarray = np.bitwise_and(view, dtype.type((1 << stored) - 1))
+    return out.astype(dtype.newbyteorder("="), copy=False)
+
+
 def _decode(name: str, ds: Any) -> np.ndarray:
+    fast = _native_grey(ds)
+    if fast is not None:
+        return fast
     try:
         return np.asarray(ds.pixel_array)
     except (NotImplementedError, RuntimeError) as exc:

@@ -8,8 +8,9 @@ caller asks for one (`StoredPixels.unit`).
 
 `StoredPixels.fit` is the prediction path's fit into the model input: the map is applied
 before the area-averaging resize, as `models.transforms.fit_square` does on the float
-image, except where the map is affine over the codes present, where resizing the codes
-first gives the same result (up to float rounding) for a third of the work.
+image, except where the map is a line clamped at both ends (a rescale, then a linear
+window: the usual case), where clamping the codes and resizing them first gives the same
+result (up to float rounding) without a table lookup per pixel.
 """
 
 from __future__ import annotations
@@ -140,17 +141,44 @@ class StoredPixels:
         out: np.ndarray = table[self.codes]
         return out
 
-    def _affine(self) -> tuple[float, float] | None:
-        """(slope, intercept) when the values are affine in the code over the codes present."""
+    def _clamped_affine(self) -> tuple[float, float, float, float] | None:
+        """(slope, intercept, low code, high code) when every value is the affine map of the
+        code clamped to [low code, high code] (bounds may be infinite), else None.
+
+        That is the shape of the usual chain: a rescale slope and intercept, then a linear
+        VOI window, which is affine between its edges and flat outside them. Clamping the
+        code first is the same function, so it can be applied before the resize with two
+        cheap passes (convert, clip) instead of a table lookup per pixel.
+        """
         v = self.values
         if v.size == 1:
-            return 0.0, float(v[0])
-        slope = (v[-1] - v[0]) / (v.size - 1)
-        fitted = v[0] + slope * np.arange(v.size)
-        span = max(abs(float(v[-1] - v[0])), 1e-12)
-        if float(np.abs(fitted - v).max()) > 1e-7 * span:
+            return 0.0, float(v[0]), -np.inf, np.inf
+        v_min, v_max = float(v.min()), float(v.max())
+        span = max(v_max - v_min, 1e-12)
+        tol = 1e-7 * span
+        inner = np.flatnonzero((v > v_min + tol) & (v < v_max - tol))
+        if inner.size >= 2:  # the sloped part between the flat ones
+            i0, i1 = int(inner[0]), int(inner[-1])
+        else:  # no flat part to speak of: the line through the end codes
+            i0, i1 = 0, v.size - 1
+        slope = (v[i1] - v[i0]) / (i1 - i0)
+        if slope == 0.0:
             return None
-        return float(slope), float(v[0] - slope * self.offset)
+        index = np.arange(v.size, dtype=np.float64)
+        fitted = np.clip(v[i0] + slope * (index - i0), v_min, v_max)
+        if float(np.abs(fitted - v).max()) > tol:
+            return None
+        intercept = float(v[i0] - slope * (i0 + self.offset))
+        # Where the line meets the flat values, as codes; outside the codes present the
+        # clamp changes nothing, so the bounds only matter where the values are flat.
+        at_min = (v_min - intercept) / slope
+        at_max = (v_max - intercept) / slope
+        low, high = min(at_min, at_max), max(at_min, at_max)
+        if low <= self.offset:
+            low = -np.inf
+        if high >= self.offset + v.size - 1:
+            high = np.inf
+        return float(slope), intercept, float(low), float(high)
 
     def fit(self, size: int, mode: ResizeMode | str) -> tuple[np.ndarray, Geometry]:
         """Fit into the model input: the image's part only, without the padding.
@@ -168,16 +196,19 @@ class StoredPixels:
         shrink = rows > geo.height or columns > geo.width
         interp = cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
         lo, mul = self._scale()
-        affine = self._affine()
+        affine = self._clamped_affine()
         if affine is not None:
-            # code -> value -> [0, 1] -> inverted -> output codes is one affine map, applied
-            # to the small image after the resize.
-            slope, intercept = affine
+            # code -> clamped code -> value -> [0, 1] -> inverted -> output codes: the clamp,
+            # then one affine map applied to the small image after the resize.
+            slope, intercept, code_low, code_high = affine
             a = float(slope) * float(mul)
             b = (float(intercept) - float(lo)) * float(mul)
             if self.invert:
                 a, b = -a, 1.0 - b
-            small = self._resize(self.codes.astype(np.float32), geo, interp)
+            codes = self.codes.astype(np.float32)
+            if np.isfinite(code_low) or np.isfinite(code_high):
+                np.clip(codes, np.float32(code_low), np.float32(code_high), out=codes)
+            small = self._resize(codes, geo, interp)
             out = small * np.float32(a * UNIT_CODES)
             out += np.float32(b * UNIT_CODES + 0.5)
             np.clip(out, 0.0, UNIT_CODES, out=out)

@@ -58,11 +58,31 @@ def test_fit_matches_fit_square_of_the_float_image(tmp_path: Path, case: str, si
     assert np.abs(fitted / UNIT_CODES - inside).max() < 2e-5  # 16-bit quantization
 
 
-def test_affine_path_is_taken_only_when_the_map_is_affine() -> None:
+def test_clamped_affine_path_is_taken_only_when_the_map_is_a_clamped_line() -> None:
     codes = np.arange(100, 200, dtype=np.uint16).reshape(10, 10)
-    assert StoredPixels.linear(codes, 100, 199)._affine() is not None
-    clipped = StoredPixels.from_codes(codes, lambda c: np.clip(c.astype(float), 120, 180))
-    assert clipped._affine() is None
+    assert StoredPixels.linear(codes, 100, 199)._clamped_affine() == (1.0, 0.0, -np.inf, np.inf)
+    # A window: flat below 120 and above 180, the line between; the clamp sits in code space.
+    clipped = StoredPixels.from_codes(codes, lambda c: np.clip(c.astype(float) * 2, 240, 360))
+    assert clipped._clamped_affine() == pytest.approx((2.0, 0.0, 120.0, 180.0))
+    # Falling (an inverted LUT) works the same way.
+    falling = StoredPixels.from_codes(codes, lambda c: np.clip(500 - c.astype(float), 330, 370))
+    assert falling._clamped_affine() == pytest.approx((-1.0, 500.0, 130.0, 170.0))
+    # A curve (a sigmoid VOI function, a gamma LUT) is no line: the table is used instead.
+    curved = StoredPixels.from_codes(codes, lambda c: np.sqrt(c.astype(float)))
+    assert curved._clamped_affine() is None
+    step = StoredPixels.from_codes(codes, lambda c: (c >= 150).astype(float))
+    assert step._clamped_affine() is None
+
+
+def test_sigmoid_voi_function_fits_like_the_float_image(tmp_path: Path) -> None:
+    ds = build_dataset(_pixels(), WindowCenter=1800, WindowWidth=1200, VOILUTFunction="SIGMOID")
+    path = write(ds, tmp_path / "a.dcm")
+    stored, _ = read_dicom_stored(path)
+    assert stored._clamped_affine() is None
+    fitted, geo = stored.fit(64, "letterbox")
+    reference = fit_square(read_dicom(path).pixels, 64, "letterbox")[0]
+    inside = reference[geo.top : geo.top + geo.height, geo.left : geo.left + geo.width]
+    assert np.abs(fitted / UNIT_CODES - inside).max() < 2e-5
 
 
 def test_non_monotonic_map_scales_by_the_codes_present() -> None:
@@ -85,3 +105,46 @@ def test_integer_dicom_for_training_is_the_float_image_in_16_bits(tmp_path: Path
     image = load_integer_image(path)
     assert image.pixels.dtype == np.uint16 and (image.low, image.high) == (0.0, 65535.0)
     assert np.abs(image.pixels / UNIT_CODES - read_dicom(path).pixels).max() <= 0.5 / UNIT_CODES
+
+
+@pytest.mark.parametrize(
+    ("bits", "stored", "syntax"),
+    [(16, 12, "1.2.840.10008.1.2.1"), (16, 16, "1.2.840.10008.1.2"), (8, 8, "1.2.840.10008.1.2.1"),
+     (8, 6, "1.2.840.10008.1.2")],
+)  # fmt: skip
+def test_native_pixels_are_what_pydicom_decodes(
+    tmp_path: Path, bits: int, stored: int, syntax: str
+) -> None:
+    """The direct read of uncompressed pixel data clears the unused high bits as pydicom
+    does (garbage above Bits Stored is common in 12-bit CR)."""
+    import pydicom
+    from pydicom.uid import UID
+
+    from models.dicom import _native_grey
+
+    rng = np.random.default_rng(1)
+    dtype = np.uint16 if bits == 16 else np.uint8
+    raw = rng.integers(0, 1 << bits, (37, 23)).astype(dtype)  # high bits set at random
+    ds = build_dataset(raw, bits=bits, BitsStored=stored, HighBit=stored - 1)
+    ds.file_meta.TransferSyntaxUID = UID(syntax)
+    path = write(ds, tmp_path / "a.dcm")
+    ds = pydicom.dcmread(path)
+    fast = _native_grey(ds)
+    assert fast is not None and fast.flags.writeable
+    assert fast.dtype == ds.pixel_array.dtype and np.array_equal(fast, ds.pixel_array)
+    assert int(fast.max()) < 1 << stored
+
+
+def test_other_pixel_data_is_left_to_pydicom(tmp_path: Path) -> None:
+    import pydicom
+
+    from models.dicom import _native_grey
+
+    pixels = np.arange(12, dtype=np.uint16).reshape(3, 4)
+    signed = pydicom.dcmread(write(build_dataset(pixels, PixelRepresentation=1), tmp_path / "s"))
+    assert _native_grey(signed) is None
+    short = build_dataset(pixels)
+    short.PixelData = short.PixelData[:10]  # truncated: pydicom's decoder names the problem
+    assert _native_grey(short) is None
+    odd_high_bit = build_dataset(pixels, BitsStored=12, HighBit=15)
+    assert _native_grey(odd_high_bit) is None
