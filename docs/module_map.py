@@ -40,7 +40,7 @@ END = "<!-- end of module map -->"
 # Folders inside the packages that hold no `__init__.py`: one line each, by hand, since they
 # have no docstring. The map refuses a folder missing here, and an entry whose folder is gone.
 DATA_FOLDERS: dict[str, str] = {
-    "app/configs": "The demo model's training recipe (`demo_phantoms.v2.toml`), as data.",
+    "app/configs": "The demo model: its recipe (`demo_phantoms.v3.toml`) and its weights (`.pt`).",
     "app/examples": "The 21 example reports that the quick start labels (`reports.csv`).",
     "app/pacs/orthanc": "The Orthanc Lua hook that sends new chest radiographs to `cxr listen`.",
     "app/web": "The web page at `/`, served by `app/routes/web.py`.",

@@ -4,7 +4,7 @@ A checkpoint file (format `cxr-checkpoint.v1`, written with `torch.save`, read w
 `weights_only=True` so loading never executes code) holds:
   - `card`: the model card (labels, arch, pooling, input size, preprocessing,
     operating thresholds, training data, metrics, code version, demo flag, intended use);
-  - `model`: the state dict;
+  - `model`: the state dict (float32, or float16 for a checkpoint shipped in a package);
   - `train_state` (optional): optimizer state, epoch/step and the TrainConfig, to resume.
 Loading refuses a checkpoint whose labels differ from the ones the caller expects.
 """
@@ -148,6 +148,7 @@ def save_checkpoint(
     model: torch.nn.Module,
     card: ModelCard,
     train_state: dict[str, Any] | None = None,
+    half: bool = False,
 ) -> Path:
     """Write a checkpoint atomically (temp file then rename).
 
@@ -156,6 +157,8 @@ def save_checkpoint(
         model: the model (a `ChestNet`, possibly wrapped by DDP or torch.compile).
         card: its model card; `len(card.labels)` must equal the model's outputs.
         train_state: optional resume state (plain tensors/dicts/numbers only).
+        half: store floating-point weights as float16 (half the bytes, for a checkpoint
+            shipped in a package); `load_checkpoint` loads them into the float32 model.
 
     Returns:
         The path written.
@@ -171,6 +174,8 @@ def save_checkpoint(
             f"model has {n_out} outputs but the card lists {len(card.labels)} labels"
         )
     state = {k: v.detach().cpu() for k, v in inner.state_dict().items()}
+    if half:
+        state = {k: v.half() if v.is_floating_point() else v for k, v in state.items()}
     payload = {"format": FORMAT, "card": card.to_dict(), "model": state, "train_state": train_state}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

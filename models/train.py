@@ -155,6 +155,7 @@ class TrainConfig:
     threshold_method: str = "youden"  # "youden" | "f1"
     heatmap_method: str = "layercam"  # "layercam" (finer, aligned) | "cam" (the paper)
     heatmap_stage: int = 2  # body stage LayerCAM weights (2: stride 8)
+    heatmap_sigma: float = 0.5  # LayerCAM blur, in cells of that stage
     training_data: str = ""  # free text for the model card
     # runtime
     device: str = "auto"
@@ -203,6 +204,8 @@ class TrainConfig:
             raise ModelsError(
                 f"config heatmap_stage must be a body stage, got {self.heatmap_stage}"
             )
+        if not self.heatmap_sigma >= 0:
+            raise ModelsError(f"config heatmap_sigma must be >= 0, got {self.heatmap_sigma}")
         if self.input_bits not in (8, 16):
             raise ModelsError(f"config input_bits must be 8 or 16, got {self.input_bits}")
         if self.prefetch < 1:
@@ -673,6 +676,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         preprocessing=preprocessing_record(cfg.resize),
         heatmap_method=cfg.heatmap_method,
         heatmap_stage=cfg.heatmap_stage,
+        heatmap_sigma=cfg.heatmap_sigma,
         training_data=cfg.training_data or _describe(cfg.data, train_set, val_set),
         training={
             "optimizer": cfg.optimizer,

@@ -70,7 +70,9 @@ def test_train_config_rejects_unknown_keys_and_values(tmp_path: Path) -> None:
     toml.write_text('data = "x"\nepochs = 3\n')
     cfg = load_train_config(toml, epochs=5, lr=None)
     assert cfg.epochs == 5 and cfg.lr is None and cfg.accum is None
-    for bad in ("warmup_fraction = 1.5", "lr = -1.0", "accum = 0", "hflip = 1.5", "hflip = nan"):
+    bad_values = ("warmup_fraction = 1.5", "lr = -1.0", "accum = 0", "hflip = 1.5", "hflip = nan",
+                  "heatmap_sigma = -0.5", "heatmap_sigma = nan")  # fmt: skip
+    for bad in bad_values:
         toml.write_text(f'data = "x"\n{bad}\n')
         with pytest.raises(ModelsError):
             load_train_config(toml)
@@ -129,12 +131,13 @@ def test_train_without_epochs_runs_the_rules_length(phantom_dir: Path, tmp_path:
     cfg = load_train_config(
         None, data=str(phantom_dir), out=str(out), arch="resnet18", weights="none",
         image_size=32, labels="auto", batch_size=8, workers=0, transition_channels=8,
-        progress=False, threads=1, min_steps=6, base_epochs=1,
+        progress=False, threads=1, min_steps=6, base_epochs=1, heatmap_sigma=0.75,
     )  # fmt: skip
     assert cfg.epochs is None
     result = train(cfg)
     card = load_checkpoint(out).card
     assert card.heatmap_method == "layercam" and card.heatmap_stage == 2
+    assert card.heatmap_sigma == 0.75  # the config's blur is what prediction uses
     training = card.training
     steps_per_epoch = training["steps_per_epoch"]
     assert training["epochs"] == epochs_for(steps_per_epoch, base_epochs=1, min_steps=6)
