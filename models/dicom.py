@@ -771,8 +771,8 @@ _NATIVE_LITTLE_ENDIAN = frozenset({"1.2.840.10008.1.2", "1.2.840.10008.1.2.1"})
 
 def _native_grey(ds: Any) -> np.ndarray | None:
     """An unsigned single-frame grey image stored uncompressed, read straight from the
-    bytes with its unused high bits cleared (what pydicom's `pixel_array` returns, in a
-    third of the time: one masked copy instead of a copy and a correcting pass); None for
+    bytes (read-only) or, when bits above Bits Stored are set, a copy with them cleared:
+    what pydicom's `pixel_array` returns, without its copy and correcting pass. None for
     anything else."""
     file_meta = getattr(ds, "file_meta", None)
     tsuid = str(file_meta.get("TransferSyntaxUID", "")) if file_meta is not None else ""
@@ -793,8 +793,12 @@ def _native_grey(ds: Any) -> np.ndarray | None:
     if not isinstance(data, bytes) or len(data) < rows * columns * dtype.itemsize:
         return None  # pydicom's decoder names the problem
     view = np.frombuffer(data, dtype, count=rows * columns).reshape(rows, columns)
+    if stored == allocated or int(view.max()) < 1 << stored:
+        # Nothing to clear (the usual case): the bytes are the image, read-only. Finding
+        # the maximum reads the image once; masking would also write a copy.
+        return view
     out: np.ndarray = np.bitwise_and(view, dtype.type((1 << stored) - 1))
-    return out.astype(dtype.newbyteorder("="), copy=False)
+    return out
 
 
 def _decode(name: str, ds: Any) -> np.ndarray:

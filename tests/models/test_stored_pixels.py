@@ -130,9 +130,17 @@ def test_native_pixels_are_what_pydicom_decodes(
     path = write(ds, tmp_path / "a.dcm")
     ds = pydicom.dcmread(path)
     fast = _native_grey(ds)
-    assert fast is not None and fast.flags.writeable
+    assert fast is not None
     assert fast.dtype == ds.pixel_array.dtype and np.array_equal(fast, ds.pixel_array)
     assert int(fast.max()) < 1 << stored
+    # Clean high bits (the usual case): the file's bytes themselves, never written to.
+    clean = build_dataset(
+        raw & ((1 << stored) - 1), bits=bits, BitsStored=stored, HighBit=stored - 1
+    )
+    clean.file_meta.TransferSyntaxUID = UID(syntax)
+    view = _native_grey(pydicom.dcmread(write(clean, tmp_path / "b.dcm")))
+    assert view is not None and not view.flags.writeable
+    assert np.array_equal(view, raw & ((1 << stored) - 1))
 
 
 def test_other_pixel_data_is_left_to_pydicom(tmp_path: Path) -> None:
