@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import logging
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
 
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
@@ -18,15 +19,20 @@ from starlette.datastructures import UploadFile
 from app import crud
 from app.deps import AppState, InferenceDep, StateDep
 from app.errors import ServiceError, UnsupportedMediaType
-from app.inference import release_freed_memory
+from app.inference import PREVIEW_SIDE, encode_preview, release_freed_memory
 from app.routes.predictions import prediction_read
 from app.schemas import ErrorRead, PredictionRead
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from app.db.models import Prediction as PredictionRow
     from models.dicom import ImageMeta
     from models.image_pipeline import PreparedImage
     from models.predict import Prediction, Predictor
+
+A = TypeVar("A")
+B = TypeVar("B")
 
 router = APIRouter(tags=["images"])
 # Above this many pixels a decode frees enough memory to be worth handing back at once.
@@ -160,14 +166,17 @@ async def predict_image(
     """
     start = time.perf_counter()
     async with _received_upload(request, state) as upload:
-        meta, prepared, preview_png = await inference.decode(
+        meta, prepared, display = await inference.decode(
             _decode, inference.predictor, upload.file, upload.name, state.settings.max_pixels
         )
         if meta.rows * meta.columns >= _TRIM_PIXELS:
             await run_in_threadpool(release_freed_memory)
         decoded = time.perf_counter()
-        prediction = await inference.predict(prepared)
-        del prepared
+        # The preview PNG is encoded in a thread while the model runs: off the critical path.
+        prediction, preview_png = await _both(
+            inference.predict(prepared), run_in_threadpool(encode_preview, display)
+        )
+        del prepared, display
         predicted = time.perf_counter()
         row = await run_in_threadpool(_store, state, upload, meta, preview_png, prediction)
     state.metrics.predictions.labels("api").inc()
@@ -184,24 +193,33 @@ async def predict_image(
     return prediction_read(row, timings=timings)
 
 
+async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
+    """Await two things concurrently; the first one's error wins if both fail."""
+    a, b = await asyncio.gather(first, second, return_exceptions=True)
+    for result in (a, b):
+        if isinstance(result, BaseException):
+            raise result
+    return cast(A, a), cast(B, b)
+
+
 def _decode(
     predictor: Predictor, file: BinaryIO, name: str, max_pixels: int | None
-) -> tuple[ImageMeta, PreparedImage, bytes]:
-    """Decode once through the image pipeline; keep only the model input and a preview.
+) -> tuple[ImageMeta, PreparedImage, np.ndarray]:
+    """Decode once through the image pipeline; keep only the model input and the preview's
+    pixels (uint8, at most `PREVIEW_SIDE` a side).
 
     `models.image_pipeline.load_for_model`, as `cxr predict`, batch jobs and `cxr evaluate` use
     it: the full-resolution image lives only inside it, so the request's peak memory is
     the decode itself. The upload is read from its spooled file by the decoder, never
     copied whole into memory.
     """
-    from app.inference import PREVIEW_SIDE, encode_preview
     from models.image_pipeline import InputSpec, load_for_model
 
     # Over CXR_MAX_PIXELS: refused from the header, before decoding (413).
     spec = InputSpec.of(predictor, display_size=PREVIEW_SIDE, max_pixels=max_pixels)
     loaded = load_for_model(file, spec, filename=name)
     assert loaded.display is not None  # asked for by the spec
-    return loaded.meta, loaded.prepared, encode_preview(loaded.display)
+    return loaded.meta, loaded.prepared, loaded.display
 
 
 def _store(

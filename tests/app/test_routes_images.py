@@ -236,3 +236,29 @@ def test_same_new_study_uploaded_at_once_is_stored_once(client: TestClient) -> N
     for t in threads:
         t.join()
     assert statuses == [200] * 4
+
+
+def test_preview_and_prediction_run_together_and_the_first_error_wins() -> None:
+    """The route encodes the preview PNG while the model runs (`_both`): both results come
+    back; when either fails the request fails with it, the model's error first."""
+    import asyncio
+
+    import pytest
+
+    from app.routes.images import _both
+
+    order: list[str] = []
+
+    async def slow(name: str, delay: float, fail: bool = False) -> str:
+        order.append(f"start {name}")
+        await asyncio.sleep(delay)
+        if fail:
+            raise ValueError(name)
+        return name
+
+    assert asyncio.run(_both(slow("model", 0.05), slow("preview", 0.01))) == ("model", "preview")
+    assert order[:2] == ["start model", "start preview"]  # the second did not wait for the first
+    with pytest.raises(ValueError, match="preview"):
+        asyncio.run(_both(slow("model", 0.0), slow("preview", 0.0, fail=True)))
+    with pytest.raises(ValueError, match="model"):
+        asyncio.run(_both(slow("model", 0.02, fail=True), slow("preview", 0.0, fail=True)))
