@@ -140,7 +140,12 @@ def ensure_demo_model(storage_dir: Path) -> Path:
     """
     shipped = shipped_demo_model()
     if shipped is not None:
+        log.info("demo model: the shipped %s", shipped)
         return shipped
+    log.warning(
+        "the shipped demo model %s does not load with this code or recipe; using a built one",
+        _SHIPPED_FILE,
+    )
     path = demo_model_path(storage_dir)
     if _is_usable(path):
         log.info("demo model: using the cached %s", path)
