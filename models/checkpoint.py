@@ -74,8 +74,8 @@ class ModelCard:
     temperatures: dict[str, float] = field(default_factory=dict)
     box_thresholds: list[int] = field(default_factory=lambda: list(DEFAULT_BOX_THRESHOLDS))
     # Where heatmaps and boxes come from (models.layercam): "cam", the paper's map on the
-    # transition grid (cards written before this key), or "layercam" at body stage
-    # `heatmap_stage` (2: stride 8), what `cxr train` writes.
+    # transition grid (cards written before this key), or "layercam" (what `cxr train` writes) at
+    # body stage `heatmap_stage` (2: stride 8; `cxr train` writes 1, stride 4, below 512 px).
     heatmap_method: str = "cam"
     heatmap_stage: int = 2
     heatmap_sigma: float = 0.5  # LayerCAM blur, in cells

@@ -26,6 +26,9 @@ Defaults that learn on small and on large data (issue 9):
     learned from scratch on a few hundred images needs hundreds of steps, not 10 epochs;
   - the learning rate (`lr = None`) depends on the optimizer and on the weights
     (`default_lr`): larger from scratch than when fine-tuning ImageNet weights;
+  - the heatmap stage (`heatmap_stage = None`) depends on the input size
+    (`default_heatmap_stage`): stage 2 (stride 8) when its LayerCAM map has at least 64
+    cells a side, else stage 1 (stride 4), so a small lesion spans enough cells to be boxed;
   - a run whose best validation mean AUC stays below `near_chance_auc` ends with a loud
     warning, and its model card's `warnings` says so.
 
@@ -87,6 +90,7 @@ __all__ = [
     "accumulation_steps",
     "best_checkpoint_path",
     "compile_or_eager",
+    "default_heatmap_stage",
     "default_lr",
     "epochs_for",
     "learning_rate_at",
@@ -154,7 +158,7 @@ class TrainConfig:
     prefetch: int = 4  # batches loaded ahead per worker
     threshold_method: str = "youden"  # "youden" | "f1"
     heatmap_method: str = "layercam"  # "layercam" (finer, aligned) | "cam" (the paper)
-    heatmap_stage: int = 2  # body stage LayerCAM weights (2: stride 8)
+    heatmap_stage: int | None = None  # body stage LayerCAM weights (None: by input size)
     heatmap_sigma: float = 0.5  # LayerCAM blur, in cells of that stage
     training_data: str = ""  # free text for the model card
     # runtime
@@ -196,7 +200,7 @@ class TrainConfig:
             raise ModelsError(f"config hflip must be in [0, 1], got {self.hflip}")
         if self.lr is not None and not self.lr > 0:
             raise ModelsError(f"config lr must be > 0, got {self.lr}")
-        if (
+        if self.heatmap_stage is not None and (
             not 1
             <= self.heatmap_stage
             <= (self.body_stages or DEFAULT_BODY_STAGES.get(self.arch, 4))
@@ -262,6 +266,22 @@ _DEFAULT_LR = {
     ("sgd", "none"): 0.05,
     ("sgd", "imagenet"): 0.01,
 }
+
+
+# The fewest LayerCAM map cells a side that stage 2 (stride 8) must give to be used.
+_HEATMAP_CELLS = 64
+
+
+def default_heatmap_stage(image_size: int) -> int:
+    """The body stage LayerCAM reads when `heatmap_stage` is not set: 2 (stride 8) when its
+    map has at least 64 cells a side (512 px and up; 1024 px: 128 cells), else 1 (stride 4:
+    256 px gives 64 cells instead of 32).
+
+    On the phantom benchmark (256 px) stage 2's 32-cell maps boxed 0.25 of the nodules and
+    0.50 of the pneumothoraces at IoBB 0.5 (one box per finding), stage 1's 64-cell maps
+    0.87 and 0.82 (docs/benchmarks.md#phantom-benchmark).
+    """
+    return 2 if image_size // 8 >= _HEATMAP_CELLS else 1
 
 
 def default_lr(optimizer: str, weights: str) -> float:
@@ -675,7 +695,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         image_size=cfg.image_size,
         preprocessing=preprocessing_record(cfg.resize),
         heatmap_method=cfg.heatmap_method,
-        heatmap_stage=cfg.heatmap_stage,
+        heatmap_stage=cfg.heatmap_stage or default_heatmap_stage(cfg.image_size),
         heatmap_sigma=cfg.heatmap_sigma,
         training_data=cfg.training_data or _describe(cfg.data, train_set, val_set),
         training={

@@ -78,6 +78,17 @@ def test_train_config_rejects_unknown_keys_and_values(tmp_path: Path) -> None:
             load_train_config(toml)
 
 
+def test_heatmap_stage_follows_the_input_size_unless_set(tmp_path: Path) -> None:
+    from models.train import default_heatmap_stage
+
+    # Stage 2 (stride 8) once its map has 64 cells a side; finer (stride 4) below that.
+    assert [default_heatmap_stage(s) for s in (128, 256, 448, 512, 1024)] == [1, 1, 1, 2, 2]
+    cfg = load_train_config(None, data="x", arch="resnet18", heatmap_stage=3)
+    assert cfg.heatmap_stage == 3  # an explicit stage is kept
+    with pytest.raises(ModelsError, match="heatmap_stage"):
+        load_train_config(None, data="x", arch="resnet18", heatmap_stage=4)  # no layer4
+
+
 @pytest.mark.parametrize("total", [10, 55, 100_000])
 def test_learning_rate_schedule_is_set_in_fractions_of_the_run(total: int) -> None:
     peak = 2e-3
@@ -136,7 +147,8 @@ def test_train_without_epochs_runs_the_rules_length(phantom_dir: Path, tmp_path:
     assert cfg.epochs is None
     result = train(cfg)
     card = load_checkpoint(out).card
-    assert card.heatmap_method == "layercam" and card.heatmap_stage == 2
+    # 32 px: stage 2's map would be 4 cells a side, so the rule picks stage 1 (stride 4).
+    assert card.heatmap_method == "layercam" and card.heatmap_stage == 1
     assert card.heatmap_sigma == 0.75  # the config's blur is what prediction uses
     training = card.training
     steps_per_epoch = training["steps_per_epoch"]
