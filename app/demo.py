@@ -13,6 +13,7 @@ flags it.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import shutil
 import tempfile
@@ -67,8 +68,10 @@ def _load_recipe() -> dict[str, Any]:
 
 
 def recipe_digest() -> str:
-    """SHA-256 of the recipe file: what the page's screenshots record to be checked against."""
-    return hashlib.sha256(_RECIPE_FILE.read_bytes()).hexdigest()
+    """SHA-256 of the recipe's settings (the parsed TOML, keys sorted; comments do not count):
+    what the shipped model's card and the page's screenshots record, to be checked against."""
+    canonical = json.dumps(_load_recipe(), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def example_phantom(seed: int, *, size: int = 512, labels: Sequence[str] | None = None) -> Phantom:

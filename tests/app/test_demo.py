@@ -220,6 +220,14 @@ def test_shipped_demo_model_is_used_as_it_is(tmp_path: Path) -> None:
     assert not (tmp_path / "storage").exists()  # nothing built, nothing cached
 
 
+def test_recipe_digest_counts_settings_not_comments(tiny_recipe: Path) -> None:
+    digest = demo.recipe_digest()
+    tiny_recipe.write_text("# a comment, reworded\n" + TINY_RECIPE)
+    assert demo.recipe_digest() == digest
+    tiny_recipe.write_text(TINY_RECIPE.replace("epochs = 1", "epochs = 2"))
+    assert demo.recipe_digest() != digest
+
+
 def test_unusable_shipped_model_falls_back_to_building(
     tiny_recipe: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
