@@ -26,9 +26,13 @@ from labeler import ReportLabels
 
 if TYPE_CHECKING:
     from models.decode_pool import DecodePool
-    from models.image_pipeline import InputSpec, LoadedImage, PreparedImage, SourceKind
-
-    DecodeTask = tuple[str, InputSpec, SourceKind]
+    from models.image_pipeline import (
+        DecodeTask,
+        InputSpec,
+        LoadedImage,
+        PreparedImage,
+        SourceKind,
+    )
     from models.predict import Prediction, Predictor
 
 __all__ = ["BatchProcessor"]
@@ -310,13 +314,6 @@ class BatchProcessor:
         return list(self.predictor.predict(list(pixels), heatmaps="none"))
 
 
-def _decode_task(task: DecodeTask) -> LoadedImage:
-    from models.image_pipeline import load_for_model
-
-    path, spec, kind = task
-    return load_for_model(path, spec, kind=kind)
-
-
 def _decode_failure(task: DecodeTask, exc: Exception) -> Exception:
     return exc
 
@@ -328,5 +325,6 @@ def decode_pool(
     the OOM killer) or a file past `timeout_s` fails that file only (`models.decode_pool`).
     Close it when done."""
     from models.decode_pool import DecodePool
+    from models.image_pipeline import load_task
 
-    return DecodePool(_decode_task, workers=workers, on_error=_decode_failure, timeout_s=timeout_s)
+    return DecodePool(load_task, workers=workers, on_error=_decode_failure, timeout_s=timeout_s)

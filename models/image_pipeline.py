@@ -27,11 +27,13 @@ from models.geometry import Geometry, ResizeMode
 from models.stored_pixels import UNIT_CODES, StoredPixels
 
 __all__ = [
+    "DecodeTask",
     "InputSpec",
     "LoadedImage",
     "PreparedImage",
     "display_copy",
     "load_for_model",
+    "load_task",
     "prepare_pixels",
     "read_stored",
 ]
@@ -171,6 +173,20 @@ def load_for_model(
         display=display,
         timings={"decode": t1 - t0, "preprocess": time.perf_counter() - t1},
     )
+
+
+DecodeTask = tuple[str, InputSpec, SourceKind]
+
+
+def load_task(task: DecodeTask) -> LoadedImage:
+    """`load_for_model` on one (path, spec, kind) task: the decoding workers' job.
+
+    It lives here, not beside its callers, because a worker imports the module of the
+    function it is sent: from here that is numpy, OpenCV and pydicom (already in the fork
+    server), not torch and the model code (about 2 s and 200 MB per worker).
+    """
+    path, spec, kind = task
+    return load_for_model(path, spec, kind=kind)
 
 
 def display_copy(

@@ -37,10 +37,11 @@ from models.errors import ImageError, ModelsError
 from models.folding import fold_batchnorm
 from models.heatmaps import Heatmap, axis_weights, boxes_from_levels
 from models.image_pipeline import (
+    DecodeTask,
     InputSpec,
     LoadedImage,
     PreparedImage,
-    load_for_model,
+    load_task,
     prepare_pixels,
 )
 from models.layercam import check_heatmap_settings, forward_with_layercam
@@ -521,12 +522,6 @@ class FileResult:
     prepared: PreparedImage | None = field(default=None, repr=False)
 
 
-def _load_file(task: tuple[str, InputSpec]) -> LoadedImage:
-    """A decoding worker's job (module level, so worker processes can receive it)."""
-    path, spec = task
-    return load_for_model(path, spec)
-
-
 _DONE = object()
 
 
@@ -596,19 +591,19 @@ def predict_files(
     n_workers = default_workers() if workers is None else workers
     spec = InputSpec.of(predictor, display_size=display_size)
 
-    def failed(task: tuple[str, InputSpec], exc: Exception) -> LoadedImage | ImageError:
+    def failed(task: DecodeTask, exc: Exception) -> LoadedImage | ImageError:
         if isinstance(exc, ImageError):
             return exc
         return ImageError(f"{task[0]}: {exc}")
 
-    pool: DecodePool[tuple[str, InputSpec], LoadedImage | ImageError] = DecodePool(
-        _load_file,
+    pool: DecodePool[DecodeTask, LoadedImage | ImageError] = DecodePool(
+        load_task,
         workers=n_workers,
         on_error=failed,
         timeout_s=file_timeout_s if n_workers else None,
         max_ahead=max(2 * batch, 4 * n_workers),
     )
-    tasks = [(os.fspath(p), spec) for p in paths]
+    tasks: list[DecodeTask] = [(os.fspath(p), spec, "auto") for p in paths]
     # A thread drives the pool (hands out files, takes results off the workers' pipes) while
     # this one runs the model: a worker never waits with a decoded image in its pipe.
     loaded: Generator[LoadedImage | ImageError, None, None] = _prefetch(

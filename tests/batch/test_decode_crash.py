@@ -19,11 +19,11 @@ pytestmark = [pytest.mark.issue(21), pytest.mark.slow]
 
 
 def _crash_on_crash_dcm(task: Any) -> Any:
-    from batch.processor import _decode_task
+    from models.image_pipeline import load_task
 
     if Path(task[0]).name == "crash.dcm":
         os._exit(139)  # as a segfaulting decoder would
-    return _decode_task(task)
+    return load_task(task)
 
 
 def test_processor_decode_pool_turns_a_crashing_file_into_its_failure(tmp_path: Path) -> None:
