@@ -28,7 +28,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Generic, TypeVar
 
-__all__ = ["DecodePool", "WorkerCrashed", "WorkerTimeout", "default_workers"]
+__all__ = ["DecodePool", "WorkerCrashed", "WorkerTimeout", "default_workers", "start_fork_server"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -51,6 +51,19 @@ def default_workers() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+def start_fork_server() -> None:
+    """Start the fork server now, in the background (idempotent).
+
+    It imports the decoding modules in its own process (about half a second); a caller
+    that starts it before importing torch and loading a model gets that done on another
+    core meanwhile, and the pools it makes later fork their workers at once.
+    """
+    from multiprocessing import forkserver
+
+    mp.get_context("forkserver").set_forkserver_preload(_PRELOAD)
+    forkserver.ensure_running()
 
 
 def _limit_threads() -> None:

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from models.decode_pool import DecodePool, WorkerCrashed, WorkerTimeout
+from models.decode_pool import DecodePool, WorkerCrashed, WorkerTimeout, start_fork_server
 
 
 def _work(x: int) -> int:
@@ -63,3 +63,16 @@ def _double(x: int) -> int:
 def test_pool_refuses_negative_workers() -> None:
     with pytest.raises(ValueError, match="workers"):
         DecodePool(_double, workers=-1, on_error=_why)
+
+
+def test_fork_server_started_early_serves_later_pools() -> None:
+    from multiprocessing import forkserver
+
+    start_fork_server()
+    server = forkserver._forkserver._forkserver_pid  # type: ignore[attr-defined]
+    start_fork_server()  # idempotent: the same server
+    assert server is not None
+    assert forkserver._forkserver._forkserver_pid == server  # type: ignore[attr-defined]
+    with DecodePool(_work, workers=1, on_error=_why) as pool:
+        assert list(pool.map([1, 2])) == [10, 20]
+    assert forkserver._forkserver._forkserver_pid == server  # type: ignore[attr-defined]
