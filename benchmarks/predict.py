@@ -32,11 +32,16 @@ Two more modes (`--mode`):
               `cxr serve` on loopback (POST /v1/images/predict).
   decode      one thread's time to decode and fit one generated DICOM (best of 7), and with
               --base the older checkout's, interleaved.
+  transport   results/s the decoding pool can hand back, whatever the decoder: each of
+              --n items is a fitted image of --image-size (uint16, as `cxr predict`'s
+              workers return), made at no cost in --workers processes; shared-memory slots
+              against the pipe, and with --base the older checkout's pool, interleaved.
 
     python benchmarks/predict.py --mode throughput --n 64 --image-size 1024 --device cuda
     python benchmarks/predict.py --mode throughput --n 32 --base ../base       # before/after
     python benchmarks/predict.py --mode latency --n 100 --image-size 1024 --device cuda
     python benchmarks/predict.py --mode decode --n 1 --image-size 1024 --base ../base --repeat 2
+    python benchmarks/predict.py --mode transport --n 2000 --image-size 1024 --base ../base
 """
 
 from __future__ import annotations
@@ -307,6 +312,35 @@ def decode_time(dicom: Path, size: int, code: Path) -> float:
     return float(done.stdout.strip().splitlines()[-1])
 
 
+_TRANSPORT = """
+import functools, sys, time
+import numpy as np
+from models.decode_pool import DecodePool
+n, size, workers, slot = (int(a) for a in sys.argv[1:5])
+kwargs = {} if slot < 0 else {"slot_bytes": slot}
+make = functools.partial(np.zeros, dtype=np.uint16)  # picklable; a fresh image per item
+with DecodePool(make, workers=workers, on_error=lambda _i, e: e, max_ahead=4 * workers,
+                **kwargs) as pool:
+    list(pool.map([(size, size)] * (2 * workers)))  # warm-up: workers started
+    t0 = time.perf_counter()
+    got = sum(a.shape == (size, size) for a in pool.map([(size, size)] * n))
+    seconds = time.perf_counter() - t0
+assert got == n
+print(n / seconds)
+"""
+
+
+def transport_rate(n: int, size: int, workers: int, code: Path, slot_bytes: int | None) -> float:
+    """Results/s through the decoding pool of the code in `code` (None: its default)."""
+    env = {**os.environ, "PYTHONPATH": _path(code)}
+    args = [str(n), str(size), str(workers), str(-1 if slot_bytes is None else slot_bytes)]
+    done = subprocess.run([sys.executable, "-c", _TRANSPORT, *args], env=env,
+                          capture_output=True, text=True, check=False, cwd=code)  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"transport run failed: {done.stderr[-2000:]}")
+    return float(done.stdout.strip().splitlines()[-1])
+
+
 def latency(checkpoint: Path, dicom: Path, *, device: str, n: int, work: Path) -> None:
     """p50/p99 of one-at-a-time POST /v1/images/predict through `cxr serve` on loopback."""
     sys.path.insert(0, str(Path(__file__).parent))
@@ -351,7 +385,9 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument(
-        "--mode", default="stages", choices=["stages", "throughput", "latency", "decode"]
+        "--mode",
+        default="stages",
+        choices=["stages", "throughput", "latency", "decode", "transport"],
     )
     parser.add_argument("--n", type=int, default=9, help="number of files (default 9)")
     parser.add_argument("--workers", type=int, help="decoding processes (throughput mode)")
@@ -395,6 +431,23 @@ def main() -> int:
     except ModelsError as exc:
         sys.stderr.write(f"benchmarks/predict.py: {exc}\n")
         return 2
+    if args.mode == "transport":
+        from models.decode_pool import default_workers
+
+        workers = args.workers or default_workers()
+        mib = 2 * args.image_size**2 / 2**20
+        _say(f"transport: {args.n} fitted images of {args.image_size} px ({mib:.1f} MiB, "
+             f"uint16) from {workers} worker processes, {os.cpu_count()} cores")  # fmt: skip
+        runs: list[tuple[str, Path, int | None]] = [
+            ("this checkout, shared memory", ROOT, None),
+            ("this checkout, pipe (slot_bytes=0)", ROOT, 0),
+        ]
+        if args.base:
+            runs.append(("base", args.base.resolve(), None))
+        for label, code, slot in runs * max(1, args.repeat):
+            rate = transport_rate(args.n, args.image_size, workers, code, slot)
+            _say(f"transport, {label}: {rate:,.0f} results/s ({rate * mib:,.0f} MiB/s)")
+        return 0
     import torch
 
     name = (

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 
+import numpy as np
 import pytest
 
 from models.decode_pool import DecodePool, WorkerCrashed, WorkerTimeout, start_fork_server
@@ -76,3 +78,73 @@ def test_fork_server_started_early_serves_later_pools() -> None:
     with DecodePool(_work, workers=1, on_error=_why) as pool:
         assert list(pool.map([1, 2])) == [10, 20]
     assert forkserver._forkserver._forkserver_pid == server  # type: ignore[attr-defined]
+
+
+@dataclass
+class _Decoded:
+    name: str
+    pixels: np.ndarray
+    display: np.ndarray | None
+
+
+def _decoded(seed: int) -> _Decoded:
+    if seed == 3:
+        os._exit(9)  # a decoder crash: the replacement worker gets the same slot
+    rng = np.random.default_rng(seed)
+    pixels = rng.integers(0, 65535, (300 + seed, 257), dtype=np.uint16)
+    pixels.flags.writeable = False  # as the read-only views of uncompressed files
+    display = rng.integers(0, 255, (64, 64 + seed), dtype=np.uint8) if seed % 2 else None
+    return _Decoded(f"file{seed}", pixels, display)
+
+
+def _expected(seed: int) -> _Decoded:
+    rng = np.random.default_rng(seed)
+    pixels = rng.integers(0, 65535, (300 + seed, 257), dtype=np.uint16)
+    display = rng.integers(0, 255, (64, 64 + seed), dtype=np.uint8) if seed % 2 else None
+    return _Decoded(f"file{seed}", pixels, display)
+
+
+def _same(a: object, b: _Decoded) -> bool:
+    assert isinstance(a, _Decoded), a
+    same_display = (a.display is None and b.display is None) or (
+        a.display is not None and b.display is not None and np.array_equal(a.display, b.display)
+    )
+    return a.name == b.name and np.array_equal(a.pixels, b.pixels) and same_display
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="shared memory slots need memfd")
+def test_pool_moves_arrays_through_shared_memory_and_survives_a_crash() -> None:
+    start_fork_server()  # its pipes stay open for the process's life: count after them
+    fds_before = len(os.listdir("/proc/self/fd"))
+    with DecodePool(_decoded, workers=2, on_error=_why) as pool:
+        out = list(pool.map(range(8)))
+        again = list(pool.map([5, 6]))  # the replacement worker writes into the same slot
+        shared = pool.shared_results
+    for seed, got in enumerate(out):
+        if seed == 3:
+            assert isinstance(got, str) and got.startswith(WorkerCrashed.__name__)
+        else:
+            assert _same(got, _expected(seed)), seed
+            assert got.pixels.dtype == np.uint16 and got.pixels.shape == (300 + seed, 257)
+    assert _same(again[0], _expected(5)) and _same(again[1], _expected(6))
+    assert shared == 9  # every result but the crashed one's came through a slot
+    assert len(os.listdir("/proc/self/fd")) <= fds_before  # slots closed with the pool
+
+
+def test_pool_sends_what_does_not_fit_a_slot_through_the_pipe() -> None:
+    with DecodePool(_decoded, workers=1, on_error=_why, slot_bytes=1024) as pool:
+        small_slot = list(pool.map([0, 1]))
+        assert pool.shared_results == 0
+    with DecodePool(_decoded, workers=1, on_error=_why, slot_bytes=0) as pool:
+        no_slot = list(pool.map([0, 1]))
+        assert pool.shared_results == 0
+    for got in (small_slot, no_slot):
+        assert _same(got[0], _expected(0)) and _same(got[1], _expected(1))
+
+
+def test_pool_without_memfd_uses_the_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(os, "memfd_create", raising=False)
+    with DecodePool(_decoded, workers=1, on_error=_why) as pool:
+        got = list(pool.map([2]))
+        assert pool.shared_results == 0
+    assert _same(got[0], _expected(2))
