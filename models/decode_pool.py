@@ -19,8 +19,8 @@ Results travel through shared memory, not the pipe: each worker owns a slot (an 
 Linux memfd, so Docker's small /dev/shm does not matter) and writes its result's array
 buffers there (pickle protocol 5, out of band); the pipe carries the rest. A 2 MiB fitted
 image costs the caller one copy out of the slot instead of a pickle, 32 pipe round trips
-and an unpickle: 130-190 results/s through pipes against ~1,500 on two cores
-(`python benchmarks/decode_transport.py`). The slot is free again when the caller has
+and an unpickle: 190-240 results/s through pipes against 840-960 on two cores
+(`python benchmarks/predict.py --mode transport`). The slot is free again when the caller has
 copied the result out, before its worker gets the next item. A result larger than the
 slot, a system without memfd, or an error, goes through the pipe as before.
 """
