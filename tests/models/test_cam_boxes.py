@@ -108,6 +108,60 @@ def test_boxes_from_flat_heatmap_is_empty_and_threshold_checked() -> None:
 
 
 @pytest.mark.issue(22)
+def _boxes_over_whole_grid(heatmap: np.ndarray, thresholds: tuple[int, ...]) -> list[tuple]:
+    """Reference: 32-bit labelling of the whole grid, what `boxes_from_heatmap` does in a
+    crop with 16-bit labels where they provably suffice."""
+    import cv2
+
+    h8 = to_uint8(heatmap)
+    found = []
+    for t in thresholds:
+        mask = (h8 >= t).astype(np.uint8)
+        n, labels, stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=8)
+        peaks = np.zeros(n, np.int64)
+        np.maximum.at(peaks, labels.ravel(), h8.ravel())
+        for i in range(1, n):
+            x, y, w, h, _ = (int(v) for v in stats[i])
+            peak = round(float(peaks[i]) / 255.0, 4)
+            found.append((float(x), float(y), float(w), float(h), peak, t))
+    return sorted(found)
+
+
+@pytest.mark.parametrize("kind", ["noise", "blobs", "checkerboard", "one_peak", "edges"])
+def test_boxes_from_heatmap_match_labelling_the_whole_grid(kind: str) -> None:
+    rng = np.random.default_rng(len(kind))
+    for _ in range(6):
+        side = 100 if kind == "checkerboard" else 260  # (box per component: keep it quick)
+        h, w = (int(v) for v in rng.integers(2, side, 2))
+        m = np.zeros((h, w), np.float32)
+        if kind == "noise":
+            m = rng.random((h, w)).astype(np.float32)
+        elif kind == "blobs":
+            for _ in range(4):
+                y, x = rng.integers(0, h), rng.integers(0, w)
+                m[max(0, y - 5) : y + 5, max(0, x - 7) : x + 7] += rng.random()
+        elif kind == "checkerboard":  # the most components a grid can hold
+            m[::2, ::2] = 1.0
+        elif kind == "one_peak":
+            m[rng.integers(0, h), rng.integers(0, w)] = 1.0
+        else:  # components touching every border
+            m[0, :] = m[-1, :] = m[:, 0] = m[:, -1] = 1.0
+        thresholds = (1, 60, 180, 255)
+        got = boxes_from_heatmap(m, label="x", thresholds=thresholds)
+        assert sorted(
+            (b.x, b.y, b.width, b.height, b.score, b.heatmap_level) for b in got
+        ) == _boxes_over_whole_grid(m, thresholds)
+        keys = [(-b.score, -b.width * b.height, b.y, b.x) for b in got]
+        assert keys == sorted(keys)  # ties broken by place: the same order every time
+
+
+def test_boxes_from_heatmap_labels_a_grid_beyond_16_bits() -> None:
+    m = np.zeros((520, 520), np.float32)
+    m[::2, ::2] = 1.0  # 67,600 components: more than 16-bit labels hold
+    got = boxes_from_heatmap(m, label="x", thresholds=(128,))
+    assert len(got) == 260 * 260
+
+
 def test_suppress_overlapping_merges_nested_boxes_of_one_label_only() -> None:
     from models.boxes import Box, suppress_overlapping
 
