@@ -43,15 +43,12 @@ def run_batch_on_ray(
     started: float,
 ) -> int:
     """`cxr batch --ray`: plan here, process on Ray, write the lines here."""
-    from tqdm import tqdm
-
-    from app.cli_service import CommandError, batch_summary
+    from app.cli_service import CommandError, batch_output, batch_summary
     from app.report_labeler import load_report_labeler
     from batch.cluster import connect, run_on_ray
     from batch.engine import plan
     from batch.interfaces import BatchInputError
     from batch.job import build_job
-    from batch.sinks import JsonlSink, TallySink
 
     if spec.dataset is not None or spec.push is not None or args.dicomweb is not None:
         raise CommandError("--ray reads a folder or a zip; --dataset, --push and --dicomweb "
@@ -63,41 +60,24 @@ def run_batch_on_ray(
         except BatchInputError as exc:
             raise CommandError(f"{args.export_dir}: {exc}") from None
         connect(args.ray or None)
-        tally = TallySink()
-        for line in previous:
-            tally.add_line(line)
-        out = JsonlSink(args.output, previous=previous, resume=args.resume)
         shards = _ParquetShards(args.parquet) if args.parquet is not None else None
-        with tqdm(
-            total=len(previous) + len(items),
-            initial=len(previous),
-            desc="labeling (ray)",
-            unit=" files",
-            disable=None,
-            file=sys.stderr,
-        ) as bar:
-            try:
-                for lines in run_on_ray(
-                    spec,
-                    items,
-                    previous,
-                    model=model,
-                    device=args.device,
-                    chunk_size=args.chunk_size,
-                ):
-                    outcomes = [_outcome(line) for line in lines]
-                    out.write(outcomes)
-                    tally.write(outcomes)
-                    for line in lines:
-                        job.processor.restore(line)  # which CSV reports were matched
-                    if shards is not None:
-                        shards.write(lines)
-                    bar.update(len(lines))
-            except KeyboardInterrupt:
-                out.forget_in_flight()
-                raise
-            finally:
-                out.close()
+        with batch_output(args, previous, len(items), "labeling (ray)") as (tally, out, bar):
+            for lines in run_on_ray(
+                spec,
+                items,
+                previous,
+                model=model,
+                device=args.device,
+                chunk_size=args.chunk_size,
+            ):
+                outcomes = [_outcome(line) for line in lines]
+                out.write(outcomes)
+                tally.write(outcomes)
+                for line in lines:
+                    job.processor.restore(line)  # which CSV reports were matched
+                if shards is not None:
+                    shards.write(lines)
+                bar.update(len(lines))
     finally:
         job.source.close()
     unmatched = job.processor.unmatched_reports()

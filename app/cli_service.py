@@ -14,14 +14,16 @@ import logging
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from tqdm import tqdm
+
     from app.settings import Settings
     from batch.job import DicomwebInput, JobSpec, PushOutput
-    from batch.sinks import TallySink
+    from batch.sinks import JsonlSink, TallySink
     from models.predict import Predictor
 
 __all__ = ["register"]
@@ -403,7 +405,6 @@ def _run_batch(
     from batch.engine import plan, run_resumed
     from batch.interfaces import BatchInputError, Outcome, Sink
     from batch.job import build_job
-    from batch.sinks import JsonlSink, TallySink
 
     try:
         job = build_job(spec, labeler=load_report_labeler(), predictor=predictor)
@@ -418,37 +419,20 @@ def _run_batch(
             items = plan(list(found), previous, job.processor)
         except BatchInputError as exc:
             raise CommandError(f"{args.export_dir}: {exc}") from None
-        tally = TallySink()
-        for line in previous:  # files done before the interruption
-            tally.add_line(line)
-        out = JsonlSink(args.output, previous=previous, resume=args.resume)
+        with batch_output(args, previous, len(items), "labeling") as (tally, out, bar):
 
-        class Progress(Sink):
-            def write(self, outcomes: Sequence[Outcome]) -> None:
-                bar.update(len(outcomes))
+            class Progress(Sink):
+                def write(self, outcomes: Sequence[Outcome]) -> None:
+                    bar.update(len(outcomes))
 
-        with tqdm(
-            total=len(previous) + len(items),
-            initial=len(previous),
-            desc="labeling",
-            unit=" files",
-            disable=None,
-            file=sys.stderr,
-        ) as bar:
-            try:
-                report = run_resumed(
-                    items,
-                    job.processor,
-                    [*job.sinks, out, tally, Progress()],
-                    attempts=dict(out.attempts),
-                    chunk_size=args.chunk_size,
-                    stop_on_failure=args.on_error == "raise",
-                )
-            except KeyboardInterrupt:
-                out.forget_in_flight()
-                raise
-            finally:
-                out.close()
+            report = run_resumed(
+                items,
+                job.processor,
+                [*job.sinks, out, tally, Progress()],
+                attempts=dict(out.attempts),
+                chunk_size=args.chunk_size,
+                stop_on_failure=args.on_error == "raise",
+            )
     finally:
         job.source.close()
     unmatched = job.processor.unmatched_reports()
@@ -464,6 +448,38 @@ def _run_batch(
             f"cxr batch: stopped at the first failure (--on-error raise): {report.first_failure}\n"
         )
     return 1 if tally.counts["failed"] else 0
+
+
+@contextlib.contextmanager
+def batch_output(
+    args: argparse.Namespace, previous: list[dict[str, Any]], todo: int, desc: str
+) -> Iterator[tuple[TallySink, JsonlSink, tqdm[Any]]]:
+    """`cxr batch`'s tally (counting the lines done before an interruption), its JSONL
+    results file and its progress bar, shared by the single-machine and the Ray paths.
+    An interruption forgets the lines still in flight; the file is closed either way."""
+    from tqdm import tqdm
+
+    from batch.sinks import JsonlSink, TallySink
+
+    tally = TallySink()
+    for line in previous:
+        tally.add_line(line)
+    out = JsonlSink(args.output, previous=previous, resume=args.resume)
+    with tqdm(
+        total=len(previous) + todo,
+        initial=len(previous),
+        desc=desc,
+        unit=" files",
+        disable=None,
+        file=sys.stderr,
+    ) as bar:
+        try:
+            yield tally, out, bar
+        except KeyboardInterrupt:
+            out.forget_in_flight()
+            raise
+        finally:
+            out.close()
 
 
 def batch_summary(
