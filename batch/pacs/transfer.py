@@ -267,11 +267,13 @@ class _Inflater:
         self.out = bytearray()
         self._z = None if coding == "identity" else zlib.decompressobj(_wbits(coding))
         self._started = False
+        self._fed = 0
 
     def feed(self, data: bytes) -> None:
         if self._z is None:
             self._add(data)
             return
+        self._fed += len(data)
         try:
             self._inflate(data)
         except zlib.error:
@@ -284,6 +286,10 @@ class _Inflater:
     def finish(self) -> None:
         if self._z is not None:
             self._add(self._z.flush())
+            # A stream cut short inflates without complaint to what it had: a truncated
+            # search answer would read as "no studies". An empty body is just empty.
+            if self._fed and not self._z.eof:
+                raise zlib.error("the stream ends before its end marker (truncated)")
 
     def _inflate(self, data: bytes) -> None:
         assert self._z is not None

@@ -134,9 +134,23 @@ def _studies_json(uid: str) -> bytes:
         ("deflate", lambda b: zlib.compress(b), None),  # zlib-wrapped, as the RFC says
         ("deflate", lambda b: zlib.compress(b)[2:-4], None),  # raw, as some servers send
         ("gzip", lambda b: gzip.compress(b)[:20] + b"garbage" * 10, "the gzip answer is corrupt"),
+        # Cut short: inflates to a valid answer, or to nothing ("no studies"), unless the
+        # missing end is noticed (the garbage case above was such a cut one time in six).
+        ("gzip", lambda b: gzip.compress(b)[:-8], "the gzip answer is corrupt"),
+        ("gzip", lambda b: gzip.compress(b)[:12], "the gzip answer is corrupt"),
+        ("deflate", lambda b: zlib.compress(b)[:-4], "the deflate answer is corrupt"),
         ("br", lambda b: b, "unsupported Content-Encoding 'br'"),
     ],
-    ids=["gzip", "deflate-zlib", "deflate-raw", "corrupt-gzip", "brotli"],
+    ids=[
+        "gzip",
+        "deflate-zlib",
+        "deflate-raw",
+        "corrupt-gzip",
+        "gzip-without-trailer",
+        "gzip-cut-early",
+        "deflate-without-checksum",
+        "brotli",
+    ],
 )
 def test_dicomweb_compressed_answers_inflate_or_fail_cleanly(
     one_image: tuple[HostileDicomweb, InstanceRef],
