@@ -125,7 +125,10 @@ class ResultSlot:
         """Pickle `result` with its buffers written here: (the pickle, buffer lengths),
         or None when they do not fit (the caller sends the result through the pipe)."""
         buffers: list[pickle.PickleBuffer] = []
-        data = pickle.dumps(result, protocol=5, buffer_callback=buffers.append)
+        try:
+            data = pickle.dumps(result, protocol=5, buffer_callback=buffers.append)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            return None  # what plain pickle cannot do, the pipe's pickler may
         views = [b.raw() for b in buffers]
         if sum(v.nbytes for v in views) > self.size:
             return None
