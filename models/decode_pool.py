@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
-from multiprocessing.reduction import DupFd
+from multiprocessing.reduction import DupFd, ForkingPickler
 from typing import Generic, Protocol, TypeVar
 
 __all__ = ["DecodePool", "WorkerCrashed", "WorkerTimeout", "default_workers", "start_fork_server"]
@@ -186,10 +186,21 @@ def _serve(fn: Callable[[T], R], conn: Connection, slot: ResultSlot | None = Non
             else:
                 conn.send((index, None, shared))
         except Exception as exc:  # noqa: BLE001 - one item's failure, reported to the caller
-            try:
-                conn.send((index, False, exc))
-            except Exception:  # noqa: BLE001 - an exception that does not pickle
-                conn.send((index, False, RuntimeError(f"{type(exc).__name__}: {exc}")))
+            conn.send((index, False, _portable(exc)))
+
+
+def _portable(exc: Exception) -> Exception:
+    """`exc` when it survives a pickle round trip, else a RuntimeError naming it.
+
+    An exception pickles as its class and `args`; one whose `__init__` takes other
+    arguments (common in third-party decoders) pickles, then fails to unpickle on the
+    caller's side.
+    """
+    try:
+        pickle.loads(ForkingPickler.dumps(exc))
+    except Exception:  # noqa: BLE001 - whatever fails, the text still travels
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+    return exc
 
 
 @dataclass
@@ -344,15 +355,21 @@ class DecodePool(Generic[T, R]):
             if id(w) in handled or w.task is None:
                 continue
             if handle is w.conn or w.conn.poll():
+                index = w.task  # one task per worker at a time
                 try:
-                    index, ok, payload = w.conn.recv()
-                except (EOFError, OSError):
-                    pass  # died while sending: the sentinel below reports it
-                else:
+                    _, ok, payload = w.conn.recv()
                     if ok is None and w.slot is not None:
                         payload, ok = w.slot.take(*payload), True
                         self.shared_results += 1
+                except (EOFError, OSError):
+                    pass  # died while sending: the sentinel below reports it
+                except Exception as exc:  # noqa: BLE001 - a result that does not unpickle here
+                    # The message was read whole: the worker and its pipe are still in step.
+                    why = f"its result could not be read back ({type(exc).__name__}: {exc})"
+                    done[index] = self.on_error(given[index], RuntimeError(why))
+                else:
                     done[index] = payload if ok else self.on_error(given[index], payload)
+                if index in done:
                     del given[index]
                     w.task = None
                     handled.add(id(w))

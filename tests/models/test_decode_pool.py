@@ -148,3 +148,48 @@ def test_pool_without_memfd_uses_the_pipe(monkeypatch: pytest.MonkeyPatch) -> No
         got = list(pool.map([2]))
         assert pool.shared_results == 0
     assert _same(got[0], _expected(2))
+
+
+class _PickyError(Exception):
+    """A decoder's exception whose `__init__` takes other arguments than its `args`."""
+
+    def __init__(self, code: int, where: str) -> None:
+        super().__init__(f"code {code} at {where}")
+
+
+def _refuse() -> None:
+    raise ValueError("refused")
+
+
+class _Unreadable:
+    """Pickles in the worker; unpickling it in the caller raises."""
+
+    def __reduce__(self) -> tuple[object, tuple[()]]:
+        return _refuse, ()
+
+
+def _awkward(x: int) -> object:
+    if x == 1:
+        raise _PickyError(5, "the pixel data")
+    if x == 2:
+        return _Unreadable()
+    if x == 3:
+        return lambda: x  # no pickler takes it
+    return x
+
+
+@pytest.mark.parametrize("slot_bytes", [64 << 20, 0], ids=["slot", "pipe"])
+def test_pool_fails_a_result_or_an_error_that_does_not_travel_back_alone(slot_bytes: int) -> None:
+    with DecodePool(_awkward, workers=1, on_error=_why, slot_bytes=slot_bytes) as pool:
+        out = list(pool.map(range(5)))
+        [worker] = pool._workers
+        pid = worker.process.pid
+        again = list(pool.map([0, 4]))
+        # Nothing took the worker down or out of step: it serves on, not a replacement.
+        assert pool._workers[0].process.pid == pid and worker.process.is_alive()
+    # The error arrives as its text; nothing unpickles into the caller's traceback.
+    assert out[1] == "RuntimeError: _PickyError: code 5 at the pixel data"
+    assert out[2] == "RuntimeError: its result could not be read back (ValueError: refused)"
+    why = str(out[3])
+    assert why.startswith(("PicklingError", "AttributeError")) and "pickle" in why
+    assert (out[0], out[4], again) == (0, 4, [0, 4])
