@@ -8,12 +8,15 @@ so `cxr label` and `cxr --help` stay fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import json
 import logging
 import os
 import sys
 import time
 from collections import deque
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -344,20 +347,21 @@ def _predict(args: argparse.Namespace) -> int:
         # Its imports run while this process imports torch and loads the model: the first
         # batch is decoded 0.6 s sooner (9 files, 2 cores).
         start_fork_server()
-    from models.notices import DEMO_NOTICE
-    from models.predict import load_predictor, predict_files
-
     if args.batch_size < 1 or not 16 <= args.overlay_size <= 8192:
         raise ValueError(
             f"need --batch-size >= 1 and 16 <= --overlay-size <= 8192, got {args.batch_size} "
             f"and {args.overlay_size}"
         )
-    predictor = load_predictor(
-        args.model,
-        device=args.device,
-        batch_size=args.batch_size,
-        heatmap_method=args.heatmaps_from,
-    )
+    with _loading():
+        from models.notices import DEMO_NOTICE
+        from models.predict import load_predictor, predict_files
+
+        predictor = load_predictor(
+            args.model,
+            device=args.device,
+            batch_size=args.batch_size,
+            heatmap_method=args.heatmaps_from,
+        )
     outdir = Path(args.output)
     outdir.mkdir(parents=True, exist_ok=True)
     card = predictor.card
@@ -393,6 +397,20 @@ def _predict(args: argparse.Namespace) -> int:
         + f" -> {outdir} in {time.perf_counter() - started:.1f} s\n"
     )
     return 1 if failures else 0
+
+
+@contextlib.contextmanager
+def _loading() -> Iterator[None]:
+    """Import torch and the model code, and load a model, without the cyclic collector.
+
+    They create a few hundred thousand objects, none of them garbage, and each automatic
+    collection on the way walks them all again: 0.26 s of a 1.9 s import on two cores.
+    """
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _write_result(

@@ -7,6 +7,7 @@ import json
 import logging
 import subprocess
 import sys
+import textwrap
 import tomllib
 from pathlib import Path
 
@@ -26,11 +27,87 @@ def test_run_exits_with_the_commands_status_after_freezing_the_heap(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     calls: list[str] = []
-    monkeypatch.setattr(cli, "main", lambda: calls.append("main") or 3)
+
+    def main() -> int:
+        calls.append("main")
+        return 3
+
+    def exit_now(status: int) -> None:
+        calls.append(f"exit {status}")
+        raise SystemExit(status)
+
+    monkeypatch.setattr(cli, "main", main)
     monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze"))
+    monkeypatch.setattr(cli, "exit_now", exit_now)
     with pytest.raises(SystemExit) as exit_info:
         cli.run()
-    assert exit_info.value.code == 3 and calls == ["main", "freeze"]
+    assert exit_info.value.code == 3 and calls == ["main", "freeze", "exit 3"]
+
+
+def _exit_now_in_a_process(body: str, tmp_path: Path) -> subprocess.CompletedProcess[bytes]:
+    """Run `body` (Python, sees `tmp`, `exit_now`) in a fresh interpreter."""
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import atexit, sys, threading, time\n"
+        "from pathlib import Path\n"
+        "from app.cli import exit_now\n"
+        f"tmp = Path({str(tmp_path)!r})\n" + textwrap.dedent(body)
+    )
+    return subprocess.run(
+        [sys.executable, str(script)], cwd=ROOT, capture_output=True, timeout=120, check=False
+    )
+
+
+def test_exit_now_runs_atexit_handlers_flushes_the_streams_and_keeps_the_status(
+    tmp_path: Path,
+) -> None:
+    done = _exit_now_in_a_process(
+        """
+        atexit.register(lambda: (tmp / "atexit").write_text("ran"))
+        sys.stdout.write("x" * 1_000_000)  # far more than a pipe and a stdio buffer hold
+        sys.stderr.write("last line, no newline")
+        exit_now(3)
+        """,
+        tmp_path,
+    )
+    assert done.returncode == 3, done.stderr
+    assert done.stdout == b"x" * 1_000_000
+    assert done.stderr == b"last line, no newline"
+    assert (tmp_path / "atexit").read_text() == "ran"
+
+
+def test_exit_now_waits_for_a_thread_that_is_not_a_daemon(tmp_path: Path) -> None:
+    done = _exit_now_in_a_process(
+        """
+        def late() -> None:
+            time.sleep(0.5)
+            (tmp / "thread").write_text("done")
+
+        threading.Thread(target=late).start()
+        exit_now(0)
+        """,
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "thread").read_text() == "done"
+
+
+def test_exit_now_with_its_reader_gone_fails_as_a_normal_exit_does() -> None:
+    # `cxr ... | head`: the reader has gone. The flush fails; the normal exit then reports
+    # the broken pipe with a failing status, as it would without `exit_now`.
+    def status(ending: str) -> tuple[int, bytes]:
+        code = f"import sys, time; time.sleep(0.5); sys.stdout.write('x' * 100); {ending}"
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()
+        err = proc.stderr.read()
+        return proc.wait(timeout=120), err.strip().splitlines()[-1]
+
+    fast = status("from app.cli import exit_now; exit_now(0)")
+    assert fast == status("sys.exit(0)")
+    assert fast[0] != 0 and b"BrokenPipeError" in fast[1]
 
 
 def test_a_real_process_still_writes_and_flushes_everything(tmp_path: Path) -> None:
