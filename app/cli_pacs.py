@@ -109,6 +109,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         metavar="S",
         help="abort an association open this long (CXR_LISTEN_MAX_ASSOCIATION_S, 3600)",
     )
+    limits.add_argument(
+        "--min-free-mb",
+        type=float,
+        metavar="MB",
+        help="refuse instances (0xA700, the sender retries) while the inbox's file system has "
+        "less than this many MiB free (CXR_LISTEN_MIN_FREE_MB, 1024; 0: no reserve)",
+    )
     p.add_argument("--forward", metavar="DICOMWEB_URL", help="STOW-RS the SR and GSPS here")
     add_dicomweb_auth_arguments(p)
     p.add_argument("--chunk-size", type=int, default=8, help="images per forward pass")
@@ -220,6 +227,7 @@ def _listen(args: argparse.Namespace) -> int:
     sys.stderr.write(
         f"cxr listen: {c['done']} done, {c['skipped']} skipped, {c['failed']} failed, "
         f"{c['duplicate']} duplicates ignored, {c['conflict']} conflicting copies refused, "
+        f"{c['disk_full']} refused for disk space, "
         f"{c['refused']} connections refused and {c['aborted']} aborted by a limit; "
         f"wrote {args.out}\n"
     )
@@ -245,4 +253,5 @@ def _listener_limits(args: argparse.Namespace, settings: Settings) -> ListenerLi
         association_timeout_s=pick(args.association_timeout, settings.listen_association_timeout_s),
         idle_timeout_s=pick(args.idle_timeout, settings.listen_idle_timeout_s),
         max_association_s=pick(args.max_association_duration, settings.listen_max_association_s),
+        min_free_bytes=int(pick(args.min_free_mb, settings.listen_min_free_mb) * 1024 * 1024),
     )

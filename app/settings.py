@@ -224,6 +224,12 @@ class Settings(BaseSettings):
     listen_max_association_s: float = Field(
         default=3600.0, gt=0, description="`cxr listen`: abort an association open this long."
     )
+    listen_min_free_mb: float = Field(
+        default=1024.0,
+        ge=0,
+        description="`cxr listen`: refuse instances (0xA700) while the inbox's file system "
+        "has less than this free (MiB; 0: no reserve).",
+    )
     header_timeout_s: float = Field(
         default=10.0,
         gt=0,

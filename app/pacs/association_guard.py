@@ -121,6 +121,10 @@ class ListenerLimits:
             PACS may send a day's backlog over one association), short enough that a
             stuck or keep-alive association does not hold a slot for days. The per-host cap
             is what keeps keep-alive associations from starving other senders.
+        min_free_bytes: an instance is refused (0xA700, out of resources: the sender
+            retries later) while the inbox's file system has less than this free. Default
+            1 GiB, so a sender faster than the model, or a flood, stops short of filling the
+            disk that the results, the database and the system share (0: no reserve).
 
     Raises:
         ValueError: a bound out of its range (the message names the flag).
@@ -133,6 +137,7 @@ class ListenerLimits:
     association_timeout_s: float = 10.0
     idle_timeout_s: float = 60.0
     max_association_s: float = 3600.0
+    min_free_bytes: int = 1024 * 1024 * 1024
 
     def __post_init__(self) -> None:
         checks: list[tuple[str, float, float, float]] = [
@@ -143,6 +148,7 @@ class ListenerLimits:
             ("--association-timeout", self.association_timeout_s, 0.1, 600),
             ("--idle-timeout", self.idle_timeout_s, 0.1, 86_400),
             ("--max-association-duration", self.max_association_s, 0.1, 7 * 86_400),
+            ("--min-free-mb (bytes)", self.min_free_bytes, 0, 2**50),
         ]
         for flag, value, low, high in checks:
             if not low <= value <= high:

@@ -176,6 +176,7 @@ class StoreListener:
             "conflict": 0,
             "refused": 0,
             "aborted": 0,
+            "disk_full": 0,
         }
         self.ae = AE(ae_title=ae_title)
         self._configure_contexts()
@@ -345,6 +346,18 @@ class StoreListener:
                 status = Dataset()
                 status.Status = _DUPLICATE_SOP_INSTANCE
                 status.ErrorComment = "SOP Instance UID already received, other content"
+                return status
+            free = shutil.disk_usage(path.parent).free
+            if free < self.limits.min_free_bytes:
+                self.counts["disk_full"] += 1
+                log.error(
+                    "C-STORE from %s: instance %s refused (0xA700): %d MiB free in the inbox's "
+                    "file system, under the %d MiB reserve (--min-free-mb)",
+                    calling, self._uid(uid), free >> 20, self.limits.min_free_bytes >> 20,
+                )  # fmt: skip
+                status = Dataset()
+                status.Status = _OUT_OF_RESOURCES
+                status.ErrorComment = "Receiver short of disk space; retry later"
                 return status
             self._pending.add(uid)
             self._digests[uid] = digest

@@ -412,6 +412,37 @@ def test_listener_refuses_a_conflicting_copy_of_an_instance(
     assert again.counts["conflict"] == 1 and again.counts["duplicate"] == 1
 
 
+def test_listener_refuses_instances_while_the_inbox_disk_is_short_of_its_reserve(
+    make_listener: Callable[..., StoreListener],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import shutil
+
+    listener = make_listener(limits={"min_free_bytes": 100 * 1024 * 1024})
+    real = shutil.disk_usage
+    free = {"bytes": 99 * 1024 * 1024}
+
+    def usage(path: str | Path) -> Any:
+        total, used, _ = real(path)
+        return type(real(path))(total, used, free["bytes"])
+
+    monkeypatch.setattr(shutil, "disk_usage", usage)
+    first = _reread(build_dataset(pixels=chest_pixels(64, 64)))
+    with caplog.at_level(logging.ERROR, logger="app.pacs.listener"):
+        assert _store(listener.port, first) == 0xA700  # out of resources: retry later
+    assert listener.counts["disk_full"] == 1
+    assert "under the 100 MiB reserve" in caplog.text
+    assert not list(listener.inbox.iterdir())  # nothing kept, nothing marked received
+    free["bytes"] = 101 * 1024 * 1024  # space freed: the retry is taken
+    assert _store(listener.port, first) == 0
+    assert listener.wait_idle(30)
+    [line] = _lines(tmp_path / "out.jsonl")
+    assert line["sop_instance_uid"] == first.SOPInstanceUID
+    assert listener.counts["duplicate"] == 0
+
+
 # ---------------------------------------------------------------- configuration
 
 
@@ -425,6 +456,7 @@ def test_listener_limits_validate_and_match_the_settings_defaults() -> None:
     assert defaults.association_timeout_s == settings.listen_association_timeout_s
     assert defaults.idle_timeout_s == settings.listen_idle_timeout_s
     assert defaults.max_association_s == settings.listen_max_association_s
+    assert defaults.min_free_bytes == settings.listen_min_free_mb * 1024 * 1024
     with pytest.raises(ValueError, match="--max-pdu 0: must be between 4096"):
         ListenerLimits(max_pdu=0)
     with pytest.raises(ValueError, match="must not exceed --max-associations"):
@@ -443,8 +475,10 @@ def test_listen_flags_override_the_settings(monkeypatch: pytest.MonkeyPatch) -> 
 
     monkeypatch.setenv("CXR_LISTEN_MAX_DATASET_MB", "2")
     monkeypatch.setenv("CXR_LISTEN_IDLE_TIMEOUT_S", "30")
-    args = build_parser().parse_args(["listen", "--out", "o.jsonl", "--idle-timeout", "7"])
-    limits = _listener_limits(args, Settings())
+    monkeypatch.setenv("CXR_LISTEN_MIN_FREE_MB", "10")
+    argv = ["listen", "--out", "o.jsonl", "--idle-timeout", "7", "--min-free-mb", "0.5"]
+    limits = _listener_limits(build_parser().parse_args(argv), Settings())
     assert limits.max_dataset_bytes == 2 * 1024 * 1024  # from the setting
     assert limits.idle_timeout_s == 7  # the flag wins
+    assert limits.min_free_bytes == 512 * 1024
     assert limits.max_associations_per_host == 4  # the default
