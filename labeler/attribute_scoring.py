@@ -10,13 +10,13 @@ millimetre, everything else as lower-case text.
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from labeler.errors import InputError
+from labeler.files import iter_label_results
 
 __all__ = [
     "AttributeScore",
@@ -111,20 +111,13 @@ def read_findings(path: Path) -> dict[str, dict[str, dict[str, Any]]]:
         InputError: unreadable file or a line that is not a `cxr label` object.
     """
     out: dict[str, dict[str, dict[str, Any]]] = {}
-    try:
-        with path.open(encoding="utf-8") as f:
-            for n, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                    out[str(obj["id"])] = dict(obj.get("findings") or {})
-                except (json.JSONDecodeError, KeyError, TypeError):
-                    raise InputError(
-                        f"{path}: line {n} is not a `cxr label` JSON object with findings"
-                    ) from None
-    except OSError as exc:
-        raise InputError(f"cannot read predictions {path}: {exc}") from None
+    for n, obj in iter_label_results(path):
+        try:
+            out[str(obj["id"])] = dict(obj.get("findings") or {})
+        except (TypeError, ValueError):
+            raise InputError(
+                f"{path}: line {n} is not a `cxr label` JSON object with findings"
+            ) from None
     return out
 
 

@@ -3,7 +3,6 @@ behind the errors, so a site can see what to tune (`cxr evaluate-labels`)."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -11,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from labeler.errors import InputError
-from labeler.files import NO_FINDING
+from labeler.files import NO_FINDING, iter_label_results
 
 __all__ = ["Disagreements", "find_disagreements", "format_disagreements", "read_mention_rules"]
 
@@ -55,22 +54,18 @@ def read_mention_rules(path: Path) -> dict[str, dict[str, list[str]]] | None:
     if path.suffix.lower() not in (".jsonl", ".ndjson", ".json"):
         return None
     out: dict[str, dict[str, list[str]]] = {}
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-                per_label: dict[str, list[str]] = {}
-                for m in obj.get("mentions") or ():
-                    rule = str(m.get("rule") or PLAIN)
-                    per_label.setdefault(str(m["label"]), []).append(rule)
-                    if m.get("status") in ("positive", "uncertain"):
-                        # what kept the report from No Finding, which has no mentions
-                        per_label.setdefault(NO_FINDING, []).append(rule)
-                out[str(obj["id"])] = per_label
-            except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
-                raise InputError(f"{path}: line {n} is not a `cxr label` JSON object") from None
+    for n, obj in iter_label_results(path):
+        try:
+            per_label: dict[str, list[str]] = {}
+            for m in obj.get("mentions") or ():
+                rule = str(m.get("rule") or PLAIN)
+                per_label.setdefault(str(m["label"]), []).append(rule)
+                if m.get("status") in ("positive", "uncertain"):
+                    # what kept the report from No Finding, which has no mentions
+                    per_label.setdefault(NO_FINDING, []).append(rule)
+        except (KeyError, TypeError, AttributeError):
+            raise InputError(f"{path}: line {n} is not a `cxr label` JSON object") from None
+        out[str(obj["id"])] = per_label
     return out
 
 

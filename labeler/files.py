@@ -24,6 +24,7 @@ __all__ = [
     "InputError",
     "count_reports",
     "detect_input_format",
+    "iter_label_results",
     "iter_reports",
     "read_gold",
     "read_predictions",
@@ -274,22 +275,43 @@ def read_predictions(
     """
     out: dict[str, dict[str, str]] = {}
     if detect_input_format(path) == "jsonl":
+        for n, obj in iter_label_results(path):
+            try:
+                row = {lab: obj["labels"].get(lab, "absent") for lab in labels}
+            except (KeyError, TypeError, AttributeError):
+                raise InputError(
+                    f"{path}: line {n} is not a `cxr label` JSON object "
+                    '({"id": ..., "labels": {...}})'
+                ) from None
+            row[NO_FINDING] = "positive" if obj.get("no_finding") else "absent"
+            out[str(obj["id"])] = row
+        return out
+    return _read_label_csv(path, id_column=id_column, labels=labels)
+
+
+def iter_label_results(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each line of `cxr label` JSONL output; blank lines skipped.
+
+    The one reader of that output: scoring, attribute scoring and the disagreement report
+    each take their part of every object.
+
+    Raises:
+        InputError: an unreadable file, or a line that is not a JSON object with an "id".
+    """
+    try:
         with path.open(encoding="utf-8") as f:
             for n, line in enumerate(f, start=1):
                 if not line.strip():
                     continue
                 try:
                     obj = json.loads(line)
-                    row = {lab: obj["labels"].get(lab, "absent") for lab in labels}
-                    row[NO_FINDING] = "positive" if obj.get("no_finding") else "absent"
-                    out[str(obj["id"])] = row
-                except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
-                    raise InputError(
-                        f"{path}: line {n} is not a `cxr label` JSON object "
-                        '({"id": ..., "labels": {...}})'
-                    ) from None
-        return out
-    return _read_label_csv(path, id_column=id_column, labels=labels)
+                except json.JSONDecodeError:
+                    obj = None
+                if not isinstance(obj, dict) or "id" not in obj:
+                    raise InputError(f"{path}: line {n} is not a `cxr label` JSON object")
+                yield n, obj
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {path}: {exc}") from None
 
 
 def read_gold(
