@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import os
 import subprocess
 import sys
 import textwrap
@@ -42,6 +43,28 @@ def test_run_exits_with_the_commands_status_after_freezing_the_heap(
     with pytest.raises(SystemExit) as exit_info:
         cli.run()
     assert exit_info.value.code == 3 and calls == ["main", "freeze", "exit 3"]
+
+
+@pytest.mark.parametrize(("given", "seen"), [(None, "1"), ("4", "4")])
+def test_run_gives_numpys_blas_one_thread_unless_the_caller_chose(
+    given: str | None, seen: str
+) -> None:
+    code = (
+        "import os, sys\n"
+        "import app.cli\n"
+        "assert 'numpy' not in sys.modules  # else the setting would come too late\n"
+        "app.cli.main = lambda: print(os.environ['OPENBLAS_NUM_THREADS']) or 0\n"
+        "app.cli.run()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == seen
 
 
 def _exit_now_in_a_process(body: str, tmp_path: Path) -> subprocess.CompletedProcess[bytes]:
