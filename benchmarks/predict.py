@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -142,19 +143,24 @@ def write_checkpoint(
 
 
 def whole_process(
-    files: list[Path], checkpoint: Path, out: Path, *, device: str, batch: int, overlays: str
-) -> float:
-    """Seconds for one `python -m app.cli predict` run, start to exit."""
-    env = {**os.environ, "PYTHONPATH": _path(ROOT)}
+    files: list[Path], checkpoint: Path, out: Path, *, device: str, batch: int, overlays: str,
+    code: Path = ROOT,
+) -> tuple[float, float]:  # fmt: skip
+    """(wall seconds, CPU seconds of it and its children) for one `python -m app.cli predict`
+    run of the code in `code`, start to exit."""
+    env = {**os.environ, "PYTHONPATH": _path(code)}
     cmd = [sys.executable, "-m", "app.cli", "predict", "--model", str(checkpoint), "-o",
            str(out), "--device", device, "--batch-size", str(batch), "--overlays", overlays,
            *map(str, files)]  # fmt: skip
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False, cwd=code)
     seconds = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise RuntimeError(f"cxr predict failed ({done.returncode}): {done.stderr[-2000:]}")
-    return seconds
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return seconds, cpu
 
 
 def _peer_weights(work: Path, txrv: Path) -> Path | None:
@@ -392,7 +398,11 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=9, help="number of files (default 9)")
     parser.add_argument("--workers", type=int, help="decoding processes (throughput mode)")
     parser.add_argument(
-        "--base", type=Path, metavar="DIR", help="older checkout to compare (throughput mode)"
+        "--base",
+        type=Path,
+        metavar="DIR",
+        help="older checkout to compare, interleaved (whole-process, throughput, decode and "
+        "transport modes)",
     )
     parser.add_argument("--synthetic", action="store_true", help="generated DICOMs only")
     parser.add_argument("--image-size", type=int, default=224)
@@ -501,26 +511,38 @@ def main() -> int:
             latency(checkpoint, files[0], device=args.device, n=args.n, work=work)
             return 0
         walls: list[float] = []
+        cpus: list[float] = []
+        base_walls: list[float] = []
+        base_cpus: list[float] = []
         peer: list[float] = []
         peer_weights = _peer_weights(work, args.txrv) if args.txrv else None
+        settings = {"device": args.device, "batch": args.batch_size, "overlays": args.overlays}
         for i in range(args.repeat):
             out = work / f"out{i}"
-            walls.append(
-                whole_process(
-                    files,
-                    checkpoint,
-                    out,
-                    device=args.device,
-                    batch=args.batch_size,
-                    overlays=args.overlays,
-                )
-            )
+            wall, cpu = whole_process(files, checkpoint, out, **settings)
+            walls.append(wall)
+            cpus.append(cpu)
             shutil.rmtree(out)
+            if args.base:
+                wall, cpu = whole_process(files, checkpoint, out, code=args.base.resolve(),
+                                          **settings)  # fmt: skip
+                base_walls.append(wall)
+                base_cpus.append(cpu)
+                shutil.rmtree(out)
             if args.txrv and peer_weights:
                 peer.append(txrv_process(files, args.txrv, peer_weights))
         median = statistics.median(walls)
-        runs = ", ".join(f"{w:.2f}" for w in walls)
-        _say(f"whole process, `cxr predict` on {len(files)} files: {median:.2f} s median ({runs})")
+        ours = ", ".join(f"{w:.2f}" for w in walls)
+        _say(
+            f"whole process, `cxr predict` on {len(files)} files: {median:.2f} s median ({ours}); "
+            f"CPU {statistics.median(cpus):.2f} s"
+        )
+        if base_walls:
+            b_runs = ", ".join(f"{w:.2f}" for w in base_walls)
+            _say(
+                f"whole process, the code in {args.base}: {statistics.median(base_walls):.2f} s "
+                f"median ({b_runs}); CPU {statistics.median(base_cpus):.2f} s"
+            )
         if peer:
             p_median = statistics.median(peer)
             p_runs = ", ".join(f"{w:.2f}" for w in peer)
