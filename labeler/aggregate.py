@@ -8,7 +8,7 @@ from dataclasses import replace
 from labeler.labelsets import Implication
 from labeler.schema import Mention, Status
 
-__all__ = ["aggregate", "implied", "is_no_finding"]
+__all__ = ["aggregate", "deciding_first", "implied", "is_no_finding"]
 
 # Any positive mention wins, then uncertain, then negative (Wang et al. 2017, Sec. 3.1;
 # the CheXpert labeler's aggregation).
@@ -31,6 +31,31 @@ def aggregate(mentions: Iterable[Mention], labels: Sequence[str]) -> dict[str, S
         if current is not None and _RANK[m.status] > _RANK[current]:
             out[m.label] = m.status
     return out
+
+
+def deciding_first(
+    mentions: Sequence[Mention], statuses: dict[str, Status], limit: int
+) -> list[Mention]:
+    """At most `limit` mentions, in report order, for a report's evidence.
+
+    Each label's first mention with the status that decided it comes first, so the
+    evidence for every label survives the cut; the rest fill up in report order. Real
+    reports hold a few dozen mentions at most; the bound is for text that repeats a
+    finding thousands of times, whose evidence would otherwise grow with each repeat
+    (every mention carries its sentence).
+    """
+    if len(mentions) <= limit:
+        return list(mentions)
+    keep: set[int] = set()
+    decided: set[str] = set()
+    for i, m in enumerate(mentions):
+        if m.label not in decided and statuses.get(m.label) == m.status:
+            decided.add(m.label)
+            keep.add(i)
+    kept = sorted(keep)[:limit]
+    rest = iter(i for i in range(len(mentions)) if i not in keep)
+    kept.extend(next(rest) for _ in range(limit - len(kept)))
+    return [mentions[i] for i in sorted(kept)]
 
 
 def is_no_finding(mentions: Iterable[Mention], ignore: Collection[str] = ()) -> bool:

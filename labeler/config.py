@@ -21,6 +21,10 @@ class LabelerConfig:
         negex: also run negspacy (NegEx) on each mention and report its verdict
             as a second opinion; the dependency rules still decide.
         max_chars: reports longer than this raise `ReportTooLongError`.
+        max_mentions: mentions kept as a report's evidence (`ReportLabels.mentions`);
+            labels, findings and No Finding use every mention, and
+            `ReportLabels.mentions_omitted` counts the rest (`labeler.aggregate.deciding_first`
+            picks what stays). Real reports hold under 20.
         max_sentence_chars: longer sentences are parsed in pieces of at most this
             many characters, cut at clause boundaries (see
             `labeler.sections.split_sentences`): the bound that keeps the labeler's
@@ -51,6 +55,7 @@ class LabelerConfig:
     negex: bool = True
     max_chars: int = 100_000
     max_sentence_chars: int = 1_000
+    max_mentions: int = 100
     use_sections: bool = True
     concepts: str | None = None
     rules: str | None = None
@@ -75,5 +80,7 @@ class LabelerConfig:
             raise ValueError(f"max_chars must be positive, got {self.max_chars}")
         if self.max_sentence_chars < 100:
             raise ValueError(f"max_sentence_chars must be >= 100, got {self.max_sentence_chars}")
+        if self.max_mentions < 1:
+            raise ValueError(f"max_mentions must be >= 1, got {self.max_mentions}")
         if self.cache_size < 0:
             raise ValueError(f"cache_size must be >= 0, got {self.cache_size}")

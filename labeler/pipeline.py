@@ -20,7 +20,7 @@ import spacy
 from spacy.language import Language
 from spacy.tokens import Doc, Span
 
-from labeler.aggregate import aggregate, implied, is_no_finding
+from labeler.aggregate import aggregate, deciding_first, implied, is_no_finding
 from labeler.attributes import (
     AttributeEvidence,
     AttributeFinder,
@@ -322,12 +322,14 @@ class _Engine:
         ]
         extra = implied(mentions, self.label_set.implies)
         statuses = aggregate([*mentions, *extra], labels)
+        kept = deciding_first(mentions, statuses, self.config.max_mentions)
         return ReportLabels(
             id=report_id,
             labels=statuses,
             no_finding=is_no_finding(mentions, ignore=self.label_set.no_finding_ignores),
-            mentions=mentions,
+            mentions=kept,
             findings=aggregate_findings(mentions, statuses, self.attributes.rules.severity_order),
+            mentions_omitted=len(mentions) - len(kept),
         )
 
     def _verdicts(self, sentences: list[str]) -> dict[str, tuple[_Found, ...]]:

@@ -24,6 +24,7 @@ from spacy.language import Language
 from spacy.matcher import PhraseMatcher
 from spacy.tokens import Doc
 
+from labeler.aggregate import deciding_first
 from labeler.components import ConceptMatcher
 from labeler.errors import PatternFileError
 from labeler.schema import Mention, ReportLabels
@@ -765,6 +766,11 @@ def _mention_evidence(m: Mention, keys: Iterable[str] = ()) -> list[dict[str, ob
     return out
 
 
+# Mentions shown as one answer's report evidence: the deciding one first (real reports
+# mention a finding a few times; a text that repeats it thousands of times must not make
+# every answer repeat them all).
+_MAX_SHOWN = 10
+
 _ATTRS_OF: dict[str, tuple[str, ...]] = {
     "presence": (),
     "position": ("laterality", "location"),
@@ -801,7 +807,12 @@ def answer_from_report(
     finding: Mapping[str, object] = report.findings.get(label, {})
     keys = _ATTRS_OF.get(question.type, ())
     mentions = [m for m in report.mentions if m.label == label]
-    evidence = [ev for m in mentions for ev in _mention_evidence(m, keys)]
+    shown = deciding_first(mentions, {label: report.labels.get(label, "absent")}, _MAX_SHOWN)
+    shown.sort(key=lambda m: m.status != status)  # stable: the deciding status leads
+    evidence = [ev for m in shown for ev in _mention_evidence(m, keys)]
+    if len(shown) < len(mentions):
+        left = len(mentions) - len(shown)
+        evidence.append({"kind": "omitted", "count": left, "text": f"{left} more mentions"})
     side = finding.get("laterality")
     lat = str(side) if side else None
 

@@ -113,6 +113,8 @@ class ReportLabels:
     #: per label not absent: {"status", "laterality", "location", "severity", "size_mm",
     #: "count", "change"}, aggregated over the label's mentions (labeler.attributes)
     findings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: mentions found but left out of `mentions` (`LabelerConfig.max_mentions`)
+    mentions_omitted: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON Lines object written by `cxr label` and returned by the API."""
@@ -141,6 +143,8 @@ class ReportLabels:
             ],
             "findings": self.findings,
         }
+        if self.mentions_omitted:
+            out["mentions_omitted"] = self.mentions_omitted
         if self.error is not None:
             out["error"] = self.error
         return out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from labeler.aggregate import aggregate, is_no_finding
+from labeler.aggregate import aggregate, deciding_first, is_no_finding
 from labeler.schema import CHESTXRAY8, CHESTXRAY14, Mention
 
 
@@ -39,3 +39,15 @@ def test_is_no_finding_counts_other_findings() -> None:
     assert not is_no_finding([_m("Other", "positive")])
     assert not is_no_finding([_m("Mass", "uncertain")])
     assert is_no_finding([])
+
+
+def test_deciding_first_keeps_each_labels_deciding_mention_within_the_limit() -> None:
+    mentions = [_m("Effusion", "negative") for _ in range(8)]
+    mentions += [_m("Effusion", "positive"), _m("Mass", "uncertain"), _m("Edema", "negative")]
+    statuses = aggregate(mentions, CHESTXRAY14)
+    kept = deciding_first(mentions, statuses, 4)
+    assert len(kept) == 4
+    # the three deciding mentions, then the first of the rest, in report order
+    assert kept == [mentions[0], mentions[8], mentions[9], mentions[10]]
+    assert deciding_first(mentions, statuses, 20) == mentions
+    assert deciding_first(mentions, statuses, 2) == [mentions[8], mentions[9]]

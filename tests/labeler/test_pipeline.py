@@ -67,6 +67,20 @@ def test_pipeline_too_long_raises(nlp: Language) -> None:
         label_report("No effusion. " * 2, nlp=nlp, config=LabelerConfig(max_chars=10))
 
 
+def test_pipeline_bounds_the_evidence_of_a_report_that_repeats_a_finding(nlp: Language) -> None:
+    text = "FINDINGS: " + "No effusion. " * 150 + "Small effusion. Possible nodule."
+    result = label_report(text, nlp=nlp, config=LabelerConfig(max_mentions=20))
+    assert result.labels["Effusion"] == "positive"  # decided by the last mention
+    assert result.labels["Nodule"] == "uncertain"
+    assert len(result.mentions) == 20
+    assert result.mentions_omitted == 152 - 20
+    kept = {(m.label, m.status) for m in result.mentions}
+    assert {("Effusion", "positive"), ("Effusion", "negative"), ("Nodule", "uncertain")} <= kept
+    assert [m.start for m in result.mentions] == sorted(m.start for m in result.mentions)
+    assert result.to_dict()["mentions_omitted"] == 132
+    assert "mentions_omitted" not in label_report("Small effusion.", nlp=nlp).to_dict()
+
+
 def test_pipeline_errors_are_value_errors() -> None:
     assert issubclass(LabelerError, ValueError)
 

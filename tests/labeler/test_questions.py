@@ -240,3 +240,15 @@ def test_pattern_file_rejects_unquoted_yaml_booleans(tmp_path: object) -> None:
     )
     with pytest.raises(PatternFileError, match="quote"):
         load_question_patterns(str(bad))
+
+
+def test_report_evidence_is_bounded_and_shows_the_deciding_mention(
+    parser: QuestionParser, label: Callable[[str], ReportLabels]
+) -> None:
+    report = label("FINDINGS: " + "No effusion. " * 30 + "Small left effusion.")
+    answer = answer_from_report(parser.parse("Is there an effusion?"), report)
+    assert answer.answer == "yes"
+    mentions = [ev for ev in answer.evidence if ev["kind"] == "mention"]
+    assert len(mentions) == 10
+    assert mentions[0]["status"] == "positive"  # the deciding one, though it comes last
+    assert answer.evidence[-1] == {"kind": "omitted", "count": 21, "text": "21 more mentions"}
