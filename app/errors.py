@@ -96,6 +96,30 @@ class BatchSourceNotFound(BatchSourceError):
     status_code = 404
 
 
+class EmptyUpload(ServiceError):
+    """The request carried no file, or an empty one."""
+
+    status_code = 422
+
+
+class MalformedBody(ServiceError):
+    """A request body that does not parse as JSON (syntax, or nested too deeply)."""
+
+    status_code = 400
+
+    @classmethod
+    def from_json_error(cls, exc: ValueError | RecursionError) -> MalformedBody:
+        """The error for what `json.loads` raised on the whole body (never its text)."""
+        if isinstance(exc, RecursionError):
+            return cls("request body is not valid JSON: nested too deeply")
+        where = getattr(exc, "pos", None)
+        reason = getattr(exc, "msg", "malformed")
+        return cls(
+            f"request body is not valid JSON: {reason}"
+            + (f" at character {where}" if isinstance(where, int) else "")
+        )
+
+
 class InvalidBodyEncoding(ServiceError):
     """A request body that is not valid UTF-8; the message names the first bad byte."""
 

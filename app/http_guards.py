@@ -197,6 +197,9 @@ class ApiKeyMiddleware:
 
 class MethodsMiddleware:
     """OPTIONS: 204 with `Allow` listing every method the path takes (404 for no path).
+    HEAD where the path takes GET: the GET answer's status and headers, without its body
+    (RFC 9110 9.3.2; FastAPI routes list GET alone, and health checkers send HEAD). `Allow`
+    keeps to the methods the OpenAPI schema documents.
     405: `Allow` rewritten to the same list (Starlette names only the first route's)."""
 
     def __init__(self, app: ASGIApp, routes: RouteTable) -> None:
@@ -216,9 +219,17 @@ class MethodsMiddleware:
             await Response(status_code=204, headers={"Allow": allow})(scope, receive, send)
             return
 
+        head = scope.get("method") == "HEAD" and "HEAD" not in found.methods
+        if head and "GET" in found.methods:
+            scope = {**scope, "method": "GET"}
+        else:
+            head = False
+
         async def send_allow(message: Message) -> None:
             if message["type"] == "http.response.start" and message["status"] == 405:
                 MutableHeaders(scope=message)["Allow"] = allow
+            if head and message["type"] == "http.response.body":
+                message = {**message, "body": b""}  # Content-Length stays the GET's
             await send(message)
 
         await self.app(scope, receive, send_allow)

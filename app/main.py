@@ -201,10 +201,18 @@ def _register_exception_handlers(app: FastAPI) -> None:
 
     async def validation_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
+        errors = exc.errors()
+        if errors and all(e.get("type") == "json_invalid" for e in errors):
+            # A syntax error is a malformed body (400), as the ask route's own parsing says;
+            # 422 is for JSON that parses but does not fit the schema.
+            loc = errors[0].get("loc", ())
+            reason = str((errors[0].get("ctx") or {}).get("error", "malformed"))[:200]
+            at = f" at character {loc[-1]}" if loc and isinstance(loc[-1], int) else ""
+            return _error(
+                400, f"request body is not valid JSON: {reason}{at}", "MalformedBody", request
+            )
         # Never the input: not `input`, nor a message or key quoting it (issue 18 item 6).
-        return _error(
-            422, public_validation_errors(exc.errors()), "RequestValidationError", request
-        )
+        return _error(422, public_validation_errors(errors), "RequestValidationError", request)
 
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:
         # Logged with its traceback for the operator; the client gets JSON, not a stack.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "CheckpointError",
+    "CorruptImageError",
     "DatasetError",
     "ImageError",
     "ImageTooLargeError",
@@ -34,6 +35,10 @@ class UnsupportedTransferSyntax(ImageError):
 
 class MissingPixelData(ImageError):
     """The DICOM dataset has no pixel data (e.g. a structured report or presentation state)."""
+
+
+class CorruptImageError(ImageError):
+    """A PNG, JPEG or TIFF whose header reads but whose data is truncated or corrupt."""
 
 
 class UnsupportedImageError(ImageError):

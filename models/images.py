@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, BinaryIO
 import numpy as np
 
 from models.dicom import DicomImage, ImageMeta, check_dimensions, read_dicom, reading
-from models.errors import ImageError, ImageTooLargeError, InvalidDicomError, UnsupportedImageError
+from models.errors import (
+    CorruptImageError,
+    ImageError,
+    ImageTooLargeError,
+    InvalidDicomError,
+    UnsupportedImageError,
+)
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -133,7 +139,7 @@ def read_bitmap(
         UnsupportedImageError: not a recognised image, animated/multi-page, or too small.
         ImageTooLargeError: a side above the size limit or more than `max_pixels` pixels
             (checked on the header, before decoding), or a Pillow decompression bomb.
-        InvalidDicomError: anything else Pillow raised (truncated or corrupt data).
+        CorruptImageError: the header reads but the data is truncated or corrupt.
     """
     from PIL import Image, UnidentifiedImageError
 
@@ -178,9 +184,9 @@ def _read_opened(name: str, im: Image.Image, max_pixels: int | None) -> DicomIma
             "downsample it before submitting"
         ) from exc
     except (OSError, ValueError, SyntaxError) as exc:
-        raise UnsupportedImageError(f"{name}: truncated or corrupt image ({exc})") from exc
+        raise CorruptImageError(f"{name}: truncated or corrupt image ({exc})") from exc
     if arr.shape != (rows, columns):
-        raise UnsupportedImageError(
+        raise CorruptImageError(
             f"{name}: decoded image is {arr.shape} but its header says {rows}x{columns}"
         )
     with np.errstate(all="ignore"):

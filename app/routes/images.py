@@ -18,7 +18,7 @@ from starlette.datastructures import UploadFile
 
 from app import crud
 from app.deps import AppState, InferenceDep, StateDep
-from app.errors import ServiceError, UnsupportedMediaType
+from app.errors import EmptyUpload, UnsupportedMediaType
 from app.inference import PREVIEW_SIDE, encode_preview, release_freed_memory
 from app.routes.predictions import prediction_read
 from app.schemas import ErrorRead, PredictionRead
@@ -48,12 +48,6 @@ _RAW_TYPES = {
     "image/tiff",
     "",
 }
-
-
-class EmptyUpload(ServiceError):
-    """The request carried no file."""
-
-    status_code = 422
 
 
 @dataclass

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Annotated, Any, BinaryIO
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from app.deps import NlpDep, StateDep
-from app.errors import ModelNotLoaded, ServiceError, UnsupportedMediaType
+from app.errors import (
+    EmptyUpload,
+    InvalidBodyEncoding,
+    MalformedBody,
+    ModelNotLoaded,
+    ServiceError,
+    UnsupportedMediaType,
+)
 from app.schemas import ErrorRead
 from app.study_questions import LUNG_FIELD_SIDE, lung_field_of
 
@@ -27,6 +34,7 @@ if TYPE_CHECKING:
 router = APIRouter(tags=["studies"])
 
 _MAX_QUESTIONS = 100
+_MAX_QUESTION_CHARS = 500
 _MAX_REPORT_CHARS = 100_000
 _ENGINE_LOCK = threading.Lock()
 
@@ -34,10 +42,20 @@ _ENGINE_LOCK = threading.Lock()
 class StudyAskCreate(BaseModel):
     """Questions about one study: the report text and one question or several."""
 
-    id: str = Field("", max_length=128, description="copied to each answer (suffixed per question)")
+    # Unknown keys are refused, as for reports: a misspelt key would silently do nothing.
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(
+        "",
+        max_length=128,
+        pattern=r"^[^\x00-\x1f\x7f]*$",  # echoed in every answer: no control characters
+        description="copied to each answer (suffixed per question)",
+    )
     report: str | None = Field(None, max_length=_MAX_REPORT_CHARS, description="report text")
-    question: str | None = Field(None, max_length=500)
-    questions: list[str] | None = Field(None, max_length=_MAX_QUESTIONS)
+    question: str | None = Field(None, max_length=_MAX_QUESTION_CHARS)
+    questions: list[Annotated[str, Field(max_length=_MAX_QUESTION_CHARS)]] | None = Field(
+        None, max_length=_MAX_QUESTIONS
+    )
     view_position: str | None = Field(
         None, max_length=16, description="View Position for an image without one (PA, AP, LL)"
     )
@@ -119,13 +137,27 @@ async def ask_study(request: Request, state: StateDep, labeler: NlpDep) -> Study
     image: ImageFindings | None = None
     model: dict[str, Any] | None = None
     if content_type == "application/json" or content_type.endswith("+json"):
+        raw = await request.body()
         try:
-            body = StudyAskCreate.model_validate(json.loads(await request.body()))
-        except (ValueError, ValidationError) as exc:
+            parsed = json.loads(raw)
+        except UnicodeDecodeError as exc:
+            raise InvalidBodyEncoding.from_decode_error(exc) from None
+        except (ValueError, RecursionError) as exc:
+            raise MalformedBody.from_json_error(exc) from None
+        try:
+            body = StudyAskCreate.model_validate(parsed)
+        except ValidationError as exc:
             raise BadQuestionRequest(f"invalid JSON body: {_short(exc)}") from None
     elif content_type == "multipart/form-data":
         form = await request.form(max_files=1, max_fields=_MAX_QUESTIONS + 5)
         try:
+            if any(k != "file" and isinstance(v, UploadFile) for k, v in form.multi_items()):
+                # A report sent as a file would be ignored, and the answer would say that no
+                # report was given: refuse it instead.
+                raise BadQuestionRequest(
+                    "only `file` (the image) may be a file; send `report`, `question`, `id` "
+                    "and `view_position` as text fields"
+                )
             fields = {
                 "id": _text(form.get("id")) or "",
                 "report": _text(form.get("report")),
@@ -137,6 +169,8 @@ async def ask_study(request: Request, state: StateDep, labeler: NlpDep) -> Study
             except ValidationError as exc:
                 raise BadQuestionRequest(f"invalid form: {_short(exc)}") from None
             part = form.get("file")
+            if isinstance(part, UploadFile) and part.size == 0:
+                raise EmptyUpload("the uploaded file is empty")
             if isinstance(part, UploadFile):
                 image, model = await _image(
                     state, part.file, part.filename or "upload", body.view_position

@@ -431,6 +431,21 @@ def test_options_and_405_list_every_method_of_the_path(client: TestClient) -> No
     assert client.options("/no/such/path").status_code == 404
 
 
+def test_head_answers_as_get_without_the_body(make_client: Callable[..., TestClient]) -> None:
+    client = make_client(model=False, api_keys=[KEY])
+    for path in ("/healthz", "/", "/openapi.json"):
+        get, head = client.get(path), client.head(path)
+        assert head.status_code == get.status_code == 200, path
+        assert head.content == b"", path
+        assert head.headers["content-length"] == str(len(get.content)), path
+        assert head.headers["content-type"] == get.headers["content-type"], path
+    assert client.head("/v1/batches").status_code == 401  # the key, as for GET
+    assert client.head("/v1/batches", headers={"X-API-Key": KEY}).status_code == 200
+    assert client.head("/v1/reports/label").status_code == 401
+    refused = client.head("/v1/reports/label", headers={"X-API-Key": KEY})
+    assert refused.status_code == 405 and "HEAD" not in refused.headers["Allow"]
+
+
 def test_options_needs_the_key_on_the_api(make_client: Callable[..., TestClient]) -> None:
     client = make_client(model=False, api_keys=[KEY])
     assert client.options("/v1/batches").status_code == 401

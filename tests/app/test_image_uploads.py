@@ -93,3 +93,19 @@ def test_inference_queue_runs_at_most_max_decodes_at_once() -> None:
 
     assert asyncio.run(scenario()) == list(range(8))
     assert most == 2
+
+
+def test_predict_truncated_png_or_jpeg_is_422_not_415(client: TestClient) -> None:
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for fmt, media in (("PNG", "image/png"), ("JPEG", "image/jpeg")):
+        buf = io.BytesIO()
+        Image.fromarray(rng.integers(0, 255, (256, 256), dtype=np.uint8)).save(buf, fmt)
+        half = buf.getvalue()[: len(buf.getvalue()) // 2]
+        response = client.post("/v1/images/predict", content=half, headers={"content-type": media})
+        assert response.status_code == 422, (fmt, response.text)
+        assert response.json()["error"] == "CorruptImageError"

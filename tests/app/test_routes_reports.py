@@ -131,6 +131,16 @@ def test_label_works_without_model(make_client: Callable[..., TestClient]) -> No
     assert client.post("/v1/reports/label", json={"text": REPORT}).status_code == 200
 
 
+def test_label_malformed_json_is_400_and_a_schema_mismatch_422(client: TestClient) -> None:
+    headers = {"content-type": "application/json"}
+    broken = client.post("/v1/reports/label", content=b'{"text": "abc', headers=headers)
+    assert broken.status_code == 400
+    assert broken.json()["error"] == "MalformedBody"
+    assert broken.json()["detail"].startswith("request body is not valid JSON")
+    assert "abc" not in broken.text  # never the body
+    assert client.post("/v1/reports/label", json={"txt": "abc"}).status_code == 422
+
+
 def test_label_too_long_report_is_422(make_client: Callable[..., TestClient]) -> None:
     client = make_client(model=False, max_report_chars=50)
     response = client.post("/v1/reports/label", json={"text": REPORT * 3})

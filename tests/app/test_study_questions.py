@@ -153,6 +153,44 @@ def test_cxr_ask_questions_csv(tmp_path: Path) -> None:
     assert rows[3]["type"] == "unsupported"
 
 
+@pytest.mark.parametrize("name", ["report_2023_0417.txt", "notes/r1", "."])
+def test_cxr_ask_a_report_path_that_is_not_a_file_is_an_error_not_a_no(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["ask", "--report", name, "--question", "Is there a pneumothorax?"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and f"--report {name}:" in captured.err
+
+
+def test_cxr_ask_reads_a_report_file_and_takes_a_one_word_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "r.txt").write_text("Small left pleural effusion.")
+    ask = ["--question", "Is there an effusion?", "-q"]
+    assert main(["ask", "--report", str(tmp_path / "r.txt"), *ask]) == 0
+    assert json.loads(capsys.readouterr().out)["answer"] == "yes"
+    assert main(["ask", "--report", "Normal.", *ask]) == 0
+    assert json.loads(capsys.readouterr().out)["answer"] == "no"
+
+
+def test_cxr_ask_an_empty_or_too_long_report_fails_its_row(tmp_path: Path) -> None:
+    src = tmp_path / "q.csv"
+    with src.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "report", "question"])
+        w.writerow(["blank", "   ", "Is there an effusion?"])
+        w.writerow(["long", "No effusion. " * 10_000, "Is there an effusion?"])
+        w.writerow(["good", "Small effusion.", "Is there an effusion?"])
+    out = tmp_path / "answers.jsonl"
+    assert main(["ask", "--questions", str(src), "-o", str(out), "-q"]) == 1
+    rows = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert rows["blank"]["message"] == "the report is empty"
+    assert rows["long"]["message"].startswith("the report cannot be read: ReportTooLongError")
+    assert rows["blank"]["answer"] == rows["long"]["answer"] == "unknown"
+    assert rows["good"]["answer"] == "yes" and "message" not in rows["good"]
+
+
 def test_cxr_ask_image_needs_a_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ask", "--image", str(tmp_path / "x.png"), "--question", "Is there a mass?"]) == 2
     assert "need a model" in capsys.readouterr().err
@@ -263,6 +301,55 @@ def test_post_studies_ask_errors(make_client: Callable[..., TestClient]) -> None
         files={"file": ("p.png", b"\x89PNG....", "image/png")},
     )
     assert r.status_code == 503
+
+
+def test_post_studies_ask_refuses_sloppy_and_hostile_bodies(
+    make_client: Callable[..., TestClient],
+) -> None:
+    client = make_client(model=False)
+    ask = "Is there an effusion?"
+
+    def status(**kwargs: object) -> tuple[int, str]:
+        r = client.post("/v1/studies/ask", **kwargs)  # type: ignore[arg-type]
+        return r.status_code, r.json()["error"]
+
+    json_headers = {"content-type": "application/json"}
+    # malformed JSON and JSON nested past the parser's recursion limit: 400, never a 500
+    assert status(content=b'{"question": "abc', headers=json_headers) == (400, "MalformedBody")
+    assert status(content=b"[" * 5000 + b"]" * 5000, headers=json_headers) == (
+        400,
+        "MalformedBody",
+    )
+    assert status(content=b'{"question": "\xff"}', headers=json_headers)[0] == 400
+    # a misspelt key, an over-long question in the list, a control character in the id
+    assert status(json={"question": ask, "reprot": REPORT}) == (422, "BadQuestionRequest")
+    assert status(json={"questions": ["x" * 501]}) == (422, "BadQuestionRequest")
+    assert status(json={"question": ask, "id": "a\nb"}) == (422, "BadQuestionRequest")
+    # the report sent as a file would have been ignored
+    assert status(
+        data={"question": ask}, files={"report": ("r.txt", REPORT.encode(), "text/plain")}
+    ) == (422, "BadQuestionRequest")
+    # an empty image, as /v1/images/predict answers it
+    assert status(data={"question": ask}, files={"file": ("p.png", b"", "image/png")}) == (
+        422,
+        "EmptyUpload",
+    )
+
+
+def test_post_studies_ask_answer_size_is_bounded_for_a_repetitive_report(
+    make_client: Callable[..., TestClient],
+) -> None:
+    client = make_client(model=False)
+    report = "FINDINGS: " + "Small effusion. " * 2000
+    r = client.post(
+        "/v1/studies/ask", json={"report": report, "questions": ["Is there an effusion?"] * 100}
+    )
+    assert r.status_code == 200, r.text
+    evidence = r.json()["answers"][0]["evidence"]["report"]
+    assert sum(ev["kind"] == "mention" for ev in evidence) == 10
+    assert evidence[-1]["kind"] == "omitted" and evidence[-1]["count"] == 90
+    # 100 answers of ten mentions each: about 200 KB, not every mention a hundred times
+    assert len(r.content) < 400_000
 
 
 def test_get_discrepancies_empty(make_client: Callable[..., TestClient]) -> None:
