@@ -191,10 +191,21 @@ def _remembering(
         yield rid, text
 
 
+def _same_file(name: str, source: Any) -> bool:
+    """True when `name` is the file `source` (an existing path, compared by inode)."""
+    import os
+
+    try:
+        return os.path.samefile(name, source)
+    except OSError:  # either does not exist (yet): not the same file
+        return False
+
+
 def _label(args: argparse.Namespace) -> int:
     import contextlib
     import csv
     import gc
+    import itertools
     import os
     import time
     from pathlib import Path
@@ -268,6 +279,18 @@ def _label(args: argparse.Namespace) -> int:
 
     _import_spacy_without_torch()
     failed = labelled = 0
+    for kind, name in (("output", args.output if to_file else None), ("rejects", args.rejects)):
+        if name and _same_file(name, source):
+            return _fail("label", f"the {kind} file {name} is the input: give another path")
+    items = iter_reports(source, fmt=fmt, id_column=args.id_column, text_column=args.text_column)
+    try:
+        # The first report is read (a CSV's header checked) before the output is opened:
+        # a bad input must not empty an existing output file.
+        first = next(items, None)
+    except (LabelerError, ValueError, OSError) as exc:
+        return _fail("label", str(exc))
+    if first is not None:
+        items = itertools.chain([first], items)
     with contextlib.ExitStack() as stack:
         try:
             out = open_output(args.output)
@@ -286,9 +309,6 @@ def _label(args: argparse.Namespace) -> int:
         reject_writer = csv.writer(rejects) if rejects else None
         if reject_writer is not None:
             reject_writer.writerow(["id", "error"])
-        items = iter_reports(
-            source, fmt=fmt, id_column=args.id_column, text_column=args.text_column
-        )
         # CheXpert's CSV starts with the report text: keep the texts in flight
         # (results come in input order, one per input)
         texts: deque[object] = deque()

@@ -424,7 +424,7 @@ def _write_result(
         exc = result.error
         error = {"file": str(path), "error": str(exc), "error_type": type(exc).__name__}
         (outdir / f"{stem}.json").write_text(json.dumps(error, indent=2) + "\n")
-        return f"cxr predict: {exc}\n"
+        return f"cxr predict: {_one_line(str(exc))}\n"
     prediction = result.prediction
     heatmaps = {}
     for label, heat in prediction.heatmaps.items():
@@ -456,7 +456,13 @@ def _write_result(
     }
     (outdir / f"{stem}.json").write_text(json.dumps(doc, indent=2) + "\n")
     found = ", ".join(prediction.positive) or "no label over threshold"
-    return f"{path}: {found}\n"
+    return f"{_one_line(str(path))}: {found}\n"
+
+
+def _one_line(text: str) -> str:
+    """`text` with control characters escaped: a file name holding a newline or an
+    escape sequence must not split or forge the one line per file."""
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
 
 
 def _unique_name(name: str, used: set[str]) -> str:

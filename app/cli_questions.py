@@ -7,6 +7,7 @@ given) are imported by the handler.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -66,7 +67,19 @@ def _fail(message: str) -> int:
     return _EXIT_USAGE
 
 
+# One word that names a file (a folder in it, or a text file's suffix): a report is never
+# that, so a missing one is a typo to report, not a report to answer "no" from.
+_LOOKS_LIKE_PATH = re.compile(
+    r"\S*[/\\]\S*|\S+\.(?:txt|text|rtf|md|csv|json|jsonl|hl7|doc|docx)", re.I
+)
+
+
 def _report_text(value: str | None) -> str | None:
+    """The report: `value`'s file's text when it names a file, else `value` itself.
+
+    Raises:
+        ValueError: `value` looks like a path but names no readable file.
+    """
     from pathlib import Path
 
     if value is None:
@@ -76,8 +89,12 @@ def _report_text(value: str | None) -> str | None:
         try:
             if path.is_file():
                 return path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            pass
+            if path.is_dir():
+                raise ValueError(f"--report {value}: is a folder; give a report file or its text")
+        except OSError as exc:
+            raise ValueError(f"--report {value}: cannot read ({exc.strerror or exc})") from None
+        if _LOOKS_LIKE_PATH.fullmatch(value.strip()):
+            raise ValueError(f"--report {value}: no such file (give a report file or its text)")
     return value
 
 
@@ -112,10 +129,14 @@ def _ask(args: argparse.Namespace) -> int:
             return _fail(f"cannot read {path}: {exc}")
         base_dir = path.resolve().parent
     else:
+        try:
+            report_text = _report_text(args.report)
+        except ValueError as exc:
+            return _fail(str(exc))
         rows = [
             {
                 "id": "1",
-                "report": _report_text(args.report) or "",
+                "report": report_text or "",
                 "image": args.image or "",
                 "question": args.question,
             }
@@ -139,11 +160,17 @@ def _ask(args: argparse.Namespace) -> int:
             reports = engine.label_reports((r.get("report") or "").strip() for r in chunk)
             lines = []
             for r in chunk:
-                text = (r.get("report") or "").strip()
+                given = r.get("report") or ""
+                text = given.strip()
                 image, error = images.get((r.get("image") or "").strip())
+                report = reports.get(text) if text else None
+                if report is not None and report.error:
+                    error, report = f"the report cannot be read: {report.error}", None
+                elif given and not text:
+                    error = "the report is empty"
                 answer = engine.ask(
                     r.get("question") or "",
-                    report=reports.get(text) if text else None,
+                    report=report,
                     image=image,
                     question_id=str(r.get("id") or ""),
                 )
@@ -159,7 +186,7 @@ def _ask(args: argparse.Namespace) -> int:
         took = time.perf_counter() - started
         sys.stderr.write(
             f"cxr ask: {len(rows):,} questions answered"
-            + (f", {failed} with an unreadable image" if failed else "")
+            + (f", {failed} with an unreadable report or image" if failed else "")
             + f" -> {args.output if args.output != '-' else 'stdout'} in {took:.1f} s\n"
         )
     return 1 if failed else 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -58,6 +59,15 @@ def detect_input_format(path: Path) -> InputFormat:
     return "csv"
 
 
+# What a CSV column name looks like: short, a few words, no sentence punctuation. A
+# header field that does not is text (a report given as a CSV) and is never echoed.
+_COLUMN_NAME = re.compile(r"(?![^:]*:\s)(?![^.]*\.\s)\s*\S+(?:\s+\S+){0,3}\s*")
+
+
+def _looks_like_column(name: str) -> bool:
+    return not name.strip() or (len(name) <= 64 and _COLUMN_NAME.fullmatch(name) is not None)
+
+
 def iter_reports(
     path: Path,
     *,
@@ -96,9 +106,14 @@ def _iter_csv(path: Path, id_column: str, text_column: str) -> Iterator[tuple[st
         columns = reader.fieldnames or []
         missing = [c for c in (id_column, text_column) if c not in columns]
         if missing:
+            # A header field that is not a column name is text (a report given as a
+            # CSV): never echo it, it may name the patient.
+            if not all(_looks_like_column(c) for c in columns):
+                found = f"{len(columns)} fields, and the first line is not a CSV header"
+            else:
+                found = f"columns are {', '.join(map(repr, columns)) or '(none)'}"
             raise InputError(
-                f"{path}: no column {', '.join(map(repr, missing))}; columns are "
-                f"{', '.join(map(repr, columns)) or '(none)'}. "
+                f"{path}: no column {', '.join(map(repr, missing))}; {found}. "
                 "Choose them with --id-column / --text-column"
             )
         for n, row in enumerate(reader, start=1):
@@ -106,7 +121,8 @@ def _iter_csv(path: Path, id_column: str, text_column: str) -> Iterator[tuple[st
 
 
 def _iter_jsonl(path: Path, id_column: str, text_column: str) -> Iterator[tuple[str, Any]]:
-    with path.open(encoding="utf-8", errors="replace") as f:
+    # utf-8-sig: Windows tools start a file with a byte-order mark, which is not JSON
+    with path.open(encoding="utf-8-sig", errors="replace") as f:
         for n, line in enumerate(f, start=1):
             if not line.strip():
                 continue

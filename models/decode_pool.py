@@ -33,6 +33,7 @@ import multiprocessing as mp
 import os
 import pickle
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -84,11 +85,20 @@ def start_fork_server() -> None:
 
 
 def _limit_threads() -> None:
-    """One thread per worker: the pool, not each decoder, supplies the parallelism."""
+    """One thread per worker: the pool, not each decoder, supplies the parallelism.
+
+    Decoders also stay quiet: a worker's stderr is the caller's, where pydicom's warnings
+    (which quote header values, a patient's name among them) and OpenCV's log lines
+    would interleave with the caller's one line per file. A file's trouble reaches the
+    caller as its error instead.
+    """
+    warnings.simplefilter("ignore")
     with contextlib.suppress(ImportError):
         import cv2
 
         cv2.setNumThreads(1)
+        # errors only: no "[ WARN:0@...] ... PNG input buffer is incomplete"
+        cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
 
 
 class ResultSlot:

@@ -87,6 +87,48 @@ def test_cli_label_missing_column_is_one_clear_line(
     assert "no column 'id'" in err and "--id-column" in err
 
 
+@pytest.mark.parametrize("flag", ["-o", "--rejects"])
+def test_cli_label_refuses_to_write_over_its_input(
+    flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = _write_csv(tmp_path / "r.csv", REPORTS)
+    before = src.read_bytes()
+    out = [] if flag == "-o" else ["-o", str(tmp_path / "o.jsonl")]
+    assert main(["label", str(src), flag, str(src), *out, "-q"]) == 2
+    assert src.read_bytes() == before
+    assert "is the input" in capsys.readouterr().err
+
+
+def test_cli_label_a_bad_input_leaves_an_existing_output_alone(tmp_path: Path) -> None:
+    out = tmp_path / "o.jsonl"
+    out.write_text('{"id": "kept"}\n')
+    src = _write_csv(tmp_path / "r.csv", REPORTS, header=("study", "text"))
+    assert main(["label", str(src), "-o", str(out), "-q"]) == 2
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    assert main(["label", str(empty), "-o", str(out), "-q"]) == 2
+    assert out.read_text() == '{"id": "kept"}\n'
+
+
+def test_cli_label_never_echoes_a_report_read_as_a_csv_header(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "report.txt"
+    src.write_text("FINDINGS: Patient Quenford Xaltrim has a small effusion.\n")
+    assert main(["label", str(src), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "Xaltrim" not in err and "not a CSV header" in err
+
+
+def test_cli_label_jsonl_with_a_byte_order_mark(tmp_path: Path) -> None:
+    src = tmp_path / "r.jsonl"
+    lines = "\n".join(json.dumps({"id": i, "report": t}) for i, t in REPORTS)
+    src.write_bytes(b"\xef\xbb\xbf" + lines.encode())
+    out = tmp_path / "o.jsonl"
+    assert main(["label", str(src), "-o", str(out), "-q"]) == 0
+    assert [r.get("error") for r in _read_jsonl(out)] == [None, None, None]
+
+
 def test_cli_label_jsonl_input(tmp_path: Path) -> None:
     src = tmp_path / "r.jsonl"
     src.write_text(

@@ -50,6 +50,29 @@ def test_cli_predict_writes_json_and_overlays(
     assert "broken.dcm" in capsys.readouterr().err
 
 
+def test_cli_predict_stderr_is_one_line_per_file_whatever_the_files_hold(
+    checkpoint: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import io
+
+    from PIL import Image
+
+    good = _dicom(tmp_path / "study\n\x1b[2Jforged.dcm")
+    # a PNG cut short (OpenCV and Pillow complain) and a DICOM cut inside its header
+    buf = io.BytesIO()
+    Image.fromarray(np.random.default_rng(1).integers(0, 255, (96, 96), np.uint8)).save(buf, "PNG")
+    (tmp_path / "cut.png").write_bytes(buf.getvalue()[: len(buf.getvalue()) // 2])
+    (tmp_path / "cut.dcm").write_bytes(good.read_bytes()[:300])
+    files = [str(good), str(tmp_path / "cut.png"), str(tmp_path / "cut.dcm")]
+    out = tmp_path / "out"
+    assert main(["predict", "--model", str(checkpoint), *files, "-o", str(out),
+                 "--workers", "1", "--device", "cpu"]) == 1  # fmt: skip
+    lines = capfd.readouterr().err.splitlines()
+    assert len(lines) == 5, lines  # the demo notice, three files and the summary
+    assert "study\\n\\x1b[2Jforged.dcm" in lines[1]
+    assert "Warning" not in "".join(lines) and "WARN" not in "".join(lines)
+
+
 def test_cli_predict_overlays_only_when_asked_and_bounded_size(
     checkpoint: Path, tmp_path: Path
 ) -> None:
