@@ -89,7 +89,8 @@ def _tree_bytes() -> int:
         ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         capture_output=True, check=True,
     ).stdout.split(b"\0")  # fmt: skip
-    return sum((ROOT / n.decode()).stat().st_size for n in listed if n and (ROOT / n.decode()).is_file())
+    files = [ROOT / n.decode() for n in listed if n]
+    return sum(f.stat().st_size for f in files if f.is_file())
 
 
 def main() -> int:
@@ -115,8 +116,10 @@ def main() -> int:
     tree = _tree_bytes()
     for part, names in parts.items():
         size = _pack(site, sorted(set(names)), OUT / f"site-{part}.tar.xz")
-        print(f".whl/site-{part}.tar.xz: {size / 1e6:.1f} MB ({len(set(names))} entries); "
-              f"with the working tree {(size + tree) / 2**20:.1f} of 64 MiB")  # fmt: skip
+        sys.stdout.write(
+            f".whl/site-{part}.tar.xz: {size / 1e6:.1f} MB ({len(set(names))} entries); "
+            f"with the working tree {(size + tree) / 2**20:.1f} of 64 MiB\n"
+        )
         if size + tree > CALL_LIMIT:
             raise SystemExit(f"site-{part} does not fit one call beside the working tree")
     if args.keep is None:
