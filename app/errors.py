@@ -135,6 +135,12 @@ class InvalidBodyEncoding(ServiceError):
         )
 
 
+def shown(value: str, limit: int = 80) -> str:
+    """`value` quoted for an error message, cut to `limit` characters: an id or name the
+    client sent comes back recognisable, never whole (a 60 KB id made a 60 KB 404)."""
+    return repr(value if len(value) <= limit else value[:limit] + "...")
+
+
 _MAX_MSG = 200
 # Field names and pydantic's union tags (`function-after[_plain_path(), str]`).
 _LOC_PART = re.compile(r"[A-Za-z0-9_.\-\[\](), ]{1,64}")

@@ -158,6 +158,7 @@ class DemoHeaderMiddleware:
 def _register_exception_handlers(app: FastAPI) -> None:
     from batch.interfaces import BatchInputError
     from labeler import LabelerError
+    from labeler.errors import ReportTooLongError
     from models.errors import (
         ImageError,
         ImageTooLargeError,
@@ -178,7 +179,10 @@ def _register_exception_handlers(app: FastAPI) -> None:
         return _error(status, str(exc), type(exc).__name__, request)
 
     async def labeler_error(request: Request, exc: Exception) -> JSONResponse:
-        return _error(422, str(exc), type(exc).__name__, request)
+        detail = str(exc)
+        if isinstance(exc, ReportTooLongError):
+            detail += " (here: CXR_MAX_REPORT_CHARS)"  # the limit's name where it is set
+        return _error(422, detail, type(exc).__name__, request)
 
     async def batch_input_error(request: Request, exc: Exception) -> JSONResponse:
         # An unsafe zip, an unreadable reports CSV: the batch library's own errors.

@@ -115,7 +115,7 @@ def validate_report(text: object, *, max_chars: int) -> str:
     if len(text) > max_chars:
         raise ReportTooLongError(
             f"report has {len(text):,} characters, more than max_chars={max_chars:,}; "
-            "split it or raise LabelerConfig.max_chars"
+            "split it, or raise the limit"
         )
     return text
 

@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from app import crud
 from app.db.models import Prediction
 from app.deps import SessionDep, StorageDep
-from app.errors import NotFound
+from app.errors import NotFound, shown
 from app.inference import PREVIEW_SIDE
 from app.schemas import DEMO_NOTICE, ErrorRead, ImageRead, ModelCardRead, PredictionRead
 from app.storage import Storage
@@ -87,7 +87,7 @@ def get_prediction_image(prediction_id: str, session: SessionDep, storage: Stora
     base layer on which a viewer draws heatmaps and boxes."""
     row = crud.get_prediction(session, prediction_id)
     if row is None:
-        raise NotFound(f"no prediction {prediction_id!r}")
+        raise NotFound(f"no prediction {shown(prediction_id)}")
     if row.image.pixels_key is None:
         raise NotFound("the image preview for this prediction is not stored")
     return Response(
@@ -107,7 +107,7 @@ def get_prediction(prediction_id: str, session: SessionDep) -> PredictionRead:
     """The prediction as returned by POST /v1/images/predict."""
     row = crud.get_prediction(session, prediction_id)
     if row is None:
-        raise NotFound(f"no prediction {prediction_id!r}")
+        raise NotFound(f"no prediction {shown(prediction_id)}")
     return prediction_read(row)
 
 
@@ -147,10 +147,10 @@ async def get_heatmap(
     the stored map-resolution heatmap at display size (at most `max_size` px a side)."""
     row = await run_in_threadpool(crud.get_prediction, session, prediction_id)
     if row is None:
-        raise NotFound(f"no prediction {prediction_id!r}")
+        raise NotFound(f"no prediction {shown(prediction_id)}")
     if label not in row.heatmap_labels or row.heatmaps_key is None:
         available = ", ".join(row.heatmap_labels) or "none (no positive finding)"
-        raise NotFound(f"no heatmap for {label!r} in this prediction; available: {available}")
+        raise NotFound(f"no heatmap for {shown(label)} in this prediction; available: {available}")
     pixels_key = row.image.pixels_key
     if pixels_key is None:
         raise NotFound("the image preview for this prediction is not stored")

@@ -18,7 +18,7 @@ from fastapi import APIRouter, Response
 from fastapi.responses import HTMLResponse
 
 from app.deps import AppState, StateDep
-from app.errors import NotFound
+from app.errors import NotFound, shown
 from app.schemas import DEMO_NOTICE
 
 router = APIRouter(include_in_schema=False)
@@ -145,7 +145,7 @@ def static_file(name: str) -> Response:
     """One of the page's own assets (JavaScript, CSS, icon)."""
     path = _static_files().get(name)
     if path is None:
-        raise NotFound(f"no static file {name!r}")
+        raise NotFound(f"no static file {shown(name)}")
     return Response(
         path.read_bytes(),
         media_type=_STATIC_TYPES[path.suffix],

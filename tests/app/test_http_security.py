@@ -431,6 +431,14 @@ def test_options_and_405_list_every_method_of_the_path(client: TestClient) -> No
     assert client.options("/no/such/path").status_code == 404
 
 
+def test_an_unknown_id_comes_back_cut_in_the_404(make_client: Callable[..., TestClient]) -> None:
+    client = make_client(model=False)
+    for path in ("/v1/predictions/", "/v1/batches/"):
+        response = client.get(path + "x" * 20_000)
+        assert response.status_code == 404, path
+        assert len(response.content) < 1_000 and "xxx..." in response.json()["detail"]
+
+
 def test_head_answers_as_get_without_the_body(make_client: Callable[..., TestClient]) -> None:
     client = make_client(model=False, api_keys=[KEY])
     for path in ("/healthz", "/", "/openapi.json"):

@@ -146,6 +146,7 @@ def test_label_too_long_report_is_422(make_client: Callable[..., TestClient]) ->
     response = client.post("/v1/reports/label", json={"text": REPORT * 3})
     assert response.status_code == 422
     assert response.json()["error"] == "ReportTooLongError"
+    assert response.json()["detail"].endswith("(here: CXR_MAX_REPORT_CHARS)")
 
 
 # A name typed into a report, beside a finding, so it lands in the evidence sentence.
