@@ -400,6 +400,12 @@ def _evaluate(args: argparse.Namespace) -> int:
         pred = read_predictions(Path(args.pred), id_column=args.pred_id_column, labels=names)
     except (LabelerError, OSError) as exc:
         return _fail("evaluate-labels", str(exc))
+    if gold and pred and not gold.keys() & pred.keys():
+        return _fail(
+            "evaluate-labels",
+            f"no report id of {args.gold} is in {args.pred}: check --id-column and "
+            "--pred-id-column",
+        )
     scored = [lab for lab in present if lab not in args.ignore]
     has_nf = any(NO_FINDING in g for g in gold.values()) and any(
         NO_FINDING in p for p in pred.values()

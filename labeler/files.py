@@ -291,7 +291,12 @@ def read_predictions(
     """
     out: dict[str, dict[str, str]] = {}
     if detect_input_format(path) == "jsonl":
+        seen: set[str] = set()
         for n, obj in iter_label_results(path):
+            rid = str(obj["id"])
+            _check_once(rid, seen, path, n)
+            if obj.get("error"):
+                continue  # its labelling failed: no prediction, counted as missing
             try:
                 row = {lab: obj["labels"].get(lab, "absent") for lab in labels}
             except (KeyError, TypeError, AttributeError):
@@ -300,9 +305,18 @@ def read_predictions(
                     '({"id": ..., "labels": {...}})'
                 ) from None
             row[NO_FINDING] = "positive" if obj.get("no_finding") else "absent"
-            out[str(obj["id"])] = row
+            out[rid] = row
         return out
     return _read_label_csv(path, id_column=id_column, labels=labels)
+
+
+def _check_once(rid: str, seen: set[str], path: Path, line: int) -> None:
+    """Refuse a report id met before: the last one would silently win the scoring."""
+    if rid in seen:
+        raise InputError(
+            f"{path}: line {line} repeats the id of an earlier line; give each report once"
+        )
+    seen.add(rid)
 
 
 def iter_label_results(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -341,8 +355,11 @@ def read_gold(
     Raises:
         InputError: unreadable file, missing id column, no label column, or a bad value.
     """
-    with path.open(newline="", encoding="utf-8-sig") as f:
-        columns = csv.DictReader(f).fieldnames or []
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as f:
+            columns = csv.DictReader(f).fieldnames or []
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {path}: {exc}") from None
     present = [lab for lab in labels if lab in columns]
     if not present:
         raise InputError(
@@ -356,19 +373,24 @@ def _read_label_csv(
     path: Path, *, id_column: str, labels: Sequence[str]
 ) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
-    with path.open(newline="", encoding="utf-8-sig") as f:
-        reader = csv.DictReader(f)
-        columns = reader.fieldnames or []
-        if id_column not in columns:
-            raise InputError(
-                f"{path}: no id column {id_column!r}; columns are {', '.join(columns)}. "
-                "Choose it with --id-column"
-            )
-        wanted = [lab for lab in (*labels, NO_FINDING) if lab in columns]
-        for n, row in enumerate(reader, start=2):
-            out[row[id_column]] = {
-                lab: _status(row[lab], f"{path}: line {n}, column {lab!r}") for lab in wanted
-            }
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f)
+            columns = reader.fieldnames or []
+            if id_column not in columns:
+                raise InputError(
+                    f"{path}: no id column {id_column!r}; columns are {', '.join(columns)}. "
+                    "Choose it with --id-column"
+                )
+            wanted = [lab for lab in (*labels, NO_FINDING) if lab in columns]
+            seen: set[str] = set()
+            for n, row in enumerate(reader, start=2):
+                _check_once(row[id_column], seen, path, n)
+                out[row[id_column]] = {
+                    lab: _status(row[lab], f"{path}: line {n}, column {lab!r}") for lab in wanted
+                }
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {path}: {exc}") from None
     return out
 
 

@@ -267,6 +267,35 @@ def test_cli_evaluate_labels_jsonl_against_gold(
     assert per["Pneumonia"]["tp"] == 1
 
 
+def test_cli_evaluate_labels_refuses_repeated_ids_and_disjoint_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pred = tmp_path / "pred.jsonl"
+    assert main(["label", str(_write_csv(tmp_path / "r.csv", REPORTS)), "-o", str(pred), "-q"]) == 0
+    gold = tmp_path / "gold.csv"
+    gold.write_text("id,Effusion\nr1,1\nr2,0\nr1,0\n", encoding="utf-8")
+    assert main(["evaluate-labels", str(pred), str(gold)]) == 2
+    assert "line 4 repeats the id" in capsys.readouterr().err
+    gold.write_text("id,Effusion\nx1,1\nx2,0\n", encoding="utf-8")
+    assert main(["evaluate-labels", str(pred), str(gold)]) == 2
+    assert "no report id of" in capsys.readouterr().err
+    gold.write_bytes("id,Effusion\nr\xe9,1\n".encode("latin-1"))
+    assert main(["evaluate-labels", str(pred), str(gold)]) == 2
+    assert f"cannot read {gold}" in capsys.readouterr().err
+
+
+def test_cli_evaluate_labels_a_failed_report_is_without_prediction(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pred = tmp_path / "pred.jsonl"
+    rows = [*REPORTS, ("r4", "")]  # r4 fails: empty report
+    assert main(["label", str(_write_csv(tmp_path / "r.csv", rows)), "-o", str(pred), "-q"]) == 1
+    gold = tmp_path / "gold.csv"
+    gold.write_text("id,Effusion\nr1,1\nr2,0\nr3,0\nr4,0\n", encoding="utf-8")
+    assert main(["evaluate-labels", str(pred), str(gold)]) == 0
+    assert "4 gold reports, 1 without prediction" in capsys.readouterr().out
+
+
 def test_cli_evaluate_labels_csv_predictions(tmp_path: Path) -> None:
     pred, gold = tmp_path / "pred.csv", tmp_path / "gold.csv"
     pred.write_text("id,Effusion,Edema\na,1,-1\nb,,0\n", encoding="utf-8")
