@@ -496,8 +496,11 @@ def _register_phantoms(sub: argparse._SubParsersAction[Any]) -> None:
 def _phantoms(args: argparse.Namespace) -> int:
     from models.phantoms import write_phantom_dataset
 
-    if args.n < 1 or args.size < 64:
-        raise ValueError(f"need --n >= 1 and --size >= 64, got {args.n} and {args.size}")
+    if args.n < 1 or not 64 <= args.size <= 8192 or not 0.0 <= args.prevalence <= 1.0:
+        raise ValueError(
+            f"need --n >= 1, 64 <= --size <= 8192 and 0 <= --prevalence <= 1, got {args.n}, "
+            f"{args.size} and {args.prevalence}"
+        )
     root = write_phantom_dataset(
         args.out, n=args.n, seed=args.seed, size=args.size, prevalence=args.prevalence
     )

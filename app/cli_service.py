@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from sqlalchemy import Engine
     from tqdm import tqdm
 
     from app.settings import Settings
@@ -548,11 +549,10 @@ def _db_upgrade(args: argparse.Namespace) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
     from app.db.migrate import current_revision, upgrade
-    from app.db.session import build_engine
 
     settings = _settings_from_args(args, ("database_url", "storage_dir"))
     url = settings.resolved_database_url
-    engine = build_engine(url)
+    engine = _engine(url)
     try:
         upgrade(url, args.revision, engine=engine)
         revision = current_revision(engine)
@@ -567,16 +567,33 @@ def _db_upgrade(args: argparse.Namespace) -> int:
 
 
 def _db_current(args: argparse.Namespace) -> int:
+    from sqlalchemy.exc import SQLAlchemyError
+
     from app.db.migrate import current_revision
-    from app.db.session import build_engine
 
     settings = _settings_from_args(args, ("database_url", "storage_dir"))
-    engine = build_engine(settings.resolved_database_url)
+    engine = _engine(settings.resolved_database_url)
     try:
         sys.stdout.write(f"{current_revision(engine) or 'none'}\n")
+    except SQLAlchemyError as exc:
+        raise CommandError(f"cannot read the database: {exc.__class__.__name__}: {exc}") from None
     finally:
         engine.dispose()
     return 0
+
+
+def _engine(url: str) -> Engine:
+    """The engine for `url`; a URL SQLAlchemy cannot use is the command's error."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.db.session import build_engine
+
+    try:
+        return build_engine(url)
+    except SQLAlchemyError as exc:
+        raise CommandError(
+            f"cannot use the database URL: {exc.__class__.__name__}: {exc}"
+        ) from None
 
 
 # --- apikey ------------------------------------------------------------------------------

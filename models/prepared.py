@@ -108,11 +108,11 @@ class _PrepareItems(FittedDataset):
     """Items for writing a cache: (fitted image (S, S), error message or "")."""
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, str]:  # type: ignore[override]
+        # The error travels back as text, whatever `on_error` says: raised in a loader
+        # worker, it would reach the caller wrapped in that worker's traceback.
         try:
             return torch.from_numpy(self.fitted(index)), ""
         except ImageError as exc:
-            if self.on_error == "raise":
-                raise
             return torch.zeros((self.size, self.size), dtype=_torch_dtype(self.dtype)), str(exc)
 
 
@@ -221,6 +221,8 @@ def _write_shards(
                 take = min(n - filled, images.shape[0])
                 shard[filled : filled + take] = images[:take].numpy()
                 for j, error in enumerate(errors[:take]):
+                    if error and on_error == "raise":
+                        raise ImageError(error)
                     if error:
                         path = records[row + j].path
                         log.warning("unreadable image %s; stored black: %s", path, error)

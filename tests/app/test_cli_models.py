@@ -73,6 +73,17 @@ def test_cli_predict_stderr_is_one_line_per_file_whatever_the_files_hold(
     assert "Warning" not in "".join(lines) and "WARN" not in "".join(lines)
 
 
+@pytest.mark.parametrize(
+    "extra", [["--size", "100000"], ["--prevalence", "1.5"], ["--prevalence", "nan"]]
+)
+def test_cli_phantoms_refuses_sizes_and_prevalences_out_of_range(
+    extra: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["phantoms", str(tmp_path / "p"), "--n", "2", *extra]) == 2
+    assert "--prevalence <= 1" in capsys.readouterr().err
+    assert not (tmp_path / "p").exists()
+
+
 def test_cli_predict_overlays_only_when_asked_and_bounded_size(
     checkpoint: Path, tmp_path: Path
 ) -> None:

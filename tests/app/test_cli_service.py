@@ -227,6 +227,15 @@ def test_cli_db_upgrade_unreachable_database_is_one_line_error(
     assert "cannot migrate the database" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("command", ["upgrade", "current"])
+def test_cli_db_an_unusable_url_is_one_line_error(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["db", command, "--database-url", "garbage://x"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot use the database URL" in err and err.count("\n") == 1
+
+
 def test_cli_apikey_prints_key_and_its_hash(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["apikey"]) == 0
     out = capsys.readouterr().out.splitlines()

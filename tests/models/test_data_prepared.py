@@ -121,6 +121,10 @@ def test_prepare_skips_unreadable_images_when_asked(data: Path, tmp_path: Path) 
     records[2].path.write_bytes(b"not a png")
     with pytest.raises(ImageError):
         prepare_images(records, tmp_path / "a", size=32)
+    # from a loader worker too, as its own message, not wrapped in the worker's traceback
+    with pytest.raises(ImageError) as raised:
+        prepare_images(records, tmp_path / "w", size=32, workers=1)
+    assert "Traceback" not in str(raised.value) and records[2].path.name in str(raised.value)
     images = prepare_images(records, tmp_path / "b", size=32, on_error="skip")
     assert [r["row"] for r in images.rejects] == [2] and images.read(2).max() == 0
     progress = json.loads((tmp_path / "b" / "progress.json").read_text())
