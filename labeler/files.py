@@ -7,8 +7,10 @@ on as is (None, bytes, a number) for the labeler to reject with a precise error.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import json
+import logging
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -59,6 +61,36 @@ def detect_input_format(path: Path) -> InputFormat:
     return "csv"
 
 
+log = logging.getLogger(__name__)
+
+# Hospital exports that are not UTF-8 are nearly always Windows-1252 (a superset of
+# Latin-1). Read as UTF-8 with replacement they would lose "×", "°" and "µ" to U+FFFD,
+# and the sizes written with them.
+LEGACY_ENCODING = "cp1252"
+
+
+def text_encoding(path: Path) -> str:
+    """ "utf-8-sig" when the file at `path` decodes as UTF-8, else Windows-1252 (logged)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        with path.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                decoder.decode(chunk)
+            decoder.decode(b"", final=True)
+    except UnicodeDecodeError as exc:
+        log.warning("%s is not UTF-8 (byte %d); read as Windows-1252", path, exc.start)
+        return LEGACY_ENCODING
+    return "utf-8-sig"
+
+
+def _decoded(data: bytes, name: object) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        log.warning("%s is not UTF-8 (byte %d); read as Windows-1252", name, exc.start)
+        return data.decode(LEGACY_ENCODING, errors="replace")
+
+
 # What a CSV column name looks like: short, a few words, no sentence punctuation. A
 # header field that does not is text (a report given as a CSV) and is never echoed.
 _COLUMN_NAME = re.compile(r"(?![^:]*:\s)(?![^.]*\.\s)\s*\S+(?:\s+\S+){0,3}\s*")
@@ -84,9 +116,10 @@ def iter_reports(
         text_column: CSV column / JSON key of the report text.
 
     Yields:
-        (id, text) pairs in file order; text is whatever the row holds (None
-        for a missing field, bytes for a .txt file that is not UTF-8, a
-        `NotTextError` for a JSONL line that is not JSON), for the labeler to reject.
+        (id, text) pairs in file order; text is whatever the row holds (None for a
+        missing field, a `NotTextError` for a JSONL line that is not JSON), for the
+        labeler to reject. A file that is not UTF-8 is read as Windows-1252
+        (`text_encoding`), with a warning logged.
 
     Raises:
         InputError: the file is missing, or a CSV lacks the id/text columns.
@@ -101,7 +134,7 @@ def iter_reports(
 
 
 def _iter_csv(path: Path, id_column: str, text_column: str) -> Iterator[tuple[str, Any]]:
-    with path.open(newline="", encoding="utf-8-sig", errors="replace") as f:
+    with path.open(newline="", encoding=text_encoding(path), errors="replace") as f:
         reader = csv.DictReader(f)
         columns = reader.fieldnames or []
         missing = [c for c in (id_column, text_column) if c not in columns]
@@ -122,7 +155,7 @@ def _iter_csv(path: Path, id_column: str, text_column: str) -> Iterator[tuple[st
 
 def _iter_jsonl(path: Path, id_column: str, text_column: str) -> Iterator[tuple[str, Any]]:
     # utf-8-sig: Windows tools start a file with a byte-order mark, which is not JSON
-    with path.open(encoding="utf-8-sig", errors="replace") as f:
+    with path.open(encoding=text_encoding(path), errors="replace") as f:
         for n, line in enumerate(f, start=1):
             if not line.strip():
                 continue
@@ -153,11 +186,7 @@ def _iter_jsonl(path: Path, id_column: str, text_column: str) -> Iterator[tuple[
 def _iter_folder(path: Path) -> Iterator[tuple[str, Any]]:
     for file in sorted(path.rglob("*.txt")):
         rid = file.relative_to(path).with_suffix("").as_posix()
-        data = file.read_bytes()
-        try:
-            yield rid, data.decode("utf-8-sig")
-        except UnicodeDecodeError:
-            yield rid, data
+        yield rid, _decoded(file.read_bytes(), file)
 
 
 def count_reports(path: Path, fmt: InputFormat | None = None) -> int | None:

@@ -129,6 +129,29 @@ def test_cli_label_jsonl_with_a_byte_order_mark(tmp_path: Path) -> None:
     assert [r.get("error") for r in _read_jsonl(out)] == [None, None, None]
 
 
+@pytest.mark.parametrize("kind", ["csv", "jsonl", "folder"])
+def test_cli_label_reads_a_windows_1252_export(kind: str, tmp_path: Path) -> None:
+    # "×" and "°" in cp1252 are not UTF-8: read as UTF-8 they became U+FFFD
+    text = "FINDINGS: A 2 × 3 cm mass in the right upper lobe. Rotated 10°."
+    if kind == "csv":
+        src = tmp_path / "r.csv"
+        src.write_bytes(f"id,report\nr1,{text}\n".encode("cp1252"))
+    elif kind == "jsonl":
+        src = tmp_path / "r.jsonl"
+        line = json.dumps({"id": "r1", "report": text}, ensure_ascii=False)
+        src.write_bytes(line.encode("cp1252"))
+    else:
+        src = tmp_path / "reports"
+        src.mkdir()
+        (src / "r1.txt").write_bytes(text.encode("cp1252"))
+    out = tmp_path / "o.jsonl"
+    assert main(["label", str(src), "-o", str(out), "-q"]) == 0
+    [row] = _read_jsonl(out)
+    assert row["labels"]["Mass"] == "positive"  # type: ignore[index]
+    [mention] = [m for m in row["mentions"] if m["label"] == "Mass"]  # type: ignore[union-attr]
+    assert "2 × 3 cm" in mention["sentence"] and "\ufffd" not in json.dumps(row)
+
+
 def test_cli_label_jsonl_input(tmp_path: Path) -> None:
     src = tmp_path / "r.jsonl"
     src.write_text(
