@@ -168,6 +168,11 @@ class ReportLabelsRead(BaseModel):
         description="per label that is not absent: status, laterality, location (list), "
         "severity, size_mm, count, change; keys without a value are left out",
     )
+    mentions_omitted: int = Field(
+        default=0,
+        description="mentions found but left out of `mentions` (over 100 in one report); "
+        "labels and findings count them all",
+    )
     error: str | None = None
     labeler_version: str
     explanation: dict[str, Any] | None = Field(
@@ -299,9 +304,12 @@ def _plain_path(value: str | None) -> str | None:
     return value
 
 
-# At most PATH_MAX (4096) characters, checked before anything else looks at the text: a
-# longer path names no file, and error messages quote the path (issue 18 item 6).
-PlainPath = Annotated[str, StringConstraints(max_length=4096), AfterValidator(_plain_path)]
+# At least one character (an empty `path` names a batch root itself; an empty `reports` was
+# taken as none) and at most PATH_MAX (4096), checked before anything else looks at the
+# text: a longer path names no file, and error messages quote the path (issue 18 item 6).
+PlainPath = Annotated[
+    str, StringConstraints(min_length=1, max_length=4096), AfterValidator(_plain_path)
+]
 
 
 class DicomwebBatchSource(BaseModel):
@@ -325,7 +333,10 @@ class DicomwebBatchSource(BaseModel):
 class BatchCreate(BaseModel):
     """A batch job on a server folder (inside CXR_BATCH_ROOTS) or on the PACS (DICOMweb)."""
 
+    # Unknown keys are refused, as in ReportCreate: {"path": ..., "report": ...} (for
+    # `reports`) ran the job without its reports.
     model_config = ConfigDict(
+        extra="forbid",
         json_schema_extra={
             "examples": [
                 {"path": "exports/2024-05-ward3", "reports": "exports/ward3.csv"},
@@ -336,7 +347,6 @@ class BatchCreate(BaseModel):
 
     path: PlainPath | None = Field(
         default=None,
-        min_length=1,
         description="Export folder: relative to a batch root, or absolute inside one.",
     )
     reports: PlainPath | None = Field(
@@ -348,8 +358,15 @@ class BatchCreate(BaseModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> BatchCreate:
-        if (self.path is None) == (self.dicomweb is None):
-            raise ValueError("give either `path` (a server folder) or `dicomweb`, not both")
+        if self.path is None and self.dicomweb is None:
+            raise ValueError(
+                "no source: give `path` (a folder inside CXR_BATCH_ROOTS) or `dicomweb` "
+                "(studies on the configured PACS)"
+            )
+        if self.path is not None and self.dicomweb is not None:
+            raise ValueError(
+                "two sources: give either `path` (a server folder) or `dicomweb`, not both"
+            )
         return self
 
 

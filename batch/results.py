@@ -1,15 +1,28 @@
 """The result line: one JSON object per item, written by `cxr batch` to its JSONL file and
-served by GET /v1/batches/{id}/results; and reading it back for `--resume`."""
+served by GET /v1/batches/{id}/results; and reading it back for `--resume`.
+
+Also its flat CSV row (GET /v1/batches/{id}/results?format=csv), in which no cell is one a
+spreadsheet would run as a formula."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from batch.interfaces import BatchInputError, Outcome
+from labeler.files import spreadsheet_cell
 
-__all__ = ["dump_line", "outcome_line", "read_result_lines", "result_line"]
+__all__ = [
+    "CSV_COLUMNS",
+    "csv_header",
+    "csv_row",
+    "dump_line",
+    "outcome_line",
+    "read_result_lines",
+    "result_line",
+]
 
 
 def result_line(
@@ -76,3 +89,56 @@ def outcome_line(outcome: Outcome) -> dict[str, Any]:
 def dump_line(line: dict[str, Any]) -> str:
     """A result line as compact JSON with its newline."""
     return json.dumps(line, separators=(",", ":")) + "\n"
+
+
+CSV_COLUMNS = (
+    "path",
+    "state",
+    "kind",
+    "study_instance_uid",
+    "series_instance_uid",
+    "sop_instance_uid",
+    "accession_number",
+    "model_positive",
+    "report_source",
+    "report_positive",
+    "report_no_finding",
+    "error",
+)
+"""The fixed columns of a results CSV; `prob_<label>` and `report_<label>` follow."""
+
+
+def csv_header(labels: Sequence[str]) -> list[str]:
+    """The header of a results CSV: `CSV_COLUMNS`, then `prob_<label>`, `report_<label>`."""
+    return [*CSV_COLUMNS, *(f"prob_{x}" for x in labels), *(f"report_{x}" for x in labels)]
+
+
+def csv_row(line: Mapping[str, Any], labels: Sequence[str]) -> list[Any]:
+    """A result line flattened to the cells of `csv_header(labels)`, none of them a
+    formula to a spreadsheet (`labeler.files.spreadsheet_cell`).
+
+    Args:
+        line: a result line (see `result_line`).
+        labels: the label names, in column order.
+    """
+    prediction = line.get("prediction") or {}
+    report = line.get("report") or {}
+    probs = prediction.get("probabilities") or {}
+    report_labels = report.get("labels") or {}
+    cells = [
+        line.get("path"),
+        line.get("state"),
+        line.get("kind"),
+        line.get("study_instance_uid"),
+        line.get("series_instance_uid"),
+        line.get("sop_instance_uid"),
+        line.get("accession_number"),
+        "|".join(prediction.get("positive") or []),
+        report.get("source"),
+        "|".join(report.get("positive") or []),
+        report.get("no_finding"),
+        line.get("error") or report.get("error") or line.get("reason"),
+        *[probs.get(label) for label in labels],
+        *[report_labels.get(label) for label in labels],
+    ]
+    return [spreadsheet_cell(cell) for cell in cells]

@@ -6,13 +6,20 @@
 | `bitmap`   | .png/.jpg/.tif next to the DICOMs            | done (or failed)               |
 | `sr`       | DICOM Structured Report: its text is labeled | done (or failed)               |
 | `dicomdir` | the export's index file                      | skipped (files are walked)     |
-| `other`    | a DICOM without pixels, or CT/MR/...         | skipped, with the reason       |
+| `other`    | a non-image DICOM (GSPS, PDF), or CT/MR/...  | skipped, with the reason       |
 | `ignored`  | viewer software, README.TXT, .DS_Store, ...  | skipped, with the reason       |
 | `invalid`  | not DICOM, truncated or corrupt              | failed, with the reader's error|
+
+An instance of an image storage SOP Class (CR, DX, MG, secondary capture, CT...: any class
+pydicom's UID dictionary names "... Image Storage") without Pixel Data is `invalid`, not
+`other`: pydicom stops quietly at the end of a file cut before its Pixel Data, and the Image
+Pixel module is mandatory in those classes, so the file is truncated, as POST
+/v1/images/predict says of the same bytes.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from batch.interfaces import SourceItem
@@ -27,6 +34,18 @@ _IGNORED_EXT = {
     ".exe", ".dll", ".ico", ".bat", ".sh", ".cfg", ".md", ".csv", ".zip", ".log", ".jar",
 }  # fmt: skip
 _IGNORED_NAMES = {".ds_store", "thumbs.db", "desktop.ini"}
+_UID = re.compile(r"[0-9]+(\.[0-9]+)*")
+
+
+def _image_storage_name(sop_class: str | None) -> str | None:
+    """The name of `sop_class` if it is an image storage SOP Class (whose instances must
+    hold Pixel Data), else None."""
+    if not sop_class or len(sop_class) > 64 or not _UID.fullmatch(sop_class):
+        return None  # in no dictionary; checked first, as pydicom's UID() warns about it
+    from pydicom.uid import UID
+
+    uid = UID(sop_class)
+    return uid.name if uid.type == "SOP Class" and "Image Storage" in uid.name else None
 
 
 def describe_error(exc: BaseException, path: Path, key: str) -> str:
@@ -81,6 +100,16 @@ def classify_file(path: Path, key: str, *, timeout_s: float | None = None) -> So
     if header.is_structured_report:
         return SourceItem(key, "sr", **common)
     if not header.has_pixel_data:
+        image_class = _image_storage_name(header.sop_class_uid)
+        if image_class is not None:
+            return SourceItem(
+                key,
+                "invalid",
+                note=f"truncated: no pixel data ({image_class}, SOP Class "
+                f"{header.sop_class_uid}): the file ends before its Pixel Data; re-export "
+                "it from the source system",
+                **common,
+            )
         return SourceItem(
             key, "other", note=f"no pixel data (SOP Class {header.sop_class_uid})", **common
         )

@@ -233,6 +233,23 @@ def write_csv_header(writer: Any, columns: Sequence[str], *, attributes: bool = 
     writer.writerow([*(_column(c)[0] for c in columns), *extra])
 
 
+# A spreadsheet runs a cell that starts with one of these as a formula (OWASP, "CSV
+# Injection"): an id, a file name or a report from an export may, =HYPERLINK(...) included.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_cell(value: Any) -> Any:
+    """`value` as a CSV cell that no spreadsheet evaluates.
+
+    A string starting with `=`, `+`, `-`, `@`, a tab or a carriage return gets a leading
+    `'`, so it is shown as the text it is (the OWASP remedy); anything else, numbers
+    included, is returned unchanged.
+    """
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
 def write_csv_row(
     writer: Any,
     result: ReportLabels,
@@ -255,8 +272,8 @@ def write_csv_row(
     row = []
     for spec in columns:
         header, field = _column(spec)
-        if field is not None:
-            row.append(fields.get(field) or "")
+        if field is not None:  # text from the input: never a formula (label codes are)
+            row.append(spreadsheet_cell(fields.get(field) or ""))
         elif header == NO_FINDING:
             row.append("1" if result.no_finding and result.error is None else "")
         else:

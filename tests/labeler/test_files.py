@@ -12,7 +12,7 @@ import pytest
 from labeler.attribute_scoring import read_findings
 from labeler.disagreements import read_mention_rules
 from labeler.errors import InputError
-from labeler.files import NO_FINDING, iter_label_results, read_predictions
+from labeler.files import NO_FINDING, iter_label_results, read_predictions, spreadsheet_cell
 
 RESULT = {
     "id": "r1",
@@ -78,3 +78,32 @@ def test_every_reader_refuses_an_unreadable_file_with_an_input_error(
     for path in (tmp_path / "missing.jsonl", latin1):
         with pytest.raises(InputError, match="cannot read|does not exist"):
             READERS[reader](path)
+
+
+@pytest.mark.parametrize(
+    ("value", "cell"),
+    [
+        ("=1+2.dcm", "'=1+2.dcm"),
+        (
+            '=HYPERLINK("http://evil.example/?x","open")',
+            '\'=HYPERLINK("http://evil.example/?x","open")',
+        ),
+        ("+SUM(A1)", "'+SUM(A1)"),
+        ("-2+3", "'-2+3"),
+        ("@SUM(A1)", "'@SUM(A1)"),
+        ("\t=1", "'\t=1"),
+        ("\r=1", "'\r=1"),
+        ("PAT1/=1.dcm", "PAT1/=1.dcm"),
+        ("a-b@c", "a-b@c"),
+        ("", ""),
+    ],
+)
+def test_spreadsheet_cell_prefixes_strings_a_spreadsheet_would_evaluate(
+    value: str, cell: str
+) -> None:
+    assert spreadsheet_cell(value) == cell
+
+
+@pytest.mark.parametrize("value", [-0.5, -3, 0.25, 0, True, False, None])
+def test_spreadsheet_cell_keeps_numbers_booleans_and_blanks(value: Any) -> None:
+    assert spreadsheet_cell(value) is value
