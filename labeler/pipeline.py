@@ -314,6 +314,7 @@ class _Engine:
                 cue=f.cue,
                 attributes=f.attributes,
                 attribute_evidence=[_evidence_dict(ev, s, key) for ev in f.evidence],
+                sentence_start=s,
             )
             for section, s, e, key in plan.sentences
             for f in verdicts[key.text]

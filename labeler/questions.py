@@ -756,7 +756,7 @@ def _mention_evidence(m: Mention, keys: Iterable[str] = ()) -> list[dict[str, ob
             "end": m.end,
             "status": m.status,
             "rule": m.rule or "positive.plain",
-            "sentence": m.sentence,
+            "sentence": m.context(),
         }
     ]
     wanted = set(keys)

@@ -81,6 +81,18 @@ def test_pipeline_bounds_the_evidence_of_a_report_that_repeats_a_finding(nlp: La
     assert "mentions_omitted" not in label_report("Small effusion.", nlp=nlp).to_dict()
 
 
+def test_pipeline_shows_a_long_sentence_as_a_window_around_each_mention(nlp: Language) -> None:
+    text = "FINDINGS: " + " ".join(["there is a small effusion"] * 30) + " and a mass"
+    result = label_report(text, nlp=nlp)
+    shown = [m["sentence"] for m in result.to_dict()["mentions"]]
+    assert all(len(s) <= 302 for s in shown)  # 300 characters and the two cut marks
+    for m, s in zip(result.mentions, shown, strict=True):
+        assert m.text in s and len(m.sentence) > 300  # the mention itself stays in view
+    assert shown[0].startswith("there is") and shown[-1].endswith("and a mass")
+    short = label_report("FINDINGS: Small left pleural effusion.", nlp=nlp).to_dict()
+    assert short["mentions"][0]["sentence"] == "Small left pleural effusion."
+
+
 def test_pipeline_errors_are_value_errors() -> None:
     assert issubclass(LabelerError, ValueError)
 
@@ -197,4 +209,8 @@ def test_report_labels_to_dict_covers_every_mention_field(
     from dataclasses import asdict
 
     result = label(REPORT)
-    assert result.to_dict()["mentions"] == [asdict(m) for m in result.mentions]
+    # every field but `sentence_start`, which only places the shown sentence's window
+    fields = [
+        {k: v for k, v in asdict(m).items() if k != "sentence_start"} for m in result.mentions
+    ]
+    assert result.to_dict()["mentions"] == fields
