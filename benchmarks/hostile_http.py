@@ -18,6 +18,10 @@ peak RSS (VmHWM from /proc/<pid>/status) is that scenario's own:
   CXR_MAX_JSON_MB) to POST /v1/batches with the key, one `path` that long: the most a
   client can now make the service parse on its event loop. Median time, answer size,
   worst /healthz latency, peak RSS.
+- `amplify`: small text, large answers: 256 reports of 3,900 characters repeating one
+  finding (just under CXR_MAX_REPORT_CHARS_PER_REQUEST) to POST /v1/reports/label, and 100
+  questions about a 99,000-character one to POST /v1/studies/ask: answer size per request
+  byte, time, peak RSS.
 
 Give `--code` to measure another checkout (e.g. the unchanged main):
 
@@ -350,11 +354,54 @@ def scenario_atlimit(code: Path, args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def _post_json(port: int, path: str, body: bytes, timeout: float) -> tuple[int, int, float]:
+    """(status, answer bytes, seconds) of one JSON POST with the key."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    start = time.perf_counter()
+    try:
+        headers = {"Content-Type": "application/json", "X-API-Key": KEY}
+        conn.request("POST", path, body=body, headers=headers)
+        response = conn.getresponse()
+        return response.status, len(response.read()), time.perf_counter() - start
+    finally:
+        conn.close()
+
+
+def scenario_amplify(code: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Small text, large answers: a finding repeated to the character limits."""
+    repeated = "effusion " * 12_000
+    reports = {"reports": [{"id": f"r{i}", "text": repeated[:3_900]} for i in range(256)]}
+    ask = {"report": repeated[:99_000], "questions": ["Is there an effusion?"] * 100}
+    cases = {
+        "reports_256x3900": ("/v1/reports/label", json.dumps(reports).encode()),
+        "ask_100_questions": ("/v1/studies/ask", json.dumps(ask).encode()),
+    }
+    result: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="cxr-hostile-") as tmp:
+        server = Server(code, Path(tmp), args.startup_timeout)
+        try:
+            result["rss_idle_mib"] = _vm_mib(server.process.pid, "VmHWM")
+            for name, (path, body) in cases.items():
+                status, size, seconds = _post_json(server.port, path, body, args.timeout)
+                result[name] = {
+                    "status": status,
+                    "request_bytes": len(body),
+                    "answer_bytes": size,
+                    "answer_per_request_byte": round(size / len(body), 1),
+                    "seconds": round(seconds, 2),
+                }
+            result["rss_peak_mib"] = _vm_mib(server.process.pid, "VmHWM")
+        finally:
+            server.stop()
+    return result
+
+
 SCENARIOS = {
     "nokey": scenario_nokey,
     "batch": scenario_batch,
     "methods": scenario_methods,
     "atlimit": scenario_atlimit,
+    "amplify": scenario_amplify,
 }
 
 
