@@ -53,7 +53,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         default="chestxray14",
         metavar="SET",
         help="label set: chestxray14 (default), chestxray8, chexpert (the 14 CheXpert "
-        "observations and conventions), or a label set YAML file",
+        "observations, graded as radiologists grade hedges), chexpert-labeler (the CheXpert "
+        "labeler's own conventions), or a label set YAML file",
     )
     p.add_argument(
         "--certainty",
@@ -133,7 +134,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "--labels",
         default="chestxray14",
         metavar="SET",
-        help="label set: chestxray14 (default), chestxray8, chexpert, or a label set YAML file",
+        help="label set: chestxray14 (default), chestxray8, chexpert, chexpert-labeler, or a "
+        "label set YAML file",
     )
     e.add_argument(
         "--chexpert-metrics",
@@ -263,9 +265,18 @@ def _label(args: argparse.Namespace) -> int:
         label_set = load_label_set(config.label_set)
         source = Path(args.input)
         fmt = args.input_format or detect_input_format(source)
+        if fmt == "folder" and not source.is_dir():
+            return _fail("label", f"{source} is not a folder (--input-format folder)")
         total = count_reports(source, fmt)
     except (LabelerError, ValueError, OSError) as exc:
         return _fail("label", str(exc))
+    if fmt == "folder" and not total:
+        # Nothing to do is a mistake here (a folder of CSVs, of .TXT, of DICOMs), not a run.
+        return _fail(
+            "label",
+            f"{source}: no .txt report file in this folder or below; a CSV or JSONL "
+            "file is read when given itself as the input",
+        )
     if args.workers < 0 or args.batch_size < 1:
         return _fail("label", "--workers must be >= 0 and --batch-size >= 1")
     workers = args.workers or os.cpu_count() or 1

@@ -47,19 +47,31 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     p.add_argument(
         "--view",
-        help="View Position of images without one (PA, AP, LL); default: from the DICOM, "
+        type=_view_position,
+        help="View Position of images without one (PA, AP, LL, ...); default: from the DICOM, "
         "else read as a frontal view",
     )
     p.add_argument(
         "--labels",
         default="chestxray14",
         metavar="SET",
-        help="label set of the report labeler (chestxray14, chestxray8, or a YAML file)",
+        help="label set of the report labeler (chestxray14, chestxray8, chexpert, "
+        "chexpert-labeler, or a YAML file)",
     )
     p.add_argument("--patterns", default="questions.v1", help="question pattern file")
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary line on stderr")
     p.set_defaults(handler=_ask)
+
+
+def _view_position(value: str) -> str:
+    from models.position import VIEW_POSITIONS
+
+    view = value.strip().upper()
+    if view not in VIEW_POSITIONS:
+        known = ", ".join(sorted(VIEW_POSITIONS))
+        raise argparse.ArgumentTypeError(f"unknown view {value!r}; expected one of {known}")
+    return view
 
 
 def _fail(message: str) -> int:

@@ -183,8 +183,13 @@ def _iter_jsonl(path: Path, id_column: str, text_column: str) -> Iterator[tuple[
             yield rid, obj[text_column]
 
 
+def _text_files(path: Path) -> list[Path]:
+    """The .txt files under `path`, any case of the suffix (exports from Windows: .TXT)."""
+    return sorted(p for p in path.rglob("*") if p.suffix.lower() == ".txt" and p.is_file())
+
+
 def _iter_folder(path: Path) -> Iterator[tuple[str, Any]]:
-    for file in sorted(path.rglob("*.txt")):
+    for file in _text_files(path):
         rid = file.relative_to(path).with_suffix("").as_posix()
         yield rid, _decoded(file.read_bytes(), file)
 
@@ -193,7 +198,7 @@ def count_reports(path: Path, fmt: InputFormat | None = None) -> int | None:
     """Number of reports in `path` (for a progress bar), or None when unknown."""
     fmt = fmt or detect_input_format(path)
     if fmt == "folder":
-        return sum(1 for _ in path.rglob("*.txt"))
+        return len(_text_files(path))
     with path.open(newline="", encoding="utf-8-sig", errors="replace") as f:
         if fmt == "jsonl":
             return sum(1 for line in f if line.strip())

@@ -27,6 +27,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 __all__ = [
+    "VIEW_POSITIONS",
     "BoxLike",
     "BoxPosition",
     "LungField",
@@ -42,6 +43,8 @@ Side = Literal["left", "right", "bilateral", "unknown"]
 
 _FRONTAL = frozenset({"PA", "AP", "POSTEROANTERIOR", "ANTEROPOSTERIOR", "AP SUPINE", "PA ERECT"})
 _LATERAL = frozenset({"LL", "RL", "LAT", "LATERAL", "RLD", "LLD"})
+#: The View Position values (DICOM (0018,5101) and common spellings) this module reads.
+VIEW_POSITIONS = _FRONTAL | _LATERAL
 
 
 class BoxLike(Protocol):

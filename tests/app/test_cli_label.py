@@ -161,6 +161,23 @@ def test_cli_label_csv_output_runs_no_formula(tmp_path: Path) -> None:
     assert "-1" in row.values() or "1" in row.values()  # label codes stay as they are
 
 
+def test_cli_label_folder_without_reports_or_not_a_folder_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "export"
+    folder.mkdir()
+    _write_csv(folder / "reports.csv", REPORTS)
+    assert main(["label", str(folder), "-q"]) == 2
+    assert "no .txt report file" in capsys.readouterr().err
+    (folder / "R1.TXT").write_text("Small left pleural effusion.")  # a Windows export
+    out = tmp_path / "o.jsonl"
+    assert main(["label", str(folder), "-o", str(out), "-q"]) == 0
+    assert [r["id"] for r in _read_jsonl(out)] == ["R1"]
+    csv_file = folder / "reports.csv"
+    assert main(["label", str(csv_file), "--input-format", "folder", "-q"]) == 2
+    assert "is not a folder" in capsys.readouterr().err
+
+
 def test_cli_label_jsonl_input(tmp_path: Path) -> None:
     src = tmp_path / "r.jsonl"
     src.write_text(

@@ -191,6 +191,12 @@ def test_cxr_ask_an_empty_or_too_long_report_fails_its_row(tmp_path: Path) -> No
     assert rows["good"]["answer"] == "yes" and "message" not in rows["good"]
 
 
+def test_cxr_ask_refuses_an_unknown_view(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(["ask", "--report", REPORT, "--question", "Is there a mass?", "--view", "XX"])
+    assert stop.value.code == 2 and "unknown view 'XX'" in capsys.readouterr().err
+
+
 def test_cxr_ask_image_needs_a_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ask", "--image", str(tmp_path / "x.png"), "--question", "Is there a mass?"]) == 2
     assert "need a model" in capsys.readouterr().err
