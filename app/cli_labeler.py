@@ -361,7 +361,7 @@ def _label(args: argparse.Namespace) -> int:
                 else:
                     labelled += 1
                 bar.update()
-        except LabelerError as exc:
+        except LabelerError as exc:  # --strict: the first report that cannot be labelled
             return _fail("label", str(exc))
         except BrokenPipeError:
             return _EXIT_OK

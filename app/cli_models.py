@@ -363,6 +363,8 @@ def _predict(args: argparse.Namespace) -> int:
             heatmap_method=args.heatmaps_from,
         )
     outdir = Path(args.output)
+    if outdir.exists() and not outdir.is_dir():
+        raise ValueError(f"-o {outdir}: is a file; give a folder for the results")
     outdir.mkdir(parents=True, exist_ok=True)
     card = predictor.card
     demo = bool(card.get("demo", False))

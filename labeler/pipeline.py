@@ -250,7 +250,7 @@ class _Engine:
     def _label_batch(
         self, batch: list[tuple[str, str]], on_error: Literal["raise", "skip"]
     ) -> list[ReportLabels]:
-        plans = [self._plan(text, on_error) for _, text in batch]
+        plans = [self._named_plan(report_id, text, on_error) for report_id, text in batch]
         needed = dict.fromkeys(
             key.text for p in plans if isinstance(p, _Plan) for _, _, _, key in p.sentences
         )
@@ -259,6 +259,17 @@ class _Engine:
             self._result(str(report_id), plan, verdicts)
             for (report_id, _), plan in zip(batch, plans, strict=True)
         ]
+
+    def _named_plan(
+        self, report_id: object, text: str, on_error: Literal["raise", "skip"]
+    ) -> _Plan | str:
+        """`_plan`, whose error (with on_error "raise") names the report it stopped at."""
+        try:
+            return self._plan(text, on_error)
+        except LabelerError as exc:
+            if not str(report_id):
+                raise
+            raise type(exc)(f"report {report_id}: {exc}") from exc
 
     def _plan(self, text: str, on_error: Literal["raise", "skip"]) -> _Plan | str:
         """Sections and sentences of a report, or the error message of a bad one."""

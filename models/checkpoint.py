@@ -207,7 +207,8 @@ def load_checkpoint(
     """
     path = Path(path)
     if not path.is_file():
-        raise CheckpointError(f"{path}: no such checkpoint file")
+        kind = "is a folder, not a checkpoint file" if path.is_dir() else "no such checkpoint file"
+        raise CheckpointError(f"{path}: {kind}")
     try:
         # mmap: 0.18 -> 0.08 s for a ResNet-50. The mapping is private (writes never reach
         # the file) and `save_checkpoint` replaces files atomically, so a resumed run that

@@ -594,7 +594,7 @@ def predict_files(
     def failed(task: DecodeTask, exc: Exception) -> LoadedImage | ImageError:
         if isinstance(exc, ImageError):
             return exc
-        return ImageError(f"{task[0]}: {exc}")
+        return ImageError(f"{task[0]}: {exc or type(exc).__name__}")  # some say nothing
 
     pool: DecodePool[DecodeTask, LoadedImage | ImageError] = DecodePool(
         load_task,

@@ -233,7 +233,8 @@ def test_cli_label_strict_stops_at_first_bad_row(
 ) -> None:
     src = _write_csv(tmp_path / "r.csv", [("a", "Effusion."), ("b", "")])
     assert main(["label", str(src), "-o", str(tmp_path / "o.jsonl"), "-q", "--strict"]) == 2
-    assert "empty" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "report b: report is empty" in err
 
 
 def test_cli_label_missing_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -84,6 +84,18 @@ def test_cli_phantoms_refuses_sizes_and_prevalences_out_of_range(
     assert not (tmp_path / "p").exists()
 
 
+def test_cli_predict_names_a_folder_model_and_a_file_output(
+    checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = _dicom(tmp_path / "study.dcm")
+    assert main(["predict", "--model", str(tmp_path), str(good), "-o", str(tmp_path / "o")]) == 2
+    assert "is a folder, not a checkpoint file" in capsys.readouterr().err
+    taken = tmp_path / "taken"
+    taken.write_text("")
+    assert main(["predict", "--model", str(checkpoint), str(good), "-o", str(taken)]) == 2
+    assert "is a file; give a folder" in capsys.readouterr().err
+
+
 def test_cli_predict_overlays_only_when_asked_and_bounded_size(
     checkpoint: Path, tmp_path: Path
 ) -> None:
