@@ -77,7 +77,8 @@ def load_reports_csv(path: Path, *, name: str | None = None) -> ReportIndex:
     try:
         text_data = _decode(Path(path).read_bytes(), label)
         with io.StringIO(text_data, newline="") as f:
-            reader = csv.DictReader(f)
+            # strict: a quote left open would swallow the rows after it into one report
+            reader = csv.DictReader(f, strict=True)
             headers = {_norm(h): h for h in (reader.fieldnames or [])}
             acc = next((headers[c] for c in _ACCESSION_COLS if c in headers), None)
             study = next((headers[c] for c in _STUDY_COLS if c in headers), None)
@@ -110,5 +111,8 @@ def load_reports_csv(path: Path, *, name: str | None = None) -> ReportIndex:
     except OSError as exc:
         raise BatchInputError(f"{label}: cannot read reports CSV ({exc.strerror or exc})") from None
     except csv.Error as exc:
-        raise BatchInputError(f"{label}: not a readable CSV file ({exc})") from None
+        raise BatchInputError(
+            f"{label}: not a readable CSV file (line {reader.reader.line_num}: {exc}); a quoted "
+            "field must end with a quote before the next comma"
+        ) from None
     return index

@@ -135,8 +135,12 @@ def iter_reports(
 
 def _iter_csv(path: Path, id_column: str, text_column: str) -> Iterator[tuple[str, Any]]:
     with path.open(newline="", encoding=text_encoding(path), errors="replace") as f:
-        reader = csv.DictReader(f)
-        columns = reader.fieldnames or []
+        # strict: a quote left open swallowed the rows after it into one report, silently
+        reader = csv.DictReader(f, strict=True)
+        try:
+            columns = reader.fieldnames or []
+        except csv.Error as exc:
+            raise _malformed(path, reader.reader.line_num, exc) from None
         missing = [c for c in (id_column, text_column) if c not in columns]
         if missing:
             # A header field that is not a column name is text (a report given as a
@@ -149,8 +153,18 @@ def _iter_csv(path: Path, id_column: str, text_column: str) -> Iterator[tuple[st
                 f"{path}: no column {', '.join(map(repr, missing))}; {found}. "
                 "Choose them with --id-column / --text-column"
             )
-        for n, row in enumerate(reader, start=1):
-            yield (row.get(id_column) or f"row{n}"), row.get(text_column)
+        try:
+            for n, row in enumerate(reader, start=1):
+                yield (row.get(id_column) or f"row{n}"), row.get(text_column)
+        except csv.Error as exc:
+            raise _malformed(path, reader.reader.line_num, exc) from None
+
+
+def _malformed(path: Path, line: int, exc: csv.Error) -> InputError:
+    return InputError(
+        f"{path}: line {line}: not valid CSV ({exc}); a quoted field must end with a quote "
+        'before the next comma, and a quote inside it is written twice ("")'
+    )
 
 
 def _iter_jsonl(path: Path, id_column: str, text_column: str) -> Iterator[tuple[str, Any]]:
@@ -202,7 +216,11 @@ def count_reports(path: Path, fmt: InputFormat | None = None) -> int | None:
     with path.open(newline="", encoding="utf-8-sig", errors="replace") as f:
         if fmt == "jsonl":
             return sum(1 for line in f if line.strip())
-        return max(sum(1 for _ in csv.reader(f)) - 1, 0)
+        reader = csv.reader(f, strict=True)
+        try:
+            return max(sum(1 for _ in reader) - 1, 0)
+        except csv.Error as exc:
+            raise _malformed(path, reader.line_num, exc) from None
 
 
 def write_jsonl(

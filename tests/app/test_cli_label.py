@@ -178,6 +178,20 @@ def test_cli_label_folder_without_reports_or_not_a_folder_is_an_error(
     assert "is not a folder" in capsys.readouterr().err
 
 
+def test_cli_label_an_unclosed_quote_is_an_error_not_merged_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "r.csv"
+    src.write_text('id,report\n1,"Small effusion.\n2,"No pneumothorax."\n3,"Cardiomegaly."\n')
+    out = tmp_path / "o.jsonl"
+    assert main(["label", str(src), "-o", str(out), "-q"]) == 2
+    assert "line 3: not valid CSV" in capsys.readouterr().err and not out.exists()
+    # a quoted report over several lines, and quotes inside an unquoted one, stay valid
+    src.write_text('id,report\n1,"Small\neffusion."\n2,He said "no" effusion\n')
+    assert main(["label", str(src), "-o", str(out), "-q"]) == 0
+    assert [r["id"] for r in _read_jsonl(out)] == ["1", "2"]
+
+
 def test_cli_label_jsonl_input(tmp_path: Path) -> None:
     src = tmp_path / "r.jsonl"
     src.write_text(

@@ -107,3 +107,14 @@ def test_spreadsheet_cell_prefixes_strings_a_spreadsheet_would_evaluate(
 @pytest.mark.parametrize("value", [-0.5, -3, 0.25, 0, True, False, None])
 def test_spreadsheet_cell_keeps_numbers_booleans_and_blanks(value: Any) -> None:
     assert spreadsheet_cell(value) is value
+
+
+def test_iter_reports_and_count_refuse_an_unclosed_quote_at_its_line(tmp_path: Path) -> None:
+    from labeler.files import count_reports, iter_reports
+
+    src = tmp_path / "r.csv"
+    src.write_text('id,report\n1,ok\n2,"Small effusion.\n3,"No pneumothorax."\n')
+    with pytest.raises(InputError, match="line 4: not valid CSV"):
+        list(iter_reports(src))
+    with pytest.raises(InputError, match="line 4: not valid CSV"):
+        count_reports(src)
