@@ -295,11 +295,17 @@ def test_cli_label_does_not_import_torch_or_web_stack(tmp_path: Path) -> None:
 # --- evaluate-labels ----------------------------------------------------------------------
 
 
+def _predictions(tmp_path: Path) -> Path:
+    """`cxr label` JSONL of REPORTS."""
+    pred = tmp_path / "pred.jsonl"
+    assert main(["label", str(_write_csv(tmp_path / "r.csv", REPORTS)), "-o", str(pred), "-q"]) == 0
+    return pred
+
+
 def test_cli_evaluate_labels_jsonl_against_gold(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pred = tmp_path / "pred.jsonl"
-    assert main(["label", str(_write_csv(tmp_path / "r.csv", REPORTS)), "-o", str(pred), "-q"]) == 0
+    pred = _predictions(tmp_path)
     gold = tmp_path / "gold.csv"
     gold.write_text(
         "id,Effusion,Pneumonia,Cardiomegaly,Hernia,No Finding\n"
@@ -334,8 +340,7 @@ def test_cli_evaluate_labels_jsonl_against_gold(
 def test_cli_evaluate_labels_refuses_repeated_ids_and_disjoint_files(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pred = tmp_path / "pred.jsonl"
-    assert main(["label", str(_write_csv(tmp_path / "r.csv", REPORTS)), "-o", str(pred), "-q"]) == 0
+    pred = _predictions(tmp_path)
     gold = tmp_path / "gold.csv"
     gold.write_text("id,Effusion\nr1,1\nr2,0\nr1,0\n", encoding="utf-8")
     assert main(["evaluate-labels", str(pred), str(gold)]) == 2
