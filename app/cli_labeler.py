@@ -10,7 +10,10 @@ import argparse
 import sys
 from collections import deque
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["register"]
 
@@ -29,7 +32,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             "carries the error), 2 when the input cannot be read."
         ),
     )
-    p.add_argument("input", help="CSV, JSONL (.jsonl) or folder of .txt files")
+    p.add_argument(
+        "input",
+        help="CSV, JSONL (.jsonl) or folder of .txt files; - (or a pipe) reads standard "
+        "input, JSONL when it starts with '{', else CSV (or say which with --input-format)",
+    )
     p.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
     p.add_argument(
         "--format",
@@ -204,13 +211,33 @@ def _same_file(name: str, source: Any) -> bool:
 
 
 def _label(args: argparse.Namespace) -> int:
+    import tempfile
+    from pathlib import Path
+
+    source = Path(args.input)
+    if args.input != "-" and (source.is_file() or source.is_dir() or not source.exists()):
+        return _label_from(args, source)
+    # Standard input or a pipe: read twice (counted, then labelled), so spooled to a file.
+    with tempfile.TemporaryDirectory(prefix="cxr-label-") as tmp:
+        reader = sys.stdin.buffer if args.input == "-" else source.open("rb")
+        with reader:
+            data = reader.read()
+        fmt = args.input_format or ("jsonl" if data.lstrip()[:1] == b"{" else "csv")
+        if fmt == "folder":
+            return _fail("label", "standard input is one file: CSV or JSONL, not a folder")
+        spooled = Path(tmp) / f"stdin.{fmt}"
+        spooled.write_bytes(data)
+        args.input_format = fmt
+        return _label_from(args, spooled)
+
+
+def _label_from(args: argparse.Namespace, source: Path) -> int:
     import contextlib
     import csv
     import gc
     import itertools
     import os
     import time
-    from pathlib import Path
 
     started = time.perf_counter()
 
@@ -263,7 +290,6 @@ def _label(args: argparse.Namespace) -> int:
         if config.statements:
             load_statements(config.statements)
         label_set = load_label_set(config.label_set)
-        source = Path(args.input)
         fmt = args.input_format or detect_input_format(source)
         if fmt == "folder" and not source.is_dir():
             return _fail("label", f"{source} is not a folder (--input-format folder)")

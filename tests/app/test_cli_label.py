@@ -192,6 +192,26 @@ def test_cli_label_an_unclosed_quote_is_an_error_not_merged_rows(
     assert [r["id"] for r in _read_jsonl(out)] == ["1", "2"]
 
 
+@pytest.mark.parametrize(
+    ("data", "extra"),
+    [
+        (b"id,report\nr1,Small effusion.\n", []),
+        (b'{"id": "r1", "report": "Small effusion."}\n', []),
+        (b"id,report\nr1,Small effusion.\n", ["--input-format", "csv"]),
+    ],
+)
+def test_cli_label_reads_standard_input(
+    data: bytes, extra: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data)))
+    out = tmp_path / "o.jsonl"
+    assert main(["label", "-", "-o", str(out), "-q", *extra]) == 0
+    [row] = _read_jsonl(out)
+    assert row["id"] == "r1" and row["labels"]["Effusion"] == "positive"  # type: ignore[index]
+
+
 def test_cli_label_jsonl_input(tmp_path: Path) -> None:
     src = tmp_path / "r.jsonl"
     src.write_text(
