@@ -46,7 +46,19 @@ class FolderSource(Source):
             raise BatchInputError(f"{root}: not a folder (expected a PACS export directory)")
         real_root = root.resolve()
         skip = {p.resolve() for p in self.exclude}
-        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        unreadable: list[OSError] = []
+        for dirpath, dirnames, filenames in os.walk(
+            root, followlinks=False, onerror=unreadable.append
+        ):
+            # A folder os.walk could not list is a failure of its own, not a silent gap.
+            while unreadable:
+                error = unreadable.pop(0)
+                where = Path(str(error.filename or dirpath))
+                yield SourceItem(
+                    where.relative_to(root).as_posix() if where != root else ".",
+                    "invalid",
+                    note=f"folder cannot be read ({error.strerror or error})",
+                )
             dirnames.sort()
             for dirname in [d for d in dirnames if (Path(dirpath) / d).is_symlink()]:
                 # os.walk lists a linked folder but never enters it: say so, never follow.
@@ -58,7 +70,11 @@ class FolderSource(Source):
             for filename in sorted(filenames):
                 full = Path(dirpath) / filename
                 key = full.relative_to(root).as_posix()
-                resolved = full.resolve()
+                try:
+                    resolved = full.resolve()
+                except (OSError, RuntimeError):  # a symbolic link loop
+                    yield SourceItem(key, "invalid", note="symbolic link loop")
+                    continue
                 if resolved in skip:
                     continue
                 if full.is_symlink() and real_root not in resolved.parents:
@@ -70,6 +86,10 @@ class FolderSource(Source):
                     yield SourceItem(key, "ignored", note="not a regular file")
                     continue
                 yield classify_file(full, key, timeout_s=self.file_timeout_s)
+        for error in unreadable:  # the root itself, or the last folder listed
+            yield SourceItem(
+                ".", "invalid", note=f"folder cannot be read ({error.strerror or error})"
+            )
 
     def local_path(self, item: SourceItem) -> Path:
         """The file under the export folder."""
