@@ -90,7 +90,11 @@ def _register_train(sub: argparse._SubParsersAction[Any]) -> None:
         help="probability of a horizontal flip per training image (0.5, as CheXNet; 0: never)",
     )
     p.add_argument("--max-steps", type=int, help="stop after N optimizer steps")
-    p.add_argument("--workers", type=int, help="DataLoader worker processes")
+    p.add_argument(
+        "--workers",
+        type=int,
+        help="DataLoader worker processes (default: on CUDA the cores less one, on CPU 2)",
+    )
     p.add_argument("--threads", type=int, help="torch CPU threads")
     p.add_argument("--seed", type=int)
     p.add_argument("--device", help="auto (default), cpu, cuda, cuda:1")
@@ -158,6 +162,7 @@ def _train(args: argparse.Namespace) -> int:
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         overrides["distributed"] = True
         overrides["local_rank"] = int(os.environ.get("LOCAL_RANK", "0"))
+        overrides["local_world"] = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     cfg = load_train_config(args.config, **overrides)
     if args.verbose:
         logging.getLogger("models").setLevel(logging.DEBUG)

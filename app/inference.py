@@ -101,6 +101,7 @@ class InferenceQueue:
         self._queue: asyncio.Queue[_Item] | None = None
         self._task: asyncio.Task[None] | None = None
         self._decode_slots: asyncio.Semaphore | None = None
+        self._decoding = 0  # requests in `decode` (running or waiting for a slot)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cxr-inference")
 
     async def start(self) -> None:
@@ -121,8 +122,12 @@ class InferenceQueue:
 
         if self._decode_slots is None:
             raise RuntimeError("InferenceQueue.start() was not called")
-        async with self._decode_slots:
-            return await run_in_threadpool(fn, *args)
+        self._decoding += 1
+        try:
+            async with self._decode_slots:
+                return await run_in_threadpool(fn, *args)
+        finally:
+            self._decoding -= 1
 
     async def stop(self) -> None:
         """Stop the worker; pending requests get a RuntimeError."""
@@ -157,7 +162,10 @@ class InferenceQueue:
         assert self._queue is not None  # for mypy: start() set it
         loop = asyncio.get_running_loop()
         batch = [await self._queue.get()]
-        deadline = loop.time() + self.max_wait_s
+        # Wait for companions only when some are on their way (decoding): a lone request
+        # goes at once instead of paying `max_wait_s` for a batch that will not come.
+        wait = self.max_wait_s if self._decoding else 0.0
+        deadline = loop.time() + wait
         while len(batch) < self.max_batch:
             remaining = deadline - loop.time()
             try:

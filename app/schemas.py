@@ -268,7 +268,16 @@ class PredictionRead(BaseModel):
                         "Cardiomegaly": "/v1/predictions/6f1c2a4e-0d8b-4a7e-9d38-2c7a1f0e5b11"
                         "/heatmaps/Cardiomegaly.png"
                     },
-                    "timings": {"decode_ms": 41.0, "model_ms": 95.0, "total_ms": 160.0},
+                    "timings": {
+                        "upload": 0.012,
+                        "decode": 0.031,
+                        "preprocess": 0.001,
+                        "forward": 0.011,
+                        "cam": 0.0,
+                        "boxes": 0.003,
+                        "inference_total": 0.016,
+                        "total": 0.064,
+                    },
                 }
             ]
         }
@@ -283,7 +292,11 @@ class PredictionRead(BaseModel):
     positive: list[str]
     boxes: list[BoxRead]
     heatmaps: dict[str, str] = Field(description="Label -> URL of a heatmap overlay PNG.")
-    timings: dict[str, float]
+    timings: dict[str, float] = Field(
+        description="Seconds: upload (receiving the body), decode (decoding and fitting), "
+        "the model's preprocess, forward, cam and boxes, inference_total (waiting for the "
+        "batch included) and total."
+    )
     created_at: UTCDateTime | None = None
 
 

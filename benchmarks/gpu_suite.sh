@@ -5,6 +5,7 @@
 #   bash benchmarks/gpu_suite.sh core     prediction, service latency, training, cuda tests
 #   bash benchmarks/gpu_suite.sh extra    training from the prepared cache, compiled; the paper's CAM
 #   bash benchmarks/gpu_suite.sh all      core, then extra, as far as SUITE_SECONDS allows
+#   bash benchmarks/gpu_suite.sh STEP...  the steps named (see run_step), in that order
 #
 # On a machine without the project's packages (the lent GPU machine: torch, numpy, OpenCV
 # and Pillow only), `python benchmarks/gpu_site.py` packs them here into one archive that
@@ -56,32 +57,35 @@ about() {
     } 2>&1 | tee -a "$OUT/summary.log"
 }
 
-core() {
-    step predict-layercam 120 $PY benchmarks/predict.py --mode throughput --device cuda \
-        --image-size 1024 --batch-size 16 --n 512 --repeat 1
-    step service-latency 100 $PY benchmarks/predict.py --mode latency --device cuda \
-        --image-size 1024 --n 150
-    step train-end-to-end 170 $PY benchmarks/train_throughput.py --device cuda --sizes 1024 \
-        --batch-size 32 --steps 15 --end-to-end --unique 64 --images 1280 --epochs 3
-    # Test modules whose packages are not carried fail to collect; the gpu tests still run.
-    step cuda-tests 120 $PY -m pytest -q -p no:cacheprovider -o addopts="" -m gpu \
-        --continue-on-collection-errors tests
+run_step() {  # one named step, with its limit
+    local e2e="--device cuda --sizes 1024 --batch-size 32 --steps 15 --end-to-end --unique 64 --images 1280 --epochs 3"
+    local thr="--mode throughput --device cuda --image-size 1024 --batch-size 16 --n 512 --repeat 1"
+    case $1 in
+        predict-layercam) step "$1" 120 $PY benchmarks/predict.py $thr ;;
+        service-latency) step "$1" 100 $PY benchmarks/predict.py --mode latency --device cuda \
+            --image-size 1024 --n 150 ;;
+        train-end-to-end) step "$1" 170 $PY benchmarks/train_throughput.py $e2e ;;
+        # Test modules whose packages are not carried fail to collect; the gpu tests still run.
+        cuda-tests) step "$1" 120 $PY -m pytest -q -p no:cacheprovider -o addopts="" -m gpu \
+            --continue-on-collection-errors tests ;;
+        train-prepared) step "$1" 150 $PY benchmarks/train_throughput.py $e2e --prepared ;;
+        train-compiled) step "$1" 220 $PY benchmarks/train_throughput.py $e2e --compile ;;
+        predict-cam) step "$1" 100 $PY benchmarks/predict.py $thr --heatmaps-from cam ;;
+        *) echo "gpu_suite: no step $1" | tee -a "$OUT/summary.log" ;;
+    esac
 }
 
-extra() {
-    step train-prepared 150 $PY benchmarks/train_throughput.py --device cuda --sizes 1024 \
-        --batch-size 32 --steps 15 --end-to-end --unique 64 --images 1280 --epochs 3 --prepared
-    step train-compiled 220 $PY benchmarks/train_throughput.py --device cuda --sizes 1024 \
-        --batch-size 32 --steps 15 --end-to-end --unique 64 --images 1280 --epochs 3 --compile
-    step predict-cam 100 $PY benchmarks/predict.py --mode throughput --device cuda \
-        --image-size 1024 --batch-size 16 --n 512 --repeat 1 --heatmaps-from cam
-}
+CORE="predict-layercam service-latency train-end-to-end cuda-tests"
+EXTRA="train-prepared train-compiled predict-cam"
 
 [ "${1:-}" = unpack ] && { unpack; shift; [ $# = 0 ] && exit 0; }
 case ${1:-all} in
-    core) ready; about; core ;;
-    extra) ready; about; extra ;;
-    all) ready; about; core; extra ;;
-    *) echo "usage: $0 [unpack] [all|core|extra]" >&2; exit 2 ;;
+    core) steps=$CORE ;;
+    extra) steps=$EXTRA ;;
+    all) steps="$CORE $EXTRA" ;;
+    *) steps="$*" ;;  # named steps, in the order given
 esac
+ready
+about
+for name in $steps; do run_step "$name"; done
 echo "=== done $(date +%T), ${SECONDS}s; logs in $OUT" | tee -a "$OUT/summary.log"

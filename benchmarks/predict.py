@@ -348,9 +348,14 @@ def transport_rate(n: int, size: int, workers: int, code: Path, slot_bytes: int 
 
 
 def latency(checkpoint: Path, dicom: Path, *, device: str, n: int, work: Path) -> None:
-    """p50/p99 of one-at-a-time POST /v1/images/predict through `cxr serve` on loopback."""
+    """p50/p99 of one-at-a-time POST /v1/images/predict through `cxr serve` on loopback,
+    and the median of each stage the service reports in its answer's `timings`."""
+    import json
+    import urllib.error
+    import urllib.request
+
     sys.path.insert(0, str(Path(__file__).parent))
-    from service_load import _post, run_phase, serving
+    from service_load import run_phase, serving
 
     with serving(checkpoint, work, device=device, startup_timeout=300) as started:
         if started is None:
@@ -358,16 +363,35 @@ def latency(checkpoint: Path, dicom: Path, *, device: str, n: int, work: Path) -
         base, key, _ = started
         body = dicom.read_bytes()
         headers = {"X-API-Key": key, "Content-Type": "application/dicom"}
+        stages: defaultdict[str, list[float]] = defaultdict(list)
 
         def send(_: int) -> int:
-            return _post(base + "/v1/images/predict", body, headers, 300)
+            request = urllib.request.Request(
+                base + "/v1/images/predict", data=body, headers=headers, method="POST"
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=300) as response:
+                    answer = json.loads(response.read())
+                    for stage, seconds in (answer.get("timings") or {}).items():
+                        stages[stage].append(float(seconds))
+                    return int(response.status)
+            except urllib.error.HTTPError as exc:
+                exc.read()
+                return int(exc.code)
+            except (urllib.error.URLError, TimeoutError, ConnectionError):
+                return 0
 
         for _ in range(5):  # warm-up: first batches, allocator, cuDNN autotuning
             send(0)
+        stages.clear()
         run_phase(
             f"latency, one request at a time ({len(body) / 2**20:.1f} MiB DICOM)",
             send, n=n, seconds=600, concurrency=1,
         )  # fmt: skip
+        shown = ", ".join(
+            f"{stage} {statistics.median(values) * 1000:.1f}" for stage, values in stages.items()
+        )
+        _say(f"  the service's own timings, median ms: {shown}")
 
 
 def startup(checkpoint: Path, device: str) -> tuple[float, float]:

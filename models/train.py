@@ -147,7 +147,7 @@ class TrainConfig:
     max_steps: int | None = None  # stop after this many optimizer steps (smoke tests)
     near_chance_auc: float = 0.6  # best validation mean AUC below this: loud warning
     # data
-    workers: int = 2
+    workers: int | None = None  # loader processes (None: `loader_workers` picks)
     seed: int = 0
     augment: bool = True
     aug_shift: float = 0.05  # max random translation, fraction of the side
@@ -167,6 +167,7 @@ class TrainConfig:
     compile: bool | None = None  # None: on CUDA yes, on CPU no
     distributed: bool = False
     local_rank: int = 0
+    local_world: int = 1  # training processes on this machine (torchrun's LOCAL_WORLD_SIZE)
     threads: int | None = None  # torch CPU threads (None: torch default)
     progress: bool = True
     demo: bool = False  # model card flag; also set when the data carries the synthetic marker
@@ -214,10 +215,30 @@ class TrainConfig:
             raise ModelsError(f"config input_bits must be 8 or 16, got {self.input_bits}")
         if self.prefetch < 1:
             raise ModelsError(f"config prefetch must be >= 1, got {self.prefetch}")
+        if self.workers is not None and self.workers < 0:
+            raise ModelsError(f"config workers must be >= 0, got {self.workers}")
         if self.image_size % 32:
             raise ModelsError(f"image_size must be a multiple of 32, got {self.image_size}")
         if not self.data:
             raise ModelsError("config data is empty: give an NIH-layout folder or a labels CSV")
+
+
+def loader_workers(requested: int | None, device: torch.device, local_world: int = 1) -> int:
+    """DataLoader processes: `requested` when given; on CUDA, the cores this process may
+    use, shared among the `local_world` training processes on the machine, less one for
+    the training loop (at least 2); on CPU 2, since the model's own threads need the cores.
+
+    A GPU step at 1024 px takes ~6 ms per image, and a worker decodes and fits one 1024 px
+    PNG in ~14 ms (one H200 machine's cores): two workers held `cxr train` to 82% of the
+    step rate, 64% with `torch.compile`.
+    """
+    if requested is not None:
+        return requested
+    if device.type != "cuda":
+        return 2
+    from models.decode_pool import default_workers
+
+    return max(2, default_workers() // max(1, local_world) - 1)
 
 
 def load_train_config(path: str | os.PathLike[str] | None = None, **overrides: Any) -> TrainConfig:
@@ -588,6 +609,8 @@ def train(cfg: TrainConfig) -> TrainResult:
         torch.backends.cudnn.benchmark = True
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
+    workers = loader_workers(cfg.workers, device, cfg.local_world if cfg.distributed else 1)
+    log.info("%d loader workers", workers)
 
     # --- data ----------------------------------------------------------------------------
     records = load_records(cfg.data)
@@ -643,7 +666,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         batch_size=cfg.batch_size,
         shuffle=sampler is None,
         sampler=sampler,
-        workers=cfg.workers,
+        workers=workers,
         pin_memory=device.type == "cuda",
         drop_last=shard > cfg.batch_size,
         prefetch_factor=cfg.prefetch,
@@ -813,7 +836,7 @@ def train(cfg: TrainConfig) -> TrainResult:
             val_set,
             device=device,
             batch_size=cfg.batch_size * 2,
-            workers=cfg.workers,
+            workers=workers,
             threshold_method=cfg.threshold_method,
         )
         metrics = {

@@ -160,6 +160,7 @@ async def predict_image(
     """
     start = time.perf_counter()
     async with _received_upload(request, state) as upload:
+        received = time.perf_counter()
         meta, prepared, display = await inference.decode(
             _decode, inference.predictor, upload.file, upload.name, state.settings.max_pixels
         )
@@ -175,7 +176,8 @@ async def predict_image(
         row = await run_in_threadpool(_store, state, upload, meta, preview_png, prediction)
     state.metrics.predictions.labels("api").inc()
     timings = {
-        "decode": round(decoded - start, 6),
+        "upload": round(received - start, 6),
+        "decode": round(decoded - received, 6),
         **{k: round(float(v), 6) for k, v in prediction.timings.items()},
         "inference_total": round(predicted - decoded, 6),
         "total": round(time.perf_counter() - start, 6),

@@ -47,6 +47,41 @@ def test_inference_queue_batches_concurrent_requests_off_the_loop() -> None:
     assert predictor.threads == {"cxr-inference_0"}  # a worker thread, not the event loop
 
 
+def test_a_lone_request_goes_at_once_and_one_being_decoded_is_waited_for() -> None:
+    predictor = _RecordingPredictor()
+    zeros = np.zeros((8, 8), np.float32)
+
+    async def scenario() -> None:
+        queue = InferenceQueue(predictor, max_batch=4, max_wait_s=1.0)
+        await queue.start()
+        try:
+            # Nothing else on its way: the first goes alone, though the second comes soon.
+            first = asyncio.create_task(queue.predict(zeros))
+            await asyncio.sleep(0.2)
+            await asyncio.gather(first, queue.predict(zeros))
+            # Another request decoding: this one waits for it and they share a batch.
+            release = threading.Event()
+
+            def slow_decode() -> np.ndarray:
+                release.wait(5)
+                return np.ones((8, 8), np.float32)
+
+            async def decoded_then_predicted() -> Any:
+                return await queue.predict(await queue.decode(slow_decode))
+
+            late = asyncio.create_task(decoded_then_predicted())
+            await asyncio.sleep(0.05)
+            waiting = asyncio.create_task(queue.predict(zeros))
+            await asyncio.sleep(0.1)
+            release.set()
+            await asyncio.gather(waiting, late)
+        finally:
+            await queue.stop()
+
+    asyncio.run(scenario())
+    assert predictor.batches == [1, 1, 2]
+
+
 def test_inference_queue_isolates_a_failing_image() -> None:
     predictor = _RecordingPredictor()
 

@@ -64,6 +64,53 @@ def test_predict_files_same_result_with_worker_processes_and_in_thread(
         assert a.prediction.boxes == b.prediction.boxes
 
 
+def test_overlapped_batches_give_what_predict_gives_one_batch_at_a_time(
+    demo_checkpoint: Path, make_dicom: Callable[..., Path], tmp_path: Path
+) -> None:
+    # A batch's finish runs while the next batch's model pass does: over several batches,
+    # with an unreadable file in between, every result is the one `predict` gives.
+    from models.image_pipeline import InputSpec, load_for_model
+
+    predictor = load_predictor(demo_checkpoint, device="cpu", batch_size=2)
+    predictor.thresholds = dict.fromkeys(predictor.labels, 0.3)
+    rng = np.random.default_rng(2)
+    paths = [
+        make_dicom(rng.integers(0, 4000, (64 + 8 * i, 72)), name=f"o{i}.dcm") for i in range(7)
+    ]
+    bad = tmp_path / "bad.dcm"
+    bad.write_bytes(b"x" * 300)
+    paths.insert(3, bad)
+    results = list(predict_files(predictor, paths, workers=0))
+    assert [r.path for r in results] == paths
+    assert results[3].error is not None and results[3].prediction is None
+    spec = InputSpec.of(predictor)
+    readable = results[:3] + results[4:]
+    # The same batches (two readable files each) through `predict`, one after the other.
+    expected = predictor.predict([load_for_model(r.path, spec).prepared for r in readable])
+    for r, alone in zip(readable, expected, strict=True):
+        assert r.prediction is not None
+        assert r.prediction.probabilities == alone.probabilities
+        assert r.prediction.positive == alone.positive
+        assert r.prediction.boxes == alone.boxes
+        assert set(r.prediction.heatmaps) == set(alone.heatmaps)
+    assert any(r.prediction and r.prediction.boxes for r in results)
+
+
+def test_a_failing_finish_fails_the_run_not_silently(
+    demo_checkpoint: Path, make_dicom: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    predictor = load_predictor(demo_checkpoint, device="cpu", batch_size=1)
+    rng = np.random.default_rng(3)
+    paths = [make_dicom(rng.integers(0, 4000, (64, 64)), name=f"f{i}.dcm") for i in range(3)]
+
+    def broken(done: object) -> list[object]:
+        raise RuntimeError("finish broke")
+
+    monkeypatch.setattr(predictor, "finish", broken)
+    with pytest.raises(RuntimeError, match="finish broke"):
+        list(predict_files(predictor, paths, workers=0))
+
+
 @pytest.mark.gpu
 def test_predict_files_on_cuda_matches_cpu(
     demo_checkpoint: Path, make_dicom: Callable[..., Path]

@@ -77,6 +77,25 @@ def test_compile_is_on_by_default_only_where_it_pays() -> None:
         load_train_config(None, data="x", input_bits=12)
 
 
+def test_loader_workers_fill_the_cores_on_a_gpu_and_leave_them_to_the_model_on_cpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import models.decode_pool
+    from models.errors import ModelsError
+    from models.train import loader_workers
+
+    monkeypatch.setattr(models.decode_pool, "default_workers", lambda: 16)
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert load_train_config(None, data="x").workers is None
+    assert loader_workers(None, cuda) == 15  # the training loop keeps one core
+    assert loader_workers(None, cuda, local_world=8) == 2  # eight ranks share the 16
+    assert loader_workers(None, cuda, local_world=4) == 3
+    assert loader_workers(None, cpu) == 2
+    assert loader_workers(5, cuda) == 5 and loader_workers(0, cpu) == 0
+    with pytest.raises(ModelsError, match="workers"):
+        load_train_config(None, data="x", workers=-1)
+
+
 @pytest.mark.slow
 def test_phantoms_are_still_learned_and_the_card_says_how(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
