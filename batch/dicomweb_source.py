@@ -16,11 +16,11 @@ from collections.abc import Iterator, Sequence
 from datetime import date
 from pathlib import Path
 
-from pydicom import dcmread
 from pydicom.dataset import Dataset
 
 from batch.interfaces import Source, SourceItem
 from batch.pacs.dicomweb import DicomwebClient, DicomwebError, InstanceRef, SearchFailure
+from models.dicom import read_dicom_dataset
 
 __all__ = ["DicomwebSource", "ref_from_key"]
 
@@ -123,7 +123,7 @@ class DicomwebSource(Source):
         if not self.keep_headers:
             return path
         try:
-            self._headers[item.key] = dcmread(path, stop_before_pixels=True)
+            self._headers[item.key] = read_dicom_dataset(path)
         except Exception:  # noqa: BLE001 - the reader reports the file's problem itself
             log.debug("no header kept for %s", item.key, exc_info=True)
         return path

@@ -12,11 +12,11 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from pydicom import dcmread
 from pydicom.dataset import Dataset
 
 from batch.interfaces import Source, SourceItem
 from batch.scan import classify_file
+from models.dicom import read_dicom_dataset
 
 __all__ = ["InboxSource"]
 
@@ -79,7 +79,7 @@ class InboxSource(Source):
     def pop_header(self, key: str) -> Dataset | None:
         """The instance's header (for the DICOM push sink), or None if unreadable."""
         try:
-            return dcmread(self.path_of(key), stop_before_pixels=True)
+            return read_dicom_dataset(self.path_of(key))
         except Exception:  # noqa: BLE001 - the processor has recorded the file's problem
             return None
 

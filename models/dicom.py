@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
@@ -37,6 +37,9 @@ from models.errors import (
 )
 from models.stored_pixels import StoredPixels
 
+if TYPE_CHECKING:
+    from pydicom.dataset import Dataset
+
 __all__ = [
     "ACCEPTED_MODALITIES",
     "MAX_DIMENSION",
@@ -48,6 +51,7 @@ __all__ = [
     "check_dimensions",
     "reading",
     "read_dicom",
+    "read_dicom_dataset",
     "read_dicom_header",
     "read_dicom_stored",
     "read_sr_text",
@@ -905,6 +909,25 @@ def read_dicom_header(path: Source) -> DicomHeader:
     name = _name(path)
     with reading(name):
         return _read_header(path)
+
+
+def read_dicom_dataset(path: Source, *, max_pixels: int | None = None) -> Dataset:
+    """The pydicom dataset of a DICOM file up to its pixel data, for callers that need more
+    elements than `DicomHeader` keeps (a C-STORE's UIDs, an SR's source references).
+
+    What `read_dicom_header` guards against is guarded here too: a Deflated Explicit VR
+    Little Endian dataset is inflated by pydicom whole, whatever `stop_before_pixels`
+    says, so one that would inflate beyond `MAX_INFLATED_BYTES` (or what `max_pixels`
+    pixels need) is refused first, its inflation streamed with bounded memory.
+
+    Raises:
+        InvalidDicomError: the file is not DICOM or is corrupt.
+        ImageError: (another subclass) e.g. a deflate bomb.
+    """
+    name = _name(path)
+    with reading(name):
+        ds: Dataset = _dcmread(path, max_pixels, stop_before_pixels=True, defer_size=4096)
+        return ds
 
 
 def _read_header(path: Source) -> DicomHeader:

@@ -58,7 +58,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from pydicom import dcmread
 from pydicom.dataset import Dataset
 
 from app.pacs.association_guard import GuardedAssociationServer, ListenerLimits, parse_hosts
@@ -71,6 +70,7 @@ from batch.pacs.dicomweb import DicomwebClient
 from batch.processor import BatchProcessor
 from batch.results import read_result_lines
 from batch.sinks import JsonlSink
+from models.dicom import read_dicom_dataset
 from models.predict import Predictor
 
 __all__ = ["ListenerConfigError", "StoreListener"]
@@ -320,7 +320,8 @@ class StoreListener:
         calling = str(event.assoc.requestor.ae_title).strip()
         received = Path(event.dataset_path)  # pynetdicom's temporary file, removed after us
         try:
-            header = dcmread(received, stop_before_pixels=True, defer_size=4096)
+            # Guarded: a deflated dataset is inflated whole to read even its header.
+            header = read_dicom_dataset(str(received), max_pixels=self.max_pixels)
             uid = str(header.SOPInstanceUID)
             path = self.source.path_of(uid)
             digest = _dataset_sha256(received)

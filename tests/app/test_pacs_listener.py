@@ -216,3 +216,44 @@ def test_listener_refuses_an_instance_uid_that_would_escape_the_inbox(
         not (tmp_path / "out.jsonl").exists()
         or "escaped" not in (tmp_path / "out.jsonl").read_text()
     )
+
+
+def test_listener_refuses_a_deflate_bomb_without_inflating_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # pydicom inflates a deflated dataset whole, even to read its header: 64 KB on the wire
+    # became 64 MiB in the listener (2 MiB would have become 2 GB).
+    import tracemalloc
+    import types
+    import zlib
+
+    from dicom_factory import file_meta_bytes
+    from pydicom.uid import DeflatedExplicitVRLittleEndian
+
+    import models.dicom
+
+    monkeypatch.setattr(models.dicom, "MAX_INFLATED_BYTES", 4 << 20)
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    bomb = tmp_path / "received.dcm"
+    with bomb.open("wb") as f:
+        f.write(file_meta_bytes(DeflatedExplicitVRLittleEndian))
+        zeros = b"\0" * (1 << 20)
+        for _ in range(64):
+            f.write(compressor.compress(zeros))
+        f.write(compressor.flush())
+    assert bomb.stat().st_size < 200_000
+    listener = StoreListener(None, out=tmp_path / "out.jsonl", inbox=tmp_path / "inbox")
+    requestor = types.SimpleNamespace(ae_title="MODALITY")
+    event = types.SimpleNamespace(
+        dataset_path=str(bomb), assoc=types.SimpleNamespace(requestor=requestor)
+    )
+    tracemalloc.start()
+    try:
+        status = listener._on_store(event)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert status == 0xC000  # cannot understand
+    assert peak < 16 << 20
+    assert "deflate bomb" in caplog.text
+    assert not list((tmp_path / "inbox").glob("*.dcm"))
