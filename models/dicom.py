@@ -62,6 +62,12 @@ MIN_DIMENSION = 32
 # A Deflated Explicit VR Little Endian dataset is inflated in memory by pydicom; refuse one
 # that would grow beyond this (a deflate bomb). 10000x10000 at 16 bits x 3 samples fits.
 MAX_INFLATED_BYTES = 1 << 30
+# Beyond this much inflated data, a stream that grew more than MAX_DEFLATE_RATIO-fold is
+# refused too: under the size limit, 64 KB of deflated zeros still became 64 MiB that
+# pydicom parsed as eight million empty elements (30 s and 0.7 GB for one C-STORE). Real
+# images deflate a few-fold; their pixels are noisy.
+_RATIO_FROM_BYTES = 16 << 20
+MAX_DEFLATE_RATIO = 100
 _DEFLATED_TS = b"1.2.840.10008.1.2.1.99"
 # Projection radiography. OT/SC appear on secondary-capture chest films (see
 # ../shared/data/dicom: Modality CR/DX on a Secondary Capture SOP class).
@@ -200,7 +206,8 @@ def _open(source: Source) -> BinaryIO | str:
 
 def _check_deflate(name: str, fp: BinaryIO | str, max_pixels: int | None) -> None:
     """Refuse a deflated dataset that inflates beyond `MAX_INFLATED_BYTES` (a deflate bomb),
-    or beyond what `max_pixels` pixels of 16-bit RGB could need.
+    beyond what `max_pixels` pixels of 16-bit RGB could need, or past 16 MiB more than
+    `MAX_DEFLATE_RATIO`-fold.
 
     pydicom inflates the whole dataset in one `zlib.decompress` call, so the check streams
     the inflation first, with bounded output, and stops at the limit.
@@ -220,18 +227,26 @@ def _check_deflate(name: str, fp: BinaryIO | str, max_pixels: int | None) -> Non
             return
         f.seek(start + 144 + meta_length)
         inflater = zlib.decompressobj(-zlib.MAX_WBITS)
-        total = 0
+        total = read = 0
         while chunk := f.read(1 << 16):
+            read += len(chunk)
             data = chunk
             while data:
                 total += len(inflater.decompress(data, 1 << 20))
+                data = inflater.unconsumed_tail
                 if total > limit:
                     raise ImageTooLargeError(
                         f"{name}: the deflate-compressed dataset inflates beyond "
                         f"{limit >> 20} MiB (a deflate bomb?); re-export it "
                         "uncompressed"
                     )
-                data = inflater.unconsumed_tail
+                consumed = max(1, read - len(data))
+                if total > _RATIO_FROM_BYTES and total > MAX_DEFLATE_RATIO * consumed:
+                    raise ImageTooLargeError(
+                        f"{name}: the deflate-compressed dataset inflates more than "
+                        f"{MAX_DEFLATE_RATIO}-fold ({total >> 20} MiB from {consumed >> 10} "
+                        "KiB; a deflate bomb?); re-export it uncompressed"
+                    )
             if inflater.eof:
                 break
     finally:

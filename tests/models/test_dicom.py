@@ -352,6 +352,21 @@ def test_read_dicom_refuses_deflate_bomb(tmp_path: Path, monkeypatch: pytest.Mon
         read_dicom_header(path)
 
 
+def test_read_dicom_refuses_a_deflate_bomb_under_the_size_limits(tmp_path: Path) -> None:
+    # 32 MiB of zeros from 32 KB: within every size limit, yet pydicom parsed such a stream
+    # as millions of empty elements (seconds and hundreds of MB per file).
+    import zlib
+
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    bomb = compressor.compress(b"\0" * (32 << 20)) + compressor.flush()
+    path = tmp_path / "bomb.dcm"
+    path.write_bytes(file_meta_bytes(DeflatedExplicitVRLittleEndian) + bomb)
+    with pytest.raises(ImageTooLargeError, match="more than 100-fold"):
+        read_dicom_header(path)
+    with pytest.raises(ImageTooLargeError, match="more than 100-fold"):
+        load_image(path)
+
+
 @pytest.mark.issue(7)
 def test_read_dicom_deflate_limit_follows_max_pixels(tmp_path: Path) -> None:
     import zlib
