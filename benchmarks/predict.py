@@ -351,11 +351,9 @@ def latency(checkpoint: Path, dicom: Path, *, device: str, n: int, work: Path) -
     """p50/p99 of one-at-a-time POST /v1/images/predict through `cxr serve` on loopback,
     and the median of each stage the service reports in its answer's `timings`."""
     import json
-    import urllib.error
-    import urllib.request
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from service_load import run_phase, serving
+    from service_load import _post, run_phase, serving
 
     with serving(checkpoint, work, device=device, startup_timeout=300) as started:
         if started is None:
@@ -365,21 +363,12 @@ def latency(checkpoint: Path, dicom: Path, *, device: str, n: int, work: Path) -
         headers = {"X-API-Key": key, "Content-Type": "application/dicom"}
         stages: defaultdict[str, list[float]] = defaultdict(list)
 
+        def timed(answer: bytes) -> None:
+            for stage, seconds in (json.loads(answer).get("timings") or {}).items():
+                stages[stage].append(float(seconds))
+
         def send(_: int) -> int:
-            request = urllib.request.Request(
-                base + "/v1/images/predict", data=body, headers=headers, method="POST"
-            )
-            try:
-                with urllib.request.urlopen(request, timeout=300) as response:
-                    answer = json.loads(response.read())
-                    for stage, seconds in (answer.get("timings") or {}).items():
-                        stages[stage].append(float(seconds))
-                    return int(response.status)
-            except urllib.error.HTTPError as exc:
-                exc.read()
-                return int(exc.code)
-            except (urllib.error.URLError, TimeoutError, ConnectionError):
-                return 0
+            return _post(base + "/v1/images/predict", body, headers, 300, on_answer=timed)
 
         for _ in range(5):  # warm-up: first batches, allocator, cuDNN autotuning
             send(0)

@@ -146,11 +146,20 @@ def _vm(pid: int, field: str) -> float:
     return float("nan")
 
 
-def _post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> int:
+def _post(
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    timeout: float,
+    on_answer: Callable[[bytes], None] | None = None,
+) -> int:
+    """The status of a POST (0: no answer); `on_answer` gets a 200's body."""
     request = urllib.request.Request(url, data=body, headers=headers, method="POST")
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            response.read()
+            answer = response.read()
+            if on_answer is not None:
+                on_answer(answer)
             return int(response.status)
     except urllib.error.HTTPError as exc:
         exc.read()

@@ -337,30 +337,32 @@ def test_read_dicom_valid_deflate_and_voi_lut_still_read(tmp_path: Path) -> None
 
 @pytest.mark.issue(7)
 def test_read_dicom_refuses_deflate_bomb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import zlib
 
     import models.dicom
 
     monkeypatch.setattr(models.dicom, "MAX_INFLATED_BYTES", 1 << 20)
-    compressor = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
-    bomb = compressor.compress(b"\0" * (4 << 20)) + compressor.flush()
-    path = tmp_path / "bomb.dcm"
-    path.write_bytes(file_meta_bytes(DeflatedExplicitVRLittleEndian) + bomb)
+    path = _deflated_zeros(tmp_path / "bomb.dcm", 4 << 20)
     with pytest.raises(ImageTooLargeError, match="inflates beyond 1 MiB"):
         load_image(path)
     with pytest.raises(ImageTooLargeError, match="deflate bomb"):
         read_dicom_header(path)
 
 
-def test_read_dicom_refuses_a_deflate_bomb_under_the_size_limits(tmp_path: Path) -> None:
-    # 32 MiB of zeros from 32 KB: within every size limit, yet pydicom parsed such a stream
-    # as millions of empty elements (seconds and hundreds of MB per file).
+def _deflated_zeros(path: Path, size: int) -> Path:
+    """A Deflated Explicit VR Little Endian file whose dataset inflates to `size` zeros."""
     import zlib
 
     compressor = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
-    bomb = compressor.compress(b"\0" * (32 << 20)) + compressor.flush()
-    path = tmp_path / "bomb.dcm"
+    bomb = compressor.compress(b"\0" * size) + compressor.flush()
     path.write_bytes(file_meta_bytes(DeflatedExplicitVRLittleEndian) + bomb)
+    return path
+
+
+def test_read_dicom_refuses_a_deflate_bomb_under_the_size_limits(tmp_path: Path) -> None:
+    # 32 MiB of zeros from 32 KB: within every size limit, yet pydicom parsed such a stream
+    # as millions of empty elements (seconds and hundreds of MB per file).
+
+    path = _deflated_zeros(tmp_path / "bomb.dcm", 32 << 20)
     with pytest.raises(ImageTooLargeError, match="more than 100-fold"):
         read_dicom_header(path)
     with pytest.raises(ImageTooLargeError, match="more than 100-fold"):
@@ -369,12 +371,8 @@ def test_read_dicom_refuses_a_deflate_bomb_under_the_size_limits(tmp_path: Path)
 
 @pytest.mark.issue(7)
 def test_read_dicom_deflate_limit_follows_max_pixels(tmp_path: Path) -> None:
-    import zlib
 
-    compressor = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
-    bomb = compressor.compress(b"\0" * (24 << 20)) + compressor.flush()  # 24 MiB in ~24 KB
-    path = tmp_path / "bomb.dcm"
-    path.write_bytes(file_meta_bytes(DeflatedExplicitVRLittleEndian) + bomb)
+    path = _deflated_zeros(tmp_path / "bomb.dcm", 24 << 20)  # 24 MiB in ~24 KB
     # 1000 pixels of 16-bit RGB need 6 KB; the bound is that plus 16 MiB of header room.
     with pytest.raises(ImageTooLargeError, match="inflates beyond 16 MiB"):
         load_image(path, max_pixels=1000)
