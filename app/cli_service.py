@@ -279,6 +279,8 @@ def _batch(args: argparse.Namespace) -> int:
             raise CommandError(f"{args.export_dir}: not a folder (nor a zip archive of one)")
     if args.chunk_size < 1 or args.dataset_size < 32:
         raise CommandError("--chunk-size must be >= 1 and --dataset-size >= 32")
+    if args.max_pixels < 0:
+        raise CommandError(f"--max-pixels must be >= 0 (0: no limit), got {args.max_pixels}")
     previous, torn = read_result_lines(args.output) if args.resume else ([], 0)
     if (
         args.resume

@@ -197,6 +197,17 @@ def test_cli_batch_missing_folder_is_one_line_error(
     assert len(err) == 1 and "not a folder" in err[0]
 
 
+def test_cli_batch_refuses_a_negative_pixel_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # -1 passed as a limit that refused every image ("more pixels than -1").
+    args = ["batch", str(tmp_path), "-o", str(tmp_path / "o.jsonl"), "--max-pixels", "-1"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--max-pixels must be >= 0" in err[0]
+    assert not (tmp_path / "o.jsonl").exists()
+
+
 def test_cli_serve_refuses_public_host_without_keys(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "--host", "0.0.0.0"]) == 2
     err = capsys.readouterr().err
