@@ -42,6 +42,7 @@ __all__ = [
     "canonical_label",
     "init_loader_worker",
     "is_synthetic",
+    "label_coverage",
     "load_records",
     "resolve_labels",
     "split_records",
@@ -107,6 +108,12 @@ def _findings(text: str) -> frozenset[str]:
     return frozenset(canonical_label(p) for p in parts if p and p != "No Finding")
 
 
+# Cells of a labels CSV's 0/1 columns (CheXpert-style files write 1.0, 0.0, -1.0 and blanks).
+_POSITIVE_CELLS = frozenset({"1", "1.0", "true", "yes"})
+_NEGATIVE_CELLS = frozenset({"", "0", "0.0", "false", "no"})
+_UNCERTAIN_CELLS = frozenset({"-1", "-1.0"})
+
+
 def canonical_label(name: str) -> str:
     """The vocabulary spelling of a label name (`Infiltrate` -> `Infiltration`)."""
     return LABEL_ALIASES.get(name, name)
@@ -144,7 +151,7 @@ def load_records(data: str | os.PathLike[str]) -> list[Record]:
     columns = set(rows[0])
     images = _find_images(base)
     records: list[Record] = []
-    missing = 0
+    missing = uncertain = 0
     if {"Image Index", "Finding Labels"} <= columns:
         for row in rows:
             name = row["Image Index"].strip()
@@ -156,14 +163,24 @@ def load_records(data: str | os.PathLike[str]) -> list[Record]:
             records.append(Record(name, path, _findings(row["Finding Labels"]), pid))
     elif "path" in columns:
         label_cols = [c for c in rows[0] if c not in {"path", "Patient ID", "patient_id", "id"}]
-        for row in rows:
+        for line, row in enumerate(rows, start=2):
             path = _relative(base, row["path"].strip())
             if path is None:
                 missing += 1
                 continue
-            found = frozenset(
-                canonical_label(c) for c in label_cols if (row.get(c) or "").strip() in {"1", "1.0"}
-            )
+            positive = []
+            for c in label_cols:
+                value = (row.get(c) or "").strip().lower()
+                if value in _POSITIVE_CELLS:
+                    positive.append(c)
+                elif value in _UNCERTAIN_CELLS:
+                    uncertain += 1
+                elif value not in _NEGATIVE_CELLS:
+                    raise DatasetError(
+                        f"{data}: line {line}, column {c!r}: {value[:40]!r} is not a label "
+                        "value (1 positive; 0 or blank negative; -1 uncertain, read as negative)"
+                    )
+            found = frozenset(canonical_label(c) for c in positive)
             pid = (row.get("Patient ID") or row.get("patient_id") or "").strip() or row["path"]
             records.append(Record(path.name, path, found, pid))
     else:
@@ -171,6 +188,8 @@ def load_records(data: str | os.PathLike[str]) -> list[Record]:
             f"{data}: CSV columns {sorted(columns)} are neither NIH-style ('Image Index', "
             "'Finding Labels'[, 'Patient ID']) nor 'path' + one 0/1 column per label"
         )
+    if uncertain:
+        log.warning("%s: %d uncertain (-1) label cells read as negative", data, uncertain)
     if missing:
         log.warning("%s: %d of %d listed images not found; skipped", data, missing, len(rows))
     if not records:
@@ -212,6 +231,56 @@ def resolve_labels(spec: str | Sequence[str], records: Sequence[Record]) -> list
     if not names:
         raise DatasetError(f"label set {spec!r} is empty (no findings in the data?)")
     return names
+
+
+def label_coverage(
+    spec: str | Sequence[str], labels: Sequence[str], records: Sequence[Record]
+) -> list[str]:
+    """Check the labels against the data's findings; returns warnings for a model card.
+
+    A label no image is positive for trains on negatives only, and a finding no label
+    takes is dropped: both usually mean a misspelt name. Named label sets ("chestxray14")
+    may lack findings a small dataset never shows (warned); labels named one by one must
+    each occur.
+
+    Raises:
+        DatasetError: a label named in a list that no image is positive for (with the
+            nearest finding of the data, when one is close).
+    """
+    import difflib
+
+    from labeler.schema import LABEL_SETS
+
+    counts: dict[str, int] = {}
+    for r in records:
+        for name in r.findings:
+            counts[name] = counts.get(name, 0) + 1
+    absent = [name for name in labels if name not in counts]
+    untrained = {name: n for name, n in sorted(counts.items()) if name not in set(labels)}
+    named_set = isinstance(spec, str) and (spec.lower() in LABEL_SETS or spec == "auto")
+    if absent and not named_set:
+        hints = []
+        for name in absent:
+            close = difflib.get_close_matches(name, list(counts), n=1, cutoff=0.6)
+            hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        raise DatasetError(
+            f"no image is positive for the label(s) {', '.join(hints)}; the data's findings: "
+            f"{', '.join(sorted(counts)) or 'none'}"
+        )
+    warnings = []
+    if absent:
+        warnings.append(
+            f"no image in the data is positive for {', '.join(absent)}: these labels learned "
+            "negatives only; do not trust their probabilities"
+        )
+    if untrained:
+        shown = ", ".join(f"{name} ({n})" for name, n in list(untrained.items())[:10])
+        more = f" and {len(untrained) - 10} more" if len(untrained) > 10 else ""
+        warnings.append(
+            f"findings in the data that no label trains (images): {shown}{more}; check "
+            "their spelling, or name the labels to train with --labels"
+        )
+    return warnings
 
 
 def split_records(

@@ -69,6 +69,7 @@ from models.data import (
     LabelledImages,
     build_loader,
     is_synthetic,
+    label_coverage,
     load_records,
     resolve_labels,
     split_records,
@@ -618,6 +619,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     train_records = split_records(records, "train", root=root, seed=cfg.seed)
     val_records = split_records(records, "val", root=root, seed=cfg.seed)
     labels = resolve_labels(cfg.labels, records)
+    data_warnings = label_coverage(cfg.labels, labels, records)
     out = Path(cfg.out)
     resume_state: dict[str, Any] | None = None
     if cfg.resume and out.is_file():
@@ -857,6 +859,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         # Judged on the best epoch so far, so the file on disk always says the truth.
         card.warnings = _near_chance_warnings(best_auc, cfg.near_chance_auc, len(val_set))
         card.warnings += _label_warnings(val_metrics, temperatures, cfg.near_chance_auc)
+        card.warnings += data_warnings
         save_checkpoint(
             out,
             model=model,

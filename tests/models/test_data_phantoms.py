@@ -12,6 +12,7 @@ from models.data import (
     ChestXrayDataset,
     canonical_label,
     is_synthetic,
+    label_coverage,
     load_records,
     resolve_labels,
     split_records,
@@ -97,6 +98,54 @@ def test_labels_csv_with_path_columns(tmp_path: Path) -> None:
     x, y, i = ds[0]
     assert x.shape == (1, 32, 32) and y.tolist() == [0.0, 1.0] and i == 0
     assert ds.pixels(0)[1] == (40, 50)  # original size survives the cache
+
+
+def test_labels_csv_cells_are_read_strictly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # "True" and "-1.0" (CheXpert's uncertain) were read as negative without a word, and so
+    # was anything else that is not "1".
+    from PIL import Image
+
+    (tmp_path / "img").mkdir()
+    for i in range(4):
+        Image.fromarray(np.full((40, 50), 40 * i, np.uint8)).save(tmp_path / "img" / f"{i}.png")
+    labels = tmp_path / "labels.csv"
+    labels.write_text(
+        "path,Effusion,Mass\nimg/0.png,1.0,0.0\nimg/1.png,True,\nimg/2.png,-1.0,no\n"
+        "img/3.png,yes,-1\n"
+    )
+    records = load_records(labels)
+    assert [sorted(r.findings) for r in records] == [["Effusion"], ["Effusion"], [], ["Effusion"]]
+    assert "2 uncertain (-1) label cells read as negative" in caplog.text
+    labels.write_text("path,Effusion,Mass\nimg/0.png,1,0\nimg/1.png,0,present\n")
+    with pytest.raises(DatasetError, match=r"line 3, column 'Mass': 'present' is not a label"):
+        load_records(labels)
+
+
+def test_labels_the_data_never_shows_are_refused_or_warned(tmp_path: Path) -> None:
+    # A misspelt label trained on negatives only, and a misspelt finding was dropped: both
+    # silently, until now.
+    from models.data import Record
+
+    def rec(i: int, *found: str) -> Record:
+        return Record(f"{i}.png", tmp_path / f"{i}.png", frozenset(found), str(i))
+
+    records = [rec(0, "Effusion"), rec(1, "Efusion"), rec(2, "Mass", "Effusion")]
+    with pytest.raises(DatasetError, match=r"'Nodule'.*findings: Effusion, Efusion, Mass"):
+        label_coverage("Effusion,Nodule", ["Effusion", "Nodule"], records)
+    with pytest.raises(DatasetError, match=r"'Mas' \(did you mean 'Mass'\?\)"):
+        label_coverage(["Mas"], ["Mas"], records)
+    warnings = label_coverage("Effusion,Mass", ["Effusion", "Mass"], records)
+    assert warnings == [
+        "findings in the data that no label trains (images): Efusion (1); check their "
+        "spelling, or name the labels to train with --labels"
+    ]
+    named = label_coverage("chestxray8", resolve_labels("chestxray8", records), records)
+    assert "positive for Atelectasis, Cardiomegaly, Infiltration, Nodule, Pneumonia, " in named[0]
+    assert "Efusion (1)" in named[1]
+    auto = label_coverage("auto", resolve_labels("auto", records), records)
+    assert auto == []
 
 
 def test_nih_style_csv_from_service(tmp_path: Path, phantom_dir: Path) -> None:
