@@ -490,6 +490,8 @@ def init_loader_worker(worker_id: int) -> None:
 
     torch.set_num_threads(1)
     cv2.setNumThreads(0)
+    # Errors only: an unreadable image reaches the caller as its ImageError, named.
+    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
 
 
 def build_loader(

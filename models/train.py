@@ -41,6 +41,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import shutil
 import sys
 import time
@@ -74,7 +75,7 @@ from models.data import (
     resolve_labels,
     split_records,
 )
-from models.errors import ModelsError
+from models.errors import ImageError, ModelsError
 from models.evaluate import predict_dataset
 from models.layercam import HEATMAP_METHODS
 from models.loss import compute_loss
@@ -583,8 +584,27 @@ def train(cfg: TrainConfig) -> TrainResult:
         `TrainResult` with the checkpoint path and the last validation metrics.
 
     Raises:
-        ModelsError (and subclasses): bad config, dataset or checkpoint to resume.
+        ModelsError (and subclasses): bad config, dataset or checkpoint to resume, or an
+            unreadable image (named, in one line; the epochs before it are kept).
     """
+    try:
+        return _train(cfg)
+    except ImageError as exc:
+        raise ModelsError(
+            f"{_reason(exc)}: an unreadable image ends training; fix it or drop its line "
+            f"from the dataset's list, then run again with --resume (the checkpoint of the "
+            "last finished epoch is kept)"
+        ) from None
+
+
+def _reason(exc: ImageError) -> str:
+    """The image error's own message: a loader worker's comes wrapped in its traceback."""
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    last = lines[-1] if lines else type(exc).__name__
+    return re.sub(r"^[\w.]*(Error|Exception): ", "", last)
+
+
+def _train(cfg: TrainConfig) -> TrainResult:
     cfg.validate()
     # --- setup ---------------------------------------------------------------------------
     if cfg.threads:

@@ -25,6 +25,31 @@ from models.train import (
 )
 
 
+@pytest.mark.parametrize("workers", [0, 1])
+def test_an_unreadable_training_image_is_one_line_naming_it(
+    phantom_dir: Path, tmp_path: Path, workers: int
+) -> None:
+    # In a loader worker it ended `cxr train` with the worker's whole traceback.
+    import shutil
+
+    from models.errors import ModelsError
+
+    data = tmp_path / "data"
+    shutil.copytree(phantom_dir, data)
+    victim = sorted((data / "images").iterdir())[0]
+    victim.write_bytes(victim.read_bytes()[:100])
+    cfg = load_train_config(
+        None, data=str(data), out=str(tmp_path / "run.pt"), arch="resnet18", weights="none",
+        image_size=64, labels="auto", batch_size=64, workers=workers, transition_channels=16,
+        progress=False, threads=1, epochs=1, max_steps=1, cache_images=False,
+    )  # fmt: skip
+    with pytest.raises(ModelsError) as caught:
+        train(cfg)
+    message = str(caught.value)
+    assert "\n" not in message and "Traceback" not in message
+    assert message.startswith(f"{victim}: ") and "--resume" in message
+
+
 @pytest.mark.slow
 def test_train_one_step_then_resume(phantom_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "run.pt"
