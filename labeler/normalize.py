@@ -18,7 +18,8 @@ on normalised text always index the original report (issue 8, item 1; issue
 - `parse_text` (one sentence): invisible format characters (soft hyphen,
   zero-width space and joiners, bidirectional marks and isolates, variation
   selectors) are removed, so a word split by one is whole again; hard-wrapped
-  line breaks become spaces, runs of whitespace one space,
+  line breaks become spaces, runs of whitespace one space, a comma or
+  semicolon glued between a number and a word ("2,No") is followed by a space,
   de-identification tokens (OpenI `XXXX`, MIMIC `[** ... **]`, `___`) become a
   run of `X` of the same length, and a sentence in ALL CAPS or all lower case
   gets the mixed case the parser was trained on.
@@ -32,6 +33,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -187,32 +189,49 @@ def parse_text(sentence: str) -> ParseText:
         trained on mixed case); with its offset map when whitespace was collapsed.
     """
     text = sentence.replace("\n", " ")
-    kept: list[int] | None = None
+    offsets: list[int] | None = None  # offsets[i]: the sentence offset of text[i]
     if not text.isascii() and any(is_invisible(c) for c in text):
-        kept = [i for i, c in enumerate(text) if not is_invisible(c)]
-        text = "".join(text[i] for i in kept)
+        offsets = [i for i, c in enumerate(text) if not is_invisible(c)]
+        text = "".join(text[i] for i in offsets)
+    if _GLUED.search(text):
+        text, offsets = _rewrite(text, offsets, _GLUED, lambda m: m.group() + " ")
     text = _cased(text)
     if "  " in text:
-        parts: list[str] = []
-        offsets: list[int] = []
-        pos = 0
-        for m in _MULTI_SPACE.finditer(text):
-            parts.append(text[pos : m.start()])
-            offsets.extend(range(pos, m.start()))
-            parts.append(" ")
-            offsets.append(m.start())
-            pos = m.end()
-        parts.append(text[pos:])
-        offsets.extend(range(pos, len(text)))
-        text = "".join(parts)
-    elif kept is None:
+        text, offsets = _rewrite(text, offsets, _MULTI_SPACE, lambda m: " ")
+    if offsets is None:
         return ParseText(text)
-    else:
-        offsets = list(range(len(text)))
-    if kept is not None:  # through the removed characters, back to the sentence
-        offsets = [kept[i] for i in offsets]
-    offsets.append(len(sentence))
-    return ParseText(text, tuple(offsets))
+    return ParseText(text, (*offsets, len(sentence)))
+
+
+# A comma or semicolon glued between a number and a word: list numbers typed with a comma
+# ("2,No pleural effusion") or a missing space ("T11,T12"). The tokenizer keeps "2,No" one
+# token, and the negation cue inside it goes unseen; a space after the mark splits them.
+_GLUED = re.compile(r"(?<=\d)[,;](?=[A-Za-z])")
+
+
+def _rewrite(
+    text: str,
+    offsets: list[int] | None,
+    pattern: re.Pattern[str],
+    replace: Callable[[re.Match[str]], str],
+) -> tuple[str, list[int]]:
+    """`pattern.sub(replace, text)` and the offset map carried through it: the characters
+    of a replacement map to the matched characters, in order (the last one repeated)."""
+    before = offsets if offsets is not None else list(range(len(text)))
+    parts: list[str] = []
+    after: list[int] = []
+    pos = 0
+    for m in pattern.finditer(text):
+        parts.append(text[pos : m.start()])
+        after.extend(before[pos : m.start()])
+        new = replace(m)
+        parts.append(new)
+        last = max(m.start(), m.end() - 1)
+        after.extend(before[min(m.start() + k, last)] for k in range(len(new)))
+        pos = m.end()
+    parts.append(text[pos:])
+    after.extend(before[pos:])
+    return "".join(parts), after
 
 
 def _cased(s: str) -> str:

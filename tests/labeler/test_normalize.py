@@ -84,6 +84,28 @@ def test_normalize_parse_text_collapses_whitespace_with_an_offset_map() -> None:
 
 
 @pytest.mark.parametrize(
+    ("sentence", "expected", "word"),
+    [
+        ("2,No pleural effusion.", "2, No pleural effusion.", "No"),
+        ("1;no   pneumothorax", "1; No pneumothorax", "pneumothorax"),
+        ("Fractures at T11,T12 old.", "Fractures at T11, T12 old.", "T12"),
+        ("Nodule 2,5 cm.", "Nodule 2,5 cm.", "cm"),  # a decimal comma stays
+        ("Clear,no effusion.", "Clear,no effusion.", "effusion"),  # the tokenizer splits it
+    ],
+)
+def test_normalize_parse_text_splits_a_mark_glued_between_number_and_word(
+    sentence: str, expected: str, word: str
+) -> None:
+    # "2,No pleural effusion" (a list number typed with a comma) was one token "2,No": the
+    # negation went unseen and the effusion came out positive.
+    out = parse_text(sentence)
+    assert out.text == expected
+    start = out.text.index(word)
+    s, e = out.span(start, start + len(word))
+    assert sentence[s:e].lower() == word.lower()
+
+
+@pytest.mark.parametrize(
     ("text", "expected"),
     [
         ("1.No pneumothorax. 2.Small effusion.", ["No pneumothorax.", "Small effusion."]),

@@ -30,6 +30,17 @@ def test_pipeline_offsets_index_the_original_text(label: Callable[[str], ReportL
         assert m.section in ("findings", "impression")
 
 
+def test_pipeline_a_list_number_typed_with_a_comma_does_not_hide_its_negation(
+    label: Callable[[str], ReportLabels],
+) -> None:
+    text = "1,Normal heart size. 2,No pleural effusion; 3,no pneumothorax."
+    out = label(text)
+    assert out.labels["Effusion"] == "negative"
+    assert out.labels["Pneumothorax"] == "negative"
+    for m in out.mentions:
+        assert text[m.start : m.end].lower() == m.text.lower()
+
+
 def test_pipeline_report_level_labels(label: Callable[[str], ReportLabels]) -> None:
     result = label(REPORT)
     assert {k: v for k, v in result.labels.items() if v != "absent"} == {
