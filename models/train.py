@@ -217,6 +217,8 @@ class TrainConfig:
             raise ModelsError(f"config input_bits must be 8 or 16, got {self.input_bits}")
         if self.prefetch < 1:
             raise ModelsError(f"config prefetch must be >= 1, got {self.prefetch}")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ModelsError(f"config max_steps must be >= 1, got {self.max_steps}")
         if self.workers is not None and self.workers < 0:
             raise ModelsError(f"config workers must be >= 0, got {self.workers}")
         if self.image_size % 32:
@@ -597,6 +599,13 @@ def train(cfg: TrainConfig) -> TrainResult:
         ) from None
 
 
+def _network(card: ModelCard) -> str:
+    return (
+        f"{card.arch}, output stride {card.output_stride}, "
+        f"{len(card.labels)} labels, transition {card.transition_channels}"
+    )
+
+
 def _reason(exc: ImageError) -> str:
     """The image error's own message: a loader worker's comes wrapped in its traceback."""
     lines = [line for line in str(exc).splitlines() if line.strip()]
@@ -641,6 +650,10 @@ def _train(cfg: TrainConfig) -> TrainResult:
     labels = resolve_labels(cfg.labels, records)
     data_warnings = label_coverage(cfg.labels, labels, records)
     out = Path(cfg.out)
+    if out.is_dir():  # found before the run, not when its first checkpoint is written
+        raise ModelsError(
+            f"--out {out} is a folder; give the checkpoint's file, e.g. {out / 'model.pt'}"
+        )
     resume_state: dict[str, Any] | None = None
     if cfg.resume and out.is_file():
         ckpt = load_checkpoint(out, labels=labels, map_location="cpu")
@@ -778,7 +791,14 @@ def _train(cfg: TrainConfig) -> TrainResult:
         card, weights=None if (cfg.weights == "none" or resume_state) else "imagenet"
     )
     if resume_state is not None:
-        model.load_state_dict(ckpt.model.state_dict())
+        try:
+            model.load_state_dict(ckpt.model.state_dict())
+        except RuntimeError:
+            raise ModelsError(
+                f"{out}: cannot resume: its network ({_network(ckpt.card)}) is not this "
+                f"run's ({_network(card)}); resume with the settings it was trained with, "
+                "or write to another --out"
+            ) from None
     # channels_last on CPU too: oneDNN trains a ResNet-18 at 256 px 1.36x faster in it
     # (2 cores, batch 16); results differ only by floating-point rounding.
     model = model.to(device).to(memory_format=torch.channels_last)
@@ -798,7 +818,13 @@ def _train(cfg: TrainConfig) -> TrainResult:
     best_path = best_checkpoint_path(out)
     best_auc = -math.inf
     if resume_state is not None:
-        optimizer.load_state_dict(resume_state["optimizer"])
+        try:
+            optimizer.load_state_dict(resume_state["optimizer"])
+        except (ValueError, KeyError):
+            raise ModelsError(
+                f"{out}: cannot resume with --optimizer {cfg.optimizer}: the checkpoint's "
+                "optimizer state is another's; resume with the optimizer it was trained with"
+            ) from None
         start_epoch, step = int(resume_state["epoch"]), int(resume_state["step"])
         best_auc = float(resume_state.get("best_mean_auc", -math.inf))
         if master:

@@ -50,6 +50,32 @@ def test_an_unreadable_training_image_is_one_line_naming_it(
     assert message.startswith(f"{victim}: ") and "--resume" in message
 
 
+def test_train_refuses_before_running_what_would_fail_after(
+    phantom_dir: Path, tmp_path: Path
+) -> None:
+    # A folder as --out failed when the first checkpoint was written; --max-steps 0 wrote a
+    # model that never trained; resuming another network ended in load_state_dict's traceback.
+    from models.errors import ModelsError
+
+    common = dict(
+        data=str(phantom_dir), arch="resnet18", weights="none", image_size=64, labels="auto",
+        batch_size=8, workers=0, transition_channels=16, progress=False, threads=1,
+        epochs=1, max_steps=1,
+    )  # fmt: skip
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(ModelsError, match=r"is a folder; give the checkpoint's file"):
+        train(load_train_config(None, **{**common, "out": str(tmp_path / "folder")}))
+    with pytest.raises(ModelsError, match="max_steps must be >= 1"):
+        load_train_config(None, **{**common, "out": "x.pt", "max_steps": 0})
+    out = tmp_path / "run.pt"
+    train(load_train_config(None, **{**common, "out": str(out)}))
+    other = {**common, "out": str(out), "transition_channels": 32, "resume": True}
+    with pytest.raises(
+        ModelsError, match=r"cannot resume: its network \(resnet18.*transition 16\)"
+    ):
+        train(load_train_config(None, **other))
+
+
 @pytest.mark.slow
 def test_train_one_step_then_resume(phantom_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "run.pt"
