@@ -12,7 +12,9 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import math
 import os
+import zlib
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -57,22 +59,38 @@ def load_bbox_csv(path: str | os.PathLike[str]) -> list[GroundTruthBox]:
     trailing columns are ignored, and `Infiltrate` is read as `Infiltration`.
 
     Raises:
-        ValueError: a row with non-numeric coordinates.
+        ValueError: an unreadable file, or a row without six columns, with coordinates that
+            are not numbers or a box that is not a box (negative corner, empty or negative
+            size), named by its line; or no box at all.
     """
     path = Path(path)
-    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-    reader = csv.reader(io.StringIO(raw.decode("utf-8-sig")))
+    try:
+        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        text = raw.decode("utf-8-sig")
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read the box list ({exc})") from None
+    reader = csv.reader(io.StringIO(text))
     next(reader, None)
     out = []
     for lineno, row in enumerate(reader, start=2):
-        if len(row) < 6 or not row[0].strip():
+        if not any(v.strip() for v in row):
             continue
+        if len(row) < 6 or not row[0].strip():
+            raise ValueError(
+                f"{path}:{lineno}: expected Image Index, Finding Label, x, y, w, h; got {row[:6]}"
+            )
         try:
             x, y, w, h = (float(v) for v in row[2:6])
         except ValueError:
             raise ValueError(f"{path}:{lineno}: bad box coordinates {row[2:6]}") from None
+        if not all(math.isfinite(v) for v in (x, y, w, h)) or min(x, y) < 0 or min(w, h) <= 0:
+            raise ValueError(f"{path}:{lineno}: not a box: x {x}, y {y}, w {w}, h {h}")
         label = canonical_label(row[1].strip())
         out.append(GroundTruthBox(row[0].strip(), label, x, y, w, h))
+    if not out:
+        raise ValueError(
+            f"{path}: no boxes (expected rows of Image Index, Finding Label, x, y, w, h)"
+        )
     return out
 
 
@@ -294,6 +312,8 @@ def evaluate_checkpoint(
     from models.predict import Predictor, resolve_device
     from models.transforms import EvalTransform, resize_mode_of
 
+    # A bad box file fails here, not after the whole classification pass.
+    truth = load_bbox_csv(boxes) if boxes is not None else None
     dev = resolve_device(device)
     ckpt = load_checkpoint(checkpoint, map_location=dev)
     card = ckpt.card
@@ -335,8 +355,7 @@ def evaluate_checkpoint(
     if plots is not None:
         report["plots"] = write_plots(plots, raw=raw, probs=probs, targets=targets,
                                       labels=card.labels)  # fmt: skip
-    if boxes is not None:
-        truth = load_bbox_csv(boxes)
+    if truth is not None:
         in_split = {r.image_index for r in chosen}
         scored = [g for g in truth if g.image_index in in_split]
         box_records: Sequence[Record] = chosen

@@ -95,6 +95,31 @@ def test_load_bbox_csv_reads_nih_quirks(tmp_path: Path) -> None:
     assert boxes[0].xywh == pytest.approx((225.08, 547.01, 86.77, 79.18))
 
 
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("a.png,Mass,1,2,3\n", r":2: expected Image Index, Finding Label, x, y, w, h"),
+        ("a.png,Mass,1,2,nan,4\n", r":2: not a box"),
+        ("a.png,Mass,1,2,0,4\n", r":2: not a box"),
+        ("a.png,Mass,-5,2,3,4\n", r":2: not a box"),
+        ("\n\n", r"no boxes"),
+        ("a.png,Mass,1,2,3,4\nb.png,Nodule,x,2,3,4\n", r":3: bad box coordinates"),
+    ],
+)
+def test_load_bbox_csv_refuses_what_is_not_a_box_list(
+    tmp_path: Path, body: str, message: str
+) -> None:
+    # A file of five columns gave no box at all, NaN and empty boxes were scored: silently.
+    path = tmp_path / "boxes.csv"
+    path.write_text("Image Index,Finding Label,x,y,w,h\n" + body)
+    with pytest.raises(ValueError, match=message):
+        load_bbox_csv(path)
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes(b"Image Index,Finding Label,x,y,w,h\n\xe9.png,Mass,1,2,3,4\n")
+    with pytest.raises(ValueError, match="cannot read the box list"):
+        load_bbox_csv(latin)
+
+
 def test_localization_by_side_shows_a_model_that_finds_one_side_only() -> None:
     # Two 100 px wide images, a pneumothorax band on each side; only the left one is found.
     truth = [
