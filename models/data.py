@@ -16,6 +16,7 @@ import gzip
 import io
 import logging
 import os
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,8 +89,17 @@ class Record:
 
 
 def _read_csv(path: Path) -> list[dict[str, str]]:
-    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-    return list(csv.DictReader(io.StringIO(raw.decode("utf-8-sig"))))
+    raw = b""
+    try:
+        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        return list(csv.DictReader(io.StringIO(raw.decode("utf-8-sig"))))
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise DatasetError(
+            f"{path}: not UTF-8 text (line {line}, byte {exc.start}); save the CSV as UTF-8"
+        ) from None
+    except (OSError, EOFError, zlib.error, csv.Error) as exc:
+        raise DatasetError(f"{path}: cannot read the CSV ({exc})") from None
 
 
 def _find_images(root: Path) -> dict[str, Path]:

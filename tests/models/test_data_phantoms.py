@@ -123,6 +123,20 @@ def test_labels_csv_cells_are_read_strictly(
         load_records(labels)
 
 
+def test_an_unreadable_metadata_csv_is_named(tmp_path: Path) -> None:
+    (tmp_path / "Data_Entry_2017.csv").write_bytes(
+        b"Image Index,Finding Labels,Patient ID\nr\xe9sum\xe9.png,Mass,1\n"
+    )
+    with pytest.raises(
+        DatasetError, match=r"Data_Entry_2017.csv: not UTF-8 text \(line 2, byte 39\)"
+    ):
+        load_records(tmp_path)
+    (tmp_path / "Data_Entry_2017.csv").unlink()
+    (tmp_path / "Data_Entry_2017.csv.gz").write_bytes(b"\x1f\x8b\x08\x00broken")
+    with pytest.raises(DatasetError, match=r"Data_Entry_2017.csv.gz: cannot read the CSV"):
+        load_records(tmp_path)
+
+
 def test_labels_the_data_never_shows_are_refused_or_warned(tmp_path: Path) -> None:
     # A misspelt label trained on negatives only, and a misspelt finding was dropped: both
     # silently, until now.
