@@ -277,6 +277,16 @@ def _batch(args: argparse.Namespace) -> int:
         is_zip = args.export_dir.is_file() and zipfile.is_zipfile(args.export_dir)
         if not args.export_dir.is_dir() and not is_zip:
             raise CommandError(f"{args.export_dir}: not a folder (nor a zip archive of one)")
+        export = args.export_dir.resolve()
+        for flag, target in (("-o", args.output), ("--dataset", args.dataset)):
+            # The export is only read: results written into it could overwrite an instance
+            # (or the zip), and a resumed scan would meet them as files of the export.
+            where = target.resolve() if target is not None else None
+            if where is not None and (where == export or (not is_zip and export in where.parents)):
+                raise CommandError(
+                    f"{flag} {target}: inside the export {args.export_dir}; write the results "
+                    "outside it (the export is only read)"
+                )
     if args.chunk_size < 1 or args.dataset_size < 32:
         raise CommandError("--chunk-size must be >= 1 and --dataset-size >= 32")
     if args.max_pixels < 0:

@@ -197,11 +197,37 @@ def test_cli_batch_missing_folder_is_one_line_error(
     assert len(err) == 1 and "not a folder" in err[0]
 
 
+def test_cli_batch_never_writes_into_its_export(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # -o naming one of the export's files overwrote that instance.
+    export = tmp_path / "export"
+    (export / "study").mkdir(parents=True)
+    instance = export / "study" / "1.dcm"
+    instance.write_bytes(b"DICM instance")
+    for flag, target in (
+        ("-o", instance),
+        ("-o", export / "out.jsonl"),
+        ("--dataset", export / "ds"),
+    ):
+        args = ["batch", str(export), "-o", str(tmp_path / "o.jsonl")]
+        args += [flag, str(target)] if flag == "--dataset" else []
+        if flag == "-o":
+            args = ["batch", str(export), "-o", str(target)]
+        assert main(args) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "inside the export" in err[0]
+    assert instance.read_bytes() == b"DICM instance"
+    assert not (export / "out.jsonl").exists() and not (export / "ds").exists()
+
+
 def test_cli_batch_refuses_a_negative_pixel_limit(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # -1 passed as a limit that refused every image ("more pixels than -1").
-    args = ["batch", str(tmp_path), "-o", str(tmp_path / "o.jsonl"), "--max-pixels", "-1"]
+    (tmp_path / "export").mkdir()
+    args = ["batch", str(tmp_path / "export"), "-o", str(tmp_path / "o.jsonl")]
+    args += ["--max-pixels", "-1"]
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--max-pixels must be >= 0" in err[0]
