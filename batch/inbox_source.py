@@ -47,7 +47,9 @@ class InboxSource(Source):
             ValueError: `key` is not a UID (it would name a file outside the inbox).
         """
         if not _UID.fullmatch(key) or len(key) > 64:
-            raise ValueError(f"{key!r} is not a SOP Instance UID")
+            # Cut: the key comes from a sender and may be megabytes long.
+            shown = f"{key[:64]!r}..." if len(key) > 64 else repr(key)
+            raise ValueError(f"{shown} ({len(key):,} characters) is not a SOP Instance UID")
         return self.folder / f"{key}.dcm"
 
     def item(self, key: str) -> SourceItem:

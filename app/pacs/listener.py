@@ -28,7 +28,10 @@ Hostile input (issue 18; bounds and figures in docs/security/listener.md):
   `start` refuses a non-loopback address unless one of the two lists is given or
   `allow_any_caller` says that an open listener is intended: the default host, 127.0.0.1,
   needs neither, so a laptop works out of the box, and a listener put on the network has to
-  say who may send to it.
+  say who may send to it. An association pynetdicom rejects (AE titles) is logged with the
+  peer's address and the refused AE title, since A-ASSOCIATE-RJ tells the sender only a code.
+- What reaches the log: UIDs only with `log_uids`, and a sender's values (AE titles, UIDs,
+  error messages quoting them) cut and with control characters escaped (`_clip`).
 - What they may hold: connections, association time, PDU and dataset sizes are bounded by
   `ListenerLimits`, enforced by `app.pacs.association_guard` while the data arrives.
   Datasets are spooled to a temporary file (pynetdicom's `STORE_RECV_CHUNKED_DATASET`, in
@@ -83,6 +86,11 @@ _CANNOT_UNDERSTAND = 0xC000
 _DUPLICATE_SOP_INSTANCE = 0x0111  # PS3.7 C.4: a general failure status
 _STOP = object()
 _COPY_CHUNK = 1024 * 1024
+# Peer-supplied text echoed in a log line (AE titles, UIDs when logged) is cut to this many
+# characters, and messages that may quote it (a reader's error) to _MESSAGE_CHARS: a hostile
+# sender's megabyte value must not fill the log.
+_PEER_CHARS = 64
+_MESSAGE_CHARS = 400
 
 
 class ListenerConfigError(ValueError):
@@ -244,15 +252,23 @@ class StoreListener:
         self._worker = threading.Thread(target=self._work, name="cxr-listen", daemon=True)
         self._worker.start()
         for item in self.source.scan():
+            digest = None
+            if item.key not in self._recorded:
+                digest = self._inbox_digest(item.key)
             with self._lock:
                 if item.key in self._recorded:  # recorded, but the file outlived a crash
                     self.source.remove(item.key)
                     continue
                 self._pending.add(item.key)
+                # Received before the stop but not recorded: no result line carries its
+                # digest, so without this a copy with other content would pass as a re-send.
+                if digest is not None:
+                    self._digests[item.key] = digest
             self._queue.put((item.key, "(inbox)"))
         handlers: list[Any] = [
             (evt.EVT_C_STORE, self._on_store),
             (evt.EVT_C_ECHO, lambda event: _SUCCESS),
+            (evt.EVT_REJECTED, self._on_rejected),
         ]
         server = cast(
             GuardedAssociationServer,
@@ -314,19 +330,98 @@ class StoreListener:
             self.counts[kind] = self.counts.get(kind, 0) + 1
 
     def _uid(self, uid: str) -> str:
-        return uid if self.log_uids else "<uid>"
+        # Cut even when UIDs may be logged: a refused UID can be any length.
+        return _clip(uid) if self.log_uids else "<uid>"
+
+    def _scrub(self, text: object, *uids: str) -> str:
+        """An error message for a log line: `uids` hidden unless logged, cut, escaped.
+
+        File names in the inbox are UIDs, so an OSError or a reader's error names them.
+        """
+        message = str(text)
+        if not self.log_uids:
+            for uid in uids:
+                if uid:
+                    message = message.replace(uid, "<uid>")
+        return _clip(message, _MESSAGE_CHARS)
+
+    def _inbox_digest(self, uid: str) -> str | None:
+        """The SHA-256 of an instance waiting in the inbox, or None if it cannot be read."""
+        try:
+            return _dataset_sha256(self.source.path_of(uid))
+        except Exception as exc:  # noqa: BLE001 - its processing records what is wrong
+            log.warning(
+                "inbox instance %s: no digest, a copy with other content will not be refused "
+                "as a conflict: %s",
+                self._uid(uid), self._scrub(exc, uid),
+            )  # fmt: skip
+            return None
+
+    def _on_rejected(self, event: Any) -> None:
+        """Log why pynetdicom rejected an association (AE titles), so the sender's operator
+        can be told; A-ASSOCIATE-RJ alone tells the sender only a diagnostic code."""
+        assoc = event.assoc
+        request = assoc.requestor.primitive
+        calling = str(getattr(request, "calling_ae_title", "") or "").strip()
+        called = str(getattr(request, "called_ae_title", "") or "").strip()
+        try:
+            address = str(assoc.requestor.address)
+        except ValueError:  # no address information
+            address = "an unknown address"
+        reasons = []
+        if self.allow_ae and calling not in self.allow_ae:
+            reasons.append(f"calling AE title '{_clip(calling, 16)}' is not in --allow-ae")
+        if called != self.ae_title.strip():
+            reasons.append(
+                f"called AE title '{_clip(called, 16)}' is not this listener's "
+                f"({self.ae_title!r}, --ae-title)"
+            )
+        if not reasons:
+            answer = assoc.acceptor.primitive
+            reasons.append(
+                f"A-ASSOCIATE-RJ result {getattr(answer, 'result', None)}, source "
+                f"{getattr(answer, 'result_source', None)}, reason "
+                f"{getattr(answer, 'diagnostic', None)} (calling AE title '{_clip(calling, 16)}')"
+            )
+        self._count("refused")
+        reason = "; ".join(reasons)
+        server = self._server
+        if server is not None:  # a retrying sender: one line per address every few seconds
+            server.warn(address, "association from %s rejected: %s", reason)
+        else:
+            log.warning("association from %s rejected: %s", address, reason)
 
     def _on_store(self, event: Any) -> int | Dataset:
-        calling = str(event.assoc.requestor.ae_title).strip()
+        calling_ae = str(event.assoc.requestor.ae_title).strip()  # for the result line
+        # pynetdicom allows 16 printable characters; the log does not rely on that.
+        calling = _clip(calling_ae, 16)
         received = Path(event.dataset_path)  # pynetdicom's temporary file, removed after us
         try:
             # Guarded: a deflated dataset is inflated whole to read even its header.
             header = read_dicom_dataset(str(received), max_pixels=self.max_pixels)
             uid = str(header.SOPInstanceUID)
+        except Exception as exc:  # noqa: BLE001 - a malformed dataset from the network
+            log.warning(
+                "C-STORE from %s: unreadable dataset refused: %s", calling, self._scrub(exc)
+            )
+            return _CANNOT_UNDERSTAND
+        try:
             path = self.source.path_of(uid)
+        except ValueError:
+            # Not the error's text: it quotes the start of the UID, which is not logged.
+            log.warning(
+                "C-STORE from %s: instance %s refused: its SOP Instance UID (%s characters) "
+                "is not a UID (at most 64 digits and dots) and cannot name an inbox file",
+                calling, self._uid(uid), f"{len(uid):,}",
+            )  # fmt: skip
+            return _CANNOT_UNDERSTAND
+        try:
             digest = _dataset_sha256(received)
         except Exception as exc:  # noqa: BLE001 - a malformed dataset from the network
-            log.warning("C-STORE from %s: unreadable dataset refused: %s", calling, exc)
+            log.warning(
+                "C-STORE from %s: instance %s refused: %s",
+                calling, self._uid(uid), self._scrub(exc, uid),
+            )  # fmt: skip
             return _CANNOT_UNDERSTAND
         with self._lock:
             if uid in self._recorded or uid in self._pending:
@@ -373,13 +468,16 @@ class StoreListener:
             with self._lock:
                 self._pending.discard(uid)
                 self._digests.pop(uid, None)
-            log.error("C-STORE from %s: cannot keep instance %s: %s", calling, self._uid(uid), exc)
+            log.error(
+                "C-STORE from %s: cannot keep instance %s: %s",
+                calling, self._uid(uid), self._scrub(exc, uid),
+            )  # fmt: skip
             return _OUT_OF_RESOURCES
         log.info(
             "received instance %s from %s (%d bytes)",
             self._uid(uid), calling, path.stat().st_size,
         )  # fmt: skip
-        self._queue.put((uid, calling))
+        self._queue.put((uid, calling_ae))
         return _SUCCESS
 
     # ------------------------------------------------------------------ worker
@@ -420,8 +518,15 @@ class StoreListener:
             items.append(self.source.item(uid))
         try:
             run(items, self._processor, self._sinks, chunk_size=self.chunk_size)
-        except Exception:  # noqa: BLE001 - the listener must outlive one bad chunk
-            log.exception("processing of %d received instances failed", len(items))
+        except Exception as exc:  # noqa: BLE001 - the listener must outlive one bad chunk
+            # The message, not the traceback, at ERROR: a traceback's messages may quote
+            # UIDs (inbox file names) that CXR_LOG_PATIENT_DATA keeps out of the log.
+            log.error(
+                "processing of %d received instances failed (%s: %s); they stay in the inbox "
+                "and are retried at the next start",
+                len(items), type(exc).__name__, self._scrub(exc, *(uid for uid, _ in batch)),
+            )  # fmt: skip
+            log.debug("the failure above", exc_info=True)
             with self._lock:
                 for uid, _ in batch:
                     self._pending.discard(uid)  # left in the inbox: retried at next start
@@ -455,10 +560,9 @@ class _Settle(Sink):
         for outcome in outcomes:
             listener.source.remove(outcome.key)
             why = outcome.error or outcome.result.get("reason")
-            log.info(
-                "instance %s: %s%s",
-                listener._uid(outcome.key), outcome.state, f" ({why})" if why else "",
-            )  # fmt: skip
+            # The error names the inbox file, i.e. the UID, and may quote dataset values.
+            shown = f" ({listener._scrub(why, outcome.key)})" if why else ""
+            log.info("instance %s: %s%s", listener._uid(outcome.key), outcome.state, shown)
 
 
 def _is_loopback(host: str, port: int) -> bool:
@@ -470,6 +574,18 @@ def _is_loopback(host: str, port: int) -> bool:
     return bool(found) and all(
         ipaddress.ip_address(str(entry[4][0]).split("%")[0]).is_loopback for entry in found
     )
+
+
+def _clip(text: str, limit: int = _PEER_CHARS) -> str:
+    """`text` for a log line: at most `limit` characters, control characters escaped.
+
+    Peer-supplied values reach the log through it, so a sender can neither flood the log
+    with one value nor forge log lines (newlines, terminal escapes).
+    """
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
+    if len(text) > limit:
+        shown += f"... ({len(text):,} characters)"
+    return shown
 
 
 def _dataset_sha256(path: Path) -> str:

@@ -12,12 +12,14 @@ import struct
 import tempfile
 import time
 import tracemalloc
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pydicom
 import pytest
+from pydicom.uid import ImplicitVRLittleEndian
 from pynetdicom import AE
 from pynetdicom.association import Association
 from pynetdicom.sop_class import Verification  # type: ignore[attr-defined]
@@ -357,6 +359,79 @@ def test_listener_rejects_a_wrong_called_ae_title(
     assert _echo(listener.port)
 
 
+def test_listener_logs_why_it_rejects_an_association(
+    make_listener: Callable[..., StoreListener], caplog: pytest.LogCaptureFixture
+) -> None:
+    # A-ASSOCIATE-RJ tells the sender a diagnostic code only: the listener's log must say
+    # which AE title from which address was refused, or the operator cannot tell why.
+    caplog.set_level(logging.WARNING)
+    listener = make_listener(allow_ae=["ORTHANC"])
+    assert _associate(listener.port, ae_title="INTRUDER").is_rejected
+
+    def rejections() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "rejected" in r.getMessage()]
+
+    _wait(lambda: len(rejections()) == 1, 3)  # logged by the acceptor's thread
+    [message] = rejections()
+    assert "association from 127.0.0.1 rejected" in message
+    assert "calling AE title 'INTRUDER' is not in --allow-ae" in message
+    assoc = _associate(listener.port, ae_title="ORTHANC", called="ELSEWHERE", bind=ATTACKER)
+    assert assoc.is_rejected
+    _wait(lambda: len(rejections()) == 2, 3)
+    assert f"from {ATTACKER} rejected: called AE title 'ELSEWHERE'" in rejections()[1]
+    assert listener.counts["refused"] == 2
+    image = _reread(build_dataset(pixels=chest_pixels(64, 64)))
+    assert _store(listener.port, image, ae_title="ORTHANC") == 0
+    assert listener.wait_idle(30)
+    assert len(rejections()) == 2  # an accepted association logs no rejection
+
+    # Whatever the peer's AE title holds, one line, cut and escaped.
+    hostile = "\x1b[2J\nFORGED " + "A" * 100_000
+    request = types.SimpleNamespace(calling_ae_title=hostile, called_ae_title="CXR")
+    event = types.SimpleNamespace(
+        assoc=types.SimpleNamespace(
+            requestor=types.SimpleNamespace(primitive=request, address="127.0.0.9"),
+            acceptor=types.SimpleNamespace(primitive=None),
+        )
+    )
+    listener._on_rejected(event)
+    message = rejections()[-1]
+    assert "from 127.0.0.9 rejected" in message
+    assert "'\\x1b[2J\\nFORGED AAAA... (100,012 characters)'" in message
+    assert "\x1b" not in caplog.text and "\nFORGED" not in caplog.text
+    assert "A" * 64 not in caplog.text
+
+
+@pytest.mark.parametrize("log_uids", [False, True])
+@pytest.mark.filterwarnings("ignore:The value length")  # a UID over 64 characters: the point
+@pytest.mark.filterwarnings("ignore:The value for the data element")  # its copy in File Meta
+def test_listener_never_logs_a_hostile_uid_or_ae_title_whole(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, log_uids: bool
+) -> None:
+    # A sender controls the SOP Instance UID's length (pydicom reads 100 kB happily) and,
+    # past pynetdicom, the AE title: neither may fill the log, or forge lines in it.
+    caplog.set_level(logging.DEBUG)
+    ds = build_dataset(pixels=chest_pixels(64, 64))
+    ds.SOPInstanceUID = "1.2." + "9" * 100_000
+    ds.file_meta.TransferSyntaxUID = ImplicitVRLittleEndian  # explicit VR caps UI at 64 KiB
+    received = tmp_path / "received.dcm"
+    received.write_bytes(to_bytes(ds))
+    listener = StoreListener(
+        None, out=tmp_path / "out.jsonl", inbox=tmp_path / "inbox", log_uids=log_uids
+    )
+    requestor = types.SimpleNamespace(ae_title="MOD\nFORGED" + "A" * 100_000)
+    event = types.SimpleNamespace(
+        dataset_path=str(received), assoc=types.SimpleNamespace(requestor=requestor)
+    )
+    assert listener._on_store(event) == 0xC000  # cannot understand: refused
+    assert "9" * 100 not in caplog.text and "A" * 100 not in caplog.text
+    [message] = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert "(100,004 characters) is not a UID" in message
+    assert "\nFORGED" not in caplog.text and "MOD\\nFORGED" in message
+    assert ("1.2.999" in caplog.text) is log_uids  # the UID's start only where allowed
+    assert not list(listener.inbox.iterdir())
+
+
 def test_listener_allow_host_refuses_other_addresses(
     make_listener: Callable[..., StoreListener],
 ) -> None:
@@ -410,6 +485,40 @@ def test_listener_refuses_a_conflicting_copy_of_an_instance(
     finally:
         again.stop()
     assert again.counts["conflict"] == 1 and again.counts["duplicate"] == 1
+
+
+def test_listener_refuses_a_conflicting_copy_of_an_instance_left_in_the_inbox(
+    tmp_path: Path, labeler: Any, spool: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Received, then stopped before the model had it: no result line holds its digest, so
+    # the restarted listener must take it from the inbox file.
+    first = _reread(build_dataset(pixels=chest_pixels(64, 64)))
+    spoof = _reread(build_dataset(pixels=chest_pixels(64, 80, seed=1)))
+    spoof.SOPInstanceUID = spoof.file_meta.MediaStorageSOPInstanceUID = first.SOPInstanceUID
+    out = tmp_path / "out.jsonl"
+    stopped = StoreListener(None, out=out, labeler=labeler, limits=ListenerLimits(**FAST))
+    monkeypatch.setattr(stopped, "_process", lambda batch: None)  # stopped before its turn
+    stopped.start("127.0.0.1", 0)
+    try:
+        assert _store(stopped.port, first) == 0
+        assert stopped.wait_idle(30)
+    finally:
+        stopped.stop()
+    assert [p.name for p in stopped.inbox.iterdir()] == [f"{first.SOPInstanceUID}.dcm"]
+    assert not _lines(out)
+
+    again = StoreListener(None, out=out, labeler=labeler, limits=ListenerLimits(**FAST))
+    again.start("127.0.0.1", 0)
+    try:
+        assert _store(again.port, spoof) == 0x0111  # known from the inbox file
+        assert _store(again.port, first) == 0  # the same bytes: a re-send
+        assert again.wait_idle(30)
+    finally:
+        again.stop()
+    assert again.counts["conflict"] == 1 and again.counts["duplicate"] == 1
+    [line] = _lines(out)
+    assert (line["rows"], line["columns"]) == (64, 64)  # the first copy was kept
+    assert len(line["sha256"]) == 64  # and its digest recorded for the next restart
 
 
 def test_listener_refuses_instances_while_the_inbox_disk_is_short_of_its_reserve(
