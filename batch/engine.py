@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from batch.interfaces import Outcome, Sink, SourceItem
+from batch.interfaces import BatchInputError, Outcome, Sink, SourceItem
 from batch.processor import BatchProcessor
 
 __all__ = ["MAX_ATTEMPTS", "RunReport", "plan", "run", "run_resumed"]
@@ -49,10 +49,22 @@ def plan(
 
     Returns:
         The items whose key is not recorded; SRs first, else in source order.
+
+    Raises:
+        BatchInputError: lines are recorded but name none of the source's items: they are
+            another source's results, and resuming would keep them and their labels.
     """
-    keys: set[str] = set()
+    items = list(items)
+    recorded = list(recorded)
+    keys = {str(line["path"]) for line in recorded}
+    if keys and keys.isdisjoint(item.key for item in items):
+        example = min(keys)
+        raise BatchInputError(
+            f"none of the {len(keys)} files already recorded in the results (e.g. "
+            f"{example[:120]!r}) is in this source: they are another export's results; "
+            "write to a new output instead of resuming"
+        )
     for line in recorded:
-        keys.add(str(line["path"]))
         processor.restore(line)
     remaining = [item for item in items if item.key not in keys]
     remaining.sort(key=lambda item: item.kind != "sr")  # stable: source order otherwise

@@ -197,6 +197,22 @@ def test_cli_batch_missing_folder_is_one_line_error(
     assert len(err) == 1 and "not a folder" in err[0]
 
 
+def test_cli_batch_will_not_resume_into_another_exports_results(
+    export: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out.jsonl"
+    assert main(["batch", str(export), "-o", str(out)]) == 1  # its broken files fail
+    before = out.read_bytes()
+    other = tmp_path / "other"
+    (other / "elsewhere").mkdir(parents=True)
+    (other / "elsewhere" / "NOTDICOM").write_bytes(b"not an image")
+    capsys.readouterr()
+    assert main(["batch", str(other), "-o", str(out), "--resume"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "another export's results" in err[0]
+    assert out.read_bytes() == before
+
+
 def test_cli_batch_never_writes_into_its_export(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

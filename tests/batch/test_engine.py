@@ -185,6 +185,19 @@ def test_batch_plan_skips_recorded_items_and_puts_reports_first(labeler: Any) ->
     assert [i.key for i in plan(items, recorded, processor)] == ["b", "a"]
 
 
+def test_batch_plan_refuses_results_of_another_source(labeler: Any) -> None:
+    # Resuming into another export's results kept every stale line and its labels.
+    from batch.interfaces import BatchInputError
+
+    processor = BatchProcessor(FolderSource(Path(".")), labeler=labeler, predictor=None)
+    items = [SourceItem("a", "image"), SourceItem("b", "image")]
+    elsewhere = [{"path": "x/1.dcm", "state": "done", "kind": "image"}]
+    with pytest.raises(BatchInputError, match="none of the 1 files already recorded"):
+        plan(items, elsewhere, processor)
+    partly = [*elsewhere, {"path": "a", "state": "done", "kind": "image"}]
+    assert [i.key for i in plan(items, partly, processor)] == ["b"]  # a file gone: fine
+
+
 # --- cxr batch ----------------------------------------------------------------------
 
 
