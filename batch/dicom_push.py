@@ -9,6 +9,10 @@ The attributes the results copy from an image are checked first
 (`batch.pacs.source_attributes`): a value DICOM forbids is corrected when that is
 unambiguous, else left out or sent empty, and each kind of correction is logged once
 per sink, that is once per job (keyword and rule, never the value).
+
+A colour image (RGB...) gets its SR alone: a GSPS presents grayscale images only. The
+reason is logged once per job and `gsps_skipped` counts the images; with `--push gsps`
+alone such an image has no results and its line is `failed`.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from pydicom.dataset import Dataset
 
 from batch.interfaces import Outcome, Sink
 from batch.pacs.dicomweb import DicomwebClient, DicomwebError
-from batch.pacs.documents import build_gsps, build_sr, predictions_from_line
+from batch.pacs.documents import NotGrayscaleError, build_gsps, build_sr, predictions_from_line
 from batch.pacs.source_attributes import CorrectionLog, copy_source_attributes
 
 __all__ = ["PUSH_KINDS", "DicomPushSink"]
@@ -67,6 +71,13 @@ class DicomPushSink(Sink):
         self.headers = headers
         self.pushed = 0
         self.corrections = CorrectionLog(log)
+        self.gsps_skipped = 0  # colour images: their SR pushed without a GSPS
+
+    def _skip_gsps(self, reason: NotGrayscaleError) -> None:
+        # The SR carries the findings; the GSPS only draws them, on grayscale images.
+        if not self.gsps_skipped:
+            log.warning("GSPS not built, SR pushed alone: %s (logged once per job)", reason)
+        self.gsps_skipped += 1
 
     def write(self, outcomes: Sequence[Outcome]) -> None:
         """Build and store the results of the chunk's predicted images (one request)."""
@@ -77,15 +88,19 @@ class DicomPushSink(Sink):
             prediction = predictions_from_line(outcome.result)
             if outcome.state != "done" or header is None or prediction is None:
                 continue
+            objects: list[Dataset] = []
             try:
                 copied = copy_source_attributes(header)
                 self.corrections.record(copied.corrections)
-                objects = [
-                    (build_sr if kind == "sr" else build_gsps)(
-                        copied.dataset, prediction, self.card
-                    )
-                    for kind in self.kinds
-                ]
+                if "sr" in self.kinds:
+                    objects.append(build_sr(copied.dataset, prediction, self.card))
+                if "gsps" in self.kinds:
+                    try:
+                        objects.append(build_gsps(header, prediction, self.card))
+                    except NotGrayscaleError as exc:
+                        if not objects:
+                            raise  # nothing else to push: the image has no results
+                        self._skip_gsps(exc)
             except (ValueError, AttributeError, TypeError) as exc:
                 outcome.state, outcome.error = "failed", f"results not built: {exc}"
                 continue

@@ -60,7 +60,7 @@ from batch.pacs.source_attributes import copy_source_attributes
 from models.boxes import Box
 from models.predict import Prediction
 
-__all__ = ["ModelInfo", "build_gsps", "build_sr", "document_uids"]
+__all__ = ["ModelInfo", "NotGrayscaleError", "build_gsps", "build_sr", "document_uids"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,16 @@ GSPS_LAYER = "CXR_AI"
 _PROBABILITY = CodedConcept("122157", "DCM", "Probability")
 _NO_UNITS = CodedConcept("1", "UCUM", "no units")
 DEMO_NOTE = "DEMO MODEL (random or phantom weights): not for clinical use"
+
+
+class NotGrayscaleError(ValueError):
+    """The image is not grayscale: a GSPS cannot present it (its SR can still be built)."""
+
+
+# A GSPS applies to grayscale images only (its pipeline starts from one sample per
+# pixel); a colour image would need a Color Softcopy Presentation State. PALETTE COLOR is
+# the one colour interpretation with a single sample per pixel.
+_PALETTE = "PALETTE COLOR"
 
 
 @dataclass(frozen=True)
@@ -354,6 +364,24 @@ def build_sr(source: Dataset, prediction: Prediction, card: dict[str, Any]) -> C
         )
 
 
+def _check_grayscale(source: Dataset, copied: Dataset) -> None:
+    """Raise NotGrayscaleError for a colour image (`copied`: its checked attributes)."""
+    samples = int(copied.get("SamplesPerPixel") or 1)  # absent or left out: one, as below
+    # Photometric Interpretation is not copied, so a header already copied (the push
+    # sink's) is judged by Samples per Pixel alone. It is read from the bytes, not
+    # through pydicom's conversion, whose warnings would quote a malformed value.
+    element = source.get_item(0x00280004)
+    raw = element.value if element is not None else None
+    text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else str(raw or "")
+    photometric = text.strip(" \x00").upper()
+    if samples != 1 or photometric == _PALETTE:
+        known = photometric in (_PALETTE, "RGB", "YBR_FULL", "YBR_FULL_422", "YBR_ICT", "YBR_RCT")
+        kind = photometric if known else f"{samples} samples per pixel"
+        raise NotGrayscaleError(
+            f"source image is colour ({kind}): a GSPS presents grayscale images only"
+        )
+
+
 def _label_text(label: str, probability: float) -> str:
     return f"{label} {probability:.2f}"[:64]
 
@@ -368,9 +396,13 @@ def build_gsps(
     the image's top-left corner.
 
     Raises:
+        NotGrayscaleError: the image is colour (RGB, YBR..., PALETTE COLOR); the SR of the
+            same image can still be built.
         ValueError: the source lacks the identifiers or the size needed to reference it.
     """
-    source, rows, columns = _copied(source)
+    copied, rows, columns = _copied(source)
+    _check_grayscale(source, copied)
+    source = copied
     if "SamplesPerPixel" not in source:
         source.SamplesPerPixel = 1  # only read by highdicom's grayscale check, not copied
     model = ModelInfo.from_card(card)

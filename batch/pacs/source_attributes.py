@@ -14,11 +14,14 @@ Each copied attribute is checked for its VR (PS3.5 6.2: repertoire, control char
 length in bytes as written, format, number of values) and, where the IOD enumerates
 them, its values (`COPIED`, `VR_RULES`). A bad value is corrected only when the
 correction is unambiguous ("81" -> "081Y", "2024.03.01" -> "20240301", "10:30" -> "1030",
-a decimal string of 20 characters rounded to 16, "m" -> "M"); otherwise a Type 2
-attribute is sent empty (unknown) and a Type 3 one is left out. Identifiers are never
-truncated. The UIDs by which the results reference their image cannot be changed, so an
-image whose UIDs are invalid gets no results: `copy_source_attributes` raises ValueError
-naming the attribute and the rule.
+a decimal string of 20 characters rounded to 16, "m" -> "M", Windows-1252 quotes and
+dashes under ISO_IR 100 -> their ASCII forms); otherwise a Type 2 attribute is sent empty
+(unknown) and a Type 3 one is left out. C1 control characters (0x80-0x9F in the ISO 8859
+sets, U+0080-U+009F) are control characters like C0 ones; a date's year must lie in
+1000-2999 (dciodvfy's range). Identifiers are never truncated or rewritten. The UIDs by
+which the results reference their image cannot be changed, so an image whose UIDs are
+invalid gets no results: `copy_source_attributes` raises ValueError naming the attribute
+and the rule.
 
 Values are read from the image's bytes while pydicom has not converted them yet, so a
 hostile value neither raises inside pydicom's conversion nor reaches pydicom's warnings,
@@ -227,9 +230,35 @@ _REPAIRS: dict[str, tuple[tuple[str, str, str], ...]] = {
 }
 
 _TEXT_VRS = {"LO", "LT", "PN", "SH", "ST", "UC", "UT"}
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_PARAGRAPH_CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")  # TAB LF FF CR allowed
+# C0, DEL and C1 (U+0080-U+009F): PS3.5 6.1.2 uses no C1 control in any repertoire, and a
+# single-byte set (ISO_IR 100...) decodes bytes 0x80-0x9F to exactly these code points.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_PARAGRAPH_CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")  # TAB LF FF CR allowed
 _UTF8 = "ISO_IR 192"
+_LATIN1 = python_encoding["ISO_IR 100"]
+# Windows software writes Windows-1252 and labels it ISO_IR 100: its quotation marks,
+# dashes and ellipsis land in the C1 range. None of them exists in Latin-1, but each has
+# an ASCII form that means the same; the other cp1252 characters there (euro sign, Š, Œ,
+# ™, bullet, dagger...) have none and leave the value invalid.
+_CP1252_PUNCTUATION = str.maketrans(
+    {
+        "\x82": "'",  # single low-9 quotation mark
+        "\x84": '"',  # double low-9 quotation mark
+        "\x85": "...",  # horizontal ellipsis
+        "\x91": "'",  # left single quotation mark
+        "\x92": "'",  # right single quotation mark (the apostrophe of O'Brien)
+        "\x93": '"',  # left double quotation mark
+        "\x94": '"',  # right double quotation mark
+        "\x96": "-",  # en dash
+        "\x97": "-",  # em dash
+    }
+)
+# The PACS files and finds a patient, a study or a request by these as written: one that
+# differs by a character would reference another record, so they are never rewritten.
+_IDENTIFIERS = {"PatientID", "IssuerOfPatientID", "AccessionNumber", "StudyID"}
+# dciodvfy (dicom3tools) reads a DA or DT year as [12]ddd and calls any other year an
+# error; PS3.5 states no range, and dciodvfy is the arbiter here (see the leap second).
+_YEARS = range(1000, 3000)
 
 
 class _Invalid(Exception):
@@ -325,7 +354,14 @@ def _texts(element: DataElement | RawDataElement, vr: str, charset: _Charset) ->
     return text.split("\\") if VR_RULES[vr].multi else [text]
 
 
-def _repair(vr: str, text: str) -> tuple[str, str] | None:
+def _repair(vr: str, text: str, codec: str, keyword: str) -> tuple[str, str] | None:
+    if (
+        vr in _TEXT_VRS
+        and codec == _LATIN1
+        and keyword not in _IDENTIFIERS
+        and text != (repaired := text.translate(_CP1252_PUNCTUATION))
+    ):
+        return repaired, "Windows-1252 quotes, dashes or ellipsis (C1 in ISO_IR 100): in ASCII"
     for pattern, rebuild, reason in _REPAIRS.get(vr, ()):
         found = re.fullmatch(pattern, text.strip())
         if found is None:
@@ -373,6 +409,8 @@ def _check_text(vr: str, text: str, codec: str) -> str:
     if vr == "DA" or vr == "DT":
         if not _calendar_ok(vr, text):
             raise _Invalid("not a calendar date")
+        if int(text[:4]) not in _YEARS:
+            raise _Invalid("year outside 1000-2999")
     elif vr == "IS" and not -(2**31) <= int(text) < 2**31:
         raise _Invalid("integer string out of range")
     elif vr == "DS" and not math.isfinite(float(text)):
@@ -420,7 +458,7 @@ def _check(spec: Copied, vr: str, values: list[str], codec: str) -> tuple[list[s
             out.append(_check_text(vr, value, codec))
             continue
         except _Invalid:
-            repaired = _repair(vr, value)
+            repaired = _repair(vr, value, codec, spec.keyword)
             if repaired is None:
                 raise
         out.append(_check_text(vr, repaired[0], codec))

@@ -29,7 +29,7 @@ from service_fixtures import PATIENT_ID, PATIENT_NAME, build_dataset, chest_pixe
 from batch.dicom_push import DicomPushSink
 from batch.interfaces import Outcome
 from batch.pacs.dicomweb import DicomwebClient, parse_multipart
-from batch.pacs.documents import build_gsps, build_sr
+from batch.pacs.documents import NotGrayscaleError, build_gsps, build_sr
 from batch.pacs.source_attributes import (
     COPIED,
     VR_RULES,
@@ -56,10 +56,11 @@ def _prediction() -> Prediction:
     )
 
 
-def _hostile(raw: dict[str, bytes], **elements: Any) -> Dataset:
+def _hostile(raw: dict[str, bytes], bits: int = 16, **elements: Any) -> Dataset:
     """A DX image whose `raw` attributes hold exactly these bytes, read back as a PACS's."""
     ds = build_dataset(
         pixels=chest_pixels(48, 64),
+        bits=bits,
         PatientSex="F",
         StudyDate="20240301",
         StudyTime="101500",
@@ -161,6 +162,53 @@ CASES: dict[str, tuple[dict[str, bytes], set[tuple[str, str]], dict[str, str | N
             "SpecificCharacterSet": "ISO_IR 192",
         },
     ),
+    "cp1252_punctuation_under_latin1": (  # O’Brien, “Chest” PA – erect… from Windows
+        {
+            "SpecificCharacterSet": b"ISO_IR 100",
+            "PatientName": b"O\x92Br\xefen^M\x91ry\x92",
+            "StudyDescription": b"\x93Chest\x94 PA \x96 erect\x85",
+            "InstitutionAddress": b"\x84Main\x93 St \x97 1",
+        },
+        {
+            ("PatientName", "corrected"),
+            ("StudyDescription", "corrected"),
+            ("InstitutionAddress", "corrected"),
+        },
+        {"PatientName": "O'Brïen^M'ry'", "StudyDescription": '"Chest" PA - erect...'},
+    ),
+    "cp1252_without_ascii_form_under_latin1": (  # euro sign, Œ, and 0x81 (undefined)
+        {
+            "SpecificCharacterSet": b"ISO_IR 100",
+            "PatientName": b"\x8cuvre^Jos\xe9",
+            "StudyDescription": b"Chest \x80 PA",
+            "ReferringPhysicianName": b"Who\x81^Doctor",
+        },
+        {
+            ("PatientName", "emptied"),
+            ("StudyDescription", "dropped"),
+            ("ReferringPhysicianName", "emptied"),
+        },
+        {"PatientName": "", "StudyDescription": None, "ReferringPhysicianName": ""},
+    ),
+    "cp1252_quote_in_identifiers": (  # never rewritten: another record's identifier
+        {
+            "SpecificCharacterSet": b"ISO_IR 100",
+            "PatientID": b"MRN\x92042",
+            "AccessionNumber": b"A\x961",
+        },
+        {("PatientID", "emptied"), ("AccessionNumber", "emptied")},
+        {"PatientID": "", "AccessionNumber": ""},
+    ),
+    "c1_control_in_utf8": (
+        {"SpecificCharacterSet": b"ISO_IR 192", "PatientName": "O\u0092Brien^Mary".encode()},
+        {("PatientName", "emptied")},
+        {"PatientName": ""},
+    ),
+    "c1_control_in_latin2": (  # the Windows reading is Latin-1's alone: not repaired
+        {"SpecificCharacterSet": b"ISO_IR 101", "StudyDescription": b"\x93Chest\x94"},
+        {("StudyDescription", "dropped")},
+        {"StudyDescription": None},
+    ),
     "name_bytes_not_utf8": (
         {"SpecificCharacterSet": b"ISO_IR 192", "PatientName": b"M\xfcller"},
         {("PatientName", "emptied")},
@@ -177,6 +225,22 @@ CASES: dict[str, tuple[dict[str, bytes], set[tuple[str, str]], dict[str, str | N
         {"StudyDescription": None},
     ),
     "date_malformed": ({"StudyDate": b"2024-13-45"}, {("StudyDate", "emptied")}, {"StudyDate": ""}),
+    "date_year_999": ({"StudyDate": b"09990101"}, {("StudyDate", "emptied")}, {"StudyDate": ""}),
+    "date_year_3000": (
+        {"PatientBirthDate": b"30000101"},
+        {("PatientBirthDate", "emptied")},
+        {"PatientBirthDate": ""},
+    ),
+    "date_iso_form_year_9999": (
+        {"StudyDate": b"9999-12-31"},
+        {("StudyDate", "emptied")},
+        {"StudyDate": ""},
+    ),
+    "date_years_at_the_limits": (
+        {"StudyDate": b"29991231", "PatientBirthDate": b"10000101"},
+        set(),
+        {"StudyDate": "29991231", "PatientBirthDate": "10000101"},
+    ),
     "date_iso_form": (
         {"StudyDate": b"2024-03-01"},
         {("StudyDate", "corrected")},
@@ -569,3 +633,99 @@ def test_dicom_push_sink_logs_corrections_once_per_job(
     for document in stow.stored:
         assert document.PatientAge == "081Y" and document.AccessionNumber == ""
         assert _dciodvfy_errors(document, tmp_path) == []
+
+
+def _text_values(ds: Dataset) -> list[str]:
+    """Every text value of `ds` and its sequences, as pydicom decodes it."""
+    found: list[str] = []
+    for element in ds.iterall():
+        if element.VR in ("LO", "LT", "PN", "SH", "ST", "UC", "UT") and element.value:
+            values = element.value if element.VM > 1 else [element.value]
+            found += [str(v) for v in values]
+    return found
+
+
+def test_source_attributes_c1_controls_never_written(tmp_path: Path) -> None:
+    # Windows software labels Windows-1252 text ISO_IR 100: its quotes land in 0x80-0x9F,
+    # which ISO_IR 100 reads as C1 control characters (PS3.5 6.1.2 uses none).
+    source = _hostile(
+        {
+            "SpecificCharacterSet": b"ISO_IR 100",
+            "PatientName": b"O\x92Brien^Mary",
+            "StudyDescription": b"\x93Chest\x94 PA \x80 \x96 erect",  # the euro sign: none
+            "InstitutionName": b"St. Mary\x92s",
+            "Manufacturer": b"ACME\x99",  # trade mark sign: no ASCII form
+        }
+    )
+    copied = copy_source_attributes(source)
+    assert {(c.keyword, c.action) for c in copied.corrections} == {
+        ("PatientName", "corrected"),
+        ("StudyDescription", "dropped"),
+        ("InstitutionName", "corrected"),
+        ("Manufacturer", "dropped"),
+    }
+    for build in (build_sr, build_gsps):
+        reread = _reread(build(source, _prediction(), CARD))
+        assert reread.SpecificCharacterSet == "ISO_IR 100"
+        assert str(reread.PatientName) == "O'Brien^Mary"
+        assert "StudyDescription" not in reread
+        values = _text_values(reread)
+        assert values and not [v for v in values if re.search("[\x80-\x9f]", v)]
+        assert _dciodvfy_errors(reread, tmp_path) == [], build.__name__
+
+
+def _rgb(**elements: Any) -> Dataset:
+    """An RGB secondary-capture-like DX header, read back as the push sink gets it."""
+    return _hostile(
+        {},
+        bits=8,
+        SamplesPerPixel=3,
+        PhotometricInterpretation="RGB",
+        PlanarConfiguration=0,
+        PixelData=np.zeros((48, 64, 3), np.uint8).tobytes(),
+        **elements,
+    )
+
+
+def test_colour_image_gets_an_sr_but_no_gsps(tmp_path: Path) -> None:
+    source = _rgb()
+    sr = build_sr(source, _prediction(), CARD)
+    assert _dciodvfy_errors(sr, tmp_path) == []
+    with pytest.raises(NotGrayscaleError, match=r"colour \(RGB\): a GSPS presents grayscale"):
+        build_gsps(source, _prediction(), CARD)
+    # The push sink passes headers already copied (no Photometric Interpretation there).
+    with pytest.raises(NotGrayscaleError, match=r"colour \(3 samples per pixel\)"):
+        build_gsps(copy_source_attributes(source).dataset, _prediction(), CARD)
+    palette = build_dataset(pixels=chest_pixels(48, 64), photometric="PALETTE COLOR")
+    with pytest.raises(NotGrayscaleError, match="PALETTE COLOR"):
+        build_gsps(palette, _prediction(), CARD)
+
+
+def test_dicom_push_sink_pushes_the_sr_of_a_colour_image(
+    caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    headers = {"rgb0": _rgb(), "rgb1": _rgb(), "grey": _hostile({})}
+    stow = _Stow()
+    client = DicomwebClient("http://pacs.test/dicom-web", transport=httpx.MockTransport(stow))
+    sink = DicomPushSink(client, kinds=["sr", "gsps"], card=CARD, headers=headers.get)
+    line = {"prediction": {"probabilities": {"Effusion": 0.81}, "positive": ["Effusion"]}}
+    outcomes = [Outcome(key, "done", result=dict(line)) for key in headers]
+    with caplog.at_level(logging.WARNING, logger="batch.dicom_push"):
+        sink.write(outcomes)
+    assert all(o.state == "done" for o in outcomes), [o.error for o in outcomes]
+    assert [len(o.result["pushed"]) for o in outcomes] == [1, 1, 2]
+    kinds = [d.SOPClassUID.name for d in stow.stored]
+    assert kinds.count("Comprehensive 3D SR Storage") == 3
+    assert kinds.count("Grayscale Softcopy Presentation State Storage") == 1
+    assert sink.gsps_skipped == 2
+    [message] = [r.getMessage() for r in caplog.records]  # once per job
+    assert "GSPS not built, SR pushed alone" in message and "colour" in message
+    for document in stow.stored:
+        assert _dciodvfy_errors(document, tmp_path) == []
+    # GSPS alone: a colour image has nothing to push, and its line says why.
+    only_gsps = DicomPushSink(client, kinds=["gsps"], card=CARD, headers=headers.get)
+    outcome = Outcome("rgb0", "done", result=dict(line))
+    only_gsps.write([outcome])
+    assert outcome.state == "failed" and "a GSPS presents grayscale images only" in str(
+        outcome.error
+    )
