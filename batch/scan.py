@@ -99,6 +99,16 @@ def classify_file(path: Path, key: str, *, timeout_s: float | None = None) -> So
         )
     if header.is_structured_report:
         return SourceItem(key, "sr", **common)
+    if not header.has_pixel_data and header.sop_class_uid is None:
+        # Every instance names its SOP Class (Type 1, in the file meta too): a file cut short
+        # inside its header, not an object of another kind to pass over.
+        return SourceItem(
+            key,
+            "invalid",
+            note="no SOP Class UID and no pixel data: the file ends inside its header (or is "
+            "not a DICOM instance); re-export it from the source system",
+            **common,
+        )
     if not header.has_pixel_data:
         image_class = _image_storage_name(header.sop_class_uid)
         if image_class is not None:

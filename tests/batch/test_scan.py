@@ -98,6 +98,28 @@ def test_classify_file_objects_without_pixels_by_design_are_not_failed(
         assert note == f"no pixel data (SOP Class {sop_class})"
 
 
+def test_classify_file_cut_before_its_sop_class_is_invalid(tmp_path: Path) -> None:
+    # A Part 10 file whose meta does not name the class, cut before (0008,0016): it was
+    # "other" (skipped) as if it were an object of another kind.
+    from pydicom.dataset import Dataset, FileMetaDataset
+    from pydicom.filebase import DicomBytesIO
+    from pydicom.filewriter import write_dataset, write_file_meta_info
+
+    meta = FileMetaDataset()
+    meta.TransferSyntaxUID = "1.2.840.10008.1.2.1"
+    meta.MediaStorageSOPInstanceUID = "1.2.3"
+    head, body = DicomBytesIO(), DicomBytesIO()
+    for buf in (head, body):
+        buf.is_little_endian, buf.is_implicit_VR = True, False
+    write_file_meta_info(head, meta, enforce_standard=False)
+    ds = Dataset()
+    ds.SpecificCharacterSet = "ISO_IR 100"
+    ds.ImageType = ["ORIGINAL", "PRIMARY"]
+    write_dataset(body, ds)
+    kind, note = _classify(tmp_path, b"\0" * 128 + b"DICM" + head.getvalue() + body.getvalue())
+    assert kind == "invalid" and note is not None and "no SOP Class UID" in note
+
+
 def test_classify_file_complete_cr_is_an_image(tmp_path: Path) -> None:
     assert _classify(tmp_path, _cr_bytes()) == ("image", None)
 
