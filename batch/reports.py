@@ -68,11 +68,14 @@ def load_reports_csv(path: Path, *, name: str | None = None) -> ReportIndex:
             never a server storage path).
 
     Raises:
-        BatchInputError: unreadable file, not UTF-8 (with the byte offset), or no key
-            column or no text column (with the columns found).
+        BatchInputError: unreadable file, not UTF-8 (with the byte offset), no key
+            column or no text column (with the columns found), or two different reports
+            under one key (with their lines; identical rows are one report).
     """
     csv.field_size_limit(16 * 2**20)  # long reports exceed the 128 KiB default
     index = ReportIndex()
+    accession_lines: dict[str, int] = {}  # the CSV line of each key's first row
+    study_lines: dict[str, int] = {}
     label = str(path) if name is None else name
     try:
         text_data = _decode(Path(path).read_bytes(), label)
@@ -104,10 +107,23 @@ def load_reports_csv(path: Path, *, name: str | None = None) -> ReportIndex:
                         if col is not None and (row.get(col) or "").strip()
                     ]
                     body = "\n".join(parts)
-                if acc is not None and (row.get(acc) or "").strip():
-                    index.by_accession[(row[acc] or "").strip()] = body
-                if study is not None and (row.get(study) or "").strip():
-                    index.by_study[(row[study] or "").strip()] = body
+                for column, table, lines in (
+                    (acc, index.by_accession, accession_lines),
+                    (study, index.by_study, study_lines),
+                ):
+                    key = (row.get(column) or "").strip() if column is not None else ""
+                    if not key:
+                        continue
+                    if key in table and table[key] != body:
+                        # The last row used to win, silently: a preliminary report and its
+                        # final one, or two studies under one number, are the user's call.
+                        raise BatchInputError(
+                            f"{label}: two different reports for {column} {key[:64]!r} (lines "
+                            f"{lines[key]} and {reader.line_num}); keep one row per study, "
+                            "with an addendum joined to its report"
+                        )
+                    table[key] = body
+                    lines.setdefault(key, reader.line_num)
     except OSError as exc:
         raise BatchInputError(f"{label}: cannot read reports CSV ({exc.strerror or exc})") from None
     except csv.Error as exc:
