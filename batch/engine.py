@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from batch.interfaces import BatchInputError, Outcome, Sink, SourceItem
@@ -66,28 +66,9 @@ def plan(
         )
     for line in recorded:
         processor.restore(line)
-    items = _first_copies(items)
     remaining = [item for item in items if item.key not in keys]
     remaining.sort(key=lambda item: item.kind != "sr")  # stable: source order otherwise
     return remaining
-
-
-def _first_copies(items: list[SourceItem]) -> list[SourceItem]:
-    """Images after the first with the same SOP Instance UID become skipped items naming
-    it: the same instance exported twice would be predicted twice and enter a training set
-    twice (on both sides of a split, if under two patients). Source order decides, so a
-    resumed run decides the same way."""
-    first: dict[str, str] = {}
-    out = []
-    for item in items:
-        uid = item.sop_instance_uid if item.kind == "image" else None
-        if uid and uid in first:
-            note = f"duplicate: the same SOP Instance UID as {first[uid][:200]}"
-            item = replace(item, kind="other", note=note)
-        elif uid:
-            first[uid] = item.key
-        out.append(item)
-    return out
 
 
 @dataclass

@@ -51,7 +51,6 @@ class SourceItem:
         kind: image, bitmap, sr, dicomdir, other, ignored or invalid.
         study_instance_uid, accession_number: from the header, to match a report.
         note: why the item is skipped or invalid (empty for items to process).
-        sop_instance_uid: an image's, to tell a second copy of it in the same source.
     """
 
     key: str
@@ -59,7 +58,6 @@ class SourceItem:
     study_instance_uid: str | None = None
     accession_number: str | None = None
     note: str | None = None
-    sop_instance_uid: str | None = None
 
 
 @dataclass

@@ -128,4 +128,4 @@ def classify_file(path: Path, key: str, *, timeout_s: float | None = None) -> So
         return SourceItem(
             key, "other", note=f"Modality {modality} is not a projection radiograph", **common
         )
-    return SourceItem(key, "image", sop_instance_uid=header.sop_instance_uid, **common)
+    return SourceItem(key, "image", **common)

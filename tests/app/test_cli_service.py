@@ -197,22 +197,6 @@ def test_cli_batch_missing_folder_is_one_line_error(
     assert len(err) == 1 and "not a folder" in err[0]
 
 
-def test_cli_batch_predicts_an_instance_exported_twice_once(
-    export: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    import shutil
-
-    shutil.copy(export / "PAT2/STUDY2/image.dcm", export / "PAT2/STUDY2/image-copy.dcm")
-    out = tmp_path / "out.jsonl"
-    main(["batch", str(export), "-o", str(out)])
-    lines = {line["path"]: line for line in map(json.loads, out.read_text().splitlines())}
-    # Source order decides: "image-copy.dcm" sorts before "image.dcm".
-    second = lines["PAT2/STUDY2/image.dcm"]
-    assert second["state"] == "skipped"
-    assert second["reason"] == "duplicate: the same SOP Instance UID as PAT2/STUDY2/image-copy.dcm"
-    assert lines["PAT2/STUDY2/image-copy.dcm"]["state"] == "done"
-
-
 def test_cli_batch_will_not_resume_into_another_exports_results(
     export: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
