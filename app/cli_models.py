@@ -424,6 +424,7 @@ def _write_result(
     result: FileResult, stem: str, outdir: Path, card: dict[str, Any], args: argparse.Namespace
 ) -> str:
     """Write one file's JSON (and overlays); return its stderr line."""
+    from app.errors import one_line
     from models.overlay import render_overlay
 
     path = result.path
@@ -431,7 +432,7 @@ def _write_result(
         exc = result.error
         error = {"file": str(path), "error": str(exc), "error_type": type(exc).__name__}
         (outdir / f"{stem}.json").write_text(json.dumps(error, indent=2) + "\n")
-        return f"cxr predict: {_one_line(str(exc))}\n"
+        return f"cxr predict: {one_line(str(exc))}\n"
     prediction = result.prediction
     heatmaps = {}
     for label, heat in prediction.heatmaps.items():
@@ -463,13 +464,7 @@ def _write_result(
     }
     (outdir / f"{stem}.json").write_text(json.dumps(doc, indent=2) + "\n")
     found = ", ".join(prediction.positive) or "no label over threshold"
-    return f"{_one_line(str(path))}: {found}\n"
-
-
-def _one_line(text: str) -> str:
-    """`text` with control characters escaped: a file name holding a newline or an
-    escape sequence must not split or forge the one line per file."""
-    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+    return f"{one_line(str(path))}: {found}\n"
 
 
 def _unique_name(name: str, used: set[str]) -> str:

@@ -63,6 +63,7 @@ from typing import Any, cast
 
 from pydicom.dataset import Dataset
 
+from app.errors import one_line
 from app.pacs.association_guard import GuardedAssociationServer, ListenerLimits, parse_hosts
 from app.report_labeler import ReportLabeler
 from batch.engine import run
@@ -577,15 +578,9 @@ def _is_loopback(host: str, port: int) -> bool:
 
 
 def _clip(text: str, limit: int = _PEER_CHARS) -> str:
-    """`text` for a log line: at most `limit` characters, control characters escaped.
-
-    Peer-supplied values reach the log through it, so a sender can neither flood the log
-    with one value nor forge log lines (newlines, terminal escapes).
-    """
-    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
-    if len(text) > limit:
-        shown += f"... ({len(text):,} characters)"
-    return shown
+    # Peer-supplied values reach the log through it: a sender can neither flood the log
+    # with one value nor forge log lines (newlines, terminal escapes).
+    return one_line(text, limit)
 
 
 def _dataset_sha256(path: Path) -> str:
