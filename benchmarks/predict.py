@@ -142,6 +142,48 @@ def write_checkpoint(
     return save_checkpoint(path, model=model_from_card(card), card=card)
 
 
+def model_gflops(checkpoint: Path, maps: int, stage: int = 2) -> tuple[float, float]:
+    """(forward, each LayerCAM map) GFLOP for one image of the checkpoint's model, counted by
+    torch's FlopCounterMode on the meta device (shapes only: instant, any size).
+
+    A map is a backward pass from the transition layer's output to body stage `stage`:
+    the later stages' input gradient, plus the transition convolution's input gradient
+    counted dense (`models.layercam` computes it over the cells that carry a gradient
+    only: an upper bound). `maps` 0 gives (forward, 0)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from models.checkpoint import load_checkpoint
+
+    loaded = load_checkpoint(checkpoint)
+    model = loaded.model.eval().to("meta")
+    size = int(loaded.card.image_size)
+    x = torch.zeros(1, 1, size, size, device="meta")
+
+    def count(fn: object) -> float:
+        counter = FlopCounterMode(display=False)
+        with counter:
+            fn()  # type: ignore[operator]
+        return counter.get_total_flops() / 1e9
+
+    with torch.no_grad():
+        forward = count(lambda: model.forward_head(model.forward_features(x)))
+    if maps == 0:
+        return forward, 0.0
+    head, tail = model.split_body(stage)
+    with torch.no_grad():
+        early = head(model.prepare_input(x))
+    a = early.clone().requires_grad_(True)
+    body = tail(a)
+    conv = model.transition[0]
+    later = count(lambda: torch.autograd.grad(body.sum(), a))
+    out = conv(body.detach())
+    transition = count(
+        lambda: torch.nn.grad.conv2d_input(body.shape, conv.weight, out, padding=conv.padding)
+    )
+    return forward, later + transition
+
+
 def whole_process(
     files: list[Path], checkpoint: Path, out: Path, *, device: str, batch: int, overlays: str,
     code: Path = ROOT,
@@ -511,6 +553,15 @@ def main() -> int:
                                   batch=args.batch_size, workers=args.workers)  # fmt: skip
                 workers = "default" if args.workers is None else args.workers
                 _say(f"throughput, {label}: {rate:.1f} files/s (workers {workers})")
+            maps = args.positives if args.heatmaps_from == "layercam" else 0
+            forward, per_map = model_gflops(checkpoint, maps)
+            work = forward + maps * per_map
+            _say(
+                f"  model work per file: forward {forward:.0f} GFLOP + {maps} LayerCAM maps x "
+                f"at most {per_map:.0f} = {work:.0f} GFLOP; at the last rate "
+                f"{work * rate / 1000:.3g} TFLOP/s; 300 files/s would need "
+                f"{work * 0.3:.3g} TFLOP/s"
+            )
             return 0
         if args.mode == "decode":
             runs = [("this checkout", ROOT)]
