@@ -548,17 +548,21 @@ def main() -> int:
             runs = [("this checkout", ROOT)] + (
                 [("base", args.base.resolve())] if args.base else []
             )
+            rates: list[float] = []
             for label, code in runs * max(1, args.repeat):
                 rate = throughput(files, checkpoint, code=code, device=args.device,
                                   batch=args.batch_size, workers=args.workers)  # fmt: skip
                 workers = "default" if args.workers is None else args.workers
                 _say(f"throughput, {label}: {rate:.1f} files/s (workers {workers})")
+                if code == ROOT:
+                    rates.append(rate)
+            rate = statistics.median(rates)
             maps = args.positives if args.heatmaps_from == "layercam" else 0
             forward, per_map = model_gflops(checkpoint, maps)
             work = forward + maps * per_map
             _say(
                 f"  model work per file: forward {forward:.0f} GFLOP + {maps} LayerCAM maps x "
-                f"at most {per_map:.0f} = {work:.0f} GFLOP; at the last rate "
+                f"at most {per_map:.0f} = {work:.0f} GFLOP; at this checkout's median rate "
                 f"{work * rate / 1000:.3g} TFLOP/s; 300 files/s would need "
                 f"{work * 0.3:.3g} TFLOP/s"
             )

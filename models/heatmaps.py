@@ -132,11 +132,11 @@ def boxes_from_levels(
         label: label name put on each box.
         thresholds: [0, 255] levels of the min/max normalised map.
     """
-    boxes = boxes_from_heatmap(grid, label=label, thresholds=thresholds, scale=geometry.scale)
     cell = (geometry.size / cells[0]) * (geometry.size / cells[1])  # input px
-    sx, sy = geometry.scale
-    large = [b for b in boxes if (b.width / sx) * (b.height / sy) >= cell - 1e-6]
-    return suppress_overlapping(large)
+    boxes = boxes_from_heatmap(
+        grid, label=label, thresholds=thresholds, scale=geometry.scale, min_extent=cell - 1e-6
+    )
+    return suppress_overlapping(boxes)
 
 
 @dataclass(frozen=True)
