@@ -17,7 +17,7 @@ import io
 import logging
 import os
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -35,6 +35,7 @@ __all__ = [
     "LABEL_ALIASES",
     "SYNTHETIC_MARKER",
     "ChestXrayDataset",
+    "EpochShuffle",
     "FittedDataset",
     "LabelledImages",
     "Record",
@@ -488,6 +489,32 @@ class FittedDataset(LabelledImages):
             log.warning("unreadable image %s; serving a blank image", self.records[index].path)
             pixels = np.zeros((self.size, self.size), self.dtype)
         return torch.from_numpy(pixels)[None], torch.from_numpy(self.targets[index]), index
+
+
+class EpochShuffle(torch.utils.data.Sampler[int]):
+    """A new order of `n` images each epoch, drawn from (seed, epoch) alone.
+
+    torch's own shuffling draws from the global generator when an epoch's iteration starts,
+    so the order depended on what else had drawn from it before (every DataLoader iteration
+    does, validation's included) and a resumed run saw other orders than an uninterrupted
+    one. `set_epoch` as `DistributedSampler`, which does the same across ranks.
+    """
+
+    def __init__(self, n: int, seed: int = 0) -> None:
+        self.n = n
+        self.seed = seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Choose the epoch whose order the next iteration gives."""
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[int]:
+        generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        return iter(torch.randperm(self.n, generator=generator).tolist())
+
+    def __len__(self) -> int:
+        return self.n
 
 
 def init_loader_worker(worker_id: int) -> None:

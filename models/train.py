@@ -46,7 +46,7 @@ import shutil
 import sys
 import time
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields, replace
 from functools import partial
@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+from torch.utils.data.distributed import DistributedSampler
 
 from models.augment import BatchAugment, to_unit_float
 from models.calibration import MAX_TEMPERATURE, fit_temperatures, temperature_vector
@@ -66,6 +67,7 @@ from models.checkpoint import (
     save_checkpoint,
 )
 from models.data import (
+    EpochShuffle,
     FittedDataset,
     LabelledImages,
     build_loader,
@@ -405,6 +407,7 @@ def train_one_epoch(
     progress: str | None = None,
     augment: Callable[[torch.Tensor], torch.Tensor] | None = None,
     trained_on: list[int] | None = None,
+    batches: Iterator[Any] | None = None,
 ) -> tuple[int, dict[str, float]]:
     """One pass over `loader`, stepping the optimizer every `accum` micro-batches.
 
@@ -425,18 +428,22 @@ def train_one_epoch(
             (N, 1, H, W) in [0, 1] (e.g. a `BatchAugment`); None: only the float conversion.
         trained_on: when given, extended with the dataset indices of the images trained on
             (the loader's third element), e.g. to log each DDP rank's shard.
+        batches: `iter(loader)` started earlier (its workers already loading this epoch's
+            first batches); default: started here.
 
     Returns:
-        (optimizer steps done so far, {"loss": mean loss, "images_per_s": throughput})
+        (optimizer steps done so far, {"loss": mean loss, "images_per_s": throughput,
+        "input_wait_s": seconds spent waiting for the loader's next batch})
     """
     model.train()
     cuda = device.type == "cuda"
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else nullcontext()
-    bar: Any = loader
+    waited = [0.0]
+    bar: Any = _timed(iter(loader) if batches is None else batches, waited)
     if progress is not None:
         from tqdm import tqdm
 
-        bar = tqdm(loader, desc=progress, dynamic_ncols=True, leave=True)
+        bar = tqdm(bar, total=len(loader), desc=progress, dynamic_ncols=True, leave=True)
     # Losses stay on the device; reading them back every step would sync the GPU.
     losses: list[torch.Tensor] = []
     seen = 0
@@ -481,7 +488,23 @@ def train_one_epoch(
     return step, {
         "loss": float(torch.stack(losses).mean()) if losses else math.nan,
         "images_per_s": seen / elapsed if elapsed > 0 else 0.0,
+        "input_wait_s": waited[0],
     }
+
+
+def _timed(batches: Iterator[Any], waited: list[float]) -> Iterator[Any]:
+    """`batches`, adding the seconds each `next` took to `waited[0]`.
+
+    On a GPU the loop runs ahead of the device until its launch queue fills, so this counts
+    the time the device may have been left without work, not the loader's own cost."""
+    while True:
+        t = time.perf_counter()
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        waited[0] += time.perf_counter() - t
+        yield batch
 
 
 def compile_or_eager(
@@ -688,18 +711,17 @@ def _train(cfg: TrainConfig) -> TrainResult:
     augment = BatchAugment(shift=cfg.aug_shift, hflip=cfg.hflip) if cfg.augment else None
     # Drawn on the CPU, so a seed gives the same augmentation on any device.
     augment_rng = torch.Generator().manual_seed(cfg.seed + rank)
-    sampler: Any = None
+    sampler: EpochShuffle | DistributedSampler[Any]
     if cfg.distributed:
-        from torch.utils.data.distributed import DistributedSampler
-
         # drop_last: each epoch leaves out the last (< world) shuffled images rather than
         # padding with repeats, so the ranks' shards are disjoint.
         sampler = DistributedSampler(train_set, shuffle=True, seed=cfg.seed, drop_last=True)
-    shard = len(sampler) if sampler is not None else len(train_set)  # this rank's images
+    else:
+        sampler = EpochShuffle(len(train_set), seed=cfg.seed)
+    shard = len(sampler)  # this rank's images
     loader = build_loader(
         train_set,
         batch_size=cfg.batch_size,
-        shuffle=sampler is None,
         sampler=sampler,
         workers=workers,
         pin_memory=device.type == "cuda",
@@ -852,11 +874,14 @@ def _train(cfg: TrainConfig) -> TrainResult:
     # --- loop ----------------------------------------------------------------------------
     metrics: dict[str, Any] = {}
     epoch = start_epoch
+    upcoming: Iterator[Any] | None = None
     for epoch in range(start_epoch, epochs):
         if cfg.max_steps is not None and step >= cfg.max_steps:
             break
-        if sampler is not None:
+        if upcoming is None:
             sampler.set_epoch(epoch)
+            upcoming = iter(loader)
+        batches, upcoming = upcoming, None
         trained_on: list[int] = []
         step, stats = train_one_epoch(
             net,
@@ -873,7 +898,14 @@ def _train(cfg: TrainConfig) -> TrainResult:
             progress=f"epoch {epoch + 1}/{epochs}" if cfg.progress and master else None,
             augment=partial(augment, generator=augment_rng) if augment is not None else None,
             trained_on=trained_on,
+            batches=batches,
         )
+        if epoch + 1 < epochs and (cfg.max_steps is None or step < cfg.max_steps):
+            # The next epoch's loading starts now, while this one is validated and saved:
+            # its first batch would otherwise keep the device waiting at every epoch's
+            # start (one worker builds a whole batch: about 0.4 s at 1024 px).
+            sampler.set_epoch(epoch + 1)
+            upcoming = iter(loader)
         if cfg.distributed:  # every rank: the shard it trained on (tests check disjointness)
             log.debug("rank %d of %d, epoch %d: trained on images %s", rank, world,
                       epoch + 1, sorted(trained_on))  # fmt: skip
@@ -891,6 +923,7 @@ def _train(cfg: TrainConfig) -> TrainResult:
             "validation": val_metrics,
             "train_loss": round(stats["loss"], 5),
             "train_images_per_s": round(stats["images_per_s"], 2),
+            "train_input_wait_s": round(stats["input_wait_s"], 3),
             "epoch": epoch + 1,
             "step": step,
             "world_size": world,
@@ -921,10 +954,11 @@ def _train(cfg: TrainConfig) -> TrainResult:
         if improved:
             shutil.copyfile(out, best_path)
         log.info(
-            "epoch %d: loss %.4f, %.1f img/s, val mean AUC %s -> %s",
+            "epoch %d: loss %.4f, %.1f img/s (%.2f s waiting for input), val mean AUC %s -> %s",
             epoch + 1,
             stats["loss"],
             stats["images_per_s"],
+            stats["input_wait_s"],
             val_metrics["mean_auc"],
             out,
         )

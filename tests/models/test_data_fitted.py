@@ -132,3 +132,22 @@ def test_loader_workers_run_one_thread_each() -> None:
     assert torch_threads.tolist() == [1, 1]
     assert cv2_threads.tolist() in ([0, 0], [1, 1])  # 0 or 1: OpenCV runs sequentially
     assert loader.prefetch_factor == 2 and loader.persistent_workers
+
+
+def test_epoch_shuffle_depends_on_seed_and_epoch_only() -> None:
+    # torch's shuffling drew from the global generator: validation's loader (and anything
+    # else drawing before an epoch) changed the next epoch's order, and a resumed run saw
+    # other orders than an uninterrupted one.
+    from models.data import EpochShuffle
+
+    sampler = EpochShuffle(50, seed=7)
+    sampler.set_epoch(3)
+    first = list(sampler)
+    torch.rand(100)  # draws from the global generator in between
+    assert list(sampler) == first and sorted(first) == list(range(50)) and len(sampler) == 50
+    again = EpochShuffle(50, seed=7)
+    again.set_epoch(3)
+    assert list(again) == first
+    sampler.set_epoch(4)
+    assert list(sampler) != first
+    assert list(EpochShuffle(50, seed=8)) != list(EpochShuffle(50, seed=7))

@@ -256,3 +256,50 @@ def test_label_warnings_name_chance_labels_and_capped_temperatures() -> None:
     assert len(warnings) == 2 and all(w.startswith("Pneumothorax: ") for w in warnings)
     assert "0.270 < 0.6" in warnings[0] and "cap" in warnings[1]
     assert _label_warnings({"per_label": {"Mass": {"auc": 0.9}}}, {"Mass": 1.0}, 0.6) == []
+
+
+def test_the_next_epoch_starts_loading_while_this_one_is_validated(
+    phantom_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each epoch began with the device waiting for its first batch (a worker builds a whole
+    # batch), a stall of about 0.4 s per epoch at 1024 px on a GPU; the training loader
+    # started only after validation and the checkpoint.
+    import time
+
+    import models.train as train_module
+    from models.data import FittedDataset
+
+    journal = tmp_path / "loads.txt"
+    load = FittedDataset.__getitem__
+
+    def logged(self: FittedDataset, index: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+        with journal.open("a") as f:  # from the loader's worker process
+            f.write(f"{len(self)} {time.time()}\n")
+        return load(self, index)
+
+    validations: list[tuple[float, float]] = []
+    validate = train_module.validate
+
+    def slow_validate(*args: object, **kwargs: object) -> object:
+        start = time.time()
+        time.sleep(1.0)  # the worker has time to load ahead, if it was asked to
+        result = validate(*args, **kwargs)  # type: ignore[arg-type]
+        validations.append((start, time.time()))
+        return result
+
+    monkeypatch.setattr(FittedDataset, "__getitem__", logged)
+    monkeypatch.setattr(train_module, "validate", slow_validate)
+    cfg = load_train_config(
+        None, data=str(phantom_dir), out=str(tmp_path / "run.pt"), arch="resnet18",
+        weights="none", image_size=64, labels="auto", batch_size=8, workers=1,
+        transition_channels=16, progress=False, threads=1, epochs=2, cache_images=False,
+        augment=False,
+    )  # fmt: skip
+    result = train(cfg)
+    assert result.epochs_run == 2 and len(validations) == 2
+    loads = [line.split() for line in journal.read_text().splitlines()]
+    train_size = int(loads[0][0])  # the first image loaded is a training image
+    start, end = validations[0]
+    during = [t for n, t in loads if int(n) == train_size and start <= float(t) <= end]
+    assert during, "no training image was loaded while the first epoch was validated"
+    assert load_checkpoint(tmp_path / "run.pt").card.metrics["train_input_wait_s"] >= 0
