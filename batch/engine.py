@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,8 +51,9 @@ def plan(
         The items whose key is not recorded; SRs first, else in source order.
 
     Raises:
-        BatchInputError: lines are recorded but name none of the source's items: they are
-            another source's results, and resuming would keep them and their labels.
+        BatchInputError: lines are recorded but name none of the source's items, or name
+            items whose header now gives another study: they are another source's (or an
+            older version's) results, and resuming would keep them and their labels.
     """
     items = list(items)
     recorded = list(recorded)
@@ -64,11 +65,39 @@ def plan(
             f"{example[:120]!r}) is in this source: they are another export's results; "
             "write to a new output instead of resuming"
         )
+    changed = sorted(_changed_since_recorded(items, recorded))
+    if changed:
+        raise BatchInputError(
+            f"{len(changed)} of the files already recorded in the results (e.g. "
+            f"{changed[0][:120]!r}) now belong to another study or accession than when "
+            "they were recorded: the export changed, or this is another export with the "
+            "same paths; write to a new output instead of resuming"
+        )
     for line in recorded:
         processor.restore(line)
     remaining = [item for item in items if item.key not in keys]
     remaining.sort(key=lambda item: item.kind != "sr")  # stable: source order otherwise
     return remaining
+
+
+def _changed_since_recorded(
+    items: Sequence[SourceItem], recorded: Sequence[dict[str, Any]]
+) -> Iterator[str]:
+    """Keys whose recorded study UID or accession number differs from the header now (both
+    known): the same path holds another file."""
+    by_key = {item.key: item for item in items}
+    for line in recorded:
+        item = by_key.get(str(line["path"]))
+        if item is None:
+            continue
+        for field, now in (
+            ("study_instance_uid", item.study_instance_uid),
+            ("accession_number", item.accession_number),
+        ):
+            then = line.get(field)
+            if then and now and str(then) != now:
+                yield item.key
+                break
 
 
 @dataclass

@@ -213,6 +213,27 @@ def test_cli_batch_will_not_resume_into_another_exports_results(
     assert out.read_bytes() == before
 
 
+def test_cli_batch_will_not_resume_when_a_recorded_file_now_holds_another_study(
+    export: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The same layout with other studies (the next month's export written to the same
+    # folder): resuming kept the old lines for the new files and never read them.
+    from dicom_factory import dx_bytes
+
+    out = tmp_path / "out.jsonl"
+    assert main(["batch", str(export), "-o", str(out)]) == 1  # its broken files fail
+    before = out.read_bytes()
+    (export / "PAT2" / "STUDY2" / "image.dcm").write_bytes(
+        dx_bytes(study_uid="1.2.826.0.1.3680043.8.498.77", accession="B9")
+    )
+    capsys.readouterr()
+    assert main(["batch", str(export), "-o", str(out), "--resume"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "PAT2/STUDY2/image.dcm" in err[0]
+    assert "another study or accession" in err[0]
+    assert out.read_bytes() == before
+
+
 def test_cli_batch_never_writes_into_its_export(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

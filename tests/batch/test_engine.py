@@ -198,6 +198,28 @@ def test_batch_plan_refuses_results_of_another_source(labeler: Any) -> None:
     assert [i.key for i in plan(items, partly, processor)] == ["b"]  # a file gone: fine
 
 
+def test_batch_plan_refuses_results_recorded_from_other_files_at_the_same_paths(
+    labeler: Any,
+) -> None:
+    # Another export laid out like the first (or the export rewritten in place) shares
+    # relative paths: resuming kept the old lines for files that now hold other studies.
+    from batch.interfaces import BatchInputError
+
+    processor = BatchProcessor(FolderSource(Path(".")), labeler=labeler, predictor=None)
+    items = [SourceItem("a", "image", "1.2.3"), SourceItem("b", "image", None, "ACC2")]
+    same = [
+        {"path": "a", "state": "done", "kind": "image", "study_instance_uid": "1.2.3"},
+        {"path": "b", "state": "failed", "kind": "image", "study_instance_uid": None},
+    ]
+    assert plan(items, same, processor) == []
+    other_study = [{**same[0], "study_instance_uid": "9.9.9"}]
+    with pytest.raises(BatchInputError, match=r"1 of the files .*'a'\) now belong to"):
+        plan(items, other_study, processor)
+    other_accession = [{"path": "b", "state": "done", "accession_number": "ACC1"}]
+    with pytest.raises(BatchInputError, match="another study or accession"):
+        plan(items, other_accession, processor)
+
+
 # --- cxr batch ----------------------------------------------------------------------
 
 
