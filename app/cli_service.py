@@ -510,10 +510,12 @@ def batch_summary(
         unmatched: CSV reports that matched no image (None: no reports CSV).
     """
     counts = tally.counts
+    skipped = f"{counts['skipped']:,} skipped"
+    if tally.duplicates:  # second copies of an image, among the skipped
+        skipped += f" ({tally.duplicates:,} duplicate{'' if tally.duplicates == 1 else 's'})"
     summary = (
         f"cxr batch: {tally.total:,} file{'' if tally.total == 1 else 's'}: "
-        f"{counts['done']:,} done, "
-        f"{counts['skipped']:,} skipped, {counts['failed']:,} failed; "
+        f"{counts['done']:,} done, {skipped}, {counts['failed']:,} failed; "
         f"{tally.images:,} images ({tally.with_report:,} with a report)"
     )
     if unmatched is not None:

@@ -135,11 +135,13 @@ class DatasetSink(Sink):
 
 
 class TallySink(Sink):
-    """Counts by state, images with a report, and the failures (for summaries, rejects)."""
+    """Counts by state, images with a report, duplicates skipped, and the failures (for
+    summaries, rejects)."""
 
     def __init__(self) -> None:
         self.counts = {"done": 0, "skipped": 0, "failed": 0}
         self.images = 0
+        self.duplicates = 0  # skipped as another copy of an image (counted in skipped too)
         self.with_report = 0
         self.rejects: list[dict[str, Any]] = []
 
@@ -149,6 +151,8 @@ class TallySink(Sink):
         if line.get("kind") in ("image", "bitmap") and line["state"] == "done":
             self.images += 1
             self.with_report += bool(line.get("report"))
+        if line["state"] == "skipped" and line.get("duplicate_of"):
+            self.duplicates += 1
         if line["state"] == "failed":
             self.rejects.append({"path": line["path"], "error": line.get("error")})
 
