@@ -32,9 +32,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from batch.duplicates import InstanceIndex, duplicate_fields, shared_uid_warning
 from batch.interfaces import BatchInputError, Outcome, Source, SourceItem
 from batch.job import FolderInput, JobSpec, ZipInput, build_job
-from batch.results import outcome_line
+from batch.results import outcome_line, result_line
 
 if TYPE_CHECKING:
     from labeler import ReportLabels
@@ -286,6 +287,9 @@ def run_on_ray(
     if isinstance(spec.input, ZipInput):  # extracted by the driver's scan: read as a folder
         spec = replace(spec, input=FolderInput(spec.input.extract_to))
     known = list(recorded)
+    instances = InstanceIndex()
+    for line in recorded:
+        instances.restore(line)
     srs = [i for i in items if i.kind == "sr"]
     rest = [i for i in items if i.kind != "sr"]
     blocks = 0
@@ -296,9 +300,29 @@ def run_on_ray(
             if phase is srs:
                 known.extend(lines)
             blocks += 1
-            yield lines
+            yield [_across_readers(line, instances) for line in lines]
             if after_block is not None:
                 after_block(blocks)
+
+
+def _across_readers(line: dict[str, Any], instances: InstanceIndex) -> dict[str, Any]:
+    """A reader finds the copies of an image among its own files only: a copy read by
+    another reader becomes a duplicate here, of the copy whose line arrived first (Ray
+    hands blocks back as they finish, not always in source order)."""
+    uid, fingerprint = line.get("sop_instance_uid"), line.get("pixel_fingerprint")
+    key = str(line["path"])
+    if line.get("state") != "done" or not isinstance(uid, str) or not isinstance(fingerprint, str):
+        instances.restore(line)  # a reader's own duplicate names its first copy
+        return line
+    first = instances.first_copy(uid, fingerprint, key)
+    if first is None:
+        others = instances.others(uid, key)
+        instances.remember(uid, fingerprint, key)
+        if others and "warning" not in line:
+            return {**line, "warning": shared_uid_warning(others[0])}
+        return line
+    base = {k: line.get(k) for k in ("kind", "study_instance_uid", "accession_number")}
+    return result_line(key, "skipped", base | duplicate_fields(uid, fingerprint, first), None)
 
 
 def _input_spec(model: Path) -> InputSpec:

@@ -10,12 +10,7 @@ Every item ends done, skipped or failed, whatever its decoding raises: a third-p
 decoder's exception is caught at the boundary of one item and recorded as that item's
 error (issue 7, item 2), so good files in the same chunk are still recorded.
 
-A second copy of an image (two folders of one export, a loose copy beside a DICOMDIR
-export, a re-export in another transfer syntax) is skipped as a duplicate of the first
-copy in source order: same SOP Instance UID and same model input (`pixel_fingerprint`,
-see `models.image_pipeline.LoadedImage.fingerprint`). The UID alone does not decide:
-a derived image (an inverted MONOCHROME1 copy) may keep its source's UID, and is
-processed, with a `warning`.
+A second copy of an image is skipped as a duplicate of the first (`batch.duplicates`).
 """
 
 from __future__ import annotations
@@ -25,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from batch.duplicates import InstanceIndex, duplicate_fields, shared_uid_warning
 from batch.interfaces import Labeler, Outcome, Source, SourceItem
 from batch.limits import call_with_limit
 from batch.reports import ReportIndex
@@ -119,8 +115,7 @@ class BatchProcessor:
         self._csv_cache: dict[str, dict[str, Any]] = {}
         self._sr_reports: dict[str, dict[str, Any]] = {}
         self.matched_report_keys: set[str] = set()
-        # SOP Instance UID -> pixel fingerprint -> key of the first item that had both
-        self._instances: dict[str, dict[str, str]] = {}
+        self.instances = InstanceIndex()
         card = predictor.card if predictor is not None else {}
         self.model_name = (
             f"{card.get('name', 'unknown')} {card.get('version', '')}".strip()
@@ -142,17 +137,11 @@ class BatchProcessor:
         if study_uid:
             self._sr_reports.setdefault(f"study:{study_uid}", report)
 
-    def remember_instance(self, uid: str | None, fingerprint: str | None, key: str) -> None:
-        """Record that `key` holds the image of this SOP Instance UID and pixel fingerprint
-        (kept if an earlier item has them: the first copy wins)."""
-        if uid and fingerprint:
-            self._instances.setdefault(uid, {}).setdefault(fingerprint, key)
-
     def restore(self, line: dict[str, Any]) -> None:
         """Take back what an item recorded by an earlier run taught: its SR's labels, which
         CSV report it matched, and which image instances it holds (the resume path of both
         the CLI and the service)."""
-        self._restore_instance(line)
+        self.instances.restore(line)
         report = line.get("report")
         if not isinstance(report, dict):
             return
@@ -164,23 +153,6 @@ class BatchProcessor:
             )
             if found is not None:
                 self.matched_report_keys.add(found[0])
-
-    def _restore_instance(self, line: dict[str, Any]) -> None:
-        uid, fingerprint = line.get("sop_instance_uid"), line.get("pixel_fingerprint")
-        if not isinstance(uid, str) or not isinstance(fingerprint, str):
-            return  # not an image, or recorded before fingerprints: nothing to match
-        first = line.get("duplicate_of") if line.get("state") == "skipped" else None
-        if line.get("state") == "done":
-            first = line.get("path")
-        if isinstance(first, str):
-            self.remember_instance(uid, fingerprint, first)
-
-    def _first_copy(self, uid: str | None, fingerprint: str | None, key: str) -> str | None:
-        """The key of an earlier item with this UID and fingerprint (None: no such item)."""
-        if not uid or not fingerprint:
-            return None
-        first = self._instances.get(uid, {}).get(fingerprint)
-        return first if first != key else None  # the same item processed again (a retry)
 
     def unmatched_reports(self) -> int | None:
         """CSV reports that matched no image so far (None without a reports CSV)."""
@@ -275,20 +247,14 @@ class BatchProcessor:
             )
         meta = image.meta
         uid, fingerprint = meta.sop_instance_uid, image.fingerprint
-        first = self._first_copy(uid, fingerprint, item.key)
-        if first is not None:
+        first = self.instances.first_copy(uid, fingerprint, item.key)
+        if first is not None and uid and fingerprint:
             log.info("batch item %s skipped: duplicate of %s", item.key, first)
             # No prediction, no training image, and the pixels are not kept.
-            reason = f"duplicate of {first} (same SOP Instance UID and pixels)"
-            duplicate = {
-                "sop_instance_uid": uid,
-                "pixel_fingerprint": fingerprint,
-                "reason": reason,
-                "duplicate_of": first,
-            }
-            return Outcome(item.key, "skipped", self._base(item) | duplicate)
-        others = [k for k in self._instances.get(uid or "", {}).values() if k != item.key]
-        self.remember_instance(uid, fingerprint, item.key)
+            fields = duplicate_fields(uid, fingerprint, first)
+            return Outcome(item.key, "skipped", self._base(item) | fields)
+        others = self.instances.others(uid, item.key)
+        self.instances.remember(uid, fingerprint, item.key)
         result = self._base(item) | {
             "study_instance_uid": meta.study_instance_uid or item.study_instance_uid,
             "series_instance_uid": meta.series_instance_uid,
@@ -311,7 +277,7 @@ class BatchProcessor:
         if others:
             # A derived image that kept its source's UID: not the same image, so processed.
             log.info("batch item %s: SOP Instance UID also used by %s", item.key, others[0])
-            result["warning"] = f"SOP Instance UID also used by {others[0]} with other pixels"
+            result["warning"] = shared_uid_warning(others[0])
         if self.predictor is None:
             result["note"] = "no model loaded: image read and reported without prediction"
         return Outcome(item.key, "done", result, image=image)
@@ -352,7 +318,11 @@ class BatchProcessor:
                     predictions.append(None)
                     outcome.state = "failed"
                     outcome.error = f"prediction failed: {type(exc).__name__}: {exc}"
-                    self._forget_instance(outcome)
+                    # A failed first copy is no copy: a later one is predicted.
+                    result = outcome.result
+                    self.instances.forget(
+                        result.get("sop_instance_uid"), result.get("pixel_fingerprint"), outcome.key
+                    )
         for outcome, pred in zip(loaded, predictions, strict=True):
             if pred is not None:
                 outcome.result["prediction"] = {
@@ -360,14 +330,6 @@ class BatchProcessor:
                     "positive": list(pred.positive),
                     "boxes": [b.to_dict() for b in pred.boxes],
                 }
-
-    def _forget_instance(self, outcome: Outcome) -> None:
-        # A failed first copy is no copy: a later one (next chunks, a resume) is predicted.
-        uid = outcome.result.get("sop_instance_uid")
-        fingerprint = outcome.result.get("pixel_fingerprint")
-        copies = self._instances.get(str(uid), {})
-        if copies.get(str(fingerprint)) == outcome.key:
-            del copies[str(fingerprint)]
 
     def predict_pixels(self, pixels: Sequence[PreparedImage]) -> list[Prediction]:
         """The one call into the image model: fitted images (`models.image_pipeline`) to one

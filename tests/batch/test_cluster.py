@@ -168,3 +168,30 @@ def test_cluster_label_2000_reports_same_rows_as_cxr_label(
     assert there.read_text() == here.read_text()
     assert len(here.read_text().splitlines()) == 2000
     capsys.readouterr()
+
+
+def test_cluster_driver_records_a_copy_read_by_another_reader_as_a_duplicate() -> None:
+    # Each reader found copies among its own files only: two readers each predicted one.
+    from batch.cluster import _across_readers
+    from batch.duplicates import InstanceIndex
+
+    def image(path: str, fingerprint: str) -> dict[str, Any]:
+        return {"path": path, "state": "done", "kind": "image", "study_instance_uid": "1.2",
+                "accession_number": "A1", "sop_instance_uid": "1.2.3",
+                "pixel_fingerprint": fingerprint, "prediction": {"positive": []}}  # fmt: skip
+
+    instances = InstanceIndex()
+    instances.restore({**image("old/1.dcm", "f" * 32), "sop_instance_uid": "9.9"})  # a resume
+    first = _across_readers(image("A/1.dcm", "a" * 32), instances)
+    assert first == image("A/1.dcm", "a" * 32)
+    copy = _across_readers(image("B/1.dcm", "a" * 32), instances)  # another reader's block
+    assert copy["state"] == "skipped" and copy["duplicate_of"] == "A/1.dcm"
+    assert "prediction" not in copy and copy["study_instance_uid"] == "1.2"
+    assert copy["reason"] == "duplicate of A/1.dcm (same SOP Instance UID and pixels)"
+    derived = _across_readers(image("C/1.dcm", "c" * 32), instances)
+    assert derived["state"] == "done"
+    assert derived["warning"] == "SOP Instance UID also used by A/1.dcm with other pixels"
+    own = {**image("D/1.dcm", "a" * 32), "state": "skipped", "duplicate_of": "A/1.dcm"}
+    assert _across_readers(own, instances) == own  # a reader's own finding passes through
+    again = _across_readers({**image("old/2.dcm", "f" * 32), "sop_instance_uid": "9.9"}, instances)
+    assert again["duplicate_of"] == "old/1.dcm"  # known from the recorded lines
