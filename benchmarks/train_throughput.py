@@ -196,12 +196,16 @@ def end_to_end(args: argparse.Namespace, size: int) -> float | None:
                            env=env, check=True, capture_output=True)  # fmt: skip
             cmd += ["--prepared", str(cache)]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        text = done.stderr + done.stdout
         rates = [float(m) for m in re.findall(r"epoch \d+: loss [\d.naninf]+, ([\d.]+) img/s",
-                                               done.stderr + done.stdout)]  # fmt: skip
+                                               text)]  # fmt: skip
+        waits = re.findall(r"img/s \(([\d.]+) s waiting for input\)", text)
         if done.returncode != 0 or not rates:
             _say(f"cxr train failed ({done.returncode}): {(done.stderr or done.stdout)[-1500:]}")
             return None
         _say(f"  cxr train epochs: {', '.join(f'{r:.1f}' for r in rates)} images/s")
+        if waits:  # this checkout's `cxr train` says how long each epoch waited for input
+            _say(f"  waiting for input, each epoch: {', '.join(waits)} s")
         return max(rates[1:]) if len(rates) > 1 else rates[0]
 
 
