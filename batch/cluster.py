@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from batch.duplicates import InstanceIndex, duplicate_fields, shared_uid_warning
+from batch.duplicates import InstanceIndex, duplicate_fields
 from batch.interfaces import BatchInputError, Outcome, Source, SourceItem
 from batch.job import FolderInput, JobSpec, ZipInput, build_job
 from batch.results import outcome_line, result_line
@@ -311,18 +311,19 @@ def _across_readers(line: dict[str, Any], instances: InstanceIndex) -> dict[str,
     hands blocks back as they finish, not always in source order)."""
     uid, fingerprint = line.get("sop_instance_uid"), line.get("pixel_fingerprint")
     key = str(line["path"])
-    if line.get("state") != "done" or not isinstance(uid, str) or not isinstance(fingerprint, str):
+    if line.get("state") != "done" or not isinstance(fingerprint, str):
         instances.restore(line)  # a reader's own duplicate names its first copy
         return line
-    first = instances.first_copy(uid, fingerprint, key)
-    if first is None:
-        others = instances.others(uid, key)
-        instances.remember(uid, fingerprint, key)
-        if others and "warning" not in line:
-            return {**line, "warning": shared_uid_warning(others[0])}
+    if not isinstance(uid, str):  # a bitmap: only its pixels can match
+        uid = None
+    seen = instances.see(uid, fingerprint, key)
+    if seen.duplicate_of is None or uid is None:
+        if seen.warning and "warning" not in line:
+            return {**line, "warning": seen.warning}
         return line
+    fields = duplicate_fields(uid, fingerprint, seen.duplicate_of)
     base = {k: line.get(k) for k in ("kind", "study_instance_uid", "accession_number")}
-    return result_line(key, "skipped", base | duplicate_fields(uid, fingerprint, first), None)
+    return result_line(key, "skipped", base | fields, None)
 
 
 def _input_spec(model: Path) -> InputSpec:

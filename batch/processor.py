@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from batch.duplicates import InstanceIndex, duplicate_fields, shared_uid_warning
+from batch.duplicates import InstanceIndex, duplicate_fields
 from batch.interfaces import Labeler, Outcome, Source, SourceItem
 from batch.limits import call_with_limit
 from batch.reports import ReportIndex
@@ -247,14 +247,12 @@ class BatchProcessor:
             )
         meta = image.meta
         uid, fingerprint = meta.sop_instance_uid, image.fingerprint
-        first = self.instances.first_copy(uid, fingerprint, item.key)
-        if first is not None and uid and fingerprint:
-            log.info("batch item %s skipped: duplicate of %s", item.key, first)
+        seen = self.instances.see(uid, fingerprint, item.key)
+        if seen.duplicate_of is not None and uid and fingerprint:
+            log.info("batch item %s skipped: duplicate of %s", item.key, seen.duplicate_of)
             # No prediction, no training image, and the pixels are not kept.
-            fields = duplicate_fields(uid, fingerprint, first)
+            fields = duplicate_fields(uid, fingerprint, seen.duplicate_of)
             return Outcome(item.key, "skipped", self._base(item) | fields)
-        others = self.instances.others(uid, item.key)
-        self.instances.remember(uid, fingerprint, item.key)
         result = self._base(item) | {
             "study_instance_uid": meta.study_instance_uid or item.study_instance_uid,
             "series_instance_uid": meta.series_instance_uid,
@@ -274,10 +272,10 @@ class BatchProcessor:
                 meta.study_instance_uid or item.study_instance_uid,
             ),
         }
-        if others:
-            # A derived image that kept its source's UID: not the same image, so processed.
-            log.info("batch item %s: SOP Instance UID also used by %s", item.key, others[0])
-            result["warning"] = shared_uid_warning(others[0])
+        if seen.warning:
+            # A derived image that kept its source's UID, or a copy given new UIDs: processed.
+            log.info("batch item %s: %s", item.key, seen.warning)
+            result["warning"] = seen.warning
         if self.predictor is None:
             result["note"] = "no model loaded: image read and reported without prediction"
         return Outcome(item.key, "done", result, image=image)

@@ -195,3 +195,7 @@ def test_cluster_driver_records_a_copy_read_by_another_reader_as_a_duplicate() -
     assert _across_readers(own, instances) == own  # a reader's own finding passes through
     again = _across_readers({**image("old/2.dcm", "f" * 32), "sop_instance_uid": "9.9"}, instances)
     assert again["duplicate_of"] == "old/1.dcm"  # known from the recorded lines
+    renamed = _across_readers({**image("E/1.dcm", "a" * 32), "sop_instance_uid": "7.7"}, instances)
+    assert renamed["state"] == "done" and renamed["warning"] == (
+        "same pixels as A/1.dcm under another SOP Instance UID (a copy given new UIDs?)"
+    )

@@ -144,6 +144,27 @@ def test_batch_same_uid_other_pixels_are_both_processed_with_a_warning(
     assert original.SOPInstanceUID not in caplog.text  # ...never by UID
 
 
+def test_batch_same_pixels_under_new_uids_are_both_processed_with_a_warning(
+    tmp_path: Path, labeler: Any, original: Dataset
+) -> None:
+    # A copy given new UIDs by a second de-identification pass: nothing but the pixels
+    # tells it from another image, and a training set may split the twins apart.
+    from pydicom.uid import generate_uid
+
+    renamed = copy.deepcopy(original)
+    renamed.SOPInstanceUID = generate_uid()
+    renamed.file_meta.MediaStorageSOPInstanceUID = renamed.SOPInstanceUID
+    _put(tmp_path / "export", FIRST, to_bytes(original))
+    _put(tmp_path / "export", SECOND, to_bytes(renamed))
+    outcomes = _run_folder(tmp_path / "export", labeler)
+    first, second = outcomes[FIRST], outcomes[SECOND]
+    assert first.state == second.state == "done" and "warning" not in first.result
+    assert second.result["warning"] == (
+        f"same pixels as {FIRST} under another SOP Instance UID (a copy given new UIDs?)"
+    )
+    assert first.result["pixel_fingerprint"] == second.result["pixel_fingerprint"]
+
+
 def test_batch_real_derived_monochrome1_copy_is_not_a_duplicate(
     shared_data: Path, labeler: Any
 ) -> None:
