@@ -142,14 +142,15 @@ def write_checkpoint(
     return save_checkpoint(path, model=model_from_card(card), card=card)
 
 
-def model_gflops(checkpoint: Path, maps: int, stage: int = 2) -> tuple[float, float]:
-    """(forward, each LayerCAM map) GFLOP for one image of the checkpoint's model, counted by
-    torch's FlopCounterMode on the meta device (shapes only: instant, any size).
+def model_gflops(checkpoint: Path, stage: int = 2) -> tuple[float, float, float]:
+    """(forward, a LayerCAM map's later stages, its transition layer) GFLOP for one image of
+    the checkpoint's model, counted by torch's FlopCounterMode on the meta device (shapes
+    only: instant, any size).
 
-    A map is a backward pass from the transition layer's output to body stage `stage`:
-    the later stages' input gradient, plus the transition convolution's input gradient
-    counted dense (`models.layercam` computes it over the cells that carry a gradient
-    only: an upper bound). `maps` 0 gives (forward, 0)."""
+    A map is a backward pass from the transition layer's output to body stage `stage`: the
+    later stages' input gradient, and the transition convolution's, counted dense here;
+    `models.layercam` computes the latter only over the cells that carry a gradient (a few
+    percent of them on this benchmark's model), so a map costs between the two."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -168,8 +169,6 @@ def model_gflops(checkpoint: Path, maps: int, stage: int = 2) -> tuple[float, fl
 
     with torch.no_grad():
         forward = count(lambda: model.forward_head(model.forward_features(x)))
-    if maps == 0:
-        return forward, 0.0
     head, tail = model.split_body(stage)
     with torch.no_grad():
         early = head(model.prepare_input(x))
@@ -181,7 +180,7 @@ def model_gflops(checkpoint: Path, maps: int, stage: int = 2) -> tuple[float, fl
     transition = count(
         lambda: torch.nn.grad.conv2d_input(body.shape, conv.weight, out, padding=conv.padding)
     )
-    return forward, later + transition
+    return forward, later, transition
 
 
 def whole_process(
@@ -558,13 +557,14 @@ def main() -> int:
                     rates.append(rate)
             rate = statistics.median(rates)
             maps = args.positives if args.heatmaps_from == "layercam" else 0
-            forward, per_map = model_gflops(checkpoint, maps)
-            work = forward + maps * per_map
+            forward, later, transition = model_gflops(checkpoint)
+            low, high = forward + maps * later, forward + maps * (later + transition)
             _say(
                 f"  model work per file: forward {forward:.0f} GFLOP + {maps} LayerCAM maps x "
-                f"at most {per_map:.0f} = {work:.0f} GFLOP; at this checkout's median rate "
-                f"{work * rate / 1000:.3g} TFLOP/s; 300 files/s would need "
-                f"{work * 0.3:.3g} TFLOP/s"
+                f"({later:.0f} through the later stages + up to {transition:.0f} in the "
+                f"transition layer, where its gradient is) = {low:.0f}-{high:.0f} GFLOP; at "
+                f"this checkout's median rate {low * rate / 1000:.3g}-{high * rate / 1000:.3g} "
+                f"TFLOP/s; 300 files/s would need {low * 0.3:.3g}-{high * 0.3:.3g} TFLOP/s"
             )
             return 0
         if args.mode == "decode":
