@@ -51,7 +51,8 @@ class InstanceIndex:
         if others:
             warnings.append(f"SOP Instance UID also used by {others[0]} with other pixels")
         twin = self._pixels.get(fingerprint or "")
-        if twin is not None and twin != key and twin not in others and first != twin:
+        # Same UID and pixels returned above: a twin here has another UID (or none).
+        if twin is not None and twin != key:
             warnings.append(
                 f"same pixels as {twin} under another SOP Instance UID (a copy given new UIDs?)"
             )
