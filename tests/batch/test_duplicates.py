@@ -310,3 +310,25 @@ def test_batch_tally_counts_duplicates_among_the_skipped(
     run(plan(source.scan(), [], processor), processor, [tally], chunk_size=8)
     assert tally.counts == {"done": 1, "skipped": 1, "failed": 0}
     assert tally.duplicates == 1 and tally.images == 1
+
+
+def test_batch_hand_edited_result_lines_restore_without_error() -> None:
+    # A results file is user data: wrong types in its fields teach nothing, never crash.
+    from batch.duplicates import InstanceIndex
+
+    index = InstanceIndex()
+    for line in (
+        {"path": "a", "state": "done", "sop_instance_uid": ["1.2"], "pixel_fingerprint": "f"},
+        {"path": "b", "state": "done", "sop_instance_uid": "1.2", "pixel_fingerprint": 7},
+        {"path": None, "state": "done", "sop_instance_uid": "1.2", "pixel_fingerprint": "g"},
+        {"path": "c", "state": "skipped", "sop_instance_uid": "1.2", "pixel_fingerprint": "h",
+         "duplicate_of": {"x": 1}},
+        {"state": "done"},
+    ):  # fmt: skip
+        index.restore(line)
+    assert index.see("1.2", "g", "d").duplicate_of is None
+    assert index.see("1.2", "h", "e").duplicate_of is None
+    # Only the pixels of the first line were usable (its UID was not): a twin warning.
+    assert index.see("9.9", "f", "z").warning == (
+        "same pixels as a under another SOP Instance UID (a copy given new UIDs?)"
+    )
