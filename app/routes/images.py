@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import os
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable
@@ -19,7 +20,7 @@ from starlette.datastructures import UploadFile
 from app import crud
 from app.deps import AppState, InferenceDep, StateDep
 from app.errors import EmptyUpload, UnsupportedMediaType
-from app.inference import PREVIEW_SIDE, encode_preview, release_freed_memory
+from app.inference import PREVIEW_SIDE, encode_preview
 from app.routes.predictions import prediction_read
 from app.schemas import ErrorRead, PredictionRead
 
@@ -53,23 +54,35 @@ _RAW_TYPES = {
 @dataclass
 class Upload:
     """An uploaded file, spooled to disk while it waits (issue 18 item 13), never whole in
-    memory: `file` is positioned at its start."""
+    memory: `file` is positioned at its start.
+
+    Attributes:
+        sha256: its digest, computed on a thread from the file's descriptor (which leaves
+            the position to the decoder) while the image is decoded and predicted: off the
+            request's critical path (5-7 ms for a 10 MiB DICOM).
+    """
 
     file: BinaryIO
     name: str
-    sha256: str
     size: int
+    sha256: asyncio.Future[str]
 
 
-def _hash_file(file: BinaryIO) -> tuple[str, int]:
-    file.seek(0)
-    digest = hashlib.sha256()
-    size = 0
-    while chunk := file.read(_CHUNK):
-        digest.update(chunk)
-        size += len(chunk)
-    file.seek(0)
-    return digest.hexdigest(), size
+def _file_digest(fd: int, size: int) -> str:
+    """SHA-256 of a file's first `size` bytes, read with `os.pread` (no shared position);
+    closes `fd`."""
+    try:
+        digest = hashlib.sha256()
+        offset = 0
+        while offset < size:
+            chunk = os.pread(fd, min(_CHUNK, size - offset), offset)
+            if not chunk:
+                break
+            digest.update(chunk)
+            offset += len(chunk)
+        return digest.hexdigest()
+    finally:
+        os.close(fd)
 
 
 @contextlib.asynccontextmanager
@@ -86,23 +99,19 @@ async def _received_upload(request: Request, state: AppState) -> AsyncIterator[U
                 raise EmptyUpload("multipart upload without a `file` field")
             file: BinaryIO = part.file
             name = part.filename or "upload"
-            sha256, size = await run_in_threadpool(_hash_file, file)
+            size = file.seek(0, os.SEEK_END)
         elif content_type in _RAW_TYPES:
             tmp_dir = state.storage.tmp_dir()
             tmp_dir.mkdir(parents=True, exist_ok=True)
             file = stack.enter_context(tempfile.TemporaryFile(dir=tmp_dir))  # noqa: SIM115
             name = "upload"
-            digest = hashlib.sha256()
             size = 0
             async for chunk in request.stream():
                 if chunk:
-                    digest.update(chunk)
                     size += len(chunk)
                     # Written from the event loop: page-cache writes of at most the
                     # server's read size (64 KiB), cheaper than a thread hop per chunk.
                     file.write(chunk)
-            file.seek(0)
-            sha256 = digest.hexdigest()
         else:
             raise UnsupportedMediaType(
                 f"Content-Type {content_type!r} is not accepted; send application/dicom "
@@ -111,7 +120,21 @@ async def _received_upload(request: Request, state: AppState) -> AsyncIterator[U
             )
         if size == 0:
             raise EmptyUpload("the uploaded file is empty")
-        yield Upload(file=file, name=name, sha256=sha256, size=size)
+        file.seek(0)  # also flushes what was written, for the digest's reads
+        # The digest reads its own duplicate of the descriptor (a small multipart part
+        # still in memory is written out by `fileno()`) and closes it: the upload's file
+        # may close, and its number be reused, before the thread is done.
+        own = os.dup(file.fileno())
+        loop = asyncio.get_running_loop()
+        digest = loop.run_in_executor(None, _file_digest, own, size)
+        digest.add_done_callback(_retrieved)
+        yield Upload(file=file, name=name, size=size, sha256=digest)
+
+
+def _retrieved(future: asyncio.Future[str]) -> None:
+    """Mark an unawaited digest's error as seen (the request failed before needing it)."""
+    if not future.cancelled():
+        future.exception()
 
 
 _OPENAPI_BODY: dict[str, Any] = {
@@ -165,7 +188,7 @@ async def predict_image(
             _decode, inference.predictor, upload.file, upload.name, state.settings.max_pixels
         )
         if meta.rows * meta.columns >= _TRIM_PIXELS:
-            await run_in_threadpool(release_freed_memory)
+            inference.trim_when_idle()
         decoded = time.perf_counter()
         # The preview PNG is encoded in a thread while the model runs: off the critical path.
         prediction, preview_png = await _both(
@@ -173,7 +196,8 @@ async def predict_image(
         )
         del prepared, display
         predicted = time.perf_counter()
-        row = await run_in_threadpool(_store, state, upload, meta, preview_png, prediction)
+        sha256 = await upload.sha256
+        row = await run_in_threadpool(_store, state, upload, sha256, meta, preview_png, prediction)
     state.metrics.predictions.labels("api").inc()
     timings = {
         "upload": round(received - start, 6),
@@ -219,7 +243,12 @@ def _decode(
 
 
 def _store(
-    state: AppState, upload: Upload, meta: ImageMeta, preview_png: bytes, prediction: Prediction
+    state: AppState,
+    upload: Upload,
+    sha256: str,
+    meta: ImageMeta,
+    preview_png: bytes,
+    prediction: Prediction,
 ) -> PredictionRow:
     from app.inference import encode_heatmaps
 
@@ -242,7 +271,7 @@ def _store(
         )
         row = crud.create_image(
             session,
-            sha256=upload.sha256,
+            sha256=sha256,
             meta=meta,
             study=study,
             pixels_key=pixels_key,

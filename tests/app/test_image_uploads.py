@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from service_fixtures import dx_bytes
+from service_fixtures import chest_pixels, dx_bytes
 
 import models.image_pipeline
 from app.inference import InferenceQueue
@@ -34,12 +34,14 @@ def sources(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     return seen
 
 
+@pytest.mark.parametrize("rows", [64, 1024])  # a multipart part in memory, then on disk
 @pytest.mark.parametrize("multipart", [False, True])
 def test_predict_decodes_from_the_spooled_file_and_keeps_its_hash(
-    make_client: Callable[..., TestClient], sources: list[Any], multipart: bool
+    make_client: Callable[..., TestClient], sources: list[Any], multipart: bool, rows: int
 ) -> None:
+    # The digest is read on a thread, from its own descriptor, while the image decodes.
     client = make_client(store_uploads=True)
-    data = dx_bytes()
+    data = dx_bytes(pixels=chest_pixels(rows, 640))
     if multipart:
         response = client.post(
             "/v1/images/predict", files={"file": ("chest.dcm", data, "application/dicom")}

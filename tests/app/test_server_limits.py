@@ -248,6 +248,64 @@ def test_server_log_does_not_grow_with_a_flood_of_bad_requests(server: Server) -
     assert before + 1 <= lines <= 3, lines  # CXR_LOG_REPEAT_LIMIT=3 per minute
 
 
+def _head(extra: int) -> bytes:
+    """A GET /healthz head padded with `extra` bytes of headers of 1,000 bytes each."""
+    lines = [f"X-Pad-{i}: {'a' * 990}\r\n".encode() for i in range(extra // 1000)]
+    return b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"".join(lines) + b"\r\n"
+
+
+def test_server_answers_431_to_a_request_head_over_its_limit(server: Server) -> None:
+    # uvicorn's h11 protocol refused heads over 16 KiB; its httptools protocol sets no limit.
+    with server.connect() as sock:
+        sock.sendall(_head(20_000))
+        data, _ = _read_all(sock, 5)
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 431 ") and b"connection: close" in head.lower(), data
+    assert b'"error":"RequestHeaderFieldsTooLarge"' in body
+    assert "431: a request head larger than 16384 bytes" in server.log_text()
+
+
+def test_server_refuses_a_header_line_that_never_ends(server: Server) -> None:
+    # No header is complete, so the parser hands none over: the reads are counted.
+    with server.connect() as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Endless: ")
+        sent = 0
+        try:
+            for _ in range(400):  # 3.2 MB if nothing stopped it
+                time.sleep(0.005)
+                sock.sendall(b"a" * 8192)
+                sent += 8192
+        except OSError:  # reset: the server has closed
+            pass
+        data, _ = _read_all(sock, 5)
+    assert sent < 400 * 8192, "the server read the endless header to its end"
+    assert data.startswith(b"HTTP/1.1 431 ") or data == b"", data
+
+
+def test_server_accepts_a_large_head_sent_in_pieces_and_pipelined_requests(
+    server: Server,
+) -> None:
+    # 15 KB of headers in 1 KB writes: each piece counted once, under the limit.
+    request = _head(15_000)
+    with server.connect() as sock:
+        for i in range(0, len(request), 1000):
+            sock.sendall(request[i : i + 1000])
+            time.sleep(0.002)
+        sock.settimeout(10)
+        answer = sock.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
+    # Two requests in one write: both answered, in order, on the one connection.
+    with server.connect() as sock:
+        sock.sendall(_head(0) * 2)
+        sock.settimeout(10)
+        data = b""
+        while data.count(b"HTTP/1.1 200 ") < 2:
+            chunk = sock.recv(65536)
+            assert chunk, data
+            data += chunk
+    assert data.count(b"HTTP/1.1 200 ") == 2
+
+
 def test_repeat_filter_drops_repeats_and_counts_them() -> None:
     now = [0.0]
     flood = RepeatFilter(2, 60.0, clock=lambda: now[0])
