@@ -23,6 +23,7 @@ inputs, DICOM push and the training-set writer run on one machine only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pickle
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from batch.duplicates import InstanceIndex, duplicate_fields
+from batch.duplicates import InstanceIndex, Seen, duplicate_fields
 from batch.interfaces import BatchInputError, Outcome, Source, SourceItem
 from batch.job import FolderInput, JobSpec, ZipInput, build_job
 from batch.results import outcome_line, result_line
@@ -178,6 +179,7 @@ class _ReadActor:
         recorded: list[dict[str, Any]],
         keep_pixels: bool,
         input_spec: InputSpec | None = None,
+        registry: Any = None,
     ) -> None:
         from batch.labeling import PipelineLabeler
         from batch.processor import decode_pool
@@ -189,6 +191,8 @@ class _ReadActor:
         self.job.processor.decode_pool = decode_pool(workers=1, timeout_s=spec.file_timeout_s)
         for line in recorded:  # SR labels for images of the same study
             self.job.processor.restore(line)
+        if registry is not None:  # copies read by other readers are skipped here too
+            self.job.processor.instances = _SharedInstances(registry)
 
     def __call__(self, batch: Batch) -> Batch:
         items = [_row_item(batch, i) for i in range(len(batch["key"]))]
@@ -208,13 +212,15 @@ class _ReadActor:
 class _PredictActor:
     """Predicts decoded images: one model per actor."""
 
-    def __init__(self, model: Path, device: str) -> None:
+    def __init__(self, model: Path, device: str, registry: Any = None) -> None:
         from batch.processor import BatchProcessor
         from models.predict import load_predictor
 
         self.processor = BatchProcessor(
             _NoSource(), labeler=_NoLabeler(), predictor=load_predictor(model, device=device)
         )
+        if registry is not None:  # a first copy whose prediction fails is no first copy
+            self.processor.instances = _SharedInstances(registry)
 
     def __call__(self, batch: Batch) -> Batch:
         lines = [json.loads(str(text)) for text in batch["line"]]
@@ -252,6 +258,64 @@ class _NoLabeler:
 
     def label_many(self, items: Sequence[tuple[str, str]]) -> list[ReportLabels]:
         raise RuntimeError("the predict stage labels no reports")
+
+
+class _InstanceRegistry:
+    """The readers' shared `InstanceIndex` (a Ray actor): the first reader to decode an
+    image holds it, and a copy that another reader decodes later is skipped before it
+    is predicted. The driver still judges every line as it arrives (`_across_readers`),
+    so a registry lost with its node costs only the prediction of a copy."""
+
+    def __init__(self, recorded: list[dict[str, Any]]) -> None:
+        self.index = InstanceIndex()
+        for line in recorded:
+            self.index.restore(line)
+
+    def see(self, uid: str | None, fingerprint: str | None, key: str) -> Seen:
+        return self.index.see(uid, fingerprint, key)
+
+    def forget(self, uid: Any, fingerprint: Any, key: str) -> None:
+        self.index.forget(uid, fingerprint, key)
+
+
+class _SharedInstances(InstanceIndex):
+    """A reader's `InstanceIndex` that asks the shared registry; if the registry cannot be
+    reached, each image counts as a first copy and the driver finds the copies."""
+
+    def __init__(self, registry: Any) -> None:
+        super().__init__()
+        self.registry = registry
+
+    def see(self, uid: str | None, fingerprint: str | None, key: str) -> Seen:
+        import ray
+
+        try:
+            seen: Seen = ray.get(self.registry.see.remote(uid, fingerprint, key), timeout=60)
+        except (ray.exceptions.RayError, TimeoutError):
+            return super().see(uid, fingerprint, key)
+        return seen
+
+    def forget(self, uid: Any, fingerprint: Any, key: str) -> None:
+        import ray
+
+        super().forget(uid, fingerprint, key)
+        # A copy read from now on is predicted; one skipped already stays skipped.
+        with contextlib.suppress(ray.exceptions.RayError, TimeoutError):
+            ray.get(self.registry.forget.remote(uid, fingerprint, key), timeout=60)
+
+
+def _registry(recorded: Sequence[dict[str, Any]]) -> Any:
+    """A registry actor holding the images of the recorded lines (only what it needs)."""
+    import ray
+
+    fields = ("path", "state", "sop_instance_uid", "pixel_fingerprint", "duplicate_of")
+    images = [
+        {k: line.get(k) for k in fields}
+        for line in recorded
+        if isinstance(line.get("pixel_fingerprint"), str)
+    ]
+    actor = ray.remote(num_cpus=0, max_restarts=0)(_InstanceRegistry)
+    return actor.remote(images)
 
 
 def run_on_ray(
@@ -292,11 +356,13 @@ def run_on_ray(
         instances.restore(line)
     srs = [i for i in items if i.kind == "sr"]
     rest = [i for i in items if i.kind != "sr"]
+    registry = _registry(recorded) if rest else None
     blocks = 0
     for phase in (srs, rest):
         if not phase:
             continue
-        for lines in _run_phase(spec, phase, known, model, device, chunk_size, actors):
+        phased = _run_phase(spec, phase, known, model, device, chunk_size, actors, registry)
+        for lines in phased:
             if phase is srs:
                 known.extend(lines)
             blocks += 1
@@ -306,9 +372,11 @@ def run_on_ray(
 
 
 def _across_readers(line: dict[str, Any], instances: InstanceIndex) -> dict[str, Any]:
-    """A reader finds the copies of an image among its own files only: a copy read by
-    another reader becomes a duplicate here, of the copy whose line arrived first (Ray
-    hands blocks back as they finish, not always in source order)."""
+    """The readers skip the copies of an image that the shared registry
+    (`_InstanceRegistry`) knows, and the driver judges each line again as it arrives: a
+    copy that reached it unskipped (the registry lost with its node) becomes a duplicate
+    here, of the copy whose line arrived first (Ray hands blocks back as they finish, not
+    always in source order)."""
     uid, fingerprint = line.get("sop_instance_uid"), line.get("pixel_fingerprint")
     key = str(line["path"])
     if line.get("state") != "done" or not isinstance(fingerprint, str):
@@ -344,6 +412,7 @@ def _run_phase(
     device: str,
     chunk_size: int,
     actors: int | None,
+    registry: Any = None,
 ) -> Iterator[list[dict[str, Any]]]:
     import ray
 
@@ -357,6 +426,7 @@ def _run_phase(
             "recorded": srs_recorded,
             "keep_pixels": predict,
             "input_spec": _input_spec(model) if predict and model is not None else None,
+            "registry": registry,
         },
         batch_size=chunk_size,
         batch_format="numpy",
@@ -367,7 +437,11 @@ def _run_phase(
         gpus = _gpus()
         ds = ds.map_batches(
             _PredictActor,
-            fn_constructor_kwargs={"model": model, "device": "cuda" if gpus else device},
+            fn_constructor_kwargs={
+                "model": model,
+                "device": "cuda" if gpus else device,
+                "registry": registry,
+            },
             batch_size=chunk_size,
             batch_format="numpy",
             compute=ray.data.ActorPoolStrategy(min_size=1, max_size=max(1, gpus or size)),

@@ -199,3 +199,48 @@ def test_cluster_driver_records_a_copy_read_by_another_reader_as_a_duplicate() -
     assert renamed["state"] == "done" and renamed["warning"] == (
         "same pixels as A/1.dcm under another SOP Instance UID (a copy given new UIDs?)"
     )
+
+
+def _reader(folder: Path, registry: Any) -> Any:
+    from batch.cluster import _ReadActor
+    from models.image_pipeline import InputSpec
+
+    spec = JobSpec(input=FolderInput(folder))
+    return _ReadActor(spec, [], keep_pixels=True, input_spec=InputSpec(64, "letterbox"),
+                      registry=registry)  # fmt: skip
+
+
+def _read(reader: Any, key: str) -> tuple[dict[str, Any], bytes]:
+    import numpy as np
+
+    column = np.array([key], dtype=object)
+    row = {"key": column, "kind": np.array(["image"], dtype=object),
+           **{k: np.array([""], dtype=object) for k in ("study", "accession", "note")}}  # fmt: skip
+    out = reader(row)
+    return json.loads(str(out["line"][0])), bytes(out["pixels"][0])
+
+
+def test_cluster_readers_skip_a_copy_that_another_reader_decoded_first(tmp_path: Path) -> None:
+    # Each reader found copies among its own files only: the copy was decoded, sent to the
+    # predict actors and predicted, then recorded as a duplicate by the driver.
+    from service_fixtures import dx_bytes
+
+    from batch.cluster import _registry
+
+    for name in ("A", "B"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "1.dcm").write_bytes(dx_bytes(SOPInstanceUID="1.2.3.4"))
+    registry = _registry([{"path": "old/9.dcm", "state": "done", "sop_instance_uid": "9.9",
+                           "pixel_fingerprint": "f" * 32}])  # fmt: skip
+    first, first_pixels = _read(_reader(tmp_path, registry), "A/1.dcm")
+    assert first["state"] == "done" and first_pixels  # on to the predict actors
+    copy, copy_pixels = _read(_reader(tmp_path, registry), "B/1.dcm")  # another actor
+    assert copy["state"] == "skipped" and copy["duplicate_of"] == "A/1.dcm"
+    assert copy["pixel_fingerprint"] == first["pixel_fingerprint"] and copy_pixels == b""
+    # A block retried after its reader died reads its own files again: not copies.
+    again, _ = _read(_reader(tmp_path, registry), "A/1.dcm")
+    assert again["state"] == "done"
+    # Without the registry (lost with its node) the readers go on; the driver judges.
+    ray.kill(registry)
+    alone, pixels = _read(_reader(tmp_path, registry), "B/1.dcm")
+    assert alone["state"] == "done" and pixels
