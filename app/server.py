@@ -158,6 +158,10 @@ class _HeadTooLarge(Exception):
     """Raised from a parser callback to stop parsing an oversized request head."""
 
 
+class _MissingHost(Exception):
+    """Raised from a parser callback: an HTTP/1.1 request head without Host."""
+
+
 # A refused connection is kept half-closed this long (at most this many at once).
 _LINGER_S = 1.0
 _LINGER_MAX = 64
@@ -272,6 +276,12 @@ def guarded_protocol(
 
         def on_headers_complete(self) -> None:
             self._in_head = False
+            if self.parser.get_http_version() == "1.1" and not any(
+                name == b"host" for name, _ in self.headers
+            ):
+                # RFC 9112 3.2: a 1.1 request without Host gets 400 (h11 did so; llhttp
+                # does not). Raised through the parser: uvicorn's 400 and close.
+                raise _MissingHost
             super().on_headers_complete()
             if self._busy():
                 idle.pop(self, None)

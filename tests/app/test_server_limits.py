@@ -282,6 +282,18 @@ def test_server_refuses_a_header_line_that_never_ends(server: Server) -> None:
     assert data.startswith(b"HTTP/1.1 431 ") or data == b"", data
 
 
+def test_server_answers_400_to_an_http11_request_without_host(server: Server) -> None:
+    # RFC 9112 section 3.2; uvicorn's h11 protocol refused it, its httptools one does not.
+    with server.connect() as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\n\r\n")
+        data, _ = _read_all(sock, 5)
+    assert data.startswith(b"HTTP/1.1 400 "), data
+    with server.connect() as sock:  # HTTP/1.0 needs none
+        sock.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
+        data, _ = _read_all(sock, 5)
+    assert data.startswith(b"HTTP/1.1 200 "), data
+
+
 def test_server_accepts_a_large_head_sent_in_pieces_and_pipelined_requests(
     server: Server,
 ) -> None:
