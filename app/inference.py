@@ -318,11 +318,11 @@ def encode_preview(display: np.ndarray) -> bytes:
     else:
         small = fit_long_side(np.asarray(display, np.float32), PREVIEW_SIDE)
         grey = (np.clip(small, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
-    # Level 1 with run-length matching: on radiographs 40% faster than level 3 and smaller
-    # (312 against 379 KiB for a 1024 px preview); the preview is encoded on every request.
-    params = [cv2.IMWRITE_PNG_COMPRESSION, 1]
-    params += [cv2.IMWRITE_PNG_STRATEGY, cv2.IMWRITE_PNG_STRATEGY_RLE]
-    ok, png = cv2.imencode(".png", grey, params)
+    # OpenCV's default settings: with the pinned OpenCV 5.0 they encode the previews of the
+    # three real DICOMs, a generated one and six NIH images in 16.2 ms each against 27.2
+    # for level 1 with run-length matching (the earlier choice), and write 431 KiB against
+    # 383. The preview is encoded on every request.
+    ok, png = cv2.imencode(".png", grey)
     if not ok:
         raise RuntimeError("PNG encoding failed")
     return bytes(png.tobytes())
