@@ -94,7 +94,8 @@ class InferenceQueue:
     """Micro-batching front of a predictor; start() and stop() inside the event loop.
 
     It also bounds the full-resolution decodes that feed it (`decode`): at most
-    `max_decodes` at once, process-wide, whatever the number of concurrent uploads.
+    `max_decodes` at once, process-wide, whatever the number of concurrent uploads, and
+    hands the memory they freed back to the OS once none has run for `trim_idle_s`.
     """
 
     def __init__(
@@ -105,11 +106,13 @@ class InferenceQueue:
         max_wait_s: float,
         max_decodes: int = 2,
         metrics: Metrics | None = None,
+        trim_idle_s: float = TRIM_IDLE_S,
     ) -> None:
         self.predictor = predictor
         self.max_batch = max_batch
         self.max_wait_s = max_wait_s
         self.max_decodes = max_decodes
+        self.trim_idle_s = trim_idle_s
         self.metrics = metrics
         self._queue: asyncio.Queue[_Item] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -131,6 +134,7 @@ class InferenceQueue:
         50 megapixels, issue 18 item 13), so the slots bound the service's decode memory;
         requests waiting for one hold only their spooled upload (on disk) and no thread.
         A cancelled request keeps its slot until its thread is done (anyio waits for it).
+        Once the decodes stop, the memory they freed is handed back (`trim_when_idle`).
         """
         from starlette.concurrency import run_in_threadpool
 
@@ -142,23 +146,24 @@ class InferenceQueue:
                 return await run_in_threadpool(fn, *args)
         finally:
             self._decoding -= 1
+            self.trim_when_idle()
 
-    def trim_when_idle(self, idle_s: float = TRIM_IDLE_S) -> None:
-        """Hand freed heap memory back to the OS once no decode has run for `idle_s`.
+    def trim_when_idle(self) -> None:
+        """Hand freed heap memory back to the OS once no decode has run for `trim_idle_s`.
 
-        Called after a large decode. Trimming after every one made the next decode fault
-        its 30-100 MB in afresh (15 ms of a 2500 x 2048 DICOM's 37 on a 2-core VM); a
-        server answering requests back to back reuses that memory instead, and trims
-        when the requests stop.
+        Called after each decode (`decode`). Trimming right after every large one made the
+        next decode fault its 30-100 MB in afresh (15 ms of a 2500 x 2048 DICOM's 37 on a
+        2-core VM); a server answering requests back to back reuses that memory instead,
+        and trims when the requests stop.
         """
         if self._trim is not None:
             self._trim.cancel()
-        self._trim = asyncio.get_running_loop().call_later(idle_s, self._trim_if_idle, idle_s)
+        self._trim = asyncio.get_running_loop().call_later(self.trim_idle_s, self._trim_if_idle)
 
-    def _trim_if_idle(self, idle_s: float) -> None:
+    def _trim_if_idle(self) -> None:
         self._trim = None
         if self._decoding:  # another decode is under way: wait for the quiet after it
-            self.trim_when_idle(idle_s)
+            self.trim_when_idle()
             return
         done = asyncio.get_running_loop().run_in_executor(None, release_freed_memory)
         done.add_done_callback(lambda f: f.cancelled() or f.exception())

@@ -36,8 +36,6 @@ A = TypeVar("A")
 B = TypeVar("B")
 
 router = APIRouter(tags=["images"])
-# Above this many pixels a decode frees enough memory to be worth handing back at once.
-_TRIM_PIXELS = 4_000_000
 _CHUNK = 1 << 20
 log = logging.getLogger(__name__)
 
@@ -187,8 +185,6 @@ async def predict_image(
         meta, prepared, display = await inference.decode(
             _decode, inference.predictor, upload.file, upload.name, state.settings.max_pixels
         )
-        if meta.rows * meta.columns >= _TRIM_PIXELS:
-            inference.trim_when_idle()
         decoded = time.perf_counter()
         # The preview PNG is encoded in a thread while the model runs: off the critical path.
         prediction, preview_png = await _both(

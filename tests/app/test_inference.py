@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -86,20 +87,20 @@ def test_freed_memory_is_handed_back_once_decoding_has_stopped(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Trimming after every large decode made the next one fault its memory in afresh
-    # (15 ms a 2500 x 2048 DICOM on the 2-core VM): now once the decodes stop.
+    # (15 ms a 2500 x 2048 DICOM on the 2-core VM): now once the decodes stop, whichever
+    # route decoded (the image and the study-question routes both decode through here).
     import app.inference as inference
 
     trims: list[float] = []
     monkeypatch.setattr(inference, "release_freed_memory", lambda: trims.append(1.0))
 
     async def scenario() -> list[int]:
-        queue = InferenceQueue(_RecordingPredictor(), max_batch=1, max_wait_s=0.0)
+        queue = InferenceQueue(_RecordingPredictor(), max_batch=1, max_wait_s=0.0, trim_idle_s=0.5)
         await queue.start()
         seen = []
         try:
             for _ in range(4):  # back to back: no trim in between
-                queue.trim_when_idle(0.5)
-                await asyncio.sleep(0.05)
+                await queue.decode(time.sleep, 0.05)
             seen.append(len(trims))
             # A decode in progress when the quiet period ends: the trim waits for it.
             release = threading.Event()
@@ -110,7 +111,7 @@ def test_freed_memory_is_handed_back_once_decoding_has_stopped(
             await decoding
             await asyncio.sleep(0.8)
             seen.append(len(trims))
-            queue.trim_when_idle(0.5)  # stopping cancels a pending trim
+            await queue.decode(time.sleep, 0.0)  # stopping cancels a pending trim
         finally:
             await queue.stop()
         await asyncio.sleep(0.7)
