@@ -297,7 +297,6 @@ def guarded_protocol(
 
         def send_400_response(self, msg: str) -> None:
             if self._head_too_large:
-                self._head_too_large = False  # `_refuse_head` sets it again
                 self._refuse_head()
                 return
             super().send_400_response(msg)
