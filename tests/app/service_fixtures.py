@@ -76,17 +76,26 @@ def free_port() -> int:
 
 
 class LiveServer:
-    """uvicorn serving `create_app(settings)` in a thread on a free loopback port."""
+    """uvicorn serving `create_app(settings)` in a thread on a free loopback port, with the
+    HTTP protocol `cxr serve` runs (`app.server.guarded_protocol`)."""
 
     def __init__(self, settings: Settings) -> None:
         import uvicorn
 
         from app.main import create_app
+        from app.server import guarded_protocol
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        protocol = guarded_protocol(
+            header_timeout_s=settings.header_timeout_s, max_connections=settings.max_connections
+        )
         config = uvicorn.Config(
-            create_app(settings), host="127.0.0.1", port=self.port, log_level="warning"
+            create_app(settings),
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            http=protocol,
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
