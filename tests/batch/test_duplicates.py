@@ -9,19 +9,19 @@ import copy
 import csv
 import json
 import logging
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from dicom_factory import build_dataset, chest_pixels, to_bytes, write
+from folder_runs import run_folder
 from pydicom.dataset import Dataset
 from pydicom.uid import DeflatedExplicitVRLittleEndian, ImplicitVRLittleEndian, RLELossless
 
 from app.cli import main
 from app.report_labeler import load_report_labeler
 from batch.engine import plan, run
-from batch.interfaces import Outcome, Sink
+from batch.interfaces import Outcome
 from batch.processor import BatchProcessor, decode_pool
 from batch.results import outcome_line
 from batch.sinks import TallySink
@@ -47,26 +47,6 @@ def _put(root: Path, key: str, data: bytes) -> None:
     path.write_bytes(data)
 
 
-def _run_folder(
-    root: Path, labeler: Any, *, predictor: Any = None, **processor_args: Any
-) -> dict[str, Outcome]:
-    """Every outcome by key, as the sinks saw them (with the chunk's pixels, if kept)."""
-    source = FolderSource(root)
-    processor = BatchProcessor(source, labeler=labeler, predictor=predictor, **processor_args)
-    outcomes: dict[str, Outcome] = {}
-    images: dict[str, Any] = {}
-
-    class Keep(Sink):
-        def write(self, chunk: Sequence[Outcome]) -> None:
-            outcomes.update({o.key: o for o in chunk})
-            images.update({o.key: o.image for o in chunk})
-
-    run(plan(source.scan(), [], processor), processor, [Keep()], chunk_size=8)
-    for key, outcome in outcomes.items():
-        outcome.image = images[key]  # the engine drops them after the sinks
-    return outcomes
-
-
 def _assert_duplicate(outcome: Outcome, first: str, uid: str) -> None:
     result = outcome.result
     assert outcome.state == "skipped" and outcome.error is None
@@ -88,7 +68,7 @@ def test_batch_byte_identical_copies_are_predicted_once(
     if pool:  # fingerprinted in the worker process, sent back with the image
         args["decode_pool"] = decode_pool(workers=1)
     try:
-        outcomes = _run_folder(tmp_path / "export", labeler, predictor=demo_predictor, **args)
+        outcomes = run_folder(tmp_path / "export", labeler, predictor=demo_predictor, **args)
     finally:
         if pool:
             args["decode_pool"].close()
@@ -115,7 +95,7 @@ def test_batch_copy_in_another_transfer_syntax_is_a_duplicate(
     assert to_bytes(again) != to_bytes(original)
     _put(tmp_path / "export", FIRST, to_bytes(original))
     _put(tmp_path / "export", SECOND, to_bytes(again))
-    outcomes = _run_folder(tmp_path / "export", labeler)
+    outcomes = run_folder(tmp_path / "export", labeler)
     assert outcomes[FIRST].state == "done"
     _assert_duplicate(outcomes[SECOND], FIRST, original.SOPInstanceUID)
 
@@ -133,7 +113,7 @@ def test_batch_same_uid_other_pixels_are_both_processed_with_a_warning(
     _put(tmp_path / "export", FIRST, to_bytes(original))
     _put(tmp_path / "export", SECOND, to_bytes(derived))
     with caplog.at_level(logging.INFO, logger="batch"):
-        outcomes = _run_folder(tmp_path / "export", labeler, predictor=demo_predictor)
+        outcomes = run_folder(tmp_path / "export", labeler, predictor=demo_predictor)
     first, second = outcomes[FIRST], outcomes[SECOND]
     assert first.state == second.state == "done"
     assert first.result["prediction"] and second.result["prediction"]
@@ -156,7 +136,7 @@ def test_batch_same_pixels_under_new_uids_are_both_processed_with_a_warning(
     renamed.file_meta.MediaStorageSOPInstanceUID = renamed.SOPInstanceUID
     _put(tmp_path / "export", FIRST, to_bytes(original))
     _put(tmp_path / "export", SECOND, to_bytes(renamed))
-    outcomes = _run_folder(tmp_path / "export", labeler)
+    outcomes = run_folder(tmp_path / "export", labeler)
     first, second = outcomes[FIRST], outcomes[SECOND]
     assert first.state == second.state == "done" and "warning" not in first.result
     assert second.result["warning"] == (
@@ -169,7 +149,7 @@ def test_batch_real_derived_monochrome1_copy_is_not_a_duplicate(
     shared_data: Path, labeler: Any
 ) -> None:
     # Fake_MONOHR1.dcm keeps the SOP Instance UID of the SIIM image it was derived from.
-    outcomes = _run_folder(shared_data / "dicom", labeler)
+    outcomes = run_folder(shared_data / "dicom", labeler)
     images = {k: o for k, o in outcomes.items() if o.result.get("kind") == "image"}
     assert all(o.state == "done" for o in images.values())
     derived = images["Fake_MONOHR1.dcm"].result

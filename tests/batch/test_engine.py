@@ -9,11 +9,11 @@ import json
 import threading
 import zipfile
 import zlib
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from folder_runs import run_folder
 from service_fixtures import (
     EXPECTED_EXPORT,
     GOOD_BESIDE_POISON,
@@ -25,7 +25,7 @@ from service_fixtures import (
 from app.cli import main
 from app.report_labeler import load_report_labeler
 from batch.engine import plan, run
-from batch.interfaces import Outcome, Sink, SourceItem
+from batch.interfaces import SourceItem
 from batch.processor import BatchProcessor
 from batch.scan import classify_file
 from batch.sinks import TallySink
@@ -39,26 +39,11 @@ def labeler() -> Any:
     return load_report_labeler()
 
 
-def _run_folder(
-    root: Path, labeler: Any, *, predictor: Any = None, **processor_args: Any
-) -> dict[str, Any]:
-    source = FolderSource(root)
-    processor = BatchProcessor(source, labeler=labeler, predictor=predictor, **processor_args)
-    outcomes: dict[str, Outcome] = {}
-
-    class Keep(Sink):
-        def write(self, chunk: Sequence[Outcome]) -> None:
-            outcomes.update({o.key: o for o in chunk})
-
-    run(plan(source.scan(), [], processor), processor, [Keep()], chunk_size=8)
-    return outcomes
-
-
 def test_batch_poisoned_files_fail_with_reason_and_neighbours_are_done(
     tmp_path: Path, labeler: Any, demo_predictor: Any
 ) -> None:
     root = build_poisoned_export(tmp_path / "export")
-    outcomes = _run_folder(root, labeler, predictor=demo_predictor)
+    outcomes = run_folder(root, labeler, predictor=demo_predictor)
     assert sorted(outcomes) == sorted([*POISONED, *GOOD_BESIDE_POISON])
     for key in GOOD_BESIDE_POISON:  # in the same chunk as the poisoned files
         assert outcomes[key].state == "done"
@@ -95,7 +80,7 @@ def test_batch_any_reader_exception_is_one_files_failure(
         return real(path, *args, **kwargs)
 
     monkeypatch.setattr(models.dicom, "read_dicom_stored", reader)
-    outcomes = _run_folder(root, labeler)
+    outcomes = run_folder(root, labeler)
     assert sorted(outcomes) == sorted(EXPECTED_EXPORT)  # every file, once
     bad = outcomes["PAT1/STUDY1/SER1/IM000001"]
     assert bad.state == "failed" and type(exc).__name__ in (bad.error or "")
@@ -133,7 +118,7 @@ def test_batch_reader_that_never_returns_is_given_up(
 
     monkeypatch.setattr(models.dicom, "read_dicom_stored", reader)
     try:
-        outcomes = _run_folder(root, labeler, file_timeout_s=0.5)
+        outcomes = run_folder(root, labeler, file_timeout_s=0.5)
     finally:
         release.set()
     stuck = outcomes["PAT1/STUDY1/SER1/IM000001"]
@@ -155,7 +140,7 @@ def test_batch_labeling_an_sr_is_under_the_file_limit_too(
 
     monkeypatch.setattr(labeler, "label_many", label_many)
     try:
-        outcomes = _run_folder(root, labeler, file_timeout_s=0.5)
+        outcomes = run_folder(root, labeler, file_timeout_s=0.5)
     finally:
         release.set()
     sr = outcomes["PAT1/STUDY1/SR/SR000001"]
