@@ -65,18 +65,20 @@ run_step() {  # one named step, with its limit
         service-latency) step "$1" 100 $PY benchmarks/predict.py --mode latency --device cuda \
             --image-size 1024 --n 150 ;;
         train-end-to-end) step "$1" 170 $PY benchmarks/train_throughput.py $e2e ;;
-        # Test modules whose packages are not carried fail to collect; the gpu tests still run.
+        # The gpu tests live with the models' tests; collecting only those is seconds.
         cuda-tests) step "$1" 120 $PY -m pytest -q -p no:cacheprovider -o addopts="" -m gpu \
-            --continue-on-collection-errors tests ;;
+            --continue-on-collection-errors tests/models ;;
         train-prepared) step "$1" 150 $PY benchmarks/train_throughput.py $e2e --prepared ;;
         train-compiled) step "$1" 220 $PY benchmarks/train_throughput.py $e2e --compile ;;
         predict-cam) step "$1" 100 $PY benchmarks/predict.py $thr --heatmaps-from cam ;;
+        predict-ceilings) step "$1" 150 $PY benchmarks/predict_ceilings.py --device cuda \
+            --image-size 1024 --n 512 ;;
         *) echo "gpu_suite: no step $1" | tee -a "$OUT/summary.log" ;;
     esac
 }
 
 CORE="predict-layercam service-latency train-end-to-end cuda-tests"
-EXTRA="train-prepared train-compiled predict-cam"
+EXTRA="train-prepared train-compiled predict-cam predict-ceilings"
 
 [ "${1:-}" = unpack ] && { unpack; shift; [ $# = 0 ] && exit 0; }
 case ${1:-all} in

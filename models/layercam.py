@@ -24,15 +24,24 @@ shows (the positive ones by default).
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.nn.grad import conv2d_input
 
-__all__ = ["HEATMAP_METHODS", "check_heatmap_settings", "forward_with_layercam", "layercam_maps"]
+__all__ = [
+    "HEATMAP_METHODS",
+    "blur_maps",
+    "check_heatmap_settings",
+    "forward_with_layercam",
+    "layercam_maps",
+    "maps_to_host",
+]
 
 HEATMAP_METHODS: tuple[str, ...] = ("cam", "layercam")
 
@@ -71,7 +80,7 @@ def forward_with_layercam(
     stage: int = 2,
     sigma: float = 0.5,
     autocast: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
-) -> tuple[torch.Tensor, list[dict[int, np.ndarray]]]:
+) -> tuple[torch.Tensor, list[dict[int, torch.Tensor]]]:
     """One forward pass that also yields LayerCAM maps for labels chosen from its logits.
 
     The early stages run without gradients; the later ones keep their graph, so each map
@@ -88,8 +97,9 @@ def forward_with_layercam(
         autocast: context for the forward pass (bf16 autocast on CUDA).
 
     Returns:
-        (logits (N, C) float32, for each image label index -> float32 (S, S) map, >= 0, not
-        normalised, at the stage's resolution).
+        (logits (N, C) float32, for each image label index -> float32 (S, S) map on x's
+        device, >= 0, not normalised, at the stage's resolution; `maps_to_host` copies
+        them in one go).
 
     Raises:
         ValueError: a bad stage, or `choose` not returning one list per image.
@@ -99,7 +109,7 @@ def forward_with_layercam(
     budget = _GRAPH_PIXELS_CUDA if x.is_cuda else _GRAPH_PIXELS
     chunk = max(1, budget // max(1, x.shape[-2] * x.shape[-1]))
     all_logits: list[torch.Tensor] = []
-    maps: list[dict[int, np.ndarray]] = []
+    maps: list[dict[int, torch.Tensor]] = []
     for start in range(0, x.shape[0], chunk):
         # The early stages per chunk too: at 1024 px their activations are large as well.
         with torch.no_grad(), autocast():
@@ -123,7 +133,7 @@ def forward_with_layercam(
                 raise ValueError(
                     f"need one label list per image: {len(wanted)} for {a.shape[0]} images"
                 )
-            found: list[dict[int, np.ndarray]] = [{} for _ in wanted]
+            found: list[dict[int, torch.Tensor]] = [{} for _ in wanted]
             slots = max((len(w) for w in wanted), default=0)
             for k in range(slots):
                 # Images are independent in eval mode: one backward serves the k-th label
@@ -138,14 +148,57 @@ def forward_with_layercam(
                 carried = (body * g_body.to(body.dtype)).float().sum()
                 (g,) = torch.autograd.grad(carried, a, retain_graph=more)
                 m = (g.float().clamp(min=0) * a.detach().float()).sum(dim=1).clamp(min=0)
-                rows = [i for i, _ in pairs]
-                # One copy to the host per slot, not one per image (each is a device sync).
-                on_host = m[rows].cpu().numpy().astype(np.float32)
-                for (i, c), cell in zip(pairs, on_host, strict=True):
-                    found[i][c] = _blur(cell, sigma)
+                # The maps stay where they were made: a copy to the host here would wait
+                # for this backward before the next one is queued.
+                blurred = blur_maps(m[[i for i, _ in pairs]], sigma)
+                for (i, c), cell in zip(pairs, blurred, strict=True):
+                    found[i][c] = cell
         all_logits.append(logits.detach().float())
         maps.extend(found)
     return torch.cat(all_logits), maps
+
+
+def maps_to_host(maps: Sequence[dict[int, torch.Tensor]]) -> list[dict[int, np.ndarray]]:
+    """`forward_with_layercam`'s maps as float32 host arrays, in one copy (one device sync)."""
+    keys = [(i, c) for i, per_image in enumerate(maps) for c in per_image]
+    out: list[dict[int, np.ndarray]] = [{} for _ in maps]
+    if not keys:
+        return out
+    shapes = {tuple(maps[i][c].shape) for i, c in keys}
+    if len(shapes) == 1:
+        stacked = torch.stack([maps[i][c] for i, c in keys]).float().cpu().numpy()
+        for (i, c), cell in zip(keys, stacked, strict=True):
+            out[i][c] = cell
+    else:  # chunks of another size (not made by one pass): one copy each
+        for i, c in keys:
+            out[i][c] = maps[i][c].float().cpu().numpy()
+    return out
+
+
+def blur_maps(maps: torch.Tensor, sigma: float) -> torch.Tensor:
+    """Gaussian blur of `sigma` cells over (n, rows, columns) maps, on their device.
+
+    The kernel is OpenCV's for float images (`cv2.GaussianBlur` with a size derived from
+    sigma: 2 * round(4 sigma) + 1 taps), applied along rows then columns with replicated
+    borders, so evidence at the image edge is not pulled towards zero.
+    """
+    if sigma <= 0 or maps.numel() == 0:
+        return maps
+    taps = _gaussian_taps(float(sigma)).to(maps.device)
+    k = taps.numel()
+    x = maps.float().unsqueeze(1)
+    x = F.pad(x, (k // 2, k // 2, k // 2, k // 2), mode="replicate")
+    x = F.conv2d(x, taps.view(1, 1, 1, k))
+    x = F.conv2d(x, taps.view(1, 1, k, 1))
+    return x.squeeze(1)
+
+
+@functools.cache
+def _gaussian_taps(sigma: float) -> torch.Tensor:
+    import cv2
+
+    size = int(round(sigma * 4 * 2 + 1)) | 1  # OpenCV's choice for float images
+    return torch.from_numpy(cv2.getGaussianKernel(size, sigma, cv2.CV_64F).ravel()).float()
 
 
 def layercam_maps(
@@ -180,7 +233,7 @@ def layercam_maps(
     def choose(start: int, logits: torch.Tensor) -> Sequence[Sequence[int]]:
         return wanted[start : start + logits.shape[0]]
 
-    return forward_with_layercam(model, x, choose, stage=stage, sigma=sigma)[1]
+    return maps_to_host(forward_with_layercam(model, x, choose, stage=stage, sigma=sigma)[1])
 
 
 def _drop_negligible(grad: torch.Tensor) -> torch.Tensor:
@@ -249,14 +302,3 @@ def _conv_input_grad(conv: nn.Conv2d, grad: torch.Tensor, size: torch.Size) -> t
             out.index_add_(0, (image * hp + i + u) * wp + j + v, spread[:, u, v])
     grid = out.view(n, hp, wp, c_in)[:, ph : ph + size[2], pw : pw + size[3]]
     return grid.permute(0, 3, 1, 2)
-
-
-def _blur(m: np.ndarray, sigma: float) -> np.ndarray:
-    if sigma <= 0:
-        return m
-    import cv2
-
-    # Replicated borders: evidence at the image edge is not pulled towards zero.
-    return np.asarray(
-        cv2.GaussianBlur(m, (0, 0), sigmaX=sigma, borderType=cv2.BORDER_REPLICATE), np.float32
-    )

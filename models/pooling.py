@@ -6,6 +6,7 @@ Log-Sum-Exp pooling interpolates between average pooling (r -> 0) and max poolin
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import torch
@@ -37,9 +38,9 @@ def lse_pool(x: torch.Tensor, r: float = 10.0) -> torch.Tensor:
     flat = x.flatten(2)
     x_star = flat.amax(dim=2, keepdim=True)
     # logsumexp - log(S) == log(mean(exp)); logsumexp itself is max-shifted, so this is Eq. 3.
-    lse = torch.logsumexp(r * (flat - x_star), dim=2) - torch.log(
-        torch.tensor(float(flat.shape[2]), dtype=flat.dtype, device=flat.device)
-    )
+    # log(S) as a Python number: a tensor made on the device here is a host-to-device copy,
+    # which waits for the whole forward pass queued before it (a sync per batch on CUDA).
+    lse = torch.logsumexp(r * (flat - x_star), dim=2) - math.log(flat.shape[2])
     return x_star.squeeze(2) + lse / r
 
 

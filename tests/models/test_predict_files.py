@@ -28,7 +28,8 @@ def test_predict_files_keeps_order_and_reports_unreadable_files(
     assert results[1].error is not None and results[1].prediction is None
     for r, rows in zip([results[0], results[2], results[3]], [90, 100, 110], strict=True):
         assert r.error is None and r.prediction is not None and r.meta is not None
-        assert r.prepared is None  # the model input is dropped once predicted
+        # The model input is not kept once predicted: the display copy is the one image.
+        assert [k for k, v in vars(r).items() if isinstance(v, np.ndarray)] == ["display"]
         assert r.meta.rows == rows
         assert r.display is not None and r.display.dtype == np.uint8
         assert max(r.display.shape) == 40
