@@ -276,6 +276,7 @@ class PredictionRead(BaseModel):
                         "cam": 0.0,
                         "boxes": 0.003,
                         "inference_total": 0.016,
+                        "store": 0.004,
                         "total": 0.064,
                     },
                 }

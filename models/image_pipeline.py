@@ -19,13 +19,16 @@ import hashlib
 import os
 import time
 from dataclasses import dataclass, field
-from typing import BinaryIO, Literal, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Literal, Protocol
 
 import numpy as np
 
 from models.dicom import ImageMeta
 from models.geometry import Geometry, ResizeMode
 from models.stored_pixels import UNIT_CODES, StoredPixels
+
+if TYPE_CHECKING:  # decoding workers never import torch
+    import torch
 
 __all__ = [
     "DecodeTask",
@@ -160,8 +163,13 @@ def load_for_model(
     *,
     filename: str | None = None,
     kind: SourceKind = "auto",
+    device: torch.device | None = None,
 ) -> LoadedImage:
     """Decode, fit into the model input and make the display copy; drop the rest.
+
+    Args:
+        device: a CUDA device to shrink the image on (`StoredPixels.fit`): the service,
+            which decodes one upload at a time beside a GPU; None fits on the host.
 
     Raises:
         ImageError: (a subclass) unreadable, unsupported or too large.
@@ -169,7 +177,7 @@ def load_for_model(
     t0 = time.perf_counter()
     stored, meta = read_stored(source, filename=filename, max_pixels=spec.max_pixels, kind=kind)
     t1 = time.perf_counter()
-    fitted, geometry = stored.fit(spec.size, spec.resize)
+    fitted, geometry = stored.fit(spec.size, spec.resize, device)
     display = None
     if spec.display_size is not None:
         display = display_copy(stored, spec.display_size, fitted, geometry)

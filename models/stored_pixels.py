@@ -22,15 +22,28 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:  # models.transforms imports torch; decoding does not need it
+    import torch
+
     from models.geometry import Geometry, ResizeMode
 
-__all__ = ["StoredPixels", "UNIT_CODES"]
+__all__ = ["ClampedLine", "StoredPixels", "UNIT_CODES"]
 
 # What `fit` returns: grey in [0, 1] quantized to uint16 (steps of 1.5e-5: a prediction
 # moves by less than 1e-4), half the bytes of float32 between processes and to a device.
 UNIT_CODES = 65535
 
 ValueMap = Callable[[np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
+class ClampedLine:
+    """`StoredPixels.fit`'s usual map: output code = slope * clamp(code) + intercept,
+    computed after the resize (the clamp before it); bounds may be infinite."""
+
+    slope: float
+    intercept: float
+    code_low: float
+    code_high: float
 
 
 @dataclass(frozen=True)
@@ -130,15 +143,10 @@ class StoredPixels:
         The table covers every code of the dtype up to the largest present (int16 codes
         index it through their uint16 view), so no shifted copy of the codes is made.
         """
-        values = (self.values if table_values is None else table_values).astype(np.float32)
-        if self.codes.dtype == np.int16:
-            table = np.zeros(65536, np.float32)
-            codes = np.arange(self.offset, self.offset + values.size, dtype=np.int16)
-            table[codes.view(np.uint16)] = values
-            return table[self.codes.view(np.uint16)]
-        table = np.zeros(self.offset + values.size, np.float32)
-        table[self.offset :] = values
-        out: np.ndarray = table[self.codes]
+        table, through_uint16 = self.gather_table(
+            self.values if table_values is None else table_values
+        )
+        out: np.ndarray = table[self.codes.view(np.uint16) if through_uint16 else self.codes]
         return out
 
     def _clamped_affine(self) -> tuple[float, float, float, float] | None:
@@ -180,8 +188,14 @@ class StoredPixels:
             high = np.inf
         return float(slope), intercept, float(low), float(high)
 
-    def fit(self, size: int, mode: ResizeMode | str) -> tuple[np.ndarray, Geometry]:
+    def fit(
+        self, size: int, mode: ResizeMode | str, device: torch.device | None = None
+    ) -> tuple[np.ndarray, Geometry]:
         """Fit into the model input: the image's part only, without the padding.
+
+        With a CUDA `device`, an image that shrinks along both sides is averaged there
+        (`models.device_fit`: the same weights as OpenCV's area resize, as two matrix
+        products); others, and every other device, are fitted here.
 
         Returns:
             uint16 (geometry.height, geometry.width) grey in [0, 1] times `UNIT_CODES`,
@@ -194,7 +208,42 @@ class StoredPixels:
         rows, columns = self.shape
         geo = Geometry.fit(rows, columns, size, mode)
         shrink = rows > geo.height or columns > geo.width
+        plan = self.fit_plan()
+        if (
+            device is not None
+            and device.type == "cuda"
+            and shrink
+            and rows >= geo.height
+            and columns >= geo.width
+        ):
+            from models.device_fit import fit_on_device
+
+            try:
+                return fit_on_device(self, plan, geo, device), geo
+            except RuntimeError:  # the device's memory is full, say: the host fits it
+                pass
         interp = cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
+        if isinstance(plan, ClampedLine):
+            codes = self.codes.astype(np.float32)
+            if np.isfinite(plan.code_low) or np.isfinite(plan.code_high):
+                np.clip(codes, np.float32(plan.code_low), np.float32(plan.code_high), out=codes)
+            small = self._resize(codes, geo, interp)
+            out = small * np.float32(plan.slope)
+            out += np.float32(plan.intercept)
+            np.clip(out, 0.0, UNIT_CODES, out=out)
+            return out.astype(np.uint16), geo
+        small = self._resize(self._gather(plan), geo, interp)
+        small += np.float32(0.5)
+        return small.astype(np.uint16), geo
+
+    def fit_plan(self) -> ClampedLine | np.ndarray:
+        """How `fit` maps codes to output codes: a `ClampedLine` applied around the resize,
+        or a per-code table (laid out like `values`) applied before it.
+
+        Where the map is a line clamped at both ends (a rescale, then a linear window: the
+        usual case), clamping the codes and resizing them first gives the same result (up
+        to float rounding) without a table lookup per pixel.
+        """
         lo, mul = self._scale()
         affine = self._clamped_affine()
         if affine is not None:
@@ -205,23 +254,27 @@ class StoredPixels:
             b = (float(intercept) - float(lo)) * float(mul)
             if self.invert:
                 a, b = -a, 1.0 - b
-            codes = self.codes.astype(np.float32)
-            if np.isfinite(code_low) or np.isfinite(code_high):
-                np.clip(codes, np.float32(code_low), np.float32(code_high), out=codes)
-            small = self._resize(codes, geo, interp)
-            out = small * np.float32(a * UNIT_CODES)
-            out += np.float32(b * UNIT_CODES + 0.5)
-            np.clip(out, 0.0, UNIT_CODES, out=out)
-            return out.astype(np.uint16), geo
-        # Otherwise the table maps each code to its output value before the resize; its
-        # values lie in [0, UNIT_CODES], and so do their averages: only rounding is left.
+            return ClampedLine(a * UNIT_CODES, b * UNIT_CODES + 0.5, code_low, code_high)
+        # The table maps each code to its output value before the resize; its values lie in
+        # [0, UNIT_CODES], and so do their averages: only rounding is left.
         table = (self.values - float(lo)) * float(mul)
         if self.invert:
             table = 1.0 - table
-        table = np.clip(table, 0.0, 1.0) * UNIT_CODES
-        small = self._resize(self._gather(table.astype(np.float32)), geo, interp)
-        small += np.float32(0.5)
-        return small.astype(np.uint16), geo
+        out: np.ndarray = (np.clip(table, 0.0, 1.0) * UNIT_CODES).astype(np.float32)
+        return out
+
+    def gather_table(self, table_values: np.ndarray) -> tuple[np.ndarray, bool]:
+        """(table, through_uint16): the lookup `_gather` indexes with the codes, float32;
+        `through_uint16`: index it with the codes' uint16 view (int16 codes)."""
+        values = table_values.astype(np.float32)
+        if self.codes.dtype == np.int16:
+            table = np.zeros(65536, np.float32)
+            codes = np.arange(self.offset, self.offset + values.size, dtype=np.int16)
+            table[codes.view(np.uint16)] = values
+            return table, True
+        table = np.zeros(self.offset + values.size, np.float32)
+        table[self.offset :] = values
+        return table, False
 
     @staticmethod
     def _resize(image: np.ndarray, geo: Geometry, interp: int) -> np.ndarray:

@@ -200,3 +200,60 @@ def test_layercam_through_an_odd_transition_matches_plain_autograd() -> None:
     (g,) = torch.autograd.grad(model.forward_head(model.transition(tail(a)))[0, 1], a)
     want = (g[0].clamp(min=0) * a[0].detach()).sum(0).clamp(min=0).numpy()
     np.testing.assert_allclose(maps[0][1], want, rtol=1e-4, atol=1e-6 * float(want.max()))
+
+
+@pytest.mark.parametrize("sigma", [0.5, 1.0, 3.7])
+@pytest.mark.parametrize("shape", [(1, 1), (3, 40), (40, 3), (7, 5), (128, 128)])
+def test_blur_maps_equals_opencv_with_replicated_borders(
+    shape: tuple[int, int], sigma: float
+) -> None:
+    import cv2
+
+    from models.layercam import blur_maps
+
+    rng = np.random.default_rng(int(sigma * 10) + shape[0] * 1000 + shape[1])
+    maps = rng.random((3, *shape), dtype=np.float32)
+    maps[1] = 0.0
+    maps[1][-1, :] = 1.0  # all evidence on the last row: replicated, not pulled to zero
+    got = blur_maps(torch.from_numpy(maps.copy()), sigma)
+    assert got.shape == (3, *shape) and got.dtype == torch.float32
+    for m, blurred in zip(maps, got.numpy(), strict=True):
+        want = cv2.GaussianBlur(m, (0, 0), sigmaX=sigma, borderType=cv2.BORDER_REPLICATE)
+        np.testing.assert_allclose(blurred, want, rtol=0, atol=1e-6)
+
+
+def test_blur_maps_without_sigma_or_maps_changes_nothing() -> None:
+    from models.layercam import blur_maps
+
+    maps = torch.rand(2, 8, 12)
+    assert torch.equal(blur_maps(maps, 0.0), maps)
+    empty = blur_maps(torch.zeros(0, 8, 8), 1.0)
+    assert empty.shape == (0, 8, 8)
+
+
+def test_maps_to_host_gives_each_maps_values_for_equal_and_mixed_shapes() -> None:
+    from models.layercam import maps_to_host
+
+    torch.manual_seed(2)
+    same = [{0: torch.rand(8, 8), 2: torch.rand(8, 8)}, {}, {1: torch.rand(8, 8)}]
+    mixed = [{0: torch.rand(8, 8)}, {2: torch.rand(4, 6), 1: torch.rand(8, 8)}, {}]
+    for maps in (same, mixed):
+        host = maps_to_host(maps)
+        assert len(host) == len(maps)
+        for per_image, on_device in zip(host, maps, strict=True):
+            assert list(per_image) == list(on_device)  # labels kept, in order
+            for c, cell in per_image.items():
+                assert isinstance(cell, np.ndarray) and cell.dtype == np.float32
+                np.testing.assert_array_equal(cell, on_device[c].numpy())
+    # Maps of another float type come back as float32 too.
+    wide = torch.rand(5, 5, dtype=torch.float64)
+    [[(_, cell)]] = [list(m.items()) for m in maps_to_host([{3: wide}])]
+    assert cell.dtype == np.float32
+    np.testing.assert_array_equal(cell, wide.float().numpy())
+
+
+def test_maps_to_host_keeps_empty_dicts_empty() -> None:
+    from models.layercam import maps_to_host
+
+    assert maps_to_host([]) == []
+    assert maps_to_host([{}, {}, {}]) == [{}, {}, {}]
