@@ -11,7 +11,9 @@ ResNet-50 (`benchmarks/predict.py`'s checkpoint: two positive labels an image):
      (boxes on CPU threads, results) one after the other;
   3. the whole path, `predict_files`, while a thread samples every thread's Python stack
      every few milliseconds: the share of wall time each thread spends in each function
-     (a thread waiting on the GPU, a pipe or a lock shows the call it waits in).
+     (a thread waiting on the GPU, a pipe or a lock shows the call it waits in);
+  4. (printed before 3) one image a pass, as the service runs it, and with --profile on
+     CUDA torch.profiler's table of it: how much of the pass the GPU is busy.
 
 The path can go no faster than its slowest side; what the main thread samples say is the
 part of the model's time the host adds.
@@ -101,6 +103,9 @@ def main() -> int:
     parser.add_argument("--workers", type=int, help="decoding processes (default: cores)")
     parser.add_argument("--output-stride", type=int, default=16, choices=[16, 32])
     parser.add_argument("--passes", type=int, default=8, help="model passes timed (default 8)")
+    parser.add_argument(
+        "--profile", action="store_true", help="CUDA: torch.profiler table of a one-image pass"
+    )
     args = parser.parse_args()
 
     import torch
@@ -169,6 +174,31 @@ def main() -> int:
         split = ", ".join(f"{key} {1000 * v / images:.2f}" for key, v in timings.items())
         _say(f"2. model pass alone: {images / pass_s:.1f} files/s (ms per file: {split}); "
              f"with finish, serial: {images / both_s:.1f} files/s")  # fmt: skip
+
+        # 4 first (it reuses the decoded images): one image at a time, as the service runs.
+        one = [batches[0][:1]]
+        for _ in range(3):
+            predictor.finish(predictor.model_pass(one[0], "none"))
+        sync()
+        walls = []
+        for _ in range(20):
+            t0 = time.perf_counter()
+            predictor.finish(predictor.model_pass(one[0], "none"))
+            sync()
+            walls.append(time.perf_counter() - t0)
+        walls.sort()
+        _say(f"4. one image a pass (the service's batch): median {1000 * walls[10]:.1f} ms, "
+             f"best {1000 * walls[0]:.1f} ms (model_pass + finish)")  # fmt: skip
+        if cuda and args.profile:
+            from torch.profiler import ProfilerActivity, profile
+
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                for _ in range(5):
+                    predictor.finish(predictor.model_pass(one[0], "none"))
+                sync()
+            table = prof.key_averages().table(sort_by="self_device_time_total", row_limit=14)
+            _say("   five passes under torch.profiler (the totals at the bottom: host vs GPU):")
+            _say(table)
 
         # 3. The whole path, sampled.
         list(predict_files(predictor, files[: 2 * args.batch_size], heatmaps="none",

@@ -122,9 +122,10 @@ def boxes_from_heatmap(
     for t in thresholds:
         if not 0 <= t <= 255:
             raise ValueError(f"box threshold must be in [0, 255], got {t}")
-        mask = (h8 >= t).astype(np.uint8)
         if t == 0:
             continue
+        # h8 >= t as 0/1 in one vectorised pass (NumPy's compare and cast took two).
+        mask = cv2.threshold(h8, t - 1, 1, cv2.THRESH_BINARY)[1]
         # Components only where the mask has pixels: the labelling is the costly step
         # (a 1024 px map: 5.7 ms over the whole grid), and a high level's mask is small.
         x0, y0, cw, ch = cv2.boundingRect(mask)
