@@ -87,7 +87,11 @@ def load_model(path: str | Path, device: str = "auto") -> Predictor:
     """
     from models.predict import load_predictor
 
-    return load_predictor(path, device=device)
+    predictor = load_predictor(path, device=device)
+    # A lone upload is the service's usual batch: its LayerCAM pass replays as CUDA graphs
+    # (captured now, before any request's thread uses the device; nothing off CUDA).
+    predictor.capture_graphs([1])
+    return predictor
 
 
 class InferenceQueue:

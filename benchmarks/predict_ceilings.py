@@ -123,6 +123,11 @@ def main() -> int:
         ckpt = write_checkpoint(work / "r50.pt", args.image_size, 2, "layercam", args.output_stride)
         predictor = load_predictor(ckpt, device=args.device, batch_size=args.batch_size)
         cuda = predictor.device.type == "cuda"
+        t0 = time.perf_counter()
+        captured = predictor.capture_graphs([args.batch_size, 1])
+        if cuda:
+            _say(f"CUDA graphs captured for batches of {captured} in "
+                 f"{time.perf_counter() - t0:.1f} s")  # fmt: skip
         name = torch.cuda.get_device_name(predictor.device) if cuda else "cpu"
         _say(
             f"{name}, {os.cpu_count()} cores, {workers} decoding workers; {len(files)} "
@@ -189,6 +194,22 @@ def main() -> int:
         walls.sort()
         _say(f"4. one image a pass (the service's batch): median {1000 * walls[10]:.1f} ms, "
              f"best {1000 * walls[0]:.1f} ms (model_pass + finish)")  # fmt: skip
+        if cuda:  # the same without CUDA graphs, for comparison
+            eager = load_predictor(ckpt, device=args.device, batch_size=args.batch_size,
+                                   cuda_graphs=False)  # fmt: skip
+            for _ in range(3):
+                eager.finish(eager.model_pass(one[0], "none"))
+            sync()
+            plain = []
+            for _ in range(20):
+                t0 = time.perf_counter()
+                eager.finish(eager.model_pass(one[0], "none"))
+                sync()
+                plain.append(time.perf_counter() - t0)
+            plain.sort()
+            _say(f"   without CUDA graphs: median {1000 * plain[10]:.1f} ms, "
+                 f"best {1000 * plain[0]:.1f} ms")  # fmt: skip
+            del eager
         if cuda and args.profile:
             from torch.profiler import ProfilerActivity, profile
 

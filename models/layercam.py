@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -34,11 +34,15 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.grad import conv2d_input
 
+if TYPE_CHECKING:
+    from models.cuda_graphs import LayerCamGraphs
+
 __all__ = [
     "HEATMAP_METHODS",
     "blur_maps",
     "check_heatmap_settings",
     "forward_with_layercam",
+    "layercam_chunk",
     "layercam_maps",
     "maps_to_host",
 ]
@@ -80,6 +84,7 @@ def forward_with_layercam(
     stage: int = 2,
     sigma: float = 0.5,
     autocast: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+    graphs: LayerCamGraphs | None = None,
 ) -> tuple[torch.Tensor, list[dict[int, torch.Tensor]]]:
     """One forward pass that also yields LayerCAM maps for labels chosen from its logits.
 
@@ -95,6 +100,8 @@ def forward_with_layercam(
         stage: body stage whose activations are weighted (1-4; 2 gives stride 8).
         sigma: Gaussian blur of each map, in cells (0: none).
         autocast: context for the forward pass (bf16 autocast on CUDA).
+        graphs: CUDA graphs of the body stages (`models.cuda_graphs`), for the chunk shapes
+            they hold; others, and None, run eagerly.
 
     Returns:
         (logits (N, C) float32, for each image label index -> float32 (S, S) map on x's
@@ -106,18 +113,25 @@ def forward_with_layercam(
     """
     head, tail = model.split_body(stage)  # type: ignore[operator]
     conv, after = _split_transition(model.transition)  # type: ignore[arg-type]
-    budget = _GRAPH_PIXELS_CUDA if x.is_cuda else _GRAPH_PIXELS
-    chunk = max(1, budget // max(1, x.shape[-2] * x.shape[-1]))
+    chunk = layercam_chunk(x)
     all_logits: list[torch.Tensor] = []
     maps: list[dict[int, torch.Tensor]] = []
     for start in range(0, x.shape[0], chunk):
+        part = x[start : start + chunk]
+        graphed = graphs.stages(part) if graphs is not None else None
         # The early stages per chunk too: at 1024 px their activations are large as well.
-        with torch.no_grad(), autocast():
-            early = head(model.prepare_input(x[start : start + chunk]))  # type: ignore[operator]
+        if graphed is not None:
+            early = graphed.early(part)
+        else:
+            with torch.no_grad(), autocast():
+                early = head(model.prepare_input(part))  # type: ignore[operator]
         with torch.enable_grad():
             a = early.requires_grad_(True)
+            if graphed is not None:
+                body = graphed.tail(a)
             with autocast():
-                body = tail(a)
+                if graphed is None:
+                    body = tail(a)
                 if conv is None:
                     cut = body
                 else:
@@ -199,6 +213,13 @@ def _gaussian_taps(sigma: float) -> torch.Tensor:
 
     size = int(round(sigma * 4 * 2 + 1)) | 1  # OpenCV's choice for float images
     return torch.from_numpy(cv2.getGaussianKernel(size, sigma, cv2.CV_64F).ravel()).float()
+
+
+def layercam_chunk(x: torch.Tensor) -> int:
+    """Images of `x`'s size that one pass with gradients takes (`forward_with_layercam`
+    splits a larger batch)."""
+    budget = _GRAPH_PIXELS_CUDA if x.is_cuda else _GRAPH_PIXELS
+    return max(1, budget // max(1, x.shape[-2] * x.shape[-1]))
 
 
 def layercam_maps(
