@@ -19,6 +19,7 @@ eager path, which gives the same numbers.
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
@@ -117,11 +118,15 @@ class LayerCamGraphs:
         with torch.cuda.graph(graph, pool=self._pool):
             static_early = run_head(static_x)
         sample = static_early.clone().requires_grad_(True)
-        graphed_tail = torch.cuda.make_graphed_callables(
-            run_tail,
-            (sample,),
-            num_warmup_iters=_WARMUP,
-            pool=self._pool,
-        )
+        with warnings.catch_warnings():
+            # The capture's backward runs on its own stream, the sample's gradient node was
+            # made on this one: torch warns of a possible synchronisation, once, at capture.
+            warnings.filterwarnings("ignore", "The AccumulateGrad node's stream", UserWarning)
+            graphed_tail = torch.cuda.make_graphed_callables(
+                run_tail,
+                (sample,),
+                num_warmup_iters=_WARMUP,
+                pool=self._pool,
+            )
         replay_tail = cast(Callable[[torch.Tensor], torch.Tensor], graphed_tail)
         return GraphedStages(static_x, static_early, graph, replay_tail)

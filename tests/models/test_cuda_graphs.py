@@ -20,6 +20,14 @@ def _images(predictor: Predictor, n: int, seed: int) -> list[PreparedImage]:
     return [predictor.prepare(rng.random(shapes[i % len(shapes)])) for i in range(n)]
 
 
+def _layercam(checkpoint: Path, *, batch_size: int, cuda_graphs: bool = True) -> Predictor:
+    # The demo card draws the paper's CAM; only LayerCAM's pass is graphed.
+    return load_predictor(
+        checkpoint, device="cuda", batch_size=batch_size, heatmap_method="layercam",
+        cuda_graphs=cuda_graphs,
+    )  # fmt: skip
+
+
 def _same(got: list[Prediction], want: list[Prediction]) -> None:
     for a, b in zip(got, want, strict=True):
         assert a.probabilities == pytest.approx(b.probabilities, abs=1e-5)
@@ -37,7 +45,7 @@ def _same(got: list[Prediction], want: list[Prediction]) -> None:
 
 
 def test_predictor_weights_need_no_gradient_and_cpu_has_no_graphs(demo_checkpoint: Path) -> None:
-    predictor = load_predictor(demo_checkpoint, device="cpu")
+    predictor = load_predictor(demo_checkpoint, device="cpu", heatmap_method="layercam")
     assert not any(p.requires_grad for p in predictor.model.parameters())
     assert predictor._graphs is None and predictor.capture_graphs([1, 16]) == []
 
@@ -45,8 +53,8 @@ def test_predictor_weights_need_no_gradient_and_cpu_has_no_graphs(demo_checkpoin
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_graphed_passes_give_the_eager_results(demo_checkpoint: Path) -> None:
-    graphed = load_predictor(demo_checkpoint, device="cuda", batch_size=4)
-    eager = load_predictor(demo_checkpoint, device="cuda", batch_size=4, cuda_graphs=False)
+    graphed = _layercam(demo_checkpoint, batch_size=4)
+    eager = _layercam(demo_checkpoint, batch_size=4, cuda_graphs=False)
     assert graphed._graphs is not None and eager._graphs is None
     assert graphed.capture_graphs([1, 4]) == [1, 4] and eager.capture_graphs([1]) == []
     for p in (graphed, eager):
@@ -69,8 +77,8 @@ def test_a_failed_capture_runs_eagerly_and_says_so(
         raise RuntimeError("operation not permitted when stream is capturing")
 
     monkeypatch.setattr(LayerCamGraphs, "_capture", fail)
-    graphed = load_predictor(demo_checkpoint, device="cuda", batch_size=2)
-    eager = load_predictor(demo_checkpoint, device="cuda", batch_size=2, cuda_graphs=False)
+    graphed = _layercam(demo_checkpoint, batch_size=2)
+    eager = _layercam(demo_checkpoint, batch_size=2, cuda_graphs=False)
     images = _images(eager, 2, 5)
     with caplog.at_level(logging.WARNING, logger="models.cuda_graphs"):
         assert graphed.capture_graphs([2]) == []
