@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
@@ -112,7 +113,7 @@ def main() -> int:
 
     from models.decode_pool import DecodePool, default_workers
     from models.image_pipeline import InputSpec, LoadedImage, load_task
-    from models.predict import load_predictor, predict_files
+    from models.predict import Predictor, load_predictor, predict_files
 
     workers = args.workers or default_workers()
     work = Path(tempfile.mkdtemp(prefix="cxr-ceilings-"))
@@ -182,33 +183,28 @@ def main() -> int:
 
         # 4 first (it reuses the decoded images): one image at a time, as the service runs.
         one = [batches[0][:1]]
-        for _ in range(3):
-            predictor.finish(predictor.model_pass(one[0], "none"))
-        sync()
-        walls = []
-        for _ in range(20):
-            t0 = time.perf_counter()
-            predictor.finish(predictor.model_pass(one[0], "none"))
+
+        def one_image_ms(runner: Predictor) -> tuple[float, float]:
+            """(median, best) ms of a one-image model pass and finish, after a warm-up."""
+            for _ in range(3):
+                runner.finish(runner.model_pass(one[0], "none"))
             sync()
-            walls.append(time.perf_counter() - t0)
-        walls.sort()
-        _say(f"4. one image a pass (the service's batch): median {1000 * walls[10]:.1f} ms, "
-             f"best {1000 * walls[0]:.1f} ms (model_pass + finish)")  # fmt: skip
+            walls = []
+            for _ in range(20):
+                t0 = time.perf_counter()
+                runner.finish(runner.model_pass(one[0], "none"))
+                sync()
+                walls.append(1000 * (time.perf_counter() - t0))
+            return statistics.median(walls), min(walls)
+
+        median, best = one_image_ms(predictor)
+        _say(f"4. one image a pass (the service's batch): median {median:.1f} ms, "
+             f"best {best:.1f} ms (model_pass + finish)")  # fmt: skip
         if cuda:  # the same without CUDA graphs, for comparison
             eager = load_predictor(ckpt, device=args.device, batch_size=args.batch_size,
                                    cuda_graphs=False)  # fmt: skip
-            for _ in range(3):
-                eager.finish(eager.model_pass(one[0], "none"))
-            sync()
-            plain = []
-            for _ in range(20):
-                t0 = time.perf_counter()
-                eager.finish(eager.model_pass(one[0], "none"))
-                sync()
-                plain.append(time.perf_counter() - t0)
-            plain.sort()
-            _say(f"   without CUDA graphs: median {1000 * plain[10]:.1f} ms, "
-                 f"best {1000 * plain[0]:.1f} ms")  # fmt: skip
+            median, best = one_image_ms(eager)
+            _say(f"   without CUDA graphs: median {median:.1f} ms, best {best:.1f} ms")
             del eager
         if cuda and args.profile:
             from torch.profiler import ProfilerActivity, profile

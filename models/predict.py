@@ -788,7 +788,9 @@ def predict_files(
     # copies each batch into its staging buffer while this one runs the model: a worker
     # never waits with a decoded image in its pipe, and the device never waits for a copy
     # on the host (on one H200 it was a seventh of this thread's time).
-    loaded = _prefetch(staged_batches(), depth=2)
+    # Staged batches waiting: two on a GPU (16-bit, 32 MB at 1024 px), one on the CPU,
+    # whose staged batch is the float input itself (64 MB) and whose model is slower anyway.
+    loaded = _prefetch(staged_batches(), depth=2 if predictor.device.type == "cuda" else 1)
     # A batch's `finish` (boxes on CPU threads, results) runs in this thread while the next
     # batch's `model_pass` keeps the device busy: on one H200 the two took 3.0 and 5.8 ms
     # per file one after the other.
