@@ -50,12 +50,12 @@ from models.layercam import (
     layercam_chunk,
     maps_to_host,
 )
-
-if TYPE_CHECKING:
-    from models.cuda_graphs import LayerCamGraphs
 from models.network import ChestNet
 from models.stored_pixels import UNIT_CODES
 from models.transforms import Geometry, ResizeMode, resize_mode_of
+
+if TYPE_CHECKING:
+    from models.cuda_graphs import LayerCamGraphs
 
 __all__ = [
     "Box",
@@ -64,6 +64,7 @@ __all__ = [
     "Prediction",
     "Predictor",
     "PreparedImage",
+    "StagedBatch",
     "load_predictor",
     "predict_files",
     "resolve_device",
