@@ -1,10 +1,12 @@
 """CUDA graphs of the LayerCAM pass's body stages: one launch instead of hundreds.
 
 On one H200 a one-image LayerCAM pass (the service's batch: a 1024 px ResNet-50, two maps)
-kept the GPU busy 5.2 ms of about 20: the rest was the host issuing some 1,200 kernels
+kept the GPU busy 5.2 ms of about 19: the rest was the host issuing some 600 operations
 (convolutions, their autocast casts, the backward's additions and ReLU masks) one by one.
 A CUDA graph records the early stages' forward, and the later stages' forward and input
-gradient, once per batch shape, and replays each with one call.
+gradient, once per batch shape, and replays each with one call: on the same machine a
+one-image pass and its boxes took 13.4 ms against 18.8 eager, and the service's p50 for a
+2500 x 2048 DICOM went from 59 to 48 ms.
 
 `LayerCamGraphs.stages` hands `models.layercam.forward_with_layercam` the graphed stages
 for a chunk's shape when they were captured (`Predictor.capture_graphs`): the early stages
