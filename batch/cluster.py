@@ -299,7 +299,8 @@ class _SharedInstances(InstanceIndex):
         import ray
 
         super().forget(uid, fingerprint, key)
-        # A copy read from now on is predicted; one skipped already stays skipped.
+        # A copy read from now on is predicted; one skipped already is read again by the
+        # driver once this line reaches it (`_CopiesAwaitingFirst`).
         with contextlib.suppress(ray.exceptions.RayError, TimeoutError):
             ray.get(self.registry.forget.remote(uid, fingerprint, key), timeout=60)
 
@@ -357,6 +358,7 @@ def run_on_ray(
     srs = [i for i in items if i.kind == "sr"]
     rest = [i for i in items if i.kind != "sr"]
     registry = _registry(recorded) if rest else None
+    copies = _CopiesAwaitingFirst(recorded, rest)
     blocks = 0
     for phase in (srs, rest):
         if not phase:
@@ -366,9 +368,64 @@ def run_on_ray(
             if phase is srs:
                 known.extend(lines)
             blocks += 1
-            yield [_across_readers(line, instances) for line in lines]
+            yield [_across_readers(line, instances) for line in copies.settle(lines)]
             if after_block is not None:
                 after_block(blocks)
+    # Copies skipped for a first copy whose prediction then failed: read and predicted now
+    # (the registry has forgotten that first copy), as one machine would have done.
+    again, unsettled = copies.retry(), copies.unsettled()
+    if again:
+        for lines in _run_phase(spec, again, known, model, device, chunk_size, actors, registry):
+            yield [_across_readers(line, instances) for line in lines]
+    if unsettled:
+        yield [_across_readers(line, instances) for line in unsettled]
+
+
+class _CopiesAwaitingFirst:
+    """Holds a skipped copy's line until its first copy's line arrives: if that copy was
+    done, the line goes out; if its prediction failed, the copy is read again (`retry`).
+
+    A reader skips a copy as soon as another reader has decoded the image, before that
+    image is predicted; on Ray the lines come back as blocks finish, so the first copy's
+    fate is known only later.
+    """
+
+    def __init__(self, recorded: Sequence[dict[str, Any]], items: Sequence[SourceItem]) -> None:
+        self.state = {str(line.get("path")): str(line.get("state")) for line in recorded}
+        self.items = {item.key: item for item in items}
+        self.waiting: dict[str, list[dict[str, Any]]] = {}
+        self.again: list[SourceItem] = []
+
+    def settle(self, lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The lines to record now, in order; held and retried copies left out."""
+        out: list[dict[str, Any]] = []
+        for line in lines:
+            first = line.get("duplicate_of") if line.get("state") == "skipped" else None
+            if isinstance(first, str) and str(line.get("path")) in self.items:
+                if first not in self.state:
+                    self.waiting.setdefault(first, []).append(line)
+                    continue
+                if self.state[first] == "failed":
+                    self.again.append(self.items[str(line.get("path"))])
+                    continue
+            out.append(line)
+            key = str(line.get("path"))
+            self.state[key] = str(line.get("state"))
+            for held in self.waiting.pop(key, []):
+                if self.state[key] == "failed":
+                    self.again.append(self.items[str(held.get("path"))])
+                else:
+                    out.append(held)
+        return out
+
+    def retry(self) -> list[SourceItem]:
+        """The copies to read again, in source order."""
+        order = {key: n for n, key in enumerate(self.items)}
+        return sorted(self.again, key=lambda item: order[item.key])
+
+    def unsettled(self) -> list[dict[str, Any]]:
+        """Held lines whose first copy's line never came (recorded as they are)."""
+        return [line for held in self.waiting.values() for line in held]
 
 
 def _across_readers(line: dict[str, Any], instances: InstanceIndex) -> dict[str, Any]:
@@ -379,6 +436,8 @@ def _across_readers(line: dict[str, Any], instances: InstanceIndex) -> dict[str,
     always in source order)."""
     uid, fingerprint = line.get("sop_instance_uid"), line.get("pixel_fingerprint")
     key = str(line["path"])
+    if line.get("state") == "failed":  # no first copy: a later one is predicted
+        instances.forget(uid, fingerprint, key)
     if line.get("state") != "done" or not isinstance(fingerprint, str):
         instances.restore(line)  # a reader's own duplicate names its first copy
         return line

@@ -244,3 +244,70 @@ def test_cluster_readers_skip_a_copy_that_another_reader_decoded_first(tmp_path:
     ray.kill(registry)
     alone, pixels = _read(_reader(tmp_path, registry), "B/1.dcm")
     assert alone["state"] == "done" and pixels
+
+
+def _image_line(path: str, state: str = "done", **extra: Any) -> dict[str, Any]:
+    return {"path": path, "state": state, "kind": "image", "sop_instance_uid": "1.2.3",
+            "pixel_fingerprint": "a" * 32, **extra}  # fmt: skip
+
+
+def test_cluster_reads_again_a_copy_skipped_for_a_first_copy_that_then_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A reader skipped B/1.dcm as soon as A/1.dcm was decoded; A's prediction then failed.
+    # On one machine B would have been predicted; on Ray it stayed skipped, naming A.
+    import batch.cluster as cluster
+    from batch.interfaces import SourceItem
+
+    items = [SourceItem(key, "image") for key in ("A/1.dcm", "B/1.dcm", "C/1.dcm", "D/1.dcm")]
+    skipped_b = _image_line("B/1.dcm", "skipped", duplicate_of="A/1.dcm")
+    skipped_d = {**_image_line("D/1.dcm", "skipped", duplicate_of="old/1.dcm"),
+                 "pixel_fingerprint": "d" * 32}  # fmt: skip
+    blocks = {  # what the readers and predict actors hand back, block by block
+        ("A/1.dcm", "B/1.dcm", "C/1.dcm", "D/1.dcm"): [
+            [skipped_b, {**_image_line("C/1.dcm"), "pixel_fingerprint": "c" * 32}],
+            [_image_line("A/1.dcm", "failed", error="prediction failed: RuntimeError: x")],
+            [skipped_d],
+        ],
+        ("B/1.dcm",): [[_image_line("B/1.dcm", prediction={"positive": []})]],
+    }
+    phases: list[tuple[str, ...]] = []
+
+    def run_phase(spec: Any, phase: Any, *args: Any) -> Iterator[list[dict[str, Any]]]:
+        keys = tuple(item.key for item in phase)
+        phases.append(keys)
+        yield from blocks[keys]
+
+    monkeypatch.setattr(cluster, "_run_phase", run_phase)
+    monkeypatch.setattr(cluster, "_registry", lambda recorded: None)
+    recorded = [{**_image_line("old/1.dcm"), "pixel_fingerprint": "d" * 32}]
+    spec = JobSpec(input=FolderInput(Path("/nowhere")))
+    got = [line for lines in run_on_ray(spec, items, recorded, model=None) for line in lines]
+    assert phases == [("A/1.dcm", "B/1.dcm", "C/1.dcm", "D/1.dcm"), ("B/1.dcm",)]
+    by_path = {line["path"]: line for line in got}
+    assert len(got) == len(by_path) == 4  # each file once
+    assert by_path["A/1.dcm"]["state"] == "failed"
+    assert by_path["B/1.dcm"]["state"] == "done" and "duplicate_of" not in by_path["B/1.dcm"]
+    assert by_path["C/1.dcm"]["state"] == "done"
+    assert by_path["D/1.dcm"] == skipped_d  # its first copy was recorded done: out at once
+
+
+def test_copies_awaiting_first_hold_release_and_retry() -> None:
+    from batch.cluster import _CopiesAwaitingFirst
+    from batch.interfaces import SourceItem
+
+    items = [SourceItem(key, "image") for key in ("A", "B", "C", "D", "E")]
+    copies = _CopiesAwaitingFirst([], items)
+    b = _image_line("B", "skipped", duplicate_of="A")
+    d = _image_line("D", "skipped", duplicate_of="C")
+    assert copies.settle([b, d]) == []  # both wait for their first copy
+    a = _image_line("A")
+    assert copies.settle([a]) == [a, b]  # A done: B is a copy of it
+    c = _image_line("C", "failed")
+    assert copies.settle([c]) == [c]  # C failed: D is read again
+    e = _image_line("E", "skipped", duplicate_of="C")
+    assert copies.settle([e]) == []  # C's fate known: E is read again at once
+    assert [item.key for item in copies.retry()] == ["D", "E"]
+    orphan = _image_line("Z", "skipped", duplicate_of="Y")  # not an item of this run
+    assert copies.settle([orphan]) == [orphan]
+    assert copies.unsettled() == []
