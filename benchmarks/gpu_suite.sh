@@ -6,6 +6,9 @@
 #   bash benchmarks/gpu_suite.sh extra    training from the prepared cache, compiled; the paper's CAM
 #   bash benchmarks/gpu_suite.sh all      core, then extra, as far as SUITE_SECONDS allows
 #   bash benchmarks/gpu_suite.sh STEP...  the steps named (see run_step), in that order
+#   BASE=DIR bash benchmarks/gpu_suite.sh ...  the prediction steps also time the checkout
+#                                           in DIR (carried in a git-ignored folder) in the
+#                                           same run; `service-latency-base` serves from it
 #
 # On a machine without the project's packages (the lent GPU machine: torch, numpy, OpenCV
 # and Pillow only), `python benchmarks/gpu_site.py` packs them here into one archive that
@@ -21,6 +24,7 @@ OUT=${OUT:-gpu-logs}
 mkdir -p "$OUT" .devsite
 export PYTHONPATH="$PWD/.devsite:$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
+[ -n "${BASE:-}" ] && BASE=$(cd "$BASE" && pwd)  # absolute: a step runs from inside it
 DEADLINE=$((SECONDS + ${SUITE_SECONDS:-540}))
 
 step() {  # step NAME SECONDS COMMAND...: run it with a limit, keep its log
@@ -59,11 +63,15 @@ about() {
 
 run_step() {  # one named step, with its limit
     local e2e="--device cuda --sizes 1024 --batch-size 32 --steps 15 --end-to-end --unique 64 --images 1280 --epochs 3"
-    local thr="--mode throughput --device cuda --image-size 1024 --batch-size 16 --n 512 --repeat 1"
+    local thr="--mode throughput --device cuda --image-size 1024 --batch-size 16 --n 512 --repeat 1${BASE:+ --base $BASE}"
+    local lat="--mode latency --device cuda --image-size 1024 --n 150"
     case $1 in
         predict-layercam) step "$1" 120 $PY benchmarks/predict.py $thr ;;
-        service-latency) step "$1" 100 $PY benchmarks/predict.py --mode latency --device cuda \
-            --image-size 1024 --n 150 ;;
+        predict-stride32) step "$1" 120 $PY benchmarks/predict.py $thr --output-stride 32 ;;
+        service-latency) step "$1" 100 $PY benchmarks/predict.py $lat ;;
+        # The older checkout's own benchmark and server, on the same machine.
+        service-latency-base) step "$1" 100 env PYTHONPATH="$PWD/.devsite:$BASE" \
+            sh -c "cd '$BASE' && exec $PY benchmarks/predict.py $lat" ;;
         train-end-to-end) step "$1" 170 $PY benchmarks/train_throughput.py $e2e ;;
         # The gpu tests live with the models' tests; collecting only those is seconds.
         cuda-tests) step "$1" 120 $PY -m pytest -q -p no:cacheprovider -o addopts="" -m gpu \
@@ -78,7 +86,7 @@ run_step() {  # one named step, with its limit
 }
 
 CORE="predict-layercam service-latency train-end-to-end cuda-tests"
-EXTRA="train-prepared train-compiled predict-cam predict-ceilings"
+EXTRA="train-prepared train-compiled predict-cam predict-ceilings predict-stride32"
 
 [ "${1:-}" = unpack ] && { unpack; shift; [ $# = 0 ] && exit 0; }
 case ${1:-all} in
