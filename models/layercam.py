@@ -198,7 +198,7 @@ def blur_maps(maps: torch.Tensor, sigma: float) -> torch.Tensor:
     """
     if sigma <= 0 or maps.numel() == 0:
         return maps
-    taps = _gaussian_taps(float(sigma)).to(maps.device)
+    taps = _gaussian_taps(float(sigma), maps.device)
     k = taps.numel()
     x = maps.float().unsqueeze(1)
     x = F.pad(x, (k // 2, k // 2, k // 2, k // 2), mode="replicate")
@@ -208,11 +208,14 @@ def blur_maps(maps: torch.Tensor, sigma: float) -> torch.Tensor:
 
 
 @functools.cache
-def _gaussian_taps(sigma: float) -> torch.Tensor:
+def _gaussian_taps(sigma: float, device: torch.device) -> torch.Tensor:
+    """The kernel, kept on `device`: a copy from host memory on every call would wait for
+    the work queued before it (a device sync per map slot)."""
     import cv2
 
     size = int(round(sigma * 4 * 2 + 1)) | 1  # OpenCV's choice for float images
-    return torch.from_numpy(cv2.getGaussianKernel(size, sigma, cv2.CV_64F).ravel()).float()
+    taps = torch.from_numpy(cv2.getGaussianKernel(size, sigma, cv2.CV_64F).ravel()).float()
+    return taps.to(device)
 
 
 def layercam_chunk(x: torch.Tensor) -> int:
