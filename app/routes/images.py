@@ -235,7 +235,7 @@ def _decode(
 
     # Over CXR_MAX_PIXELS: refused from the header, before decoding (413).
     spec = InputSpec.of(predictor, display_size=PREVIEW_SIDE, max_pixels=max_pixels)
-    # Beside a GPU the shrink runs there (a tenth of OpenCV's time for a 2500 x 2048 image).
+    # Beside a GPU the shrink runs there (a 2500 x 2048 DICOM: 17.6 -> 13.8 ms on an H200).
     loaded = load_for_model(file, spec, filename=name, device=predictor.device)
     assert loaded.display is not None  # asked for by the spec
     return loaded.meta, loaded.prepared, loaded.display

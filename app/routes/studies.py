@@ -267,7 +267,7 @@ def _decode(
     from models.image_pipeline import InputSpec, load_for_model
 
     spec = InputSpec.of(predictor, display_size=LUNG_FIELD_SIDE, max_pixels=max_pixels)
-    # Beside a GPU the shrink runs there (a tenth of OpenCV's time for a 2500 x 2048 image).
+    # Beside a GPU the shrink runs there (a 2500 x 2048 DICOM: 17.6 -> 13.8 ms on an H200).
     loaded = load_for_model(file, spec, filename=name, device=predictor.device)
     assert loaded.display is not None  # asked for by the spec
     return loaded.meta, loaded.prepared, lung_field_of(loaded)
