@@ -107,4 +107,11 @@ def fit_on_device(
         code = out.to(torch.int32)
         bits = torch.where(code >= 32768, code - 65536, code).to(torch.int16)
         fitted: np.ndarray = bits.cpu().numpy().view(np.uint16)
+        if device.type == "cuda":
+            # The cached weights were made on the stream of the thread that first needed
+            # them: marked used here, their memory waits for this stream if the cache drops
+            # them.
+            stream = torch.cuda.current_stream(device)
+            wy.record_stream(stream)
+            wx.record_stream(stream)
     return fitted

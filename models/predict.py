@@ -238,7 +238,10 @@ class Predictor:
             self._graphs = LayerCamGraphs(model, card.heatmap_stage)
         self._box_pool: ThreadPoolExecutor | None = None
         # Per-label temperature scaling from the card (models.calibration); T = 1 if absent.
-        self._temperatures = torch.from_numpy(temperature_vector(card.temperatures, self.labels))
+        # Kept on the model's device: a host copy per call would wait for the pass first.
+        self._temperatures = torch.from_numpy(
+            temperature_vector(card.temperatures, self.labels)
+        ).to(device)
 
     def capture_graphs(self, batch_sizes: Iterable[int]) -> list[int]:
         """Capture CUDA graphs of the LayerCAM pass for these batch sizes (the ones that
