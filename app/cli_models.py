@@ -329,6 +329,14 @@ def _register_predict(sub: argparse._SubParsersAction[Any]) -> None:
     )
     p.add_argument("--device", default="auto")
     p.add_argument(
+        "--fit",
+        default="auto",
+        choices=["auto", "host", "device"],
+        help="where images are shrunk to the model's input: host (in the decoding "
+        "processes), device (on the model's device; the processes only read), or auto "
+        "(default: device on a GPU without overlays, else host)",
+    )
+    p.add_argument(
         "--heatmaps-from",
         choices=["layercam", "cam"],
         help="override the model card's heatmap method: layercam (finer, aligned) or the "
@@ -380,7 +388,12 @@ def _predict(args: argparse.Namespace) -> int:
     files = [Path(f) for f in args.files]
     display = None if args.overlays == "none" else args.overlay_size
     results = predict_files(
-        predictor, files, heatmaps=args.overlays, display_size=display, workers=args.workers
+        predictor,
+        files,
+        heatmaps=args.overlays,
+        display_size=display,
+        workers=args.workers,
+        fit=args.fit,
     )
     # Overlays and JSON are written by a few threads (PNG encoding releases the GIL), in
     # step with prediction; the per-file lines stay in input order.

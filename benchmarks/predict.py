@@ -27,7 +27,8 @@ Two more modes (`--mode`):
   throughput  files/s of `predict_files` (what `cxr predict` runs) over --n generated
               2500x2048 12-bit DICOMs with --workers decoding processes, no overlays,
               after a warm-up pass; with --base DIR, the same through the code in DIR (a
-              `git worktree` of an older commit), interleaved, in the same run.
+              `git worktree` of an older commit), interleaved, in the same run; --fit both
+              fits on the host (the workers) and on the device (the staging thread).
   latency     p50/p99 of single-DICOM requests, one at a time, through a real
               `cxr serve` on loopback (POST /v1/images/predict).
   decode      one thread's time to decode and fit one generated DICOM (best of 7), and with
@@ -278,9 +279,11 @@ from models.predict import load_predictor, predict_files
 cfg = json.loads(sys.argv[1])
 predictor = load_predictor(cfg["model"], device=cfg["device"], batch_size=cfg["batch"])
 kw = {"workers": cfg["workers"]} if cfg["workers"] is not None else {}
+if cfg.get("fit"):
+    kw["fit"] = cfg["fit"]
 try:
     predict_files(predictor, [], display_size=None, **kw)
-except TypeError:  # older code: no workers argument
+except TypeError:  # older code: no workers or fit argument
     kw = {}
 stages = {}
 def run(files):
@@ -306,13 +309,14 @@ print(json.dumps({"files": n, "seconds": time.perf_counter() - t0, "stages": sta
 
 def throughput(
     files: list[Path], checkpoint: Path, *, code: Path, device: str, batch: int,
-    workers: int | None,
+    workers: int | None, fit: str | None = None,
 ) -> float:  # fmt: skip
-    """Files/s of `predict_files` with the code in `code`, in a fresh process."""
+    """Files/s of `predict_files` with the code in `code`, in a fresh process (`fit`:
+    where images are fitted, None: the code's default)."""
     import json
 
     cfg = {"model": str(checkpoint), "device": device, "batch": batch, "workers": workers,
-           "files": [str(f) for f in files]}  # fmt: skip
+           "fit": fit, "files": [str(f) for f in files]}  # fmt: skip
     env = {**os.environ, "PYTHONPATH": _path(code)}
     done = subprocess.run([sys.executable, "-c", _THROUGHPUT, json.dumps(cfg)], env=env,
                           capture_output=True, text=True, check=False, cwd=code)  # fmt: skip
@@ -476,6 +480,13 @@ def main() -> int:
         choices=[16, 32],
         help="16: the dilated model cxr train writes (default); 32: the paper's undilated one",
     )
+    parser.add_argument(
+        "--fit",
+        default="auto",
+        choices=["auto", "host", "device", "both"],
+        help="throughput mode: where `predict_files` fits the images (auto: on a GPU when "
+        "the model runs on one); both: host and device, interleaved",
+    )
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N")
     parser.add_argument("--repeat", type=int, default=3, help="whole-process runs (median)")
     parser.add_argument(
@@ -544,16 +555,21 @@ def main() -> int:
             f"heatmaps {args.heatmaps_from}, batch {args.batch_size}"
         )
         if args.mode == "throughput":
-            runs = [("this checkout", ROOT)] + (
-                [("base", args.base.resolve())] if args.base else []
-            )
+            fits = ["host", "device"] if args.fit == "both" else [args.fit]
+            trials: list[tuple[str, Path, str | None]] = [
+                (f"this checkout{'' if f == 'auto' else f', fit on the {f}'}", ROOT,
+                 None if f == "auto" else f)
+                for f in fits
+            ]  # fmt: skip
+            trials += [("base", args.base.resolve(), None)] if args.base else []
+            primary = trials[len(fits) - 1][0]  # this checkout's last fit: the median's
             rates: list[float] = []
-            for label, code in runs * max(1, args.repeat):
+            for label, code, fit in trials * max(1, args.repeat):
                 rate = throughput(files, checkpoint, code=code, device=args.device,
-                                  batch=args.batch_size, workers=args.workers)  # fmt: skip
+                                  batch=args.batch_size, workers=args.workers, fit=fit)  # fmt: skip
                 workers = "default" if args.workers is None else args.workers
                 _say(f"throughput, {label}: {rate:.1f} files/s (workers {workers})")
-                if code == ROOT:
+                if label == primary:
                     rates.append(rate)
             rate = statistics.median(rates)
             maps = args.positives if args.heatmaps_from == "layercam" else 0

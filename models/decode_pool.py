@@ -41,6 +41,8 @@ from multiprocessing.process import BaseProcess
 from multiprocessing.reduction import DupFd, ForkingPickler
 from typing import Generic, Protocol, TypeVar
 
+import numpy as np
+
 __all__ = ["DecodePool", "WorkerCrashed", "WorkerTimeout", "default_workers", "start_fork_server"]
 
 T = TypeVar("T")
@@ -150,15 +152,16 @@ class ResultSlot:
 
     def take(self, data: bytes, lengths: list[int]) -> object:
         """The result `put` wrote, its buffers copied out of the slot (free again after)."""
-        view = memoryview(self.map)
-        buffers: list[bytearray] = []
+        # NumPy copies without the interpreter lock (a bytearray copy holds it: 1.1 ms of
+        # a 2 MiB result, or 5.8 ms of a 10 MB DICOM's codes, in which no other thread of
+        # the caller runs); the arrays unpickled from these buffers use them in place.
+        buffers: list[np.ndarray] = []
         offset = 0
-        try:
-            for n in lengths:
-                buffers.append(bytearray(view[offset : offset + n]))
-                offset += n
-        finally:
-            view.release()
+        for n in lengths:
+            out = np.empty(n, np.uint8)
+            np.copyto(out, np.frombuffer(self.map, np.uint8, n, offset))
+            buffers.append(out)
+            offset += n
         return pickle.loads(data, buffers=buffers)
 
     def close(self) -> None:

@@ -10,7 +10,9 @@ as its stored 16-bit codes (10 MB) and comes back fitted (1.7 MB), as the same u
 codes `StoredPixels.fit` makes on the host (up to float rounding: the products run in
 float64, OpenCV sums in float32).
 
-Only `StoredPixels.fit` calls this, for images that shrink along both sides.
+`StoredPixels.fit` calls `fit_on_device` for images that shrink along both sides (the
+service); `models.predict.Predictor.stage` calls `fitted_codes` to fit a batch's images
+straight into its input on the device (`cxr predict` on a GPU).
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ import torch
 from models.geometry import Geometry
 from models.stored_pixels import UNIT_CODES, ClampedLine, StoredPixels
 
-__all__ = ["area_weights", "fit_on_device"]
+__all__ = ["area_weights", "codes_on_device", "fit_on_device", "fitted_codes", "side_stream"]
 
 _streams = threading.local()
+
+_TORCH_DTYPE = {np.dtype(np.uint8).str: torch.uint8, np.dtype(np.int16).str: torch.int16}
 
 
 def area_weights(source: int, target: int) -> np.ndarray:
@@ -56,9 +60,9 @@ def _weights_on(source: int, target: int, device: str) -> torch.Tensor:
     return torch.from_numpy(area_weights(source, target)).to(device)
 
 
-def _stream(device: torch.device) -> torch.cuda.Stream:
-    """This thread's side stream: a fit does not queue behind another request's model
-    pass on the default stream."""
+def side_stream(device: torch.device) -> torch.cuda.Stream:
+    """This thread's side stream on `device`: a fit does not queue behind a model pass on
+    the default stream (another request's, or the batch before in `cxr predict`)."""
     streams: dict[str, torch.cuda.Stream] = getattr(_streams, "by_device", {})
     _streams.by_device = streams
     key = str(device)
@@ -76,42 +80,70 @@ def fit_on_device(
     Any device computes it (the tests compare it with the host fit on the CPU); on CUDA
     it runs on a side stream of the calling thread.
     """
-    rows, columns = stored.shape
-    side = torch.cuda.stream(_stream(device)) if device.type == "cuda" else contextlib.nullcontext()
+    side = (
+        torch.cuda.stream(side_stream(device))
+        if device.type == "cuda"
+        else contextlib.nullcontext()
+    )
     with side:
-        wy = _weights_on(rows, geo.height, str(device))
-        wx = _weights_on(columns, geo.width, str(device))
-        codes = np.ascontiguousarray(stored.codes)
-        if codes.dtype == np.uint8:
-            wide = torch.from_numpy(codes).to(device).to(torch.int32)
-        else:  # 16-bit codes travel as int16 bits (torch's CUDA kernels know no uint16)
-            wide = torch.from_numpy(codes.view(np.int16)).to(device).to(torch.int32)
-            if codes.dtype == np.uint16:
-                wide &= 0xFFFF
-        if isinstance(plan, ClampedLine):
-            image = wide.double()
-            if np.isfinite(plan.code_low) or np.isfinite(plan.code_high):
-                # float32 bounds, as the host path clips float32 codes
-                low = float(np.float32(plan.code_low)) if np.isfinite(plan.code_low) else None
-                high = float(np.float32(plan.code_high)) if np.isfinite(plan.code_high) else None
-                image = image.clamp(min=low, max=high)
-            small = ((wy @ image) @ wx.T).float()
-            out = small * float(np.float32(plan.slope)) + float(np.float32(plan.intercept))
-            out = out.clamp(0.0, float(UNIT_CODES))
-        else:
-            table, through_uint16 = stored.gather_table(plan)
-            index = wide & 0xFFFF if through_uint16 else wide
-            image = torch.from_numpy(table).to(device)[index.long()].double()
-            out = ((wy @ image) @ wx.T).float() + 0.5
+        code = fitted_codes(stored, plan, geo, device)
         # uint16 by truncation, as NumPy's astype; int16 bits, which the host views back.
-        code = out.to(torch.int32)
         bits = torch.where(code >= 32768, code - 65536, code).to(torch.int16)
         fitted: np.ndarray = bits.cpu().numpy().view(np.uint16)
-        if device.type == "cuda":
-            # The cached weights were made on the stream of the thread that first needed
-            # them: marked used here, their memory waits for this stream if the cache drops
-            # them.
-            stream = torch.cuda.current_stream(device)
-            wy.record_stream(stream)
-            wx.record_stream(stream)
     return fitted
+
+
+def fitted_codes(
+    stored: StoredPixels, plan: ClampedLine | np.ndarray, geo: Geometry, device: torch.device
+) -> torch.Tensor:
+    """The uint16 codes `StoredPixels.fit` makes on the host, made on `device` as int32
+    (geo.height, geo.width), on its current stream; `geo` shrinks `stored` along both
+    sides. The caller picks the stream (`side_stream`) and waits for it."""
+    rows, columns = stored.shape
+    wy = _weights_on(rows, geo.height, str(device))
+    wx = _weights_on(columns, geo.width, str(device))
+    wide = codes_on_device(stored.codes, device)
+    if isinstance(plan, ClampedLine):
+        image = wide.double()
+        if np.isfinite(plan.code_low) or np.isfinite(plan.code_high):
+            # float32 bounds, as the host path clips float32 codes
+            low = float(np.float32(plan.code_low)) if np.isfinite(plan.code_low) else None
+            high = float(np.float32(plan.code_high)) if np.isfinite(plan.code_high) else None
+            image = image.clamp(min=low, max=high)
+        small = ((wy @ image) @ wx.T).float()
+        out = small * float(np.float32(plan.slope)) + float(np.float32(plan.intercept))
+        out = out.clamp(0.0, float(UNIT_CODES))
+    else:
+        table, through_uint16 = stored.gather_table(plan)
+        index = wide & 0xFFFF if through_uint16 else wide
+        image = torch.from_numpy(table).to(device)[index.long()].double()
+        out = ((wy @ image) @ wx.T).float() + 0.5
+    if device.type == "cuda":
+        # The cached weights were made on the stream of the thread that first needed
+        # them: marked used here, their memory waits for this stream if the cache drops
+        # them.
+        stream = torch.cuda.current_stream(device)
+        wy.record_stream(stream)
+        wx.record_stream(stream)
+    return out.to(torch.int32)  # truncation, as NumPy's astype to uint16
+
+
+def codes_on_device(codes: np.ndarray, device: torch.device) -> torch.Tensor:
+    """Integer codes (uint8, uint16 or int16) as int32 on `device`, their values kept.
+
+    On CUDA they cross through pinned memory from torch's caching host allocator (which
+    reuses a block only once the copy that read it has run): the copy does not hold up
+    the calling thread, and decoders' read-only arrays need no writable copy first.
+    16-bit codes travel as int16 bits (torch's CUDA kernels know no uint16).
+    """
+    bits = np.ascontiguousarray(codes if codes.dtype == np.uint8 else codes.view(np.int16))
+    if device.type == "cuda":
+        host = torch.empty(bits.shape, dtype=_TORCH_DTYPE[bits.dtype.str], pin_memory=True)
+        np.copyto(host.numpy(), bits)
+        on = host.to(device, non_blocking=True)
+    else:
+        on = torch.tensor(bits, device=device)  # a copy: the codes may be read-only
+    wide = on.to(torch.int32)
+    if codes.dtype == np.uint16:
+        wide &= 0xFFFF
+    return wide

@@ -57,6 +57,13 @@ class Geometry:
         return cls(rows, columns, size, (size - height) // 2, (size - width) // 2, height, width)
 
     @property
+    def shrinks_both(self) -> bool:
+        """The fit shrinks the image, enlarging neither side (an area average: the fit a
+        device can do, `models.device_fit`)."""
+        return (self.rows >= self.height and self.columns >= self.width
+                and (self.rows > self.height or self.columns > self.width))  # fmt: skip
+
+    @property
     def scale(self) -> tuple[float, float]:
         """(sx, sy): original pixels per input pixel along x and y."""
         return self.columns / self.width, self.rows / self.height

@@ -8,7 +8,9 @@ Every caller that predicts from a file goes through `load_for_model`: `cxr predi
 (in a pool of worker processes, `models.decode_pool`), the service's upload route, batch
 jobs and `cxr evaluate`'s localization. The full-resolution image lives only inside it;
 what comes out is the fitted image as 16-bit grey (2 MB at 1024 px, padded on the device
-by `models.predict`) and, when asked for, an 8-bit display copy.
+by `models.predict`) and, when asked for, an 8-bit display copy. Where the model runs on a
+GPU, `cxr predict`'s workers only read (`read_task`): the stored codes go to the device,
+which fits them there (`Predictor.stage`), and the workers' cores are free for reading.
 
 Nothing here imports torch, so decoding workers stay small.
 """
@@ -38,6 +40,8 @@ __all__ = [
     "display_copy",
     "load_for_model",
     "load_task",
+    "read_task",
+    "ReadImage",
     "prepare_pixels",
     "read_stored",
 ]
@@ -223,6 +227,40 @@ def load_task(task: DecodeTask) -> LoadedImage:
     """
     path, spec, kind = task
     return load_for_model(path, spec, kind=kind)
+
+
+@dataclass
+class ReadImage:
+    """One decoded file before its fit (`read_task`): what a device that fits needs.
+
+    Attributes:
+        meta: image facts (identifiers, size, view position).
+        stored: the stored codes and their per-code grey (`StoredPixels.fit` fits them).
+        display: uint8 grey copy, longer side at most the spec's `display_size` (None when
+            not asked for).
+        timings: seconds for "decode" (and "preprocess": the display copy).
+    """
+
+    meta: ImageMeta
+    stored: StoredPixels
+    display: np.ndarray | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def read_task(task: DecodeTask) -> ReadImage:
+    """`read_stored` on one (path, spec, kind) task, and the display copy if the spec asks
+    for one, but no fit: the decoding workers' job when the model's device fits the
+    images (`models.predict.predict_files` on CUDA)."""
+    path, spec, kind = task
+    t0 = time.perf_counter()
+    stored, meta = read_stored(path, max_pixels=spec.max_pixels, kind=kind)
+    t1 = time.perf_counter()
+    timings = {"decode": t1 - t0}
+    display = None
+    if spec.display_size is not None:
+        display = display_copy(stored, spec.display_size)
+        timings["preprocess"] = time.perf_counter() - t1
+    return ReadImage(meta, stored, display, timings)
 
 
 def display_copy(

@@ -32,6 +32,7 @@ from models.boxes import Box, scored_boxes
 from models.calibration import apply_temperatures, temperature_vector
 from models.cam import positive_evidence
 from models.checkpoint import ModelCard, load_checkpoint
+from models.device_fit import codes_on_device, fitted_codes, side_stream
 from models.dicom import ImageMeta
 from models.errors import ImageError, ModelsError
 from models.folding import fold_batchnorm
@@ -41,8 +42,10 @@ from models.image_pipeline import (
     InputSpec,
     LoadedImage,
     PreparedImage,
+    ReadImage,
     load_task,
     prepare_pixels,
+    read_task,
 )
 from models.layercam import (
     check_heatmap_settings,
@@ -51,7 +54,7 @@ from models.layercam import (
     maps_to_host,
 )
 from models.network import ChestNet
-from models.stored_pixels import UNIT_CODES
+from models.stored_pixels import UNIT_CODES, StoredPixels
 from models.transforms import Geometry, ResizeMode, resize_mode_of
 
 if TYPE_CHECKING:
@@ -66,6 +69,7 @@ __all__ = [
     "PreparedImage",
     "StagedBatch",
     "load_predictor",
+    "FitPlace",
     "predict_files",
     "resolve_device",
 ]
@@ -140,19 +144,26 @@ class ModelPass:
 
 @dataclass
 class StagedBatch:
-    """A batch's model input on the host (`Predictor.stage`), ready for the device.
+    """A batch's model input (`Predictor.stage`): on the host ready for the device, or
+    already on the device.
 
     Attributes:
         geometries: each image's fit into the input (its pixels fill the top-left
             (height, width) of its slot in `host`).
         host: CUDA: pinned int16 (N, S, S), the fitted images' uint16 bits; CPU: the float
-            (N, 1, S, S) input itself; None when `floats` holds the images.
+            (N, 1, S, S) input itself; None when `floats` or `on_device` holds the images.
         floats: float images in [0, 1] (from `Predictor.prepare`), copied one by one.
+        on_device: the (N, 1, S, S) input itself, fitted on the model's device.
+        ready: CUDA: recorded on the stream that made `on_device`, once it is made.
+        seconds: the host's time making it (on CUDA, the device's work is queued).
     """
 
     geometries: list[Geometry]
     host: torch.Tensor | None
     floats: list[np.ndarray] = field(default_factory=list)
+    on_device: torch.Tensor | None = None
+    ready: torch.cuda.Event | None = None
+    seconds: float = 0.0
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -352,8 +363,10 @@ class Predictor:
         if heatmaps not in ("positive", "all", "none"):
             raise ValueError(f"heatmaps must be positive, all or none, got {heatmaps!r}")
         t0 = time.perf_counter()
+        ahead = 0.0  # staged before this call (on another thread): its time counts too
         if isinstance(images, StagedBatch):
             staged = images
+            ahead = staged.seconds
         else:
             prepared: list[PreparedImage] = []
             for i, im in enumerate(images):
@@ -439,7 +452,7 @@ class Predictor:
             box_levels=levels,
             every_box=box_labels is not None,
             timings={
-                "preprocess": t1 - t0,
+                "preprocess": t1 - t0 + ahead,
                 "forward": t2 - t1,
                 "cam": t3 - t2,
                 "boxes": time.perf_counter() - t3,
@@ -527,25 +540,56 @@ class Predictor:
             return [box(k) for k in range(len(jobs))]
         return list(self._box_pool.map(box, range(len(jobs))))
 
-    def stage(self, prepared: Sequence[PreparedImage]) -> StagedBatch:
-        """Assemble a batch's model input on the host, ready for one copy to the device.
+    def stage(
+        self, images: Sequence[PreparedImage | StoredPixels], *, on_device: bool | None = None
+    ) -> StagedBatch:
+        """Assemble a batch's model input, ready for one copy to the device or already on it.
 
         `model_pass` does this itself when given images; `predict_files` calls it on the
-        thread that collects decoded files, so the copy into the batch overlaps the model
-        pass before. Thread-safe. On CUDA the fitted images go as 16-bit grey (half the
-        bytes of float32) into pinned memory from torch's caching host allocator, which
-        reuses a buffer only once the copy that read it has finished; on CPU they are
-        scaled into the float batch directly (NumPy: one pass).
+        thread that collects decoded files, so the batch's input is made while the model
+        runs the batch before. Thread-safe.
+
+        Fitted images (`PreparedImage`): on CUDA they go as 16-bit grey (half the bytes of
+        float32) into pinned memory from torch's caching host allocator, which reuses a
+        buffer only once the copy that read it has finished; on CPU they are scaled into
+        the float batch directly (NumPy: one pass).
+
+        Stored images (`StoredPixels`, not yet fitted): on CUDA each one's codes cross to
+        the device, are fitted there (`models.device_fit`: the same codes as the host fit,
+        up to float rounding) and are written into the input there, on this thread's side
+        stream; `model_pass` waits for that stream. Elsewhere they are fitted on the host.
+
+        Args:
+            on_device: assemble the input on the model's device (default: on CUDA, when
+                an image is stored); True on the CPU runs the device's code there (tests).
 
         Raises:
             ValueError: an image was prepared for another input size.
         """
+        t0 = time.perf_counter()
+        staged = self._stage(images, on_device)
+        staged.seconds = time.perf_counter() - t0
+        return staged
+
+    def _stage(
+        self, images: Sequence[PreparedImage | StoredPixels], on_device: bool | None
+    ) -> StagedBatch:
         s = self.image_size
-        for i, p in enumerate(prepared):
-            if p.geometry.size != s:
+        for i, p in enumerate(images):
+            if isinstance(p, PreparedImage) and p.geometry.size != s:
                 raise ValueError(
                     f"image {i} was prepared for {p.geometry.size} px, the model takes {s}"
                 )
+        if on_device is None:
+            on_device = self.device.type == "cuda" and any(
+                isinstance(p, StoredPixels) for p in images
+            )
+        if on_device:
+            return self._stage_on_device(images)
+        prepared = [
+            p if isinstance(p, PreparedImage) else PreparedImage(*p.fit(s, self.resize))
+            for p in images
+        ]
         geometries = [p.geometry for p in prepared]
         if self.device.type != "cuda":
             batch = np.zeros((len(prepared), 1, s, s), np.float32)
@@ -570,9 +614,53 @@ class Predictor:
             view[i, :h, :w] = p.pixels.view(np.int16)
         return StagedBatch(geometries, pinned)
 
+    @torch.no_grad()
+    def _stage_on_device(self, images: Sequence[PreparedImage | StoredPixels]) -> StagedBatch:
+        """`stage` on the model's device: each image fitted (or copied, fitted already)
+        into its slot of the input there. On CUDA on this thread's side stream, with an
+        event `_input_batch` waits for."""
+        s, device = self.image_size, self.device
+        cuda = device.type == "cuda"
+        side = torch.cuda.stream(side_stream(device)) if cuda else contextlib.nullcontext()
+        geometries: list[Geometry] = []
+        with side:
+            x = torch.zeros((len(images), 1, s, s), dtype=torch.float32, device=device)
+            for i, image in enumerate(images):
+                part: torch.Tensor
+                if isinstance(image, StoredPixels):
+                    geo = Geometry.fit(*image.shape, s, self.resize)
+                    if geo.shrinks_both:
+                        part = fitted_codes(image, image.fit_plan(), geo, device)
+                    else:  # an enlargement: OpenCV's bilinear fit, on the host
+                        fitted, geo = image.fit(s, self.resize)
+                        part = codes_on_device(fitted, device)
+                else:
+                    geo = image.geometry
+                    if image.pixels.dtype == np.uint16:
+                        part = codes_on_device(image.pixels, device)
+                    else:
+                        part = torch.from_numpy(np.asarray(image.pixels, np.float32)).to(device)
+                geometries.append(geo)
+                window = x[i, 0, geo.top : geo.top + geo.height, geo.left : geo.left + geo.width]
+                window.copy_(part)
+                if part.dtype != torch.float32:  # codes: scaled as `_input_batch` scales them
+                    window.mul_(1.0 / UNIT_CODES)
+            x = x.contiguous(memory_format=torch.channels_last)
+            ready = None
+            if cuda:
+                ready = torch.cuda.Event()  # type: ignore[no-untyped-call]
+                ready.record()
+        return StagedBatch(geometries, None, on_device=x, ready=ready)
+
     def _input_batch(self, staged: StagedBatch) -> torch.Tensor:
         """(N, 1, S, S) float input on the device, scaled to [0, 1] and padded: on CUDA
         one copy of the staged 16-bit batch, widened, scaled and padded there."""
+        if staged.on_device is not None:
+            if staged.ready is not None:  # made on another stream: wait for it, and keep
+                stream = torch.cuda.current_stream(self.device)  # its memory until used
+                stream.wait_event(staged.ready)
+                staged.on_device.record_stream(stream)
+            return staged.on_device
         if self.device.type != "cuda":
             assert staged.host is not None  # `stage` always builds the CPU batch
             return staged.host
@@ -721,6 +809,9 @@ def _prefetch(items: Iterable[Any], depth: int) -> Generator[Any, None, None]:
         raise failure[0]
 
 
+FitPlace = Literal["auto", "host", "device"]
+
+
 def predict_files(
     predictor: Predictor,
     paths: Sequence[str | os.PathLike[str]],
@@ -729,13 +820,23 @@ def predict_files(
     display_size: int | None = None,
     workers: int | None = None,
     file_timeout_s: float | None = 300.0,
+    fit: FitPlace = "auto",
 ) -> Iterator[FileResult]:
     """Run files through decode -> fit -> batched forward -> boxes, in input order.
 
-    Decoding and fitting (`models.image_pipeline.load_for_model`) run in `workers` processes
-    (`models.decode_pool`), a few batches ahead of the forward pass; only the fitted 16-bit
-    image and the optional display copy come back. A file that fails to decode, crashes
-    its worker or runs past `file_timeout_s` is that file's error, nothing else's.
+    Decoding runs in `workers` processes (`models.decode_pool`), a few batches ahead of
+    the forward pass. Where the images are fitted into the model input (`fit`):
+
+    - "host": in the workers (`models.image_pipeline.load_for_model`); only the fitted
+      16-bit image and the optional display copy come back;
+    - "device": on the model's device (`Predictor.stage`); the workers only read, and the
+      stored codes come back (10 MB for a 2500 x 2048 image, through shared memory);
+    - "auto": "device" on CUDA without display copies (OpenCV's area resize was 32 of a
+      worker's 41 ms a file on a 16-core GPU host; the GPU does it in well under one),
+      "host" otherwise.
+
+    A file that fails to decode, crashes its worker or runs past `file_timeout_s` is that
+    file's error, nothing else's.
 
     Args:
         predictor: a loaded `Predictor` (its `batch_size` sets the batch).
@@ -745,55 +846,67 @@ def predict_files(
         workers: decoding processes (default: the cores available; 0: a thread of this
             process, without crash isolation).
         file_timeout_s: per-file decoding limit (None: none; needs workers).
+        fit: where images are fitted, as above.
 
     Yields:
         One `FileResult` per path, in order; unreadable files carry `error`.
+
+    Raises:
+        ValueError: `fit` is not one of the three.
     """
     from models.decode_pool import DecodePool, default_workers
 
+    if fit not in ("auto", "host", "device"):
+        raise ValueError(f"fit must be auto, host or device, got {fit!r}")
+    on_device = fit == "device" or (
+        fit == "auto" and predictor.device.type == "cuda" and display_size is None
+    )
     batch = max(1, predictor.batch_size)
     n_workers = default_workers() if workers is None else workers
     spec = InputSpec.of(predictor, display_size=display_size)
     if len(paths) >= batch:  # before any thread of ours touches the device
         predictor.capture_graphs([batch])
 
-    def failed(task: DecodeTask, exc: Exception) -> LoadedImage | ImageError:
+    def failed(task: DecodeTask, exc: Exception) -> ImageError:
         if isinstance(exc, ImageError):
             return exc
         return ImageError(f"{task[0]}: {exc or type(exc).__name__}")  # some say nothing
 
-    pool: DecodePool[DecodeTask, LoadedImage | ImageError] = DecodePool(
-        load_task,
+    pool: DecodePool[DecodeTask, LoadedImage | ReadImage | ImageError] = DecodePool(
+        read_task if on_device else load_task,
         workers=n_workers,
         on_error=failed,
         timeout_s=file_timeout_s if n_workers else None,
-        max_ahead=max(2 * batch, 4 * n_workers),
+        # Stored codes are five times the fitted image's bytes: fewer of them wait.
+        max_ahead=max(2 * batch, (2 if on_device else 4) * n_workers),
     )
     tasks: list[DecodeTask] = [(os.fspath(p), spec, "auto") for p in paths]
 
     def staged_batches() -> Iterator[tuple[list[FileResult], StagedBatch | None]]:
         """The files in batches of `batch` decoded images, each batch's input staged."""
         entries: list[FileResult] = []
-        inputs: list[PreparedImage] = []
+        inputs: list[PreparedImage | StoredPixels] = []
         for path, item in zip(paths, pool.map(tasks), strict=True):
             if isinstance(item, ImageError):
                 entries.append(FileResult(path=Path(path), error=item))
-            else:
-                entries.append(FileResult(path=Path(path), meta=item.meta,
-                                          display=item.display, timings=item.timings))  # fmt: skip
-                inputs.append(item.prepared)
+                continue
+            entries.append(FileResult(path=Path(path), meta=item.meta,
+                                      display=item.display, timings=item.timings))  # fmt: skip
+            inputs.append(item.stored if isinstance(item, ReadImage) else item.prepared)
             if len(inputs) >= batch:
-                yield entries, predictor.stage(inputs)
+                yield entries, predictor.stage(inputs, on_device=on_device)
                 entries, inputs = [], []
         if entries:
-            yield entries, predictor.stage(inputs) if inputs else None
+            yield entries, predictor.stage(inputs, on_device=on_device) if inputs else None
 
     # A thread drives the pool (hands out files, takes results off the workers' pipes) and
-    # copies each batch into its staging buffer while this one runs the model: a worker
-    # never waits with a decoded image in its pipe, and the device never waits for a copy
-    # on the host (on one H200 it was a seventh of this thread's time).
-    # Staged batches waiting: two on a GPU (16-bit, 32 MB at 1024 px), one on the CPU,
-    # whose staged batch is the float input itself (64 MB) and whose model is slower anyway.
+    # makes each batch's input (a staging buffer, or the fit on the device) while this one
+    # runs the model: a worker never waits with a decoded image in its pipe, and the device
+    # never waits for a copy on the host (on one H200 it was a seventh of this thread's
+    # time).
+    # Staged batches waiting: two on a GPU (16-bit, 32 MB at 1024 px; fitted there, the
+    # 64 MB float input), one on the CPU, whose staged batch is the float input itself
+    # (64 MB) and whose model is slower anyway.
     loaded = _prefetch(staged_batches(), depth=2 if predictor.device.type == "cuda" else 1)
     # A batch's `finish` (boxes on CPU threads, results) runs in this thread while the next
     # batch's `model_pass` keeps the device busy: on one H200 the two took 3.0 and 5.8 ms

@@ -209,13 +209,7 @@ class StoredPixels:
         geo = Geometry.fit(rows, columns, size, mode)
         shrink = rows > geo.height or columns > geo.width
         plan = self.fit_plan()
-        if (
-            device is not None
-            and device.type == "cuda"
-            and shrink
-            and rows >= geo.height
-            and columns >= geo.width
-        ):
+        if device is not None and device.type == "cuda" and geo.shrinks_both:
             from models.device_fit import fit_on_device
 
             try:

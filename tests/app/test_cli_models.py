@@ -50,6 +50,24 @@ def test_cli_predict_writes_json_and_overlays(
     assert "broken.dcm" in capsys.readouterr().err
 
 
+def test_cli_predict_fits_on_the_device_when_asked_with_the_same_answer(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    good = _dicom(tmp_path / "study.dcm", rows=300, columns=200)
+    answers = {}
+    for fit in ("host", "device"):
+        out = tmp_path / fit
+        assert main(["predict", "--model", str(checkpoint), str(good), "-o", str(out),
+                     "--device", "cpu", "--fit", fit, "--workers", "0"]) == 0  # fmt: skip
+        answers[fit] = json.loads((out / "study.dcm.json").read_text())
+    host, device = answers["host"], answers["device"]
+    assert device["probabilities"] == pytest.approx(host["probabilities"], abs=1e-4)
+    assert device["image"] == host["image"]
+    with pytest.raises(SystemExit):  # argparse: not a choice
+        main(["predict", "--model", str(checkpoint), str(good), "-o", str(tmp_path / "x"),
+              "--fit", "gpu"])  # fmt: skip
+
+
 def test_cli_predict_stderr_is_one_line_per_file_whatever_the_files_hold(
     checkpoint: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

@@ -112,6 +112,75 @@ def test_a_failing_finish_fails_the_run_not_silently(
         list(predict_files(predictor, paths, workers=0))
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_fitting_on_the_device_gives_what_the_workers_fit_gives(
+    demo_checkpoint: Path, make_dicom: Callable[..., Path], tmp_path: Path, workers: int
+) -> None:
+    # fit="device" (the default on CUDA): the workers only read, the stored codes come
+    # back and `Predictor.stage` fits them; run here with the device's code on the CPU.
+    from PIL import Image
+
+    predictor = load_predictor(demo_checkpoint, device="cpu", batch_size=3)
+    predictor.thresholds = dict.fromkeys(predictor.labels, 0.3)
+    rng = np.random.default_rng(4)
+    paths = [
+        make_dicom(rng.integers(0, 4000, (150 + 20 * i, 120)), name=f"d{i}.dcm") for i in range(4)
+    ]
+    png = tmp_path / "grey.png"
+    Image.fromarray(rng.integers(0, 65535, (90, 200)).astype(np.uint16)).save(png)
+    small = make_dicom(rng.integers(0, 4000, (30, 40)), name="small.dcm")  # enlarged
+    bad = tmp_path / "bad.dcm"
+    bad.write_bytes(b"DICM" * 80)
+    paths[2:2] = [png, bad, small]
+    host = list(predict_files(predictor, paths, workers=workers, fit="host", display_size=48))
+    device = list(predict_files(predictor, paths, workers=workers, fit="device", display_size=48))
+    assert [r.path for r in device] == paths
+    assert device[3].error is not None and device[3].prediction is None
+    assert str(device[3].error) == str(host[3].error)
+    for a, b in zip(device, host, strict=True):
+        if b.prediction is None:
+            continue
+        assert a.prediction is not None and a.meta == b.meta
+        assert a.prediction.probabilities == pytest.approx(b.prediction.probabilities, abs=1e-4)
+        assert a.prediction.positive == b.prediction.positive
+        assert a.prediction.geometry == b.prediction.geometry
+        assert a.display is not None and b.display is not None
+        np.testing.assert_array_equal(a.display, b.display)  # made by the workers either way
+        assert "decode" in a.timings
+    assert sum(len(r.prediction.boxes) for r in device if r.prediction) > 0
+
+
+def test_the_fit_goes_to_the_device_on_cuda_without_display_copies_only(
+    demo_checkpoint: Path, make_dicom: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    predictor = load_predictor(demo_checkpoint, device="cpu", batch_size=2)
+    paths = [make_dicom(np.full((80, 70), 900 + i), name=f"a{i}.dcm") for i in range(2)]
+    asked: list[bool | None] = []
+
+    class Staged(Exception):
+        pass
+
+    def spy(images: object, *, on_device: bool | None = None) -> object:
+        asked.append(on_device)
+        raise Staged  # the device is not really there: stop at the first batch
+
+    monkeypatch.setattr(predictor, "stage", spy)
+    monkeypatch.setattr(predictor, "capture_graphs", lambda sizes: [])
+    for device, display, want in [
+        ("cpu", None, False), ("cuda", None, True), ("cuda", 32, False)
+    ]:  # fmt: skip
+        predictor.device = torch.device(device)  # only where the fit goes reads it here
+        asked.clear()
+        with pytest.raises(Staged):
+            list(predict_files(predictor, paths, workers=0, display_size=display))
+        assert asked == [want], (device, display)
+    predictor.device = torch.device("cpu")
+    with pytest.raises(ValueError, match="fit must be auto, host or device"):
+        list(predict_files(predictor, paths, fit="gpu"))  # type: ignore[arg-type]
+
+
 @pytest.mark.gpu
 def test_predict_files_on_cuda_matches_cpu(
     demo_checkpoint: Path, make_dicom: Callable[..., Path]
@@ -125,11 +194,14 @@ def test_predict_files_on_cuda_matches_cpu(
     cpu = load_predictor(demo_checkpoint, device="cpu", batch_size=4)
     gpu = load_predictor(demo_checkpoint, device="cuda", batch_size=4)
     on_cpu = list(predict_files(cpu, paths, heatmaps="none", workers=2))
-    on_gpu = list(predict_files(gpu, paths, heatmaps="none", workers=2))
-    for a, b in zip(on_cpu, on_gpu, strict=True):
+    on_gpu = list(predict_files(gpu, paths, heatmaps="none", workers=2))  # fitted there
+    gpu_host_fit = list(predict_files(gpu, paths, heatmaps="none", workers=2, fit="host"))
+    for a, b, c in zip(on_cpu, on_gpu, gpu_host_fit, strict=True):
         assert a.prediction is not None and b.prediction is not None
+        assert c.prediction is not None
         for label, p in a.prediction.probabilities.items():
             assert abs(b.prediction.probabilities[label] - p) < 0.02  # bf16 on the GPU
+            assert abs(b.prediction.probabilities[label] - c.prediction.probabilities[label]) < 1e-3
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/PID/maps")

@@ -227,3 +227,111 @@ def test_cuda_staging_is_pinned_16_bit_and_widens_to_the_cpu_input(demo_checkpoi
     for a, b in zip(got, want, strict=True):
         assert a.probabilities == pytest.approx(b.probabilities, abs=1e-5)
         assert a.positive == b.positive and a.geometry == b.geometry
+
+
+# --- stored images fitted on the model's device (`predict_files` on CUDA) ------------------
+
+
+def _stored_images(seed: int = 6) -> list[StoredPixels]:
+    """Unfitted images as `read_task` gives them: a 12-bit linear one, MONOCHROME1, a
+    sigmoid VOI LUT (a per-code table), signed 16-bit, 8-bit, and a small one that the
+    fit enlarges. Every pixel is well above 0."""
+    rng = np.random.default_rng(seed)
+    c12 = rng.integers(500, 4000, (210, 170)).astype(np.uint16)
+    signed = rng.integers(-800, 3000, (120, 300)).astype(np.int16)
+    return [
+        StoredPixels.linear(c12, 0.0, 4095.0),
+        StoredPixels.from_codes(
+            rng.integers(0, 3000, (160, 90)).astype(np.uint16),
+            lambda c: c.astype(np.float64),
+            invert=True,
+        ).with_window(-200.0, 3200.0),
+        StoredPixels.from_codes(
+            c12, lambda c: 1 / (1 + np.exp(-(c.astype(np.float64) - 2000) / 700))
+        ).with_window(0.0, 1.0),
+        StoredPixels.from_codes(signed, lambda c: c.astype(np.float64)).with_window(-1000, 3100),
+        StoredPixels.linear(rng.integers(20, 250, (99, 140)).astype(np.uint8), 0.0, 255.0),
+        StoredPixels.linear(rng.integers(500, 4000, (20, 30)).astype(np.uint16), 0.0, 4095.0),
+    ]
+
+
+def _host_fitted(predictor: Predictor, stored: Sequence[StoredPixels]) -> list[PreparedImage]:
+    return [PreparedImage(*s.fit(predictor.image_size, predictor.resize)) for s in stored]
+
+
+@pytest.mark.parametrize("resize", ["letterbox", "stretch"])
+def test_stored_images_fitted_on_the_device_give_the_host_fits_input(
+    demo_checkpoint: Path, resize: str
+) -> None:
+    # The device's code, run on the CPU: each stored image fitted into its window of the
+    # input there, the same input as the host fit's to within one 16-bit code.
+    predictor = _predictor(demo_checkpoint)
+    predictor.resize = resize  # type: ignore[assignment]
+    stored = _stored_images()
+    staged = predictor.stage(stored, on_device=True)
+    host = predictor.stage(_host_fitted(predictor, stored)).host
+    assert staged.host is None and staged.ready is None and staged.on_device is not None
+    assert host is not None
+    x = predictor._input_batch(staged)
+    assert x is staged.on_device
+    assert x.shape == host.shape and x.is_contiguous(memory_format=torch.channels_last)
+    assert staged.geometries == [p.geometry for p in _host_fitted(predictor, stored)]
+    diff = (x - host).abs()
+    assert float(diff.max()) <= 1.01 / UNIT_CODES
+    assert float((diff > 0).float().mean()) < 0.01
+    for g, window in zip(staged.geometries, x[:, 0], strict=True):  # zero outside
+        outside = torch.ones_like(window, dtype=torch.bool)
+        outside[g.top : g.top + g.height, g.left : g.left + g.width] = False
+        assert not window[outside].any()
+        assert float(window[~outside].min()) > 0
+
+
+@pytest.mark.parametrize("method", ["cam", "layercam"])
+def test_a_batch_fitted_on_the_device_predicts_what_the_host_fit_predicts(
+    demo_checkpoint: Path, method: str
+) -> None:
+    predictor = _predictor(demo_checkpoint, method)
+    stored = _stored_images(seed=8)
+    # Fitted images (16-bit and float) ride along in the same batch, copied as they are.
+    fitted, floats = _uint16_images(predictor)[:2], _float_images(predictor)[:1]
+    batch: list[PreparedImage | StoredPixels] = [*stored, *fitted, *floats]
+    got = predictor.finish(predictor.model_pass(predictor.stage(batch, on_device=True), "all"))
+    want = predictor.predict([*_host_fitted(predictor, stored), *fitted, *floats], heatmaps="all")
+    assert len(got) == len(want) == len(batch)
+    for a, b in zip(got, want, strict=True):
+        assert a.probabilities == pytest.approx(b.probabilities, abs=1e-4)
+        assert a.positive == b.positive and a.geometry == b.geometry
+    # The already fitted images' windows are copied exactly.
+    on_device = predictor.stage(batch, on_device=True).on_device
+    hosted = predictor.stage([*fitted, *floats]).host
+    assert on_device is not None and hosted is not None
+    assert torch.equal(on_device[len(stored) :], hosted)
+
+
+def test_stored_images_off_the_device_are_fitted_on_the_host(demo_checkpoint: Path) -> None:
+    predictor = _predictor(demo_checkpoint)
+    stored = _stored_images()
+    staged = predictor.stage(stored)  # CPU: on_device defaults to off
+    assert staged.on_device is None and staged.host is not None
+    want = predictor.stage(_host_fitted(predictor, stored)).host
+    assert want is not None and torch.equal(staged.host, want)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_fits_stored_images_on_a_side_stream_into_the_input(demo_checkpoint: Path) -> None:
+    cpu = _predictor(demo_checkpoint, "layercam")
+    cuda = load_predictor(demo_checkpoint, device="cuda", heatmap_method="layercam")
+    cuda.thresholds = dict(cpu.thresholds)
+    stored = _stored_images()
+    staged = cuda.stage(stored)  # stored images on CUDA: fitted there by default
+    assert staged.on_device is not None and staged.ready is not None and staged.host is None
+    x = cuda._input_batch(staged)
+    want = cpu.stage(_host_fitted(cpu, stored)).host
+    assert want is not None
+    assert float((x.cpu() - want).abs().max()) <= 1.01 / UNIT_CODES
+    got = cuda.finish(cuda.model_pass(cuda.stage(stored), "all"))
+    host_fit = cuda.predict(_host_fitted(cuda, stored), heatmaps="all")
+    for a, b in zip(got, host_fit, strict=True):
+        assert a.probabilities == pytest.approx(b.probabilities, abs=1e-3)  # bf16 pass
+        assert a.geometry == b.geometry
