@@ -36,7 +36,10 @@ Two more modes (`--mode`):
   transport   results/s the decoding pool can hand back, whatever the decoder: each of
               --n items is a fitted image of --image-size (uint16, as `cxr predict`'s
               workers return), made at no cost in --workers processes; shared-memory slots
-              against the pipe, and with --base the older checkout's pool, interleaved.
+              against the pipe, and with --base the older checkout's pool, interleaved;
+              also with a pure-Python thread busy beside the one taking results (as
+              `cxr predict`'s other threads), at the interpreter's default switch interval
+              (5 ms) and at the one `predict_files` sets.
 
     python benchmarks/predict.py --mode throughput --n 64 --image-size 1024 --device cuda
     python benchmarks/predict.py --mode throughput --n 32 --base ../base       # before/after
@@ -364,27 +367,49 @@ def decode_time(dicom: Path, size: int, code: Path) -> float:
 
 
 _TRANSPORT = """
-import functools, sys, time
+import functools, sys, threading, time
 import numpy as np
 from models.decode_pool import DecodePool
-n, size, workers, slot = (int(a) for a in sys.argv[1:5])
+n, size, workers, slot, busy = (int(a) for a in sys.argv[1:6])
+if float(sys.argv[6]) > 0:
+    sys.setswitchinterval(float(sys.argv[6]))
 kwargs = {} if slot < 0 else {"slot_bytes": slot}
 make = functools.partial(np.zeros, dtype=np.uint16)  # picklable; a fresh image per item
+stop = threading.Event()
+def spin():  # pure Python, as `cxr predict`'s model, finishing and box threads often are
+    while not stop.is_set():
+        pass
 with DecodePool(make, workers=workers, on_error=lambda _i, e: e, max_ahead=4 * workers,
                 **kwargs) as pool:
     list(pool.map([(size, size)] * (2 * workers)))  # warm-up: workers started
+    spinner = threading.Thread(target=spin)
+    if busy:
+        spinner.start()
     t0 = time.perf_counter()
     got = sum(a.shape == (size, size) for a in pool.map([(size, size)] * n))
     seconds = time.perf_counter() - t0
+    stop.set()
+    if busy:
+        spinner.join()
 assert got == n
 print(n / seconds)
 """
 
 
-def transport_rate(n: int, size: int, workers: int, code: Path, slot_bytes: int | None) -> float:
-    """Results/s through the decoding pool of the code in `code` (None: its default)."""
+def transport_rate(
+    n: int, size: int, workers: int, code: Path, slot_bytes: int | None, *, busy: bool = False,
+    switch_s: float = 0.0,
+) -> float:  # fmt: skip
+    """Results/s through the decoding pool of the code in `code`.
+
+    Args:
+        slot_bytes: None: the code's default.
+        busy: with a pure-Python thread running beside the one taking the results.
+        switch_s: the interpreter's switch interval (0: its default, 5 ms).
+    """
     env = {**os.environ, "PYTHONPATH": _path(code)}
-    args = [str(n), str(size), str(workers), str(-1 if slot_bytes is None else slot_bytes)]
+    args = [str(n), str(size), str(workers), str(-1 if slot_bytes is None else slot_bytes),
+            str(int(busy)), str(switch_s)]  # fmt: skip
     done = subprocess.run([sys.executable, "-c", _TRANSPORT, *args], env=env,
                           capture_output=True, text=True, check=False, cwd=code)  # fmt: skip
     if done.returncode != 0:
@@ -513,14 +538,25 @@ def main() -> int:
         mib = 2 * args.image_size**2 / 2**20
         _say(f"transport: {args.n} fitted images of {args.image_size} px ({mib:.1f} MiB, "
              f"uint16) from {workers} worker processes, {os.cpu_count()} cores")  # fmt: skip
-        runs: list[tuple[str, Path, int | None]] = [
-            ("this checkout, shared memory", ROOT, None),
-            ("this checkout, pipe (slot_bytes=0)", ROOT, 0),
+        from models.predict import PREDICT_SWITCH_INTERVAL_S as fast
+
+        ms = f"{1000 * fast:g} ms"
+        here, base = ROOT, args.base.resolve() if args.base else None
+        runs: list[tuple[str, Path, int | None, bool, float]] = [
+            ("this checkout, shared memory", here, None, False, 0.0),
+            ("this checkout, pipe (slot_bytes=0)", here, 0, False, 0.0),
+            ("this checkout, a busy thread beside", here, None, True, 0.0),
+            (f"this checkout, a busy thread beside, switch interval {ms}", here, None, True, fast),
         ]
-        if args.base:
-            runs.append(("base", args.base.resolve(), None))
-        for label, code, slot in runs * max(1, args.repeat):
-            rate = transport_rate(args.n, args.image_size, workers, code, slot)
+        if base is not None:
+            runs += [
+                ("base", base, None, False, 0.0),
+                ("base, a busy thread beside", base, None, True, 0.0),
+                (f"base, a busy thread beside, switch interval {ms}", base, None, True, fast),
+            ]
+        for label, code, slot, busy, switch_s in runs * max(1, args.repeat):
+            rate = transport_rate(args.n, args.image_size, workers, code, slot, busy=busy,
+                                  switch_s=switch_s)  # fmt: skip
             _say(f"transport, {label}: {rate:,.0f} results/s ({rate * mib:,.0f} MiB/s)")
         return 0
     import torch

@@ -56,6 +56,10 @@ _PRELOAD = ["numpy", "cv2", "pydicom", "models.image_pipeline"]
 # result touches are backed (a 1024 px model's fitted image and display copy: 3 MiB).
 DEFAULT_SLOT_BYTES = 64 << 20
 
+# Result buffers from this size on are copied out of a slot without the interpreter lock
+# (`ResultSlot.take`): a fitted 1024 px image (2 MiB) keeps it, stored codes (10 MB) not.
+_COPY_UNLOCKED_BYTES = 4 << 20
+
 
 class WorkerCrashed(RuntimeError):
     """The worker process died while handling the item."""
@@ -152,16 +156,26 @@ class ResultSlot:
 
     def take(self, data: bytes, lengths: list[int]) -> object:
         """The result `put` wrote, its buffers copied out of the slot (free again after)."""
-        # NumPy copies without the interpreter lock (a bytearray copy holds it: 1.1 ms of
-        # a 2 MiB result, or 5.8 ms of a 10 MB DICOM's codes, in which no other thread of
-        # the caller runs); the arrays unpickled from these buffers use them in place.
-        buffers: list[np.ndarray] = []
+        # A large buffer is copied by NumPy, without the interpreter lock: a bytearray copy
+        # holds it (5.8 ms for a 10 MB DICOM's stored codes on the 2-core VM), and no other
+        # thread of the caller runs meanwhile. A small one keeps the lock: getting it back
+        # after a release costs up to a switch interval whenever another thread is running
+        # Python, more than the copy (`python benchmarks/predict.py --mode transport`).
+        # The arrays unpickled from these buffers use them in place.
+        buffers: list[bytearray | np.ndarray] = []
         offset = 0
-        for n in lengths:
-            out = np.empty(n, np.uint8)
-            np.copyto(out, np.frombuffer(self.map, np.uint8, n, offset))
-            buffers.append(out)
-            offset += n
+        view = memoryview(self.map)
+        try:
+            for n in lengths:
+                if n < _COPY_UNLOCKED_BYTES:
+                    buffers.append(bytearray(view[offset : offset + n]))
+                else:
+                    out = np.empty(n, np.uint8)
+                    np.copyto(out, np.frombuffer(view, np.uint8, n, offset))
+                    buffers.append(out)
+                offset += n
+        finally:
+            view.release()
         return pickle.loads(data, buffers=buffers)
 
     def close(self) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+import models.decode_pool
 from models.decode_pool import DecodePool, WorkerCrashed, WorkerTimeout, start_fork_server
 
 
@@ -113,7 +114,14 @@ def _same(a: object, b: _Decoded) -> bool:
 
 
 @pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="shared memory slots need memfd")
-def test_pool_moves_arrays_through_shared_memory_and_survives_a_crash() -> None:
+@pytest.mark.parametrize("unlocked_from", [None, 1], ids=["small: with the lock", "all unlocked"])
+def test_pool_moves_arrays_through_shared_memory_and_survives_a_crash(
+    unlocked_from: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The caller copies a result's buffers out of the slot with the interpreter lock held
+    # (small ones) or released (large ones: NumPy); both give the same arrays.
+    if unlocked_from is not None:
+        monkeypatch.setattr(models.decode_pool, "_COPY_UNLOCKED_BYTES", unlocked_from)
     start_fork_server()  # its pipes stay open for the process's life: count after them
     fds_before = len(os.listdir("/proc/self/fd"))
     with DecodePool(_decoded, workers=2, on_error=_why) as pool:

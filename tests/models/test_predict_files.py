@@ -181,6 +181,27 @@ def test_the_fit_goes_to_the_device_on_cuda_without_display_copies_only(
         list(predict_files(predictor, paths, fit="gpu"))  # type: ignore[arg-type]
 
 
+def test_threads_switch_faster_while_predict_files_runs_and_as_before_after(
+    demo_checkpoint: Path, make_dicom: Callable[..., Path]
+) -> None:
+    import sys
+
+    from models.predict import PREDICT_SWITCH_INTERVAL_S
+
+    predictor = load_predictor(demo_checkpoint, device="cpu", batch_size=2)
+    paths = [make_dicom(np.full((70, 60), 800 + i), name=f"s{i}.dcm") for i in range(3)]
+    before = sys.getswitchinterval()
+    assert before > PREDICT_SWITCH_INTERVAL_S
+    seen = {sys.getswitchinterval() for _ in predict_files(predictor, paths, workers=0)}
+    assert seen == {PREDICT_SWITCH_INTERVAL_S}
+    assert sys.getswitchinterval() == before
+    # Stopped early (the consumer breaks off): restored too.
+    results = predict_files(predictor, paths, workers=0)
+    next(results)
+    results.close()
+    assert sys.getswitchinterval() == before
+
+
 @pytest.mark.gpu
 def test_predict_files_on_cuda_matches_cpu(
     demo_checkpoint: Path, make_dicom: Callable[..., Path]
