@@ -5,13 +5,16 @@ This script splits it, over the same generated 2500x2048 12-bit DICOMs and rando
 ResNet-50 (`benchmarks/predict.py`'s checkpoint: two positive labels an image):
 
   1. decoding alone: files/s of the worker pool (`models.decode_pool`, `load_for_model`)
-     with nothing downstream;
+     with nothing downstream; then reading alone (`read_task`: no fit, what the workers
+     do when the device fits), with the workers' CPU seconds per file for each;
   2. the model alone: files/s of `Predictor.model_pass` on batches already decoded
      (input, forward, LayerCAM maps, boxes' projection), synchronised, then with `finish`
-     (boxes on CPU threads, results) one after the other;
+     (boxes on CPU threads, results) one after the other; on CUDA also the batch's fit
+     on the device (`Predictor.stage` of stored images) followed by the model pass;
   3. the whole path, `predict_files`, while a thread samples every thread's Python stack
      every few milliseconds: the share of wall time each thread spends in each function
-     (a thread waiting on the GPU, a pipe or a lock shows the call it waits in);
+     (a thread waiting on the GPU, a pipe or a lock shows the call it waits in); then,
+     unsampled, with the fit on the host and on the device (`fit=`);
   4. (printed before 3) one image a pass, as the service runs it, and with --profile on
      CUDA torch.profiler's table of it: how much of the pass the GPU is busy.
 
@@ -35,6 +38,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -112,8 +116,9 @@ def main() -> int:
     import torch
 
     from models.decode_pool import DecodePool, default_workers
-    from models.image_pipeline import InputSpec, LoadedImage, load_task
+    from models.image_pipeline import InputSpec, LoadedImage, ReadImage, load_task, read_task
     from models.predict import Predictor, load_predictor, predict_files
+    from models.stored_pixels import StoredPixels
 
     workers = args.workers or default_workers()
     work = Path(tempfile.mkdtemp(prefix="cxr-ceilings-"))
@@ -140,22 +145,31 @@ def main() -> int:
             if cuda:
                 torch.cuda.synchronize()
 
-        # 1. Decoding alone.
+        # 1. Decoding alone: with the fit (the workers' job on the CPU), and reading only
+        # (their job when the device fits).
         spec = InputSpec.of(predictor)
         tasks = [(os.fspath(p), spec, "auto") for p in files]
         kept: list[LoadedImage] = []
+        kept_stored: list[StoredPixels] = []
 
-        def failed(task: object, exc: Exception) -> LoadedImage:
+        def failed(task: object, exc: Exception) -> Any:
             raise exc
 
-        with DecodePool(load_task, workers=workers, on_error=failed, max_ahead=4 * workers) as pool:
-            list(pool.map(tasks[: 2 * workers]))  # warm-up: workers started, imports done
-            t0 = time.perf_counter()
-            for item in pool.map(tasks):
-                if len(kept) < 2 * args.batch_size:
-                    kept.append(item)
-            seconds = time.perf_counter() - t0
-        _say(f"1. decoding alone: {len(tasks) / seconds:.1f} files/s ({workers} workers)")
+        for what, task_fn in (("decoding and fitting", load_task), ("reading only", read_task)):
+            worker_s = 0.0  # the workers' own timings (one thread each)
+            with DecodePool(task_fn, workers=workers, on_error=failed,  # type: ignore[arg-type]
+                            max_ahead=4 * workers) as pool:  # fmt: skip
+                list(pool.map(tasks[: 2 * workers]))  # warm-up: workers started, imports done
+                t0 = time.perf_counter()
+                for item in pool.map(tasks):
+                    worker_s += sum(item.timings.values())
+                    if isinstance(item, LoadedImage) and len(kept) < 2 * args.batch_size:
+                        kept.append(item)
+                    if isinstance(item, ReadImage) and len(kept_stored) < 2 * args.batch_size:
+                        kept_stored.append(item.stored)
+                seconds = time.perf_counter() - t0
+            _say(f"1. {what} alone: {len(tasks) / seconds:.1f} files/s ({workers} workers; "
+                 f"{1000 * worker_s / len(tasks):.1f} ms of a worker's time a file)")  # fmt: skip
 
         # 2. The model alone, on decoded batches.
         batches = [[k.prepared for k in kept[i : i + args.batch_size]]
@@ -180,6 +194,26 @@ def main() -> int:
         split = ", ".join(f"{key} {1000 * v / images:.2f}" for key, v in timings.items())
         _say(f"2. model pass alone: {images / pass_s:.1f} files/s (ms per file: {split}); "
              f"with finish, serial: {images / both_s:.1f} files/s")  # fmt: skip
+        if cuda:  # the same batches, fitted on the device first (what fit="device" adds)
+            stored_batches = [kept_stored[i : i + args.batch_size]
+                              for i in range(0, len(kept_stored), args.batch_size)]  # fmt: skip
+            for batch in stored_batches:
+                predictor.model_pass(predictor.stage(batch), "none")
+            sync()
+            t0 = time.perf_counter()
+            for k in range(args.passes):
+                predictor.stage(stored_batches[k % len(stored_batches)])
+            sync()
+            fit_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            for k in range(args.passes):
+                staged = predictor.stage(stored_batches[k % len(stored_batches)])
+                predictor.model_pass(staged, "none")
+            sync()
+            fit_pass_s = time.perf_counter() - t0
+            _say(f"   the batch's fit on the device alone: {images / fit_s:.1f} files/s "
+                 f"({1000 * fit_s / images:.2f} ms a file); fit, then model pass: "
+                 f"{images / fit_pass_s:.1f} files/s")  # fmt: skip
 
         # 4 first (it reuses the decoded images): one image at a time, as the service runs.
         one = [batches[0][:1]]
@@ -230,6 +264,14 @@ def main() -> int:
         _say(f"3. predict_files: {n / seconds:.1f} files/s; where each thread's wall time "
              f"went ({sampler.samples} samples):")  # fmt: skip
         sampler.report()
+        for fit in ("host", "device"):
+            t0 = time.perf_counter()
+            n = sum(1 for r in predict_files(predictor, files, heatmaps="none", workers=workers,
+                                             fit=fit)  # type: ignore[arg-type]
+                    if r.prediction is not None)  # fmt: skip
+            sync()
+            _say(f"   predict_files, fit on the {fit}: {n / (time.perf_counter() - t0):.1f} "
+                 "files/s (unsampled)")  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
