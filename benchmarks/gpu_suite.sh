@@ -68,6 +68,10 @@ run_step() {  # one named step, with its limit
     case $1 in
         predict-layercam) step "$1" 120 $PY benchmarks/predict.py $thr ;;
         predict-stride32) step "$1" 120 $PY benchmarks/predict.py $thr --output-stride 32 ;;
+        # The images fitted by the workers and by the GPU, interleaved in one step.
+        predict-fit-both) step "$1" 200 $PY benchmarks/predict.py $thr --fit both ;;
+        predict-fit-both-stride32) step "$1" 200 $PY benchmarks/predict.py $thr --fit both \
+            --output-stride 32 ;;
         service-latency) step "$1" 100 $PY benchmarks/predict.py $lat ;;
         # The older checkout's own benchmark and server, on the same machine.
         service-latency-base) step "$1" 100 env PYTHONPATH="$PWD/.devsite:$BASE" \
@@ -86,7 +90,7 @@ run_step() {  # one named step, with its limit
 }
 
 CORE="predict-layercam service-latency train-end-to-end cuda-tests"
-EXTRA="train-prepared train-compiled predict-cam predict-ceilings predict-stride32"
+EXTRA="train-prepared train-compiled predict-cam predict-ceilings predict-stride32 predict-fit-both predict-fit-both-stride32"
 
 [ "${1:-}" = unpack ] && { unpack; shift; [ $# = 0 ] && exit 0; }
 case ${1:-all} in
