@@ -631,9 +631,14 @@ class Predictor:
                 part: torch.Tensor
                 if isinstance(image, StoredPixels):
                     geo = Geometry.fit(*image.shape, s, self.resize)
-                    if geo.shrinks_both:
-                        part = fitted_codes(image, image.fit_plan(), geo, device)
-                    else:  # an enlargement: OpenCV's bilinear fit, on the host
+                    fitted_there = None
+                    # A device error (its memory full, say) leaves the image to the host.
+                    with contextlib.suppress(RuntimeError):
+                        if geo.shrinks_both:
+                            fitted_there = fitted_codes(image, image.fit_plan(), geo, device)
+                    if fitted_there is not None:
+                        part = fitted_there
+                    else:  # an enlargement (OpenCV's bilinear fit), or a failed device fit
                         fitted, geo = image.fit(s, self.resize)
                         part = codes_on_device(fitted, device)
                 else:

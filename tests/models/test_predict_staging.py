@@ -308,6 +308,26 @@ def test_a_batch_fitted_on_the_device_predicts_what_the_host_fit_predicts(
     assert torch.equal(on_device[len(stored) :], hosted)
 
 
+def test_a_failing_device_fit_leaves_that_image_to_the_host(
+    demo_checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import models.predict
+
+    predictor = _predictor(demo_checkpoint)
+    stored = _stored_images()
+    calls: list[int] = []
+
+    def out_of_memory(*args: object) -> torch.Tensor:
+        calls.append(1)
+        raise RuntimeError("CUDA out of memory")
+
+    monkeypatch.setattr(models.predict, "fitted_codes", out_of_memory)
+    staged = predictor.stage(stored, on_device=True)
+    want = predictor.stage(_host_fitted(predictor, stored)).host
+    assert calls and staged.on_device is not None and want is not None
+    assert torch.equal(staged.on_device, want)  # the host's fits, exactly
+
+
 def test_stored_images_off_the_device_are_fitted_on_the_host(demo_checkpoint: Path) -> None:
     predictor = _predictor(demo_checkpoint)
     stored = _stored_images()
