@@ -824,8 +824,8 @@ PREDICT_SWITCH_INTERVAL_S = 0.0005
 pass, the staging thread taking results from the workers, the finishing and box
 threads); a thread that released it for a C call waits up to the interval to get it
 back whenever another one is running Python. With a busy Python thread beside it, the
-staging thread took 45 results/s at 5 ms and 351 at 0.5 ms (2-core VM, `python
-benchmarks/predict.py --mode transport`)."""
+staging thread took 69-72 results/s at 5 ms and 444-510 at 0.5 ms (fitted 1024 px images,
+one worker, the 2-core VM: `python benchmarks/predict.py --mode transport`)."""
 
 
 @contextlib.contextmanager
@@ -862,8 +862,8 @@ def predict_files(
     - "device": on the model's device (`Predictor.stage`); the workers only read, and the
       stored codes come back (10 MB for a 2500 x 2048 image, through shared memory);
     - "auto": "device" on CUDA without display copies (OpenCV's area resize was 32 of a
-      worker's 41 ms a file on a 16-core GPU host; the GPU does it in well under one),
-      "host" otherwise.
+      worker's 41 ms a file on a 16-core GPU host; the GPU does it as two float64 matrix
+      products, about 14 GFLOP for a 2500 x 2048 image), "host" otherwise.
 
     A file that fails to decode, crashes its worker or runs past `file_timeout_s` is that
     file's error, nothing else's.
