@@ -42,7 +42,7 @@ CASES: dict[str, Callable[[], StoredPixels]] = {
 
 @pytest.mark.parametrize("source,target", [(2500, 1024), (2048, 839), (7, 3), (300, 300), (9, 1)])
 def test_area_weights_are_opencvs_area_resize(source: int, target: int) -> None:
-    w = area_weights(source, target)
+    w = area_weights(source, target).numpy()
     np.testing.assert_allclose(w.sum(axis=1), 1.0, rtol=1e-12)
     image = _RNG.random((source, 5)).astype(np.float32)
     want = cv2.resize(image, (5, target), interpolation=cv2.INTER_AREA)
