@@ -1,15 +1,15 @@
-"""`StoredPixels.fit` on a CUDA device: the area-averaging shrink as two matrix products.
+"""`StoredPixels.fit` on a CUDA device: the area-averaging shrink as a few gathers per axis.
 
 OpenCV's area resize of a shrinking image gives each output pixel the mean of the source
 pixels its footprint covers, with fractional weights at the edges of the footprint, one
-axis at a time. That is the product `Wy @ image @ Wx.T` with two small banded weight
-matrices: about 14 GFLOP in float64 for a 2500 x 2048 image, 0.2 ms at the H200's rated
-67 TFLOP/s (not yet timed on its own). For the service, where one
-upload is decoded at a time, the shrink was most of the decode (OpenCV took about 12 ms of
-the 18 for a 2500 x 2048 image on the H200 host's cores); here the image crosses the bus
-as its stored 16-bit codes (10 MB) and comes back fitted (1.7 MB), as the same uint16
-codes `StoredPixels.fit` makes on the host (up to float rounding: the products run in
-float64, OpenCV sums in float32).
+axis at a time: each output pixel is a weighted sum of at most ceil(s) + 1 source pixels
+along an axis, s the shrink factor (`area_taps`). Applied as that many gathers per axis, in
+float64 (`shrink`), a 2500 x 2048 image costs a few hundred MB of memory traffic and no
+matrix product. For the service, where one upload is decoded at a time, the shrink was most
+of the decode (OpenCV took about 12 ms of the 18 for a 2500 x 2048 image on the H200 host's
+cores); here the image crosses the bus as its stored 16-bit codes (10 MB) and comes back
+fitted (1.7 MB), as the same uint16 codes `StoredPixels.fit` makes on the host (up to
+float rounding: the sums run in float64, OpenCV's in float32).
 
 `StoredPixels.fit` calls `fit_on_device` for images that shrink along both sides (the
 service); `models.predict.Predictor.stage` calls `fitted_codes` to fit a batch's images
@@ -29,46 +29,59 @@ import torch
 from models.geometry import Geometry
 from models.stored_pixels import UNIT_CODES, ClampedLine, StoredPixels
 
-__all__ = ["area_weights", "codes_on_device", "fit_on_device", "fitted_codes", "side_stream"]
+__all__ = ["area_taps", "codes_on_device", "fit_on_device", "fitted_codes", "shrink", "side_stream"]
 
 _streams = threading.local()
 
 _TORCH_DTYPE = {np.dtype(np.uint8).str: torch.uint8, np.dtype(np.int16).str: torch.int16}
 
+Taps = tuple[torch.Tensor, torch.Tensor]
+"""`area_taps`: (index, weight), each (target, K)."""
 
-def area_weights(source: int, target: int, device: torch.device | str = "cpu") -> torch.Tensor:
-    """(target, source) float64 weights of OpenCV's area resize along one axis, for
-    `target` <= `source`, made on `device`: output pixel i averages [i * s, (i + 1) * s),
-    s = source / target, each source pixel weighted by the part of it inside, so every row
-    sums to 1.
 
-    Made where they are used, with no host copy and no synchronisation: a new image size
-    costs a few small kernels (NumPy on the host took 2-7 ms on the 2-core VM for sources
-    of 2,048-4,280 pixels, then 13-33 MiB crossed to the device), and a mix of sizes that
-    overflows the cache of eight stays cheap.
+def area_taps(
+    source: int, target: int, device: torch.device | str = "cpu"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """OpenCV's area resize along one axis, for `target` <= `source`, as (index, weight),
+    each (target, K) on `device` (int64, float64): output pixel i is the sum over k of
+    weight[i, k] times source pixel index[i, k]. Output pixel i averages
+    [i * s, (i + 1) * s), s = source / target, each source pixel weighted by the part of it
+    inside, so every row of weights sums to 1; K = ceil(s) + 1 taps cover any footprint,
+    those outside it weigh 0.
+
+    Taps, not a dense (target, source) matrix: a dense product did 14 GFLOP of float64 for
+    a 2500 x 2048 image, fine on a datacenter GPU but tens of milliseconds on the inference
+    cards whose float64 runs at 1/32 or 1/64 of their float32 rate (T4, L4, A10); the taps
+    are a few gathers, bound by memory. Made where they are used: no host copy, and no
+    boolean indexing (it waits for the device).
     """
     if not 1 <= target <= source:
         raise ValueError(f"an area shrink needs 1 <= target <= source, got {target}, {source}")
     s = source / target
-    start = torch.arange(target, dtype=torch.float64, device=device) * s
+    start = torch.arange(target, dtype=torch.float64, device=device)[:, None] * s
     stop = start + s
-    weights = torch.zeros((target, source), dtype=torch.float64, device=device)
-    rows = torch.arange(target, device=device)
-    first = torch.floor(start).long()
-    for k in range(math.ceil(s) + 1):
-        j = first + k
-        overlap = torch.minimum(stop, j + 1) - torch.maximum(start, j)
-        # No boolean indexing (it waits for the device): the source pixels outside the
-        # image or the footprint add a zero to a valid place instead.
-        keep = (j < source) & (overlap > 0)
-        value = torch.where(keep, overlap / s, torch.zeros_like(overlap))
-        weights.index_put_((rows, j.clamp(max=source - 1)), value, accumulate=True)
-    return weights
+    j = torch.floor(start).long() + torch.arange(math.ceil(s) + 1, device=device)[None, :]
+    overlap = torch.minimum(stop, j + 1) - torch.maximum(start, j)
+    keep = (j < source) & (overlap > 0)
+    weight = torch.where(keep, overlap / s, torch.zeros_like(overlap))
+    return j.clamp(max=source - 1), weight
 
 
-@functools.lru_cache(maxsize=8)  # 8 sizes of at most ~25 MB each
-def _weights_on(source: int, target: int, device: str) -> torch.Tensor:
-    return area_weights(source, target, device)
+def shrink(image: torch.Tensor, rows: Taps, columns: Taps) -> torch.Tensor:
+    """A (R, C) float64 image shrunk by `area_taps` along its rows, then its columns."""
+    (iy, wy), (ix, wx) = rows, columns
+    tall = image[iy[:, 0]] * wy[:, :1]
+    for k in range(1, iy.shape[1]):  # two kernels a tap: the gather, then a fused add
+        tall.addcmul_(image[iy[:, k]], wy[:, k : k + 1])
+    out = tall[:, ix[:, 0]] * wx[:, 0]
+    for k in range(1, ix.shape[1]):
+        out.addcmul_(tall[:, ix[:, k]], wx[:, k])
+    return out
+
+
+@functools.lru_cache(maxsize=64)  # a few KB each
+def _taps_on(source: int, target: int, device: str) -> Taps:
+    return area_taps(source, target, device)
 
 
 def side_stream(device: torch.device) -> torch.cuda.Stream:
@@ -111,8 +124,8 @@ def fitted_codes(
     (geo.height, geo.width), on its current stream; `geo` shrinks `stored` along both
     sides. The caller picks the stream (`side_stream`) and waits for it."""
     rows, columns = stored.shape
-    wy = _weights_on(rows, geo.height, str(device))
-    wx = _weights_on(columns, geo.width, str(device))
+    taps_y = _taps_on(rows, geo.height, str(device))
+    taps_x = _taps_on(columns, geo.width, str(device))
     wide = codes_on_device(stored.codes, device)
     if isinstance(plan, ClampedLine):
         image = wide.double()
@@ -121,21 +134,20 @@ def fitted_codes(
             low = float(np.float32(plan.code_low)) if np.isfinite(plan.code_low) else None
             high = float(np.float32(plan.code_high)) if np.isfinite(plan.code_high) else None
             image = image.clamp(min=low, max=high)
-        small = ((wy @ image) @ wx.T).float()
+        small = shrink(image, taps_y, taps_x).float()
         out = small * float(np.float32(plan.slope)) + float(np.float32(plan.intercept))
         out = out.clamp(0.0, float(UNIT_CODES))
     else:
         table, through_uint16 = stored.gather_table(plan)
         index = wide & 0xFFFF if through_uint16 else wide
         image = torch.from_numpy(table).to(device)[index.long()].double()
-        out = ((wy @ image) @ wx.T).float() + 0.5
+        out = shrink(image, taps_y, taps_x).float() + 0.5
     if device.type == "cuda":
-        # The cached weights were made on the stream of the thread that first needed
-        # them: marked used here, their memory waits for this stream if the cache drops
-        # them.
+        # The cached taps were made on the stream of the thread that first needed them:
+        # marked used here, their memory waits for this stream if the cache drops them.
         stream = torch.cuda.current_stream(device)
-        wy.record_stream(stream)
-        wx.record_stream(stream)
+        for tap in (*taps_y, *taps_x):
+            tap.record_stream(stream)
     return out.to(torch.int32)  # truncation, as NumPy's astype to uint16
 
 

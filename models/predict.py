@@ -862,8 +862,8 @@ def predict_files(
     - "device": on the model's device (`Predictor.stage`); the workers only read, and the
       stored codes come back (10 MB for a 2500 x 2048 image, through shared memory);
     - "auto": "device" on CUDA without display copies (OpenCV's area resize was 32 of a
-      worker's 41 ms a file on a 16-core GPU host; the GPU does it as two float64 matrix
-      products, about 14 GFLOP for a 2500 x 2048 image), "host" otherwise.
+      worker's 41 ms a file on a 16-core GPU host; the GPU does it as a few float64
+      gathers per axis, `models.device_fit`), "host" otherwise.
 
     A file that fails to decode, crashes its worker or runs past `file_timeout_s` is that
     file's error, nothing else's.

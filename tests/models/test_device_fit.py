@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import models.device_fit as device_fit
-from models.device_fit import area_weights, fit_on_device
+from models.device_fit import area_taps, fit_on_device, shrink
 from models.stored_pixels import StoredPixels
 
 _RNG = np.random.default_rng(7)
@@ -40,18 +40,31 @@ CASES: dict[str, Callable[[], StoredPixels]] = {
 }
 
 
-@pytest.mark.parametrize("source,target", [(2500, 1024), (2048, 839), (7, 3), (300, 300), (9, 1)])
-def test_area_weights_are_opencvs_area_resize(source: int, target: int) -> None:
-    w = area_weights(source, target).numpy()
-    np.testing.assert_allclose(w.sum(axis=1), 1.0, rtol=1e-12)
+@pytest.mark.parametrize(
+    "source,target", [(2500, 1024), (2048, 839), (7, 3), (300, 300), (9, 1), (30000, 1024)]
+)
+def test_area_taps_are_opencvs_area_resize(source: int, target: int) -> None:
+    index, weight = area_taps(source, target)
+    assert index.shape == weight.shape and index.shape[0] == target
+    np.testing.assert_allclose(weight.sum(dim=1).numpy(), 1.0, rtol=1e-12)
+    assert int(index.min()) >= 0 and int(index.max()) < source
     image = _RNG.random((source, 5)).astype(np.float32)
     want = cv2.resize(image, (5, target), interpolation=cv2.INTER_AREA)
-    np.testing.assert_allclose(w @ image, want, atol=2e-6)
+    # Down the rows only (columns kept: 5 -> 5 is the identity's single tap).
+    got = shrink(torch.from_numpy(image).double(), (index, weight), area_taps(5, 5))
+    np.testing.assert_allclose(got.numpy(), want, atol=2e-6)
 
 
-def test_area_weights_refuse_an_enlargement() -> None:
+def test_area_taps_refuse_an_enlargement() -> None:
     with pytest.raises(ValueError, match="shrink"):
-        area_weights(100, 101)
+        area_taps(100, 101)
+
+
+def test_shrink_is_both_axes_of_opencvs_area_resize() -> None:
+    image = _RNG.random((700, 560))
+    want = cv2.resize(image.astype(np.float32), (229, 287), interpolation=cv2.INTER_AREA)
+    got = shrink(torch.from_numpy(image), area_taps(700, 287), area_taps(560, 229))
+    np.testing.assert_allclose(got.numpy(), want, atol=2e-6)
 
 
 @pytest.mark.parametrize("mode", ["letterbox", "stretch"])
