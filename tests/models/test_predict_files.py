@@ -128,15 +128,26 @@ def test_fitting_on_the_device_gives_what_the_workers_fit_gives(
     ]
     png = tmp_path / "grey.png"
     Image.fromarray(rng.integers(0, 65535, (90, 200)).astype(np.uint16)).save(png)
-    small = make_dicom(rng.integers(0, 4000, (30, 40)), name="small.dcm")  # enlarged
+    small = make_dicom(rng.integers(0, 4000, (40, 50)), name="small.dcm")  # enlarged to 64
     bad = tmp_path / "bad.dcm"
     bad.write_bytes(b"DICM" * 80)
-    paths[2:2] = [png, bad, small]
+    # Hostile, truncated and sloppy inputs: junk behind a DICOM name, a DICOM cut off in
+    # its pixel data, an empty file.
+    truncated = tmp_path / "cut.dcm"
+    truncated.write_bytes(paths[0].read_bytes()[: paths[0].stat().st_size // 2])
+    empty = tmp_path / "empty.dcm"
+    empty.write_bytes(b"")
+    paths[2:2] = [png, bad, small, truncated, empty]
+    broken = [3, 5, 6]
     host = list(predict_files(predictor, paths, workers=workers, fit="host", display_size=48))
     device = list(predict_files(predictor, paths, workers=workers, fit="device", display_size=48))
     assert [r.path for r in device] == paths
-    assert device[3].error is not None and device[3].prediction is None
-    assert str(device[3].error) == str(host[3].error)
+    for i in broken:  # each fails alone, with the host path's error
+        assert device[i].error is not None and device[i].prediction is None, paths[i]
+        assert str(device[i].error) == str(host[i].error)
+    assert [r.path.name for r in device if r.error] == [paths[i].name for i in broken], [
+        str(r.error) for r in device
+    ]
     for a, b in zip(device, host, strict=True):
         if b.prediction is None:
             continue
