@@ -32,9 +32,11 @@ import mmap
 import multiprocessing as mp
 import os
 import pickle
+import queue
+import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
@@ -43,7 +45,14 @@ from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 
-__all__ = ["DecodePool", "WorkerCrashed", "WorkerTimeout", "default_workers", "start_fork_server"]
+__all__ = [
+    "DecodePool",
+    "WorkerCrashed",
+    "WorkerTimeout",
+    "default_workers",
+    "prefetch",
+    "start_fork_server",
+]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -421,3 +430,52 @@ class DecodePool(Generic[T, R]):
         w.conn.close()
         fresh = self._start(w.slot)
         w.process, w.conn, w.task = fresh.process, fresh.conn, None
+
+
+_END = object()
+
+
+def prefetch(items: Iterable[T], *, depth: int, name: str) -> Generator[T, None, None]:
+    """Yield `items` as a background thread (named `name`) produces them, at most `depth`
+    ahead, in order; the producer's exception is raised here after the items before it.
+
+    It keeps a `DecodePool.map` moving while the caller works on something else: the
+    thread hands out files and takes results off the workers' pipes, so a worker never
+    waits with a decoded image in its pipe. Closing the generator early stops the thread
+    within 50 ms of its current item.
+    """
+    q: queue.Queue[object] = queue.Queue(maxsize=max(1, depth))
+    failure: list[BaseException] = []
+    stop = threading.Event()
+
+    def put(thing: object) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(thing, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def work() -> None:
+        try:
+            for item in items:
+                if not put(item):
+                    return
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer
+            failure.append(exc)
+        put(_END)
+
+    thread = threading.Thread(target=work, name=name, daemon=True)
+    thread.start()
+    try:
+        while (thing := q.get()) is not _END:
+            yield thing  # type: ignore[misc]  # every other object in the queue is a T
+    finally:
+        stop.set()
+        with contextlib.suppress(queue.Empty):
+            while True:
+                q.get_nowait()
+        thread.join(timeout=5)
+    if failure:
+        raise failure[0]

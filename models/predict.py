@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import sys
-import threading
 import time
-from collections.abc import Collection, Generator, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -781,41 +779,6 @@ class FileResult:
 # (the batch's results in input order, those with an image, their `finish` when running)
 _Batch = tuple[list[FileResult], list[FileResult], Future[list[Prediction]] | None]
 
-_DONE = object()
-
-
-def _prefetch(items: Iterable[Any], depth: int) -> Generator[Any, None, None]:
-    """Yield `items` produced by a background thread at most `depth` ahead (order kept)."""
-    q: queue.Queue[Any] = queue.Queue(maxsize=max(1, depth))
-    failure: list[BaseException] = []
-    stop = threading.Event()
-
-    def work() -> None:
-        try:
-            for item in items:
-                if stop.is_set():
-                    return
-                q.put(item)
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer
-            failure.append(exc)
-        finally:
-            q.put(_DONE)
-
-    thread = threading.Thread(target=work, name="cxr-predict-prefetch", daemon=True)
-    thread.start()
-    try:
-        while (item := q.get()) is not _DONE:
-            yield item
-    finally:
-        stop.set()
-        with contextlib.suppress(queue.Empty):
-            while True:
-                q.get_nowait()
-        thread.join(timeout=5)
-    if failure:
-        raise failure[0]
-
-
 FitPlace = Literal["auto", "host", "device"]
 
 PREDICT_SWITCH_INTERVAL_S = 0.0005
@@ -884,7 +847,7 @@ def predict_files(
     Raises:
         ValueError: `fit` is not one of the three.
     """
-    from models.decode_pool import DecodePool, default_workers
+    from models.decode_pool import DecodePool, default_workers, prefetch
 
     if fit not in ("auto", "host", "device"):
         raise ValueError(f"fit must be auto, host or device, got {fit!r}")
@@ -937,7 +900,11 @@ def predict_files(
     # Staged batches waiting: two on a GPU (16-bit, 32 MB at 1024 px; fitted there, the
     # 64 MB float input), one on the CPU, whose staged batch is the float input itself
     # (64 MB) and whose model is slower anyway.
-    loaded = _prefetch(staged_batches(), depth=2 if predictor.device.type == "cuda" else 1)
+    loaded = prefetch(
+        staged_batches(),
+        depth=2 if predictor.device.type == "cuda" else 1,
+        name="cxr-predict-prefetch",
+    )
     # A batch's `finish` (boxes on CPU threads, results) runs in this thread while the next
     # batch's `model_pass` keeps the device busy: on one H200 the two took 3.0 and 5.8 ms
     # per file one after the other.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass
 
@@ -10,7 +11,13 @@ import numpy as np
 import pytest
 
 import models.decode_pool
-from models.decode_pool import DecodePool, WorkerCrashed, WorkerTimeout, start_fork_server
+from models.decode_pool import (
+    DecodePool,
+    WorkerCrashed,
+    WorkerTimeout,
+    prefetch,
+    start_fork_server,
+)
 
 
 def _work(x: int) -> int:
@@ -201,3 +208,35 @@ def test_pool_fails_a_result_or_an_error_that_does_not_travel_back_alone(slot_by
     why = str(out[3])
     assert why.startswith(("PicklingError", "AttributeError")) and "pickle" in why
     assert (out[0], out[4], again) == (0, 4, [0, 4])
+
+
+def test_prefetch_keeps_order_and_reraises_producer_errors() -> None:
+    assert list(prefetch(iter(range(20)), depth=3, name="t")) == list(range(20))
+
+    def failing() -> object:
+        yield 1
+        raise RuntimeError("producer broke")
+
+    got: list[object] = []
+    with pytest.raises(RuntimeError, match="producer broke"):
+        got.extend(prefetch(failing(), depth=2, name="t"))  # type: ignore[call-overload]
+    assert got == [1]  # the items before the failure arrive first
+
+
+def test_prefetch_closed_early_stops_its_thread_at_once() -> None:
+    made: list[int] = []
+
+    def endless() -> object:
+        n = 0
+        while True:
+            made.append(n)
+            yield n
+            n += 1
+
+    stream = prefetch(endless(), depth=1, name="cxr-test-prefetch")  # type: ignore[call-overload]
+    assert next(stream) == 0
+    began = time.monotonic()
+    stream.close()
+    assert time.monotonic() - began < 1.0  # not the 5 s join timeout
+    assert not any(t.name == "cxr-test-prefetch" for t in threading.enumerate())
+    assert len(made) <= 4  # bounded by the depth while the consumer waited

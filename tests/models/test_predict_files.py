@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import models.decode_pool
-from models.predict import _prefetch, load_predictor, predict_files
+from models.predict import load_predictor, predict_files
 
 
 def test_predict_files_keeps_order_and_reports_unreadable_files(
@@ -35,17 +35,6 @@ def test_predict_files_keeps_order_and_reports_unreadable_files(
         assert max(r.display.shape) == 40
         assert set(r.prediction.heatmaps) == set(predictor.labels)
         assert {"decode", "preprocess"} <= set(r.timings)
-
-
-def test_prefetch_keeps_order_and_reraises_producer_errors() -> None:
-    assert list(_prefetch(iter(range(20)), depth=3)) == list(range(20))
-
-    def failing() -> object:
-        yield 1
-        raise RuntimeError("producer broke")
-
-    with pytest.raises(RuntimeError, match="producer broke"):
-        list(_prefetch(failing(), depth=2))  # type: ignore[arg-type]
 
 
 def test_predict_files_same_result_with_worker_processes_and_in_thread(
