@@ -206,6 +206,14 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
     )
     p.add_argument("--chunk-size", type=int, default=8, help="images per forward pass")
     p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="processes that decode images ahead of the model (default: CXR_BATCH_WORKERS, "
+        "else the number of cores; 0: one at a time in this process); a file that crashes "
+        "or hangs its worker fails alone",
+    )
+    p.add_argument(
         "--max-pixels",
         type=int,
         default=50_000_000,
@@ -291,6 +299,10 @@ def _batch(args: argparse.Namespace) -> int:
         raise CommandError("--chunk-size must be >= 1 and --dataset-size >= 32")
     if args.max_pixels < 0:
         raise CommandError(f"--max-pixels must be >= 0 (0: no limit), got {args.max_pixels}")
+    if args.workers is not None and args.workers < 0:
+        raise CommandError(
+            f"--workers must be >= 0 (0: decode in this process), got {args.workers}"
+        )
     previous, torn = read_result_lines(args.output) if args.resume else ([], 0)
     if (
         args.resume
@@ -307,6 +319,12 @@ def _batch(args: argparse.Namespace) -> int:
     from app.settings import build_settings
 
     settings = build_settings()
+    if args.workers is None:
+        args.workers = settings.resolved_batch_workers
+    if args.workers and args.ray is None:
+        from models.decode_pool import start_fork_server
+
+        start_fork_server()  # before torch's import, which then runs beside it
     model_path = args.model if args.model is not None else settings.model
     predictor = None
     if model_path is not None:
@@ -370,6 +388,7 @@ def _batch_spec(
         max_pixels=args.max_pixels or None,
         dataset=dataset,
         push=push,
+        read_workers=args.workers,
     )
 
 

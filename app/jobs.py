@@ -134,6 +134,8 @@ class BatchRunner:
         storage_root: the storage folder (uploaded zips are extracted under jobs/<id>/).
         zip_limits: caps for extracting uploaded zips (built once at start-up).
         chunk_size: images per forward pass.
+        read_workers: processes that decode a job's images ahead of the model
+            (`batch.read_ahead`); 0: one at a time in the job's thread.
         metrics: Prometheus metrics, or None.
         file_timeout_s: give up reading one file after this long (None: no limit).
         max_pixels: images with more pixels fail from their header, undecoded (None: no limit).
@@ -151,6 +153,7 @@ class BatchRunner:
         storage_root: Path,
         zip_limits: ZipLimits,
         chunk_size: int = 8,
+        read_workers: int = 0,
         metrics: Metrics | None = None,
         file_timeout_s: float | None = None,
         max_attempts: int = MAX_ATTEMPTS,
@@ -164,6 +167,7 @@ class BatchRunner:
         self.storage_root = Path(storage_root)
         self.zip_limits = zip_limits
         self.chunk_size = chunk_size
+        self.read_workers = read_workers
         self.metrics = metrics
         self.file_timeout_s = file_timeout_s
         self.max_attempts = max_attempts
@@ -278,6 +282,7 @@ class BatchRunner:
             file_timeout_s=self.file_timeout_s,
             max_pixels=self.max_pixels,
             push=push,
+            read_workers=self.read_workers,
         )
         try:
             return build_job(

@@ -354,6 +354,7 @@ def create_app(settings: Settings | None = None, *, predictor: Predictor | None 
                 storage_root=state.storage.root,
                 zip_limits=state.zip_limits,
                 chunk_size=settings.batch_chunk_size,
+                read_workers=settings.resolved_batch_workers,
                 file_timeout_s=settings.batch_file_timeout_s,
                 metrics=metrics,
                 max_pixels=settings.max_pixels,

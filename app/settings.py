@@ -126,6 +126,14 @@ class Settings(BaseSettings):
         "spooled to disk. Decoding is CPU-bound: more than the cores gains nothing.",
     )
     batch_chunk_size: int = Field(default=8, gt=0, description="Images per forward pass in jobs.")
+    batch_workers: int | None = Field(
+        default=None,
+        ge=0,
+        description="Processes that decode a batch job's images ahead of the model (also "
+        "`cxr batch`'s default): unset for the number of cores, 0 to decode one image at a "
+        "time in the job's own thread. In a worker, a file that crashes the decoder or runs "
+        "past CXR_BATCH_FILE_TIMEOUT_S fails alone.",
+    )
     batch_file_timeout_s: float | None = Field(
         default=300.0,
         gt=0,
@@ -270,6 +278,7 @@ class Settings(BaseSettings):
         "model",
         "database_url",
         "max_pixels",
+        "batch_workers",
         "dicomweb_url",
         "dicomweb_user",
         "dicomweb_password",
@@ -317,6 +326,15 @@ class Settings(BaseSettings):
         for position, entry in enumerate(value, start=1):
             parse_api_key_entry(entry, position)
         return [entry.strip() for entry in value]
+
+    @property
+    def resolved_batch_workers(self) -> int:
+        """`batch_workers`, unset meaning the cores this process may use."""
+        if self.batch_workers is not None:
+            return self.batch_workers
+        from models.decode_pool import default_workers
+
+        return default_workers()
 
     @property
     def resolved_database_url(self) -> str:

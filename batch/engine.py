@@ -3,6 +3,9 @@
     remaining = plan(items, recorded_lines, processor)   # resume: skip what is recorded
     run(remaining, processor, sinks, chunk_size=8)        # chunk -> outcomes -> sinks
 
+While `run` goes through the chunks, the processor's decoding workers (if it has any,
+`BatchProcessor(read_workers=...)`) read the images of the chunks after, in order.
+
 A resume is the same as a first run with nothing recorded: the items recorded by an
 earlier run (JSONL lines for the CLI, completed rows for a job) are left out, and what
 they taught the processor (SR labels for later images of a study, matched CSV reports)
@@ -134,6 +137,22 @@ def run(
         after_chunk: called with the number of chunks done (tests simulate a crash with it).
     """
     report = RunReport()
+    with processor.reading_ahead(items, chunk_size=chunk_size):
+        _run_chunks(items, processor, sinks, report, chunk_size, should_stop,
+                    stop_on_failure, after_chunk)  # fmt: skip
+    return report
+
+
+def _run_chunks(
+    items: Sequence[SourceItem],
+    processor: BatchProcessor,
+    sinks: Sequence[Sink],
+    report: RunReport,
+    chunk_size: int,
+    should_stop: Callable[[], bool] | None,
+    stop_on_failure: bool,
+    after_chunk: Callable[[int], None] | None,
+) -> None:
     for chunks, start in enumerate(range(0, len(items), chunk_size), start=1):
         if should_stop is not None and should_stop():
             report.stopped = True
@@ -160,7 +179,6 @@ def run(
         if stop_on_failure and report.failed:
             report.stopped = True
             break
-    return report
 
 
 def _given_up(item: SourceItem, attempts: int) -> Outcome:

@@ -123,6 +123,8 @@ class JobSpec:
         max_pixels: images with more pixels fail from their header (None: no limit).
         dataset: write a training set too.
         push: push SR/GSPS results to a PACS (DICOMweb and inbox inputs).
+        read_workers: processes that decode a run's images ahead of the model
+            (`batch.read_ahead`); 0: one at a time in the run's thread.
     """
 
     input: JobInput
@@ -132,6 +134,7 @@ class JobSpec:
     max_pixels: int | None = None
     dataset: DatasetOutput | None = None
     push: PushOutput | None = None
+    read_workers: int = 0
 
 
 @dataclass
@@ -214,6 +217,7 @@ def build_job(
         max_pixels=spec.max_pixels,
         input_spec=input_spec,
         display_size=spec.dataset.size if spec.dataset is not None else None,
+        read_workers=spec.read_workers,
     )
     sinks: list[Sink] = []
     if spec.push is not None and isinstance(source, DicomwebSource | InboxSource):

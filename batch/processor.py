@@ -15,14 +15,16 @@ A second copy of an image is skipped as a duplicate of the first (`batch.duplica
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from batch.duplicates import InstanceIndex, duplicate_fields
 from batch.interfaces import Labeler, Outcome, Source, SourceItem
 from batch.limits import call_with_limit
+from batch.read_ahead import FetchedImage, ReadAhead, decode_failure
 from batch.reports import ReportIndex
 from batch.scan import describe_error
 from labeler import ReportLabels
@@ -77,6 +79,9 @@ class BatchProcessor:
         decode_pool: decode images in these worker processes (`decode_pool(...)`), so a
             file that crashes the decoder (or runs past the pool's limit) is that file's
             failure and its worker is replaced; None: decode in this process.
+        read_workers: inside `reading_ahead`, decode the run's images in this many worker
+            processes, ahead of the chunk being predicted (`batch.read_ahead`); 0: one at
+            a time in this process (or in `decode_pool`).
     """
 
     def __init__(
@@ -92,6 +97,7 @@ class BatchProcessor:
         input_spec: InputSpec | None = None,
         display_size: int | None = None,
         decode_pool: DecodePool[DecodeTask, LoadedImage | Exception] | None = None,
+        read_workers: int = 0,
     ) -> None:
         from models.image_pipeline import InputSpec
 
@@ -112,6 +118,8 @@ class BatchProcessor:
         self.cancelled = cancelled
         self.file_timeout_s = file_timeout_s
         self.decode_pool = decode_pool
+        self.read_workers = read_workers
+        self._ahead: ReadAhead | None = None
         self._csv_cache: dict[str, dict[str, Any]] = {}
         self._sr_reports: dict[str, dict[str, Any]] = {}
         self.matched_report_keys: set[str] = set()
@@ -181,6 +189,36 @@ class BatchProcessor:
 
     # --- processing -------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def reading_ahead(self, items: Sequence[SourceItem], *, chunk_size: int) -> Iterator[None]:
+        """Inside, `process` takes the images of `items` (processed in this order) from
+        `read_workers` processes that read them ahead, about two chunks' worth; without
+        read workers, or with a `decode_pool`, nothing changes.
+
+        Raises:
+            ValueError: `read_workers` is negative.
+        """
+        if self.read_workers < 0:
+            raise ValueError(f"read_workers must be >= 0, got {self.read_workers}")
+        images = [i for i in items if i.kind in ("image", "bitmap")]
+        if not self.read_workers or self.decode_pool is not None or not images:
+            yield
+            return
+        ahead = ReadAhead(
+            self.source,
+            images,
+            self.input_spec,
+            workers=self.read_workers,
+            timeout_s=self.file_timeout_s,
+            depth=max(2 * chunk_size, 2 * self.read_workers),
+        )
+        self._ahead = ahead
+        try:
+            yield
+        finally:
+            self._ahead = None
+            ahead.close()
+
     def process(self, items: Sequence[SourceItem]) -> list[Outcome]:
         """Process a chunk; the images read are predicted in one forward pass.
 
@@ -216,10 +254,17 @@ class BatchProcessor:
             )
         path = None
         try:
-            path = self.source.local_path(item)
-            if item.kind == "sr":
-                return self._process_sr(item, path)
-            return self._read_image(item, path)
+            if item.kind != "sr" and self._ahead is not None:
+                fetched = self._ahead.take(item, cancelled=self.cancelled)
+                path = fetched.path
+            else:
+                path = self.source.local_path(item)
+                if item.kind == "sr":
+                    return self._process_sr(item, path)
+                fetched = FetchedImage(item, path, self._read_image(item, path))
+            if isinstance(fetched.image, Exception):
+                raise fetched.image
+            return self._image_outcome(item, fetched.image)
         except Exception as exc:  # noqa: BLE001 - the boundary of one input (issue 7 item 2)
             error = describe_error(exc, path, item.key) if path is not None else str(exc)
             log.info("batch item %s failed: %s", item.key, error)
@@ -230,21 +275,21 @@ class BatchProcessor:
             except Exception:  # noqa: BLE001 - cleanup must not change the outcome
                 log.warning("could not release batch item %s", item.key, exc_info=True)
 
-    def _read_image(self, item: SourceItem, path: Any) -> Outcome:
+    def _read_image(self, item: SourceItem, path: Any) -> LoadedImage | Exception:
+        """The one image path (decode -> fit -> display copy), in `decode_pool` or here;
+        the full-resolution image is dropped inside it, so a chunk holds only fitted
+        images."""
         from models.image_pipeline import load_for_model
 
-        # The one image path (decode -> fit -> display copy); the full-resolution image
-        # is dropped inside it, so a chunk holds only fitted images.
         kind: SourceKind = "dicom" if item.kind == "image" else "auto"
-        image: LoadedImage | Exception
         if self.decode_pool is not None:
             (image,) = self.decode_pool.map([(str(path), self.input_spec, kind)])
-            if isinstance(image, Exception):
-                raise image
-        else:
-            image = call_with_limit(
-                lambda: load_for_model(path, self.input_spec, kind=kind), self.file_timeout_s
-            )
+            return image
+        return call_with_limit(
+            lambda: load_for_model(path, self.input_spec, kind=kind), self.file_timeout_s
+        )
+
+    def _image_outcome(self, item: SourceItem, image: LoadedImage) -> Outcome:
         meta = image.meta
         uid, fingerprint = meta.sop_instance_uid, image.fingerprint
         seen = self.instances.see(uid, fingerprint, item.key)
@@ -341,10 +386,6 @@ class BatchProcessor:
         return list(self.predictor.predict(list(pixels), heatmaps="none"))
 
 
-def _decode_failure(task: DecodeTask, exc: Exception) -> Exception:
-    return exc
-
-
 def decode_pool(
     *, workers: int = 1, timeout_s: float | None = None
 ) -> DecodePool[DecodeTask, LoadedImage | Exception]:
@@ -354,4 +395,4 @@ def decode_pool(
     from models.decode_pool import DecodePool
     from models.image_pipeline import load_task
 
-    return DecodePool(load_task, workers=workers, on_error=_decode_failure, timeout_s=timeout_s)
+    return DecodePool(load_task, workers=workers, on_error=decode_failure, timeout_s=timeout_s)

@@ -36,7 +36,7 @@ import queue
 import threading
 import time
 import warnings
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
@@ -50,7 +50,7 @@ __all__ = [
     "WorkerCrashed",
     "WorkerTimeout",
     "default_workers",
-    "prefetch",
+    "Prefetch",
     "start_fork_server",
 ]
 
@@ -285,6 +285,9 @@ class DecodePool(Generic[T, R]):
         self._ctx = mp.get_context("forkserver") if workers else None
         if self._ctx is not None:
             self._ctx.set_forkserver_preload(_PRELOAD)
+        # `interrupt` writes here, waking a `map` that waits on its workers.
+        self._interrupted = False
+        self._wake_read, self._wake_write = os.pipe() if workers else (-1, -1)
 
     def __enter__(self) -> DecodePool[T, R]:
         return self
@@ -305,6 +308,15 @@ class DecodePool(Generic[T, R]):
         child.close()
         return _Worker(process, parent, slot)
 
+    def interrupt(self) -> None:
+        """Make a `map` running in another thread return at once, with the items in its
+        workers abandoned (a caller closing the pool while one waits on a hung file);
+        the pool then takes no more work. Call `close` after the mapping thread ended."""
+        self._interrupted = True
+        if self._wake_write >= 0:
+            with contextlib.suppress(OSError):
+                os.write(self._wake_write, b"x")
+
     def close(self) -> None:
         """Stop the workers (idempotent)."""
         for w in self._workers:
@@ -320,8 +332,13 @@ class DecodePool(Generic[T, R]):
             if w.slot is not None:
                 w.slot.close()
         self._workers.clear()
+        for fd in (self._wake_read, self._wake_write):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._wake_read = self._wake_write = -1
 
-    def map(self, items: Iterable[T]) -> Iterator[R]:
+    def map(self, items: Iterable[T]) -> Generator[R, None, None]:
         """`fn(item)` for each item, in order (failures from `on_error`)."""
         if self._n == 0:
             for item in items:
@@ -339,7 +356,7 @@ class DecodePool(Generic[T, R]):
         following = 0  # index of the next result to yield
         upcoming = 0  # index of the next item to hand out
         try:
-            while True:
+            while not self._interrupted:
                 # Hand out work while workers are idle and the window allows it.
                 for w in self._workers:
                     if w.task is not None or exhausted:
@@ -365,11 +382,15 @@ class DecodePool(Generic[T, R]):
                     continue
                 self._collect(busy, given, done)
         finally:
-            # An abandoned iteration leaves workers mid-item: replace them next time.
+            # An abandoned iteration leaves workers mid-item: replace them next time
+            # (an interrupted pool is about to close: no replacements).
             for i, w in enumerate(self._workers):
                 if w.task is not None:
                     w.process.kill()
                     w.process.join(1.0)
+                    if self._interrupted:
+                        w.task = None
+                        continue
                     w.conn.close()
                     self._workers[i] = self._start(w.slot)
 
@@ -380,11 +401,13 @@ class DecodePool(Generic[T, R]):
             now = time.monotonic()
             wait_s = max(0.0, min(w.started + self.timeout_s - now for w in busy))
         by_handle: dict[object, _Worker] = {}
-        handles: list[Connection | int] = []
+        handles: list[Connection | int] = [self._wake_read]
         for w in busy:
             by_handle[w.conn] = by_handle[w.process.sentinel] = w
             handles += [w.conn, w.process.sentinel]
         ready = wait(handles, timeout=wait_s)
+        if self._interrupted:
+            return
         handled: set[int] = set()
         for handle in ready:
             w = by_handle[handle]
@@ -433,49 +456,76 @@ class DecodePool(Generic[T, R]):
 
 
 _END = object()
+_NOTHING = object()
 
 
-def prefetch(items: Iterable[T], *, depth: int, name: str) -> Generator[T, None, None]:
-    """Yield `items` as a background thread (named `name`) produces them, at most `depth`
-    ahead, in order; the producer's exception is raised here after the items before it.
+class Prefetch(Generic[T]):
+    """`items` as a background thread (named `name`) produces them, at most `depth` ahead,
+    in order; the producer's exception is raised after the items before it.
 
     It keeps a `DecodePool.map` moving while the caller works on something else: the
     thread hands out files and takes results off the workers' pipes, so a worker never
-    waits with a decoded image in its pipe. Closing the generator early stops the thread
-    within 50 ms of its current item.
+    waits with a decoded image in its pipe. `close` stops the thread within 50 ms of its
+    current item; `ready` lets the caller wait for the next item a while at a time.
     """
-    q: queue.Queue[object] = queue.Queue(maxsize=max(1, depth))
-    failure: list[BaseException] = []
-    stop = threading.Event()
 
-    def put(thing: object) -> bool:
-        while not stop.is_set():
+    def __init__(self, items: Iterable[T], *, depth: int, name: str) -> None:
+        self._q: queue.Queue[object] = queue.Queue(maxsize=max(1, depth))
+        self._failure: list[BaseException] = []
+        self._stop = threading.Event()
+        self._held: object = _NOTHING
+        self._ended = False
+        self._thread = threading.Thread(target=self._work, args=(items,), name=name, daemon=True)
+        self._thread.start()
+
+    def _put(self, thing: object) -> bool:
+        while not self._stop.is_set():
             try:
-                q.put(thing, timeout=0.05)
+                self._q.put(thing, timeout=0.05)
                 return True
             except queue.Full:
                 continue
         return False
 
-    def work() -> None:
+    def _work(self, items: Iterable[T]) -> None:
         try:
             for item in items:
-                if not put(item):
+                if not self._put(item):
                     return
         except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer
-            failure.append(exc)
-        put(_END)
+            self._failure.append(exc)
+        self._put(_END)
 
-    thread = threading.Thread(target=work, name=name, daemon=True)
-    thread.start()
-    try:
-        while (thing := q.get()) is not _END:
-            yield thing  # type: ignore[misc]  # every other object in the queue is a T
-    finally:
-        stop.set()
+    def __iter__(self) -> Prefetch[T]:
+        return self
+
+    def ready(self, timeout_s: float) -> bool:
+        """Wait at most `timeout_s` for the next item (or the end); True when it is here."""
+        if self._held is _NOTHING and not self._ended:
+            try:
+                self._held = self._q.get(timeout=timeout_s)
+            except queue.Empty:
+                return False
+        return True
+
+    def __next__(self) -> T:
+        if self._ended:
+            raise StopIteration
+        thing, self._held = (self._held if self._held is not _NOTHING else self._q.get()), _NOTHING
+        if thing is _END:
+            self.close()
+            if self._failure:
+                raise self._failure.pop()
+            raise StopIteration
+        return thing  # type: ignore[return-value]  # every other object queued is a T
+
+    def close(self) -> None:
+        """Stop the thread (idempotent); items produced and not taken are dropped."""
+        self._ended = True
+        self._stop.set()
+        self._held = _NOTHING
         with contextlib.suppress(queue.Empty):
             while True:
-                q.get_nowait()
-        thread.join(timeout=5)
-    if failure:
-        raise failure[0]
+                self._q.get_nowait()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)

@@ -847,7 +847,7 @@ def predict_files(
     Raises:
         ValueError: `fit` is not one of the three.
     """
-    from models.decode_pool import DecodePool, default_workers, prefetch
+    from models.decode_pool import DecodePool, Prefetch, default_workers
 
     if fit not in ("auto", "host", "device"):
         raise ValueError(f"fit must be auto, host or device, got {fit!r}")
@@ -900,7 +900,7 @@ def predict_files(
     # Staged batches waiting: two on a GPU (16-bit, 32 MB at 1024 px; fitted there, the
     # 64 MB float input), one on the CPU, whose staged batch is the float input itself
     # (64 MB) and whose model is slower anyway.
-    loaded = prefetch(
+    loaded = Prefetch(
         staged_batches(),
         depth=2 if predictor.device.type == "cuda" else 1,
         name="cxr-predict-prefetch",

@@ -23,6 +23,7 @@ from service_fixtures import (
     dx_bytes,
     wait_for_job,
 )
+from troubled_decoder import troubled_load
 
 from app.jobs import BatchRunner
 
@@ -77,7 +78,8 @@ def test_batch_running_job_with_stuck_decoder_can_be_deleted(
 
     monkeypatch.setattr(models.dicom, "read_dicom_stored", stuck)
     build_export(root / "export2")
-    client = make_client(batch_roots=[root], batch_chunk_size=1)
+    # Read in the job's thread (a hung worker is below): the patch reaches this process only.
+    client = make_client(batch_roots=[root], batch_chunk_size=1, batch_workers=0)
     try:
         job_id = client.post("/v1/batches", json={"path": "export1"}).json()["id"]
         assert entered.wait(30)
@@ -91,6 +93,32 @@ def test_batch_running_job_with_stuck_decoder_can_be_deleted(
     assert wait_for_job(client, second)["state"] == "done"
     assert len(_results(client, second)) == len(EXPECTED_EXPORT)
     assert client.get("/v1/batches").json()[0]["id"] == second
+
+
+@pytest.mark.issue(19)
+def test_batch_running_job_with_a_hung_decoding_worker_is_deleted_at_once(
+    make_client: Callable[..., TestClient], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import models.image_pipeline
+
+    root = tmp_path / "roots"
+    build_export(root / "export1")
+    (root / "export1" / "hang.dcm").write_bytes(dx_bytes())  # first in the scan's order
+    build_export(root / "export2")
+    monkeypatch.setattr(models.image_pipeline, "load_task", troubled_load)
+    client = make_client(batch_roots=[root], batch_chunk_size=1, batch_workers=1)
+    job_id = client.post("/v1/batches", json={"path": "export1"}).json()["id"]
+    deadline = time.monotonic() + 30
+    while client.get(f"/v1/batches/{job_id}").json()["state"] != "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(0.5)  # the worker is in the hung file (60 s; the file limit is 300 s)
+    began = time.monotonic()
+    assert client.delete(f"/v1/batches/{job_id}").status_code == 204
+    second = client.post("/v1/batches", json={"path": "export2"}).json()["id"]
+    assert wait_for_job(client, second)["state"] == "done"
+    assert time.monotonic() - began < 20  # not held up by the hung file
+    assert len(_results(client, second)) == len(EXPECTED_EXPORT)
 
 
 def test_batch_queued_job_can_be_deleted(

@@ -13,9 +13,9 @@ import pytest
 import models.decode_pool
 from models.decode_pool import (
     DecodePool,
+    Prefetch,
     WorkerCrashed,
     WorkerTimeout,
-    prefetch,
     start_fork_server,
 )
 
@@ -43,6 +43,19 @@ def test_pool_keeps_order_and_fails_a_crashing_a_hanging_and_a_raising_item_alon
     assert out[5].startswith(WorkerTimeout.__name__)
     assert out[7] == "ValueError: bad seven"
     assert again == [0, 10, 20]
+
+
+def test_pool_interrupt_ends_a_map_waiting_on_a_hung_item_at_once() -> None:
+    got: list[object] = []
+    with DecodePool(_work, workers=1, on_error=_why, timeout_s=60) as pool:
+        mapping = threading.Thread(target=lambda: got.extend(pool.map([0, 5, 1])))
+        mapping.start()
+        time.sleep(1.0)  # item 0 done, item 5 hangs its worker
+        began = time.monotonic()
+        pool.interrupt()
+        mapping.join(10)
+        assert not mapping.is_alive() and time.monotonic() - began < 3
+    assert got == [0]  # what came before; the rest is abandoned
 
 
 def test_pool_without_workers_runs_in_the_caller() -> None:
@@ -211,7 +224,7 @@ def test_pool_fails_a_result_or_an_error_that_does_not_travel_back_alone(slot_by
 
 
 def test_prefetch_keeps_order_and_reraises_producer_errors() -> None:
-    assert list(prefetch(iter(range(20)), depth=3, name="t")) == list(range(20))
+    assert list(Prefetch(iter(range(20)), depth=3, name="t")) == list(range(20))
 
     def failing() -> object:
         yield 1
@@ -219,8 +232,12 @@ def test_prefetch_keeps_order_and_reraises_producer_errors() -> None:
 
     got: list[object] = []
     with pytest.raises(RuntimeError, match="producer broke"):
-        got.extend(prefetch(failing(), depth=2, name="t"))  # type: ignore[call-overload]
+        got.extend(Prefetch(failing(), depth=2, name="t"))  # type: ignore[arg-type]
     assert got == [1]  # the items before the failure arrive first
+
+    stream = Prefetch(iter([1]), depth=1, name="t")
+    assert list(stream) == [1]
+    assert next(stream, None) is None and stream.ready(0)  # ended: no wait, no hang
 
 
 def test_prefetch_closed_early_stops_its_thread_at_once() -> None:
@@ -233,10 +250,24 @@ def test_prefetch_closed_early_stops_its_thread_at_once() -> None:
             yield n
             n += 1
 
-    stream = prefetch(endless(), depth=1, name="cxr-test-prefetch")  # type: ignore[call-overload]
+    stream = Prefetch(endless(), depth=1, name="cxr-test-prefetch")  # type: ignore[arg-type]
     assert next(stream) == 0
     began = time.monotonic()
     stream.close()
     assert time.monotonic() - began < 1.0  # not the 5 s join timeout
     assert not any(t.name == "cxr-test-prefetch" for t in threading.enumerate())
     assert len(made) <= 4  # bounded by the depth while the consumer waited
+
+
+def test_prefetch_ready_waits_a_while_for_the_next_item() -> None:
+    gate = threading.Event()
+
+    def slow() -> object:
+        gate.wait(10)
+        yield "late"
+
+    stream = Prefetch(slow(), depth=1, name="t")  # type: ignore[arg-type]
+    assert not stream.ready(0.05)  # nothing yet: the caller may check a cancel flag
+    gate.set()
+    assert stream.ready(5) and stream.ready(0)  # held, not lost
+    assert list(stream) == ["late"]

@@ -1,0 +1,25 @@
+"""A decoding worker's function for tests, in a module light enough to import in a worker:
+a file named crash* ends its worker as a segfaulting decoder would, hang* never returns,
+raise* raises; others go through the real `load_task`."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import models.image_pipeline
+
+REAL_LOAD_TASK = models.image_pipeline.load_task
+
+
+def troubled_load(task: Any) -> Any:
+    name = Path(task[0]).name
+    if name.startswith("crash"):
+        os._exit(139)
+    if name.startswith("hang"):
+        time.sleep(60)
+    if name.startswith("raise"):
+        raise RuntimeError("decoder state corrupted")
+    return REAL_LOAD_TASK(task)
