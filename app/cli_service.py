@@ -420,7 +420,14 @@ def _dicomweb_input(
         since=since,
         modalities=tuple(m for m in args.modality.split(",") if m.strip()),
     )
-    return given, PushOutput(client, tuple(kinds)) if kinds else None
+    if not kinds:
+        return given, None
+    # Its own client, as in the service: the source's client downloads on the thread that
+    # reads ahead of the model while the push sink stores on this one, and a client is
+    # meant for one thread at a time.
+    pusher = dicomweb_client_from_args(args.dicomweb, args)
+    cleanup.callback(pusher.close)
+    return given, PushOutput(pusher, tuple(kinds))
 
 
 def _run_batch(
