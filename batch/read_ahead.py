@@ -113,7 +113,7 @@ class ReadAhead:
             max_ahead=depth,
         )
         self._results = self._decoded(images)
-        self._stream = Prefetch(self._results, depth=depth, name="cxr-batch-read")
+        self._stream = Prefetch(self._results, depth=depth, name="cxr-batch-read-ahead")
 
     def _tasks(self, images: Sequence[SourceItem]) -> Iterator[DecodeTask]:
         for item in images:

@@ -6,6 +6,8 @@ another. Prints the requests' latency (p50, p99, max), how far the job had got, 
 job's total time.
 
     nice -n 10 env PYTHONPATH=. python benchmarks/batch_scan.py --files 2000 --requests 50
+    nice -n 10 env PYTHONPATH=. python benchmarks/batch_scan.py --files 2000 --workers 0
+    PYTHONPATH=. python benchmarks/batch_scan.py --files 400 --side 2048 --during reading
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from app.main import create_app
 from app.settings import Settings
 
 
-def _dicom_bytes() -> bytes:
+def _dicom_bytes(side: int = 64) -> bytes:
     ds = Dataset()
     ds.file_meta = FileMetaDataset()
     ds.file_meta.TransferSyntaxUID = ExplicitVRLittleEndian
@@ -35,7 +37,7 @@ def _dicom_bytes() -> bytes:
     ds.file_meta.MediaStorageSOPInstanceUID = ds.SOPInstanceUID = generate_uid()
     ds.StudyInstanceUID, ds.SeriesInstanceUID = generate_uid(), generate_uid()
     ds.Modality, ds.AccessionNumber = "DX", "BENCH"
-    pixels = np.random.default_rng(0).integers(0, 4095, (64, 64), dtype=np.uint16)
+    pixels = np.random.default_rng(0).integers(0, 4095, (side, side), dtype=np.uint16)
     ds.Rows, ds.Columns = pixels.shape
     ds.SamplesPerPixel, ds.PhotometricInterpretation = 1, "MONOCHROME2"
     ds.BitsAllocated, ds.BitsStored, ds.HighBit, ds.PixelRepresentation = 16, 12, 11, 0
@@ -49,18 +51,36 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=2000)
     parser.add_argument("--requests", type=int, default=50)
+    parser.add_argument(
+        "--workers", type=int, help="CXR_BATCH_WORKERS (default: the setting's, the cores)"
+    )
+    parser.add_argument("--side", type=int, default=64, help="image rows and columns (64)")
+    parser.add_argument(
+        "--during",
+        choices=["scan", "reading"],
+        default="scan",
+        help="send the requests while the job scans (default) or once its scan is done, "
+        "while it reads and decodes the images",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="cxr-bench-") as tmp:
         root = Path(tmp) / "roots"
         export = root / "export"
         export.mkdir(parents=True)
-        data = _dicom_bytes()
+        data = _dicom_bytes(args.side)
         for i in range(args.files):
             (export / f"IM{i:06d}.dcm").write_bytes(data)
-        settings = Settings(storage_dir=Path(tmp) / "storage", batch_roots=[root])
-        with TestClient(create_app(settings)) as client:
+        settings = Settings(
+            storage_dir=Path(tmp) / "storage", batch_roots=[root], batch_workers=args.workers
+        )
+        # A host the service answers to without CXR_ALLOWED_HOSTS (not TestClient's own).
+        with TestClient(create_app(settings), base_url="http://localhost") as client:
             began = time.perf_counter()
             job_id = client.post("/v1/batches", json={"path": "export"}).json()["id"]
+            while (
+                args.during == "reading" and not client.get(f"/v1/batches/{job_id}").json()["total"]
+            ):
+                time.sleep(0.05)
             latencies, errors = [], 0
             for i in range(args.requests):
                 start = time.perf_counter()
