@@ -21,12 +21,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from fastapi.testclient import TestClient
 from pydicom.dataset import Dataset, FileMetaDataset
 from pydicom.uid import ExplicitVRLittleEndian, generate_uid
-
-from app.main import create_app
-from app.settings import Settings
 
 
 def _dicom_bytes(side: int = 64) -> bytes:
@@ -63,6 +59,13 @@ def main() -> int:
         "while it reads and decodes the images",
     )
     args = parser.parse_args()
+    # Imported here, not at the top: the batch job's decoding workers fork from a server
+    # that imports this script as its main module (and would import torch with the app).
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from app.settings import Settings
+
     with tempfile.TemporaryDirectory(prefix="cxr-bench-") as tmp:
         root = Path(tmp) / "roots"
         export = root / "export"

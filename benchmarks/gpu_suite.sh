@@ -83,6 +83,10 @@ run_step() {  # one named step, with its limit
         train-prepared) step "$1" 150 $PY benchmarks/train_throughput.py $e2e --prepared ;;
         train-compiled) step "$1" 220 $PY benchmarks/train_throughput.py $e2e --compile ;;
         predict-cam) step "$1" 100 $PY benchmarks/predict.py $thr --heatmaps-from cam ;;
+        # cxr batch, images read in the run's thread against 15 decoding workers.
+        batch-workers) step "$1" 240 $PY benchmarks/batch_throughput.py --n 256 --arch resnet50 \
+            --image-size 1024 --device cuda --chunk-size 16 --workers 0,15 --repeat 1 \
+            ${BASE:+--base $BASE} ;;
         predict-ceilings) step "$1" 150 $PY benchmarks/predict_ceilings.py --device cuda \
             --image-size 1024 --n 512 ;;
         *) echo "gpu_suite: no step $1" | tee -a "$OUT/summary.log" ;;
@@ -90,7 +94,7 @@ run_step() {  # one named step, with its limit
 }
 
 CORE="predict-layercam service-latency train-end-to-end cuda-tests"
-EXTRA="train-prepared train-compiled predict-cam predict-ceilings predict-stride32 predict-fit-both predict-fit-both-stride32"
+EXTRA="train-prepared train-compiled predict-cam predict-ceilings predict-stride32 predict-fit-both predict-fit-both-stride32 batch-workers"
 
 [ "${1:-}" = unpack ] && { unpack; shift; [ $# = 0 ] && exit 0; }
 case ${1:-all} in
