@@ -10,7 +10,7 @@ from typing import IO, Any
 
 from batch.interfaces import Outcome, Sink, SourceItem
 from batch.results import dump_line, outcome_line
-from batch.training_set import DatasetWriter
+from batch.training_set import DatasetImage, DatasetWriter
 
 __all__ = ["DatasetSink", "JsonlSink", "TallySink", "in_flight_path"]
 
@@ -109,7 +109,9 @@ class DatasetSink(Sink):
         self.entry: Path | None = None
 
     def write(self, outcomes: Sequence[Outcome]) -> None:
-        """Add each done image that has report labels."""
+        """Add each done image that has report labels (the chunk's PNGs written at once)."""
+        chosen: list[Outcome] = []
+        images: list[DatasetImage] = []
         for outcome in outcomes:
             report = outcome.result.get("report")
             image = outcome.image
@@ -121,12 +123,17 @@ class DatasetSink(Sink):
             )
             if image.display is None:
                 raise RuntimeError("the batch processor kept no display copy for the dataset")
-            outcome.result["dataset_image"] = self.writer.add(
-                image.display,
-                labels=report["labels"],
-                patient_key=str(patient),
-                view_position=getattr(meta, "view_position", None),
+            chosen.append(outcome)
+            images.append(
+                DatasetImage(
+                    image.display,
+                    report["labels"],
+                    str(patient),
+                    getattr(meta, "view_position", None),
+                )
             )
+        for outcome, name in zip(chosen, self.writer.add_many(images), strict=True):
+            outcome.result["dataset_image"] = name
 
     def close(self) -> None:
         """Write Data_Entry.csv sorted."""

@@ -17,6 +17,7 @@ composition); the script says so or stops.
 
     python benchmarks/batch_throughput.py --n 64 --arch none --workers 0,2
     python benchmarks/batch_throughput.py --n 32 --arch resnet18 --image-size 224 --workers 0,2
+    python benchmarks/batch_throughput.py --n 64 --arch none --workers 2 --dataset --base ../base
     python benchmarks/batch_throughput.py --n 512 --arch resnet50 --image-size 1024 \\
         --device cuda --chunk-size 16 --workers 0,16 --base ../base     # a GPU host
 """
@@ -24,8 +25,10 @@ composition); the script says so or stops.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -56,9 +59,20 @@ def _checkpoint(work: Path, arch: str, image_size: int) -> Path | None:
     return build_demo_checkpoint(work / "model.pt", image_size=image_size)
 
 
+def write_reports(path: Path, n: int) -> Path:
+    """A reports CSV naming each generated file's accession number (text written here)."""
+    findings = ["Small left pleural effusion.", "No acute cardiopulmonary process.",
+                "Mild cardiomegaly. No pneumothorax."]  # fmt: skip
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["AccessionNumber", "Report"])
+        writer.writerows([f"BENCH{i}", findings[i % len(findings)]] for i in range(n))
+    return path
+
+
 def batch_run(
     export: Path, out: Path, model: Path | None, *, workers: int | None, code: Path,
-    device: str, chunk: int,
+    device: str, chunk: int, dataset: tuple[Path, Path] | None = None,
 ) -> tuple[float, float]:  # fmt: skip
     """(wall seconds, CPU seconds) of one `cxr batch`; the CPU seconds are the process's
     and its children's, which leaves out decoding workers (children of the fork server)."""
@@ -68,6 +82,9 @@ def batch_run(
         cmd += ["--model", str(model), "--device", device]
     if workers is not None:
         cmd += ["--workers", str(workers)]
+    if dataset is not None:  # (reports CSV, training set folder)
+        shutil.rmtree(dataset[1], ignore_errors=True)
+        cmd += ["--reports", str(dataset[0]), "--dataset", str(dataset[1])]
     env = {k: v for k, v in os.environ.items() if not k.startswith("CXR_")}
     env["PYTHONPATH"] = str(code)
     before = os.times()
@@ -118,6 +135,12 @@ def main() -> int:
     parser.add_argument("--workers", default="0,2", help="comma-separated (default 0,2)")
     parser.add_argument("--repeat", type=int, default=3, help="rounds (median)")
     parser.add_argument("--base", type=Path, help="an older checkout, run beside")
+    parser.add_argument(
+        "--dataset",
+        action="store_true",
+        help="also write a training set (--reports with a report per file, --dataset): "
+        "a 1024 px PNG per image",
+    )
     args = parser.parse_args()
     workers = [int(w) for w in args.workers.split(",")]
     with tempfile.TemporaryDirectory(prefix="cxr-batch-bench-") as tmp:
@@ -128,8 +151,12 @@ def main() -> int:
         for i in range(args.n):
             synthetic_dicom(export / f"{i:05d}.dcm", seed=i)
         model = _checkpoint(work, args.arch, args.image_size)
+        dataset = (
+            (write_reports(work / "reports.csv", args.n), work / "set") if args.dataset else None
+        )
         _say(
-            f"{args.n} generated 2500x2048 12-bit DICOMs ({time.perf_counter() - t0:.1f} s to "
+            ("with a training set; " if dataset else "")
+            + f"{args.n} generated 2500x2048 12-bit DICOMs ({time.perf_counter() - t0:.1f} s to "
             f"write); model: {args.arch}"
             + (f" at {args.image_size} px on {args.device}" if model else "")
             + f"; chunks of {args.chunk_size}; {os.cpu_count()} cores"
@@ -143,7 +170,8 @@ def main() -> int:
             for name, code, w in runs:
                 out = work / f"out-{len(times[name])}-{w}.jsonl"
                 seconds, cpu = batch_run(export, out, model, workers=w, code=code,
-                                         device=args.device, chunk=args.chunk_size)  # fmt: skip
+                                         device=args.device, chunk=args.chunk_size,
+                                         dataset=dataset)  # fmt: skip
                 lines = _lines(out)
                 if reference is None:
                     reference = lines

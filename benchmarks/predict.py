@@ -91,6 +91,7 @@ def synthetic_dicom(path: Path, rows: int = 2500, columns: int = 2048, seed: int
     ds.SOPClassUID = ds.file_meta.MediaStorageSOPClassUID
     ds.SOPInstanceUID = ds.file_meta.MediaStorageSOPInstanceUID
     ds.Modality = "CR"
+    ds.AccessionNumber = f"BENCH{seed}"  # a reports CSV can name it (batch_throughput.py)
     ds.Rows, ds.Columns = rows, columns
     ds.SamplesPerPixel = 1
     ds.PhotometricInterpretation = "MONOCHROME1"
