@@ -341,6 +341,10 @@ def _batch(args: argparse.Namespace) -> int:
             from models.notices import DEMO_NOTICE
 
             sys.stderr.write(f"cxr batch: {DEMO_NOTICE}\n")
+        if args.ray is None:
+            # A full chunk's pass replayed as one CUDA graph, as `cxr predict` does for its
+            # batch (nothing off CUDA); before the read-ahead's threads start.
+            predictor.capture_graphs([args.chunk_size])
     with contextlib.ExitStack() as cleanup:
         spec = _batch_spec(args, settings, previous, predictor, is_zip, cleanup)
         if args.ray is not None:

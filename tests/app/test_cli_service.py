@@ -47,6 +47,26 @@ def test_cli_batch_writes_one_line_per_file_and_fails_on_errors(
     assert "1 CSV reports matched no image" in err and "DEMO model" in err
 
 
+@pytest.mark.issue(19)
+def test_cli_batch_captures_a_chunks_cuda_graph_before_reading(
+    export: Path, tmp_path: Path, demo_checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from models.predict import Predictor
+
+    asked: list[list[int]] = []
+    real = Predictor.capture_graphs
+
+    def capture(self: Predictor, sizes: Any) -> list[int]:
+        asked.append(list(sizes))
+        return real(self, sizes)  # nothing off CUDA
+
+    monkeypatch.setattr(Predictor, "capture_graphs", capture)
+    args = ["batch", str(export), "-o", str(tmp_path / "out.jsonl"), "--model",
+            str(demo_checkpoint), "--device", "cpu", "--chunk-size", "4"]  # fmt: skip
+    assert main(args) == 1  # the export's two broken files
+    assert [4] in asked
+
+
 def test_cli_batch_writes_nih_style_training_set(
     export: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
