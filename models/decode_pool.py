@@ -28,6 +28,7 @@ slot, a system without memfd, or an error, goes through the pipe as before.
 from __future__ import annotations
 
 import contextlib
+import math
 import mmap
 import multiprocessing as mp
 import os
@@ -41,6 +42,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from multiprocessing.reduction import DupFd, ForkingPickler
+from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
 import numpy as np
@@ -78,12 +80,38 @@ class WorkerTimeout(RuntimeError):
     """The item ran past the pool's time limit; its worker was killed."""
 
 
-def default_workers() -> int:
-    """The number of cores this process may use."""
+def default_workers(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
+    """The number of cores this process may use: the CPUs it may run on, fewer under a
+    container's CPU limit (`docker run --cpus 4`, a Kubernetes CPU limit), which the
+    affinity does not show: a 4-CPU container on a 64-core host would otherwise start 64
+    decoding workers, sixteen to a CPU.
+
+    Args:
+        cgroup: where the cgroup file system is mounted (tests give another folder).
+    """
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    quota = _cpu_quota(cgroup)
+    return max(1, min(cores, math.ceil(quota))) if quota is not None else cores
+
+
+def _cpu_quota(cgroup: Path) -> float | None:
+    """CPUs' worth of time the cgroup allows (quota / period), None without a limit."""
+    try:  # cgroup v2: "max 100000" or "400000 100000"
+        quota, period = (cgroup / "cpu.max").read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    for folder in ("cpu", "cpu,cpuacct"):  # cgroup v1: a quota of -1 is no limit
+        try:
+            quota_us = int((cgroup / folder / "cpu.cfs_quota_us").read_text())
+            period_us = int((cgroup / folder / "cpu.cfs_period_us").read_text())
+        except (OSError, ValueError):
+            continue
+        return quota_us / period_us if quota_us > 0 and period_us > 0 else None
+    return None
 
 
 def start_fork_server() -> None:

@@ -6,6 +6,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from models.decode_pool import (
     Prefetch,
     WorkerCrashed,
     WorkerTimeout,
+    default_workers,
     start_fork_server,
 )
 
@@ -271,3 +273,27 @@ def test_prefetch_ready_waits_a_while_for_the_next_item() -> None:
     gate.set()
     assert stream.ready(5) and stream.ready(0)  # held, not lost
     assert list(stream) == ["late"]
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ({}, 8),  # no cgroup files: the affinity
+        ({"cpu.max": "max 100000\n"}, 8),
+        ({"cpu.max": "150000 100000\n"}, 2),  # 1.5 CPUs: two workers
+        ({"cpu.max": "2000000 100000\n"}, 8),  # a limit above the cores
+        ({"cpu.max": "garbage"}, 8),
+        ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, 8),
+        ({"cpu/cpu.cfs_quota_us": "300000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 3),
+        ({"cpu,cpuacct/cpu.cfs_quota_us": "20000", "cpu,cpuacct/cpu.cfs_period_us": "100000"}, 1),
+    ],
+    ids=["none", "v2-max", "v2-limit", "v2-above", "v2-garbage", "v1-none", "v1-limit", "v1-small"],
+)
+def test_default_workers_respect_a_containers_cpu_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, str], expected: int
+) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert default_workers(tmp_path) == expected
