@@ -257,7 +257,11 @@ def _register_evaluate(sub: argparse._SubParsersAction[Any]) -> None:
     )
     p.add_argument("--device", default="auto")
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--workers", type=int, default=0)
+    p.add_argument(
+        "--workers",
+        type=int,
+        help="DataLoader worker processes (default: on CUDA the cores less one, on CPU 2)",
+    )
     p.add_argument(
         "--heatmaps-from",
         choices=["layercam", "cam"],

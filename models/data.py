@@ -43,6 +43,7 @@ __all__ = [
     "build_loader",
     "canonical_label",
     "init_loader_worker",
+    "loader_workers",
     "is_synthetic",
     "label_coverage",
     "load_records",
@@ -566,3 +567,21 @@ def build_loader(
         worker_init_fn=init_loader_worker if workers > 0 else None,
         prefetch_factor=prefetch_factor if workers > 0 else None,
     )
+
+
+def loader_workers(requested: int | None, device: torch.device, local_world: int = 1) -> int:
+    """DataLoader processes: `requested` when given; on CUDA, the cores this process may
+    use, shared among the `local_world` training processes on the machine, less one for
+    the training loop (at least 2); on CPU 2, since the model's own threads need the cores.
+
+    A GPU step at 1024 px takes ~6 ms per image, and a worker decodes and fits one 1024 px
+    PNG in ~14 ms (one H200 machine's cores): two workers held `cxr train` to 82% of the
+    step rate, 64% with `torch.compile`.
+    """
+    if requested is not None:
+        return requested
+    if device.type != "cuda":
+        return 2
+    from models.decode_pool import default_workers
+
+    return max(2, default_workers() // max(1, local_world) - 1)

@@ -196,7 +196,13 @@ def predict_dataset(
     from models.augment import to_unit_float
 
     dev = torch.device(device)
-    loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=workers)
+    loader = DataLoader(
+        dataset,
+        batch_size=batch_size,
+        shuffle=False,
+        num_workers=workers,
+        pin_memory=dev.type == "cuda",  # the copies below are then asynchronous
+    )
     logits, targets = [], []
     was_training = model.training
     model.eval()
@@ -280,7 +286,7 @@ def evaluate_checkpoint(
     boxes: str | os.PathLike[str] | None = None,
     device: str = "auto",
     batch_size: int = 32,
-    workers: int = 0,
+    workers: int | None = None,
     seed: int = 0,
     progress: bool = False,
     plots: str | os.PathLike[str] | None = None,
@@ -295,6 +301,8 @@ def evaluate_checkpoint(
         boxes: optional BBox_List_2017-format CSV; localization is scored on the split's
             images that have boxes (on all dataset images with boxes if none are in it).
         device: "auto", "cpu", "cuda", ...
+        workers: DataLoader processes decoding the images (default as `cxr train`'s:
+            `models.data.loader_workers`).
         seed: split seed (must match the training seed).
         plots: if given, a path prefix: writes `<prefix>.roc.png` (ROC curve per label) and
             `<prefix>.reliability.png` (reliability diagram before/after calibration).
@@ -308,7 +316,7 @@ def evaluate_checkpoint(
         CheckpointError, DatasetError: unusable inputs.
     """
     from models.checkpoint import load_checkpoint
-    from models.data import ChestXrayDataset, load_records, split_records
+    from models.data import ChestXrayDataset, load_records, loader_workers, split_records
     from models.predict import Predictor, resolve_device
     from models.transforms import EvalTransform, resize_mode_of
 
@@ -332,7 +340,12 @@ def evaluate_checkpoint(
     transform = EvalTransform(card.image_size, resize)
     dataset = ChestXrayDataset(chosen, card.labels, transform)
     logits, targets = predict_dataset(
-        ckpt.model, dataset, device=dev, batch_size=batch_size, workers=workers, progress=progress
+        ckpt.model,
+        dataset,
+        device=dev,
+        batch_size=batch_size,
+        workers=loader_workers(workers, dev),
+        progress=progress,
     )
     raw = _sigmoid(logits)
     probs = _sigmoid(logits / temperature_vector(card.temperatures, card.labels))

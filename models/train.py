@@ -74,6 +74,7 @@ from models.data import (
     is_synthetic,
     label_coverage,
     load_records,
+    loader_workers,
     resolve_labels,
     split_records,
 )
@@ -227,24 +228,6 @@ class TrainConfig:
             raise ModelsError(f"image_size must be a multiple of 32, got {self.image_size}")
         if not self.data:
             raise ModelsError("config data is empty: give an NIH-layout folder or a labels CSV")
-
-
-def loader_workers(requested: int | None, device: torch.device, local_world: int = 1) -> int:
-    """DataLoader processes: `requested` when given; on CUDA, the cores this process may
-    use, shared among the `local_world` training processes on the machine, less one for
-    the training loop (at least 2); on CPU 2, since the model's own threads need the cores.
-
-    A GPU step at 1024 px takes ~6 ms per image, and a worker decodes and fits one 1024 px
-    PNG in ~14 ms (one H200 machine's cores): two workers held `cxr train` to 82% of the
-    step rate, 64% with `torch.compile`.
-    """
-    if requested is not None:
-        return requested
-    if device.type != "cuda":
-        return 2
-    from models.decode_pool import default_workers
-
-    return max(2, default_workers() // max(1, local_world) - 1)
 
 
 def load_train_config(path: str | os.PathLike[str] | None = None, **overrides: Any) -> TrainConfig:

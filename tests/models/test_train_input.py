@@ -81,8 +81,8 @@ def test_loader_workers_fill_the_cores_on_a_gpu_and_leave_them_to_the_model_on_c
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import models.decode_pool
+    from models.data import loader_workers
     from models.errors import ModelsError
-    from models.train import loader_workers
 
     monkeypatch.setattr(models.decode_pool, "default_workers", lambda: 16)
     cuda, cpu = torch.device("cuda"), torch.device("cpu")
