@@ -33,3 +33,28 @@ def test_settings_defaults_are_safe() -> None:
 def test_settings_reject_bad_values() -> None:
     with pytest.raises(ValueError, match="max_upload_mb"):
         Settings(max_upload_mb=0)
+
+
+@pytest.mark.issue(19)
+@pytest.mark.parametrize(("value", "expected"), [("0", 0), ("3", 3), ("", None), (None, None)])
+def test_settings_batch_workers_default_to_the_cores(
+    monkeypatch: pytest.MonkeyPatch, value: str | None, expected: int | None
+) -> None:
+    import models.decode_pool
+
+    monkeypatch.setattr(models.decode_pool, "default_workers", lambda: 6)
+    if value is None:
+        monkeypatch.delenv("CXR_BATCH_WORKERS", raising=False)
+    else:
+        monkeypatch.setenv("CXR_BATCH_WORKERS", value)
+    settings = Settings()
+    assert settings.batch_workers == expected
+    assert settings.resolved_batch_workers == (6 if expected is None else expected)
+
+
+def test_settings_refuse_negative_batch_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.settings import SettingsError, build_settings
+
+    monkeypatch.setenv("CXR_BATCH_WORKERS", "-1")
+    with pytest.raises(SettingsError, match="CXR_BATCH_WORKERS"):
+        build_settings()
