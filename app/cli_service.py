@@ -398,7 +398,8 @@ def _batch_spec(
         max_pixels=args.max_pixels or None,
         dataset=dataset,
         push=push,
-        read_workers=args.workers,
+        # On Ray each reader decodes in its own single worker (`batch.cluster`).
+        read_workers=args.workers if args.ray is None else 0,
     )
 
 
