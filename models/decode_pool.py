@@ -429,7 +429,7 @@ class DecodePool(Generic[T, R]):
             now = time.monotonic()
             wait_s = max(0.0, min(w.started + self.timeout_s - now for w in busy))
         by_handle: dict[object, _Worker] = {}
-        handles: list[Connection | int] = [self._wake_read]
+        handles: list[Connection | int] = [self._wake_read] if self._wake_read >= 0 else []
         for w in busy:
             by_handle[w.conn] = by_handle[w.process.sentinel] = w
             handles += [w.conn, w.process.sentinel]

@@ -60,6 +60,16 @@ def test_pool_interrupt_ends_a_map_waiting_on_a_hung_item_at_once() -> None:
     assert got == [0]  # what came before; the rest is abandoned
 
 
+def test_pool_closed_and_used_again_starts_fresh_workers() -> None:
+    pool = DecodePool(_double, workers=1, on_error=_why)
+    assert list(pool.map([1, 2])) == [2, 4]
+    pool.close()
+    try:
+        assert list(pool.map([3])) == [6]
+    finally:
+        pool.close()
+
+
 def test_pool_without_workers_runs_in_the_caller() -> None:
     pool: DecodePool[int, int | str] = DecodePool(_work, workers=0, on_error=_why)
     assert list(pool.map([1, 7, 2])) == [10, "ValueError: bad seven", 20]
