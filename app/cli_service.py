@@ -327,7 +327,9 @@ def _batch(args: argparse.Namespace) -> int:
     settings = build_settings()
     if args.workers is None:
         args.workers = settings.resolved_batch_workers
-    if args.workers and args.ray is None:
+    if args.ray is not None:
+        args.workers = 0  # each Ray reader decodes in its own single worker (`batch.cluster`)
+    if args.workers:
         from models.decode_pool import start_fork_server
 
         start_fork_server()  # before torch's import, which then runs beside it
@@ -398,8 +400,7 @@ def _batch_spec(
         max_pixels=args.max_pixels or None,
         dataset=dataset,
         push=push,
-        # On Ray each reader decodes in its own single worker (`batch.cluster`).
-        read_workers=args.workers if args.ray is None else 0,
+        read_workers=args.workers,
     )
 
 

@@ -138,47 +138,33 @@ def run(
     """
     report = RunReport()
     with processor.reading_ahead(items, chunk_size=chunk_size):
-        _run_chunks(items, processor, sinks, report, chunk_size, should_stop,
-                    stop_on_failure, after_chunk)  # fmt: skip
+        for chunks, start in enumerate(range(0, len(items), chunk_size), start=1):
+            if should_stop is not None and should_stop():
+                report.stopped = True
+                break
+            chunk = items[start : start + chunk_size]
+            for sink in sinks:
+                sink.begin(chunk)
+            began = time.perf_counter()
+            outcomes = processor.process(chunk)
+            for sink in sinks:
+                sink.write(outcomes)
+            for outcome in outcomes:
+                outcome.image = None  # free the pixels
+                report.processed += 1
+                if outcome.state == "failed":
+                    report.failed += 1
+                    report.first_failure = report.first_failure or f"{outcome.key}: {outcome.error}"
+            log.debug("batch chunk of %d in %.2fs", len(outcomes), time.perf_counter() - began)
+            if after_chunk is not None:
+                after_chunk(chunks)
+            if len(outcomes) < len(chunk):  # the processor saw the cancel flag
+                report.stopped = True
+                break
+            if stop_on_failure and report.failed:
+                report.stopped = True
+                break
     return report
-
-
-def _run_chunks(
-    items: Sequence[SourceItem],
-    processor: BatchProcessor,
-    sinks: Sequence[Sink],
-    report: RunReport,
-    chunk_size: int,
-    should_stop: Callable[[], bool] | None,
-    stop_on_failure: bool,
-    after_chunk: Callable[[int], None] | None,
-) -> None:
-    for chunks, start in enumerate(range(0, len(items), chunk_size), start=1):
-        if should_stop is not None and should_stop():
-            report.stopped = True
-            break
-        chunk = items[start : start + chunk_size]
-        for sink in sinks:
-            sink.begin(chunk)
-        began = time.perf_counter()
-        outcomes = processor.process(chunk)
-        for sink in sinks:
-            sink.write(outcomes)
-        for outcome in outcomes:
-            outcome.image = None  # free the pixels
-            report.processed += 1
-            if outcome.state == "failed":
-                report.failed += 1
-                report.first_failure = report.first_failure or f"{outcome.key}: {outcome.error}"
-        log.debug("batch chunk of %d in %.2fs", len(outcomes), time.perf_counter() - began)
-        if after_chunk is not None:
-            after_chunk(chunks)
-        if len(outcomes) < len(chunk):  # the processor saw the cancel flag
-            report.stopped = True
-            break
-        if stop_on_failure and report.failed:
-            report.stopped = True
-            break
 
 
 def _given_up(item: SourceItem, attempts: int) -> Outcome:

@@ -21,7 +21,7 @@ import os
 import secrets
 from collections import defaultdict
 from collections.abc import Container, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -167,15 +167,10 @@ class DatasetWriter:
             follow_up = self._follow_up[patient]
             self._follow_up[patient] += 1
             planned.append((image, f"{patient}_{follow_up:03d}.png", patient, follow_up))
-        if len(planned) == 1:
-            writes: list[Future[None]] = []
-            self._write_png(planned[0][0].pixels, planned[0][1])
-        else:
-            threads = self._threads()
-            writes = [threads.submit(self._write_png, p[0].pixels, p[1]) for p in planned]
-        for i, (image, name, patient, follow_up) in enumerate(planned):
-            if writes:
-                writes[i].result()  # its OSError, after the rows of the images before it
+        threads = self._threads()
+        writes = [threads.submit(self._write_png, p[0].pixels, p[1]) for p in planned]
+        for write, (image, name, patient, follow_up) in zip(writes, planned, strict=True):
+            write.result()  # its OSError, after the rows of the images before it
             rows, cols = image.pixels.shape
             self._remember(
                 {
