@@ -11,9 +11,11 @@ shared with other jobs slow the wall clock, not the CPU time: both are printed.
     + augment    BatchAugment on the uint8 batch, run here on the CPU; in training it runs
                  on the GPU, so it is reported apart from the loader
 
-Data: phantoms written as 1024 x 1024 8-bit PNGs, as ChestX-ray14's images.
+Data: phantoms written as 1024 x 1024 8-bit PNGs, as ChestX-ray14's images, or with --data a
+dataset folder or labels CSV as `cxr train` takes it (the first --n images).
 
     python benchmarks/input_pipeline.py                    # 512 and 1024 px, 32 images, 3 rounds
+    python benchmarks/input_pipeline.py --data ../shared/data/nih --n 64   # real NIH PNGs
     python benchmarks/input_pipeline.py --sizes 1024 --n 64
     python benchmarks/input_pipeline.py --workers 2        # plus a 2-worker loader, wall clock
 
@@ -72,6 +74,9 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--workers", type=int, default=0, help="also time an N-worker loader")
     parser.add_argument("--work", help="folder for the phantoms and caches (default: temp)")
+    parser.add_argument(
+        "--data", help="a dataset folder or labels CSV instead of the phantoms (cxr train's --data)"
+    )
     args = parser.parse_args()
 
     import cv2
@@ -87,14 +92,19 @@ def main() -> int:
     torch.set_num_threads(1)
     cv2.setNumThreads(0)
     work = Path(args.work or tempfile.mkdtemp(prefix="cxr-input-"))
-    data = work / f"phantoms{args.source_size}"
-    if not (data / "Data_Entry.csv").is_file():
-        write_phantom_dataset(data, n=args.n, seed=0, size=args.source_size)
-    records = load_records(data)[: args.n]
+    if args.data:
+        records = load_records(args.data)[: args.n]
+        what = f"images of {args.data}"
+    else:
+        data = work / f"phantoms{args.source_size}"
+        if not (data / "Data_Entry.csv").is_file():
+            write_phantom_dataset(data, n=args.n, seed=0, size=args.source_size)
+        records = load_records(data)[: args.n]
+        what = f"phantom PNGs of {args.source_size} px"
     labels = ["Cardiomegaly", "Effusion", "Mass", "Nodule", "Pneumothorax"]
     load = os.getloadavg()
     _say(
-        f"{len(records)} phantom PNGs of {args.source_size} px; batch {args.batch_size}; "
+        f"{len(records)} {what}; batch {args.batch_size}; "
         f"one thread; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on "
         f"{os.cpu_count()} cores; torch {torch.__version__}, OpenCV {cv2.__version__}"
     )

@@ -170,6 +170,27 @@ def test_nih_style_csv_from_service(tmp_path: Path, phantom_dir: Path) -> None:
     assert record.findings == {"Effusion", "Nodule"} and record.patient_id == "p1"
 
 
+def test_nih_folder_with_a_subset_of_its_images(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Most of ChestX-ray14's rows name files a partial download does not have: they are
+    # skipped with one warning; files in images_*/images and paths under the folder are found.
+    (tmp_path / "images_002" / "images").mkdir(parents=True)
+    (tmp_path / "extra").mkdir()
+    (tmp_path / "images_002" / "images" / "b.png").write_bytes(b"")
+    (tmp_path / "extra" / "c.png").write_bytes(b"")
+    rows = ["Image Index,Finding Labels,Patient ID", "a.png,Mass,1", "b.png,No Finding,2"]
+    rows += ["extra/c.png,Nodule,3", "gone/d.png,Nodule,4"]
+    (tmp_path / "Data_Entry_2017.csv").write_text("\n".join(rows) + "\n")
+    with caplog.at_level("WARNING"):
+        records = load_records(tmp_path)
+    assert [(r.image_index, r.path) for r in records] == [
+        ("b.png", tmp_path / "images_002" / "images" / "b.png"),
+        ("extra/c.png", tmp_path / "extra" / "c.png"),
+    ]
+    assert "2 of 4 listed images not found" in caplog.text
+
+
 def test_load_records_errors(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="Data_Entry"):
         load_records(tmp_path)
