@@ -13,6 +13,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from app.cli_models import add_precision_argument
+
 if TYPE_CHECKING:
     from app.pacs.association_guard import ListenerLimits
     from app.settings import Settings
@@ -43,6 +45,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--ae-title", default="CXR", help="this node's AE title (default CXR)")
     p.add_argument("--model", type=Path, help="checkpoint (default: CXR_MODEL if set)")
     p.add_argument("--device", default="auto")
+    add_precision_argument(p, env=True)
     p.add_argument("--out", type=Path, required=True, metavar="OUT.jsonl")
     p.add_argument("--inbox", type=Path, help="received-instance folder (default OUT.inbox)")
     p.add_argument(
@@ -190,7 +193,7 @@ def _listen(args: argparse.Namespace) -> int:
     if model_path is not None:
         from app.inference import load_model
 
-        predictor = load_model(model_path, args.device)
+        predictor = load_model(model_path, args.device, args.precision or settings.precision)
     forward = dicomweb_client_from_args(args.forward, args) if args.forward else None
     listener = StoreListener(
         predictor,

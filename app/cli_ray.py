@@ -68,6 +68,7 @@ def run_batch_on_ray(
                 previous,
                 model=model,
                 device=args.device,
+                precision=args.precision,
                 chunk_size=args.chunk_size,
             ):
                 outcomes = [_outcome(line) for line in lines]

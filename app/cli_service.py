@@ -18,6 +18,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.cli_models import add_precision_argument
+
 if TYPE_CHECKING:
     from sqlalchemy import Engine
     from tqdm import tqdm
@@ -64,6 +66,7 @@ def _register_serve(sub: argparse._SubParsersAction[Any]) -> None:
         "about a minute, cached in the storage folder; flagged as a demo in every response)",
     )
     p.add_argument("--device", help="auto (default), cpu, cuda, cuda:1")
+    add_precision_argument(p, env=True)
     p.add_argument("--storage-dir", type=Path, help="storage folder (or CXR_STORAGE_DIR)")
     p.add_argument("--database-url", help="SQLAlchemy URL (or CXR_DATABASE_URL)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
@@ -88,7 +91,7 @@ def _settings_from_args(args: argparse.Namespace, fields: tuple[str, ...]) -> Se
 
 def _serve(args: argparse.Namespace) -> int:
     settings = _settings_from_args(
-        args, ("host", "port", "model", "device", "storage_dir", "database_url")
+        args, ("host", "port", "model", "device", "precision", "storage_dir", "database_url")
     )
     if not settings.api_keys and not _is_loopback(settings.host):
         raise CommandError(
@@ -117,7 +120,8 @@ def _serve(args: argparse.Namespace) -> int:
             raise CommandError(f"--model/CXR_MODEL {settings.model}: no such checkpoint file")
         from app.inference import load_model
 
-        predictor = load_model(settings.model, settings.device)  # CheckpointError: ValueError
+        # CheckpointError, ModelsError: ValueError
+        predictor = load_model(settings.model, settings.device, settings.precision)
     import uvicorn
 
     from app.main import create_app
@@ -172,6 +176,7 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--reports", type=Path, metavar="REPORTS.csv")
     p.add_argument("--model", type=Path, help="checkpoint (default: CXR_MODEL if set)")
     p.add_argument("--device", default="auto")
+    add_precision_argument(p, env=True)
     p.add_argument("--dataset", type=Path, metavar="DATASET_DIR", help="write a training set")
     p.add_argument(
         "--dataset-size", type=int, default=1024, help="PNG side (default 1024, as the paper)"
@@ -327,6 +332,8 @@ def _batch(args: argparse.Namespace) -> int:
     settings = build_settings()
     if args.workers is None:
         args.workers = settings.resolved_batch_workers
+    if args.precision is None:
+        args.precision = settings.precision
     if args.ray is not None:
         args.workers = 0  # each Ray reader decodes in its own single worker (`batch.cluster`)
     if args.workers:
@@ -338,7 +345,7 @@ def _batch(args: argparse.Namespace) -> int:
     if model_path is not None:
         from app.inference import load_model
 
-        predictor = load_model(model_path, args.device)
+        predictor = load_model(model_path, args.device, args.precision)
         if predictor.card.get("demo"):
             from models.notices import DEMO_NOTICE
 

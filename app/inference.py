@@ -26,6 +26,7 @@ from app.service_metrics import Metrics
 
 if TYPE_CHECKING:  # models.predict imports torch: the service loads it only with a model
     from models.heatmaps import Heatmap
+    from models.precision import Precision
     from models.predict import Prediction, Predictor, PreparedImage
 
     #: What waits in the queue: an image and the future its request awaits.
@@ -79,15 +80,16 @@ def _malloc_trim() -> Callable[[int], int] | None:
     return trim
 
 
-def load_model(path: str | Path, device: str = "auto") -> Predictor:
+def load_model(path: str | Path, device: str = "auto", precision: Precision = "auto") -> Predictor:
     """Load a checkpoint with `models.predict.load_predictor`.
 
     Raises:
         models.errors.CheckpointError: unreadable or incompatible checkpoint.
+        models.errors.ModelsError: no such device, or an unknown precision.
     """
     from models.predict import load_predictor
 
-    predictor = load_predictor(path, device=device)
+    predictor = load_predictor(path, device=device, precision=precision)
     # A lone upload is the service's usual batch: its LayerCAM pass replays as CUDA graphs
     # (captured now, before any request's thread uses the device; nothing off CUDA).
     predictor.capture_graphs([1])

@@ -283,17 +283,19 @@ def _startup(settings: Settings, metrics: Metrics, predictor: Predictor | None) 
 
         # A configured but broken checkpoint stops start-up: serving without the
         # model the operator asked for would fail later, and less clearly.
-        predictor = load_model(settings.model, settings.device)
+        predictor = load_model(settings.model, settings.device, settings.precision)
     if predictor is not None:
         state.predictor = predictor
         card = predictor.card
         metrics.model_loaded.set(1)
         log.info(
-            "model %s %s loaded from %s (%d labels)",
+            "model %s %s loaded from %s (%d labels, on %s in %s)",
             card.get("name"),
             card.get("version"),
             settings.model,
             len(card.get("labels", [])),
+            predictor.device,
+            predictor.precision,
         )
         if card.get("demo"):
             log.warning("the loaded model is a DEMO checkpoint: %s", DEMO_NOTICE)

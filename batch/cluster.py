@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from labeler import ReportLabels
     from labeler.config import LabelerConfig
     from models.image_pipeline import InputSpec, LoadedImage, PreparedImage
+    from models.precision import Precision
 
 __all__ = ["connect", "label_reports_on_ray", "run_on_ray"]
 
@@ -212,13 +213,14 @@ class _ReadActor:
 class _PredictActor:
     """Predicts decoded images: one model per actor."""
 
-    def __init__(self, model: Path, device: str, registry: Any = None) -> None:
+    def __init__(
+        self, model: Path, device: str, precision: Precision = "auto", registry: Any = None
+    ) -> None:
         from batch.processor import BatchProcessor
         from models.predict import load_predictor
 
-        self.processor = BatchProcessor(
-            _NoSource(), labeler=_NoLabeler(), predictor=load_predictor(model, device=device)
-        )
+        predictor = load_predictor(model, device=device, precision=precision)
+        self.processor = BatchProcessor(_NoSource(), labeler=_NoLabeler(), predictor=predictor)
         if registry is not None:  # a first copy whose prediction fails is no first copy
             self.processor.instances = _SharedInstances(registry)
 
@@ -326,6 +328,7 @@ def run_on_ray(
     *,
     model: Path | None,
     device: str = "cpu",
+    precision: Precision = "auto",
     chunk_size: int = 8,
     actors: int | None = None,
     after_block: Callable[[int], None] | None = None,
@@ -338,6 +341,7 @@ def run_on_ray(
         recorded: the lines of an earlier run (their SR labels reach later images).
         model: the checkpoint each predict actor loads (None: images without prediction).
         device: where a predict actor runs its model ("cuda" on GPU nodes).
+        precision: its arithmetic (`models.precision`), resolved on each actor's device.
         chunk_size: items per block and per forward pass.
         actors: actors per pool (None: one per CPU of the cluster).
         after_block: called with the number of blocks received (tests kill a worker here).
@@ -363,7 +367,9 @@ def run_on_ray(
     for phase in (srs, rest):
         if not phase:
             continue
-        phased = _run_phase(spec, phase, known, model, device, chunk_size, actors, registry)
+        phased = _run_phase(
+            spec, phase, known, model, device, chunk_size, actors, registry, precision=precision
+        )
         for lines in phased:
             if phase is srs:
                 known.extend(lines)
@@ -375,7 +381,9 @@ def run_on_ray(
     # (the registry has forgotten that first copy), as one machine would have done.
     again, unsettled = copies.retry(), copies.unsettled()
     if again:
-        for lines in _run_phase(spec, again, known, model, device, chunk_size, actors, registry):
+        for lines in _run_phase(
+            spec, again, known, model, device, chunk_size, actors, registry, precision=precision
+        ):
             yield [_across_readers(line, instances) for line in lines]
     if unsettled:
         yield [_across_readers(line, instances) for line in unsettled]
@@ -472,6 +480,8 @@ def _run_phase(
     chunk_size: int,
     actors: int | None,
     registry: Any = None,
+    *,
+    precision: Precision = "auto",
 ) -> Iterator[list[dict[str, Any]]]:
     import ray
 
@@ -499,6 +509,7 @@ def _run_phase(
             fn_constructor_kwargs={
                 "model": model,
                 "device": "cuda" if gpus else device,
+                "precision": precision,
                 "registry": registry,
             },
             batch_size=chunk_size,

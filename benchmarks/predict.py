@@ -21,6 +21,7 @@ It prints:
     python benchmarks/predict.py --device cuda --image-size 1024 --batch-size 16 --n 64
     python benchmarks/predict.py --overlays all           # every label's overlay
     python benchmarks/predict.py --heatmaps-from cam          # the paper's CAM instead of LayerCAM
+    python benchmarks/predict.py --txrv /tmp/txrv --precision both   # float32 and bfloat16
 
 Two more modes (`--mode`):
 
@@ -190,14 +191,14 @@ def model_gflops(checkpoint: Path, stage: int = 2) -> tuple[float, float, float]
 
 def whole_process(
     files: list[Path], checkpoint: Path, out: Path, *, device: str, batch: int, overlays: str,
-    code: Path = ROOT,
+    code: Path = ROOT, precision: str | None = None,
 ) -> tuple[float, float]:  # fmt: skip
     """(wall seconds, CPU seconds of it and its children) for one `python -m app.cli predict`
-    run of the code in `code`, start to exit."""
+    run of the code in `code`, start to exit (`--precision` given only when not None)."""
     env = {**os.environ, "PYTHONPATH": _path(code)}
     cmd = [sys.executable, "-m", "app.cli", "predict", "--model", str(checkpoint), "-o",
            str(out), "--device", device, "--batch-size", str(batch), "--overlays", overlays,
-           *map(str, files)]  # fmt: skip
+           *(["--precision", precision] if precision else []), *map(str, files)]  # fmt: skip
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False, cwd=code)
@@ -281,7 +282,8 @@ _THROUGHPUT = """
 import sys, time, json
 from models.predict import load_predictor, predict_files
 cfg = json.loads(sys.argv[1])
-predictor = load_predictor(cfg["model"], device=cfg["device"], batch_size=cfg["batch"])
+extra = {"precision": cfg["precision"]} if cfg.get("precision") else {}
+predictor = load_predictor(cfg["model"], device=cfg["device"], batch_size=cfg["batch"], **extra)
 kw = {"workers": cfg["workers"]} if cfg["workers"] is not None else {}
 if cfg.get("fit"):
     kw["fit"] = cfg["fit"]
@@ -313,14 +315,14 @@ print(json.dumps({"files": n, "seconds": time.perf_counter() - t0, "stages": sta
 
 def throughput(
     files: list[Path], checkpoint: Path, *, code: Path, device: str, batch: int,
-    workers: int | None, fit: str | None = None,
+    workers: int | None, fit: str | None = None, precision: str | None = None,
 ) -> float:  # fmt: skip
     """Files/s of `predict_files` with the code in `code`, in a fresh process (`fit`:
-    where images are fitted, None: the code's default)."""
+    where images are fitted, `precision` the predictor's; None: the code's default)."""
     import json
 
     cfg = {"model": str(checkpoint), "device": device, "batch": batch, "workers": workers,
-           "fit": fit, "files": [str(f) for f in files]}  # fmt: skip
+           "fit": fit, "precision": precision, "files": [str(f) for f in files]}  # fmt: skip
     env = {**os.environ, "PYTHONPATH": _path(code)}
     done = subprocess.run([sys.executable, "-c", _THROUGHPUT, json.dumps(cfg)], env=env,
                           capture_output=True, text=True, check=False, cwd=code)  # fmt: skip
@@ -514,6 +516,13 @@ def main() -> int:
         "the model runs on one); both: host and device, interleaved",
     )
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N")
+    parser.add_argument(
+        "--precision",
+        default="auto",
+        choices=["auto", "float32", "bfloat16", "both"],
+        help="stages and throughput modes: the model's arithmetic (both: float32 and "
+        "bfloat16, interleaved)",
+    )
     parser.add_argument("--repeat", type=int, default=3, help="whole-process runs (median)")
     parser.add_argument(
         "--txrv",
@@ -593,19 +602,22 @@ def main() -> int:
         )
         if args.mode == "throughput":
             fits = ["host", "device"] if args.fit == "both" else [args.fit]
-            trials: list[tuple[str, Path, str | None]] = [
-                (f"this checkout{'' if f == 'auto' else f', fit on the {f}'}", ROOT,
-                 None if f == "auto" else f)
-                for f in fits
+            precisions = ["float32", "bfloat16"] if args.precision == "both" else [args.precision]
+            trials: list[tuple[str, Path, str | None, str | None]] = [
+                (f"this checkout{'' if f == 'auto' else f', fit on the {f}'}"
+                 f"{'' if p == 'auto' else f', {p}'}", ROOT,
+                 None if f == "auto" else f, None if p == "auto" else p)
+                for p in precisions for f in fits
             ]  # fmt: skip
-            trials += [("base", args.base.resolve(), None)] if args.base else []
-            primary = trials[len(fits) - 1][0]  # this checkout's last fit: the median's
+            primary = trials[-1][0]  # this checkout's last trial: the median's
+            trials += [("base", args.base.resolve(), None, None)] if args.base else []
             rates: list[float] = []
-            for label, code, fit in trials * max(1, args.repeat):
+            for label, code, fit, prec in trials * max(1, args.repeat):
                 rate = throughput(files, checkpoint, code=code, device=args.device,
-                                  batch=args.batch_size, workers=args.workers, fit=fit)  # fmt: skip
+                                  batch=args.batch_size, workers=args.workers, fit=fit,
+                                  precision=prec)  # fmt: skip
                 workers = "default" if args.workers is None else args.workers
-                _say(f"throughput, {label}: {rate:.1f} files/s (workers {workers})")
+                _say(f"throughput, {label}: {rate:.3g} files/s (workers {workers})")
                 if label == primary:
                     rates.append(rate)
             rate = statistics.median(rates)
@@ -631,8 +643,9 @@ def main() -> int:
         if args.mode == "latency":
             latency(checkpoint, files[0], device=args.device, n=args.n, work=work)
             return 0
-        walls: list[float] = []
-        cpus: list[float] = []
+        precisions = ["float32", "bfloat16"] if args.precision == "both" else [args.precision]
+        walls: dict[str, list[float]] = {p: [] for p in precisions}
+        cpus: dict[str, list[float]] = {p: [] for p in precisions}
         base_walls: list[float] = []
         base_cpus: list[float] = []
         peer: list[float] = []
@@ -640,10 +653,12 @@ def main() -> int:
         settings = {"device": args.device, "batch": args.batch_size, "overlays": args.overlays}
         for i in range(args.repeat):
             out = work / f"out{i}"
-            wall, cpu = whole_process(files, checkpoint, out, **settings)
-            walls.append(wall)
-            cpus.append(cpu)
-            shutil.rmtree(out)
+            for precision in precisions:
+                flag = None if precision == "auto" else precision
+                wall, cpu = whole_process(files, checkpoint, out, **settings, precision=flag)
+                walls[precision].append(wall)
+                cpus[precision].append(cpu)
+                shutil.rmtree(out)
             if args.base:
                 wall, cpu = whole_process(files, checkpoint, out, code=args.base.resolve(),
                                           **settings)  # fmt: skip
@@ -652,12 +667,14 @@ def main() -> int:
                 shutil.rmtree(out)
             if args.txrv and peer_weights:
                 peer.append(txrv_process(files, args.txrv, peer_weights))
-        median = statistics.median(walls)
-        ours = ", ".join(f"{w:.2f}" for w in walls)
-        _say(
-            f"whole process, `cxr predict` on {len(files)} files: {median:.2f} s median ({ours}); "
-            f"CPU {statistics.median(cpus):.2f} s"
-        )
+        medians = {p: statistics.median(w) for p, w in walls.items()}
+        for precision, runs in walls.items():
+            ours = ", ".join(f"{w:.2f}" for w in runs)
+            _say(
+                f"whole process, `cxr predict --precision {precision}` on {len(files)} files: "
+                f"{medians[precision]:.2f} s median ({ours}); "
+                f"CPU {statistics.median(cpus[precision]):.2f} s"
+            )
         if base_walls:
             b_runs = ", ".join(f"{w:.2f}" for w in base_walls)
             _say(
@@ -667,9 +684,10 @@ def main() -> int:
         if peer:
             p_median = statistics.median(peer)
             p_runs = ", ".join(f"{w:.2f}" for w in peer)
+            faster = "; ".join(f"{p} {p_median / m:.2f}x" for p, m in medians.items())
             _say(
                 f"whole process, torchxrayvision DenseNet-121 + saliency: {p_median:.2f} s "
-                f"median ({p_runs}); cxr predict is {p_median / median:.2f}x faster"
+                f"median ({p_runs}); cxr predict is faster by: {faster}"
             )
         imports, load = startup(checkpoint, args.device)
         _say(f"start-up: imports {imports:.2f} s, checkpoint load {load:.2f} s")

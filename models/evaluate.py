@@ -27,6 +27,7 @@ from models.calibration import temperature_vector
 from models.data import canonical_label
 from models.errors import ModelsError
 from models.layercam import check_heatmap_settings
+from models.precision import Precision, inference_autocast, resolve_precision
 
 if TYPE_CHECKING:
     from models.data import Record
@@ -182,9 +183,11 @@ def predict_dataset(
     batch_size: int = 32,
     workers: int = 0,
     progress: bool = False,
+    precision: Precision = "auto",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Run a `ChestNet` over a `ChestXrayDataset` (or any dataset of the same items, with
-    integer images as `models.data.FittedDataset` serves them).
+    integer images as `models.data.FittedDataset` serves them), in `precision`
+    (`models.precision`).
 
     Returns:
         raw logits (N, C) and targets (N, C), float32, in dataset order. Probabilities are
@@ -206,8 +209,7 @@ def predict_dataset(
     logits, targets = [], []
     was_training = model.training
     model.eval()
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=dev.type == "cuda")
-    with torch.inference_mode(), autocast:
+    with torch.inference_mode(), inference_autocast(dev, resolve_precision(precision, dev)):
         for x, y, _ in _maybe_tqdm(loader, progress, "evaluate"):
             x = to_unit_float(x.to(dev, non_blocking=True))  # integer items: training's loader
             logits.append(model(x).float().cpu().numpy())
@@ -291,6 +293,7 @@ def evaluate_checkpoint(
     progress: bool = False,
     plots: str | os.PathLike[str] | None = None,
     heatmap_method: str | None = None,
+    precision: Precision = "auto",
 ) -> dict[str, Any]:
     """Evaluate a checkpoint on a dataset split: `cxr evaluate` and the benchmarks use this.
 
@@ -307,6 +310,7 @@ def evaluate_checkpoint(
         plots: if given, a path prefix: writes `<prefix>.roc.png` (ROC curve per label) and
             `<prefix>.reliability.png` (reliability diagram before/after calibration).
         heatmap_method: "cam" or "layercam" for the boxes (default: what the card says).
+        precision: "auto", "float32" or "bfloat16" (`models.precision`).
 
     Returns:
         {"model", "data", "split", "classification" (with "calibration": ECE before and
@@ -323,6 +327,7 @@ def evaluate_checkpoint(
     # A bad box file fails here, not after the whole classification pass.
     truth = load_bbox_csv(boxes) if boxes is not None else None
     dev = resolve_device(device)
+    resolved = resolve_precision(precision, dev)
     ckpt = load_checkpoint(checkpoint, map_location=dev)
     card = ckpt.card
     if heatmap_method is not None:
@@ -346,6 +351,7 @@ def evaluate_checkpoint(
         batch_size=batch_size,
         workers=loader_workers(workers, dev),
         progress=progress,
+        precision=resolved,
     )
     raw = _sigmoid(logits)
     probs = _sigmoid(logits / temperature_vector(card.temperatures, card.labels))
@@ -363,6 +369,7 @@ def evaluate_checkpoint(
         },
         "data": str(data),
         "split": split,
+        "inference": {"device": str(dev), "precision": resolved},
         "classification": classification,
     }
     if plots is not None:
@@ -380,7 +387,9 @@ def evaluate_checkpoint(
             report["localization_note"] = "no boxed image in the split; scored all boxed images"
         scored = [g for g in scored if g.label in card.labels]
         sizes: dict[str, tuple[int, int]] = {}
-        predictor = Predictor(ckpt.model, card, device=dev, batch_size=batch_size)
+        predictor = Predictor(
+            ckpt.model, card, device=dev, batch_size=batch_size, precision=resolved
+        )
         predicted = localize_dataset(predictor, box_records, scored, sizes=sizes)
         report["localization"] = localization_metrics(predicted, scored)
         report["localization"]["iobb_0.5_by_side"] = localization_by_side(predicted, scored, sizes)

@@ -53,6 +53,7 @@ from models.layercam import (
     maps_to_host,
 )
 from models.network import ChestNet
+from models.precision import Precision, inference_autocast, resolve_precision
 from models.stored_pixels import UNIT_CODES, StoredPixels
 from models.transforms import Geometry, ResizeMode, resize_mode_of
 
@@ -189,13 +190,18 @@ class Predictor:
     Args:
         model: a `ChestNet`.
         card: its model card.
-        device: where to run; on CUDA inference uses bf16 autocast and channels_last.
+        device: where to run (channels_last there).
         batch_size: images per forward pass.
         resize: "letterbox" or "stretch"; default what the card records (cards without
             the record, from before letterboxing, stretch).
         cuda_graphs: on CUDA, let `capture_graphs` record the LayerCAM pass's body stages
             as CUDA graphs (`models.cuda_graphs`; same numbers, a fraction of the host's
             time).
+        precision: "float32", "bfloat16" (autocast), or "auto": bfloat16 on a GPU that
+            computes it natively, float32 elsewhere (`models.precision`).
+
+    Raises:
+        ModelsError: an unknown precision, or a model card whose heatmap settings cannot work.
     """
 
     def __init__(
@@ -207,8 +213,10 @@ class Predictor:
         batch_size: int = 16,
         resize: ResizeMode | None = None,
         cuda_graphs: bool = True,
+        precision: Precision = "auto",
     ) -> None:
         self.device = device
+        self.precision = resolve_precision(precision, device)
         if device.type == "cuda":
             # As training does (process-wide): cuDNN picks its fastest kernels for the
             # batch's shape once, and float32 products (the LayerCAM maps' input gradient
@@ -243,7 +251,12 @@ class Predictor:
         # On CUDA the LayerCAM pass's body stages can replay as CUDA graphs, for the batch
         # sizes `capture_graphs` was given: one launch, not hundreds.
         self._graphs: LayerCamGraphs | None = None
-        if cuda_graphs and device.type == "cuda" and card.heatmap_method == "layercam":
+        if (
+            cuda_graphs
+            and device.type == "cuda"
+            and card.heatmap_method == "layercam"
+            and self.precision == "bfloat16"  # what the graphs are captured in
+        ):
             from models.cuda_graphs import LayerCamGraphs
 
             self._graphs = LayerCamGraphs(model, card.heatmap_stage)
@@ -304,9 +317,7 @@ class Predictor:
         )
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
-        if self.device.type == "cuda":
-            return torch.autocast("cuda", dtype=torch.bfloat16)
-        return contextlib.nullcontext()
+        return inference_autocast(self.device, self.precision)
 
     @torch.no_grad()  # not inference_mode: LayerCAM needs a gradient graph of the later stages
     def predict(
@@ -723,6 +734,7 @@ def load_predictor(
     resize: ResizeMode | None = None,
     heatmap_method: str | None = None,
     cuda_graphs: bool = True,
+    precision: Precision = "auto",
 ) -> Predictor:
     """Load a checkpoint for inference.
 
@@ -733,13 +745,14 @@ def load_predictor(
         resize: override the card's resize mode (None: the card's).
         heatmap_method: override the card's heatmap method, "cam" (faster) or "layercam".
         cuda_graphs: on CUDA, replay the LayerCAM pass as CUDA graphs (`Predictor`).
+        precision: "auto", "float32" or "bfloat16" (`Predictor`).
 
     Returns:
         A `Predictor`.
 
     Raises:
         CheckpointError: the checkpoint cannot be loaded.
-        ModelsError: the device is unavailable.
+        ModelsError: the device is unavailable, or an unknown precision.
     """
     dev = resolve_device(device)
     ckpt = load_checkpoint(checkpoint, map_location="cpu")
@@ -747,7 +760,7 @@ def load_predictor(
         ckpt.card.heatmap_method = heatmap_method
     return Predictor(
         ckpt.model, ckpt.card, device=dev, batch_size=batch_size, resize=resize,
-        cuda_graphs=cuda_graphs,
+        cuda_graphs=cuda_graphs, precision=precision,
     )  # fmt: skip
 
 

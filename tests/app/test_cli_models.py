@@ -140,6 +140,27 @@ def test_cli_predict_overlays_only_when_asked_and_bounded_size(
     assert sorted(p.name for p in none.iterdir()) == ["big.dcm.json"]
 
 
+@pytest.mark.issue(19)
+def test_cli_predict_says_the_arithmetic_and_runs_bfloat16_when_asked(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    good = _dicom(tmp_path / "study.dcm", rows=300, columns=200)
+    docs = {}
+    for precision in ("auto", "bfloat16"):
+        out = tmp_path / precision
+        args = ["--device", "cpu", "--precision", precision, "--workers", "0"]
+        assert main(["predict", "--model", str(checkpoint), str(good), "-o", str(out), *args]) == 0
+        docs[precision] = json.loads((out / "study.dcm.json").read_text())
+    # On the CPU "auto" is float32: the numbers as before, and the file says so.
+    assert docs["auto"]["inference"] == {"device": "cpu", "precision": "float32"}
+    assert docs["bfloat16"]["inference"] == {"device": "cpu", "precision": "bfloat16"}
+    exact, fast = docs["auto"]["probabilities"], docs["bfloat16"]["probabilities"]
+    assert fast == pytest.approx(exact, abs=0.05) and fast != exact
+    with pytest.raises(SystemExit):  # argparse: not a choice
+        main(["predict", "--model", str(checkpoint), str(good), "-o", str(tmp_path / "x"),
+              "--precision", "fp16"])  # fmt: skip
+
+
 def test_cli_phantoms_then_evaluate(
     checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -163,6 +184,7 @@ def test_cli_phantoms_then_evaluate(
                  "--boxes", str(data / "BBox_List.csv"), "-o", str(layer_path),
                  "--device", "cpu", "--heatmaps-from", "layercam"]) == 0  # fmt: skip
     layer = json.loads(layer_path.read_text())
+    assert report["inference"] == {"device": "cpu", "precision": "float32"}
     assert layer["model"]["heatmap_method"] == "layercam"
     assert layer["classification"] == report["classification"]
     assert layer["localization"]["n_boxes"] == report["localization"]["n_boxes"]

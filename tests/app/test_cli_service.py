@@ -67,6 +67,41 @@ def test_cli_batch_captures_a_chunks_cuda_graph_before_reading(
     assert [4] in asked
 
 
+@pytest.mark.issue(19)
+@pytest.mark.parametrize(("flag", "env", "expected"), [
+    ([], None, "float32"),
+    ([], "bfloat16", "bfloat16"),
+    (["--precision", "float32"], "bfloat16", "float32"),
+])  # fmt: skip
+def test_cli_batch_runs_its_model_in_the_precision_asked(
+    export: Path,
+    tmp_path: Path,
+    demo_checkpoint: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    flag: list[str],
+    env: str | None,
+    expected: str,
+) -> None:
+    from models.predict import Predictor
+
+    seen: list[str] = []
+    real = Predictor.predict
+
+    def predict(self: Predictor, *args: Any, **kwargs: Any) -> Any:
+        seen.append(self.precision)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Predictor, "predict", predict)
+    if env is None:
+        monkeypatch.delenv("CXR_PRECISION", raising=False)
+    else:
+        monkeypatch.setenv("CXR_PRECISION", env)
+    args = ["batch", str(export), "-o", str(tmp_path / "out.jsonl"), "--model",
+            str(demo_checkpoint), "--device", "cpu", "--workers", "0", *flag]  # fmt: skip
+    assert main(args) == 1  # the export's two broken files
+    assert seen and set(seen) == {expected}
+
+
 def test_cli_batch_writes_nih_style_training_set(
     export: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

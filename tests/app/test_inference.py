@@ -5,12 +5,18 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from fastapi.testclient import TestClient
+from service_fixtures import dx_bytes
 
 from app.inference import InferenceQueue, decode_heatmap, encode_heatmaps
+from app.main import create_app
+from app.settings import Settings
 from models.heatmaps import Heatmap
 from models.transforms import Geometry
 
@@ -182,3 +188,17 @@ def test_inference_decodes_heatmaps_stored_by_earlier_versions() -> None:
     np.savez_compressed(buffer, **{"map:Mass": old, "shape:Mass": np.array([80, 80])})
     back = decode_heatmap(buffer.getvalue(), "Mass")
     assert isinstance(back, np.ndarray) and back.shape == (8, 8) and back.max() <= 1.0
+
+
+@pytest.mark.issue(19)
+def test_the_service_loads_its_model_in_the_configured_precision(
+    make_settings: Callable[..., Settings], demo_checkpoint: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = create_app(make_settings(model=demo_checkpoint, device="cpu", precision="bfloat16"))
+    with caplog.at_level("INFO", logger="app"), TestClient(app) as client:
+        predictor = app.state.cxr.predictor
+        assert predictor.precision == "bfloat16"
+        assert "on cpu in bfloat16" in caplog.text
+        response = client.post("/v1/images/predict", files={"file": ("a.dcm", dx_bytes())})
+        assert response.status_code == 200, response.text
+        assert set(response.json()["probabilities"]) == set(predictor.labels)

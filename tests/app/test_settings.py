@@ -58,3 +58,18 @@ def test_settings_refuse_negative_batch_workers(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("CXR_BATCH_WORKERS", "-1")
     with pytest.raises(SettingsError, match="CXR_BATCH_WORKERS"):
         build_settings()
+
+
+@pytest.mark.issue(19)
+def test_settings_precision_from_env_and_refused_when_unknown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from app.settings import SettingsError, build_settings
+
+    monkeypatch.delenv("CXR_PRECISION", raising=False)
+    assert Settings().precision == "auto"
+    monkeypatch.setenv("CXR_PRECISION", "bfloat16")
+    assert Settings().precision == "bfloat16"
+    monkeypatch.setenv("CXR_PRECISION", "fp16")
+    with pytest.raises(SettingsError, match="CXR_PRECISION"):
+        build_settings()
