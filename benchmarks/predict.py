@@ -420,7 +420,9 @@ def transport_rate(
     return float(done.stdout.strip().splitlines()[-1])
 
 
-def latency(checkpoint: Path, dicom: Path, *, device: str, n: int, work: Path) -> None:
+def latency(
+    checkpoint: Path, dicom: Path, *, device: str, n: int, work: Path, precision: str | None = None
+) -> None:
     """p50/p99 of one-at-a-time POST /v1/images/predict through `cxr serve` on loopback,
     and the median of each stage the service reports in its answer's `timings`."""
     import json
@@ -428,7 +430,9 @@ def latency(checkpoint: Path, dicom: Path, *, device: str, n: int, work: Path) -
     sys.path.insert(0, str(Path(__file__).parent))
     from service_load import _post, run_phase, serving
 
-    with serving(checkpoint, work, device=device, startup_timeout=300) as started:
+    with serving(
+        checkpoint, work, device=device, startup_timeout=300, precision=precision
+    ) as started:
         if started is None:
             return
         base, key, _ = started
@@ -447,7 +451,8 @@ def latency(checkpoint: Path, dicom: Path, *, device: str, n: int, work: Path) -
             send(0)
         stages.clear()
         run_phase(
-            f"latency, one request at a time ({len(body) / 2**20:.1f} MiB DICOM)",
+            f"latency, one request at a time ({len(body) / 2**20:.1f} MiB DICOM"
+            f"{f', {precision}' if precision else ''})",
             send, n=n, seconds=600, concurrency=1,
         )  # fmt: skip
         shown = ", ".join(
@@ -520,8 +525,8 @@ def main() -> int:
         "--precision",
         default="auto",
         choices=["auto", "float32", "bfloat16", "both"],
-        help="stages and throughput modes: the model's arithmetic (both: float32 and "
-        "bfloat16, interleaved)",
+        help="stages, throughput and latency modes: the model's arithmetic (both: float32 "
+        "and bfloat16)",
     )
     parser.add_argument("--repeat", type=int, default=3, help="whole-process runs (median)")
     parser.add_argument(
@@ -532,6 +537,7 @@ def main() -> int:
         "also time its pipeline (benchmarks/predict_txrv.py), runs interleaved with ours",
     )
     args = parser.parse_args()
+    precisions = ["float32", "bfloat16"] if args.precision == "both" else [args.precision]
 
     from models.errors import ModelsError
     from models.predict import resolve_device
@@ -602,7 +608,6 @@ def main() -> int:
         )
         if args.mode == "throughput":
             fits = ["host", "device"] if args.fit == "both" else [args.fit]
-            precisions = ["float32", "bfloat16"] if args.precision == "both" else [args.precision]
             trials: list[tuple[str, Path, str | None, str | None]] = [
                 (f"this checkout{'' if f == 'auto' else f', fit on the {f}'}"
                  f"{'' if p == 'auto' else f', {p}'}", ROOT,
@@ -641,9 +646,10 @@ def main() -> int:
                 _say(f"decode + fit to {args.image_size} px, one thread, {label}: {ms:.1f} ms")
             return 0
         if args.mode == "latency":
-            latency(checkpoint, files[0], device=args.device, n=args.n, work=work)
+            for precision in precisions:
+                latency(checkpoint, files[0], device=args.device, n=args.n, work=work,
+                        precision=None if precision == "auto" else precision)  # fmt: skip
             return 0
-        precisions = ["float32", "bfloat16"] if args.precision == "both" else [args.precision]
         walls: dict[str, list[float]] = {p: [] for p in precisions}
         cpus: dict[str, list[float]] = {p: [] for p in precisions}
         base_walls: list[float] = []

@@ -96,11 +96,17 @@ def _dicom_bytes(side: int) -> bytes:
 
 @contextlib.contextmanager
 def serving(
-    checkpoint: Path, work: Path, *, device: str = "cpu", startup_timeout: float = 180.0
+    checkpoint: Path,
+    work: Path,
+    *,
+    device: str = "cpu",
+    startup_timeout: float = 180.0,
+    precision: str | None = None,
 ) -> Iterator[tuple[str, str, subprocess.Popen[bytes]] | None]:
     """`cxr serve` on a free loopback port with `checkpoint`, an API key and storage in
-    `work`: yields (base URL, API key, process) once /readyz answers, or None (and the
-    server's log) when it did not start; stops it afterwards."""
+    `work` (and CXR_PRECISION=`precision` when given): yields (base URL, API key, process)
+    once /readyz answers, or None (and the server's log) when it did not start; stops it
+    afterwards."""
     from app.security import generate_api_key, hash_api_key
 
     key = generate_api_key()
@@ -109,6 +115,8 @@ def serving(
     path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     env.update(PYTHONPATH=path, CXR_API_KEYS=hash_api_key(key),
                CXR_STORAGE_DIR=str(work / "storage"), CXR_DEVICE=device)  # fmt: skip
+    if precision:
+        env["CXR_PRECISION"] = precision
     log_path = work / "server.log"
     with log_path.open("wb") as log:
         server = subprocess.Popen(
