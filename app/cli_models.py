@@ -401,9 +401,7 @@ def _predict(args: argparse.Namespace) -> int:
     if outdir.exists() and not outdir.is_dir():
         raise ValueError(f"-o {outdir}: is a file; give a folder for the results")
     outdir.mkdir(parents=True, exist_ok=True)
-    card = predictor.card
-    # Where and in what arithmetic the numbers were made: bfloat16 moves them by about 0.01.
-    inference = {"device": str(predictor.device), "precision": predictor.precision}
+    card = {**predictor.card, "inference": predictor.inference}
     demo = bool(card.get("demo", False))
     if demo:
         sys.stderr.write(f"cxr predict: {DEMO_NOTICE}\n")
@@ -427,9 +425,7 @@ def _predict(args: argparse.Namespace) -> int:
             stem = _unique_name(result.path.name, used)
             if result.error is not None or result.prediction is None or result.meta is None:
                 failures += 1
-            pending.append(
-                writers.submit(_write_result, result, stem, outdir, card, inference, args)
-            )
+            pending.append(writers.submit(_write_result, result, stem, outdir, card, args))
             while len(pending) > 64 or (pending and pending[0].done()):
                 sys.stderr.write(pending.popleft().result())
         while pending:
@@ -464,7 +460,6 @@ def _write_result(
     stem: str,
     outdir: Path,
     card: dict[str, Any],
-    inference: dict[str, str],
     args: argparse.Namespace,
 ) -> str:
     """Write one file's JSON (and overlays); return its stderr line."""
@@ -504,7 +499,6 @@ def _write_result(
             "sop_instance_uid": meta.sop_instance_uid,
         },
         "timings": {**result.timings, **prediction.timings},
-        "inference": inference,
         "model": card,
     }
     (outdir / f"{stem}.json").write_text(json.dumps(doc, indent=2) + "\n")

@@ -186,6 +186,14 @@ class ReportBatchRead(BaseModel):
     results: list[ReportLabelsRead]
 
 
+class InferenceRead(BaseModel):
+    """Where and in what arithmetic the model ran: bfloat16 moves probabilities by about 0.01
+    from float32 (`CXR_PRECISION`)."""
+
+    device: str
+    precision: Literal["float32", "bfloat16"]
+
+
 class ModelCardRead(BaseModel):
     """What the model is and is not: name, version, intended use, label set, demo flag."""
 
@@ -196,6 +204,9 @@ class ModelCardRead(BaseModel):
     intended_use: str = ""
     labels: list[str] = Field(default_factory=list)
     demo: bool = False
+    inference: InferenceRead | None = Field(
+        default=None, description="How this prediction was computed (absent on older ones)."
+    )
 
 
 class BoxRead(BaseModel):

@@ -364,12 +364,14 @@ def evaluate_checkpoint(
     }
     report: dict[str, Any] = {
         "model": {
-            k: card.to_dict()[k]
-            for k in ("name", "version", "arch", "image_size", "demo", "heatmap_method")
+            **{
+                k: card.to_dict()[k]
+                for k in ("name", "version", "arch", "image_size", "demo", "heatmap_method")
+            },
+            "inference": {"device": str(dev), "precision": resolved},
         },
         "data": str(data),
         "split": split,
-        "inference": {"device": str(dev), "precision": resolved},
         "classification": classification,
     }
     if plots is not None:

@@ -49,12 +49,17 @@ def resolve_precision(precision: str, device: torch.device) -> ResolvedPrecision
     if precision == "auto":
         return "bfloat16" if device.type == "cuda" and native else "float32"
     if precision == "bfloat16" and not native:
-        log.warning(
-            "%s has no native bfloat16 arithmetic (%s): bfloat16 runs slower than float32 here",
-            device,
-            "compute capability 8.0 or later" if device.type == "cuda" else "AMX or AVX512-BF16",
-        )
+        _warn_emulated(str(device))
     return cast(ResolvedPrecision, precision)
+
+
+@functools.cache  # once per device and process: every model load resolves it again
+def _warn_emulated(device: str) -> None:
+    log.warning(
+        "%s has no native bfloat16 arithmetic (%s): bfloat16 runs slower than float32 here",
+        device,
+        "compute capability 8.0 or later" if device.startswith("cuda") else "AMX or AVX512-BF16",
+    )
 
 
 def inference_autocast(

@@ -291,6 +291,12 @@ class Predictor:
         return self._card.to_dict()
 
     @property
+    def inference(self) -> dict[str, str]:
+        """Where and in what arithmetic this predictor computes: recorded beside the card in
+        results, since bfloat16 moves probabilities by about 0.01."""
+        return {"device": str(self.device), "precision": self.precision}
+
+    @property
     def image_size(self) -> int:
         return int(self._card.image_size)
 

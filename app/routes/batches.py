@@ -283,10 +283,11 @@ async def create_batch(request: Request, response: Response, state: StateDep) ->
             f"Content-Type {content_type!r}: send application/json with a `path`, "
             "or multipart/form-data with the export zip as `file`"
         )
-    model = state.predictor.card if state.predictor is not None else None
     options: dict[str, Any] = {}
-    if model is not None:
-        options["model"] = {k: model.get(k) for k in ("name", "version", "demo")}
+    if state.predictor is not None:
+        card = state.predictor.card
+        options["model"] = {k: card.get(k) for k in ("name", "version", "demo")}
+        options["model"]["inference"] = state.predictor.inference
 
     def create() -> tuple[BatchJob, dict[str, int]]:
         with state.sessions() as session:

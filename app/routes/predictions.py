@@ -69,6 +69,7 @@ def _card_fields(card: dict[str, Any]) -> dict[str, Any]:
         "training_data",
         "created",
         "code_version",
+        "inference",
     )
     return {k: card[k] for k in keep if k in card}
 

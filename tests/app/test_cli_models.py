@@ -152,8 +152,8 @@ def test_cli_predict_says_the_arithmetic_and_runs_bfloat16_when_asked(
         assert main(["predict", "--model", str(checkpoint), str(good), "-o", str(out), *args]) == 0
         docs[precision] = json.loads((out / "study.dcm.json").read_text())
     # On the CPU "auto" is float32: the numbers as before, and the file says so.
-    assert docs["auto"]["inference"] == {"device": "cpu", "precision": "float32"}
-    assert docs["bfloat16"]["inference"] == {"device": "cpu", "precision": "bfloat16"}
+    assert docs["auto"]["model"]["inference"] == {"device": "cpu", "precision": "float32"}
+    assert docs["bfloat16"]["model"]["inference"] == {"device": "cpu", "precision": "bfloat16"}
     exact, fast = docs["auto"]["probabilities"], docs["bfloat16"]["probabilities"]
     assert fast == pytest.approx(exact, abs=0.05) and fast != exact
     with pytest.raises(SystemExit):  # argparse: not a choice
@@ -184,7 +184,7 @@ def test_cli_phantoms_then_evaluate(
                  "--boxes", str(data / "BBox_List.csv"), "-o", str(layer_path),
                  "--device", "cpu", "--heatmaps-from", "layercam"]) == 0  # fmt: skip
     layer = json.loads(layer_path.read_text())
-    assert report["inference"] == {"device": "cpu", "precision": "float32"}
+    assert report["model"]["inference"] == {"device": "cpu", "precision": "float32"}
     assert layer["model"]["heatmap_method"] == "layercam"
     assert layer["classification"] == report["classification"]
     assert layer["localization"]["n_boxes"] == report["localization"]["n_boxes"]

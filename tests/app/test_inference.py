@@ -201,4 +201,9 @@ def test_the_service_loads_its_model_in_the_configured_precision(
         assert "on cpu in bfloat16" in caplog.text
         response = client.post("/v1/images/predict", files={"file": ("a.dcm", dx_bytes())})
         assert response.status_code == 200, response.text
-        assert set(response.json()["probabilities"]) == set(predictor.labels)
+        answer = response.json()
+        assert set(answer["probabilities"]) == set(predictor.labels)
+        assert answer["model"]["inference"] == {"device": "cpu", "precision": "bfloat16"}
+        # Read back later, the prediction still says how it was made.
+        again = client.get(f"/v1/predictions/{answer['id']}").json()
+        assert again["model"]["inference"] == answer["model"]["inference"]
