@@ -292,7 +292,9 @@ def test_cluster_reads_again_a_copy_skipped_for_a_first_copy_that_then_failed(
     }
     phases: list[tuple[str, ...]] = []
 
-    def run_phase(spec: Any, phase: Any, *args: Any) -> Iterator[list[dict[str, Any]]]:
+    def run_phase(
+        spec: Any, phase: Any, *args: Any, **kwargs: Any
+    ) -> Iterator[list[dict[str, Any]]]:
         keys = tuple(item.key for item in phase)
         phases.append(keys)
         yield from blocks[keys]
