@@ -157,7 +157,10 @@ def forward_with_layercam(
                 more = k + 1 < slots
                 (g_cut,) = torch.autograd.grad(score, cut, retain_graph=more or conv is None)
                 g_cut = _drop_negligible(g_cut)
-                g_body = g_cut if conv is None else _conv_input_grad(conv, g_cut, body.shape)
+                g_body = (
+                    g_cut if conv is None
+                    else _conv_input_grad(conv, g_cut, body.shape, body.dtype)
+                )  # fmt: skip
                 # A scalar to differentiate: `grad_outputs` would import sympy (0.3 s, cold).
                 carried = (body * g_body.to(body.dtype)).float().sum()
                 (g,) = torch.autograd.grad(carried, a, retain_graph=more)
@@ -293,14 +296,23 @@ def _split_transition(transition: nn.Module) -> tuple[nn.Conv2d | None, nn.Modul
     return first, after
 
 
-def _conv_input_grad(conv: nn.Conv2d, grad: torch.Tensor, size: torch.Size) -> torch.Tensor:
-    """The gradient at `conv`'s input (shape `size`) from `grad` at its output, float32.
+def _conv_input_grad(
+    conv: nn.Conv2d, grad: torch.Tensor, size: torch.Size, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    """The gradient at `conv`'s input (shape `size`) from `grad` at its output, float32,
+    its products computed in `dtype`.
 
     What `torch.nn.grad.conv2d_input` gives, but one matrix product over the output cells
     whose gradient is not all zero, scattered by kernel offset. LSE pooling leaves a
     class's gradient on part of the map (14-47% of the cells on the images and models
     measured), and the dense product over every cell is the largest share of each map's
     backward pass (the 3x3 2048 -> 1024 transition of a ResNet-50: 3.7 GMAC per image).
+
+    `dtype` is the body's. Under bfloat16 autocast the convolution ran in bfloat16, `grad`
+    is bfloat16, and the result is rounded to bfloat16 where it meets the body's
+    activations: bfloat16 products with float32 accumulation are what autocast's own
+    backward of this convolution computes. Float32 products would buy nothing; on a GPU
+    they run as TF32, at half bfloat16's rate, and on a CPU with AMX at about a third.
     """
     g = grad.detach().float()
     n, c_out, h, w = g.shape
@@ -308,14 +320,15 @@ def _conv_input_grad(conv: nn.Conv2d, grad: torch.Tensor, size: torch.Size) -> t
     ph, pw = cast(tuple[int, int], conv.padding)  # `_split_transition` admits no str
     rows = g.permute(0, 2, 3, 1).reshape(-1, c_out)
     active = rows.abs().amax(dim=1).nonzero().squeeze(1)
-    weight = conv.weight.detach().float()
+    weight = conv.weight.detach().to(dtype)
     if 2 * active.numel() > rows.shape[0]:
         # Most cells carry a gradient: the dense (vendor) kernel is as fast or faster.
-        dense: torch.Tensor = conv2d_input(size, weight, g, padding=conv.padding)  # type: ignore[no-untyped-call]
-        return dense
+        dense: torch.Tensor = conv2d_input(size, weight, g.to(dtype), padding=conv.padding)  # type: ignore[no-untyped-call]
+        return dense.float()
     c_in = weight.shape[1]
     # (cells, kh, kw, c_in): each kernel offset's contribution is a contiguous block.
-    spread = (rows[active] @ weight.permute(0, 2, 3, 1).reshape(c_out, -1)).view(-1, kh, kw, c_in)
+    flat = weight.permute(0, 2, 3, 1).reshape(c_out, -1)
+    spread = (rows[active].to(dtype) @ flat).float().view(-1, kh, kw, c_in)
     image, cell = active // (h * w), active % (h * w)
     i, j = cell // w, cell % w
     # Padded input grid: output cell (i, j) reaches padded input (i + u, j + v).

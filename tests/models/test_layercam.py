@@ -168,6 +168,12 @@ def test_input_gradient_over_the_active_cells_equals_the_dense_one(
     got = _conv_input_grad(conv, grad, size)
     assert got.shape == size
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    # Under bfloat16 autocast the products run in bfloat16 (the result meets bfloat16
+    # activations next): float32 out, within bfloat16's rounding of the exact one.
+    fast = _conv_input_grad(conv, grad, size, torch.bfloat16)
+    assert fast.dtype == torch.float32 and fast.shape == size
+    scale = float(want.abs().max()) or 1.0
+    assert float((fast - want).abs().max()) <= 0.02 * scale
 
 
 def test_only_plain_stride_one_transitions_take_the_cell_path() -> None:
