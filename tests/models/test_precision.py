@@ -123,3 +123,23 @@ def test_evaluation_logits_follow_the_precision(demo_checkpoint: Path) -> None:
     assert exact.dtype == fast.dtype == np.float32
     assert not np.array_equal(exact, fast)  # bfloat16 did run
     np.testing.assert_allclose(fast, exact, atol=0.25)
+
+
+@pytest.mark.gpu
+def test_on_a_real_gpu_auto_and_float32_and_the_graphs(demo_checkpoint: Path) -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    device = torch.device("cuda")
+    native = torch.cuda.get_device_capability(device) >= (8, 0)
+    auto = load_predictor(demo_checkpoint, device="cuda", heatmap_method="layercam")
+    assert auto.precision == ("bfloat16" if native else "float32")
+    exact = load_predictor(
+        demo_checkpoint, device="cuda", heatmap_method="layercam", precision="float32"
+    )
+    assert exact.capture_graphs([1]) == []  # graphs are captured in bfloat16 only
+    on_cpu = load_predictor(demo_checkpoint, device="cpu", heatmap_method="layercam")
+    image = [np.random.default_rng(5).random((90, 130), dtype=np.float32)]
+    [a], [b], [c] = on_cpu.predict(image), exact.predict(image), auto.predict(image)
+    for label, p in a.probabilities.items():
+        assert b.probabilities[label] == pytest.approx(p, abs=1e-3)  # TF32 at most
+        assert c.probabilities[label] == pytest.approx(p, abs=0.05)
