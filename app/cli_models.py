@@ -401,7 +401,7 @@ def _predict(args: argparse.Namespace) -> int:
     if outdir.exists() and not outdir.is_dir():
         raise ValueError(f"-o {outdir}: is a file; give a folder for the results")
     outdir.mkdir(parents=True, exist_ok=True)
-    card = {**predictor.card, "inference": predictor.inference}
+    card = predictor.run_card
     demo = bool(card.get("demo", False))
     if demo:
         sys.stderr.write(f"cxr predict: {DEMO_NOTICE}\n")

@@ -66,7 +66,7 @@ def main() -> int:
     from models.data import load_records
     from models.images import load_image
     from models.phantoms import write_phantom_dataset
-    from models.precision import _cpu_bfloat16
+    from models.precision import native_bfloat16
     from models.predict import load_predictor
 
     if args.threads:
@@ -89,7 +89,7 @@ def main() -> int:
     _say(
         f"{len(images)} images; {model.name} ({first.card['arch']} at {first.image_size} px, "
         f"{first.heatmap_method}); {torch.get_num_threads()} threads on {os.cpu_count()} cores; "
-        f"native bfloat16 on this CPU: {'yes' if _cpu_bfloat16() else 'no (emulated)'}"
+        f"native bfloat16 on this CPU: {'yes' if native_bfloat16(torch.device('cpu')) else 'no'}"
     )
     for predictor in predictors.values():
         predictor.predict(images[: args.batch_size])  # warm-up: oneDNN builds its kernels

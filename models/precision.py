@@ -24,6 +24,7 @@ __all__ = [
     "Precision",
     "ResolvedPrecision",
     "inference_autocast",
+    "native_bfloat16",
     "resolve_precision",
 ]
 
@@ -45,7 +46,7 @@ def resolve_precision(precision: str, device: torch.device) -> ResolvedPrecision
     """
     if precision not in PRECISIONS:
         raise ModelsError(f"unknown precision {precision!r}; expected {', '.join(PRECISIONS)}")
-    native = _native_bfloat16(device)
+    native = native_bfloat16(device)
     if precision == "auto":
         return "bfloat16" if device.type == "cuda" and native else "float32"
     if precision == "bfloat16" and not native:
@@ -71,7 +72,8 @@ def inference_autocast(
     return contextlib.nullcontext()
 
 
-def _native_bfloat16(device: torch.device) -> bool:
+def native_bfloat16(device: torch.device) -> bool:
+    """Whether `device` computes bfloat16 in hardware (see module); else it is emulated."""
     if device.type == "cuda":
         return _cuda_capability(device) >= (8, 0)
     if device.type == "cpu":

@@ -292,9 +292,14 @@ class Predictor:
 
     @property
     def inference(self) -> dict[str, str]:
-        """Where and in what arithmetic this predictor computes: recorded beside the card in
-        results, since bfloat16 moves probabilities by about 0.01."""
+        """Where and in what arithmetic this predictor computes: recorded with results, since
+        bfloat16 moves probabilities by about 0.01."""
         return {"device": str(self.device), "precision": self.precision}
+
+    @property
+    def run_card(self) -> dict[str, Any]:
+        """The model card with `inference` added: what a result records of its model."""
+        return {**self.card, "inference": self.inference}
 
     @property
     def image_size(self) -> int:

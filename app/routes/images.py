@@ -279,11 +279,7 @@ def _store(
         return crud.create_prediction(
             session,
             image=row,
-            card=(
-                {**state.predictor.card, "inference": state.predictor.inference}
-                if state.predictor is not None
-                else {}
-            ),
+            card=state.predictor.run_card if state.predictor is not None else {},
             probabilities=dict(prediction.probabilities),
             positive=list(prediction.positive),
             boxes=[b.to_dict() for b in prediction.boxes],
