@@ -27,7 +27,12 @@ from models.calibration import temperature_vector
 from models.data import canonical_label
 from models.errors import ModelsError
 from models.layercam import check_heatmap_settings
-from models.precision import Precision, inference_autocast, resolve_precision
+from models.precision import (
+    Precision,
+    inference_autocast,
+    inference_record,
+    resolve_precision,
+)
 
 if TYPE_CHECKING:
     from models.data import Record
@@ -368,7 +373,7 @@ def evaluate_checkpoint(
                 k: card.to_dict()[k]
                 for k in ("name", "version", "arch", "image_size", "demo", "heatmap_method")
             },
-            "inference": {"device": str(dev), "precision": resolved},
+            "inference": inference_record(dev, resolved),
         },
         "data": str(data),
         "split": split,

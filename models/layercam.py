@@ -314,7 +314,7 @@ def _conv_input_grad(
     backward of this convolution computes. Float32 products would buy nothing; on a GPU
     they run as TF32, at half bfloat16's rate, and on a CPU with AMX at about a third.
     """
-    g = grad.detach().float()
+    g = grad.detach().to(dtype)  # bfloat16 already under autocast: no copy, no round trip
     n, c_out, h, w = g.shape
     kh, kw = conv.kernel_size
     ph, pw = cast(tuple[int, int], conv.padding)  # `_split_transition` admits no str
@@ -323,17 +323,17 @@ def _conv_input_grad(
     weight = conv.weight.detach().to(dtype)
     if 2 * active.numel() > rows.shape[0]:
         # Most cells carry a gradient: the dense (vendor) kernel is as fast or faster.
-        dense: torch.Tensor = conv2d_input(size, weight, g.to(dtype), padding=conv.padding)  # type: ignore[no-untyped-call]
+        dense: torch.Tensor = conv2d_input(size, weight, g, padding=conv.padding)  # type: ignore[no-untyped-call]
         return dense.float()
     c_in = weight.shape[1]
     # (cells, kh, kw, c_in): each kernel offset's contribution is a contiguous block.
     flat = weight.permute(0, 2, 3, 1).reshape(c_out, -1)
-    spread = (rows[active].to(dtype) @ flat).float().view(-1, kh, kw, c_in)
+    spread = (rows[active] @ flat).float().view(-1, kh, kw, c_in)
     image, cell = active // (h * w), active % (h * w)
     i, j = cell // w, cell % w
     # Padded input grid: output cell (i, j) reaches padded input (i + u, j + v).
     hp, wp = h + kh - 1, w + kw - 1
-    out = g.new_zeros(n * hp * wp, c_in)
+    out = g.new_zeros(n * hp * wp, c_in, dtype=torch.float32)
     for u in range(kh):
         for v in range(kw):
             out.index_add_(0, (image * hp + i + u) * wp + j + v, spread[:, u, v])

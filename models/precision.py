@@ -24,6 +24,7 @@ __all__ = [
     "Precision",
     "ResolvedPrecision",
     "inference_autocast",
+    "inference_record",
     "native_bfloat16",
     "resolve_precision",
 ]
@@ -61,6 +62,11 @@ def _warn_emulated(device: str) -> None:
         device,
         "compute capability 8.0 or later" if device.startswith("cuda") else "AMX or AVX512-BF16",
     )
+
+
+def inference_record(device: torch.device, precision: ResolvedPrecision) -> dict[str, str]:
+    """What results record of how they were computed: `{"device", "precision"}`."""
+    return {"device": str(device), "precision": precision}
 
 
 def inference_autocast(

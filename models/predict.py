@@ -53,7 +53,12 @@ from models.layercam import (
     maps_to_host,
 )
 from models.network import ChestNet
-from models.precision import Precision, inference_autocast, resolve_precision
+from models.precision import (
+    Precision,
+    inference_autocast,
+    inference_record,
+    resolve_precision,
+)
 from models.stored_pixels import UNIT_CODES, StoredPixels
 from models.transforms import Geometry, ResizeMode, resize_mode_of
 
@@ -294,7 +299,7 @@ class Predictor:
     def inference(self) -> dict[str, str]:
         """Where and in what arithmetic this predictor computes: recorded with results, since
         bfloat16 moves probabilities by about 0.01."""
-        return {"device": str(self.device), "precision": self.precision}
+        return inference_record(self.device, self.precision)
 
     @property
     def run_card(self) -> dict[str, Any]:
