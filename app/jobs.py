@@ -24,6 +24,7 @@ import contextlib
 import json
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from datetime import date
 from pathlib import Path
@@ -76,19 +77,22 @@ class DatabaseSink(Sink):
     """Outcomes stored on a service job's items, one short transaction per chunk.
 
     Before a chunk runs its items are marked in flight (`crud.mark_in_flight`), so a
-    process killed by one file does not die on it forever: see `BatchRunner` above.
+    process killed by one file does not die on it forever: see `BatchRunner` above. The
+    engine begins the next chunk before it records this one, so a `write` is for the
+    oldest chunk begun.
     """
 
     def __init__(self, sessions: sessionmaker[Session], job_id: str) -> None:
         self.sessions = sessions
         self.job_id = job_id
-        self._in_flight: list[str] = []
+        self._in_flight: deque[list[str]] = deque()  # keys of the chunks begun, oldest first
 
     def begin(self, items: Sequence[SourceItem]) -> None:
         """Count an attempt on each item about to be processed."""
-        self._in_flight = [i.key for i in items]
+        keys = [i.key for i in items]
         with self.sessions() as session:
-            crud.mark_in_flight(session, self.job_id, self._in_flight)
+            crud.mark_in_flight(session, self.job_id, keys)
+        self._in_flight.append(keys)
 
     def write(self, outcomes: Sequence[Outcome]) -> None:
         """Complete the items (idempotent: an item already completed is left alone).
@@ -96,6 +100,8 @@ class DatabaseSink(Sink):
         Raises:
             JobGone: the job was deleted meanwhile.
         """
+        # Outcomes written without a chunk begun (items given up unread) have none.
+        begun = self._in_flight.popleft() if self._in_flight else []
         with self.sessions() as session:
             changed = crud.complete_items(
                 session,
@@ -106,10 +112,7 @@ class DatabaseSink(Sink):
                 raise JobGone(self.job_id)
             done = {o.key for o in outcomes}
             # Items of the chunk left unprocessed (a stop between files) were not at fault.
-            crud.clear_in_flight(
-                session, self.job_id, [k for k in self._in_flight if k not in done]
-            )
-            self._in_flight = []
+            crud.clear_in_flight(session, self.job_id, [k for k in begun if k not in done])
 
 
 class _MetricsSink(Sink):

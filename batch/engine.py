@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,37 +126,39 @@ def run(
 ) -> RunReport:
     """Process `items` chunk by chunk and hand each chunk's outcomes to every sink in order.
 
+    A chunk's outcomes are recorded (every sink's `write`) on a thread of the run's own while
+    the next chunk is processed, so that writing a training set's PNGs, a database
+    transaction or a push to the PACS does not leave the model idle. With
+    `stop_on_failure` they are recorded before the next chunk starts, so that a failure a
+    sink finds (a refused push) stops the run where it happened. Everything processed is
+    recorded before `run` returns or raises, unless a sink itself failed.
+
     Sinks are not closed here (the caller owns them).
 
     Args:
         items: what to process (see `plan`).
         processor: the processor (its `cancelled` hook stops mid-chunk).
-        sinks: called in order per chunk: `begin(items)`, then `write(outcomes)`.
+        sinks: called in order per chunk: `begin(items)`, then `write(outcomes)`; see
+            `_Recorder` for how the calls of two chunks interleave.
         chunk_size: images per forward pass.
         should_stop: checked before each chunk; True stops the run (resumable).
         stop_on_failure: stop after the chunk holding the first failure (`on_error=raise`).
-        after_chunk: called with the number of chunks done (tests simulate a crash with it).
+        after_chunk: called with the number of chunks processed (tests simulate a crash
+            with it); the chunk's outcomes may not be recorded yet.
     """
     report = RunReport()
-    with processor.reading_ahead(items, chunk_size=chunk_size):
+    recorder = _Recorder(sinks, report, overlap=not stop_on_failure)
+    with processor.reading_ahead(items, chunk_size=chunk_size), recorder:
         for chunks, start in enumerate(range(0, len(items), chunk_size), start=1):
             if should_stop is not None and should_stop():
                 report.stopped = True
                 break
             chunk = items[start : start + chunk_size]
-            for sink in sinks:
-                sink.begin(chunk)
+            recorder.begin(chunk)
             began = time.perf_counter()
             outcomes = processor.process(chunk)
-            for sink in sinks:
-                sink.write(outcomes)
-            for outcome in outcomes:
-                outcome.image = None  # free the pixels
-                report.processed += 1
-                if outcome.state == "failed":
-                    report.failed += 1
-                    report.first_failure = report.first_failure or f"{outcome.key}: {outcome.error}"
             log.debug("batch chunk of %d in %.2fs", len(outcomes), time.perf_counter() - began)
+            recorder.processed(outcomes)
             if after_chunk is not None:
                 after_chunk(chunks)
             if len(outcomes) < len(chunk):  # the processor saw the cancel flag
@@ -165,6 +168,92 @@ def run(
                 report.stopped = True
                 break
     return report
+
+
+class _Recorder:
+    """Records processed chunks: every sink's `write`, in order, then the count.
+
+    With `overlap`, a chunk is recorded on a thread of its own while the next chunk is
+    processed. Calls on the sinks never run at once: the next chunk's `begin` runs on the
+    run's thread, before the previous chunk is handed to the recording thread, and each
+    recording is waited for before the chunk after it is processed to its end. A sink thus
+    sees begin(1), begin(2), write(1), begin(3), write(2), ..., write(last): two chunks
+    may be in flight at once (both count an attempt if the process dies then), and a
+    sink's `write` is for its oldest begun chunk.
+    """
+
+    def __init__(self, sinks: Sequence[Sink], report: RunReport, *, overlap: bool) -> None:
+        self._sinks = sinks
+        self._report = report
+        self._thread = (
+            ThreadPoolExecutor(1, thread_name_prefix="cxr-batch-record") if overlap else None
+        )
+        self._held: Sequence[Outcome] = ()  # processed, waiting for the next chunk's begin
+        self._recording: Future[None] | None = None
+        self._broken = False  # a sink raised: nothing more is recorded
+
+    def begin(self, chunk: Sequence[SourceItem]) -> None:
+        """Announce the chunk about to be processed, then start recording the one before."""
+        for sink in self._sinks:
+            sink.begin(chunk)
+        if self._held and self._thread is not None:
+            held, self._held = self._held, ()
+            self._recording = self._thread.submit(self._record, held)
+
+    def processed(self, outcomes: Sequence[Outcome]) -> None:
+        """Take a chunk's outcomes once the recording before them is done (its error, if any,
+        is raised here)."""
+        self._wait()
+        if self._thread is None:
+            self._record(outcomes)
+        else:
+            self._held = outcomes
+
+    def _wait(self) -> None:
+        recording, self._recording = self._recording, None
+        if recording is not None:
+            recording.result()
+
+    def _record(self, outcomes: Sequence[Outcome]) -> None:
+        try:
+            for sink in self._sinks:
+                sink.write(outcomes)
+        except BaseException:
+            self._broken = True
+            raise
+        report = self._report
+        for outcome in outcomes:
+            outcome.image = None  # free the pixels
+            report.processed += 1
+            if outcome.state == "failed":  # sinks may fail an outcome (a refused push)
+                report.failed += 1
+                report.first_failure = report.first_failure or f"{outcome.key}: {outcome.error}"
+
+    def __enter__(self) -> _Recorder:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        """Record what was processed and not yet recorded, also when the run is interrupted
+        (Ctrl-C, a cancelled job, a processor's error): results computed are not lost."""
+        try:
+            if kind is None:
+                self._flush()
+                return
+            try:
+                self._flush()
+            except Exception:  # noqa: BLE001 - the error already raised is the one to report
+                log.exception("batch: the last processed chunk could not be recorded")
+        finally:
+            if self._thread is not None:
+                self._thread.shutdown(wait=True)
+
+    def _flush(self) -> None:
+        try:
+            self._wait()
+        finally:
+            held, self._held = self._held, ()
+        if held and not self._broken:
+            self._record(held)
 
 
 def _given_up(item: SourceItem, attempts: int) -> Outcome:
