@@ -188,6 +188,11 @@ def _listen(args: argparse.Namespace) -> int:
         raise ValueError("--port must be 0..65535 and --chunk-size >= 1")
     settings = build_settings()
     limits = _listener_limits(args, settings)
+    from models.decode_pool import start_fork_server
+
+    # Received images are decoded in a worker process forked from it: started before
+    # torch's import, it stays small (a decoder that crashes fails one instance only).
+    start_fork_server()
     model_path = args.model if args.model is not None else settings.model
     predictor = None
     if model_path is not None:

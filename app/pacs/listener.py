@@ -59,7 +59,7 @@ import socket
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from pydicom.dataset import Dataset
 
@@ -71,11 +71,15 @@ from batch.inbox_source import InboxSource
 from batch.interfaces import Outcome, Sink
 from batch.job import InboxInput, JobSpec, PushOutput, build_job
 from batch.pacs.dicomweb import DicomwebClient
-from batch.processor import BatchProcessor
+from batch.processor import BatchProcessor, decode_pool
 from batch.results import read_result_lines
 from batch.sinks import JsonlSink
 from models.dicom import read_dicom_dataset
 from models.predict import Predictor
+
+if TYPE_CHECKING:
+    from models.decode_pool import DecodePool
+    from models.image_pipeline import DecodeTask, LoadedImage
 
 __all__ = ["ListenerConfigError", "StoreListener"]
 
@@ -119,6 +123,10 @@ class StoreListener:
             `allow_hosts` (an open listener, anyone who reaches the port may send).
         log_uids: name instances by SOP Instance UID in logs (CXR_LOG_PATIENT_DATA); off:
             "<uid>", the result lines still carry them.
+        decode_workers: processes that decode received images, so that an instance that
+            crashes the decoder, or runs past `file_timeout_s`, fails alone while the
+            listener goes on (and a restart does not crash on it again); 0: decode in the
+            listener's own thread, where such an instance would stop the listener.
 
     Raises:
         ValueError: an AE title that DICOM does not allow, or an `allow_hosts` entry that is
@@ -142,6 +150,7 @@ class StoreListener:
         allow_hosts: Sequence[str] = (),
         allow_any_caller: bool = False,
         log_uids: bool = False,
+        decode_workers: int = 1,
     ) -> None:
         from pynetdicom import AE
 
@@ -161,6 +170,10 @@ class StoreListener:
         self.labeler = labeler
         self.max_pixels = max_pixels
         self.file_timeout_s = file_timeout_s
+        if decode_workers < 0:
+            raise ValueError(f"decode_workers must be >= 0, got {decode_workers}")
+        self.decode_workers = decode_workers
+        self._decoders: DecodePool[DecodeTask, LoadedImage | Exception] | None = None
         self._previous, _ = read_result_lines(self.out)
         self._recorded = {str(line["path"]) for line in self._previous}
         # SHA-256 of each received dataset, to tell a re-send from a conflicting copy.
@@ -247,6 +260,9 @@ class StoreListener:
             predictor=self.predictor,
         )
         self._processor = job.processor
+        if self.decode_workers:  # started at the first image, stopped by `stop`
+            self._decoders = decode_pool(workers=self.decode_workers, timeout_s=self.file_timeout_s)
+            job.processor.decode_pool = self._decoders
         self._jsonl = JsonlSink(self.out, previous=self._previous, resume=True)
         self._sinks = list(job.sinks)  # the push sink, first
         self._sinks += [_Annotate(self), self._jsonl, _Settle(self)]
@@ -314,6 +330,9 @@ class StoreListener:
             self._queue.put(_STOP)
             self._worker.join(timeout)
             self._worker = None
+        if self._decoders is not None:
+            self._decoders.close()
+            self._decoders = None
         if self._jsonl is not None:
             self._jsonl.close()
             self._jsonl = None

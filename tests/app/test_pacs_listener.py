@@ -19,6 +19,7 @@ from service_fixtures import (
     chest_pixels,
     to_bytes,
 )
+from troubled_decoder import troubled_instance_load
 
 from app.pacs.listener import StoreListener
 from batch.pacs.dicomweb import DicomwebClient, parse_multipart
@@ -112,6 +113,44 @@ def test_listener_records_an_undecodable_image_as_failed(
     assert lines[broken.SOPInstanceUID]["state"] == "failed"
     assert lines[broken.SOPInstanceUID]["error"]
     assert lines[good.SOPInstanceUID]["state"] == "done"
+
+
+def _with_uid(ds: pydicom.Dataset, uid: str) -> pydicom.Dataset:
+    ds.SOPInstanceUID = ds.file_meta.MediaStorageSOPInstanceUID = uid
+    return _reread(ds)
+
+
+@pytest.mark.issue(19)
+def test_listener_survives_instances_that_crash_or_hang_the_decoder(
+    make_listener: Any, demo_predictor: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import app.pacs.listener
+    from batch.read_ahead import decode_failure
+    from models.decode_pool import DecodePool
+
+    def troubled_pool(*, workers: int, timeout_s: float | None) -> Any:
+        return DecodePool(
+            troubled_instance_load, workers=workers, on_error=decode_failure, timeout_s=timeout_s
+        )
+
+    monkeypatch.setattr(app.pacs.listener, "decode_pool", troubled_pool)
+    listener = make_listener(demo_predictor, file_timeout_s=3.0)
+    crash = _with_uid(build_dataset(pixels=chest_pixels(64, 64)), "1.2.826.0.1.3680043.10.9.666")
+    hang = _with_uid(build_dataset(pixels=chest_pixels(64, 64)), "1.2.826.0.1.3680043.10.9.777")
+    good = _reread(build_dataset(pixels=chest_pixels(64, 64)))
+    assert _send(listener.port, [crash, hang, good]) == [0, 0, 0]
+    assert listener.wait_idle(60)
+    later = _reread(build_dataset(pixels=chest_pixels(64, 64)))  # the listener goes on
+    assert _send(listener.port, [later]) == [0]
+    assert listener.wait_idle(60)
+    lines = {line["path"]: line for line in _lines(tmp_path / "out.jsonl")}
+    assert lines[crash.SOPInstanceUID]["state"] == "failed"
+    assert "decoding worker crashed" in lines[crash.SOPInstanceUID]["error"]
+    assert lines[hang.SOPInstanceUID]["state"] == "failed"
+    assert "longer than 3 s" in lines[hang.SOPInstanceUID]["error"]
+    assert lines[good.SOPInstanceUID]["state"] == "done"
+    assert lines[later.SOPInstanceUID]["state"] == "done"
+    assert not list((tmp_path / "out.jsonl.inbox").glob("*.dcm"))  # none left to crash a restart
 
 
 def test_listener_allow_list_rejects_other_callers(

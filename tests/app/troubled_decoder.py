@@ -23,3 +23,14 @@ def troubled_load(task: Any) -> Any:
     if name.startswith("raise"):
         raise RuntimeError("decoder state corrupted")
     return REAL_LOAD_TASK(task)
+
+
+def troubled_instance_load(task: Any) -> Any:
+    """As `troubled_load`, for a C-STORE inbox, whose files are named by SOP Instance UID:
+    a UID ending in .666 crashes its worker, one ending in .777 never returns."""
+    uid = Path(task[0]).stem
+    if uid.endswith(".666"):
+        os._exit(139)
+    if uid.endswith(".777"):
+        time.sleep(60)
+    return REAL_LOAD_TASK(task)
