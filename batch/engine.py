@@ -241,8 +241,12 @@ class _Recorder:
                 return
             try:
                 self._flush()
-            except Exception:  # noqa: BLE001 - the error already raised is the one to report
-                log.exception("batch: the last processed chunk could not be recorded")
+            except Exception as exc:  # noqa: BLE001 - the error raised already is reported
+                # Its type only: a sink's message may name files (UIDs in a C-STORE inbox).
+                log.error(
+                    "batch: the last chunk processed was not recorded (%s)", type(exc).__name__
+                )
+                log.debug("the failure above", exc_info=True)
         finally:
             if self._thread is not None:
                 self._thread.shutdown(wait=True)

@@ -192,3 +192,21 @@ def test_the_processor_cancelled_mid_chunk_records_the_part_done() -> None:
     report = _run(Cancelled(), [_Log("a", calls, threading.Lock())])
     assert [c for c in calls if ".write" in c] == ["a.write IM0,IM1", "a.write IM2"]
     assert report.stopped and report.processed == 3
+
+
+def test_a_sink_failing_while_an_interrupted_run_records_keeps_the_interruption(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Full(Sink):
+        def write(self, outcomes: Sequence[Outcome]) -> None:
+            if outcomes[0].key == "IM2":
+                raise OSError("No space left on device: /inbox/1.2.3.dcm")
+
+    def stop_after(chunks: int) -> None:
+        if chunks == 2:
+            raise _Stop
+
+    with pytest.raises(_Stop):
+        _run(_Processor(), [Full()], after_chunk=stop_after)
+    assert "the last chunk processed was not recorded (OSError)" in caplog.text
+    assert "1.2.3" not in caplog.text  # a sink's message may name an instance
