@@ -87,6 +87,11 @@ run_step() {  # one named step, with its limit
         batch-workers) step "$1" 240 $PY benchmarks/batch_throughput.py --n 256 --arch resnet50 \
             --image-size 1024 --device cuda --chunk-size 16 --workers 0,15 --repeat 1 \
             ${BASE:+--base $BASE} ;;
+        # cxr batch writing a training set: each chunk recorded while the next runs (against
+        # BASE, a checkout from before the recording thread, e.g. 962b5c7).
+        batch-dataset) step "$1" 200 $PY benchmarks/batch_throughput.py --n 256 --arch resnet50 \
+            --image-size 1024 --device cuda --chunk-size 16 --workers 15 --dataset --repeat 1 \
+            ${BASE:+--base $BASE} ;;
         predict-ceilings) step "$1" 150 $PY benchmarks/predict_ceilings.py --device cuda \
             --image-size 1024 --n 512 ;;
         *) echo "gpu_suite: no step $1" | tee -a "$OUT/summary.log" ;;
@@ -94,7 +99,7 @@ run_step() {  # one named step, with its limit
 }
 
 CORE="predict-layercam service-latency train-end-to-end cuda-tests"
-EXTRA="train-prepared train-compiled predict-cam predict-ceilings predict-stride32 predict-fit-both predict-fit-both-stride32 batch-workers"
+EXTRA="train-prepared train-compiled predict-cam predict-ceilings predict-stride32 predict-fit-both predict-fit-both-stride32 batch-workers batch-dataset"
 
 [ "${1:-}" = unpack ] && { unpack; shift; [ $# = 0 ] && exit 0; }
 case ${1:-all} in
