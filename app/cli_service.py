@@ -99,11 +99,11 @@ def _serve(args: argparse.Namespace) -> int:
             "could use the API. Set CXR_API_KEYS (make a key with `cxr apikey`), or use "
             "--host 127.0.0.1"
         )
-    if settings.run_batch_jobs and settings.resolved_batch_workers:
+    if settings.decode_in_workers or (settings.run_batch_jobs and settings.resolved_batch_workers):
         from models.decode_pool import start_fork_server
 
-        # Jobs' decoding workers fork from it: started before torch's import, it stays
-        # small, and the first job does not wait for it.
+        # Uploads' and jobs' decoding workers fork from it: started before torch's import,
+        # it stays small, and the first upload or job does not wait for it.
         start_fork_server()
     if getattr(args, "demo", False):
         if settings.model is not None:

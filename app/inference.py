@@ -25,6 +25,7 @@ import numpy as np
 from app.service_metrics import Metrics
 
 if TYPE_CHECKING:  # models.predict imports torch: the service loads it only with a model
+    from app.upload_decoding import UploadDecoders
     from models.heatmaps import Heatmap
     from models.precision import Precision
     from models.predict import Prediction, Predictor, PreparedImage
@@ -113,8 +114,10 @@ class InferenceQueue:
         max_decodes: int = 2,
         metrics: Metrics | None = None,
         trim_idle_s: float = TRIM_IDLE_S,
+        decoders: UploadDecoders | None = None,
     ) -> None:
         self.predictor = predictor
+        self.decoders = decoders  # uploads decoded in worker processes; closed by `stop`
         self.max_batch = max_batch
         self.max_wait_s = max_wait_s
         self.max_decodes = max_decodes
@@ -189,6 +192,8 @@ class InferenceQueue:
                 if not fut.done():
                     fut.set_exception(RuntimeError("the service is shutting down"))
         self._executor.shutdown(wait=True)
+        if self.decoders is not None:
+            self.decoders.close()
 
     async def predict(self, image: PreparedImage | np.ndarray) -> Prediction:
         """Predict one image.

@@ -337,12 +337,20 @@ def create_app(settings: Settings | None = None, *, predictor: Predictor | None 
         if state.predictor is not None:
             from app.inference import InferenceQueue
 
+            decoders = None
+            if settings.decode_in_workers:
+                from app.upload_decoding import UploadDecoders
+
+                decoders = UploadDecoders(
+                    settings.max_concurrent_decodes, timeout_s=settings.decode_timeout_s
+                )
             state.inference = InferenceQueue(
                 state.predictor,
                 max_batch=settings.inference_max_batch,
                 max_wait_s=settings.inference_max_wait_ms / 1000.0,
                 max_decodes=settings.max_concurrent_decodes,
                 metrics=metrics,
+                decoders=decoders,
             )
             await state.inference.start()
         if settings.run_batch_jobs:

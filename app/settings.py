@@ -131,6 +131,18 @@ class Settings(BaseSettings):
         "about 6 bytes a pixel: 0.3 GB at 50 megapixels); the others wait with their upload "
         "spooled to disk. Decoding is CPU-bound: more than the cores gains nothing.",
     )
+    decode_in_workers: bool = Field(
+        default=True,
+        description="Decode image uploads in worker processes (one per decode slot), so that "
+        "an upload that crashes or hangs its decoder fails that request (422) instead of the "
+        "service; false: in the service's threads.",
+    )
+    decode_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="An upload decoding longer fails (422) and its worker is replaced "
+        "(with CXR_DECODE_IN_WORKERS).",
+    )
     batch_chunk_size: int = Field(default=8, gt=0, description="Images per forward pass in jobs.")
     batch_workers: int | None = Field(
         default=None,

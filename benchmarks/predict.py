@@ -421,24 +421,37 @@ def transport_rate(
 
 
 def latency(
-    checkpoint: Path, dicom: Path, *, device: str, n: int, work: Path, precision: str | None = None
+    checkpoint: Path,
+    dicom: Path,
+    *,
+    device: str,
+    n: int,
+    work: Path,
+    precision: str | None = None,
+    decode_in_workers: bool | None = None,
 ) -> None:
     """p50/p99 of one-at-a-time POST /v1/images/predict through `cxr serve` on loopback,
-    and the median of each stage the service reports in its answer's `timings`."""
+    and the median of each stage the service reports in its answer's `timings`
+    (`decode_in_workers`: CXR_DECODE_IN_WORKERS, None: the service's default)."""
     import json
 
     sys.path.insert(0, str(Path(__file__).parent))
     from service_load import _post, run_phase, serving
 
+    settings = {}
+    if decode_in_workers is not None:
+        settings["CXR_DECODE_IN_WORKERS"] = str(decode_in_workers).lower()
     with serving(
-        checkpoint, work, device=device, startup_timeout=300, precision=precision
-    ) as started:
+        checkpoint, work, device=device, startup_timeout=300, precision=precision,
+        settings=settings,
+    ) as started:  # fmt: skip
         if started is None:
             return
         base, key, _ = started
         body = dicom.read_bytes()
         headers = {"X-API-Key": key, "Content-Type": "application/dicom"}
         stages: defaultdict[str, list[float]] = defaultdict(list)
+        where = "worker processes" if decode_in_workers else "the server's threads"
 
         def timed(answer: bytes) -> None:
             for stage, seconds in (json.loads(answer).get("timings") or {}).items():
@@ -452,7 +465,8 @@ def latency(
         stages.clear()
         run_phase(
             f"latency, one request at a time ({len(body) / 2**20:.1f} MiB DICOM"
-            f"{f', {precision}' if precision else ''})",
+            f"{f', {precision}' if precision else ''}"
+            f"{'' if decode_in_workers is None else ', decoded in ' + where})",
             send, n=n, seconds=600, concurrency=1,
         )  # fmt: skip
         shown = ", ".join(
@@ -527,6 +541,13 @@ def main() -> int:
         choices=["auto", "float32", "bfloat16", "both"],
         help="stages, throughput and latency modes: the model's arithmetic (both: float32 "
         "and bfloat16)",
+    )
+    parser.add_argument(
+        "--decode",
+        default="default",
+        choices=["default", "workers", "threads", "both"],
+        help="latency mode: where the service decodes uploads (CXR_DECODE_IN_WORKERS; both: "
+        "the two, interleaved over --repeat rounds)",
     )
     parser.add_argument("--repeat", type=int, default=3, help="whole-process runs (median)")
     parser.add_argument(
@@ -646,9 +667,16 @@ def main() -> int:
                 _say(f"decode + fit to {args.image_size} px, one thread, {label}: {ms:.1f} ms")
             return 0
         if args.mode == "latency":
-            for precision in precisions:
-                latency(checkpoint, files[0], device=args.device, n=args.n, work=work,
-                        precision=None if precision == "auto" else precision)  # fmt: skip
+            choices: dict[str, list[bool | None]] = {
+                "default": [None], "workers": [True], "threads": [False], "both": [False, True]
+            }  # fmt: skip
+            decodes = choices[args.decode]
+            for _ in range(max(1, args.repeat) if args.decode == "both" else 1):
+                for precision in precisions:
+                    for in_workers in decodes:
+                        latency(checkpoint, files[0], device=args.device, n=args.n, work=work,
+                                precision=None if precision == "auto" else precision,
+                                decode_in_workers=in_workers)  # fmt: skip
             return 0
         walls: dict[str, list[float]] = {p: [] for p in precisions}
         cpus: dict[str, list[float]] = {p: [] for p in precisions}

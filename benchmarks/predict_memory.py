@@ -7,6 +7,9 @@ the server's /proc/<pid>/status:
   idle   VmRSS after start-up and one small warm-up request
   peak   VmHWM (high-water mark) after the case's requests
   after  VmRSS once the requests are answered (what the server keeps)
+  +workers  the processes under the server (the decoding workers of CXR_DECODE_IN_WORKERS
+         and their fork server): their VmHWM summed, above their RSS after the warm-up
+  w. after  their RSS once the requests are answered, above the same
 
 Cases (--cases; default all):
 
@@ -157,6 +160,38 @@ def _status_kb(pid: int) -> dict[str, int]:
     return out
 
 
+def _descendants(pid: int) -> list[int]:
+    """Processes under `pid` (the fork server and the decoding workers it forks)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        parents[int(stat.parent.name)] = int(fields[1])
+    found: list[int] = []
+    frontier = [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [p for p, pp in parents.items() if pp == parent]
+        found += children
+        frontier += children
+    return found
+
+
+def _workers_kb(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM summed over the server's descendant processes."""
+    total = {"VmRSS": 0, "VmHWM": 0}
+    for child in _descendants(pid):
+        try:
+            status = _status_kb(child)
+        except OSError:
+            continue
+        for key in total:
+            total[key] += status.get(key, 0)
+    return total
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -220,6 +255,7 @@ def measure(
     with serve(checkpoint, storage, code, max_pixels) as (server, base):
         _post(f"{base}/v1/images/predict", (work / "warm.dcm").read_bytes())
         idle = _status_kb(server.pid)["VmRSS"]
+        workers_idle = _workers_kb(server.pid)["VmRSS"]
         data = dicom.read_bytes()
         t0 = time.perf_counter()
         if concurrent > 1:
@@ -243,12 +279,15 @@ def measure(
             body = _post(f"{base}/v1/images/predict", data)
         seconds = time.perf_counter() - t0
         first = _status_kb(server.pid)
+        workers = _workers_kb(server.pid)
         heatmaps = body.get("heatmaps") or {}
         assert isinstance(heatmaps, dict)
         if heatmaps:
             url = next(iter(heatmaps.values()))
             with urllib.request.urlopen(f"{base}{url}", timeout=120) as response:  # noqa: S310
                 response.read()
+        time.sleep(0.5)
+        workers_after = _workers_kb(server.pid)["VmRSS"]
         second = first
         if posts > 1:
             _post(f"{base}/v1/images/predict", data)
@@ -262,6 +301,10 @@ def measure(
         "after2": second["VmRSS"] / 1024,
         "seconds": seconds,
         "file_mb": len(data) / 1e6,
+        # Decoding workers (CXR_DECODE_IN_WORKERS): the sum of their high-water marks
+        # above their idle RSS; an older checkout decodes in the server and has none.
+        "workers": (workers["VmHWM"] - workers_idle) / 1024,
+        "workers_after": (workers_after - workers_idle) / 1024,
     }
 
 
@@ -270,6 +313,7 @@ def _row(label: str, r: dict[str, float], posts: int) -> str:
     return (
         f"{label:<22} {r['file_mb']:>8.1f} {r['idle']:>7.0f} {r['peak']:>7.0f} "
         f"{r['peak'] - r['idle']:>+7.0f} {r['after']:>7.0f} {second} {r['seconds']:>8.2f}"
+        f" {r['workers']:>+9.0f} {r['workers_after']:>+9.0f}"
     )
 
 
@@ -297,7 +341,8 @@ def main() -> int:
             "14 labels all positive (14 heatmaps per request); RSS of the server in MiB"
         )
         _say(f"{'input':<22} {'file MB':>8} {'idle':>7} {'peak':>7} {'+peak':>7} "
-             f"{'after':>7} {'2nd peak':>9} {'after 2nd':>9} {'seconds':>8}")  # fmt: skip
+             f"{'after':>7} {'2nd peak':>9} {'after 2nd':>9} {'seconds':>8} "
+             f"{'+workers':>9} {'w. after':>9}")  # fmt: skip
         if "jpeg" in args.cases:
             for side in args.sizes:
                 dicom = write_jpeg_dicom(work / f"{side}.dcm", side)

@@ -102,11 +102,12 @@ def serving(
     device: str = "cpu",
     startup_timeout: float = 180.0,
     precision: str | None = None,
+    settings: dict[str, str] | None = None,
 ) -> Iterator[tuple[str, str, subprocess.Popen[bytes]] | None]:
     """`cxr serve` on a free loopback port with `checkpoint`, an API key and storage in
-    `work` (and CXR_PRECISION=`precision` when given): yields (base URL, API key, process)
-    once /readyz answers, or None (and the server's log) when it did not start; stops it
-    afterwards."""
+    `work` (and CXR_PRECISION=`precision` when given, and the CXR_ `settings`): yields (base
+    URL, API key, process) once /readyz answers, or None (and the server's log) when it did
+    not start; stops it afterwards."""
     from app.security import generate_api_key, hash_api_key
 
     key = generate_api_key()
@@ -117,6 +118,7 @@ def serving(
                CXR_STORAGE_DIR=str(work / "storage"), CXR_DEVICE=device)  # fmt: skip
     if precision:
         env["CXR_PRECISION"] = precision
+    env.update(settings or {})
     log_path = work / "server.log"
     with log_path.open("wb") as log:
         server = subprocess.Popen(

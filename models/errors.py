@@ -10,6 +10,7 @@ __all__ = [
     "CheckpointError",
     "CorruptImageError",
     "DatasetError",
+    "DecoderFailedError",
     "ImageError",
     "ImageTooLargeError",
     "InvalidDicomError",
@@ -47,6 +48,11 @@ class UnsupportedImageError(ImageError):
 
 class ImageTooLargeError(UnsupportedImageError):
     """The image dimensions exceed the safety limit (guards memory and decode time)."""
+
+
+class DecoderFailedError(ImageError):
+    """The decoder crashed on the image, or ran past its time limit, in a decoding worker
+    (which was replaced): that image's failure, not the caller's."""
 
 
 class ModelsError(ValueError):

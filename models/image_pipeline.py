@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, BinaryIO, Literal, Protocol
 
@@ -36,10 +37,14 @@ __all__ = [
     "DecodeTask",
     "InputSpec",
     "LoadedImage",
+    "OpenFile",
     "PreparedImage",
+    "UploadTask",
     "display_copy",
+    "fit_read",
     "load_for_model",
     "load_task",
+    "load_upload_task",
     "read_task",
     "ReadImage",
     "prepare_pixels",
@@ -180,7 +185,16 @@ def load_for_model(
     """
     t0 = time.perf_counter()
     stored, meta = read_stored(source, filename=filename, max_pixels=spec.max_pixels, kind=kind)
+    return fit_read(
+        ReadImage(meta, stored, timings={"decode": time.perf_counter() - t0}), spec, device
+    )
+
+
+def fit_read(image: ReadImage, spec: InputSpec, device: torch.device | None = None) -> LoadedImage:
+    """The second half of `load_for_model`: fit a decoded image (read here or in a worker)
+    into the model input and make the display copy, on `device` if given."""
     t1 = time.perf_counter()
+    stored = image.stored
     fitted, geometry = stored.fit(spec.size, spec.resize, device)
     display = None
     if spec.display_size is not None:
@@ -188,10 +202,10 @@ def load_for_model(
     del stored
     prepared = PreparedImage(fitted, geometry)
     return LoadedImage(
-        meta=meta,
+        meta=image.meta,
         prepared=prepared,
         display=display,
-        timings={"decode": t1 - t0, "preprocess": time.perf_counter() - t1},
+        timings={"decode": image.timings["decode"], "preprocess": time.perf_counter() - t1},
         fingerprint=_input_fingerprint(prepared) if spec.fingerprint else None,
     )
 
@@ -261,6 +275,46 @@ def read_task(task: DecodeTask) -> ReadImage:
         display = display_copy(stored, spec.display_size)
         timings["preprocess"] = time.perf_counter() - t1
     return ReadImage(meta, stored, display, timings)
+
+
+class OpenFile:
+    """An open file handed to a decoding worker, which gets a duplicate of its descriptor:
+    a file with no name on disk (the service's spooled upload) is read in place, never
+    copied through the pipe. The worker closes its duplicate; the caller keeps its own."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __reduce__(self) -> tuple[Callable[[_Detachable], OpenFile], tuple[object]]:
+        from multiprocessing.reduction import DupFd
+
+        return _attach_open_file, (DupFd(self.fd),)
+
+
+class _Detachable(Protocol):
+    def detach(self) -> int: ...
+
+
+def _attach_open_file(fd: _Detachable) -> OpenFile:
+    return OpenFile(fd.detach())
+
+
+# (the open file, its name in messages, the spec, fit it here: else the caller's device does)
+UploadTask = tuple[OpenFile, str, InputSpec, bool]
+
+
+def load_upload_task(task: UploadTask) -> LoadedImage | ReadImage:
+    """An upload in a decoding worker (`app.upload_decoding`): `load_for_model` on the open
+    file, or `read_stored` alone when the caller fits on its GPU (`fit_read`)."""
+    shared, name, spec, fit = task
+    # The duplicate shares the caller's file offset; the caller waits for this result.
+    with os.fdopen(shared.fd, "rb") as file:
+        file.seek(0)
+        if fit:
+            return load_for_model(file, spec, filename=name)
+        t0 = time.perf_counter()
+        stored, meta = read_stored(file, filename=name, max_pixels=spec.max_pixels)
+        return ReadImage(meta, stored, timings={"decode": time.perf_counter() - t0})
 
 
 def display_copy(

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from app.db.models import Prediction as PredictionRow
+    from app.upload_decoding import UploadDecoders
     from models.dicom import ImageMeta
     from models.image_pipeline import PreparedImage
     from models.predict import Prediction, Predictor
@@ -183,7 +184,12 @@ async def predict_image(
     async with _received_upload(request, state) as upload:
         received = time.perf_counter()
         meta, prepared, display = await inference.decode(
-            _decode, inference.predictor, upload.file, upload.name, state.settings.max_pixels
+            _decode,
+            inference.predictor,
+            upload.file,
+            upload.name,
+            state.settings.max_pixels,
+            inference.decoders,
         )
         decoded = time.perf_counter()
         # The preview PNG is encoded in a thread while the model runs: off the critical path.
@@ -221,22 +227,30 @@ async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
 
 
 def _decode(
-    predictor: Predictor, file: BinaryIO, name: str, max_pixels: int | None
+    predictor: Predictor,
+    file: BinaryIO,
+    name: str,
+    max_pixels: int | None,
+    decoders: UploadDecoders | None,
 ) -> tuple[ImageMeta, PreparedImage, np.ndarray]:
     """Decode once through the image pipeline; keep only the model input and the preview's
     pixels (uint8, at most `PREVIEW_SIDE` a side).
 
     `models.image_pipeline.load_for_model`, as `cxr predict`, batch jobs and `cxr evaluate` use
-    it: the full-resolution image lives only inside it, so the request's peak memory is
-    the decode itself. The upload is read from its spooled file by the decoder, never
-    copied whole into memory.
+    it, in a decoding worker (`decoders`, CXR_DECODE_IN_WORKERS) or here: the
+    full-resolution image lives only inside it, so the request's peak memory is the decode
+    itself. The upload is read from its spooled file by the decoder, never copied whole
+    into memory.
     """
     from models.image_pipeline import InputSpec, load_for_model
 
     # Over CXR_MAX_PIXELS: refused from the header, before decoding (413).
     spec = InputSpec.of(predictor, display_size=PREVIEW_SIDE, max_pixels=max_pixels)
     # Beside a GPU the shrink runs there (a 2500 x 2048 DICOM: 17.6 -> 13.8 ms on an H200).
-    loaded = load_for_model(file, spec, filename=name, device=predictor.device)
+    if decoders is not None:
+        loaded = decoders.load(file, name, spec, predictor.device)
+    else:
+        loaded = load_for_model(file, spec, filename=name, device=predictor.device)
     assert loaded.display is not None  # asked for by the spec
     return loaded.meta, loaded.prepared, loaded.display
 

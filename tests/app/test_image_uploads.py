@@ -36,11 +36,17 @@ def sources(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
 @pytest.mark.parametrize("rows", [64, 1024])  # a multipart part in memory, then on disk
 @pytest.mark.parametrize("multipart", [False, True])
+@pytest.mark.parametrize("in_workers", [False, True])
 def test_predict_decodes_from_the_spooled_file_and_keeps_its_hash(
-    make_client: Callable[..., TestClient], sources: list[Any], multipart: bool, rows: int
+    make_client: Callable[..., TestClient],
+    sources: list[Any],
+    multipart: bool,
+    rows: int,
+    in_workers: bool,
 ) -> None:
-    # The digest is read on a thread, from its own descriptor, while the image decodes.
-    client = make_client(store_uploads=True)
+    # The digest is read on a thread, from its own descriptor, while the image decodes; a
+    # decoding worker reads a duplicate of the upload's descriptor (its offset shared).
+    client = make_client(store_uploads=True, decode_in_workers=in_workers)
     data = dx_bytes(pixels=chest_pixels(rows, 640))
     if multipart:
         response = client.post(
@@ -51,8 +57,11 @@ def test_predict_decodes_from_the_spooled_file_and_keeps_its_hash(
             "/v1/images/predict", content=data, headers={"Content-Type": "application/dicom"}
         )
     assert response.status_code == 200, response.text
-    (source,) = sources
-    assert not isinstance(source, bytes) and hasattr(source, "read")  # a file, not the bytes
+    if in_workers:
+        assert not sources  # decoded in the worker process, which the spy does not reach
+    else:
+        (source,) = sources
+        assert not isinstance(source, bytes) and hasattr(source, "read")  # a file, not bytes
     state = client.app.state.cxr  # type: ignore[attr-defined]
     digest = hashlib.sha256(data).hexdigest()
     from sqlalchemy import text

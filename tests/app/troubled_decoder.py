@@ -34,3 +34,16 @@ def troubled_instance_load(task: Any) -> Any:
     if uid.endswith(".777"):
         time.sleep(60)
     return REAL_LOAD_TASK(task)
+
+
+def troubled_upload_load(task: Any) -> Any:
+    """As `troubled_load`, for the service's uploads (`load_upload_task`), by the name the
+    upload was sent under: crash* crashes its worker, hang* never returns."""
+    from models.image_pipeline import load_upload_task
+
+    name = task[1]
+    if name.startswith("crash"):
+        os._exit(139)
+    if name.startswith("hang"):
+        time.sleep(60)
+    return load_upload_task(task)

@@ -74,3 +74,49 @@ def test_spec_and_fingerprint_cross_to_a_worker_process(tmp_path: Path) -> None:
     assert spec.fingerprint is True
     loaded = pickle.loads(pickle.dumps(load_task((str(path), spec, "dicom"))))
     assert loaded.fingerprint == load_for_model(path, SPEC).fingerprint
+
+
+def test_an_upload_task_gives_what_load_for_model_gives_from_the_stream(tmp_path: Path) -> None:
+    import os
+    import tempfile
+
+    from models.image_pipeline import OpenFile, ReadImage, fit_read, load_upload_task
+
+    spec = InputSpec(64, "letterbox", display_size=48, fingerprint=True)
+    with tempfile.TemporaryFile(dir=tmp_path) as upload:  # as the service spools it
+        upload.write(to_bytes(build_dataset(chest_pixels())))
+        upload.seek(0)
+        here = load_for_model(upload, spec, filename="upload")
+        # Each task closes its duplicate of the descriptor, never the caller's.
+        fitted = load_upload_task((OpenFile(os.dup(upload.fileno())), "upload", spec, True))
+        read = load_upload_task((OpenFile(os.dup(upload.fileno())), "upload", spec, False))
+        upload.seek(0)  # the duplicates shared its offset
+        assert upload.read(4) != b""  # still open and readable
+    assert isinstance(read, ReadImage) and not isinstance(fitted, ReadImage)
+    for loaded in (fitted, fit_read(read, spec)):
+        assert loaded.fingerprint == here.fingerprint
+        assert loaded.prepared.geometry == here.prepared.geometry
+        assert np.array_equal(loaded.prepared.pixels, here.prepared.pixels)
+        assert loaded.display is not None and here.display is not None
+        assert np.array_equal(loaded.display, here.display)
+        assert loaded.meta == here.meta
+
+
+def test_an_open_file_crosses_to_a_worker_as_a_duplicate_descriptor(tmp_path: Path) -> None:
+    import os
+    import tempfile
+
+    from models.decode_pool import DecodePool
+    from models.image_pipeline import OpenFile, load_upload_task
+
+    spec = InputSpec(64, "letterbox")
+    with tempfile.TemporaryFile(dir=tmp_path) as upload:  # no name on disk
+        upload.write(to_bytes(build_dataset(chest_pixels())))
+        upload.seek(0)
+        here = load_for_model(upload, spec, filename="upload")
+        with DecodePool(load_upload_task, workers=1, on_error=lambda _, e: e) as pool:
+            results = list(pool.map([(OpenFile(upload.fileno()), "upload", spec, True)] * 2))
+        os.fstat(upload.fileno())  # the caller's descriptor is still its own
+    for loaded in results:
+        assert not isinstance(loaded, Exception), loaded
+        assert np.array_equal(loaded.prepared.pixels, here.prepared.pixels)
