@@ -77,3 +77,37 @@ def test_decoding_in_a_worker_gives_the_answer_of_decoding_in_the_service(
 def test_upload_decoders_need_a_worker() -> None:
     with pytest.raises(ValueError, match="at least one worker"):
         UploadDecoders(0, timeout_s=None)
+
+
+def test_beside_a_gpu_the_worker_only_decodes_and_the_device_fits(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+    from types import SimpleNamespace
+
+    import app.upload_decoding
+    from models.image_pipeline import InputSpec, ReadImage, fit_read, load_for_model
+
+    fitted_on: list[Any] = []
+
+    def on_the_device(image: ReadImage, spec: InputSpec, device: Any) -> Any:
+        assert isinstance(image, ReadImage)  # decoded in the worker, not fitted there
+        fitted_on.append(device)
+        return fit_read(image, spec)  # (this machine has no GPU: fitted on the host)
+
+    monkeypatch.setattr(app.upload_decoding, "fit_read", on_the_device)
+    spec = InputSpec(64, "letterbox", display_size=48)
+    gpu = SimpleNamespace(type="cuda")
+    decoders = UploadDecoders(1, timeout_s=30.0)
+    try:
+        with tempfile.TemporaryFile(dir=tmp_path) as upload:
+            upload.write(dx_bytes(pixels=chest_pixels(96, 80)))
+            upload.seek(0)
+            here = load_for_model(upload, spec, filename="upload")
+            loaded = decoders.load(upload, "upload", spec, gpu)  # type: ignore[arg-type]
+    finally:
+        decoders.close()
+    assert fitted_on == [gpu]
+    assert np.array_equal(loaded.prepared.pixels, here.prepared.pixels)
+    assert loaded.display is not None and here.display is not None
+    assert np.array_equal(loaded.display, here.display)
