@@ -16,7 +16,9 @@ held a decode slot for good: two of them, and no image could be predicted until 
 
 from __future__ import annotations
 
+import contextlib
 import queue
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -71,6 +73,7 @@ class UploadDecoders:
             DecodePool(fn, workers=1, on_error=_failure, timeout_s=timeout_s)
             for _ in range(workers)
         ]
+        self._closed = False
         self._free: queue.SimpleQueue[DecodePool[UploadTask, UploadResult]] = queue.SimpleQueue()
         for pool in self._pools:
             self._free.put(pool)
@@ -84,19 +87,38 @@ class UploadDecoders:
                 `DecoderFailedError`: its decoder crashed or ran past the time limit.
         """
         on_device = device.type == "cuda"  # fitted where `load_for_model` fits it
-        pool = self._free.get()
+        pool = self._take(name)
         try:
-            (result,) = pool.map([(OpenFile(file.fileno()), name, spec, not on_device)])
+            results = list(pool.map([(OpenFile(file.fileno()), name, spec, not on_device)]))
         finally:
             self._free.put(pool)
+        if not results:  # `close` interrupted it
+            raise RuntimeError(f"{name}: not decoded, the service is stopping")
+        (result,) = results
         if isinstance(result, Exception):
             raise result
         if isinstance(result, ReadImage):
             return fit_read(result, spec, device)
         return result
 
-    def close(self) -> None:
-        """Stop the workers; a decode still running fails (the service is stopping)."""
+    def _take(self, name: str) -> DecodePool[UploadTask, UploadResult]:
+        # A thread holding a decode slot finds a pool free at once; the wait is for `close`.
+        while not self._closed:
+            try:
+                return self._free.get(timeout=0.5)
+            except queue.Empty:
+                continue
+        raise RuntimeError(f"{name}: not decoded, the service is stopping")
+
+    def close(self, wait_s: float = 5.0) -> None:
+        """Stop the workers: a decode still running ends at once and fails (the service is
+        stopping); its thread is given `wait_s` to hand its pool back first."""
+        self._closed = True
         for pool in self._pools:
             pool.interrupt()
+        deadline = time.monotonic() + wait_s
+        for _ in self._pools:  # each pool once back: no thread is in it any more
+            with contextlib.suppress(queue.Empty):
+                self._free.get(timeout=max(0.0, deadline - time.monotonic()))
+        for pool in self._pools:
             pool.close()

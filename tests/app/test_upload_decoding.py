@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from fastapi.testclient import TestClient
 from PIL import Image
 from service_fixtures import chest_pixels, dx_bytes
@@ -18,6 +19,8 @@ from troubled_decoder import troubled_upload_load
 from app.upload_decoding import UploadDecoders
 
 pytestmark = pytest.mark.issue(19)
+
+_CPU = torch.device("cpu")
 
 
 def _post(client: TestClient, name: str, data: bytes, kind: str = "application/dicom") -> Any:
@@ -111,3 +114,33 @@ def test_beside_a_gpu_the_worker_only_decodes_and_the_device_fits(
     assert np.array_equal(loaded.prepared.pixels, here.prepared.pixels)
     assert loaded.display is not None and here.display is not None
     assert np.array_equal(loaded.display, here.display)
+
+
+def test_closing_ends_a_decode_in_progress_at_once(tmp_path: Any) -> None:
+    import tempfile
+    import threading
+    import time
+
+    from models.image_pipeline import InputSpec
+
+    decoders = UploadDecoders(1, timeout_s=60.0, fn=troubled_upload_load)
+    errors: list[BaseException] = []
+
+    def decode() -> None:
+        with tempfile.TemporaryFile(dir=tmp_path) as upload:
+            upload.write(dx_bytes(pixels=chest_pixels(96, 80)))
+            try:
+                decoders.load(upload, "hang.dcm", InputSpec(64, "letterbox"), _CPU)
+            except BaseException as exc:  # noqa: BLE001 - what the request would see
+                errors.append(exc)
+
+    thread = threading.Thread(target=decode)
+    thread.start()
+    time.sleep(1.0)  # the worker is in the hanging decode
+    t0 = time.perf_counter()
+    decoders.close()
+    thread.join(10)
+    assert not thread.is_alive() and time.perf_counter() - t0 < 5
+    assert len(errors) == 1 and "the service is stopping" in str(errors[0])
+    with pytest.raises(RuntimeError, match="the service is stopping"):
+        decoders.load(io.BytesIO(b""), "later.dcm", InputSpec(64, "letterbox"), _CPU)
