@@ -72,7 +72,8 @@ run_step() {  # one named step, with its limit
         predict-fit-both) step "$1" 200 $PY benchmarks/predict.py $thr --fit both ;;
         predict-fit-both-stride32) step "$1" 200 $PY benchmarks/predict.py $thr --fit both \
             --output-stride 32 ;;
-        service-latency) step "$1" 100 $PY benchmarks/predict.py $lat ;;
+        # Uploads decoded in worker processes and in the server's threads, one after the other.
+        service-latency) step "$1" 160 $PY benchmarks/predict.py $lat --decode both --repeat 1 ;;
         # The older checkout's own benchmark and server, on the same machine.
         service-latency-base) step "$1" 100 env PYTHONPATH="$PWD/.devsite:$BASE" \
             sh -c "cd '$BASE' && exec $PY benchmarks/predict.py $lat" ;;
