@@ -1,11 +1,11 @@
 """`cxr listen`: what decoding received images in a worker process costs.
 
-Starts a `StoreListener` on loopback (no model) with each `decode_workers` value in turn,
+Starts a `StoreListener` on loopback (no model) decoding in its thread, then in a worker,
 stores --n generated 2500x2048 12-bit DICOMs over one association (pynetdicom SCU) after two
 to warm up, and prints the time from the first C-STORE to the last result line, per
-instance: receiving, header, decoding and fitting, fingerprint, recording. 0 decodes in the
-listener's own thread (a crashing decoder stops the listener); 1, the default, in a worker
-process (it fails that instance only).
+instance: receiving, header, decoding and fitting, fingerprint, recording. In the
+listener's own thread (`decode_in_worker=False`) a crashing decoder stops the listener; in a
+worker process, the default, it fails that instance only.
 
     python benchmarks/listen_decode.py --n 24 --repeat 2
 """
@@ -34,7 +34,7 @@ def _say(text: str) -> None:
     sys.stdout.flush()
 
 
-def one_run(workers: int, files: list[Path], labeler: ReportLabeler) -> float:
+def one_run(in_worker: bool, files: list[Path], labeler: ReportLabeler) -> float:
     """Seconds from the first C-STORE after the warm-up to the last result line."""
     import pydicom
     from pynetdicom import AE
@@ -44,7 +44,7 @@ def one_run(workers: int, files: list[Path], labeler: ReportLabeler) -> float:
     datasets = [pydicom.dcmread(f) for f in files]
     with tempfile.TemporaryDirectory(prefix="cxr-listen-bench-") as tmp:
         out = Path(tmp) / "out.jsonl"
-        listener = StoreListener(None, out=out, labeler=labeler, decode_workers=workers)
+        listener = StoreListener(None, out=out, labeler=labeler, decode_in_worker=in_worker)
         listener.start("127.0.0.1", 0)
         try:
             ae = AE(ae_title="BENCH")
@@ -67,7 +67,7 @@ def one_run(workers: int, files: list[Path], labeler: ReportLabeler) -> float:
             listener.stop()
         lines = [json.loads(line) for line in out.read_text().splitlines()]
     if len(lines) != len(files) or any(line["state"] != "done" for line in lines):
-        raise SystemExit(f"decode_workers={workers}: not every instance was done")
+        raise SystemExit(f"decode_in_worker={in_worker}: not every instance was done")
     return seconds
 
 
@@ -83,21 +83,20 @@ def main() -> int:
 
     start_fork_server()  # as `cxr listen` does
     labeler = load_report_labeler()
-    times: dict[int, list[float]] = {0: [], 1: []}
+    times: dict[bool, list[float]] = {False: [], True: []}
+    where = {False: "in the listener's thread", True: "in a worker process"}
     with tempfile.TemporaryDirectory(prefix="cxr-listen-files-") as tmp:
         files = [synthetic_dicom(Path(tmp) / f"{i}.dcm", seed=i) for i in range(args.n)]
         _say(f"{args.n} generated 2500x2048 12-bit DICOMs, no model, one association")
         for round_ in range(args.repeat):
-            for workers in times:
-                seconds = one_run(workers, files, labeler)
-                times[workers].append(seconds)
+            for in_worker in times:
+                seconds = one_run(in_worker, files, labeler)
+                times[in_worker].append(seconds)
                 per = seconds / (args.n - 2) * 1e3
-                _say(
-                    f"  round {round_ + 1} decode_workers={workers}: {seconds:.2f} s, {per:.0f} ms"
-                )
-    for workers, got in times.items():
+                _say(f"  round {round_ + 1}, decoded {where[in_worker]}: {per:.0f} ms an instance")
+    for in_worker, got in times.items():
         per = statistics.median(got) / (args.n - 2) * 1e3
-        _say(f"decode_workers={workers}: {per:.0f} ms an instance (median of {args.repeat})")
+        _say(f"decoded {where[in_worker]}: {per:.0f} ms an instance (median of {args.repeat})")
     return 0
 
 

@@ -123,9 +123,9 @@ class StoreListener:
             `allow_hosts` (an open listener, anyone who reaches the port may send).
         log_uids: name instances by SOP Instance UID in logs (CXR_LOG_PATIENT_DATA); off:
             "<uid>", the result lines still carry them.
-        decode_workers: processes that decode received images, so that an instance that
-            crashes the decoder, or runs past `file_timeout_s`, fails alone while the
-            listener goes on (and a restart does not crash on it again); 0: decode in the
+        decode_in_worker: decode received images in a worker process, so that an instance
+            that crashes the decoder, or runs past `file_timeout_s`, fails alone while the
+            listener goes on (and a restart does not crash on it again); False: in the
             listener's own thread, where such an instance would stop the listener.
 
     Raises:
@@ -150,7 +150,7 @@ class StoreListener:
         allow_hosts: Sequence[str] = (),
         allow_any_caller: bool = False,
         log_uids: bool = False,
-        decode_workers: int = 1,
+        decode_in_worker: bool = True,
     ) -> None:
         from pynetdicom import AE
 
@@ -170,9 +170,7 @@ class StoreListener:
         self.labeler = labeler
         self.max_pixels = max_pixels
         self.file_timeout_s = file_timeout_s
-        if decode_workers < 0:
-            raise ValueError(f"decode_workers must be >= 0, got {decode_workers}")
-        self.decode_workers = decode_workers
+        self.decode_in_worker = decode_in_worker
         self._decoders: DecodePool[DecodeTask, LoadedImage | Exception] | None = None
         self._previous, _ = read_result_lines(self.out)
         self._recorded = {str(line["path"]) for line in self._previous}
@@ -260,8 +258,8 @@ class StoreListener:
             predictor=self.predictor,
         )
         self._processor = job.processor
-        if self.decode_workers:  # started at the first image, stopped by `stop`
-            self._decoders = decode_pool(workers=self.decode_workers, timeout_s=self.file_timeout_s)
+        if self.decode_in_worker:  # started at the first image, stopped by `stop`
+            self._decoders = decode_pool(workers=1, timeout_s=self.file_timeout_s)
             job.processor.decode_pool = self._decoders
         self._jsonl = JsonlSink(self.out, previous=self._previous, resume=True)
         self._sinks = list(job.sinks)  # the push sink, first
