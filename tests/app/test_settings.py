@@ -73,3 +73,20 @@ def test_settings_precision_from_env_and_refused_when_unknown(
     monkeypatch.setenv("CXR_PRECISION", "fp16")
     with pytest.raises(SettingsError, match="CXR_PRECISION"):
         build_settings()
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [("CXR_DECODE_IN_WORKERS", "maybe"), ("CXR_DECODE_TIMEOUT_S", "0")]
+)
+def test_settings_upload_decoding_refused_when_sloppy(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    from app.settings import SettingsError, build_settings
+
+    monkeypatch.delenv("CXR_DECODE_IN_WORKERS", raising=False)
+    assert Settings().decode_in_workers is True  # the safe default
+    monkeypatch.setenv("CXR_DECODE_IN_WORKERS", "0")
+    assert Settings().decode_in_workers is False
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError, match=name):
+        build_settings()
