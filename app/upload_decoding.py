@@ -22,8 +22,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, BinaryIO
 
-from models.decode_pool import DecodePool, WorkerCrashed, WorkerTimeout
-from models.errors import DecoderFailedError
+from models.decode_pool import DecodePool, named_failure
 from models.image_pipeline import (
     InputSpec,
     LoadedImage,
@@ -44,9 +43,7 @@ UploadResult = LoadedImage | ReadImage | Exception
 
 def _failure(task: UploadTask, exc: Exception) -> Exception:
     """A worker's crash or timeout as the upload's own image error (422), by its name."""
-    if isinstance(exc, WorkerCrashed | WorkerTimeout):
-        return DecoderFailedError(f"{task[1]}: {exc}")
-    return exc
+    return named_failure(task[1], exc)
 
 
 class UploadDecoders:

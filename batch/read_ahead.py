@@ -57,12 +57,9 @@ def decode_failure(task: DecodeTask, exc: Exception) -> Exception:
     """A file's failure in a decoding worker as its error: a crash or a timeout of the
     worker is named after the file (`batch.scan.describe_error` puts the item's key in
     place of the path), a decoder's own exception is kept as raised."""
-    from models.decode_pool import WorkerCrashed, WorkerTimeout
-    from models.errors import ImageError
+    from models.decode_pool import named_failure
 
-    if isinstance(exc, WorkerCrashed | WorkerTimeout):
-        return ImageError(f"{task[0]}: {exc}")
-    return exc
+    return named_failure(task[0], exc)
 
 
 class ReadAhead:

@@ -52,6 +52,7 @@ __all__ = [
     "WorkerCrashed",
     "WorkerTimeout",
     "default_workers",
+    "named_failure",
     "Prefetch",
     "start_fork_server",
 ]
@@ -78,6 +79,17 @@ class WorkerCrashed(RuntimeError):
 
 class WorkerTimeout(RuntimeError):
     """The item ran past the pool's time limit; its worker was killed."""
+
+
+def named_failure(name: str, exc: Exception) -> Exception:
+    """An item's failure as its error, for a pool's `on_error`: a crash or a timeout of its
+    worker becomes a `models.errors.DecoderFailedError` naming the item (an image error,
+    the input's own failure); a decoder's own exception is kept as raised."""
+    from models.errors import DecoderFailedError
+
+    if isinstance(exc, WorkerCrashed | WorkerTimeout):
+        return DecoderFailedError(f"{name}: {exc}")
+    return exc
 
 
 def default_workers(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
