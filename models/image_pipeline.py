@@ -304,7 +304,7 @@ UploadTask = tuple[OpenFile, str, InputSpec, bool]
 
 
 def load_upload_task(task: UploadTask) -> LoadedImage | ReadImage:
-    """An upload in a decoding worker (`app.upload_decoding`): `load_for_model` on the open
+    """An upload in a decoding worker (the service's upload route): `load_for_model` on the open
     file, or `read_stored` alone when the caller fits on its GPU (`fit_read`)."""
     shared, name, spec, fit = task
     # The duplicate shares the caller's file offset; the caller waits for this result.
