@@ -463,7 +463,7 @@ def _write_result(
     args: argparse.Namespace,
 ) -> str:
     """Write one file's JSON (and overlays); return its stderr line."""
-    from app.errors import one_line
+    from batch.log_text import one_line
     from models.overlay import render_overlay
 
     path = result.path

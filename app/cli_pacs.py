@@ -1,4 +1,4 @@
-"""`cxr listen`: receive images by DICOM C-STORE and predict them (see app/pacs/listener.py).
+"""`cxr listen`: receive images by DICOM C-STORE and predict them (see batch/listen/listener.py).
 
 Only the standard library is imported at module level (tests/app/test_cli_label.py).
 """
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from app.cli_models import add_precision_argument
 
 if TYPE_CHECKING:
-    from app.pacs.association_guard import ListenerLimits
     from app.settings import Settings
+    from batch.listen.association_guard import ListenerLimits
     from batch.pacs.dicomweb import DicomwebClient
 
 T = TypeVar("T")
@@ -181,8 +181,8 @@ def dicomweb_client_from_args(url: str, args: argparse.Namespace) -> DicomwebCli
 
 
 def _listen(args: argparse.Namespace) -> int:
-    from app.pacs.listener import StoreListener
     from app.settings import build_settings
+    from batch.listen.listener import StoreListener
 
     if not 0 <= args.port <= 65535 or args.chunk_size < 1:
         raise ValueError("--port must be 0..65535 and --chunk-size >= 1")
@@ -244,7 +244,7 @@ def _listen(args: argparse.Namespace) -> int:
 
 def _listener_limits(args: argparse.Namespace, settings: Settings) -> ListenerLimits:
     """`ListenerLimits` from the flags, each defaulting to its CXR_LISTEN_* setting."""
-    from app.pacs.association_guard import ListenerLimits
+    from batch.listen.association_guard import ListenerLimits
 
     def pick(flag: T | None, setting: T) -> T:
         return setting if flag is None else flag

@@ -12,7 +12,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from app.study_questions import ImageFindings
+    from models.image_findings import ImageFindings
     from models.predict import Predictor
 
 __all__ = ["register"]
@@ -157,7 +157,7 @@ def _ask(args: argparse.Namespace) -> int:
         return _fail("image questions need a model: --model CHECKPOINT or --demo-model DIR")
 
     _import_spacy_without_torch()
-    from app.study_questions import StudyQuestions
+    from batch.study_questions import StudyQuestions
     from labeler.config import LabelerConfig
     from labeler.pipeline import build_nlp
 
@@ -227,7 +227,7 @@ class _ImageReader:
 
         if self.args.model:
             return load_predictor(self.args.model, device=self.args.device)
-        from app.demo import ensure_demo_model
+        from models.demo import ensure_demo_model
 
         return load_predictor(
             ensure_demo_model(Path(self.args.demo_model)), device=self.args.device
@@ -236,13 +236,13 @@ class _ImageReader:
     def _read(self, name: str) -> tuple[ImageFindings | None, str | None]:
         from pathlib import Path
 
-        from app.study_questions import (
+        from models.errors import ImageError
+        from models.image_findings import (
             LUNG_FIELD_SIDE,
             image_findings,
             lung_field_of,
             rendered_heatmaps,
         )
-        from models.errors import ImageError
         from models.image_pipeline import InputSpec, load_for_model
 
         path = Path(name)

@@ -111,7 +111,7 @@ def _serve(args: argparse.Namespace) -> int:
                 f"--demo serves the demo model, but a model is also given ({settings.model}, "
                 "from --model or CXR_MODEL): drop one of them"
             )
-        from app.demo import ensure_demo_model
+        from models.demo import ensure_demo_model
 
         settings = settings.model_copy(update={"model": ensure_demo_model(settings.storage_dir)})
     predictor = None

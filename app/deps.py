@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # models.predict imports torch, which the service loads only 
     from models.predict import Predictor
 
 if TYPE_CHECKING:
-    from app.study_questions import StudyQuestions
+    from batch.study_questions import StudyQuestions
 
 __all__ = [
     "AppState",

@@ -25,10 +25,10 @@ import numpy as np
 from app.service_metrics import Metrics
 
 if TYPE_CHECKING:  # models.predict imports torch: the service loads it only with a model
-    from app.upload_decoding import UploadDecoders
     from models.heatmaps import Heatmap
     from models.precision import Precision
     from models.predict import Prediction, Predictor, PreparedImage
+    from models.upload_decoding import UploadDecoders
 
     #: What waits in the queue: an image and the future its request awaits.
     _Item = tuple[PreparedImage | np.ndarray, asyncio.Future[Prediction]]

@@ -339,7 +339,7 @@ def create_app(settings: Settings | None = None, *, predictor: Predictor | None 
 
             decoders = None
             if settings.decode_in_workers:
-                from app.upload_decoding import UploadDecoders
+                from models.upload_decoding import UploadDecoders
 
                 decoders = UploadDecoders(
                     settings.max_concurrent_decodes, timeout_s=settings.decode_timeout_s

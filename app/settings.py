@@ -216,7 +216,7 @@ class Settings(BaseSettings):
         "127.0.0.1, [::1] and CXR_HOST; others get 400 (DNS rebinding). Enforced always "
         "without API keys; with keys only once set. `*` accepts any Host.",
     )
-    # `cxr listen` bounds (app/pacs/association_guard.py ListenerLimits, same defaults;
+    # `cxr listen` bounds (batch/listen/association_guard.py ListenerLimits, same defaults;
     # the flags of the same names win; docs/security/listener.md).
     listen_max_dataset_mb: float = Field(
         default=128.0,

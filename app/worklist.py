@@ -3,7 +3,7 @@
 Batch jobs that had both a report and a model store, per image, the report's labels and
 the prediction (probabilities, positives, boxes) in `BatchItem.result`. This module reads
 those results (read-only; it never changes a job) and lists, per image and finding, where
-the report and the image disagree on presence or side (`app.study_questions.discrepancy_of`).
+the report and the image disagree on presence or side (`batch.study_questions.discrepancy_of`).
 Batch results carry the report's `findings` (side, site, size, ...), so a finding on the other
 side is flagged too; results written before they did compare presence only.
 """
@@ -17,7 +17,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.db.models import BatchItem
-from app.study_questions import ImageFindings, discrepancy_of
+from batch.study_questions import discrepancy_of
+from models.image_findings import ImageFindings
 
 __all__ = ["Discrepancy", "discrepancies_in_result", "list_discrepancies"]
 
@@ -60,7 +61,7 @@ class Discrepancy:
 
 
 def _image_of(result: dict[str, Any]) -> ImageFindings | None:
-    from app.study_questions import image_findings
+    from models.image_findings import image_findings
 
     pred = result.get("prediction")
     if not isinstance(pred, dict) or not isinstance(pred.get("probabilities"), dict):

@@ -1,8 +1,8 @@
 """Build the demo model from its recipe, score it against the quality bar, and (with
---install) ship it: the weights beside the recipe in app/configs/.
+--install) ship it: the weights beside the recipe in models/configs/.
 
 Trains through the public API exactly as a fallback first start would
-(`app.demo.build_demo_model`: `models.phantoms.write_phantom_dataset` + `models.train.train`),
+(`models.demo.build_demo_model`: `models.phantoms.write_phantom_dataset` + `models.train.train`),
 stores the weights as float16, then prints the CPU time, the file size, the per-label
 validation AUC from the model card, and on fresh phantoms (another seed, 320 px) the
 per-label AUC and the IoBB-0.5 hit rate of the boxes the service shows by default. Exit
@@ -10,7 +10,7 @@ status 1 when the bar is missed (the file is then not installed).
 
     python benchmarks/demo_model.py                    # build and score (about 8 min wall)
     python benchmarks/demo_model.py --install          # ... and replace the shipped file
-    python benchmarks/demo_model.py --model app/configs/demo_phantoms.v3.pt   # score only
+    python benchmarks/demo_model.py --model models/configs/demo_phantoms.v3.pt   # score only
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def one_run(in_worker: bool, files: list[Path], labeler: ReportLabeler) -> float
     import pydicom
     from pynetdicom import AE
 
-    from app.pacs.listener import StoreListener
+    from batch.listen.listener import StoreListener
 
     datasets = [pydicom.dcmread(f) for f in files]
     with tempfile.TemporaryDirectory(prefix="cxr-listen-bench-") as tmp:

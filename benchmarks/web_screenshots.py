@@ -67,7 +67,7 @@ def _phantom_dicom(seed: int, labels: list[str], accession: str) -> bytes:
     from pydicom.dataset import Dataset, FileMetaDataset
     from pydicom.uid import ExplicitVRLittleEndian, generate_uid
 
-    from app.demo import example_phantom
+    from models.demo import example_phantom
 
     image = example_phantom(seed, size=384, labels=labels).image
     ds = Dataset()
@@ -120,9 +120,9 @@ def main() -> int:
 
     from playwright.sync_api import sync_playwright
 
-    from app.demo import DEMO_RECIPE, ensure_demo_model, recipe_digest
     from app.settings import Settings
     from models.checkpoint import load_checkpoint
+    from models.demo import DEMO_RECIPE, ensure_demo_model, recipe_digest
 
     model = ensure_demo_model(args.storage)
     card = load_checkpoint(model, map_location="cpu").card

@@ -40,9 +40,10 @@ END = "<!-- end of module map -->"
 # Folders inside the packages that hold no `__init__.py`: one line each, by hand, since they
 # have no docstring. The map refuses a folder missing here, and an entry whose folder is gone.
 DATA_FOLDERS: dict[str, str] = {
-    "app/configs": "The demo model: its recipe (`demo_phantoms.v3.toml`) and its weights (`.pt`).",
     "app/examples": "The 21 example reports that the quick start labels (`reports.csv`).",
-    "app/pacs/orthanc": "The Orthanc Lua hook that sends new chest radiographs to `cxr listen`.",
+    "batch/listen/orthanc": (
+        "The Orthanc Lua hook that sends new chest radiographs to `cxr listen`."
+    ),
     "app/web": "The web page at `/`, served by `app/routes/web.py`.",
     "app/web/screenshots": "The page's screenshots, taken by `benchmarks/web_screenshots.py`.",
     "app/web/static": "The page's JavaScript, CSS and icon: no build step, no library.",
@@ -52,7 +53,10 @@ DATA_FOLDERS: dict[str, str] = {
         "terms (YAML)."
     ),
     "migrations/versions": "The Alembic revisions, one module each.",
-    "models/configs": "Training configs as TOML data, never executed.",
+    "models/configs": (
+        "Training configs as TOML data, never executed, and the demo model's weights "
+        "(`demo_phantoms.v3.pt`)."
+    ),
 }
 
 

@@ -28,10 +28,10 @@ if TYPE_CHECKING:
     import numpy as np
 
     from app.db.models import Prediction as PredictionRow
-    from app.upload_decoding import UploadDecoders
     from models.dicom import ImageMeta
     from models.image_pipeline import PreparedImage
     from models.predict import Prediction, Predictor
+    from models.upload_decoding import UploadDecoders
 
 A = TypeVar("A")
 B = TypeVar("B")

@@ -21,12 +21,13 @@ from app.errors import (
     UnsupportedMediaType,
 )
 from app.schemas import ErrorRead
-from app.study_questions import LUNG_FIELD_SIDE, lung_field_of
+from models.image_findings import LUNG_FIELD_SIDE, lung_field_of
 
 if TYPE_CHECKING:
     from app.report_labeler import ReportLabeler
-    from app.study_questions import ImageFindings, StudyQuestions
+    from batch.study_questions import StudyQuestions
     from models.dicom import ImageMeta
+    from models.image_findings import ImageFindings
     from models.image_pipeline import PreparedImage
     from models.position import LungField
     from models.predict import Predictor
@@ -205,7 +206,7 @@ async def ask_study(request: Request, state: StateDep, labeler: NlpDep) -> Study
 
 
 def _engine(state: Any, labeler: ReportLabeler) -> StudyQuestions:
-    from app.study_questions import StudyQuestions
+    from batch.study_questions import StudyQuestions
 
     with _ENGINE_LOCK:
         engine: StudyQuestions | None = getattr(state, "questions", None)
@@ -243,7 +244,7 @@ async def _image(
         _decode, inference.predictor, file, name, state.settings.max_pixels
     )
     prediction = await inference.predict(prepared)
-    from app.study_questions import image_findings, rendered_heatmaps
+    from models.image_findings import image_findings, rendered_heatmaps
 
     card = inference.predictor.card or {}
     findings = image_findings(

@@ -93,7 +93,7 @@ PHANTOM_SEEDS = 32
 def _phantom_png(seed: int) -> tuple[bytes, dict[str, Any]]:
     import cv2
 
-    from app.demo import example_phantom
+    from models.demo import example_phantom
 
     phantom = example_phantom(seed)
     ok, png = cv2.imencode(".png", phantom.image)

@@ -1,4 +1,4 @@
-"""The DICOMweb client (app/pacs/dicomweb.py) against a scripted server (httpx.MockTransport)."""
+"""The DICOMweb client (batch/pacs/dicomweb.py) against a scripted server (httpx.MockTransport)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DICOM results (app/pacs/documents.py): TID 1500 SR and GSPS, re-read and validated."""
+"""DICOM results (batch/pacs/documents.py): TID 1500 SR and GSPS, re-read and validated."""
 
 from __future__ import annotations
 

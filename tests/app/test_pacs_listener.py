@@ -1,4 +1,4 @@
-"""`cxr listen` (app/pacs/listener.py): a Storage SCP fed by a pynetdicom SCU on loopback."""
+"""`cxr listen` (batch/listen/listener.py): a Storage SCP fed by a pynetdicom SCU on loopback."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from service_fixtures import (
 )
 from troubled_decoder import troubled_instance_load
 
-from app.pacs.listener import StoreListener
+from batch.listen.listener import StoreListener
 from batch.pacs.dicomweb import DicomwebClient, parse_multipart
 
 pytestmark = pytest.mark.issue(10)
@@ -124,7 +124,7 @@ def _with_uid(ds: pydicom.Dataset, uid: str) -> pydicom.Dataset:
 def test_listener_survives_instances_that_crash_or_hang_the_decoder(
     make_listener: Any, demo_predictor: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import app.pacs.listener
+    import batch.listen.listener
     from batch.read_ahead import decode_failure
     from models.decode_pool import DecodePool
 
@@ -133,7 +133,7 @@ def test_listener_survives_instances_that_crash_or_hang_the_decoder(
             troubled_instance_load, workers=workers, on_error=decode_failure, timeout_s=timeout_s
         )
 
-    monkeypatch.setattr(app.pacs.listener, "decode_pool", troubled_pool)
+    monkeypatch.setattr(batch.listen.listener, "decode_pool", troubled_pool)
     listener = make_listener(demo_predictor, file_timeout_s=3.0)
     crash = _with_uid(build_dataset(pixels=chest_pixels(64, 64)), "1.2.826.0.1.3680043.10.9.666")
     hang = _with_uid(build_dataset(pixels=chest_pixels(64, 64)), "1.2.826.0.1.3680043.10.9.777")

@@ -26,9 +26,9 @@ from pynetdicom.sop_class import Verification  # type: ignore[attr-defined]
 from service_fixtures import DX_STORAGE, build_dataset, chest_pixels, to_bytes
 
 from app.cli import build_parser, main
-from app.pacs.association_guard import ListenerLimits, host_of
-from app.pacs.listener import ListenerConfigError, StoreListener
 from app.settings import Settings
+from batch.listen.association_guard import ListenerLimits, host_of
+from batch.listen.listener import ListenerConfigError, StoreListener
 
 pytestmark = pytest.mark.issue(18)
 
@@ -318,7 +318,7 @@ def test_listener_refuses_an_oversized_dataset_while_receiving(
 ) -> None:
     cap, pdu = 1024 * 1024, 16384
     listener = make_listener(limits={"max_dataset_bytes": cap, "max_pdu": pdu})
-    caplog.set_level(logging.WARNING, logger="app.pacs.association_guard")
+    caplog.set_level(logging.WARNING, logger="batch.listen.association_guard")
     assoc = _associate(listener.port, bind=ATTACKER)
     assert assoc.is_established
     header = build_dataset(Rows=1024, Columns=2560, SamplesPerPixel=1, BitsAllocated=16)
@@ -539,7 +539,7 @@ def test_listener_refuses_instances_while_the_inbox_disk_is_short_of_its_reserve
 
     monkeypatch.setattr(shutil, "disk_usage", usage)
     first = _reread(build_dataset(pixels=chest_pixels(64, 64)))
-    with caplog.at_level(logging.ERROR, logger="app.pacs.listener"):
+    with caplog.at_level(logging.ERROR, logger="batch.listen.listener"):
         assert _store(listener.port, first) == 0xA700  # out of resources: retry later
     assert listener.counts["disk_full"] == 1
     assert "under the 100 MiB reserve" in caplog.text

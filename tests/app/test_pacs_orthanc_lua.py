@@ -1,5 +1,5 @@
 """The README's Orthanc set-up, for real: Debian's Orthanc with the shipped Lua hook
-(app/pacs/orthanc/cxr-forward.lua) forwards new chest CR/DX, and nothing else, to a
+(batch/listen/orthanc/cxr-forward.lua) forwards new chest CR/DX, and nothing else, to a
 listener. Skipped when /usr/sbin/Orthanc is not installed."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import httpx
 import pytest
 from service_fixtures import CT_STORAGE, build_dataset, chest_pixels, free_port, to_bytes
 
-from app.pacs.listener import StoreListener
+from batch.listen.listener import StoreListener
 
 ORTHANC = shutil.which("Orthanc") or "/usr/sbin/Orthanc"
 LUA = Path(__file__).resolve().parents[2] / "app" / "pacs" / "orthanc" / "cxr-forward.lua"

@@ -1,4 +1,4 @@
-"""Hostile source images: the SR and GSPS copy only valid values (app/pacs/source_attributes.py).
+"""Hostile source images: the SR and GSPS copy only valid values (batch/pacs/source_attributes.py).
 
 Each source is written as an Implicit VR file with raw bytes and read back with
 `stop_before_pixels`, as the push sink gets its headers, so pydicom meets the values the

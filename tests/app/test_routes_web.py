@@ -59,7 +59,7 @@ def test_demo_phantom_offered_only_with_a_demo_model(
 def test_demo_phantom_truth_is_the_generators(
     client: TestClient, make_client: Callable[..., TestClient]
 ) -> None:
-    from app.demo import example_phantom
+    from models.demo import example_phantom
 
     truth = client.get("/demo/phantom.json", params={"seed": 3}).json()
     phantom = example_phantom(3)

@@ -16,11 +16,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.cli import main
-from app.study_questions import ImageFindings, StudyQuestions, discrepancy_of, image_findings
 from app.worklist import discrepancies_in_result
+from batch.study_questions import StudyQuestions, discrepancy_of
 from labeler.config import LabelerConfig
 from labeler.pipeline import build_nlp
 from models.dicom import ImageMeta
+from models.image_findings import ImageFindings, image_findings
 from models.position import LungField
 
 REPORT = (

@@ -1,4 +1,4 @@
-"""Uploads decoded in worker processes (app/upload_decoding.py): an upload that crashes or
+"""Uploads decoded in worker processes (models/upload_decoding.py): an upload that crashes or
 hangs its decoder fails that request and the service goes on; the answers are those of
 decoding in the service's own threads."""
 
@@ -16,7 +16,7 @@ from PIL import Image
 from service_fixtures import chest_pixels, dx_bytes
 from troubled_decoder import troubled_upload_load
 
-from app.upload_decoding import UploadDecoders
+from models.upload_decoding import UploadDecoders
 
 pytestmark = pytest.mark.issue(19)
 
@@ -88,7 +88,7 @@ def test_beside_a_gpu_the_worker_only_decodes_and_the_device_fits(
     import tempfile
     from types import SimpleNamespace
 
-    import app.upload_decoding
+    import models.upload_decoding
     from models.image_pipeline import InputSpec, ReadImage, fit_read, load_for_model
 
     fitted_on: list[Any] = []
@@ -98,7 +98,7 @@ def test_beside_a_gpu_the_worker_only_decodes_and_the_device_fits(
         fitted_on.append(device)
         return fit_read(image, spec)  # (this machine has no GPU: fitted on the host)
 
-    monkeypatch.setattr(app.upload_decoding, "fit_read", on_the_device)
+    monkeypatch.setattr(models.upload_decoding, "fit_read", on_the_device)
     spec = InputSpec(64, "letterbox", display_size=48)
     gpu = SimpleNamespace(type="cuda")
     decoders = UploadDecoders(1, timeout_s=30.0)

@@ -33,7 +33,7 @@ Hostile input (issue 18; bounds and figures in docs/security/listener.md):
 - What reaches the log: UIDs only with `log_uids`, and a sender's values (AE titles, UIDs,
   error messages quoting them) cut and with control characters escaped (`_clip`).
 - What they may hold: connections, association time, PDU and dataset sizes are bounded by
-  `ListenerLimits`, enforced by `app.pacs.association_guard` while the data arrives.
+  `ListenerLimits`, enforced by `batch.listen.association_guard` while the data arrives.
   Datasets are spooled to a temporary file (pynetdicom's `STORE_RECV_CHUNKED_DATASET`, in
   TMPDIR) and moved into the inbox, never held whole in memory.
 - The same SOP Instance UID twice. The first copy is kept (Orthanc's default,
@@ -63,13 +63,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pydicom.dataset import Dataset
 
-from app.errors import one_line
-from app.pacs.association_guard import GuardedAssociationServer, ListenerLimits, parse_hosts
-from app.report_labeler import ReportLabeler
 from batch.engine import run
 from batch.inbox_source import InboxSource
-from batch.interfaces import Outcome, Sink
+from batch.interfaces import Labeler, Outcome, Sink
 from batch.job import InboxInput, JobSpec, PushOutput, build_job
+from batch.listen.association_guard import GuardedAssociationServer, ListenerLimits, parse_hosts
+from batch.log_text import one_line
 from batch.pacs.dicomweb import DicomwebClient
 from batch.processor import BatchProcessor, decode_pool
 from batch.results import read_result_lines
@@ -143,7 +142,7 @@ class StoreListener:
         allow_ae: Sequence[str] = (),
         forward: DicomwebClient | None = None,
         chunk_size: int = 8,
-        labeler: ReportLabeler | None = None,
+        labeler: Labeler | None = None,
         max_pixels: int | None = 50_000_000,
         file_timeout_s: float | None = 300.0,
         limits: ListenerLimits | None = None,
@@ -244,9 +243,9 @@ class StoreListener:
         # pynetdicom; `cxr` runs no other storage SCP.
         _config.STORE_RECV_CHUNKED_DATASET = True
         if self.labeler is None:
-            from app.report_labeler import load_report_labeler
+            from batch.labeling import PipelineLabeler
 
-            self.labeler = load_report_labeler()
+            self.labeler = PipelineLabeler()
         job = build_job(
             JobSpec(
                 InboxInput(self.inbox),

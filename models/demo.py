@@ -1,6 +1,6 @@
 """The demo model of `cxr serve --demo`: a small ChestNet trained on synthetic phantoms.
 
-The recipe (`app/configs/demo_phantoms.v3.toml`) is data; the weights it gives are shipped
+The recipe (`models/configs/demo_phantoms.v3.toml`) is data; the weights it gives are shipped
 beside it (`demo_phantoms.v3.pt`, float16, about 6 MB), made by `benchmarks/demo_model.py
 --install` through the public training API (`models.phantoms.write_phantom_dataset` +
 `models.train.train`). Training to the quality bar takes about 15 CPU minutes, too long
