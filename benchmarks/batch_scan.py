@@ -13,7 +13,6 @@ job's total time.
 from __future__ import annotations
 
 import argparse
-import io
 import statistics
 import sys
 import tempfile
@@ -21,26 +20,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-from pydicom.dataset import Dataset, FileMetaDataset
-from pydicom.uid import ExplicitVRLittleEndian, generate_uid
+from bench_kit import dx_bytes
 
 
 def _dicom_bytes(side: int = 64) -> bytes:
-    ds = Dataset()
-    ds.file_meta = FileMetaDataset()
-    ds.file_meta.TransferSyntaxUID = ExplicitVRLittleEndian
-    ds.file_meta.MediaStorageSOPClassUID = ds.SOPClassUID = "1.2.840.10008.5.1.4.1.1.1.1"
-    ds.file_meta.MediaStorageSOPInstanceUID = ds.SOPInstanceUID = generate_uid()
-    ds.StudyInstanceUID, ds.SeriesInstanceUID = generate_uid(), generate_uid()
-    ds.Modality, ds.AccessionNumber = "DX", "BENCH"
     pixels = np.random.default_rng(0).integers(0, 4095, (side, side), dtype=np.uint16)
-    ds.Rows, ds.Columns = pixels.shape
-    ds.SamplesPerPixel, ds.PhotometricInterpretation = 1, "MONOCHROME2"
-    ds.BitsAllocated, ds.BitsStored, ds.HighBit, ds.PixelRepresentation = 16, 12, 11, 0
-    ds.PixelData = pixels.tobytes()
-    buffer = io.BytesIO()
-    ds.save_as(buffer, enforce_file_format=True)
-    return buffer.getvalue()
+    return dx_bytes(pixels, AccessionNumber="BENCH")
 
 
 def main() -> int:

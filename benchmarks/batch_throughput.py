@@ -37,16 +37,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_kit import say
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from predict import synthetic_dicom, write_checkpoint  # noqa: E402 - a sibling script
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _say(text: str) -> None:
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
 
 
 def _checkpoint(work: Path, arch: str, image_size: int) -> Path | None:
@@ -154,7 +151,7 @@ def main() -> int:
         dataset = (
             (write_reports(work / "reports.csv", args.n), work / "set") if args.dataset else None
         )
-        _say(
+        say(
             ("with a training set; " if dataset else "")
             + f"{args.n} generated 2500x2048 12-bit DICOMs ({time.perf_counter() - t0:.1f} s to "
             f"write); model: {args.arch}"
@@ -178,12 +175,12 @@ def main() -> int:
                 else:
                     check_same(reference, lines, f"{name}, round {round_ + 1}")
                 times[name].append((seconds, cpu))
-                _say(f"  round {round_ + 1} {name}: {seconds:.2f} s (CPU {cpu:.2f} s)")
-        _say(f"whole `cxr batch`, median of {args.repeat} (results agree across runs):")
+                say(f"  round {round_ + 1} {name}: {seconds:.2f} s (CPU {cpu:.2f} s)")
+        say(f"whole `cxr batch`, median of {args.repeat} (results agree across runs):")
         for name, got in times.items():
             wall = statistics.median(s for s, _ in got)
             cpu = statistics.median(c for _, c in got)
-            _say(f"  {name}: {wall:.2f} s, {args.n / wall:.1f} files/s (CPU {cpu:.2f} s)")
+            say(f"  {name}: {wall:.2f} s, {args.n / wall:.1f} files/s (CPU {cpu:.2f} s)")
     return 0
 
 

@@ -24,11 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_kit import say
+
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _say(text: str) -> None:
-    sys.stdout.write(text + "\n")
 
 
 def _cpu_seconds() -> float:
@@ -53,28 +51,28 @@ def main() -> int:
             path = Path(tmp) / f"{demo.DEMO_RECIPE}.pt"
             wall, cpu = time.perf_counter(), _cpu_seconds()
             demo.build_demo_model(path, half=True)
-            _say(
+            say(
                 f"built {demo.DEMO_RECIPE} in {time.perf_counter() - wall:.0f} s wall, "
                 f"{_cpu_seconds() - cpu:.0f} s CPU (user + sys)"
             )
-        _say(f"file: {path.stat().st_size / 2**20:.1f} MiB")
+        say(f"file: {path.stat().st_size / 2**20:.1f} MiB")
         quality = demo.score_demo_model(path)
-        _say("label           validation AUC   fresh AUC   fresh IoBB-0.5 hits")
+        say("label           validation AUC   fresh AUC   fresh IoBB-0.5 hits")
         for label, fresh in quality.fresh_auc.items():
             val = quality.validation_auc.get(label, float("nan"))
             hits = f"{quality.hits[label]}/{quality.lesions[label]}"
-            _say(f"{label:<15} {val:>14.3f} {fresh:>11.3f}   {hits}")
-        _say(f"IoBB-0.5 hit rate, all lesions: {quality.hit_rate:.2f}")
+            say(f"{label:<15} {val:>14.3f} {fresh:>11.3f}   {hits}")
+        say(f"IoBB-0.5 hit rate, all lesions: {quality.hit_rate:.2f}")
         missed = quality.shortfalls()
         for line in missed:
-            _say(f"MISSED: {line}")
+            say(f"MISSED: {line}")
         if missed:
             return 1
-        _say("the quality bar is met")
+        say("the quality bar is met")
         if args.install and args.model is None:
             target = demo.shipped_model_file()
             shutil.copyfile(path, target)
-            _say(f"installed: {target.relative_to(REPO)}")
+            say(f"installed: {target.relative_to(REPO)}")
     return 0
 
 

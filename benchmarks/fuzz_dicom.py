@@ -23,6 +23,8 @@ import warnings
 from collections import Counter
 from pathlib import Path
 
+from bench_kit import say
+
 ROOT = Path(__file__).resolve().parents[1]
 # The mutation operators live beside the unit fuzz test so both use the same strategy.
 sys.path.insert(0, str(ROOT / "tests" / "models"))
@@ -31,18 +33,13 @@ DEFAULT_DATA = ROOT.parent / "shared" / "data" / "dicom"
 SLOW_SECONDS = 5.0
 
 
-def _say(text: str) -> None:
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
-
-
 def _bases(data_dir: Path) -> dict[str, bytes]:
     from dicom_mutations import base_files
 
     files = sorted(data_dir.glob("*.dcm")) if data_dir.is_dir() else []
     if files:
         return {p.name: p.read_bytes() for p in files}
-    _say(f"no DICOM files in {data_dir}: fuzzing generated radiographs instead")
+    say(f"no DICOM files in {data_dir}: fuzzing generated radiographs instead")
     return base_files()
 
 
@@ -82,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 
     warnings.simplefilter("ignore")
     bases = _bases(args.data)
-    _say(f"bases: {', '.join(sorted(bases))}; seed {args.seed}; {args.minutes:g} min")
+    say(f"bases: {', '.join(sorted(bases))}; seed {args.seed}; {args.minutes:g} min")
     rng = random.Random(args.seed)
     counts: dict[str, Counter[str]] = {"load_image": Counter(), "read_dicom_header": Counter()}
     examples: dict[str, str] = {}
@@ -108,16 +105,16 @@ def main(argv: list[str] | None = None) -> int:
             counter[outcome] += 1
             if outcome.startswith("ESCAPED"):
                 examples.setdefault(f"{fn}: {outcome}", describe(base, mutation))
-    _say(f"mutations tried: {tried} (plus {skipped} pydicom could not write)")
+    say(f"mutations tried: {tried} (plus {skipped} pydicom could not write)")
     for fn, counter in counts.items():
-        _say(f"{fn}:")
+        say(f"{fn}:")
         for outcome, n in counter.most_common():
-            _say(f"  {outcome:32s} {n:7d}  ({100 * n / max(tried, 1):.1f}%)")
-    _say(f"slowest call: {slowest[0]:.2f} s ({slowest[1]}); over {SLOW_SECONDS:g} s: {slow}")
+            say(f"  {outcome:32s} {n:7d}  ({100 * n / max(tried, 1):.1f}%)")
+    say(f"slowest call: {slowest[0]:.2f} s ({slowest[1]}); over {SLOW_SECONDS:g} s: {slow}")
     escaped = sum(n for c in counts.values() for o, n in c.items() if o.startswith("ESCAPED"))
-    _say(f"escaped exceptions: {escaped}")
+    say(f"escaped exceptions: {escaped}")
     for key, example in examples.items():
-        _say(f"  {key}: e.g. {example}")
+        say(f"  {key}: e.g. {example}")
     return 1 if escaped else 0
 
 

@@ -21,14 +21,11 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from bench_kit import say
+
 ROOT = Path(__file__).resolve().parents[1]
 # The text classes live beside the property test so both draw from the same strategy.
 sys.path.insert(0, str(ROOT / "tests" / "labeler"))
-
-
-def _say(text: str) -> None:
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
 
 
 def _rss_mb() -> float:
@@ -70,33 +67,33 @@ def main(argv: list[str] | None = None) -> int:
             [result] = label_reports([(str(i), text)], nlp=nlp, config=config, on_error="skip")
         except Exception as exc:  # noqa: BLE001 - the fuzz reports anything that escapes
             failures += 1
-            _say(f"example {i} ({kind}, {len(text):,} chars) raised {type(exc).__name__}")
+            say(f"example {i} ({kind}, {len(text):,} chars) raised {type(exc).__name__}")
             continue
         seconds = (time.process_time() - start) / per10k
         bad_offsets = [m for m in result.mentions if text[m.start : m.end] != m.text]
         if bad_offsets:
             failures += 1
-            _say(f"example {i} ({kind}): {len(bad_offsets)} mentions with wrong offsets")
+            say(f"example {i} ({kind}): {len(bad_offsets)} mentions with wrong offsets")
         largest = max(largest, len(text))
         worst_s[kind] = max(worst_s[kind], seconds)
         count[kind] += 1
         if seconds > worst_total[0]:
             worst_total = (seconds, f"example {i} ({kind}, {len(text):,} chars)")
     sizes = f"{args.min_size:,}-{args.max_size:,}"
-    _say(f"{args.examples} reports of {sizes} characters, seed {args.seed}")
+    say(f"{args.examples} reports of {sizes} characters, seed {args.seed}")
     # ru_maxrss is a high-water mark: the run's peak, set against its largest report
     peak_mb = _rss_mb() - base_mb
     mb_per_10k = peak_mb / max(largest / 10_000, 1.0)
     for kind in sorted(worst_s):
-        _say(f"  {kind:14s} {count[kind]:4d} reports, worst {worst_s[kind]:.3f} CPU s per 10 KB")
-    _say(f"worst: {worst_total[0]:.3f} CPU s per 10 KB ({worst_total[1]})")
-    _say(
+        say(f"  {kind:14s} {count[kind]:4d} reports, worst {worst_s[kind]:.3f} CPU s per 10 KB")
+    say(f"worst: {worst_total[0]:.3f} CPU s per 10 KB ({worst_total[1]})")
+    say(
         f"peak memory above the loaded pipeline: {peak_mb:.1f} MB over the run, "
         f"largest report {largest:,} characters: {mb_per_10k:.1f} MB per 10 KB"
     )
     over = worst_total[0] > args.max_seconds or mb_per_10k > args.max_mb
     if over:
-        _say(f"OVER the bound of {args.max_seconds} s and {args.max_mb} MB per 10 KB")
+        say(f"OVER the bound of {args.max_seconds} s and {args.max_mb} MB per 10 KB")
     return 1 if failures or over else 0
 
 

@@ -21,17 +21,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench_kit import say
+
 ROOT = Path(__file__).resolve().parents[1]
 # The mutation operators live beside the unit fuzz test so that both use the same ones;
 # after the checkout, whose `labeler` package tests/labeler must not shadow.
 sys.path.insert(0, str(ROOT))
 sys.path += [str(ROOT / "tests" / "models"), str(ROOT / "tests")]  # + dicom_factory
 SHARED_DICOM = ROOT.parent / "shared" / "data" / "dicom"
-
-
-def _say(text: str) -> None:
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
 
 
 def mutated_files(n: int, seed: int) -> list[bytes]:
@@ -97,10 +94,10 @@ def main() -> int:
     for mode, where in ((False, "the server's threads"), (True, "worker processes")):
         counts = collections.Counter((status, error) for status, error, _ in got[mode])
         shown = ", ".join(f"{s} {e or ''}".strip() + f": {k}" for (s, e), k in counts.most_common())
-        _say(f"decoded in {where}: {shown}")
+        say(f"decoded in {where}: {shown}")
         failed |= any(status >= 500 for status, _, _ in got[mode])
     differ = [i for i, (a, b) in enumerate(zip(got[False], got[True], strict=True)) if a != b]
-    _say(f"{args.n} mutated files (seed {args.seed}); answered differently: {len(differ)}")
+    say(f"{args.n} mutated files (seed {args.seed}); answered differently: {len(differ)}")
     return 1 if failed or differ else 0
 
 

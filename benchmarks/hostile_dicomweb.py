@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_kit import say
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "app"))  # the hostile server lives beside its tests
@@ -45,11 +46,6 @@ from hostile_pacs import HostileDicomweb  # noqa: E402
 from service_fixtures import build_dataset, dx_bytes, free_port, to_bytes  # noqa: E402
 
 WADO = r"/instances/[^/]+$"
-
-
-def _say(text: str) -> None:
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
 
 
 def _env(tree: Path, **extra: str) -> dict[str, str]:
@@ -152,7 +148,7 @@ def scenario(name: str, args: argparse.Namespace, tmp: Path) -> None:
         pages = sum(1 for r in pacs.requests if "/studies?" in r or r.endswith("/studies"))
         first = pacs.first_request_at
         served = f" ({result['ended'] - first:.1f} s after the first request)" if first else ""
-        _say(
+        say(
             f"{name:8s} {what}: {result['wall_s']:.1f} s{served}, "
             f"peak RSS {result['rss_mb']:.0f} MB, "
             f"{result['status']}; server sent {pacs.bytes_sent / 2**20:.2f} MiB"
@@ -209,7 +205,7 @@ def stuck(args: argparse.Namespace, tmp: Path) -> None:
                 state = call("GET", f"{base}/{second}")["state"]
                 time.sleep(0.1)
             freed = time.monotonic() - deleted
-            _say(
+            say(
                 f"stuck    DELETE of a job stuck on a slow fetch: the next job is {state} "
                 f"{freed:.1f} s later"
             )
@@ -218,9 +214,9 @@ def stuck(args: argparse.Namespace, tmp: Path) -> None:
             try:
                 proc.wait(timeout=max(args.limit_s, 60))
                 waited = time.monotonic() - term
-                _say(f"stuck    SIGTERM: exited {proc.returncode} after {waited:.1f} s")
+                say(f"stuck    SIGTERM: exited {proc.returncode} after {waited:.1f} s")
             except subprocess.TimeoutExpired:
-                _say(f"stuck    SIGTERM: still running after {max(args.limit_s, 60):g} s (killed)")
+                say(f"stuck    SIGTERM: still running after {max(args.limit_s, 60):g} s (killed)")
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -239,7 +235,7 @@ def main() -> int:
     parser.add_argument("--limit-s", type=float, default=40.0, help="kill a run after this")
     parser.add_argument("--rss-limit-mb", type=float, default=8000.0, help="kill a run above this")
     args = parser.parse_args()
-    _say(f"tree {args.tree.resolve()}")
+    say(f"tree {args.tree.resolve()}")
     with tempfile.TemporaryDirectory(prefix="cxr-hostile-") as tmp:
         for name in args.scenarios.split(","):
             if name == "stuck":

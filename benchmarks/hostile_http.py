@@ -51,21 +51,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_kit import free_port, say
+
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "benchmark-key-0123456789abcdef"
 CHUNK = 1 << 20
-
-
-def _say(text: str) -> None:
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _vm_mib(pid: int, field: str) -> float:
@@ -80,7 +70,7 @@ class Server:
     """`cxr serve` from `code` in a subprocess, on a free loopback port."""
 
     def __init__(self, code: Path, tmp: Path, startup_timeout: float) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         (tmp / "roots").mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith("CXR_")}
         env.update(
@@ -421,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
     figures: dict[str, Any] = {"code": str(args.code.resolve())}
     for name in args.only or list(SCENARIOS):
         figures[name] = SCENARIOS[name](args.code.resolve(), args)
-        _say(f"{name}: {json.dumps(figures[name], sort_keys=True, default=str)}")
+        say(f"{name}: {json.dumps(figures[name], sort_keys=True, default=str)}")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2, sort_keys=True))
     return 0

@@ -43,6 +43,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from bench_kit import free_port
 from pydicom.dataset import Dataset, FileMetaDataset
 from pydicom.uid import UID, ExplicitVRLittleEndian, generate_uid
 from pynetdicom import AE, _config
@@ -50,12 +51,6 @@ from pynetdicom.sop_class import Verification  # type: ignore[attr-defined]
 
 DX = UID("1.2.840.10008.5.1.4.1.1.1.1")
 SCENARIOS = ("flood-close", "flood-stall", "flood-partial", "keepalive", "store")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _kib(pid: int, field: str) -> int:
@@ -67,7 +62,7 @@ def _kib(pid: int, field: str) -> int:
 
 @contextmanager
 def _listener(tmp: Path, extra: list[str]) -> Iterator[tuple[subprocess.Popen[str], int]]:
-    port = _free_port()
+    port = free_port()
     command = [
         sys.executable, "-m", "app.cli", "listen", "--host", "127.0.0.1", "--port", str(port),
         "--ae-title", "CXR", "--out", str(tmp / f"out-{port}.jsonl"), "--log-level", "warning",

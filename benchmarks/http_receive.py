@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import os
-import socket
 import statistics
 import sys
 import threading
@@ -25,14 +24,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_kit import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def measure(protocol: str, body: bytes, n: int, warmup: int) -> tuple[float, float]:
@@ -65,7 +60,7 @@ def measure(protocol: str, body: bytes, n: int, warmup: int) -> tuple[float, flo
     protocol_class: Any = protocol
     if protocol == "guarded":
         protocol_class = guarded_protocol(header_timeout_s=10.0, max_connections=64)
-    port = _free_port()
+    port = free_port()
     config = uvicorn.Config(
         app, host="127.0.0.1", port=port, http=protocol_class, log_level="warning"
     )

@@ -34,12 +34,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_kit import say
+
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _say(text: str) -> None:
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
 
 
 def _cpu_s() -> float:
@@ -103,12 +100,12 @@ def main() -> int:
         what = f"phantom PNGs of {args.source_size} px"
     labels = ["Cardiomegaly", "Effusion", "Mass", "Nodule", "Pneumothorax"]
     load = os.getloadavg()
-    _say(
+    say(
         f"{len(records)} {what}; batch {args.batch_size}; "
         f"one thread; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on "
         f"{os.cpu_count()} cores; torch {torch.__version__}, OpenCV {cv2.__version__}"
     )
-    _say(
+    say(
         f"{'size':>5} {'path':<24} {'img/s wall':>10} {'CPU ms/img':>10} {'img/s/core':>10}"
         f"   (medians of {args.rounds} rounds)"
     )
@@ -147,12 +144,12 @@ def main() -> int:
         for name, _, _ in paths:
             ms = float(np.median(cpu_ms[name]))
             rates[name] = 1000 / ms
-            _say(
+            say(
                 f"{size:>5} {name[:24]:<24} {np.median(wall_rate[name]):>10.1f} {ms:>10.2f} "
                 f"{1000 / ms:>10.1f}   (CPU ms {min(cpu_ms[name]):.2f}-{max(cpu_ms[name]):.2f})"
             )
         old = rates["old (load_image+TrainTransform)"]
-        _say(
+        say(
             f"{size:>5} per core vs old: png loader {rates['new png loader'] / old:.1f}x, "
             f"prepared loader {rates['new prepared loader'] / old:.1f}x; with the augmentation "
             f"on this CPU {rates['new png + augment (CPU)'] / old:.1f}x and "
@@ -167,7 +164,7 @@ def main() -> int:
                 _timed(loader, 1)  # starts the workers
                 wall, _, n = _timed(loader, args.passes)
                 del loader  # joins the workers
-                _say(f"{size:>5} {name} loader, {args.workers} workers: {n / wall:.1f} img/s wall")
+                say(f"{size:>5} {name} loader, {args.workers} workers: {n / wall:.1f} img/s wall")
     return 0
 
 

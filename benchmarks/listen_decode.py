@@ -21,17 +21,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench_kit import say
+
 if TYPE_CHECKING:
     from app.report_labeler import ReportLabeler
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from predict import synthetic_dicom  # noqa: E402 - a sibling script
-
-
-def _say(text: str) -> None:
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
 
 
 def one_run(in_worker: bool, files: list[Path], labeler: ReportLabeler) -> float:
@@ -87,16 +84,16 @@ def main() -> int:
     where = {False: "in the listener's thread", True: "in a worker process"}
     with tempfile.TemporaryDirectory(prefix="cxr-listen-files-") as tmp:
         files = [synthetic_dicom(Path(tmp) / f"{i}.dcm", seed=i) for i in range(args.n)]
-        _say(f"{args.n} generated 2500x2048 12-bit DICOMs, no model, one association")
+        say(f"{args.n} generated 2500x2048 12-bit DICOMs, no model, one association")
         for round_ in range(args.repeat):
             for in_worker in times:
                 seconds = one_run(in_worker, files, labeler)
                 times[in_worker].append(seconds)
                 per = seconds / (args.n - 2) * 1e3
-                _say(f"  round {round_ + 1}, decoded {where[in_worker]}: {per:.0f} ms an instance")
+                say(f"  round {round_ + 1}, decoded {where[in_worker]}: {per:.0f} ms an instance")
     for in_worker, got in times.items():
         per = statistics.median(got) / (args.n - 2) * 1e3
-        _say(f"decoded {where[in_worker]}: {per:.0f} ms an instance (median of {args.repeat})")
+        say(f"decoded {where[in_worker]}: {per:.0f} ms an instance (median of {args.repeat})")
     return 0
 
 

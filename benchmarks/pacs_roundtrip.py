@@ -16,7 +16,6 @@ cleanly (exit 0) when CXR_TEST_ORTHANC_URL is not set.
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import sys
 import tempfile
@@ -25,36 +24,27 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-from pydicom.dataset import Dataset, FileMetaDataset
-from pydicom.uid import ExplicitVRLittleEndian, generate_uid
+from bench_kit import dx_bytes
+from pydicom.uid import generate_uid
 
 CR = "1.2.840.10008.5.1.4.1.1.1"
 
 
 def _cr(study: str, series: str, size: int, seed: int) -> bytes:
-    ds = Dataset()
-    ds.file_meta = FileMetaDataset()
-    ds.file_meta.TransferSyntaxUID = ExplicitVRLittleEndian
-    ds.file_meta.MediaStorageSOPClassUID = ds.SOPClassUID = CR
-    ds.file_meta.MediaStorageSOPInstanceUID = ds.SOPInstanceUID = generate_uid()
-    ds.StudyInstanceUID, ds.SeriesInstanceUID = study, series
-    ds.Modality, ds.PatientID, ds.PatientName, ds.StudyDate = (
-        "CR",
-        "BENCH",
-        "Bench^Mark",
-        "20240301",
-    )
     y, x = np.mgrid[0:size, 0:size]
     rng = np.random.default_rng(seed)
     pixels = x * 2000 / size + ((y - size / 2) ** 2 + (x - size / 2) ** 2 < (size / 4) ** 2) * 1500
     pixels = (pixels + rng.integers(0, 50, (size, size))).astype(np.uint16)
-    ds.Rows, ds.Columns = pixels.shape
-    ds.SamplesPerPixel, ds.PhotometricInterpretation = 1, "MONOCHROME2"
-    ds.BitsAllocated, ds.BitsStored, ds.HighBit, ds.PixelRepresentation = 16, 12, 11, 0
-    ds.PixelData = pixels.tobytes()
-    buffer = io.BytesIO()
-    ds.save_as(buffer, enforce_file_format=True)
-    return buffer.getvalue()
+    return dx_bytes(
+        pixels,
+        sop_class=CR,
+        StudyInstanceUID=study,
+        SeriesInstanceUID=series,
+        Modality="CR",
+        PatientID="BENCH",
+        PatientName="Bench^Mark",
+        StudyDate="20240301",
+    )
 
 
 def main() -> int:

@@ -33,11 +33,9 @@ import sys
 import time
 from pathlib import Path
 
+from bench_kit import say
+
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _say(text: str) -> None:
-    sys.stdout.write(text + "\n")
 
 
 def main() -> int:
@@ -97,31 +95,31 @@ def main() -> int:
         checkpoint, test, split="all", boxes=test / "BBox_List.csv", device=args.device
     )
     t3 = time.perf_counter()
-    _say(f"boxes from: {report['model']['heatmap_method']} (the model card's heatmap method)")
-    _say(format_report(report))
+    say(f"boxes from: {report['model']['heatmap_method']} (the model card's heatmap method)")
+    say(format_report(report))
     mean_auc = report["classification"]["mean_auc"]
     row = report["localization"]["iobb"]["0.5"]
     per_label = {k: v["acc"] for k, v in row["per_label"].items()}
     label_mean = sum(per_label.values()) / len(per_label)
     cal = report["classification"]["calibration"]
     timing = {"generate_s": t1 - t0, "train_s": t2 - t1, "evaluate_s": t3 - t2}
-    _say("")
-    _say(
+    say("")
+    say(
         f"fresh test set: {report['classification']['n_images']} images, "
         f"{report['localization']['n_boxes']} boxes; model demo={report['model']['demo']}"
     )
-    _say(f"mean AUC {mean_auc:.3f} (target >= 0.95)")
-    _say(f"ECE {cal['ece_before']} before, {cal['ece_after']} after temperature scaling")
-    _say(f"IoBB-0.5 accuracy {row['acc']:.3f} over all boxes (target >= 0.6)")
-    _say(
+    say(f"mean AUC {mean_auc:.3f} (target >= 0.95)")
+    say(f"ECE {cal['ece_before']} before, {cal['ece_after']} after temperature scaling")
+    say(f"IoBB-0.5 accuracy {row['acc']:.3f} over all boxes (target >= 0.6)")
+    say(
         f"IoBB-0.5 accuracy per label {per_label}; mean over labels {label_mean:.3f} "
         "(targets: each >= 0.6, mean >= 0.8)"
     )
-    _say(
+    say(
         f"time: generate {timing['generate_s']:.0f}s, train {timing['train_s']:.0f}s "
         f"({rate} img/s), evaluate {timing['evaluate_s']:.0f}s"
     )
-    _say(f"checkpoint: {checkpoint}")
+    say(f"checkpoint: {checkpoint}")
     if report["model"]["heatmap_method"] != "cam":
         paper = evaluate_checkpoint(
             checkpoint, test, split="all", boxes=test / "BBox_List.csv", device=args.device,
@@ -129,7 +127,7 @@ def main() -> int:
         )  # fmt: skip
         paper_row = paper["localization"]["iobb"]["0.5"]
         paper_labels = {k: v["acc"] for k, v in paper_row["per_label"].items()}
-        _say(
+        say(
             f"for comparison, boxes from the paper's CAM: IoBB-0.5 accuracy "
             f"{paper_row['acc']:.3f}, per label {paper_labels}"
         )

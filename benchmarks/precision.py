@@ -29,12 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_kit import say
+
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _say(text: str) -> None:
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
 
 
 def _iou(a: object, b: object) -> float:
@@ -86,7 +83,7 @@ def main() -> int:
         }
         first = predictors["float32"]
         images = [first.prepare(load_image(path).pixels) for path in paths]
-    _say(
+    say(
         f"{len(images)} images; {model.name} ({first.card['arch']} at {first.image_size} px, "
         f"{first.heatmap_method}); {torch.get_num_threads()} threads on {os.cpu_count()} cores; "
         f"native bfloat16 on this CPU: {'yes' if native_bfloat16(torch.device('cpu')) else 'no'}"
@@ -102,7 +99,7 @@ def main() -> int:
             seconds[name].append(time.perf_counter() - t0)
     exact, fast = results["float32"], results["bfloat16"]
     ms = {p: 1000 * statistics.median(s) / len(images) for p, s in seconds.items()}
-    _say(
+    say(
         f"time per image, median of {args.rounds}: float32 {ms['float32']:.1f} ms, "
         f"bfloat16 {ms['bfloat16']:.1f} ms (x{ms['float32'] / ms['bfloat16']:.2f})"
     )
@@ -110,7 +107,7 @@ def main() -> int:
         [abs(a.probabilities[k] - b.probabilities[k])
          for a, b in zip(exact, fast, strict=True) for k in a.probabilities]
     )  # fmt: skip
-    _say(
+    say(
         f"probabilities, |float32 - bfloat16| over {diffs.size} values: max {diffs.max():.4f}, "
         f"p99 {np.percentile(diffs, 99):.4f}, median {np.median(diffs):.5f}"
     )
@@ -119,7 +116,7 @@ def main() -> int:
         for path, a, b in zip(paths, exact, fast, strict=True)
         if set(a.positive) != set(b.positive)
     ]
-    _say(f"images whose positive labels changed: {len(flips)} of {len(images)} {flips[:5]}")
+    say(f"images whose positive labels changed: {len(flips)} of {len(images)} {flips[:5]}")
     ious = []
     for a, b in zip(exact, fast, strict=True):
         for box in a.boxes:
@@ -127,7 +124,7 @@ def main() -> int:
             ious.append(max((_iou(box, other) for other in same), default=0.0))
     if ious:
         iou = np.array(ious)
-        _say(
+        say(
             f"boxes: {len(ious)} float32 boxes; best IoU with a bfloat16 box of the same label: "
             f"median {np.median(iou):.3f}, >= 0.9 for {np.mean(iou >= 0.9):.0%}, >= 0.5 for "
             f"{np.mean(iou >= 0.5):.0%}, none for {np.mean(iou == 0):.0%}"

@@ -64,6 +64,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Literal
 
+from bench_kit import say
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DICOM = ROOT.parent / "shared" / "data" / "dicom"
 
@@ -71,11 +73,6 @@ SHARED_DICOM = ROOT.parent / "shared" / "data" / "dicom"
 def _path(code: Path) -> str:
     """PYTHONPATH with `code` first, keeping what the caller set (carried wheels)."""
     return os.pathsep.join([str(code), *filter(None, [os.environ.get("PYTHONPATH")])])
-
-
-def _say(text: str) -> None:
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
 
 
 def synthetic_dicom(path: Path, rows: int = 2500, columns: int = 2048, seed: int = 0) -> Path:
@@ -221,7 +218,7 @@ def _peer_weights(work: Path, txrv: Path) -> Path | None:
     done = subprocess.run([sys.executable, "-c", code, str(path)], env=env, capture_output=True,
                           text=True, check=False)  # fmt: skip
     if done.returncode != 0:
-        _say(f"torchxrayvision not usable from {txrv}: {done.stderr.strip().splitlines()[-1:]}")
+        say(f"torchxrayvision not usable from {txrv}: {done.stderr.strip().splitlines()[-1:]}")
         return None
     return path
 
@@ -334,7 +331,7 @@ def throughput(
         f"{k} {1000 * v / n:.1f}" for k, v in sorted(result.get("stages", {}).items())
     )
     if per_file:
-        _say(f"  ms per file: {per_file} (workers' stages run in parallel)")
+        say(f"  ms per file: {per_file} (workers' stages run in parallel)")
     return n / seconds
 
 
@@ -472,7 +469,7 @@ def latency(
         shown = ", ".join(
             f"{stage} {statistics.median(values) * 1000:.1f}" for stage, values in stages.items()
         )
-        _say(f"  the service's own timings, median ms: {shown}")
+        say(f"  the service's own timings, median ms: {shown}")
 
 
 def startup(checkpoint: Path, device: str) -> tuple[float, float]:
@@ -487,7 +484,7 @@ def startup(checkpoint: Path, device: str) -> tuple[float, float]:
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     imports, load, tv = done.stdout.split()
     if tv == "True":
-        _say("note: torchvision was imported on the prediction path")
+        say("note: torchvision was imported on the prediction path")
     return float(imports), float(load)
 
 
@@ -573,7 +570,7 @@ def main() -> int:
 
         workers = args.workers or default_workers()
         mib = 2 * args.image_size**2 / 2**20
-        _say(f"transport: {args.n} fitted images of {args.image_size} px ({mib:.1f} MiB, "
+        say(f"transport: {args.n} fitted images of {args.image_size} px ({mib:.1f} MiB, "
              f"uint16) from {workers} worker processes, {os.cpu_count()} cores")  # fmt: skip
         from models.predict import PREDICT_SWITCH_INTERVAL_S as fast
 
@@ -594,7 +591,7 @@ def main() -> int:
         for label, code, slot, busy, switch_s in runs * max(1, args.repeat):
             rate = transport_rate(args.n, args.image_size, workers, code, slot, busy=busy,
                                   switch_s=switch_s)  # fmt: skip
-            _say(f"transport, {label}: {rate:,.0f} results/s ({rate * mib:,.0f} MiB/s)")
+            say(f"transport, {label}: {rate:,.0f} results/s ({rate * mib:,.0f} MiB/s)")
         return 0
     import torch
 
@@ -621,7 +618,7 @@ def main() -> int:
             args.heatmaps_from,
             args.output_stride,
         )
-        _say(
+        say(
             f"device: {name}; {len(files)} files ({what}); ResNet-50 at {args.image_size}, "
             f"output stride {args.output_stride}, 14 labels, {args.positives} positive per "
             f"image, overlays {args.overlays}, "
@@ -643,14 +640,14 @@ def main() -> int:
                                   batch=args.batch_size, workers=args.workers, fit=fit,
                                   precision=prec)  # fmt: skip
                 workers = "default" if args.workers is None else args.workers
-                _say(f"throughput, {label}: {rate:.3g} files/s (workers {workers})")
+                say(f"throughput, {label}: {rate:.3g} files/s (workers {workers})")
                 if label == primary:
                     rates.append(rate)
             rate = statistics.median(rates)
             maps = args.positives if args.heatmaps_from == "layercam" else 0
             forward, later, transition = model_gflops(checkpoint)
             low, high = forward + maps * later, forward + maps * (later + transition)
-            _say(
+            say(
                 f"  model work per file: forward {forward:.0f} GFLOP + {maps} LayerCAM maps x "
                 f"({later:.0f} through the later stages + up to {transition:.0f} in the "
                 f"transition layer, where its gradient is) = {low:.0f}-{high:.0f} GFLOP; at "
@@ -664,7 +661,7 @@ def main() -> int:
                 runs.append(("base", args.base.resolve()))
             for label, code in runs * max(1, args.repeat):
                 ms = 1000 * decode_time(files[0], args.image_size, code)
-                _say(f"decode + fit to {args.image_size} px, one thread, {label}: {ms:.1f} ms")
+                say(f"decode + fit to {args.image_size} px, one thread, {label}: {ms:.1f} ms")
             return 0
         if args.mode == "latency":
             choices: dict[str, list[bool | None]] = {
@@ -704,14 +701,14 @@ def main() -> int:
         medians = {p: statistics.median(w) for p, w in walls.items()}
         for precision, runs in walls.items():
             ours = ", ".join(f"{w:.2f}" for w in runs)
-            _say(
+            say(
                 f"whole process, `cxr predict --precision {precision}` on {len(files)} files: "
                 f"{medians[precision]:.2f} s median ({ours}); "
                 f"CPU {statistics.median(cpus[precision]):.2f} s"
             )
         if base_walls:
             b_runs = ", ".join(f"{w:.2f}" for w in base_walls)
-            _say(
+            say(
                 f"whole process, the code in {args.base}: {statistics.median(base_walls):.2f} s "
                 f"median ({b_runs}); CPU {statistics.median(base_cpus):.2f} s"
             )
@@ -719,12 +716,12 @@ def main() -> int:
             p_median = statistics.median(peer)
             p_runs = ", ".join(f"{w:.2f}" for w in peer)
             faster = "; ".join(f"{p} {p_median / m:.2f}x" for p, m in medians.items())
-            _say(
+            say(
                 f"whole process, torchxrayvision DenseNet-121 + saliency: {p_median:.2f} s "
                 f"median ({p_runs}); cxr predict is faster by: {faster}"
             )
         imports, load = startup(checkpoint, args.device)
-        _say(f"start-up: imports {imports:.2f} s, checkpoint load {load:.2f} s")
+        say(f"start-up: imports {imports:.2f} s, checkpoint load {load:.2f} s")
         out = work / "stages"
         out.mkdir()
         t = stages(files, checkpoint, out, device=args.device, batch=args.batch_size,
@@ -732,11 +729,11 @@ def main() -> int:
         names = ["decode", "preprocess", "forward", "cam", "boxes", "write"]
         total = sum(t.get(s, 0.0) for s in names)
         shares = ", ".join(f"{s} {100 * t.get(s, 0.0) / total:.0f}%" for s in names)
-        _say(
+        say(
             f"in-process, after warm-up: {t['wall']:.2f} s for {len(files)} files "
             f"({1000 * t['wall'] / len(files):.0f} ms/file); stage shares: {shares}"
         )
-        _say("(decode and preprocess run in worker processes, overlapped with forward)")
+        say("(decode and preprocess run in worker processes, overlapped with forward)")
     return 0
 
 

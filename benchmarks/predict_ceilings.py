@@ -40,16 +40,13 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from bench_kit import say
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from predict import synthetic_dicom, write_checkpoint  # noqa: E402 - a sibling script
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _say(text: str) -> None:
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
 
 
 class StackSampler:
@@ -94,9 +91,9 @@ class StackSampler:
     def report(self, top: int = 8) -> None:
         for name, counter in sorted(self.counts.items()):
             total = sum(counter.values())
-            _say(f"  thread {name} ({total} samples)")
+            say(f"  thread {name} ({total} samples)")
             for where, k in counter.most_common(top):
-                _say(f"    {100 * k / max(1, self.samples):5.1f}%  {where}")
+                say(f"    {100 * k / max(1, self.samples):5.1f}%  {where}")
 
 
 def main() -> int:
@@ -132,10 +129,10 @@ def main() -> int:
         t0 = time.perf_counter()
         captured = predictor.capture_graphs([args.batch_size, 1])
         if cuda:
-            _say(f"CUDA graphs captured for batches of {captured} in "
+            say(f"CUDA graphs captured for batches of {captured} in "
                  f"{time.perf_counter() - t0:.1f} s")  # fmt: skip
         name = torch.cuda.get_device_name(predictor.device) if cuda else "cpu"
-        _say(
+        say(
             f"{name}, {os.cpu_count()} cores, {workers} decoding workers; {len(files)} "
             f"generated 2500x2048 DICOMs; ResNet-50 at {args.image_size} px, output stride "
             f"{args.output_stride}, LayerCAM, 2 positive labels, batch {args.batch_size}"
@@ -168,7 +165,7 @@ def main() -> int:
                     if isinstance(item, ReadImage) and len(kept_stored) < 2 * args.batch_size:
                         kept_stored.append(item.stored)
                 seconds = time.perf_counter() - t0
-            _say(f"1. {what} alone: {len(tasks) / seconds:.1f} files/s ({workers} workers; "
+            say(f"1. {what} alone: {len(tasks) / seconds:.1f} files/s ({workers} workers; "
                  f"{1000 * worker_s / len(tasks):.1f} ms of a worker's time a file)")  # fmt: skip
 
         # 2. The model alone, on decoded batches.
@@ -192,7 +189,7 @@ def main() -> int:
         sync()
         both_s = time.perf_counter() - t0
         split = ", ".join(f"{key} {1000 * v / images:.2f}" for key, v in timings.items())
-        _say(f"2. model pass alone: {images / pass_s:.1f} files/s (ms per file: {split}); "
+        say(f"2. model pass alone: {images / pass_s:.1f} files/s (ms per file: {split}); "
              f"with finish, serial: {images / both_s:.1f} files/s")  # fmt: skip
         if cuda:  # the same batches, fitted on the device first (what fit="device" adds)
             stored_batches = [kept_stored[i : i + args.batch_size]
@@ -211,7 +208,7 @@ def main() -> int:
                 predictor.model_pass(staged, "none")
             sync()
             fit_pass_s = time.perf_counter() - t0
-            _say(f"   the batch's fit on the device alone: {images / fit_s:.1f} files/s "
+            say(f"   the batch's fit on the device alone: {images / fit_s:.1f} files/s "
                  f"({1000 * fit_s / images:.2f} ms a file); fit, then model pass: "
                  f"{images / fit_pass_s:.1f} files/s")  # fmt: skip
 
@@ -232,13 +229,13 @@ def main() -> int:
             return statistics.median(walls), min(walls)
 
         median, best = one_image_ms(predictor)
-        _say(f"4. one image a pass (the service's batch): median {median:.1f} ms, "
+        say(f"4. one image a pass (the service's batch): median {median:.1f} ms, "
              f"best {best:.1f} ms (model_pass + finish)")  # fmt: skip
         if cuda:  # the same without CUDA graphs, for comparison
             eager = load_predictor(ckpt, device=args.device, batch_size=args.batch_size,
                                    cuda_graphs=False)  # fmt: skip
             median, best = one_image_ms(eager)
-            _say(f"   without CUDA graphs: median {median:.1f} ms, best {best:.1f} ms")
+            say(f"   without CUDA graphs: median {median:.1f} ms, best {best:.1f} ms")
             del eager
         if cuda and args.profile:
             from torch.profiler import ProfilerActivity, profile
@@ -248,8 +245,8 @@ def main() -> int:
                     predictor.finish(predictor.model_pass(one[0], "none"))
                 sync()
             table = prof.key_averages().table(sort_by="self_device_time_total", row_limit=14)
-            _say("   five passes under torch.profiler (the totals at the bottom: host vs GPU):")
-            _say(table)
+            say("   five passes under torch.profiler (the totals at the bottom: host vs GPU):")
+            say(table)
 
         # 3. The whole path, sampled.
         list(predict_files(predictor, files[: 2 * args.batch_size], heatmaps="none",
@@ -261,7 +258,7 @@ def main() -> int:
                     if r.prediction is not None)  # fmt: skip
             sync()
         seconds = time.perf_counter() - t0
-        _say(f"3. predict_files: {n / seconds:.1f} files/s; where each thread's wall time "
+        say(f"3. predict_files: {n / seconds:.1f} files/s; where each thread's wall time "
              f"went ({sampler.samples} samples):")  # fmt: skip
         sampler.report()
         for fit in ("host", "device"):
@@ -270,7 +267,7 @@ def main() -> int:
                                              fit=fit)  # type: ignore[arg-type]
                     if r.prediction is not None)  # fmt: skip
             sync()
-            _say(f"   predict_files, fit on the {fit}: {n / (time.perf_counter() - t0):.1f} "
+            say(f"   predict_files, fit on the {fit}: {n / (time.perf_counter() - t0):.1f} "
                  "files/s (unsampled)")  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)

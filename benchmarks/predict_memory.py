@@ -36,7 +36,6 @@ import argparse
 import io
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -49,71 +48,29 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from bench_kit import dx_dataset, free_port, say
+
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ("jpeg", "rescale16", "j2k16", "concurrent")
-
-
-def _say(text: str) -> None:
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
 
 
 def write_jpeg_dicom(path: Path, side: int) -> Path:
     """A side x side MONOCHROME2 8-bit JPEG Baseline DICOM with smooth content."""
     import numpy as np
     from PIL import Image
-    from pydicom.dataset import Dataset, FileMetaDataset
     from pydicom.encaps import encapsulate
-    from pydicom.uid import UID, JPEGBaseline8Bit, generate_uid
+    from pydicom.uid import JPEGBaseline8Bit
 
     small = np.random.default_rng(0).integers(0, 255, (64, 64), dtype=np.uint8)
     big = Image.fromarray(small).resize((side, side), Image.Resampling.BICUBIC)
     buffer = io.BytesIO()
     big.save(buffer, format="JPEG", quality=90)
     del big
-    ds = Dataset()
-    ds.file_meta = FileMetaDataset()
-    ds.file_meta.TransferSyntaxUID = JPEGBaseline8Bit
-    ds.file_meta.MediaStorageSOPClassUID = UID("1.2.840.10008.5.1.4.1.1.1.1")
-    ds.file_meta.MediaStorageSOPInstanceUID = generate_uid()
-    ds.SOPClassUID = ds.file_meta.MediaStorageSOPClassUID
-    ds.SOPInstanceUID = ds.file_meta.MediaStorageSOPInstanceUID
-    ds.StudyInstanceUID = generate_uid()
-    ds.SeriesInstanceUID = generate_uid()
-    ds.Modality = "DX"
-    ds.Rows = ds.Columns = side
-    ds.SamplesPerPixel = 1
-    ds.PhotometricInterpretation = "MONOCHROME2"
-    ds.BitsAllocated = ds.BitsStored = 8
-    ds.HighBit = 7
-    ds.PixelRepresentation = 0
+    ds = dx_dataset(side, side, bits=8, syntax=JPEGBaseline8Bit)
     ds.PixelData = encapsulate([buffer.getvalue()])
     ds["PixelData"].VR = "OB"
     ds.save_as(path, enforce_file_format=True)
     return path
-
-
-def _dataset(side: int, bits: int) -> object:
-    from pydicom.dataset import Dataset, FileMetaDataset
-    from pydicom.uid import UID, ExplicitVRLittleEndian, generate_uid
-
-    ds = Dataset()
-    ds.file_meta = FileMetaDataset()
-    ds.file_meta.TransferSyntaxUID = ExplicitVRLittleEndian
-    ds.file_meta.MediaStorageSOPClassUID = UID("1.2.840.10008.5.1.4.1.1.1.1")
-    ds.file_meta.MediaStorageSOPInstanceUID = generate_uid()
-    ds.SOPClassUID = ds.file_meta.MediaStorageSOPClassUID
-    ds.SOPInstanceUID = ds.file_meta.MediaStorageSOPInstanceUID
-    ds.StudyInstanceUID = generate_uid()
-    ds.SeriesInstanceUID = generate_uid()
-    ds.Modality = "DX"
-    ds.Rows = ds.Columns = side
-    ds.SamplesPerPixel = 1
-    ds.PhotometricInterpretation = "MONOCHROME2"
-    ds.BitsAllocated = ds.BitsStored = bits
-    ds.HighBit = bits - 1
-    ds.PixelRepresentation = 0
-    return ds
 
 
 def write_16bit_dicom(path: Path, side: int, *, jpeg2000: bool = False) -> Path:
@@ -127,7 +84,7 @@ def write_16bit_dicom(path: Path, side: int, *, jpeg2000: bool = False) -> Path:
     big = Image.fromarray(small, mode="F").resize((side, side), Image.Resampling.BICUBIC)
     pixels = np.clip(np.asarray(big), 0, 65535).astype(np.uint16)
     del big
-    ds: Any = _dataset(side, 16)
+    ds: Any = dx_dataset(side, side, bits=16)
     ds.RescaleSlope = "1.5"
     ds.RescaleIntercept = "-1024"
     ds.RescaleType = "US"
@@ -192,12 +149,6 @@ def _workers_kb(pid: int) -> dict[str, int]:
     return total
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _post(url: str, data: bytes) -> dict[str, object]:
     request = urllib.request.Request(
         url, data=data, headers={"Content-Type": "application/dicom"}, method="POST"
@@ -212,7 +163,7 @@ def serve(
     checkpoint: Path, storage: Path, code: Path, max_pixels: int
 ) -> Iterator[tuple[Any, str]]:
     """A fresh `cxr serve` from `code` on a free loopback port; yields (process, base URL)."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": str(code), "CXR_MAX_PIXELS": str(max_pixels)}
     env.pop("CXR_API_KEYS", None)
     cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--model",
@@ -329,40 +280,40 @@ def main() -> int:
     parser.add_argument("--code", type=Path, default=ROOT, help="checkout the server runs")
     args = parser.parse_args()
     if not Path("/proc/self/status").is_file():
-        _say("skipped: needs Linux /proc to read the server's peak RSS")
+        say("skipped: needs Linux /proc to read the server's peak RSS")
         return 0
     code = args.code.resolve()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         checkpoint = write_checkpoint(work / "r50.pt", args.image_size)
         write_jpeg_dicom(work / "warm.dcm", 256)
-        _say(
+        say(
             f"cxr serve from {code} (uvicorn, SQLite), ResNet-50 at {args.image_size}, "
             "14 labels all positive (14 heatmaps per request); RSS of the server in MiB"
         )
-        _say(f"{'input':<22} {'file MB':>8} {'idle':>7} {'peak':>7} {'+peak':>7} "
+        say(f"{'input':<22} {'file MB':>8} {'idle':>7} {'peak':>7} {'+peak':>7} "
              f"{'after':>7} {'2nd peak':>9} {'after 2nd':>9} {'seconds':>8} "
              f"{'+workers':>9} {'w. after':>9}")  # fmt: skip
         if "jpeg" in args.cases:
             for side in args.sizes:
                 dicom = write_jpeg_dicom(work / f"{side}.dcm", side)
                 r = measure(dicom, checkpoint, work, code, max_pixels=max(side**2, 50_000_000))
-                _say(_row(f"{side}x{side} JPEG 8-bit", r, 2))
+                say(_row(f"{side}x{side} JPEG 8-bit", r, 2))
                 dicom.unlink()
         side = args.side16
         if "rescale16" in args.cases or "concurrent" in args.cases:
             raw = write_16bit_dicom(work / f"raw16-{side}.dcm", side)
             if "rescale16" in args.cases:
                 r = measure(raw, checkpoint, work, code, posts=1)
-                _say(_row(f"{side}x{side} 16-bit rescale", r, 1))
+                say(_row(f"{side}x{side} 16-bit rescale", r, 1))
             if "concurrent" in args.cases:
                 r = measure(raw, checkpoint, work, code, posts=1, concurrent=args.concurrent)
-                _say(_row(f"{args.concurrent} x {side}x{side} 16-bit", r, 1))
+                say(_row(f"{args.concurrent} x {side}x{side} 16-bit", r, 1))
             raw.unlink()
         if "j2k16" in args.cases:
             j2k = write_16bit_dicom(work / f"j2k16-{side}.dcm", side, jpeg2000=True)
             r = measure(j2k, checkpoint, work, code, posts=1)
-            _say(_row(f"{side}x{side} 16-bit JPEG 2000", r, 1))
+            say(_row(f"{side}x{side} 16-bit JPEG 2000", r, 1))
     return 0
 
 

@@ -20,7 +20,6 @@ import argparse
 import contextlib
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,8 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from bench_kit import dx_bytes, free_port, say
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,44 +55,12 @@ def _report(i: int) -> str:
     return REPORTS[i % len(REPORTS)] + f"\nCOMPARISON: prior study {i} days earlier."
 
 
-def _say(text: str) -> None:
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def _dicom_bytes(side: int) -> bytes:
     """A synthetic 16-bit DX radiograph, side x side, as a DICOM file."""
-    import io
-
     import numpy as np
-    from pydicom.dataset import Dataset, FileMetaDataset
-    from pydicom.uid import UID, ExplicitVRLittleEndian, generate_uid
 
-    ds = Dataset()
-    ds.file_meta = FileMetaDataset()
-    ds.file_meta.TransferSyntaxUID = ExplicitVRLittleEndian
-    ds.file_meta.MediaStorageSOPClassUID = UID("1.2.840.10008.5.1.4.1.1.1.1")
-    ds.file_meta.MediaStorageSOPInstanceUID = generate_uid()
-    ds.SOPClassUID = ds.file_meta.MediaStorageSOPClassUID
-    ds.SOPInstanceUID = ds.file_meta.MediaStorageSOPInstanceUID
-    ds.StudyInstanceUID, ds.SeriesInstanceUID = generate_uid(), generate_uid()
-    ds.Modality = "DX"
-    ds.Rows = ds.Columns = side
-    ds.SamplesPerPixel = 1
-    ds.PhotometricInterpretation = "MONOCHROME2"
-    ds.BitsAllocated, ds.BitsStored, ds.HighBit, ds.PixelRepresentation = 16, 12, 11, 0
     rng = np.random.default_rng(0)
-    ds.PixelData = rng.integers(0, 4096, (side, side), dtype=np.uint16).tobytes()
-    buffer = io.BytesIO()
-    ds.save_as(buffer, enforce_file_format=True)
-    return buffer.getvalue()
+    return dx_bytes(rng.integers(0, 4096, (side, side), dtype=np.uint16))
 
 
 @contextlib.contextmanager
@@ -111,7 +80,7 @@ def serving(
     from app.security import generate_api_key, hash_api_key
 
     key = generate_api_key()
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CXR_")}
     path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     env.update(PYTHONPATH=path, CXR_API_KEYS=hash_api_key(key),
@@ -135,7 +104,7 @@ def serving(
                 break
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 if server.poll() is not None or time.monotonic() > deadline:
-                    _say("server did not start:\n" + log_path.read_text()[-2000:])
+                    say("server did not start:\n" + log_path.read_text()[-2000:])
                     yield None
                     return
                 time.sleep(0.3)
@@ -222,7 +191,7 @@ def run_phase(
         "p50_ms": 1000 * statistics.median(ordered) if ordered else float("nan"),
         "p99_ms": 1000 * ordered[min(done - 1, int(0.99 * done))] if ordered else float("nan"),
     }
-    _say(
+    say(
         f"{name}: {done} requests in {wall:.1f} s, {result['per_s']:.1f}/s, "
         f"p50 {result['p50_ms']:.0f} ms, p99 {result['p99_ms']:.0f} ms, "
         f"errors {errors} (statuses {json.dumps(statuses, sort_keys=True)})"
@@ -259,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         if started is None:
             return 1
         base, key, server = started
-        _say(
+        say(
             f"cxr serve pid {server.pid} on {base}: {args.arch} at {args.image_size} px "
             f"(random weights), SQLite, {os.cpu_count()} CPUs seen, "
             f"{args.concurrency} client threads; peak RSS after start-up "
@@ -279,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
             seconds=args.seconds,
             concurrency=args.concurrency,
         )
-        _say(f"  server peak RSS {_vm(server.pid, 'VmHWM'):.0f} MiB")
+        say(f"  server peak RSS {_vm(server.pid, 'VmHWM'):.0f} MiB")
         if args.batch_reports:
             size = args.batch_reports
 
@@ -297,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
                 seconds=args.seconds,
                 concurrency=args.concurrency,
             )
-            _say(
+            say(
                 f"  {batch['per_s'] * size:.0f} reports/s; "
                 f"server peak RSS {_vm(server.pid, 'VmHWM'):.0f} MiB"
             )
@@ -311,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
             seconds=args.seconds,
             concurrency=args.concurrency,
         )
-        _say(
+        say(
             f"  server peak RSS {_vm(server.pid, 'VmHWM'):.0f} MiB "
             f"(now {_vm(server.pid, 'VmRSS'):.0f} MiB)"
         )

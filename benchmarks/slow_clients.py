@@ -37,19 +37,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from bench_kit import free_port, say
+
 ROOT = Path(__file__).resolve().parents[1]
 HEAD = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
-
-
-def _say(text: str) -> None:
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _open_files(pid: int) -> int:
@@ -181,7 +172,7 @@ def main() -> int:
     if soft < need:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(need, hard), hard))
     code = args.code.resolve()
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         log_path = Path(tmp) / "server.log"
         env = {k: v for k, v in os.environ.items() if not k.startswith("CXR_")}
@@ -208,7 +199,7 @@ def main() -> int:
                         raise RuntimeError(log_path.read_text()[-2000:]) from None
                     time.sleep(0.5)
             start_log = log_path.stat().st_size
-            _say(
+            say(
                 f"cxr serve from {code}, open-file limit {nofile or 'inherited'}; "
                 f"{args.connections} slow connections (a header byte every {args.trickle:g} "
                 f"s), {args.garbage} bad requests/s, for {args.seconds:g} s"
@@ -240,7 +231,7 @@ def main() -> int:
                 server.kill()
                 server.wait(timeout=30)
     ok = [r for r in results if r is not None]
-    _say(
+    say(
         f"legitimate GET /healthz during the attack: {len(ok)}/{len(results)} answered"
         + (
             f", median {statistics.median(ok) * 1000:.0f} ms, slowest {max(ok) * 1000:.0f} ms"
@@ -248,16 +239,16 @@ def main() -> int:
             else ""
         )
     )
-    _say(
+    say(
         f"after the attack: {sum(r is not None for r in after)}/{len(after)} answered; "
         f"server alive: {alive_server}"
     )
-    _say(
+    say(
         f"slow connections opened {slow.opened}, closed by the server {slow.closed_by_server}, "
         f"still open at the end {alive}; connect errors {slow.connect_errors}; "
         f"server open descriptors at the end {open_fds} (limit {nofile or soft})"
     )
-    _say(
+    say(
         f"bad requests sent {garbage.sent}; server log grew {grown / 1024:.0f} KiB in "
         f"{args.seconds:g} s ({text.count('Invalid HTTP request received')} 'Invalid HTTP "
         f"request' lines, {text.count('out of system resource')} 'out of system resource', "

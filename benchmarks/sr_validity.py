@@ -22,13 +22,13 @@ import io
 import logging
 import shutil
 import subprocess
-import sys
 import tempfile
 import warnings
 from collections import Counter
 from pathlib import Path
 
 import pydicom
+from bench_kit import say
 from pydicom.datadict import dictionary_VR, tag_for_keyword
 from pydicom.dataelem import DataElement
 from pydicom.dataset import Dataset
@@ -65,11 +65,6 @@ HOSTILE: tuple[tuple[str, str, bytes], ...] = (
     ("window width 0", "WindowWidth", b"0"),
     ("identity removed, no method", "PatientIdentityRemoved", b"YES"),
 )
-
-
-def _say(text: str) -> None:
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
 
 
 def _with_raw(header: Dataset, keyword: str, value: bytes) -> Dataset:
@@ -125,18 +120,18 @@ def main() -> int:
     args = parser.parse_args()
     files = sorted(args.data.glob("*.dcm")) if args.data.is_dir() else []
     if not files:
-        _say(f"no DICOM files in {args.data}: nothing to measure (skipped)")
+        say(f"no DICOM files in {args.data}: nothing to measure (skipped)")
         return 0
     if shutil.which("dciodvfy") is None:
-        _say("dciodvfy (Debian dicom3tools) not installed: nothing to measure (skipped)")
+        say("dciodvfy (Debian dicom3tools) not installed: nothing to measure (skipped)")
         return 0
     logging.disable(logging.WARNING)
     warnings.simplefilter("ignore")  # pydicom's warnings quote the hostile values
     headers: dict[str, Dataset] = {
         p.name: pydicom.dcmread(p, stop_before_pixels=True) for p in files
     }
-    _say(f"{len(files)} files x (SR + GSPS) per row; dciodvfy 'Error' lines")
-    _say(f"{'source':30} {'built':>5} {'refused':>7} {'w/errors':>8} {'errors':>6}  first refusal")
+    say(f"{len(files)} files x (SR + GSPS) per row; dciodvfy 'Error' lines")
+    say(f"{'source':30} {'built':>5} {'refused':>7} {'w/errors':>8} {'errors':>6}  first refusal")
     totals: Counter[str] = Counter()
     with tempfile.TemporaryDirectory(prefix="cxr-sr-") as tmp:
         rows: list[tuple[str, dict[str, Dataset]]] = [("as read", headers)]
@@ -148,12 +143,12 @@ def main() -> int:
             result = _measure(sources, Path(tmp))
             for key in ("built", "refused", "with errors", "error lines"):
                 totals[key] += int(result.get(key, 0))
-            _say(
+            say(
                 f"{name:30} {result.get('built', 0):>5} {result.get('refused', 0):>7} "
                 f"{result.get('with errors', 0):>8} {result.get('error lines', 0):>6}  "
                 f"{result['reason']}"
             )
-    _say(
+    say(
         f"{'total':30} {totals['built']:>5} {totals['refused']:>7} "
         f"{totals['with errors']:>8} {totals['error lines']:>6}"
     )

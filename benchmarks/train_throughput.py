@@ -34,16 +34,14 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
+from bench_kit import say
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _path(code: Path) -> str:
     """PYTHONPATH with `code` first, keeping what the caller set (carried wheels)."""
     return os.pathsep.join([str(code), *filter(None, [os.environ.get("PYTHONPATH")])])
-
-
-def _say(text: str) -> None:
-    sys.stdout.write(text + "\n")
 
 
 def main() -> int:
@@ -82,7 +80,7 @@ def main() -> int:
     from models.network import build_model
 
     if args.device == "cuda" and not torch.cuda.is_available():
-        _say("CUDA is not available; use --device cpu")
+        say("CUDA is not available; use --device cpu")
         return 2
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -93,7 +91,7 @@ def main() -> int:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     name = torch.cuda.get_device_name(device) if cuda else f"CPU, {torch.get_num_threads()} threads"
-    _say(
+    say(
         f"device {name}; {args.arch}, output stride {args.output_stride}, batch "
         f"{args.batch_size}, {'bf16 autocast' if cuda else 'fp32'}, {args.memory_format}"
         f"{', torch.compile' if args.compile else ''}"
@@ -133,14 +131,14 @@ def main() -> int:
             if cuda
             else ""
         )
-        _say(f"{size} px: {rate:.1f} images/s ({elapsed / args.steps * 1000:.0f} ms/step){memory}")
+        say(f"{size} px: {rate:.1f} images/s ({elapsed / args.steps * 1000:.0f} ms/step){memory}")
         if cuda:
             del model, net, optimizer
             torch.cuda.empty_cache()
         if args.end_to_end:
             e2e = end_to_end(args, size)
             if e2e is not None:
-                _say(
+                say(
                     f"{size} px end to end (`cxr train`): {e2e:.1f} images/s, "
                     f"{100 * e2e / rate:.0f}% of the synthetic step rate"
                 )
@@ -201,11 +199,11 @@ def end_to_end(args: argparse.Namespace, size: int) -> float | None:
                                                text)]  # fmt: skip
         waits = re.findall(r"img/s \(([\d.]+) s waiting for input\)", text)
         if done.returncode != 0 or not rates:
-            _say(f"cxr train failed ({done.returncode}): {(done.stderr or done.stdout)[-1500:]}")
+            say(f"cxr train failed ({done.returncode}): {(done.stderr or done.stdout)[-1500:]}")
             return None
-        _say(f"  cxr train epochs: {', '.join(f'{r:.1f}' for r in rates)} images/s")
+        say(f"  cxr train epochs: {', '.join(f'{r:.1f}' for r in rates)} images/s")
         if waits:  # this checkout's `cxr train` says how long each epoch waited for input
-            _say(f"  waiting for input, each epoch: {', '.join(waits)} s")
+            say(f"  waiting for input, each epoch: {', '.join(waits)} s")
         return max(rates[1:]) if len(rates) > 1 else rates[0]
 
 
