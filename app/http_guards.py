@@ -27,6 +27,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.media_types import media_type
 from app.route_table import RouteTable, app_path
 from app.security import ApiKeys
 from app.settings import Settings
@@ -260,7 +261,7 @@ class SecurityHeadersMiddleware:
                 headers.setdefault("X-Frame-Options", "DENY")
                 if api:
                     headers["Cache-Control"] = "no-store"
-                if headers.get("content-type", "").startswith("text/html"):
+                if media_type(headers.get("content-type")) == "text/html":
                     headers.setdefault("Content-Security-Policy", HTML_CSP)
             await send(message)
 

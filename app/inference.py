@@ -327,11 +327,11 @@ def encode_preview(display: np.ndarray) -> bytes:
     at most `PREVIEW_SIDE` a side), or of float32 pixels in [0, 1] (downscaled first)."""
     import cv2
 
-    from models.transforms import fit_long_side
-
     if display.dtype == np.uint8 and max(display.shape) <= PREVIEW_SIDE:
-        grey = display
+        grey = display  # an upload's display copy: no call into models/ on the request's walk
     else:
+        from models.transforms import fit_long_side
+
         small = fit_long_side(np.asarray(display, np.float32), PREVIEW_SIDE)
         grey = (np.clip(small, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
     # OpenCV's default settings: with the pinned OpenCV 5.0 they encode the previews of the

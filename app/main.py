@@ -37,6 +37,7 @@ from app.http_guards import (
     SecurityHeadersMiddleware,
     docs_csp,
 )
+from app.media_types import is_json, media_type
 from app.route_table import RouteTable, app_path
 from app.schemas import DEMO_NOTICE
 from app.security import ApiKeys
@@ -88,10 +89,8 @@ class UploadLimitMiddleware:
 
     def _limit(self, scope: Scope) -> tuple[int, str]:
         kind, wanted = self._FILES.get(app_path(scope), ("json", None))
-        raw = dict(scope.get("headers") or []).get(b"content-type", b"")
-        content_type = raw.decode("latin-1").split(";")[0].strip().lower()
-        json_body = content_type == "application/json" or content_type.endswith("+json")
-        if json_body or (wanted is not None and content_type != wanted):
+        content_type = media_type(dict(scope.get("headers") or []).get(b"content-type"))
+        if is_json(content_type) or (wanted is not None and content_type != wanted):
             kind = "json"
         return self.limits[kind]
 

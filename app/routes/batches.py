@@ -33,6 +33,7 @@ from app.errors import (
     server_folders,
     shown,
 )
+from app.media_types import media_type
 from app.schemas import BatchCreate, BatchRead, ErrorRead
 from batch.archive import check_zip
 from batch.interfaces import BatchInputError
@@ -198,7 +199,7 @@ async def create_batch(request: Request, response: Response, state: StateDep) ->
     optional reports CSV in `reports`). Reports CSVs are keyed by AccessionNumber
     or StudyInstanceUID; DICOM SR documents in the export are used too.
     """
-    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    content_type = media_type(request.headers.get("content-type"))
     job_id = str(uuid.uuid4())
     settings = state.settings
     if content_type == "application/json":

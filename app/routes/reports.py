@@ -10,6 +10,7 @@ from starlette.concurrency import run_in_threadpool
 from app import crud
 from app.deps import MetricsDep, NlpDep, SessionDep, SettingsDep
 from app.errors import PayloadTooLarge, ServiceError, UnsupportedMediaType
+from app.media_types import is_json, media_type
 from app.report_labeler import ReportLabeler
 from app.schemas import (
     ErrorRead,
@@ -23,8 +24,8 @@ from labeler import ReportLabels
 
 def require_json(request: Request) -> None:
     """415 for a body sent as anything but JSON (FastAPI would answer a vague 422)."""
-    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type != "application/json" and not content_type.endswith("+json"):
+    content_type = media_type(request.headers.get("content-type"))
+    if not is_json(content_type):
         raise UnsupportedMediaType(
             f"Content-Type {content_type or 'missing'!r}: send the report as JSON "
             '(Content-Type: application/json, body {"text": "..."} or {"reports": [...]})'
