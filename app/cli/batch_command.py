@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.cli_models import add_precision_argument
+from app.cli.model_commands import add_precision_argument
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -261,10 +261,10 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
         help="QIDO-RS results (studies, series, instances) the search may list before it "
         "stops with an error (default CXR_DICOMWEB_MAX_RESULTS, 200000)",
     )
-    from app.cli_pacs import add_dicomweb_auth_arguments
+    from app.cli.listen_command import add_dicomweb_auth_arguments
 
     add_dicomweb_auth_arguments(pacs)
-    from app.cli_ray import add_ray_argument
+    from app.cli.cluster_commands import add_ray_argument
 
     add_ray_argument(p)
     p.add_argument(
@@ -357,7 +357,7 @@ def _batch(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as cleanup:
         spec = _batch_spec(args, settings, previous, predictor, is_zip, cleanup)
         if args.ray is not None:
-            from app.cli_ray import run_batch_on_ray
+            from app.cli.cluster_commands import run_batch_on_ray
 
             return run_batch_on_ray(args, spec, model_path, predictor, previous, torn, started)
         return _run_batch(args, spec, previous, torn, predictor, started)
@@ -417,7 +417,7 @@ def _dicomweb_input(
     """The DICOMweb input of `cxr batch --dicomweb`, and where `--push` sends results."""
     from datetime import date
 
-    from app.cli_pacs import dicomweb_client_from_args
+    from app.cli.listen_command import dicomweb_client_from_args
     from batch.job import DicomwebInput, PushOutput
 
     since = None

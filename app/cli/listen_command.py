@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from app.cli_models import add_precision_argument
+from app.cli.model_commands import add_precision_argument
 
 if TYPE_CHECKING:
     from app.settings import Settings

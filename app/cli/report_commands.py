@@ -85,7 +85,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "--workers", type=int, default=1, help="worker processes (0: one per CPU; default 1)"
     )
     p.add_argument("--batch-size", type=int, default=64, help="reports per batch (64)")
-    from app.cli_ray import add_ray_argument
+    from app.cli.cluster_commands import add_ray_argument
 
     add_ray_argument(p)
     p.add_argument(
@@ -353,7 +353,7 @@ def _label_from(args: argparse.Namespace, source: Path) -> int:
         if keep_text:
             items = _remembering(items, texts)
         if args.ray is not None:
-            from app.cli_ray import label_on_ray
+            from app.cli.cluster_commands import label_on_ray
 
             results = label_on_ray(args.ray, items, config, args.batch_size, args.strict)
         else:

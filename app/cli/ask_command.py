@@ -116,7 +116,7 @@ def _ask(args: argparse.Namespace) -> int:
     import time
     from pathlib import Path
 
-    from app.cli_labeler import _import_spacy_without_torch
+    from app.cli.report_commands import _import_spacy_without_torch
 
     started = time.perf_counter()
     if (args.question is None) == (args.questions is None):

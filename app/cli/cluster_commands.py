@@ -43,7 +43,7 @@ def run_batch_on_ray(
     started: float,
 ) -> int:
     """`cxr batch --ray`: plan here, process on Ray, write the lines here."""
-    from app.cli_service import CommandError, batch_output, batch_summary
+    from app.cli.batch_command import CommandError, batch_output, batch_summary
     from app.report_labeler import load_report_labeler
     from batch.cluster import connect, run_on_ray
     from batch.engine import plan

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from app import cli_labeler, cli_models, cli_pacs, cli_questions, cli_service
+from app.cli import ask_command, batch_command, listen_command, model_commands, report_commands
 
 __all__ = ["CxrArgumentParser", "build_parser", "exit_now", "main", "run", "set_up_logging"]
 
@@ -74,11 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Chest X-ray report labeler, weakly-supervised classifier and service.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    cli_labeler.register(sub)
-    cli_models.register(sub)
-    cli_service.register(sub)
-    cli_pacs.register(sub)
-    cli_questions.register(sub)
+    report_commands.register(sub)
+    model_commands.register(sub)
+    batch_command.register(sub)
+    listen_command.register(sub)
+    ask_command.register(sub)
     return parser
 
 
@@ -165,7 +165,3 @@ def exit_now(status: int) -> NoReturn:
     except (OSError, ValueError):
         sys.exit(status)
     os._exit(status)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    run()
