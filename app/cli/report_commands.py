@@ -1,27 +1,42 @@
-"""`cxr label` and `cxr evaluate-labels`.
+"""`cxr label` (also on Ray, `--ray`) and `cxr evaluate-labels`.
 
-Only the standard library is imported at module level: `cxr label` must start
-without torch or the web stack. The labeler is imported inside the handlers.
+Only the standard library and `app.cli.common` are imported at module level: `cxr label`
+must start without torch or the web stack. The labeler is imported inside the handlers.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections import deque
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import IO, TYPE_CHECKING, Any
+
+from app.cli.common import add_ray_argument, fail, import_spacy_without_torch
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from labeler.config import LabelerConfig
+    from labeler.labelsets import LabelSet
+    from labeler.schema import ReportLabels
+
 __all__ = ["register"]
 
-_EXIT_OK, _EXIT_FAILED_REPORTS, _EXIT_USAGE = 0, 1, 2
+_EXIT_OK, _EXIT_FAILED_REPORTS = 0, 1
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add `label` and `evaluate-labels` to `cxr`."""
+    _register_label(sub)
+    _register_evaluate_labels(sub)
+
+
+# --- label --------------------------------------------------------------------------------
+
+
+def _register_label(sub: argparse._SubParsersAction[Any]) -> None:
     p = sub.add_parser(
         "label",
         help="label free-text reports with the 14 ChestX-ray14 findings",
@@ -55,6 +70,34 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument(
         "--text-column", default="report", help="CSV column / JSON key of the text (report)"
     )
+    _add_label_set_arguments(p)
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="add an `explanation` to each JSON result: every mention, the rule that "
+        "fired and why each label got its status",
+    )
+    p.add_argument(
+        "--workers", type=int, default=1, help="worker processes (0: one per CPU; default 1)"
+    )
+    p.add_argument("--batch-size", type=int, default=64, help="reports per batch (64)")
+    add_ray_argument(p)
+    _add_reading_arguments(p)
+    p.add_argument("--rejects", help="also write failed reports (id, error) to this CSV")
+    p.add_argument(
+        "--strict", action="store_true", help="stop at the first report that cannot be labelled"
+    )
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress bar (errors and the one-line summary still go to stderr)",
+    )
+    p.set_defaults(handler=_label)
+
+
+def _add_label_set_arguments(p: argparse.ArgumentParser) -> None:
+    """Which labels, and how hedges and a site's wording are read."""
     p.add_argument(
         "--labels",
         default="chestxray14",
@@ -75,19 +118,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "--profile",
         help="site profile YAML: extra section headers, synonyms, abbreviations",
     )
-    p.add_argument(
-        "--explain",
-        action="store_true",
-        help="add an `explanation` to each JSON result: every mention, the rule that "
-        "fired and why each label got its status",
-    )
-    p.add_argument(
-        "--workers", type=int, default=1, help="worker processes (0: one per CPU; default 1)"
-    )
-    p.add_argument("--batch-size", type=int, default=64, help="reports per batch (64)")
-    from app.cli.cluster_commands import add_ray_argument
 
-    add_ray_argument(p)
+
+def _add_reading_arguments(p: argparse.ArgumentParser) -> None:
+    """Which part of a report is read, within which bounds, with which pattern files."""
     p.add_argument(
         "--whole-report",
         action="store_true",
@@ -107,18 +141,295 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument(
         "--statements", help="explicit statements YAML (default: the label set's, statements.v1)"
     )
-    p.add_argument("--rejects", help="also write failed reports (id, error) to this CSV")
-    p.add_argument(
-        "--strict", action="store_true", help="stop at the first report that cannot be labelled"
-    )
-    p.add_argument(
-        "-q",
-        "--quiet",
-        action="store_true",
-        help="no progress bar (errors and the one-line summary still go to stderr)",
-    )
-    p.set_defaults(handler=_label)
 
+
+def _label(args: argparse.Namespace) -> int:
+    import tempfile
+    from pathlib import Path
+
+    source = Path(args.input)
+    if args.input != "-" and (source.is_file() or source.is_dir() or not source.exists()):
+        return _label_from(args, source)
+    # Standard input or a pipe: read twice (counted, then labelled), so spooled to a file.
+    with tempfile.TemporaryDirectory(prefix="cxr-label-") as tmp:
+        reader = sys.stdin.buffer if args.input == "-" else source.open("rb")
+        with reader:
+            data = reader.read()
+        fmt = args.input_format or ("jsonl" if data.lstrip()[:1] == b"{" else "csv")
+        if fmt == "folder":
+            return fail("label", "standard input is one file: CSV or JSONL, not a folder")
+        spooled = Path(tmp) / f"stdin.{fmt}"
+        spooled.write_bytes(data)
+        args.input_format = fmt
+        return _label_from(args, spooled)
+
+
+def _label_from(args: argparse.Namespace, source: Path) -> int:
+    import gc
+    import itertools
+    import os
+    import time
+
+    started = time.perf_counter()
+
+    # This process only labels: a young-generation collection every 50,000 allocations
+    # instead of 700 (CPython's default) saves about 7% of labelling time; the cyclic
+    # garbage that waits meanwhile is a few megabytes at most.
+    gc.set_threshold(50_000, 20, 20)
+
+    from labeler.errors import LabelerError
+    from labeler.files import count_reports, detect_input_format, iter_reports
+    from labeler.labelsets import load_label_set
+
+    try:
+        config = _labeler_config(args)
+        label_set = load_label_set(config.label_set)
+        fmt = args.input_format or detect_input_format(source)
+        if fmt == "folder" and not source.is_dir():
+            return fail("label", f"{source} is not a folder (--input-format folder)")
+        total = count_reports(source, fmt)
+    except (LabelerError, ValueError, OSError) as exc:
+        return fail("label", str(exc))
+    if fmt == "folder" and not total:
+        # Nothing to do is a mistake here (a folder of CSVs, of .TXT, of DICOMs), not a run.
+        return fail(
+            "label",
+            f"{source}: no .txt report file in this folder or below; a CSV or JSONL "
+            "file is read when given itself as the input",
+        )
+    if args.workers < 0 or args.batch_size < 1:
+        return fail("label", "--workers must be >= 0 and --batch-size >= 1")
+    workers = args.workers or os.cpu_count() or 1
+    to_file = args.output not in (None, "-")
+    out_format = args.format or (
+        "csv" if to_file and args.output.lower().endswith(".csv") else "jsonl"
+    )
+
+    from tqdm import tqdm
+
+    import_spacy_without_torch()
+    failed = labelled = 0
+    for kind, name in (("output", args.output if to_file else None), ("rejects", args.rejects)):
+        if name and _same_file(name, source):
+            return fail("label", f"the {kind} file {name} is the input: give another path")
+    items = iter_reports(source, fmt=fmt, id_column=args.id_column, text_column=args.text_column)
+    try:
+        # The first report is read (a CSV's header checked) before the output is opened:
+        # a bad input must not empty an existing output file.
+        first = next(items, None)
+    except (LabelerError, ValueError, OSError) as exc:
+        return fail("label", str(exc))
+    if first is not None:
+        items = itertools.chain([first], items)
+    with contextlib.ExitStack() as stack:
+        try:
+            out, rejects = _open_outputs(args.output, args.rejects, stack)
+        except OSError as exc:
+            return fail("label", f"cannot open output: {exc}")
+        # CheXpert's CSV starts with the report text: keep the texts in flight
+        # (results come in input order, one per input)
+        texts: deque[object] | None = None
+        if out_format == "csv" and any(c.endswith("={text}") for c in label_set.csv_columns):
+            texts = deque()
+            items = _remembering(items, texts)
+        write = _result_writer(
+            out,
+            rejects,
+            label_set,
+            csv_format=out_format == "csv",
+            attributes=args.attribute_columns,
+            explained=args.explain,
+            texts=texts,
+        )
+        results = _label_reports(args, items, config, workers)
+        bar = stack.enter_context(
+            tqdm(total=total, unit="report", file=sys.stderr, disable=args.quiet or None)
+        )
+        try:
+            for result in results:
+                write(result)
+                if result.error is not None:
+                    failed += 1
+                else:
+                    labelled += 1
+                bar.update()
+        except LabelerError as exc:  # --strict: the first report that cannot be labelled
+            return fail("label", str(exc))
+        except BrokenPipeError:
+            return _EXIT_OK
+        out.flush()
+    sys.stderr.write(_label_summary(args, labelled, failed, time.perf_counter() - started))
+    return _EXIT_FAILED_REPORTS if failed else _EXIT_OK
+
+
+def _labeler_config(args: argparse.Namespace) -> LabelerConfig:
+    """The labeler's configuration from the options, its pattern files loaded now so that a
+    bad file fails before any work (LabelerError, ValueError or OSError)."""
+    from labeler.config import LabelerConfig
+    from labeler.vocabulary import load_concepts, load_rules, load_sections, load_statements
+
+    config = LabelerConfig(
+        label_set=args.labels,
+        certainty=args.certainty,
+        profile=args.profile,
+        negex=not args.no_negex,
+        max_chars=args.max_chars,
+        use_sections=not args.whole_report,
+        cache_size=args.cache_size,
+        **{
+            k: v
+            for k, v in (
+                ("concepts", args.concepts),
+                ("rules", args.rules),
+                ("sections", args.sections),
+                ("statements", args.statements),
+            )
+            if v
+        },
+    )
+    load_concepts(str(config.concepts), config.profile)
+    load_rules(str(config.rules))
+    load_sections(str(config.sections), config.profile)
+    if config.statements:
+        load_statements(config.statements)
+    return config
+
+
+def _remembering(
+    items: Iterator[tuple[str, Any]], texts: deque[object]
+) -> Iterator[tuple[str, Any]]:
+    for rid, text in items:
+        texts.append(text)
+        yield rid, text
+
+
+def _same_file(name: str, source: Any) -> bool:
+    """True when `name` is the file `source` (an existing path, compared by inode)."""
+    import os
+
+    try:
+        return os.path.samefile(name, source)
+    except OSError:  # either does not exist (yet): not the same file
+        return False
+
+
+def _open_outputs(
+    output: str | None, rejects: str | None, stack: contextlib.ExitStack
+) -> tuple[IO[str], IO[str] | None]:
+    """The output (stdout for None or "-") and the rejects file, closed with `stack`."""
+    from labeler.files import open_output
+
+    out = open_output(output)
+    if out is not sys.stdout:
+        stack.enter_context(out)
+    return out, (
+        stack.enter_context(open(rejects, "w", encoding="utf-8", newline="")) if rejects else None
+    )
+
+
+def _result_writer(
+    out: IO[str],
+    rejects: IO[str] | None,
+    label_set: LabelSet,
+    *,
+    csv_format: bool,
+    attributes: bool,
+    explained: bool,
+    texts: deque[object] | None,
+) -> Callable[[ReportLabels], None]:
+    """Write the headers now; return what writes one result: a JSONL line or a CSV row (its
+    report text taken from `texts` when the columns start with it), and a failed report's
+    id and error to `rejects` too."""
+    import csv
+
+    from labeler.explain import explain
+    from labeler.files import write_csv_header, write_csv_row, write_jsonl
+
+    columns = label_set.csv_columns
+    writer = csv.writer(out) if csv_format else None
+    if writer is not None:
+        write_csv_header(writer, columns, attributes=attributes)
+    reject_writer = csv.writer(rejects) if rejects else None
+    if reject_writer is not None:
+        reject_writer.writerow(["id", "error"])
+
+    def write(result: ReportLabels) -> None:
+        if writer is not None:
+            text = texts.popleft() if texts is not None else None
+            write_csv_row(
+                writer,
+                result,
+                columns,
+                text if isinstance(text, str) else None,
+                attributes=attributes,
+            )
+        else:
+            write_jsonl(result, out, explain(result, label_set) if explained else None)
+        if result.error is not None and reject_writer is not None:
+            reject_writer.writerow([result.id, result.error])
+
+    return write
+
+
+def _label_reports(
+    args: argparse.Namespace,
+    items: Iterable[tuple[str, Any]],
+    config: LabelerConfig,
+    workers: int,
+) -> Iterator[ReportLabels]:
+    """The reports labelled in input order: in `workers` processes, or on Ray (`--ray`)."""
+    from labeler.parallel import label_reports_parallel
+
+    if args.ray is not None:
+        return _label_on_ray(args.ray, items, config, args.batch_size, args.strict)
+    return label_reports_parallel(
+        items,
+        config=config,
+        workers=workers,
+        on_error="raise" if args.strict else "skip",
+        batch_size=args.batch_size,
+    )
+
+
+def _label_on_ray(
+    address: str,
+    items: Iterable[tuple[str, Any]],
+    config: LabelerConfig,
+    batch_size: int,
+    strict: bool,
+) -> Iterator[ReportLabels]:
+    """`cxr label --ray`: the reports labelled on Ray, in input order (`--strict`: the first
+    failed report raises its `LabelerError`, as without `--ray`)."""
+    from batch.cluster import connect, label_reports_on_ray
+    from labeler import LabelerError
+
+    connect(address or None)
+    for result in label_reports_on_ray(items, config=config, batch_size=batch_size):
+        if strict and result.error is not None:
+            raise LabelerError(f"report {result.id}: {result.error}")
+        yield result
+
+
+def _label_summary(args: argparse.Namespace, labelled: int, failed: int, seconds: float) -> str:
+    """`cxr label`'s one line whatever -q says (-q silences the progress bar only): what was
+    done, where it went and how long it took."""
+    where = args.output if args.output not in (None, "-") else "stdout"
+    failures = (
+        f", {failed:,} failed (their rows carry the error"
+        + (f"; also in {args.rejects})" if args.rejects else ")")
+        if failed
+        else ""
+    )
+    return (
+        f"cxr label: {labelled:,} report{'' if labelled == 1 else 's'} labelled{failures} "
+        f"-> {where} in {seconds:.1f} s\n"
+    )
+
+
+# --- evaluate-labels ----------------------------------------------------------------------
+
+
+def _register_evaluate_labels(sub: argparse._SubParsersAction[Any]) -> None:
     e = sub.add_parser(
         "evaluate-labels",
         help="score predicted labels against a gold standard",
@@ -169,245 +480,6 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     e.set_defaults(handler=_evaluate)
 
 
-def _fail(command: str, message: str) -> int:
-    sys.stderr.write(f"cxr {command}: error: {message}\n")
-    return _EXIT_USAGE
-
-
-def _import_spacy_without_torch() -> None:
-    """Import spaCy while hiding torch, which thinc would otherwise import (1-2 s).
-
-    thinc imports torch when it is installed, only to offer PyTorch layers;
-    the labeler's pipeline runs on thinc's NumPy ops. Blocking the import for
-    the duration keeps `cxr label` start-up fast and free of torch. Later
-    `import torch` calls work as usual. Worker processes are forked after
-    this, so they inherit the torch-free spaCy.
-    """
-    if "spacy" in sys.modules or "torch" in sys.modules:
-        return
-    sys.modules["torch"] = None  # type: ignore[assignment]  # makes `import torch` fail
-    try:
-        import spacy  # noqa: F401
-    finally:
-        del sys.modules["torch"]
-
-
-def _remembering(
-    items: Iterator[tuple[str, Any]], texts: deque[object]
-) -> Iterator[tuple[str, Any]]:
-    for rid, text in items:
-        texts.append(text)
-        yield rid, text
-
-
-def _same_file(name: str, source: Any) -> bool:
-    """True when `name` is the file `source` (an existing path, compared by inode)."""
-    import os
-
-    try:
-        return os.path.samefile(name, source)
-    except OSError:  # either does not exist (yet): not the same file
-        return False
-
-
-def _label(args: argparse.Namespace) -> int:
-    import tempfile
-    from pathlib import Path
-
-    source = Path(args.input)
-    if args.input != "-" and (source.is_file() or source.is_dir() or not source.exists()):
-        return _label_from(args, source)
-    # Standard input or a pipe: read twice (counted, then labelled), so spooled to a file.
-    with tempfile.TemporaryDirectory(prefix="cxr-label-") as tmp:
-        reader = sys.stdin.buffer if args.input == "-" else source.open("rb")
-        with reader:
-            data = reader.read()
-        fmt = args.input_format or ("jsonl" if data.lstrip()[:1] == b"{" else "csv")
-        if fmt == "folder":
-            return _fail("label", "standard input is one file: CSV or JSONL, not a folder")
-        spooled = Path(tmp) / f"stdin.{fmt}"
-        spooled.write_bytes(data)
-        args.input_format = fmt
-        return _label_from(args, spooled)
-
-
-def _label_from(args: argparse.Namespace, source: Path) -> int:
-    import contextlib
-    import csv
-    import gc
-    import itertools
-    import os
-    import time
-
-    started = time.perf_counter()
-
-    # This process only labels: a young-generation collection every 50,000 allocations
-    # instead of 700 (CPython's default) saves about 7% of labelling time; the cyclic
-    # garbage that waits meanwhile is a few megabytes at most.
-    gc.set_threshold(50_000, 20, 20)
-
-    from labeler.config import LabelerConfig
-    from labeler.errors import LabelerError
-    from labeler.explain import explain
-    from labeler.files import (
-        count_reports,
-        detect_input_format,
-        iter_reports,
-        open_output,
-        write_csv_header,
-        write_csv_row,
-        write_jsonl,
-    )
-    from labeler.labelsets import load_label_set
-    from labeler.parallel import label_reports_parallel
-
-    try:
-        config = LabelerConfig(
-            label_set=args.labels,
-            certainty=args.certainty,
-            profile=args.profile,
-            negex=not args.no_negex,
-            max_chars=args.max_chars,
-            use_sections=not args.whole_report,
-            cache_size=args.cache_size,
-            **{
-                k: v
-                for k, v in (
-                    ("concepts", args.concepts),
-                    ("rules", args.rules),
-                    ("sections", args.sections),
-                    ("statements", args.statements),
-                )
-                if v
-            },
-        )
-        # Load the pattern files now so a bad file fails before any work.
-        from labeler.vocabulary import load_concepts, load_rules, load_sections, load_statements
-
-        load_concepts(str(config.concepts), config.profile)
-        load_rules(str(config.rules))
-        load_sections(str(config.sections), config.profile)
-        if config.statements:
-            load_statements(config.statements)
-        label_set = load_label_set(config.label_set)
-        fmt = args.input_format or detect_input_format(source)
-        if fmt == "folder" and not source.is_dir():
-            return _fail("label", f"{source} is not a folder (--input-format folder)")
-        total = count_reports(source, fmt)
-    except (LabelerError, ValueError, OSError) as exc:
-        return _fail("label", str(exc))
-    if fmt == "folder" and not total:
-        # Nothing to do is a mistake here (a folder of CSVs, of .TXT, of DICOMs), not a run.
-        return _fail(
-            "label",
-            f"{source}: no .txt report file in this folder or below; a CSV or JSONL "
-            "file is read when given itself as the input",
-        )
-    if args.workers < 0 or args.batch_size < 1:
-        return _fail("label", "--workers must be >= 0 and --batch-size >= 1")
-    workers = args.workers or os.cpu_count() or 1
-    to_file = args.output not in (None, "-")
-    out_format = args.format or (
-        "csv" if to_file and args.output.lower().endswith(".csv") else "jsonl"
-    )
-    columns = label_set.csv_columns
-
-    from tqdm import tqdm
-
-    _import_spacy_without_torch()
-    failed = labelled = 0
-    for kind, name in (("output", args.output if to_file else None), ("rejects", args.rejects)):
-        if name and _same_file(name, source):
-            return _fail("label", f"the {kind} file {name} is the input: give another path")
-    items = iter_reports(source, fmt=fmt, id_column=args.id_column, text_column=args.text_column)
-    try:
-        # The first report is read (a CSV's header checked) before the output is opened:
-        # a bad input must not empty an existing output file.
-        first = next(items, None)
-    except (LabelerError, ValueError, OSError) as exc:
-        return _fail("label", str(exc))
-    if first is not None:
-        items = itertools.chain([first], items)
-    with contextlib.ExitStack() as stack:
-        try:
-            out = open_output(args.output)
-            if out is not sys.stdout:
-                stack.enter_context(out)
-            rejects = (
-                stack.enter_context(open(args.rejects, "w", encoding="utf-8", newline=""))
-                if args.rejects
-                else None
-            )
-        except OSError as exc:
-            return _fail("label", f"cannot open output: {exc}")
-        writer = csv.writer(out) if out_format == "csv" else None
-        if writer is not None:
-            write_csv_header(writer, columns, attributes=args.attribute_columns)
-        reject_writer = csv.writer(rejects) if rejects else None
-        if reject_writer is not None:
-            reject_writer.writerow(["id", "error"])
-        # CheXpert's CSV starts with the report text: keep the texts in flight
-        # (results come in input order, one per input)
-        texts: deque[object] = deque()
-        keep_text = writer is not None and any(c.endswith("={text}") for c in columns)
-        if keep_text:
-            items = _remembering(items, texts)
-        if args.ray is not None:
-            from app.cli.cluster_commands import label_on_ray
-
-            results = label_on_ray(args.ray, items, config, args.batch_size, args.strict)
-        else:
-            results = label_reports_parallel(
-                items,
-                config=config,
-                workers=workers,
-                on_error="raise" if args.strict else "skip",
-                batch_size=args.batch_size,
-            )
-        bar = stack.enter_context(
-            tqdm(total=total, unit="report", file=sys.stderr, disable=args.quiet or None)
-        )
-        try:
-            for result in results:
-                if writer is not None:
-                    text = texts.popleft() if keep_text else None
-                    write_csv_row(
-                        writer,
-                        result,
-                        columns,
-                        text if isinstance(text, str) else None,
-                        attributes=args.attribute_columns,
-                    )
-                else:
-                    write_jsonl(result, out, explain(result, label_set) if args.explain else None)
-                if result.error is not None:
-                    failed += 1
-                    if reject_writer is not None:
-                        reject_writer.writerow([result.id, result.error])
-                else:
-                    labelled += 1
-                bar.update()
-        except LabelerError as exc:  # --strict: the first report that cannot be labelled
-            return _fail("label", str(exc))
-        except BrokenPipeError:
-            return _EXIT_OK
-        out.flush()
-    # One line whatever -q says (-q silences the progress bar only): what was done, where
-    # it went and how long it took.
-    where = args.output if to_file else "stdout"
-    failures = (
-        f", {failed:,} failed (their rows carry the error"
-        + (f"; also in {args.rejects})" if args.rejects else ")")
-        if failed
-        else ""
-    )
-    sys.stderr.write(
-        f"cxr label: {labelled:,} report{'' if labelled == 1 else 's'} labelled{failures} "
-        f"-> {where} in {time.perf_counter() - started:.1f} s\n"
-    )
-    return _EXIT_FAILED_REPORTS if failed else _EXIT_OK
-
-
 def _evaluate(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
@@ -427,18 +499,18 @@ def _evaluate(args: argparse.Namespace) -> int:
     try:
         label_set = load_label_set(args.labels)
     except LabelerError as exc:
-        return _fail("evaluate-labels", str(exc))
+        return fail("evaluate-labels", str(exc))
     names = list(label_set.labels)
     unknown = sorted(set(args.ignore) - set(names))
     if unknown:
-        return _fail("evaluate-labels", f"--ignore: unknown label(s) {', '.join(unknown)}")
+        return fail("evaluate-labels", f"--ignore: unknown label(s) {', '.join(unknown)}")
     try:
         gold, present = read_gold(Path(args.gold), id_column=args.id_column, labels=names)
         pred = read_predictions(Path(args.pred), id_column=args.pred_id_column, labels=names)
     except (LabelerError, OSError) as exc:
-        return _fail("evaluate-labels", str(exc))
+        return fail("evaluate-labels", str(exc))
     if gold and pred and not gold.keys() & pred.keys():
-        return _fail(
+        return fail(
             "evaluate-labels",
             f"no report id of {args.gold} is in {args.pred}: check --id-column and "
             "--pred-id-column",
@@ -459,7 +531,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     try:
         rules = read_mention_rules(Path(args.pred))
     except LabelerError as exc:
-        return _fail("evaluate-labels", str(exc))
+        return fail("evaluate-labels", str(exc))
     counted = [*scored, *([NO_FINDING] if has_nf else [])]
     found = find_disagreements(pred, gold, counted, rules, uncertain=args.uncertain)
     sys.stdout.write("\n" + format_disagreements(found) + "\n")
@@ -475,7 +547,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         try:
             Path(args.output).write_text(json.dumps(report, indent=2) + "\n")
         except OSError as exc:
-            return _fail("evaluate-labels", f"cannot write {args.output}: {exc}")
+            return fail("evaluate-labels", f"cannot write {args.output}: {exc}")
     return _EXIT_OK
 
 
@@ -508,12 +580,12 @@ def _evaluate_attributes(args: argparse.Namespace) -> int:
         gold = read_attribute_gold(Path(args.gold))
         findings = read_findings(Path(args.pred))
     except LabelerError as exc:
-        return _fail("evaluate-labels", str(exc))
+        return fail("evaluate-labels", str(exc))
     scores = score_attributes(findings, gold)
     sys.stdout.write(format_attribute_table(scores) + "\n")
     if args.output:
         try:
             Path(args.output).write_text(json.dumps(scores.to_dict(), indent=2) + "\n")
         except OSError as exc:
-            return _fail("evaluate-labels", f"cannot write {args.output}: {exc}")
+            return fail("evaluate-labels", f"cannot write {args.output}: {exc}")
     return _EXIT_OK
