@@ -374,7 +374,7 @@ def test_cli_apikey_prints_key_and_its_hash(capsys: pytest.CaptureFixture[str]) 
 
 def test_cli_service_module_imports_only_stdlib() -> None:
     code = (
-        "import sys, app.cli_service; "
+        "import sys, app.cli.service_commands, app.cli.batch_command; "
         "print(sorted(m for m in ('torch', 'fastapi', 'spacy', 'sqlalchemy') if m in sys.modules))"
     )
     result = subprocess.run(

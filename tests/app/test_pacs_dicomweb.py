@@ -174,7 +174,7 @@ def test_dicomweb_logs_no_uids_when_told(caplog: pytest.LogCaptureFixture) -> No
 def test_cli_dicomweb_client_logs_uids_only_when_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
     import argparse
 
-    from app.cli_pacs import dicomweb_client_from_args
+    from app.cli.common import dicomweb_client_from_args
 
     args = argparse.Namespace(user=None, password=None, token=None, timeout=None)
     monkeypatch.delenv("CXR_LOG_PATIENT_DATA", raising=False)

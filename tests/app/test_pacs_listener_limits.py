@@ -580,7 +580,7 @@ def test_listener_counts_an_ipv6_host_by_its_64() -> None:
 
 
 def test_listen_flags_override_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    from app.cli_pacs import _listener_limits
+    from app.cli.listen_command import _listener_limits
 
     monkeypatch.setenv("CXR_LISTEN_MAX_DATASET_MB", "2")
     monkeypatch.setenv("CXR_LISTEN_IDLE_TIMEOUT_S", "30")

@@ -1,8 +1,8 @@
 """`cxr train`, `cxr prepare`, `cxr evaluate`, `cxr predict`, `cxr phantoms`: the classifier's
 commands.
 
-Only the standard library is imported at module level (torch loads inside handlers),
-so `cxr label` and `cxr --help` stay fast.
+Only the standard library and `app.cli.common` are imported at module level (torch loads
+inside handlers), so `cxr label` and `cxr --help` stay fast.
 """
 
 from __future__ import annotations
@@ -21,24 +21,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.cli.common import add_precision_argument
+
 if TYPE_CHECKING:
     from models.predict import FileResult
 
 __all__ = ["register"]
-
-
-def add_precision_argument(p: argparse.ArgumentParser, *, env: bool = False) -> None:
-    """`--precision` of the commands that run a model (`models.precision`); with `env`, its
-    default is CXR_PRECISION (None here, the settings' value then)."""
-    p.add_argument(
-        "--precision",
-        choices=["auto", "float32", "bfloat16"],
-        default=None if env else "auto",
-        help=f"arithmetic of the model: auto (default{', or CXR_PRECISION' if env else ''}: "
-        "bfloat16 on a GPU that computes it natively, else float32), float32, or bfloat16 "
-        "(on CPUs with AMX or AVX512-BF16 several times faster; probabilities move by about "
-        "0.01)",
-    )
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -63,47 +51,9 @@ def _register_train(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--data", help="NIH-layout folder (Data_Entry*.csv + images/) or labels CSV")
     p.add_argument("--out", help="checkpoint to write (and to resume from)")
     p.add_argument("--config", help="TOML file of TrainConfig keys (options given here win)")
-    p.add_argument("--arch", choices=["resnet50", "resnet18"])
-    p.add_argument("--image-size", type=int, help="input side (multiple of 32; paper: 1024)")
-    p.add_argument("--weights", choices=["imagenet", "none"])
-    p.add_argument("--pooling", choices=["lse", "avg", "max"])
-    p.add_argument("--lse-r", type=float)
-    p.add_argument(
-        "--pool-on",
-        choices=["cams", "features"],
-        help="pool class maps (default) or the transition maps (paper order)",
-    )
-    p.add_argument("--output-stride", type=int, choices=[16, 32])
-    p.add_argument("--body-stages", type=int, choices=[3, 4], help="3: stop after layer3")
-    p.add_argument("--transition-channels", type=int)
+    _add_network_arguments(p)
     p.add_argument("--labels", help="chestxray14 (default), chestxray8, auto, or A,B,C")
-    p.add_argument(
-        "--epochs",
-        type=int,
-        help="default: 10, or more for small data so the run has at least --min-steps "
-        "optimizer steps",
-    )
-    p.add_argument("--min-steps", type=int, help="fewest optimizer steps of a run (600)")
-    p.add_argument("--batch-size", type=int, help="micro-batch per device")
-    p.add_argument(
-        "--accum",
-        type=int,
-        help="micro-batches per optimizer step (default: effective batch 80, but at least "
-        "50 optimizer steps per epoch)",
-    )
-    p.add_argument("--optimizer", choices=["sgd", "adamw"])
-    p.add_argument(
-        "--lr", type=float, help="peak learning rate (default: by optimizer and weights)"
-    )
-    p.add_argument("--warmup-fraction", type=float, help="warmup share of the run (0.05)")
-    p.add_argument("--loss", choices=["weighted", "bce"])
-    p.add_argument(
-        "--hflip",
-        type=float,
-        metavar="P",
-        help="probability of a horizontal flip per training image (0.5, as CheXNet; 0: never)",
-    )
-    p.add_argument("--max-steps", type=int, help="stop after N optimizer steps")
+    _add_optimization_arguments(p)
     p.add_argument(
         "--workers",
         type=int,
@@ -156,6 +106,54 @@ def _register_train(sub: argparse._SubParsersAction[Any]) -> None:
         "trained on, every epoch)",
     )
     p.set_defaults(handler=_train, log_level="info")
+
+
+def _add_network_arguments(p: argparse.ArgumentParser) -> None:
+    """The network's shape: backbone, input size, pooling, transition layer."""
+    p.add_argument("--arch", choices=["resnet50", "resnet18"])
+    p.add_argument("--image-size", type=int, help="input side (multiple of 32; paper: 1024)")
+    p.add_argument("--weights", choices=["imagenet", "none"])
+    p.add_argument("--pooling", choices=["lse", "avg", "max"])
+    p.add_argument("--lse-r", type=float)
+    p.add_argument(
+        "--pool-on",
+        choices=["cams", "features"],
+        help="pool class maps (default) or the transition maps (paper order)",
+    )
+    p.add_argument("--output-stride", type=int, choices=[16, 32])
+    p.add_argument("--body-stages", type=int, choices=[3, 4], help="3: stop after layer3")
+    p.add_argument("--transition-channels", type=int)
+
+
+def _add_optimization_arguments(p: argparse.ArgumentParser) -> None:
+    """How long and how it learns: epochs, steps, batches, optimizer, loss, augmentation."""
+    p.add_argument(
+        "--epochs",
+        type=int,
+        help="default: 10, or more for small data so the run has at least --min-steps "
+        "optimizer steps",
+    )
+    p.add_argument("--min-steps", type=int, help="fewest optimizer steps of a run (600)")
+    p.add_argument("--batch-size", type=int, help="micro-batch per device")
+    p.add_argument(
+        "--accum",
+        type=int,
+        help="micro-batches per optimizer step (default: effective batch 80, but at least "
+        "50 optimizer steps per epoch)",
+    )
+    p.add_argument("--optimizer", choices=["sgd", "adamw"])
+    p.add_argument(
+        "--lr", type=float, help="peak learning rate (default: by optimizer and weights)"
+    )
+    p.add_argument("--warmup-fraction", type=float, help="warmup share of the run (0.05)")
+    p.add_argument("--loss", choices=["weighted", "bce"])
+    p.add_argument(
+        "--hflip",
+        type=float,
+        metavar="P",
+        help="probability of a horizontal flip per training image (0.5, as CheXNet; 0: never)",
+    )
+    p.add_argument("--max-steps", type=int, help="stop after N optimizer steps")
 
 
 def _train(args: argparse.Namespace) -> int:

@@ -1,28 +1,31 @@
 """`cxr listen`: receive images by DICOM C-STORE and predict them (see batch/listen/listener.py).
 
-Only the standard library is imported at module level (tests/app/test_cli_label.py).
+Only the standard library and `app.cli.common` are imported at module level
+(tests/app/test_cli_label.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from app.cli_models import add_precision_argument
+from app.cli.common import (
+    add_dicomweb_auth_arguments,
+    add_precision_argument,
+    dicomweb_client_from_args,
+)
 
 if TYPE_CHECKING:
     from app.settings import Settings
     from batch.listen.association_guard import ListenerLimits
-    from batch.pacs.dicomweb import DicomwebClient
 
 T = TypeVar("T")
 
-__all__ = ["add_dicomweb_auth_arguments", "dicomweb_client_from_args", "register"]
+__all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -67,6 +70,22 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         help="allow a non-loopback --host without --allow-ae or --allow-host (an open "
         "listener: anyone who reaches the port may send); refused otherwise",
     )
+    _add_limit_arguments(p)
+    p.add_argument("--forward", metavar="DICOMWEB_URL", help="STOW-RS the SR and GSPS here")
+    add_dicomweb_auth_arguments(p)
+    p.add_argument("--chunk-size", type=int, default=8, help="images per forward pass")
+    p.add_argument(
+        "--max-pixels",
+        type=int,
+        default=50_000_000,
+        help="images with more pixels fail from their header, undecoded (50000000; 0: none)",
+    )
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
+    p.set_defaults(handler=_listen, log_style="service")
+
+
+def _add_limit_arguments(p: argparse.ArgumentParser) -> None:
+    """The "limits" group: what one sender can hold; None leaves its CXR_LISTEN_* setting."""
     limits = p.add_argument_group(
         "limits",
         "bounds on what one sender can hold (default: the CXR_LISTEN_* setting of the same "
@@ -118,65 +137,6 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         metavar="MB",
         help="refuse instances (0xA700, the sender retries) while the inbox's file system has "
         "less than this many MiB free (CXR_LISTEN_MIN_FREE_MB, 1024; 0: no reserve)",
-    )
-    p.add_argument("--forward", metavar="DICOMWEB_URL", help="STOW-RS the SR and GSPS here")
-    add_dicomweb_auth_arguments(p)
-    p.add_argument("--chunk-size", type=int, default=8, help="images per forward pass")
-    p.add_argument(
-        "--max-pixels",
-        type=int,
-        default=50_000_000,
-        help="images with more pixels fail from their header, undecoded (50000000; 0: none)",
-    )
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
-    p.set_defaults(handler=_listen, log_style="service")
-
-
-def add_dicomweb_auth_arguments(p: argparse.ArgumentParser) -> None:
-    """--user/--password (basic) or --token (bearer) for a DICOMweb server."""
-    p.add_argument("--user", help="DICOMweb basic-auth user")
-    p.add_argument(
-        "--password",
-        help="DICOMweb basic-auth password (default: CXR_DICOMWEB_PASSWORD; prefer the "
-        "variable, a command line is visible to other users)",
-    )
-    p.add_argument("--token", help="DICOMweb bearer token (default: CXR_DICOMWEB_TOKEN if set)")
-    p.add_argument(
-        "--timeout",
-        type=float,
-        help="seconds for a whole DICOMweb request, connection to last byte, not per read "
-        "(default CXR_DICOMWEB_TIMEOUT_S, 120)",
-    )
-
-
-def dicomweb_client_from_args(url: str, args: argparse.Namespace) -> DicomwebClient:
-    """A `DicomwebClient` for URL with the auth and limit options of `args`, defaulting to
-    the environment (CXR_DICOMWEB_PASSWORD, CXR_DICOMWEB_TOKEN, CXR_DICOMWEB_* bounds).
-
-    Raises:
-        SettingsError: a CXR_* variable is refused.
-        DicomwebError: a bad URL, auth or bound.
-    """
-    from app.settings import build_settings
-    from batch.pacs.dicomweb import DicomwebClient, DicomwebLimits
-
-    settings = build_settings()
-    password = args.password or os.environ.get("CXR_DICOMWEB_PASSWORD") or None
-    token = args.token or (None if args.user else os.environ.get("CXR_DICOMWEB_TOKEN")) or None
-    instance_mb = getattr(args, "max_instance_mb", None) or settings.dicomweb_max_instance_mb
-    return DicomwebClient(
-        url,
-        user=args.user,
-        password=password if args.user else None,
-        token=token,
-        timeout=args.timeout if args.timeout is not None else settings.dicomweb_timeout_s,
-        limits=DicomwebLimits(
-            max_instance_bytes=int(instance_mb * 2**20),
-            max_json_bytes=int(settings.dicomweb_max_json_mb * 2**20),
-            max_results=getattr(args, "max_results", None) or settings.dicomweb_max_results,
-        ),
-        # UIDs are identifiers (PS3.15 replaces them): logged only when the operator allows
-        log_uids=settings.log_patient_data,
     )
 
 

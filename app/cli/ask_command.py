@@ -1,7 +1,7 @@
 """`cxr ask`: questions in plain English about a report, an image, or both.
 
-Only argparse is imported at module level; the labeler (and torch, only when an image is
-given) are imported by the handler.
+Only the standard library and `app.cli.common` are imported at module level; the labeler
+(and torch, only when an image is given) are imported by the handler.
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any
 
+from app.cli.common import fail, import_spacy_without_torch
+
 if TYPE_CHECKING:
     from models.image_findings import ImageFindings
     from models.predict import Predictor
 
 __all__ = ["register"]
-
-_EXIT_USAGE = 2
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -74,11 +74,6 @@ def _view_position(value: str) -> str:
     return view
 
 
-def _fail(message: str) -> int:
-    sys.stderr.write(f"cxr ask: error: {message}\n")
-    return _EXIT_USAGE
-
-
 # One word that names a file (a folder in it, or a text file's suffix): a report is never
 # that, so a missing one is a typo to report, not a report to answer "no" from.
 _LOOKS_LIKE_PATH = re.compile(
@@ -116,13 +111,11 @@ def _ask(args: argparse.Namespace) -> int:
     import time
     from pathlib import Path
 
-    from app.cli_labeler import _import_spacy_without_torch
-
     started = time.perf_counter()
     if (args.question is None) == (args.questions is None):
-        return _fail("give exactly one of --question TEXT or --questions FILE.csv")
+        return fail("ask", "give exactly one of --question TEXT or --questions FILE.csv")
     if args.question is not None and args.report is None and args.image is None:
-        return _fail("give --report, --image or both with --question")
+        return fail("ask", "give --report, --image or both with --question")
     rows: list[dict[str, str]]
     base_dir = Path.cwd()
     if args.questions is not None:
@@ -132,19 +125,20 @@ def _ask(args: argparse.Namespace) -> int:
                 reader = csv.DictReader(f)
                 missing = {"id", "question"} - set(reader.fieldnames or ())
                 if missing:
-                    return _fail(
+                    return fail(
+                        "ask",
                         f"{path}: missing column(s) {', '.join(sorted(missing))}; "
-                        "expected id,report,image,question"
+                        "expected id,report,image,question",
                     )
                 rows = [dict(r) for r in reader]
         except (OSError, UnicodeDecodeError, csv.Error) as exc:
-            return _fail(f"cannot read {path}: {exc}")
+            return fail("ask", f"cannot read {path}: {exc}")
         base_dir = path.resolve().parent
     else:
         try:
             report_text = _report_text(args.report)
         except ValueError as exc:
-            return _fail(str(exc))
+            return fail("ask", str(exc))
         rows = [
             {
                 "id": "1",
@@ -154,9 +148,9 @@ def _ask(args: argparse.Namespace) -> int:
             }
         ]
     if any((r.get("image") or "").strip() for r in rows) and not (args.model or args.demo_model):
-        return _fail("image questions need a model: --model CHECKPOINT or --demo-model DIR")
+        return fail("ask", "image questions need a model: --model CHECKPOINT or --demo-model DIR")
 
-    _import_spacy_without_torch()
+    import_spacy_without_torch()
     from batch.study_questions import StudyQuestions
     from labeler.config import LabelerConfig
     from labeler.pipeline import build_nlp

@@ -1,16 +1,15 @@
-"""`cxr serve`, `cxr batch`, `cxr db upgrade`, `cxr apikey`: the service's commands.
+"""`cxr batch`: label and predict a PACS export folder, a zip or a DICOMweb server; `--ray`
+runs the same job on a Ray cluster (`batch.cluster`).
 
-Only the standard library is imported at module level; the web stack, torch and
-spaCy load inside the handlers, so `cxr label` starts fast.
+Only the standard library and `app.cli.common` are imported at module level; torch,
+spaCy and Ray load inside the handler, so `cxr label` starts fast.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import ipaddress
 import json
-import logging
 import sys
 import tempfile
 import time
@@ -18,13 +17,19 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.cli_models import add_precision_argument
+from app.cli.common import (
+    CommandError,
+    add_dicomweb_auth_arguments,
+    add_precision_argument,
+    add_ray_argument,
+    dicomweb_client_from_args,
+)
 
 if TYPE_CHECKING:
-    from sqlalchemy import Engine
     from tqdm import tqdm
 
     from app.settings import Settings
+    from batch.interfaces import Outcome
     from batch.job import DicomwebInput, JobSpec, PushOutput
     from batch.sinks import JsonlSink, TallySink
     from models.predict import Predictor
@@ -32,131 +37,8 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 
-class CommandError(ValueError):
-    """An expected failure: `cxr` reports it as one line on stderr, exit status 2."""
-
-
 def register(sub: argparse._SubParsersAction[Any]) -> None:
-    """Add `serve`, `batch`, `db` and `apikey` to `cxr`."""
-    _register_serve(sub)
-    _register_batch(sub)
-    _register_db(sub)
-    _register_apikey(sub)
-
-
-# --- serve -------------------------------------------------------------------------------
-
-
-def _register_serve(sub: argparse._SubParsersAction[Any]) -> None:
-    p = sub.add_parser(
-        "serve",
-        help="run the HTTP API (report labeling, image prediction, batch jobs)",
-        description="Start the FastAPI service with uvicorn. Settings come from CXR_* "
-        "environment variables (CXR_MODEL, CXR_DATABASE_URL, CXR_STORAGE_DIR, CXR_API_KEYS, "
-        "CXR_BATCH_ROOTS, CXR_MAX_UPLOAD_MB); options given here win. Without API keys the "
-        "service only listens on localhost.",
-    )
-    p.add_argument("--host", help="address to bind (default 127.0.0.1, or CXR_HOST)")
-    p.add_argument("--port", type=int, help="port (default 8000, or CXR_PORT)")
-    p.add_argument("--model", type=Path, help="checkpoint to serve (or CXR_MODEL)")
-    p.add_argument(
-        "--demo",
-        action="store_true",
-        help="serve a small DEMO model trained on synthetic phantoms (built on first use in "
-        "about a minute, cached in the storage folder; flagged as a demo in every response)",
-    )
-    p.add_argument("--device", help="auto (default), cpu, cuda, cuda:1")
-    add_precision_argument(p, env=True)
-    p.add_argument("--storage-dir", type=Path, help="storage folder (or CXR_STORAGE_DIR)")
-    p.add_argument("--database-url", help="SQLAlchemy URL (or CXR_DATABASE_URL)")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    p.set_defaults(handler=_serve, log_style="service")
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _settings_from_args(args: argparse.Namespace, fields: tuple[str, ...]) -> Settings:
-    from app.settings import build_settings
-
-    overrides = {f: getattr(args, f) for f in fields if getattr(args, f, None) is not None}
-    return build_settings(**overrides)  # SettingsError: one line, exit status 2
-
-
-def _serve(args: argparse.Namespace) -> int:
-    settings = _settings_from_args(
-        args, ("host", "port", "model", "device", "precision", "storage_dir", "database_url")
-    )
-    if not settings.api_keys and not _is_loopback(settings.host):
-        raise CommandError(
-            f"refusing to listen on {settings.host} without API keys: anyone on the network "
-            "could use the API. Set CXR_API_KEYS (make a key with `cxr apikey`), or use "
-            "--host 127.0.0.1"
-        )
-    if settings.decode_in_workers or (settings.run_batch_jobs and settings.resolved_batch_workers):
-        from models.decode_pool import start_fork_server
-
-        # Uploads' and jobs' decoding workers fork from it: started before torch's import,
-        # it stays small, and the first upload or job does not wait for it.
-        start_fork_server()
-    if getattr(args, "demo", False):
-        if settings.model is not None:
-            raise CommandError(
-                f"--demo serves the demo model, but a model is also given ({settings.model}, "
-                "from --model or CXR_MODEL): drop one of them"
-            )
-        from models.demo import ensure_demo_model
-
-        settings = settings.model_copy(update={"model": ensure_demo_model(settings.storage_dir)})
-    predictor = None
-    if settings.model is not None:
-        if not settings.model.is_file():
-            raise CommandError(f"--model/CXR_MODEL {settings.model}: no such checkpoint file")
-        from app.inference import load_model
-
-        # CheckpointError, ModelsError: ValueError
-        predictor = load_model(settings.model, settings.device, settings.precision)
-    import uvicorn
-
-    from app.main import create_app
-    from app.server import connection_budget, guarded_protocol, repeat_filter
-
-    app = create_app(settings, predictor=predictor)
-    # Slow and hostile clients: bounded waits, connections and log lines.
-    budget = connection_budget(settings.max_connections)
-    with repeat_filter(settings.log_repeat_limit, settings.log_repeat_window_s):
-        logging.getLogger("app").info(
-            "serving on http://%s:%d (docs at /docs); at most %d connections",
-            settings.host,
-            settings.port,
-            budget.max_connections,
-        )
-        uvicorn.run(
-            app,
-            host=settings.host,
-            port=settings.port,
-            log_level=args.log_level,
-            log_config=None,  # keep the logging set up above
-            proxy_headers=True,
-            http=guarded_protocol(
-                header_timeout_s=settings.header_timeout_s,
-                max_connections=budget.max_connections,
-            ),
-            backlog=budget.backlog,
-        )
-    return 0
-
-
-# --- batch -------------------------------------------------------------------------------
-
-
-def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
+    """Add `batch` to `cxr`."""
     p = sub.add_parser(
         "batch",
         help="label a PACS export folder: reports and images, one JSON line per file",
@@ -177,22 +59,7 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--model", type=Path, help="checkpoint (default: CXR_MODEL if set)")
     p.add_argument("--device", default="auto")
     add_precision_argument(p, env=True)
-    p.add_argument("--dataset", type=Path, metavar="DATASET_DIR", help="write a training set")
-    p.add_argument(
-        "--dataset-size", type=int, default=1024, help="PNG side (default 1024, as the paper)"
-    )
-    p.add_argument(
-        "--uncertain-positive",
-        action="store_true",
-        help="count uncertain findings as positive in the training set (default: not)",
-    )
-    p.add_argument(
-        "--pseudonym-key",
-        type=Path,
-        metavar="FILE",
-        help="file holding the secret key for patient pseudonyms (keeps them stable across "
-        "runs); default: a random key per run",
-    )
+    _add_dataset_arguments(p)
     p.add_argument(
         "--on-error",
         choices=["skip", "raise"],
@@ -231,6 +98,37 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
         help="images with more pixels (rows x columns) fail from their header, undecoded, "
         "like CXR_MAX_PIXELS in the service (50000000; 0: no limit)",
     )
+    _add_pacs_arguments(p)
+    add_ray_argument(p)
+    p.add_argument(
+        "--parquet", type=Path, metavar="DIR", help="with --ray: also write Parquet shards here"
+    )
+    p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning"])
+    p.set_defaults(handler=_batch, log_style="service")
+
+
+def _add_dataset_arguments(p: argparse.ArgumentParser) -> None:
+    """`--dataset`: the NIH-style training set written beside the results."""
+    p.add_argument("--dataset", type=Path, metavar="DATASET_DIR", help="write a training set")
+    p.add_argument(
+        "--dataset-size", type=int, default=1024, help="PNG side (default 1024, as the paper)"
+    )
+    p.add_argument(
+        "--uncertain-positive",
+        action="store_true",
+        help="count uncertain findings as positive in the training set (default: not)",
+    )
+    p.add_argument(
+        "--pseudonym-key",
+        type=Path,
+        metavar="FILE",
+        help="file holding the secret key for patient pseudonyms (keeps them stable across "
+        "runs); default: a random key per run",
+    )
+
+
+def _add_pacs_arguments(p: argparse.ArgumentParser) -> None:
+    """The "PACS" group: pull from a DICOMweb server instead of EXPORT_DIR, push results back."""
     pacs = p.add_argument_group(
         "PACS (instead of EXPORT_DIR)",
         "Pull the instances of matching studies from a DICOMweb server (QIDO-RS, WADO-RS); "
@@ -261,17 +159,7 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
         help="QIDO-RS results (studies, series, instances) the search may list before it "
         "stops with an error (default CXR_DICOMWEB_MAX_RESULTS, 200000)",
     )
-    from app.cli_pacs import add_dicomweb_auth_arguments
-
     add_dicomweb_auth_arguments(pacs)
-    from app.cli_ray import add_ray_argument
-
-    add_ray_argument(p)
-    p.add_argument(
-        "--parquet", type=Path, metavar="DIR", help="with --ray: also write Parquet shards here"
-    )
-    p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning"])
-    p.set_defaults(handler=_batch, log_style="service")
 
 
 def _batch(args: argparse.Namespace) -> int:
@@ -357,9 +245,7 @@ def _batch(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as cleanup:
         spec = _batch_spec(args, settings, previous, predictor, is_zip, cleanup)
         if args.ray is not None:
-            from app.cli_ray import run_batch_on_ray
-
-            return run_batch_on_ray(args, spec, model_path, predictor, previous, torn, started)
+            return _run_batch_on_ray(args, spec, model_path, predictor, previous, torn, started)
         return _run_batch(args, spec, previous, torn, predictor, started)
 
 
@@ -417,7 +303,6 @@ def _dicomweb_input(
     """The DICOMweb input of `cxr batch --dicomweb`, and where `--push` sends results."""
     from datetime import date
 
-    from app.cli_pacs import dicomweb_client_from_args
     from batch.job import DicomwebInput, PushOutput
 
     since = None
@@ -461,7 +346,7 @@ def _run_batch(
 
     from app.report_labeler import load_report_labeler
     from batch.engine import plan, run_resumed
-    from batch.interfaces import BatchInputError, Outcome, Sink
+    from batch.interfaces import BatchInputError, Sink
     from batch.job import build_job
 
     try:
@@ -477,7 +362,7 @@ def _run_batch(
             items = plan(list(found), previous, job.processor)
         except BatchInputError as exc:
             raise CommandError(f"{args.export_dir}: {exc}") from None
-        with batch_output(args, previous, len(items), "labeling") as (tally, out, bar):
+        with _batch_output(args, previous, len(items), "labeling") as (tally, out, bar):
 
             class Progress(Sink):
                 def write(self, outcomes: Sequence[Outcome]) -> None:
@@ -494,7 +379,7 @@ def _run_batch(
     finally:
         job.source.close()
     unmatched = job.processor.unmatched_reports()
-    summary = batch_summary(args, tally, previous, torn, predictor, unmatched)
+    summary = _batch_summary(args, tally, previous, torn, predictor, unmatched)
     dataset = job.dataset
     if dataset is not None:
         dataset.close()
@@ -509,7 +394,7 @@ def _run_batch(
 
 
 @contextlib.contextmanager
-def batch_output(
+def _batch_output(
     args: argparse.Namespace, previous: list[dict[str, Any]], todo: int, desc: str
 ) -> Iterator[tuple[TallySink, JsonlSink, tqdm[Any]]]:
     """`cxr batch`'s tally (counting the lines done before an interruption), its JSONL
@@ -540,7 +425,7 @@ def batch_output(
             out.close()
 
 
-def batch_summary(
+def _batch_summary(
     args: argparse.Namespace,
     tally: TallySink,
     previous: list[dict[str, Any]],
@@ -582,95 +467,90 @@ def batch_summary(
     return summary
 
 
-# --- db ----------------------------------------------------------------------------------
+# --- batch --ray -------------------------------------------------------------------------
 
 
-def _register_db(sub: argparse._SubParsersAction[Any]) -> None:
-    p = sub.add_parser("db", help="database maintenance (migrations)")
-    db_sub = p.add_subparsers(dest="db_command", metavar="ACTION", required=True)
-    up = db_sub.add_parser(
-        "upgrade",
-        help="apply the Alembic migrations (also done at service start-up)",
-        description="Migrate CXR_DATABASE_URL (default: SQLite in CXR_STORAGE_DIR) to the "
-        "latest schema, or to --revision.",
-    )
-    up.add_argument("--database-url", help="SQLAlchemy URL (default: CXR_DATABASE_URL)")
-    up.add_argument("--storage-dir", type=Path, help="for the default SQLite file")
-    up.add_argument("--revision", default="head")
-    up.set_defaults(handler=_db_upgrade, log_level="info", log_style="service")
-    cur = db_sub.add_parser("current", help="print the database's schema revision")
-    cur.add_argument("--database-url")
-    cur.add_argument("--storage-dir", type=Path)
-    cur.set_defaults(handler=_db_current, log_level="info", log_style="service")
+def _run_batch_on_ray(
+    args: argparse.Namespace,
+    spec: JobSpec,
+    model: Path | None,
+    predictor: Predictor | None,
+    previous: list[dict[str, Any]],
+    torn: int,
+    started: float,
+) -> int:
+    """`cxr batch --ray`: plan here, process on Ray, write the lines here."""
+    from app.report_labeler import load_report_labeler
+    from batch.cluster import connect, run_on_ray
+    from batch.engine import plan
+    from batch.interfaces import BatchInputError
+    from batch.job import build_job
 
-
-def _db_upgrade(args: argparse.Namespace) -> int:
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from app.db.migrate import current_revision, upgrade
-
-    settings = _settings_from_args(args, ("database_url", "storage_dir"))
-    url = settings.resolved_database_url
-    engine = _engine(url)
+    if spec.dataset is not None or spec.push is not None or args.dicomweb is not None:
+        raise CommandError("--ray reads a folder or a zip; --dataset, --push and --dicomweb "
+                           "run on one machine only (drop --ray)")  # fmt: skip
+    job = build_job(spec, labeler=load_report_labeler(), predictor=None)
     try:
-        upgrade(url, args.revision, engine=engine)
-        revision = current_revision(engine)
-    except SQLAlchemyError as exc:
-        raise CommandError(
-            f"cannot migrate the database: {exc.__class__.__name__}: {exc}"
-        ) from None
+        try:
+            items = plan(list(job.source.scan()), previous, job.processor)
+        except BatchInputError as exc:
+            raise CommandError(f"{args.export_dir}: {exc}") from None
+        connect(args.ray or None)
+        shards = _ParquetShards(args.parquet) if args.parquet is not None else None
+        with _batch_output(args, previous, len(items), "labeling (ray)") as (tally, out, bar):
+            for lines in run_on_ray(
+                spec,
+                items,
+                previous,
+                model=model,
+                device=args.device,
+                precision=args.precision,
+                chunk_size=args.chunk_size,
+            ):
+                outcomes = [_outcome(line) for line in lines]
+                out.write(outcomes)
+                tally.write(outcomes)
+                for line in lines:
+                    job.processor.restore(line)  # which CSV reports were matched
+                if shards is not None:
+                    shards.write(lines)
+                bar.update(len(lines))
     finally:
-        engine.dispose()
-    sys.stderr.write(f"cxr db upgrade: database at revision {revision}\n")
-    return 0
+        job.source.close()
+    unmatched = job.processor.unmatched_reports()
+    summary = _batch_summary(args, tally, previous, torn, predictor, unmatched)
+    if args.parquet is not None:
+        summary += f"; Parquet shards in {args.parquet}"
+    sys.stderr.write(f"{summary}; on Ray; {time.perf_counter() - started:.1f} s\n")
+    return 1 if tally.counts["failed"] else 0
 
 
-def _db_current(args: argparse.Namespace) -> int:
-    from sqlalchemy.exc import SQLAlchemyError
+def _outcome(line: dict[str, Any]) -> Outcome:
+    from batch.interfaces import Outcome
 
-    from app.db.migrate import current_revision
-
-    settings = _settings_from_args(args, ("database_url", "storage_dir"))
-    engine = _engine(settings.resolved_database_url)
-    try:
-        sys.stdout.write(f"{current_revision(engine) or 'none'}\n")
-    except SQLAlchemyError as exc:
-        raise CommandError(f"cannot read the database: {exc.__class__.__name__}: {exc}") from None
-    finally:
-        engine.dispose()
-    return 0
+    result = {k: v for k, v in line.items() if k not in ("path", "state", "error")}
+    return Outcome(str(line["path"]), str(line["state"]), result, line.get("error"))
 
 
-def _engine(url: str) -> Engine:
-    """The engine for `url`; a URL SQLAlchemy cannot use is the command's error."""
-    from sqlalchemy.exc import SQLAlchemyError
+class _ParquetShards:
+    """One Parquet file per block of result lines: path, state, kind and the line as JSON."""
 
-    from app.db.session import build_engine
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.count = len(list(self.folder.glob("part-*.parquet")))  # a resume appends
 
-    try:
-        return build_engine(url)
-    except SQLAlchemyError as exc:
-        raise CommandError(
-            f"cannot use the database URL: {exc.__class__.__name__}: {exc}"
-        ) from None
+    def write(self, lines: list[dict[str, Any]]) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
 
-
-# --- apikey ------------------------------------------------------------------------------
-
-
-def _register_apikey(sub: argparse._SubParsersAction[Any]) -> None:
-    p = sub.add_parser(
-        "apikey",
-        help="make a new API key and its hash for CXR_API_KEYS",
-        description="Print a new random API key (give it to the client) and the line to put "
-        "in CXR_API_KEYS (its SHA-256, so the key itself never sits in the server config).",
-    )
-    p.set_defaults(handler=_apikey, log_level="info", log_style="service")
-
-
-def _apikey(args: argparse.Namespace) -> int:
-    from app.security import generate_api_key, hash_api_key
-
-    key = generate_api_key()
-    sys.stdout.write(f"key:          {key}\nCXR_API_KEYS={hash_api_key(key)}\n")
-    return 0
+        table = pa.table(
+            {
+                "path": [str(x["path"]) for x in lines],
+                "state": [str(x["state"]) for x in lines],
+                "kind": [x.get("kind") for x in lines],
+                "line": [json.dumps(x, separators=(",", ":")) for x in lines],
+            }
+        )
+        pq.write_table(table, self.folder / f"part-{self.count:05d}.parquet")
+        self.count += 1

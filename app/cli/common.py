@@ -1,0 +1,131 @@
+"""What two or more `cxr` commands share: options, the DICOMweb client, errors, spaCy's import.
+
+The command modules import this module and the libraries, never each other. Only the
+standard library is imported at module level, so that `cxr label` and `cxr --help` start
+without torch or the web stack (tests/app/test_cli_label.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from batch.pacs.dicomweb import DicomwebClient
+
+__all__ = [
+    "CommandError",
+    "add_dicomweb_auth_arguments",
+    "add_precision_argument",
+    "add_ray_argument",
+    "dicomweb_client_from_args",
+    "fail",
+    "import_spacy_without_torch",
+]
+
+
+class CommandError(ValueError):
+    """An expected failure: `cxr` reports it as one line on stderr, exit status 2."""
+
+
+def fail(command: str, message: str) -> int:
+    """Write `cxr COMMAND: error: MESSAGE` to stderr and return exit status 2 (as a raised
+    `CommandError` would), for handlers that return their status."""
+    sys.stderr.write(f"cxr {command}: error: {message}\n")
+    return 2
+
+
+def add_precision_argument(p: argparse.ArgumentParser, *, env: bool = False) -> None:
+    """`--precision` of the commands that run a model (`models.precision`); with `env`, its
+    default is CXR_PRECISION (None here, the settings' value then)."""
+    p.add_argument(
+        "--precision",
+        choices=["auto", "float32", "bfloat16"],
+        default=None if env else "auto",
+        help=f"arithmetic of the model: auto (default{', or CXR_PRECISION' if env else ''}: "
+        "bfloat16 on a GPU that computes it natively, else float32), float32, or bfloat16 "
+        "(on CPUs with AMX or AVX512-BF16 several times faster; probabilities move by about "
+        "0.01)",
+    )
+
+
+def add_ray_argument(p: argparse.ArgumentParser) -> None:
+    """Add `--ray [ADDRESS]` to a command (`cxr label`, `cxr batch`; see `batch.cluster`)."""
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="run on Ray: a local Ray without ADDRESS, else the cluster at ADDRESS "
+        "('auto', 'ray://HEAD:10001'); see docs/cluster.md",
+    )
+
+
+def add_dicomweb_auth_arguments(p: argparse._ActionsContainer) -> None:
+    """--user/--password (basic) or --token (bearer) for a DICOMweb server, and --timeout
+    (to a parser or to one of its argument groups)."""
+    p.add_argument("--user", help="DICOMweb basic-auth user")
+    p.add_argument(
+        "--password",
+        help="DICOMweb basic-auth password (default: CXR_DICOMWEB_PASSWORD; prefer the "
+        "variable, a command line is visible to other users)",
+    )
+    p.add_argument("--token", help="DICOMweb bearer token (default: CXR_DICOMWEB_TOKEN if set)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        help="seconds for a whole DICOMweb request, connection to last byte, not per read "
+        "(default CXR_DICOMWEB_TIMEOUT_S, 120)",
+    )
+
+
+def dicomweb_client_from_args(url: str, args: argparse.Namespace) -> DicomwebClient:
+    """A `DicomwebClient` for URL with the auth and limit options of `args`, defaulting to
+    the environment (CXR_DICOMWEB_PASSWORD, CXR_DICOMWEB_TOKEN, CXR_DICOMWEB_* bounds).
+
+    Raises:
+        SettingsError: a CXR_* variable is refused.
+        DicomwebError: a bad URL, auth or bound.
+    """
+    from app.settings import build_settings
+    from batch.pacs.dicomweb import DicomwebClient, DicomwebLimits
+
+    settings = build_settings()
+    password = args.password or os.environ.get("CXR_DICOMWEB_PASSWORD") or None
+    token = args.token or (None if args.user else os.environ.get("CXR_DICOMWEB_TOKEN")) or None
+    instance_mb = getattr(args, "max_instance_mb", None) or settings.dicomweb_max_instance_mb
+    return DicomwebClient(
+        url,
+        user=args.user,
+        password=password if args.user else None,
+        token=token,
+        timeout=args.timeout if args.timeout is not None else settings.dicomweb_timeout_s,
+        limits=DicomwebLimits(
+            max_instance_bytes=int(instance_mb * 2**20),
+            max_json_bytes=int(settings.dicomweb_max_json_mb * 2**20),
+            max_results=getattr(args, "max_results", None) or settings.dicomweb_max_results,
+        ),
+        # UIDs are identifiers (PS3.15 replaces them): logged only when the operator allows
+        log_uids=settings.log_patient_data,
+    )
+
+
+def import_spacy_without_torch() -> None:
+    """Import spaCy while hiding torch, which thinc would otherwise import (1-2 s).
+
+    thinc imports torch when it is installed, only to offer PyTorch layers;
+    the labeler's pipeline runs on thinc's NumPy ops. Blocking the import for
+    the duration keeps `cxr label` and `cxr ask` start-up fast and free of torch. Later
+    `import torch` calls work as usual. Worker processes are forked after
+    this, so they inherit the torch-free spaCy.
+    """
+    if "spacy" in sys.modules or "torch" in sys.modules:
+        return
+    sys.modules["torch"] = None  # type: ignore[assignment]  # makes `import torch` fail
+    try:
+        import spacy  # noqa: F401
+    finally:
+        del sys.modules["torch"]
