@@ -9,8 +9,6 @@ the generator knows. Image questions ask the side and zone of the lesion of a ph
     python benchmarks/ask_questions.py --reports 400 --out /tmp/ask    # report questions
     python benchmarks/ask_questions.py --images 60 --demo-model /tmp/demo --out /tmp/ask
     python benchmarks/ask_questions.py --speed 20000 --out /tmp/ask   # questions/s, 1 core
-
-The generator is also the test fixture of `tests/app/test_study_questions.py`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`cxr batch --dicomweb` and `cxr serve` against a hostile DICOMweb server (issue 18).
 
-Starts the loopback server of tests/app/hostile_pacs.py and runs, each in a fresh
+Starts the loopback server of tests/hostile_pacs.py and runs, each in a fresh
 process of the checkout given by --tree (default: this one), one scenario at a time:
 
 - gzip:   the WADO answer is a gzip bomb (--gzip-mb compressed, about 1000x decoded);
@@ -39,8 +39,8 @@ import numpy as np
 from bench_kit import say
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "app"))  # the hostile server lives beside its tests
-sys.path.insert(0, str(ROOT / "tests"))  # dicom_factory, which service_fixtures builds on
+sys.path.insert(0, str(ROOT / "tests" / "app"))  # service_fixtures: DICOM builders, free_port
+sys.path.insert(0, str(ROOT / "tests"))  # the hostile server and dicom_factory
 
 from hostile_pacs import HostileDicomweb  # noqa: E402
 from service_fixtures import build_dataset, dx_bytes, free_port, to_bytes  # noqa: E402

@@ -11,9 +11,10 @@ cores); here the image crosses the bus as its stored 16-bit codes (10 MB) and co
 fitted (1.7 MB), as the same uint16 codes `StoredPixels.fit` makes on the host (up to
 float rounding: the sums run in float64, OpenCV's in float32).
 
-`StoredPixels.fit` calls `fit_on_device` for images that shrink along both sides (the
-service); `models.predict.Predictor.stage` calls `fitted_codes` to fit a batch's images
-straight into its input on the device (`cxr predict` on a GPU).
+`fit_stored` fits one image on a CUDA device when it shrinks along both sides, on the host
+otherwise (the service, through `models.image_pipeline.fit_read`);
+`models.predict.Predictor.stage` calls `fitted_codes` to fit a batch's images straight into
+its input on the device (`cxr predict` on a GPU).
 """
 
 from __future__ import annotations
@@ -26,10 +27,18 @@ import threading
 import numpy as np
 import torch
 
-from models.geometry import Geometry
+from models.geometry import Geometry, ResizeMode
 from models.stored_pixels import UNIT_CODES, ClampedLine, StoredPixels
 
-__all__ = ["area_taps", "codes_on_device", "fit_on_device", "fitted_codes", "shrink", "side_stream"]
+__all__ = [
+    "area_taps",
+    "codes_on_device",
+    "fit_on_device",
+    "fit_stored",
+    "fitted_codes",
+    "shrink",
+    "side_stream",
+]
 
 _streams = threading.local()
 
@@ -91,6 +100,27 @@ def side_stream(device: torch.device) -> torch.cuda.Stream:
     if key not in streams:
         streams[key] = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
     return streams[key]
+
+
+def fit_stored(
+    stored: StoredPixels, size: int, mode: ResizeMode | str, device: torch.device
+) -> tuple[np.ndarray, Geometry]:
+    """`StoredPixels.fit`, on `device` where it pays: a CUDA device and an image that shrinks
+    along both sides (the same weights as OpenCV's area resize, `fit_on_device`); others,
+    and every other device, are fitted on the host.
+
+    Returns:
+        uint16 (geometry.height, geometry.width) grey in [0, 1] times `UNIT_CODES`, and the
+        `Geometry`, as `StoredPixels.fit`.
+    """
+    if device.type == "cuda":
+        geo = Geometry.fit(*stored.shape, size, mode)
+        if geo.shrinks_both:
+            try:
+                return fit_on_device(stored, stored.fit_plan(), geo, device), geo
+            except RuntimeError:  # the device's memory is full, say: the host fits it
+                pass
+    return stored.fit(size, mode)
 
 
 def fit_on_device(

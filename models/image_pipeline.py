@@ -177,8 +177,8 @@ def load_for_model(
     """Decode, fit into the model input and make the display copy; drop the rest.
 
     Args:
-        device: a CUDA device to shrink the image on (`StoredPixels.fit`): the service,
-            which decodes one upload at a time beside a GPU; None fits on the host.
+        device: a CUDA device to shrink the image on (`models.device_fit.fit_stored`): the
+            service, which decodes one upload at a time beside a GPU; None fits on the host.
 
     Raises:
         ImageError: (a subclass) unreadable, unsupported or too large.
@@ -195,7 +195,13 @@ def fit_read(image: ReadImage, spec: InputSpec, device: torch.device | None = No
     into the model input and make the display copy, on `device` if given."""
     t1 = time.perf_counter()
     stored = image.stored
-    fitted, geometry = stored.fit(spec.size, spec.resize, device)
+    if device is None:
+        fitted, geometry = stored.fit(spec.size, spec.resize)
+    else:
+        # Lazy: decoding workers never import torch; a caller with a device has it already.
+        from models.device_fit import fit_stored
+
+        fitted, geometry = fit_stored(stored, spec.size, spec.resize, device)
     display = None
     if spec.display_size is not None:
         display = display_copy(stored, spec.display_size, fitted, geometry)

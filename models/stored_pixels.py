@@ -21,9 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:  # models.transforms imports torch; decoding does not need it
-    import torch
-
+if TYPE_CHECKING:
     from models.geometry import Geometry, ResizeMode
 
 __all__ = ["ClampedLine", "StoredPixels", "UNIT_CODES"]
@@ -188,14 +186,9 @@ class StoredPixels:
             high = np.inf
         return float(slope), intercept, float(low), float(high)
 
-    def fit(
-        self, size: int, mode: ResizeMode | str, device: torch.device | None = None
-    ) -> tuple[np.ndarray, Geometry]:
-        """Fit into the model input: the image's part only, without the padding.
-
-        With a CUDA `device`, an image that shrinks along both sides is averaged there
-        (`models.device_fit`: the same weights as OpenCV's area resize, as two matrix
-        products); others, and every other device, are fitted here.
+    def fit(self, size: int, mode: ResizeMode | str) -> tuple[np.ndarray, Geometry]:
+        """Fit into the model input on the host: the image's part only, without the padding.
+        (`models.device_fit.fit_stored` does the same on a CUDA device where it pays.)
 
         Returns:
             uint16 (geometry.height, geometry.width) grey in [0, 1] times `UNIT_CODES`,
@@ -209,13 +202,6 @@ class StoredPixels:
         geo = Geometry.fit(rows, columns, size, mode)
         shrink = rows > geo.height or columns > geo.width
         plan = self.fit_plan()
-        if device is not None and device.type == "cuda" and geo.shrinks_both:
-            from models.device_fit import fit_on_device
-
-            try:
-                return fit_on_device(self, plan, geo, device), geo
-            except RuntimeError:  # the device's memory is full, say: the host fits it
-                pass
         interp = cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
         if isinstance(plan, ClampedLine):
             codes = self.codes.astype(np.float32)

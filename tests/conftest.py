@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -23,3 +24,25 @@ def shared_data() -> Path:
     if not path.is_dir():
         pytest.skip(f"shared data not found at {path} (set CXR_SHARED_DATA)")
     return path
+
+
+# The service's and the batch engine's tests share one demo model per session (the
+# checkpoint takes seconds to build); tests/models/conftest.py overrides demo_checkpoint
+# with a three-label one for the library's own tests.
+@pytest.fixture(scope="session")
+def demo_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random resnet18 demo checkpoint at 64 px with the 14 labels (fast, offline)."""
+    from models.checkpoint import build_demo_checkpoint
+
+    return build_demo_checkpoint(tmp_path_factory.mktemp("ckpt") / "demo.pt", image_size=64)
+
+
+@pytest.fixture(scope="session")
+def demo_predictor(demo_checkpoint: Path) -> Any:
+    """The demo model with every threshold at 0, so every label is positive (and gets a
+    heatmap and boxes): deterministic outputs to test against."""
+    from models.predict import load_predictor
+
+    predictor = load_predictor(demo_checkpoint, device="cpu")
+    predictor.thresholds = dict.fromkeys(predictor.labels, 0.0)
+    return predictor

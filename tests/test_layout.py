@@ -1,21 +1,41 @@
 """The direction of dependencies (STYLE.md): libraries never reach into the service.
 
 `labeler/`, `models/` and `batch/` must not import app, fastapi, starlette, sqlalchemy,
-pydantic_settings or uvicorn, nor read environment variables; `migrations/`
-imports only `app.db.models` from the app.
+pydantic_settings or uvicorn, nor read environment variables; each package imports only the
+packages below it (labeler, models, batch, app); `migrations/` imports only `app.db.models`
+from the app. No two modules import each other, even lazily; a module name is used once; and
+what crosses between packages is typed.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN = {"app", "fastapi", "starlette", "sqlalchemy", "pydantic_settings", "uvicorn"}
+PACKAGES = ("app", "batch", "labeler", "models")
+
+
+def _load_layout_stats() -> ModuleType:
+    # docs/ is not a package: load the import graph's builder from its file, as
+    # tests/test_readme.py loads docs/module_map.py.
+    spec = importlib.util.spec_from_file_location("layout_stats", ROOT / "docs" / "layout_stats.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+layout_stats = _load_layout_stats()
 
 
 def _sources(package: str) -> list[Path]:
@@ -95,61 +115,73 @@ def test_layout_top_level_is_fixed() -> None:
     assert not extra, f"unexpected top-level entries: {sorted(extra)}"
 
 
-#: Names that several top-level packages may share, each for a stated reason.
+#: Module names (and subpackage names) used in more than one place, each for a stated reason.
 SHARED_NAMES = {
-    "__init__": "package markers",
     "errors": "each library owns its base exception in errors.py (STYLE.md)",
-    "configs": "data folders of TOML configurations, never imported",
     "models": "app/db/models.py is the SQLAlchemy convention that migrations/ imports",
-    # Still to rename: each is one package's name for a different thing.
-    "pacs": "app/pacs (the C-STORE listener) beside batch/pacs (DICOMweb, SR/GSPS writers)",
-    "pipeline": "labeler/pipeline.py (spaCy) beside models/pipeline.py (image input)",
 }
 #: app/routes/ names each router after its URL resource (/v1/images, /v1/reports).
 ROUTERS = "app/routes/"
 
 
-def _module_names(package: str) -> dict[str, list[str]]:
+def _module_names(root: Path, packages: tuple[str, ...]) -> dict[str, list[str]]:
+    """Each module's and each (sub)package's name, with where it is used. Data folders
+    (templates, patterns, configs) are not modules: they are left out."""
     names: dict[str, list[str]] = {}
-    for path in sorted((ROOT / package).rglob("*")):
-        if "__pycache__" in path.parts:
-            continue
-        if str(path.relative_to(ROOT)).startswith(ROUTERS):
-            continue
-        if path.suffix == ".py":
-            name = path.stem
-        elif path.is_dir():
-            name = path.name
-        else:
-            continue
-        names.setdefault(name, []).append(str(path.relative_to(ROOT)))
+    for package in packages:
+        names.setdefault(package, []).append(f"{package}/")
+        for path in sorted((root / package).rglob("*")):
+            where = path.relative_to(root).as_posix()
+            if "__pycache__" in path.parts or where.startswith(ROUTERS):
+                continue
+            if path.suffix == ".py" and path.name != "__init__.py":
+                names.setdefault(path.stem, []).append(where)
+            elif path.is_dir() and (path / "__init__.py").is_file():
+                names.setdefault(path.name, []).append(f"{where}/")
     return names
 
 
-def _collisions(packages: list[str]) -> list[str]:
-    owners: dict[str, list[str]] = {}
-    for package in packages:
-        owners.setdefault(package, []).append(package)
-        for name, paths in _module_names(package).items():
-            owners.setdefault(name, []).extend(paths)
+def _collisions(root: Path, packages: tuple[str, ...]) -> list[str]:
     return [
         f"{name}: {', '.join(paths)}"
-        for name, paths in sorted(owners.items())
-        if name not in SHARED_NAMES and len({p.split("/")[0] for p in paths}) > 1
+        for name, paths in sorted(_module_names(root, packages).items())
+        if len(paths) > 1 and name not in SHARED_NAMES
     ]
 
 
 def test_layout_module_names_do_not_collide_across_packages() -> None:
-    packages = [p for p in ("app", "labeler", "models", "batch") if (ROOT / p).is_dir()]
-    collisions = _collisions(packages)
-    assert not collisions, "modules that share a name across packages:\n" + "\n".join(collisions)
+    collisions = _collisions(ROOT, PACKAGES)
+    assert not collisions, (
+        "modules or subpackages that share a name (rename one, or add the name to "
+        "SHARED_NAMES with the reason):\n" + "\n".join(collisions)
+    )
 
 
-#: Names of the objects that cross from app/ into models/ and labeler/ (STYLE.md: type
-#: them, `Predictor` not `Any`, so that mypy --strict checks the boundary).
+def test_layout_shared_names_are_current() -> None:
+    names = _module_names(ROOT, PACKAGES)
+    stale = [name for name in SHARED_NAMES if len(names.get(name, [])) < 2]
+    assert not stale, f"SHARED_NAMES lists names no longer shared; remove them: {stale}"
+    assert (ROOT / ROUTERS).is_dir(), f"{ROUTERS} is gone: remove ROUTERS"
+
+
+def test_layout_collision_detector_covers_subpackages(tmp_path: Path) -> None:
+    for folder in ("app/pacs", "batch/pacs", "batch/listen", "models/web"):
+        (tmp_path / folder).mkdir(parents=True)
+    for path in ("app/pacs/__init__.py", "batch/pacs/__init__.py", "batch/listen/__init__.py"):
+        (tmp_path / path).write_text("")
+    (tmp_path / "models" / "listen.py").write_text("")
+    (tmp_path / "models" / "web" / "page.html").write_text("")  # a data folder: no module
+    (tmp_path / "app" / "web.py").write_text("")
+    assert _collisions(tmp_path, ("app", "batch", "models")) == [
+        "listen: batch/listen/, models/listen.py",
+        "pacs: app/pacs/, batch/pacs/",
+    ]
+
+
+#: Names of the objects that cross from app/ and batch/ (the service, the batch engine and
+#: the listener) into models/ and labeler/ (STYLE.md: type them, `Predictor` not `Any`, so
+#: that mypy --strict checks the boundary).
 SEAM_NAMES = {"predictor", "labeler", "nlp", "prediction", "meta"}
-#: app/batch/ moves to its own package, which takes this check with it.
-NOT_YET_CHECKED = ("app/batch/",)
 
 
 def _untyped_seams(tree: ast.AST, where: str) -> Iterator[str]:
@@ -167,13 +199,15 @@ def _untyped_seams(tree: ast.AST, where: str) -> Iterator[str]:
                 yield f"{where}:{lineno} {name}: {ast.unparse(annotation)}"
 
 
-def test_layout_app_types_what_crosses_into_the_libraries() -> None:
+@pytest.mark.parametrize("package", ["app", "batch"])
+def test_layout_types_what_crosses_into_the_libraries(package: str) -> None:
+    files = _sources(package)
+    assert files, f"{package}/ has no Python files"
     offenders = []
-    for path in _sources("app"):
-        where = str(path.relative_to(ROOT))
-        if not where.startswith(NOT_YET_CHECKED):
-            tree = ast.parse(path.read_text(encoding="utf-8"), filename=where)
-            offenders.extend(_untyped_seams(tree, where))
+    for path in files:
+        where = path.relative_to(ROOT).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=where)
+        offenders.extend(_untyped_seams(tree, where))
     assert not offenders, "annotate these with the libraries' types:\n" + "\n".join(offenders)
 
 
@@ -188,3 +222,64 @@ def test_layout_seam_detector_catches_any() -> None:
         "nlp: 'Any | None'",
         "labeler: Any",
     ]
+
+
+# ---------------------------------------------------------------- the import graph
+
+#: What each package may import of the others (module prefixes): only the packages below
+#: it. models shares the label vocabulary of labeler/schema.py (STYLE.md), nothing more.
+MAY_IMPORT = {
+    "labeler": (),
+    "models": ("labeler.schema",),
+    "batch": ("labeler", "models"),
+    "app": ("labeler", "models", "batch"),
+}
+
+
+def _within(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def _chain(graph: dict[str, dict[str, int]], cycle: list[str]) -> str:
+    """`a -> b -> a` with the line of each import: `a (line 3) -> b (line 9) -> a`."""
+    steps = [f"{m} (line {graph[m][n]})" for m, n in zip(cycle, cycle[1:], strict=False)]
+    return " -> ".join([*steps, cycle[-1]])
+
+
+def test_layout_packages_import_only_the_packages_below_them() -> None:
+    graph = layout_stats.import_graph(ROOT, PACKAGES)
+    offenders = []
+    for module, imported in sorted(graph.items()):
+        package = module.split(".")[0]
+        for name, line in sorted(imported.items()):
+            other = name.split(".")[0]
+            if other != package and not _within(name, MAY_IMPORT[package]):
+                offenders.append(f"{module} (line {line}) imports {name}")
+    assert not offenders, "imports against MAY_IMPORT:\n" + "\n".join(offenders)
+
+
+def test_layout_has_no_import_cycles() -> None:
+    graph = layout_stats.import_graph(ROOT, PACKAGES)
+    cycles = [_chain(graph, cycle) for cycle in layout_stats.import_cycles(graph)]
+    assert not cycles, (
+        "modules that import each other (imports inside functions count: move the shared "
+        "piece to the module it belongs to, or a third one):\n" + "\n".join(cycles)
+    )
+
+
+def test_layout_cycle_detector_sees_lazy_imports_and_from_imports(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    files = {
+        "__init__.py": "",
+        "a.py": "def f() -> None:\n    from pkg import b\n",  # lazy, and a from-import
+        "b.py": "import os\n\nimport pkg.c\n",
+        "c.py": "from pkg.a import f\n",
+        "d.py": "from pkg import a, VALUE\n",  # a is a module; VALUE is not: pkg itself
+    }
+    for name, text in files.items():
+        (tmp_path / "pkg" / name).write_text(text)
+    graph = layout_stats.import_graph(tmp_path, ("pkg",))
+    assert graph["pkg.d"] == {"pkg.a": 1, "pkg": 1}
+    [cycle] = layout_stats.import_cycles(graph)
+    assert cycle == ["pkg.a", "pkg.b", "pkg.c", "pkg.a"]
+    assert _chain(graph, cycle) == "pkg.a (line 2) -> pkg.b (line 3) -> pkg.c (line 1) -> pkg.a"

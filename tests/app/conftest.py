@@ -1,6 +1,7 @@
 """Fixtures for service tests: settings on a temp folder, the database (SQLite, and
-PostgreSQL when CXR_TEST_POSTGRES_URL is set), a tiny demo model, and TestClients
-running the real app (lifespan included). Builders live in service_fixtures.py."""
+PostgreSQL when CXR_TEST_POSTGRES_URL is set), and TestClients running the real app
+(lifespan included) with the demo model of tests/conftest.py. Builders live in
+service_fixtures.py."""
 
 from __future__ import annotations
 
@@ -72,25 +73,6 @@ def make_settings(tmp_path: Path, database_url: str) -> Callable[..., Settings]:
         return Settings(**values)
 
     return make
-
-
-@pytest.fixture(scope="session")
-def demo_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A random resnet18 demo checkpoint at 64 px with the 14 labels (fast, offline)."""
-    from models.checkpoint import build_demo_checkpoint
-
-    return build_demo_checkpoint(tmp_path_factory.mktemp("ckpt") / "demo.pt", image_size=64)
-
-
-@pytest.fixture(scope="session")
-def demo_predictor(demo_checkpoint: Path) -> Any:
-    """The demo model with every threshold at 0, so every label is positive (and gets a
-    heatmap and boxes): deterministic outputs to test against."""
-    from models.predict import load_predictor
-
-    predictor = load_predictor(demo_checkpoint, device="cpu")
-    predictor.thresholds = dict.fromkeys(predictor.labels, 0.0)
-    return predictor
 
 
 @pytest.fixture

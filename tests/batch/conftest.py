@@ -1,13 +1,12 @@
-"""Fixtures for the batch library's tests: the labeler, a tiny demo model, a clean
-environment for the tests that run `cxr batch`, and the DICOM builders of
-tests/app/service_fixtures.py (the same synthetic exports the service's tests use)."""
+"""Fixtures for the batch library's tests: a clean environment for the tests that run
+`cxr batch` and `cxr listen`, and the DICOM builders of tests/app/service_fixtures.py (the
+same synthetic exports the service's tests use). The demo model is tests/conftest.py's."""
 
 from __future__ import annotations
 
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -22,21 +21,3 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("CXR_") and name not in ("CXR_TEST_POSTGRES_URL", "CXR_SHARED_DATA"):
             monkeypatch.delenv(name)
-
-
-@pytest.fixture(scope="session")
-def demo_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A random resnet18 demo checkpoint at 64 px with the 14 labels (fast, offline)."""
-    from models.checkpoint import build_demo_checkpoint
-
-    return build_demo_checkpoint(tmp_path_factory.mktemp("ckpt") / "demo.pt", image_size=64)
-
-
-@pytest.fixture(scope="session")
-def demo_predictor(demo_checkpoint: Path) -> Any:
-    """The demo model with every threshold at 0, so every label is positive."""
-    from models.predict import load_predictor
-
-    predictor = load_predictor(demo_checkpoint, device="cpu")
-    predictor.thresholds = dict.fromkeys(predictor.labels, 0.0)
-    return predictor

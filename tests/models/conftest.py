@@ -21,6 +21,7 @@ def make_dicom(tmp_path: Path) -> Callable[..., Path]:
     return make
 
 
+# Overrides tests/conftest.py's 14-label demo model: the library's tests need only a few.
 @pytest.fixture(scope="session")
 def demo_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random resnet18 checkpoint at 64 px with three labels (fast to build and run)."""

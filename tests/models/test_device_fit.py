@@ -92,13 +92,13 @@ def test_fit_goes_to_the_device_only_for_a_cuda_shrink(monkeypatch: pytest.Monke
     cuda = torch.device("cuda")  # a name only: nothing runs there
     stored = StoredPixels.linear(_CODES12, 0, 4095)
     host, _ = stored.fit(256, "letterbox")
-    got, _ = stored.fit(256, "letterbox", cuda)
+    got, _ = device_fit.fit_stored(stored, 256, "letterbox", cuda)
     assert calls == [stored.shape]
     assert np.abs(got.astype(np.int64) - host.astype(np.int64)).max() <= 1
     small = StoredPixels.linear(_CODES12[:100, :80], 0, 4095)
-    enlarged = small.fit(256, "letterbox", cuda)[0]
+    enlarged = device_fit.fit_stored(small, 256, "letterbox", cuda)[0]
     np.testing.assert_array_equal(enlarged, small.fit(256, "letterbox")[0])
-    stored.fit(256, "letterbox", torch.device("cpu"))
+    device_fit.fit_stored(stored, 256, "letterbox", torch.device("cpu"))
     assert calls == [stored.shape]  # an enlargement and the CPU stay on the host
 
 
@@ -108,7 +108,7 @@ def test_a_failing_device_fit_falls_back_to_the_host(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(device_fit, "fit_on_device", out_of_memory)
     stored = StoredPixels.linear(_CODES12, 0, 4095)
-    got, geo = stored.fit(256, "letterbox", torch.device("cuda"))
+    got, geo = device_fit.fit_stored(stored, 256, "letterbox", torch.device("cuda"))
     want, want_geo = stored.fit(256, "letterbox")
     np.testing.assert_array_equal(got, want)
     assert geo == want_geo
@@ -120,7 +120,7 @@ def test_a_failing_device_fit_falls_back_to_the_host(monkeypatch: pytest.MonkeyP
 def test_cuda_fit_gives_the_host_fits_codes(case: str) -> None:
     stored = CASES[case]()
     host, geo = stored.fit(256, "letterbox")
-    got, cuda_geo = stored.fit(256, "letterbox", torch.device("cuda"))
+    got, cuda_geo = device_fit.fit_stored(stored, 256, "letterbox", torch.device("cuda"))
     assert cuda_geo == geo and got.dtype == np.uint16
     diff = np.abs(got.astype(np.int64) - host.astype(np.int64))
     assert diff.max() <= 1 and (diff > 0).mean() < 0.01

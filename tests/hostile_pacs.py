@@ -8,8 +8,9 @@ paging, redirects, deeply nested JSON, UIDs that are not UIDs.
         pacs.bytes_sent                           # what the server managed to write
 
 A real HTTP server (http.server in a thread), so clients are driven through their real
-sockets, streaming and timeouts. Imported by tests as `hostile_pacs` (pytest puts
-tests/app on sys.path) and by benchmarks/hostile_dicomweb.py.
+sockets, streaming and timeouts. Imported as `hostile_pacs` by the DICOMweb client's
+tests (tests/batch/pacs/) and the service's jobs' (tests/app/): pytest puts tests/ on
+sys.path; and by benchmarks/hostile_dicomweb.py.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pydicom
+from dicom_factory import build_dataset, chest_pixels, to_bytes
 
-__all__ = ["HostileDicomweb", "Responder", "tag"]
+__all__ = ["HostileDicomweb", "Responder", "chest_instances", "tag", "with_bad_series"]
 
 Responder = Callable[["_Handler", "re.Match[str]"], None]
 _CHUNK = 64 * 1024
@@ -38,6 +40,18 @@ _BOUNDARY = "hostile"
 def tag(code: str, value: Any, vr: str = "UI") -> dict[str, Any]:
     """One DICOM JSON element."""
     return {code: {"vr": vr, "Value": [value]}}
+
+
+def chest_instances(n: int, *, study: str | None = None, series: str | None = None) -> list[bytes]:
+    """`n` small chest DX files of one study (a new UID unless given), to serve."""
+    study = study or pydicom.uid.generate_uid()
+    out = []
+    for i in range(n):
+        ds = build_dataset(pixels=chest_pixels(64, 64, seed=i), study_uid=study)
+        if series is not None:
+            ds.SeriesInstanceUID = series
+        out.append(to_bytes(ds))
+    return out
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -322,3 +336,19 @@ def _gzip_zeros(size: int) -> bytes:
         out = [packer.compress(block[: min(len(block), size - i)]) for i in range(0, size, 2**20)]
         _BOMBS[size] = b"".join(out) + packer.flush()
     return _BOMBS[size]
+
+
+def with_bad_series(good: Sequence[bytes]) -> HostileDicomweb:
+    """A PACS serving `good` (one study) whose series listing also holds a UID with a final
+    newline and a series whose instance listing fails (HTTP 500)."""
+    pacs = HostileDicomweb(good)
+    study = pacs.datasets[0].StudyInstanceUID
+    series = [tag("0020000E", d.SeriesInstanceUID) | tag("00080060", "DX", "CS")
+              for d in pacs.datasets]  # fmt: skip
+    series += [
+        tag("0020000E", "1.2.3\n") | tag("00080060", "DX", "CS"),
+        tag("0020000E", "1.2.500") | tag("00080060", "CR", "CS"),
+    ]
+    pacs.on(rf"/studies/{study}/series$", pacs.raw(json.dumps(series).encode()))
+    pacs.on(r"/series/1\.2\.500/instances$", pacs.raw(b"database on fire", 500, "text/plain"))
+    return pacs

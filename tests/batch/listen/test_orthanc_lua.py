@@ -19,7 +19,7 @@ from service_fixtures import CT_STORAGE, build_dataset, chest_pixels, free_port,
 from batch.listen.listener import StoreListener
 
 ORTHANC = shutil.which("Orthanc") or "/usr/sbin/Orthanc"
-LUA = Path(__file__).resolve().parents[2] / "app" / "pacs" / "orthanc" / "cxr-forward.lua"
+LUA = Path(__file__).resolve().parents[3] / "batch" / "listen" / "orthanc" / "cxr-forward.lua"
 
 pytestmark = [
     pytest.mark.issue(10),

@@ -1,5 +1,6 @@
 """The DICOMweb source and the DICOM push sink on the batch engine, against a scripted
-DICOMweb server (httpx.MockTransport); the real-Orthanc version is test_pacs_orthanc.py."""
+DICOMweb server (httpx.MockTransport); the real-Orthanc version is
+tests/app/test_pacs_orthanc.py."""
 
 from __future__ import annotations
 

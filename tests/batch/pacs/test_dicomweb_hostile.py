@@ -1,16 +1,13 @@
 """A hostile DICOMweb server (issue 18, items 2, 3 and 14), over real loopback HTTP:
-the client, `cxr batch --dicomweb` and the service's jobs stay bounded in memory and
-time, fail clearly, and fail only what the server broke."""
+the client (batch/pacs/dicomweb.py) and `cxr batch --dicomweb` stay bounded in memory
+and time, fail clearly, and fail only what the server broke. The service's jobs against
+the same server: tests/app/test_jobs_hostile_dicomweb.py."""
 
 from __future__ import annotations
 
 import gzip
 import io
 import json
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 import tracemalloc
@@ -19,16 +16,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pydicom
 import pytest
-from fastapi.testclient import TestClient
-from hostile_pacs import HostileDicomweb, tag
-from service_fixtures import build_dataset, chest_pixels, free_port, to_bytes, wait_for_job
+from hostile_pacs import HostileDicomweb, chest_instances, tag, with_bad_series
 
 from app.cli import main
-from app.main import create_app
-from app.settings import Settings
 from batch.dicomweb_source import ref_from_key
 from batch.pacs.dicomweb import (
     DicomwebAborted,
@@ -45,17 +37,6 @@ WADO = r"/instances/[^/]+$"
 MiB = 2**20
 
 
-def _images(n: int, *, study: str | None = None, series: str | None = None) -> list[bytes]:
-    study = study or pydicom.uid.generate_uid()
-    out = []
-    for i in range(n):
-        ds = build_dataset(pixels=chest_pixels(64, 64, seed=i), study_uid=study)
-        if series is not None:
-            ds.SeriesInstanceUID = series
-        out.append(to_bytes(ds))
-    return out
-
-
 def _ref(data: bytes) -> InstanceRef:
     ds = pydicom.dcmread(io.BytesIO(data), stop_before_pixels=True)
     return InstanceRef(ds.StudyInstanceUID, ds.SeriesInstanceUID, ds.SOPInstanceUID)
@@ -63,7 +44,7 @@ def _ref(data: bytes) -> InstanceRef:
 
 @pytest.fixture
 def one_image() -> Iterator[tuple[HostileDicomweb, InstanceRef]]:
-    data = _images(1)
+    data = chest_instances(1)
     with HostileDicomweb(data) as pacs:
         yield pacs, _ref(data[0])
 
@@ -268,25 +249,9 @@ def test_dicomweb_redirect_is_an_error_and_not_followed(
 # --- one bad series is that series' failure ------------------------------------------------
 
 
-def _pacs_with_bad_series(good: list[bytes]) -> HostileDicomweb:
-    """A study whose series listing also holds a UID with a final newline and a series
-    whose instance listing fails (HTTP 500)."""
-    pacs = HostileDicomweb(good)
-    study = pacs.datasets[0].StudyInstanceUID
-    series = [tag("0020000E", d.SeriesInstanceUID) | tag("00080060", "DX", "CS")
-              for d in pacs.datasets]  # fmt: skip
-    series += [
-        tag("0020000E", "1.2.3\n") | tag("00080060", "DX", "CS"),
-        tag("0020000E", "1.2.500") | tag("00080060", "CR", "CS"),
-    ]
-    pacs.on(rf"/studies/{study}/series$", pacs.raw(json.dumps(series).encode()))
-    pacs.on(r"/series/1\.2\.500/instances$", pacs.raw(b"database on fire", 500, "text/plain"))
-    return pacs
-
-
 def test_dicomweb_one_bad_series_does_not_abort_the_search() -> None:
-    good = _images(2)
-    with _pacs_with_bad_series(good) as pacs, _client(pacs) as web:
+    good = chest_instances(2)
+    with with_bad_series(good) as pacs, _client(pacs) as web:
         found = list(web.iter_instances(modalities=("CR", "DX")))
     failures = [f for f in found if isinstance(f, SearchFailure)]
     refs = [r for r in found if isinstance(r, InstanceRef)]
@@ -302,8 +267,8 @@ def test_dicomweb_one_bad_series_does_not_abort_the_search() -> None:
 def test_cli_batch_dicomweb_bad_series_and_bad_instances_fail_alone(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    good = _images(3)
-    with _pacs_with_bad_series(good) as pacs:
+    good = chest_instances(3)
+    with with_bad_series(good) as pacs:
         bomb, slow = (_ref(d).sop_instance_uid for d in good[:2])
         pacs.on(rf"/instances/{bomb}$", pacs.gzip_bomb(decoded=8 * MiB))
         pacs.on(rf"/instances/{slow}$", pacs.slow(0.1))
@@ -341,7 +306,7 @@ def test_cli_batch_dicomweb_search_failure_is_one_line_and_nonzero(
     rule: Callable[[HostileDicomweb], Any],
     expected: str,
 ) -> None:
-    with HostileDicomweb(_images(1)) as pacs:
+    with HostileDicomweb(chest_instances(1)) as pacs:
         pacs.on(r"/studies$", rule(pacs))
         status = main(
             ["batch", "--dicomweb", pacs.url, "-o", str(tmp_path / "o.jsonl"),
@@ -350,120 +315,3 @@ def test_cli_batch_dicomweb_search_failure_is_one_line_and_nonzero(
     err = capsys.readouterr().err.strip()
     assert status == 2
     assert err.startswith("cxr batch: error: GET ") and expected in err and "\n" not in err
-
-
-# --- the service: failed jobs, DELETE and stop with a fetch stuck --------------------------
-
-
-MakeSettings = Callable[..., Settings]  # the conftest's make_settings (SQLite, or PostgreSQL)
-
-
-def test_service_dicomweb_search_redirect_fails_the_job(make_settings: MakeSettings) -> None:
-    with HostileDicomweb(_images(1)) as pacs:
-        pacs.on(r"/studies$", pacs.redirect("http://evil.example/dicom-web/studies"))
-        with TestClient(create_app(make_settings(dicomweb_url=pacs.url))) as client:
-            response = client.post("/v1/batches", json={"dicomweb": {}})
-            job = wait_for_job(client, response.json()["id"], timeout=20)
-    assert job["state"] == "failed" and job["total"] == 0
-    assert "HTTP 302" in job["error"] and "redirects are not followed" in job["error"]
-
-
-def test_service_dicomweb_bad_series_and_big_instance_fail_alone(
-    make_settings: MakeSettings,
-) -> None:
-    good = _images(2)
-    with _pacs_with_bad_series(good) as pacs:
-        big = _ref(good[0]).sop_instance_uid
-        pacs.on(rf"/instances/{big}$", pacs.huge(8 * MiB, declare_length=False))
-        settings = make_settings(dicomweb_url=pacs.url, dicomweb_max_instance_mb=1.0)
-        with TestClient(create_app(settings)) as client:
-            response = client.post("/v1/batches", json={"dicomweb": {}})
-            job = wait_for_job(client, response.json()["id"], timeout=20)
-    assert job["state"] == "done"
-    assert (job["total"], job["done"], job["failed"]) == (4, 1, 3)
-
-
-def _job_stuck_on_a_fetch(client: TestClient, pacs: HostileDicomweb) -> str:
-    job_id: str = client.post("/v1/batches", json={"dicomweb": {}}).json()["id"]
-    deadline = time.monotonic() + 20
-    while not any("/instances/" in r for r in pacs.requests):  # the WADO fetch began
-        assert time.monotonic() < deadline, pacs.requests
-        time.sleep(0.05)
-    time.sleep(0.3)
-    return job_id
-
-
-def test_service_delete_of_a_stuck_job_frees_the_worker(make_settings: MakeSettings) -> None:
-    with HostileDicomweb(_images(1)) as pacs:
-        pacs.on(WADO, pacs.slow(0.5, body=b"x" * 10**6))  # would take 6 days
-        settings = make_settings(dicomweb_url=pacs.url, dicomweb_timeout_s=600.0)
-        with TestClient(create_app(settings)) as client:
-            stuck = _job_stuck_on_a_fetch(client, pacs)
-            later = client.post("/v1/batches", json={"dicomweb": {"modality": ["CT"]}}).json()
-            assert client.get(f"/v1/batches/{later['id']}").json()["state"] == "queued"
-            began = time.monotonic()
-            assert client.delete(f"/v1/batches/{stuck}").status_code == 204
-            job = wait_for_job(client, later["id"], timeout=10)
-            assert job["state"] == "done" and time.monotonic() - began < 3.0
-            assert client.get(f"/v1/batches/{stuck}").status_code == 404
-
-
-def test_service_stop_cuts_a_stuck_fetch_and_the_job_resumes(
-    make_settings: MakeSettings,
-) -> None:
-    data = _images(1)
-    with HostileDicomweb(data) as pacs:
-        pacs.on(WADO, pacs.slow(0.5, body=b"x" * 10**6))
-        settings = make_settings(dicomweb_url=pacs.url, dicomweb_timeout_s=600.0)
-        client = TestClient(create_app(settings))
-        client.__enter__()
-        job_id = _job_stuck_on_a_fetch(client, pacs)
-        began = time.monotonic()
-        client.__exit__(None, None, None)  # the lifespan's shutdown: runner.stop()
-        assert time.monotonic() - began < 3.0
-
-        pacs.rules.clear()  # the PACS is well again: the file was left pending, not failed
-        with TestClient(create_app(settings)) as client:
-            job = wait_for_job(client, job_id, timeout=20)
-    assert job["state"] == "done" and (job["done"], job["failed"]) == (1, 0)
-
-
-@pytest.mark.slow
-def test_cxr_serve_exits_on_sigterm_with_a_fetch_stuck(tmp_path: Path) -> None:
-    with HostileDicomweb(_images(1)) as pacs:
-        pacs.on(WADO, pacs.slow(0.5, body=b"x" * 10**6))
-        port = free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CXR_")}
-        env |= {
-            "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
-            "CXR_STORAGE_DIR": str(tmp_path / "storage"),
-            "CXR_DICOMWEB_URL": pacs.url,
-            "CXR_DICOMWEB_TIMEOUT_S": "600",
-        }
-        server = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", "--port", str(port),
-             "--log-level", "warning"],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
-                    break
-                except httpx.HTTPError:
-                    assert time.monotonic() < deadline, "cxr serve did not start"
-                    time.sleep(0.2)
-            httpx.post(f"http://127.0.0.1:{port}/v1/batches", json={"dicomweb": {}})
-            deadline = time.monotonic() + 20
-            while not any("/instances/" in r for r in pacs.requests):
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
-            began = time.monotonic()
-            server.send_signal(signal.SIGTERM)
-            server.wait(timeout=15)
-            assert time.monotonic() - began < 5.0
-        finally:
-            if server.poll() is None:
-                server.kill()
-                server.wait()

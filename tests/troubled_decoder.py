@@ -1,6 +1,7 @@
 """A decoding worker's function for tests, in a module light enough to import in a worker:
 a file named crash* ends its worker as a segfaulting decoder would, hang* never returns,
-raise* raises; others go through the real `load_task`."""
+raise* raises; others go through the real `load_task`. Shared by the tests of the upload
+workers, the batch read-ahead and the listener: pytest puts tests/ on sys.path."""
 
 from __future__ import annotations
 

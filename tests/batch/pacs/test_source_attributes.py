@@ -92,7 +92,7 @@ def _reread(ds: Dataset) -> Dataset:
 
 
 def _dciodvfy_errors(ds: Dataset, tmp_path: Path) -> list[str]:
-    """dciodvfy's "Error" lines (warnings allowed, as in test_pacs_documents.py)."""
+    """dciodvfy's "Error" lines (warnings allowed, as in test_documents.py)."""
     if shutil.which("dciodvfy") is None:
         pytest.skip("dciodvfy (Debian dicom3tools) not installed")
     path = tmp_path / "object.dcm"

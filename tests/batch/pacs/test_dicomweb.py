@@ -168,18 +168,3 @@ def test_dicomweb_logs_no_uids_when_told(caplog: pytest.LogCaptureFixture) -> No
         web.retrieve_instance(InstanceRef(STUDY, SERIES, SOP))
     assert "pulled study <uid> instance <uid> (4 bytes)" in caplog.text
     assert SOP not in caplog.text
-
-
-@pytest.mark.issue(18)
-def test_cli_dicomweb_client_logs_uids_only_when_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
-    import argparse
-
-    from app.cli.common import dicomweb_client_from_args
-
-    args = argparse.Namespace(user=None, password=None, token=None, timeout=None)
-    monkeypatch.delenv("CXR_LOG_PATIENT_DATA", raising=False)
-    with dicomweb_client_from_args("http://127.0.0.1:9/dicom-web", args) as web:
-        assert web.log_uids is False
-    monkeypatch.setenv("CXR_LOG_PATIENT_DATA", "1")
-    with dicomweb_client_from_args("http://127.0.0.1:9/dicom-web", args) as web:
-        assert web.log_uids is True

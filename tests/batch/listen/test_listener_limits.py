@@ -25,8 +25,7 @@ from pynetdicom.association import Association
 from pynetdicom.sop_class import Verification  # type: ignore[attr-defined]
 from service_fixtures import DX_STORAGE, build_dataset, chest_pixels, to_bytes
 
-from app.cli import build_parser, main
-from app.settings import Settings
+from app.cli import main
 from batch.listen.association_guard import ListenerLimits, host_of
 from batch.listen.listener import ListenerConfigError, StoreListener
 
@@ -552,24 +551,7 @@ def test_listener_refuses_instances_while_the_inbox_disk_is_short_of_its_reserve
     assert listener.counts["duplicate"] == 0
 
 
-# ---------------------------------------------------------------- configuration
-
-
-def test_listener_limits_validate_and_match_the_settings_defaults() -> None:
-    settings = Settings()
-    defaults = ListenerLimits()
-    assert defaults.max_pdu == settings.listen_max_pdu
-    assert defaults.max_dataset_bytes == settings.listen_max_dataset_mb * 1024 * 1024
-    assert defaults.max_associations == settings.listen_max_associations
-    assert defaults.max_associations_per_host == settings.listen_max_associations_per_host
-    assert defaults.association_timeout_s == settings.listen_association_timeout_s
-    assert defaults.idle_timeout_s == settings.listen_idle_timeout_s
-    assert defaults.max_association_s == settings.listen_max_association_s
-    assert defaults.min_free_bytes == settings.listen_min_free_mb * 1024 * 1024
-    with pytest.raises(ValueError, match="--max-pdu 0: must be between 4096"):
-        ListenerLimits(max_pdu=0)
-    with pytest.raises(ValueError, match="must not exceed --max-associations"):
-        ListenerLimits(max_associations=2, max_associations_per_host=3)
+# ---------------------------------------------------------------- hosts
 
 
 def test_listener_counts_an_ipv6_host_by_its_64() -> None:
@@ -577,17 +559,3 @@ def test_listener_counts_an_ipv6_host_by_its_64() -> None:
     assert host_of("2001:db8:0:1::1") != host_of("2001:db8::1")
     assert host_of("::ffff:10.0.0.5") == "10.0.0.5"  # IPv4 on a dual-stack socket
     assert host_of("10.0.0.5") != host_of("10.0.0.6")
-
-
-def test_listen_flags_override_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    from app.cli.listen_command import _listener_limits
-
-    monkeypatch.setenv("CXR_LISTEN_MAX_DATASET_MB", "2")
-    monkeypatch.setenv("CXR_LISTEN_IDLE_TIMEOUT_S", "30")
-    monkeypatch.setenv("CXR_LISTEN_MIN_FREE_MB", "10")
-    argv = ["listen", "--out", "o.jsonl", "--idle-timeout", "7", "--min-free-mb", "0.5"]
-    limits = _listener_limits(build_parser().parse_args(argv), Settings())
-    assert limits.max_dataset_bytes == 2 * 1024 * 1024  # from the setting
-    assert limits.idle_timeout_s == 7  # the flag wins
-    assert limits.min_free_bytes == 512 * 1024
-    assert limits.max_associations_per_host == 4  # the default

@@ -1,0 +1,95 @@
+"""`cxr ask` (app/cli_questions.py): one question, a questions CSV, and the errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+
+REPORT = (
+    "FINDINGS: Small left pleural effusion. No pneumothorax. A 2 cm mass in the right upper lobe."
+)
+
+
+def test_cxr_ask_one_question(capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["ask", "--report", REPORT, "--question", "Is there a pneumothorax?", "-q"])
+    out = json.loads(capsys.readouterr().out)
+    assert status == 0
+    assert {k: out[k] for k in ("type", "label", "answer", "source")} == {
+        "type": "presence",
+        "label": "Pneumothorax",
+        "answer": "no",
+        "source": "report",
+    }
+
+
+def test_cxr_ask_questions_csv(tmp_path: Path) -> None:
+    src = tmp_path / "q.csv"
+    with src.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "report", "image", "question"])
+        w.writerow(["a", REPORT, "", "Where is the mass?"])
+        w.writerow(["b", REPORT, "", "Is the mass larger than 3 cm?"])
+        w.writerow(["c", "Possible pleural effusion.", "", "Is there an effusion?"])
+        w.writerow(["d", REPORT, "", "What is the diagnosis?"])
+    out = tmp_path / "answers.jsonl"
+    assert main(["ask", "--questions", str(src), "-o", str(out), "-q"]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in rows] == ["a", "b", "c", "d"]
+    assert rows[0]["answer"] == ["right", "right upper lobe"]
+    assert rows[1]["answer"] == "no"
+    assert rows[2]["answer"] == "uncertain"
+    assert rows[3]["type"] == "unsupported"
+
+
+@pytest.mark.parametrize("name", ["report_2023_0417.txt", "notes/r1", "."])
+def test_cxr_ask_a_report_path_that_is_not_a_file_is_an_error_not_a_no(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["ask", "--report", name, "--question", "Is there a pneumothorax?"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and f"--report {name}:" in captured.err
+
+
+def test_cxr_ask_reads_a_report_file_and_takes_a_one_word_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "r.txt").write_text("Small left pleural effusion.")
+    ask = ["--question", "Is there an effusion?", "-q"]
+    assert main(["ask", "--report", str(tmp_path / "r.txt"), *ask]) == 0
+    assert json.loads(capsys.readouterr().out)["answer"] == "yes"
+    assert main(["ask", "--report", "Normal.", *ask]) == 0
+    assert json.loads(capsys.readouterr().out)["answer"] == "no"
+
+
+def test_cxr_ask_an_empty_or_too_long_report_fails_its_row(tmp_path: Path) -> None:
+    src = tmp_path / "q.csv"
+    with src.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "report", "question"])
+        w.writerow(["blank", "   ", "Is there an effusion?"])
+        w.writerow(["long", "No effusion. " * 10_000, "Is there an effusion?"])
+        w.writerow(["good", "Small effusion.", "Is there an effusion?"])
+    out = tmp_path / "answers.jsonl"
+    assert main(["ask", "--questions", str(src), "-o", str(out), "-q"]) == 1
+    rows = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert rows["blank"]["message"] == "the report is empty"
+    assert rows["long"]["message"].startswith("the report cannot be read: ReportTooLongError")
+    assert rows["blank"]["answer"] == rows["long"]["answer"] == "unknown"
+    assert rows["good"]["answer"] == "yes" and "message" not in rows["good"]
+
+
+def test_cxr_ask_refuses_an_unknown_view(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(["ask", "--report", REPORT, "--question", "Is there a mass?", "--view", "XX"])
+    assert stop.value.code == 2 and "unknown view 'XX'" in capsys.readouterr().err
+
+
+def test_cxr_ask_image_needs_a_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ask", "--image", str(tmp_path / "x.png"), "--question", "Is there a mass?"]) == 2
+    assert "need a model" in capsys.readouterr().err

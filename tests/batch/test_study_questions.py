@@ -1,0 +1,127 @@
+"""Questions about a study (batch/study_questions.py on models/image_findings.py): fusion
+of report and image, and the discrepancy flag. `cxr ask` is tested in
+tests/app/test_cli_ask.py, POST /v1/studies/ask in tests/app/test_routes_studies.py and the
+discrepancy worklist in tests/app/test_worklist.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from batch.study_questions import StudyQuestions, discrepancy_of
+from labeler.config import LabelerConfig
+from labeler.pipeline import build_nlp
+from models.dicom import ImageMeta
+from models.image_findings import ImageFindings, image_findings
+from models.position import LungField
+
+REPORT = (
+    "FINDINGS: Small left pleural effusion. No pneumothorax. A 2 cm mass in the right upper lobe."
+)
+
+
+@dataclass(frozen=True)
+class B:
+    label: str
+    x: float
+    y: float
+    width: float
+    height: float
+    score: float = 0.9
+
+
+@pytest.fixture(scope="module")
+def engine() -> StudyQuestions:
+    config = LabelerConfig()
+    return StudyQuestions(build_nlp(config), config)
+
+
+def _image(positive: list[str], boxes: list[B], view: str | None = "PA") -> ImageFindings:
+    probs = {"Effusion": 0.1, "Pneumothorax": 0.1, "Mass": 0.1, "Nodule": 0.1}
+    probs.update(dict.fromkeys(positive, 0.9))
+    meta = ImageMeta(rows=300, columns=200, view_position=view)
+    return image_findings(
+        probs, positive, boxes, None, meta, lung_field=LungField(0, 0, 200, 300, "image")
+    )
+
+
+# image right (x > 100) is the patient's left on a PA view
+LEFT_LOW = B("Effusion", 140, 220, 40, 50)
+RIGHT_LOW = B("Effusion", 20, 220, 40, 50)
+
+
+def test_report_and_image_agree(engine: StudyQuestions) -> None:
+    report = engine.label_reports([REPORT])[REPORT]
+    a = engine.ask(
+        "Is the effusion on the left?", report=report, image=_image(["Effusion"], [LEFT_LOW])
+    )
+    assert (a.type, a.answer, a.source, a.discrepancy) == ("position", "yes", "both", False)
+    assert a.evidence["image"]["boxes"][0]["side"] == "left"  # type: ignore[index]
+    assert a.evidence["report"][0]["rule"]  # type: ignore[index]
+
+
+def test_image_only_position_uses_view_position_and_zones(engine: StudyQuestions) -> None:
+    img = _image(["Effusion"], [LEFT_LOW])
+    assert engine.ask("Which side is the effusion on?", image=img).answer == ["left"]
+    assert engine.ask("Where is the effusion?", image=img).answer == ["left", "lower"]
+    ap = _image(["Effusion"], [RIGHT_LOW], view="AP")
+    a = engine.ask("Is the effusion on the right?", image=ap)
+    assert (a.answer, a.source) == ("yes", "image")
+    lateral = _image(["Effusion"], [RIGHT_LOW], view="LL")
+    assert engine.ask("Which side is the effusion on?", image=lateral).answer == "unknown"
+
+
+def test_discrepancy_on_side(engine: StudyQuestions) -> None:
+    report = engine.label_reports([REPORT])[REPORT]
+    a = engine.ask("Is there an effusion?", report=report, image=_image(["Effusion"], [RIGHT_LOW]))
+    assert (a.answer, a.discrepancy) == ("yes", True)
+    assert "on the left, the image on the right" in str(a.evidence["discrepancy"])
+
+
+def test_discrepancy_on_presence_both_ways(engine: StudyQuestions) -> None:
+    report = engine.label_reports([REPORT])[REPORT]
+    missed = engine.ask("Is there an effusion?", report=report, image=_image([], []))
+    assert (missed.answer, missed.discrepancy) == ("yes", True)
+    extra = engine.ask(
+        "Is there a pneumothorax?",
+        report=report,
+        image=_image(["Pneumothorax"], [B("Pneumothorax", 150, 30, 20, 60)]),
+    )
+    assert (extra.answer, extra.discrepancy) == ("no", True)
+    assert "rules it out" in str(extra.evidence["discrepancy"])
+
+
+def test_no_discrepancy_for_an_uncertain_report_or_unknown_label(engine: StudyQuestions) -> None:
+    img = _image([], [])
+    assert discrepancy_of("uncertain", None, img, "Effusion") is None
+    assert discrepancy_of("positive", None, img, "Hernia") is None
+
+
+def test_unsupported_question_is_not_answered(engine: StudyQuestions) -> None:
+    a = engine.ask("Why is there an effusion?", report=engine.label_reports([REPORT])[REPORT])
+    assert (a.type, a.answer, a.source) == ("unsupported", None, None)
+    assert a.message
+
+
+def test_size_answer_has_a_unit(engine: StudyQuestions) -> None:
+    a = engine.ask("How big is the mass?", report=engine.label_reports([REPORT])[REPORT])
+    assert a.to_dict()["answer"] == 20.0 and a.to_dict()["unit"] == "mm"
+
+
+def test_image_cannot_answer_size(engine: StudyQuestions) -> None:
+    a = engine.ask("How big is the mass?", image=_image(["Mass"], [B("Mass", 20, 30, 30, 30)]))
+    assert (a.answer, a.source) == ("unknown", "image")
+    assert "report" in str(a.message)
+
+
+def test_batch_report_summary_carries_the_findings_sides() -> None:
+    from batch.processor import _report_summary
+    from labeler.schema import ReportLabels
+
+    labels = ReportLabels(
+        id="r", labels={"Mass": "positive"}, no_finding=False,
+        findings={"Mass": {"status": "positive", "laterality": "left"}},
+    )  # fmt: skip
+    summary = _report_summary(labels, "csv", "v")
+    assert summary["findings"]["Mass"]["laterality"] == "left"
