@@ -44,16 +44,16 @@ def run_batch_on_ray(
 ) -> int:
     """`cxr batch --ray`: plan here, process on Ray, write the lines here."""
     from app.cli_service import CommandError, batch_output, batch_summary
-    from app.report_labeler import load_report_labeler
     from batch.cluster import connect, run_on_ray
     from batch.engine import plan
     from batch.interfaces import BatchInputError
     from batch.job import build_job
+    from batch.labeling import PipelineLabeler
 
     if spec.dataset is not None or spec.push is not None or args.dicomweb is not None:
         raise CommandError("--ray reads a folder or a zip; --dataset, --push and --dicomweb "
                            "run on one machine only (drop --ray)")  # fmt: skip
-    job = build_job(spec, labeler=load_report_labeler(), predictor=None)
+    job = build_job(spec, labeler=PipelineLabeler(), predictor=None)
     try:
         try:
             items = plan(list(job.source.scan()), previous, job.processor)

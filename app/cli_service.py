@@ -459,13 +459,13 @@ def _run_batch(
 ) -> int:
     from tqdm import tqdm
 
-    from app.report_labeler import load_report_labeler
     from batch.engine import plan, run_resumed
     from batch.interfaces import BatchInputError, Outcome, Sink
     from batch.job import build_job
+    from batch.labeling import PipelineLabeler
 
     try:
-        job = build_job(spec, labeler=load_report_labeler(), predictor=predictor)
+        job = build_job(spec, labeler=PipelineLabeler(), predictor=predictor)
     except BatchInputError as exc:
         raise CommandError(str(exc)) from None
     try:

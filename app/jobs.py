@@ -33,12 +33,11 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from app import crud
-from app.report_labeler import ReportLabeler
 from app.service_metrics import Metrics
 from app.settings import Settings
 from batch.archive import ZipLimits, remove_tree
 from batch.engine import MAX_ATTEMPTS, plan, run_resumed
-from batch.interfaces import BatchInputError, Outcome, Sink, Source, SourceItem
+from batch.interfaces import BatchInputError, Labeler, Outcome, Sink, Source, SourceItem
 from batch.job import (
     BatchJob,
     DicomwebInput,
@@ -132,7 +131,7 @@ class BatchRunner:
 
     Args:
         sessions: database sessions.
-        labeler: the report labeler.
+        labeler: the report labeler (the service passes its routes' own: one pipeline, one lock).
         predictor: the loaded model, or None.
         storage_root: the storage folder (uploaded zips are extracted under jobs/<id>/).
         zip_limits: caps for extracting uploaded zips (built once at start-up).
@@ -151,7 +150,7 @@ class BatchRunner:
         self,
         *,
         sessions: sessionmaker[Session],
-        labeler: ReportLabeler,
+        labeler: Labeler,
         predictor: Predictor | None,
         storage_root: Path,
         zip_limits: ZipLimits,
