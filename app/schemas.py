@@ -216,6 +216,10 @@ class BoxRead(BaseModel):
     heat times the label probability) reaches it; nested boxes of one label are merged.
     """
 
+    # The HTTP view of `models.boxes.Box`, built from one (`model_validate(box)`): the same
+    # fields, which a test compares; declared here for the OpenAPI descriptions.
+    model_config = ConfigDict(from_attributes=True)
+
     label: str
     x: float
     y: float
