@@ -28,11 +28,12 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from app import crud
+from app.db.models import BatchJobRow
 from app.service_metrics import Metrics
 from app.settings import Settings
 from batch.archive import ZipLimits, remove_tree
@@ -248,7 +249,7 @@ class BatchRunner:
         """Where a job keeps its upload and extracted export."""
         return self.storage_root / "jobs" / job_id
 
-    def _input(self, job: Any) -> JobInput:
+    def _input(self, job: BatchJobRow) -> JobInput:
         if job.source_kind == "dicomweb":
             if self.dicomweb is None:
                 raise BatchInputError(
@@ -269,7 +270,7 @@ class BatchRunner:
         return FolderInput(Path(job.source))
 
     def _build(
-        self, job: Any, stopping: Callable[[], bool], stack: contextlib.ExitStack
+        self, job: BatchJobRow, stopping: Callable[[], bool], stack: contextlib.ExitStack
     ) -> BatchJob:
         given = self._input(job)
         push = None
@@ -370,7 +371,7 @@ class BatchRunner:
 
     def _run_source(
         self,
-        job: Any,
+        job: BatchJobRow,
         built: BatchJob,
         stopping: Callable[[], bool],
         after_chunk: Callable[[int], None] | None,
@@ -409,7 +410,7 @@ class BatchRunner:
             return
         self._finish(job)
 
-    def _scan(self, job: Any, source: Source, stopping: Callable[[], bool]) -> None:
+    def _scan(self, job: BatchJobRow, source: Source, stopping: Callable[[], bool]) -> None:
         def halt() -> Exception:
             return JobGone(job.id) if job.id in self._cancelled else _Paused()
 
@@ -433,7 +434,7 @@ class BatchRunner:
         if job.source_kind == "zip":
             Path(job.source).unlink(missing_ok=True)  # extracted; the upload is no longer needed
 
-    def _finish(self, job: Any) -> None:
+    def _finish(self, job: BatchJobRow) -> None:
         if job.source_kind == "zip":
             # Extracted files carry patient data: keep only the results. Removed before
             # the job reads "done", so a client that sees "done" sees a clean storage.

@@ -27,7 +27,7 @@ from app.schemas import ErrorRead, PredictionRead
 if TYPE_CHECKING:
     import numpy as np
 
-    from app.db.models import Prediction as PredictionRow
+    from app.db.models import PredictionRow
     from models.dicom import ImageMeta
     from models.image_pipeline import PreparedImage
     from models.predict import Prediction, Predictor

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Response
 from starlette.concurrency import run_in_threadpool
 
 from app import crud
-from app.db.models import Prediction
+from app.db.models import PredictionRow
 from app.deps import SessionDep, StorageDep
 from app.errors import NotFound, shown
 from app.inference import PREVIEW_SIDE
@@ -34,7 +34,9 @@ def heatmap_url(prediction_id: str, label: str) -> str:
     return f"/v1/predictions/{prediction_id}/heatmaps/{quote(label, safe='')}.png"
 
 
-def prediction_read(row: Prediction, *, timings: dict[str, float] | None = None) -> PredictionRead:
+def prediction_read(
+    row: PredictionRow, *, timings: dict[str, float] | None = None
+) -> PredictionRead:
     """The API view of a stored prediction."""
     image = row.image
     study = image.study
