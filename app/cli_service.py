@@ -157,6 +157,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
+    from batch.scan import DEFAULT_MODALITIES
+
     p = sub.add_parser(
         "batch",
         help="label a PACS export folder: reports and images, one JSON line per file",
@@ -243,8 +245,12 @@ def _register_batch(sub: argparse._SubParsersAction[Any]) -> None:
         "--study", action="append", default=[], metavar="UID", help="only this study (repeat)"
     )
     pacs.add_argument("--since", metavar="YYYY-MM-DD", help="only studies from this day on")
+    modalities = ",".join(DEFAULT_MODALITIES)
     pacs.add_argument(
-        "--modality", default="CR,DX", metavar="CR,DX", help="series modalities (default CR,DX)"
+        "--modality",
+        default=modalities,
+        metavar="CR,DX",
+        help=f"series modalities (default {modalities})",
     )
     pacs.add_argument("--push", metavar="sr,gsps", help="store results back: sr, gsps or both")
     pacs.add_argument(

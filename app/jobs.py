@@ -51,6 +51,7 @@ from batch.job import (
 )
 from batch.pacs.dicomweb import DicomwebServer
 from batch.results import result_line
+from batch.scan import DEFAULT_MODALITIES
 
 if TYPE_CHECKING:  # models.predict imports torch: the service loads it only with a model
     from models.predict import Predictor
@@ -261,7 +262,7 @@ class BatchRunner:
                 self.dicomweb.client(),
                 study_uids=tuple(params.get("study") or ()),
                 since=date.fromisoformat(since) if since else None,
-                modalities=tuple(params.get("modality") or ("CR", "DX")),
+                modalities=tuple(params.get("modality") or DEFAULT_MODALITIES),
                 workdir=self.job_dir(str(job.id)) / "dicomweb",
             )
         if job.source_kind == "zip":

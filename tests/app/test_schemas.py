@@ -1,4 +1,4 @@
-"""HTTP models that show a library dataclass keep its fields: one definition, one view."""
+"""HTTP models that show a library dataclass or default keep it: one definition, one view."""
 
 from __future__ import annotations
 
@@ -18,3 +18,12 @@ def test_box_read_is_built_from_a_box() -> None:
     stored = {**box.to_dict(), "threshold": 60}
     del stored["heatmap_level"]  # as written before the level was named
     assert BoxRead.model_validate(Box.from_dict(stored)).heatmap_level == 60
+
+
+def test_dicomweb_job_pulls_the_library_default_modalities() -> None:
+    from app.schemas import DicomwebBatchSource
+    from batch.job import DicomwebInput
+    from batch.scan import DEFAULT_MODALITIES
+
+    assert DicomwebBatchSource().modality == list(DEFAULT_MODALITIES)
+    assert DicomwebInput(client=None).modalities == DEFAULT_MODALITIES  # type: ignore[arg-type]
