@@ -14,10 +14,10 @@ from sqlalchemy.orm import Session
 
 from app.db.models import (
     BatchItem,
-    BatchJob,
+    BatchJobRow,
     Image,
     LabelResult,
-    Prediction,
+    PredictionRow,
     Report,
     Study,
     utcnow,
@@ -137,9 +137,9 @@ def create_prediction(
     heatmaps_key: str | None,
     heatmap_labels: list[str],
     timings: dict[str, float],
-) -> Prediction:
+) -> PredictionRow:
     """Store a prediction with its image and commit; returns it with its new id."""
-    prediction = Prediction(
+    prediction = PredictionRow(
         id=str(uuid.uuid4()),
         image=image,
         model_name=str(card.get("name", "unknown"))[:128],
@@ -158,9 +158,9 @@ def create_prediction(
     return prediction
 
 
-def get_prediction(session: Session, prediction_id: str) -> Prediction | None:
+def get_prediction(session: Session, prediction_id: str) -> PredictionRow | None:
     """The prediction with this id, or None."""
-    return session.get(Prediction, prediction_id)
+    return session.get(PredictionRow, prediction_id)
 
 
 # Mention fields that quote the report (issue 7 item 7: a name typed in a report
@@ -244,9 +244,9 @@ def create_batch_job(
     reports_path: str | None,
     options: dict[str, Any] | None = None,
     job_id: str | None = None,
-) -> BatchJob:
+) -> BatchJobRow:
     """Create a queued batch job and commit."""
-    job = BatchJob(
+    job = BatchJobRow(
         id=job_id or str(uuid.uuid4()),
         state="queued",
         source_kind=source_kind,
@@ -261,9 +261,9 @@ def create_batch_job(
     return job
 
 
-def get_batch_job(session: Session, job_id: str) -> BatchJob | None:
+def get_batch_job(session: Session, job_id: str) -> BatchJobRow | None:
     """The batch job with this id, or None."""
-    return session.get(BatchJob, job_id)
+    return session.get(BatchJobRow, job_id)
 
 
 def set_job_state(session: Session, job_id: str, state: str, *, error: str | None = None) -> bool:
@@ -272,7 +272,7 @@ def set_job_state(session: Session, job_id: str, state: str, *, error: str | Non
     Returns:
         False when the job no longer exists (deleted while it ran).
     """
-    job = session.get(BatchJob, job_id)
+    job = session.get(BatchJobRow, job_id)
     if job is None:
         return False
     job.state = state
@@ -334,7 +334,9 @@ def add_batch_items(
 
 def mark_job_scanned(session: Session, job_id: str, total: int) -> None:
     """Seal a job's scan: its items are all recorded."""
-    session.execute(update(BatchJob).where(BatchJob.id == job_id).values(scanned=True, total=total))
+    session.execute(
+        update(BatchJobRow).where(BatchJobRow.id == job_id).values(scanned=True, total=total)
+    )
     session.commit()
 
 
@@ -473,13 +475,13 @@ def iter_batch_items(session: Session, job_id: str, page: int = 500) -> Iterator
         session.expunge_all()  # keep memory flat on exports of 100k files
 
 
-def list_batch_jobs(session: Session, limit: int = 50) -> list[BatchJob]:
+def list_batch_jobs(session: Session, limit: int = 50) -> list[BatchJobRow]:
     """The most recent batch jobs, newest first."""
-    stmt = select(BatchJob).order_by(BatchJob.created_at.desc()).limit(limit)
+    stmt = select(BatchJobRow).order_by(BatchJobRow.created_at.desc()).limit(limit)
     return list(session.scalars(stmt))
 
 
-def delete_batch_job(session: Session, job: BatchJob) -> None:
+def delete_batch_job(session: Session, job: BatchJobRow) -> None:
     """Delete a job and all its item results, and commit."""
     session.execute(delete(BatchItem).where(BatchItem.job_id == job.id))
     session.delete(job)
@@ -488,11 +490,15 @@ def delete_batch_job(session: Session, job: BatchJob) -> None:
 
 def unfinished_job_ids(session: Session) -> list[str]:
     """Ids of jobs queued or running (to resume at start-up), oldest first."""
-    stmt = select(BatchJob.id).where(BatchJob.state.in_(UNFINISHED)).order_by(BatchJob.created_at)
+    stmt = (
+        select(BatchJobRow.id)
+        .where(BatchJobRow.state.in_(UNFINISHED))
+        .order_by(BatchJobRow.created_at)
+    )
     return list(session.scalars(stmt))
 
 
 def job_counts_by_state(session: Session) -> dict[str, int]:
     """Number of batch jobs per state."""
-    stmt = select(BatchJob.state, func.count()).group_by(BatchJob.state)
+    stmt = select(BatchJobRow.state, func.count()).group_by(BatchJobRow.state)
     return {state: int(n) for state, n in session.execute(stmt)}

@@ -28,17 +28,17 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from app import crud
-from app.report_labeler import ReportLabeler
+from app.db.models import BatchJobRow
 from app.service_metrics import Metrics
 from app.settings import Settings
 from batch.archive import ZipLimits, remove_tree
 from batch.engine import MAX_ATTEMPTS, plan, run_resumed
-from batch.interfaces import BatchInputError, Outcome, Sink, Source, SourceItem
+from batch.interfaces import BatchInputError, Labeler, Outcome, Sink, Source, SourceItem
 from batch.job import (
     BatchJob,
     DicomwebInput,
@@ -51,6 +51,7 @@ from batch.job import (
 )
 from batch.pacs.dicomweb import DicomwebServer
 from batch.results import result_line
+from batch.scan import DEFAULT_MODALITIES
 
 if TYPE_CHECKING:  # models.predict imports torch: the service loads it only with a model
     from models.predict import Predictor
@@ -132,7 +133,7 @@ class BatchRunner:
 
     Args:
         sessions: database sessions.
-        labeler: the report labeler.
+        labeler: the report labeler (the service passes its routes' own: one pipeline, one lock).
         predictor: the loaded model, or None.
         storage_root: the storage folder (uploaded zips are extracted under jobs/<id>/).
         zip_limits: caps for extracting uploaded zips (built once at start-up).
@@ -151,7 +152,7 @@ class BatchRunner:
         self,
         *,
         sessions: sessionmaker[Session],
-        labeler: ReportLabeler,
+        labeler: Labeler,
         predictor: Predictor | None,
         storage_root: Path,
         zip_limits: ZipLimits,
@@ -249,7 +250,7 @@ class BatchRunner:
         """Where a job keeps its upload and extracted export."""
         return self.storage_root / "jobs" / job_id
 
-    def _input(self, job: Any) -> JobInput:
+    def _input(self, job: BatchJobRow) -> JobInput:
         if job.source_kind == "dicomweb":
             if self.dicomweb is None:
                 raise BatchInputError(
@@ -261,7 +262,7 @@ class BatchRunner:
                 self.dicomweb.client(),
                 study_uids=tuple(params.get("study") or ()),
                 since=date.fromisoformat(since) if since else None,
-                modalities=tuple(params.get("modality") or ("CR", "DX")),
+                modalities=tuple(params.get("modality") or DEFAULT_MODALITIES),
                 workdir=self.job_dir(str(job.id)) / "dicomweb",
             )
         if job.source_kind == "zip":
@@ -270,7 +271,7 @@ class BatchRunner:
         return FolderInput(Path(job.source))
 
     def _build(
-        self, job: Any, stopping: Callable[[], bool], stack: contextlib.ExitStack
+        self, job: BatchJobRow, stopping: Callable[[], bool], stack: contextlib.ExitStack
     ) -> BatchJob:
         given = self._input(job)
         push = None
@@ -371,7 +372,7 @@ class BatchRunner:
 
     def _run_source(
         self,
-        job: Any,
+        job: BatchJobRow,
         built: BatchJob,
         stopping: Callable[[], bool],
         after_chunk: Callable[[int], None] | None,
@@ -410,7 +411,7 @@ class BatchRunner:
             return
         self._finish(job)
 
-    def _scan(self, job: Any, source: Source, stopping: Callable[[], bool]) -> None:
+    def _scan(self, job: BatchJobRow, source: Source, stopping: Callable[[], bool]) -> None:
         def halt() -> Exception:
             return JobGone(job.id) if job.id in self._cancelled else _Paused()
 
@@ -434,7 +435,7 @@ class BatchRunner:
         if job.source_kind == "zip":
             Path(job.source).unlink(missing_ok=True)  # extracted; the upload is no longer needed
 
-    def _finish(self, job: Any) -> None:
+    def _finish(self, job: BatchJobRow) -> None:
         if job.source_kind == "zip":
             # Extracted files carry patient data: keep only the results. Removed before
             # the job reads "done", so a client that sees "done" sees a clean storage.

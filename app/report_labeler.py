@@ -1,20 +1,21 @@
-"""The report labeler as the service uses it: one cached spaCy pipeline, serialized access."""
+"""The report labeler as the service uses it: the library's `PipelineLabeler`, plus an
+event-loop entry on the labeler's own thread and a bound on the requests waiting for it."""
 
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache, partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from app.errors import LabelerBusy
-from labeler import LabelerError, ReportLabels, label_report
+from batch.labeling import PipelineLabeler
 
 if TYPE_CHECKING:
     from spacy.language import Language
 
+    from labeler import ReportLabels
     from labeler.config import LabelerConfig
 
 __all__ = ["ReportLabeler", "load_report_labeler"]
@@ -25,20 +26,26 @@ T = TypeVar("T")
 DEFAULT_MAX_WAITING = 64
 
 
-class ReportLabeler:
-    """Labels report text with a pipeline built once.
+class ReportLabeler(PipelineLabeler):
+    """`PipelineLabeler` with `*_async` methods for routes.
 
-    spaCy pipelines are not documented as thread-safe, and labeling is CPU-bound
-    under the GIL anyway, so calls are serialized with a lock.
+    A subclass, not a wrapper: routes and the batch job runner share one instance, so
+    both go through the one lock of its one pipeline.
+
+    Args:
+        config, nlp: as for `PipelineLabeler`.
+        max_waiting: requests that may wait for the labeler at once; more raise LabelerBusy.
     """
 
     def __init__(
-        self, nlp: Language, config: LabelerConfig, *, max_waiting: int = DEFAULT_MAX_WAITING
+        self,
+        config: LabelerConfig | None = None,
+        *,
+        nlp: Language | None = None,
+        max_waiting: int = DEFAULT_MAX_WAITING,
     ) -> None:
-        self.nlp = nlp
-        self.config = config
+        super().__init__(config, nlp=nlp)
         self.max_waiting = max_waiting
-        self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._waiting = 0  # changed on the event loop only
 
@@ -73,66 +80,19 @@ class ReportLabeler:
         finally:
             self._waiting -= 1
 
-    @property
-    def version(self) -> str:
-        """A short identifier of the labeler's rules, stored beside every result."""
-        parts = [getattr(self.config, a, None) for a in ("concepts", "rules", "sections")]
-        named = [p for p in parts if isinstance(p, str) and p]
-        return "+".join(named)[:64] or "unknown"
-
-    def explain(self, result: ReportLabels) -> dict[str, Any]:
-        """Why `result` got its labels: mentions, rules and cues, aggregation."""
-        from labeler.explain import explain
-        from labeler.labelsets import load_label_set
-
-        return explain(result, load_label_set(self.config.label_set))
-
-    def label(self, text: str, report_id: str = "") -> ReportLabels:
-        """Label one report.
-
-        Raises:
-            LabelerError: empty, non-text or too long input.
-        """
-        with self._lock:
-            return label_report(text, report_id=report_id, nlp=self.nlp, config=self.config)
-
-    def label_many(self, items: Sequence[tuple[str, str]]) -> list[ReportLabels]:
-        """Label (id, text) pairs in one pass; a bad report gives a result with `.error` set."""
-        from labeler.pipeline import label_reports
-
-        with self._lock:
-            try:
-                results = list(
-                    label_reports(items, nlp=self.nlp, config=self.config, on_error="skip")
-                )
-            except LabelerError:
-                results = []
-        if len(results) == len(items) and all(
-            r.id == str(i) for r, (i, _) in zip(results, items, strict=True)
-        ):
-            return results
-        # `skip` may drop bad reports instead of returning them with an error: label
-        # one by one so every input gets exactly one answer, in order.
-        out: list[ReportLabels] = []
-        for report_id, text in items:
-            try:
-                out.append(self.label(text, report_id))
-            except LabelerError as exc:
-                out.append(ReportLabels(id=report_id, labels={}, no_finding=False, error=str(exc)))
-        return out
-
 
 @lru_cache(maxsize=2)
 def _cached(config: LabelerConfig) -> ReportLabeler:
     from labeler.pipeline import build_nlp
 
-    return ReportLabeler(build_nlp(config), config)
+    # built now, at start-up, so that the first request does not wait seconds for it
+    return ReportLabeler(config, nlp=build_nlp(config))
 
 
 def load_report_labeler(config: LabelerConfig | None = None) -> ReportLabeler:
     """The labeler for `config` (default `LabelerConfig()`), built once per process.
 
-    Building the spaCy pipeline takes seconds; app instances and batch runs share it.
+    Building the spaCy pipeline takes seconds; app instances in one process share it.
     """
     from labeler.config import LabelerConfig
 

@@ -15,6 +15,7 @@ from pydantic import (
     model_validator,
 )
 
+from batch.scan import DEFAULT_MODALITIES
 from models.notices import DEMO_NOTICE
 
 __all__ = [
@@ -216,6 +217,10 @@ class BoxRead(BaseModel):
     heat times the label probability) reaches it; nested boxes of one label are merged.
     """
 
+    # The HTTP view of `models.boxes.Box`, built from one (`model_validate(box)`): the same
+    # fields, which a test compares; declared here for the OpenAPI descriptions.
+    model_config = ConfigDict(from_attributes=True)
+
     label: str
     x: float
     y: float
@@ -347,7 +352,9 @@ class DicomwebBatchSource(BaseModel):
     )
     since: date | None = Field(default=None, description="Only studies from this day on.")
     modality: list[Annotated[str, Field(pattern=r"^[A-Z]{2,4}$")]] = Field(
-        default_factory=lambda: ["CR", "DX"], min_length=1, description="Series modalities."
+        default_factory=lambda: list(DEFAULT_MODALITIES),
+        min_length=1,
+        description="Series modalities.",
     )
     push: list[Literal["sr", "gsps"]] = Field(
         default_factory=list,

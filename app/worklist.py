@@ -18,19 +18,10 @@ from sqlalchemy.orm import Session
 
 from app.db.models import BatchItem
 from batch.study_questions import discrepancy_of
+from models.boxes import Box
 from models.image_findings import ImageFindings
 
 __all__ = ["Discrepancy", "discrepancies_in_result", "list_discrepancies"]
-
-
-@dataclass(frozen=True)
-class _StoredBox:
-    label: str
-    x: float
-    y: float
-    width: float
-    height: float
-    score: float
 
 
 @dataclass(frozen=True)
@@ -70,13 +61,13 @@ def _image_of(result: dict[str, Any]) -> ImageFindings | None:
     for b in pred.get("boxes") or ():
         try:
             boxes.append(
-                _StoredBox(
+                Box(
                     str(b["label"]),
                     float(b["x"]),
                     float(b["y"]),
                     float(b["width"]),
                     float(b["height"]),
-                    float(b.get("score", 0.0)),
+                    float(b.get("score", 0.0)),  # not from_dict: a box without score counts (0)
                 )
             )
         except (KeyError, TypeError, ValueError):

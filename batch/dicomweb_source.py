@@ -20,6 +20,7 @@ from pydicom.dataset import Dataset
 
 from batch.interfaces import Source, SourceItem
 from batch.pacs.dicomweb import DicomwebClient, DicomwebError, InstanceRef, SearchFailure
+from batch.scan import DEFAULT_MODALITIES
 from models.dicom import read_dicom_dataset
 
 __all__ = ["DicomwebSource", "ref_from_key"]
@@ -51,7 +52,7 @@ class DicomwebSource(Source):
         client: the DICOMweb client (its URL and auth).
         study_uids: only these studies (default: all that match the other filters).
         since: studies from this day on (StudyDate).
-        modalities: series modalities to take (default CR and DX).
+        modalities: series modalities to take (default `batch.scan.DEFAULT_MODALITIES`).
         workdir: where instances are downloaded while processed (default: a temp folder);
             each file is removed as soon as its item is processed, leftovers by `close`.
         keep_headers: keep each fetched instance's header for `pop_header` (a push sink
@@ -64,7 +65,7 @@ class DicomwebSource(Source):
         *,
         study_uids: Sequence[str] = (),
         since: date | None = None,
-        modalities: Sequence[str] = ("CR", "DX"),
+        modalities: Sequence[str] = DEFAULT_MODALITIES,
         workdir: Path | None = None,
         keep_headers: bool = False,
     ) -> None:

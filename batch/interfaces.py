@@ -26,8 +26,8 @@ class BatchInputError(ValueError):
 
 
 class Labeler(Protocol):
-    """What the processor needs of a report labeler (`app.report_labeler.ReportLabeler`, or
-    `batch.labeling.PipelineLabeler` on a worker without the service)."""
+    """What the processor needs of a report labeler (`batch.labeling.PipelineLabeler`, which
+    the service's labeler extends)."""
 
     @property
     def version(self) -> str:

@@ -24,6 +24,7 @@ from batch.inbox_source import InboxSource
 from batch.interfaces import BatchInputError, Labeler, Sink, Source
 from batch.processor import BatchProcessor
 from batch.reports import load_reports_csv
+from batch.scan import DEFAULT_MODALITIES
 from batch.sinks import DatasetSink
 from batch.sources import FolderSource, ZipSource
 from batch.training_set import DatasetWriter
@@ -72,7 +73,7 @@ class DicomwebInput:
     client: DicomwebClient
     study_uids: tuple[str, ...] = ()
     since: date | None = None
-    modalities: tuple[str, ...] = ("CR", "DX")
+    modalities: tuple[str, ...] = DEFAULT_MODALITIES
     workdir: Path | None = None
 
 

@@ -1,45 +1,55 @@
-"""The report labeler as a batch worker uses it: one spaCy pipeline, built once per process.
+"""The report labeler as every caller uses it: one spaCy pipeline, built once, used serially.
 
-The service's `app.report_labeler.ReportLabeler` adds what a web process needs (an event-loop
-thread, a queue bound); both satisfy `batch.interfaces.Labeler` and label alike.
+`cxr batch`, the service's jobs, Ray workers and the C-STORE listener use `PipelineLabeler`
+as it is; the service's `app.report_labeler.ReportLabeler` adds only what a web process
+needs (its own thread for the event loop, a bound on waiting requests).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-from labeler import LabelerError, ReportLabels
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from spacy.language import Language
 
+    from labeler import ReportLabels
     from labeler.config import LabelerConfig
 
 __all__ = ["PipelineLabeler"]
 
 
 class PipelineLabeler:
-    """Labels (id, text) pairs with a pipeline built from `config` (default: the defaults).
+    """Labels report text with one pipeline; satisfies `batch.interfaces.Labeler`.
+
+    spaCy pipelines are not documented as thread-safe (and the labeler's sentence cache is
+    shared per pipeline), while labeling is CPU-bound under the GIL anyway: calls are
+    serialized with a lock.
 
     Args:
         config: the labeler configuration; None for `LabelerConfig()`, as `cxr batch` uses.
+        nlp: a pipeline from `labeler.pipeline.build_nlp(config)`; None: built at first use.
     """
 
-    def __init__(self, config: LabelerConfig | None = None) -> None:
+    def __init__(self, config: LabelerConfig | None = None, *, nlp: Language | None = None) -> None:
         from labeler.config import LabelerConfig
 
         self.config = config if config is not None else LabelerConfig()
-        self._nlp: Language | None = None
+        self._nlp = nlp
+        self._lock = threading.Lock()  # held while the pipeline labels
+        self._build_lock = threading.Lock()  # apart: reading `nlp` never waits for a label
 
     @property
     def nlp(self) -> Language:
-        """The spaCy pipeline, built at the first use: a worker that reads only images
-        never imports spaCy (seconds per Ray actor)."""
+        """The spaCy pipeline, built at the first use unless given: a worker that reads only
+        images never imports spaCy (seconds per Ray actor)."""
         if self._nlp is None:
-            from labeler.pipeline import build_nlp
+            with self._build_lock:
+                if self._nlp is None:
+                    from labeler.pipeline import build_nlp
 
-            self._nlp = build_nlp(self.config)
+                    self._nlp = build_nlp(self.config)
         return self._nlp
 
     @property
@@ -49,24 +59,35 @@ class PipelineLabeler:
         named = [p for p in parts if isinstance(p, str) and p]
         return "+".join(named)[:64] or "unknown"
 
-    def label_many(self, items: Sequence[tuple[str, str]]) -> list[ReportLabels]:
-        """Label (id, text) pairs in one pass; a bad report gives a result with `.error` set."""
-        from labeler.pipeline import label_report, label_reports
+    def label(self, text: str, report_id: str = "") -> ReportLabels:
+        """Label one report.
 
-        try:
-            results = list(label_reports(items, nlp=self.nlp, config=self.config, on_error="skip"))
-        except LabelerError:
-            results = []
-        if len(results) == len(items) and all(
-            r.id == str(i) for r, (i, _) in zip(results, items, strict=True)
-        ):
-            return results
-        out: list[ReportLabels] = []  # `skip` may drop a bad report: one by one, in order
-        for report_id, text in items:
-            try:
-                out.append(
-                    label_report(text, report_id=report_id, nlp=self.nlp, config=self.config)
-                )
-            except LabelerError as exc:
-                out.append(ReportLabels(id=report_id, labels={}, no_finding=False, error=str(exc)))
-        return out
+        Raises:
+            LabelerError: empty, non-text or too long input.
+        """
+        from labeler.pipeline import label_report
+
+        with self._lock:
+            return label_report(text, report_id=report_id, nlp=self.nlp, config=self.config)
+
+    def label_many(self, items: Sequence[tuple[str, str]]) -> list[ReportLabels]:
+        """Label (id, text) pairs in one pass; a bad report gives a result with `.error` set.
+
+        Returns:
+            One result per pair, in input order, with `id` the pair's id as a str.
+
+        Raises:
+            LabelerError: the pipeline lacks the labeler's components (no report's fault).
+        """
+        from labeler.pipeline import label_reports
+
+        with self._lock:
+            # "skip" answers every pair, a bad one with `error` set (labeler.pipeline)
+            return list(label_reports(items, nlp=self.nlp, config=self.config, on_error="skip"))
+
+    def explain(self, result: ReportLabels) -> dict[str, Any]:
+        """Why `result` got its labels: mentions, rules and cues, aggregation."""
+        from labeler.explain import explain
+        from labeler.labelsets import load_label_set
+
+        return explain(result, load_label_set(self.config.label_set))

@@ -25,7 +25,12 @@ from pathlib import Path
 from batch.interfaces import SourceItem
 from batch.limits import call_with_limit
 
-__all__ = ["classify_file", "describe_error"]
+__all__ = ["DEFAULT_MODALITIES", "classify_file", "describe_error"]
+
+#: Series modalities a PACS pull (DICOMweb) takes unless told otherwise: computed and digital
+#: radiography. Which Modality a file may carry to be read as an image is wider
+#: (`models.dicom.ACCEPTED_MODALITIES`).
+DEFAULT_MODALITIES: tuple[str, ...] = ("CR", "DX")
 
 _BITMAP_EXT = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp"}
 # Files that ride along on PACS export media (viewers, autorun, docs): never DICOM.

@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING
 from bench_kit import say
 
 if TYPE_CHECKING:
-    from app.report_labeler import ReportLabeler
+    from batch.labeling import PipelineLabeler
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from predict import synthetic_dicom  # noqa: E402 - a sibling script
 
 
-def one_run(in_worker: bool, files: list[Path], labeler: ReportLabeler) -> float:
+def one_run(in_worker: bool, files: list[Path], labeler: PipelineLabeler) -> float:
     """Seconds from the first C-STORE after the warm-up to the last result line."""
     import pydicom
     from pynetdicom import AE
@@ -75,11 +75,12 @@ def main() -> int:
     args = parser.parse_args()
     if args.n < 3:
         raise SystemExit("--n must be at least 3")
-    from app.report_labeler import load_report_labeler
+    from batch.labeling import PipelineLabeler
     from models.decode_pool import start_fork_server
 
     start_fork_server()  # as `cxr listen` does
-    labeler = load_report_labeler()
+    labeler = PipelineLabeler()
+    _ = labeler.nlp  # built before any timing, as the service builds it at start-up
     times: dict[bool, list[float]] = {False: [], True: []}
     where = {False: "in the listener's thread", True: "in a worker process"}
     with tempfile.TemporaryDirectory(prefix="cxr-listen-files-") as tmp:

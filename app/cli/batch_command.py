@@ -129,6 +129,8 @@ def _add_dataset_arguments(p: argparse.ArgumentParser) -> None:
 
 def _add_pacs_arguments(p: argparse.ArgumentParser) -> None:
     """The "PACS" group: pull from a DICOMweb server instead of EXPORT_DIR, push results back."""
+    from batch.scan import DEFAULT_MODALITIES
+
     pacs = p.add_argument_group(
         "PACS (instead of EXPORT_DIR)",
         "Pull the instances of matching studies from a DICOMweb server (QIDO-RS, WADO-RS); "
@@ -141,8 +143,12 @@ def _add_pacs_arguments(p: argparse.ArgumentParser) -> None:
         "--study", action="append", default=[], metavar="UID", help="only this study (repeat)"
     )
     pacs.add_argument("--since", metavar="YYYY-MM-DD", help="only studies from this day on")
+    modalities = ",".join(DEFAULT_MODALITIES)
     pacs.add_argument(
-        "--modality", default="CR,DX", metavar="CR,DX", help="series modalities (default CR,DX)"
+        "--modality",
+        default=modalities,
+        metavar="CR,DX",
+        help=f"series modalities (default {modalities})",
     )
     pacs.add_argument("--push", metavar="sr,gsps", help="store results back: sr, gsps or both")
     pacs.add_argument(
@@ -344,13 +350,13 @@ def _run_batch(
 ) -> int:
     from tqdm import tqdm
 
-    from app.report_labeler import load_report_labeler
     from batch.engine import plan, run_resumed
     from batch.interfaces import BatchInputError, Sink
     from batch.job import build_job
+    from batch.labeling import PipelineLabeler
 
     try:
-        job = build_job(spec, labeler=load_report_labeler(), predictor=predictor)
+        job = build_job(spec, labeler=PipelineLabeler(), predictor=predictor)
     except BatchInputError as exc:
         raise CommandError(str(exc)) from None
     try:
@@ -480,16 +486,16 @@ def _run_batch_on_ray(
     started: float,
 ) -> int:
     """`cxr batch --ray`: plan here, process on Ray, write the lines here."""
-    from app.report_labeler import load_report_labeler
     from batch.cluster import connect, run_on_ray
     from batch.engine import plan
     from batch.interfaces import BatchInputError
     from batch.job import build_job
+    from batch.labeling import PipelineLabeler
 
     if spec.dataset is not None or spec.push is not None or args.dicomweb is not None:
         raise CommandError("--ray reads a folder or a zip; --dataset, --push and --dicomweb "
                            "run on one machine only (drop --ray)")  # fmt: skip
-    job = build_job(spec, labeler=load_report_labeler(), predictor=None)
+    job = build_job(spec, labeler=PipelineLabeler(), predictor=None)
     try:
         try:
             items = plan(list(job.source.scan()), previous, job.processor)

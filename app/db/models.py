@@ -28,11 +28,11 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 __all__ = [
     "Base",
     "BatchItem",
-    "BatchJob",
+    "BatchJobRow",
     "Image",
     "JSONType",
     "LabelResult",
-    "Prediction",
+    "PredictionRow",
     "Report",
     "Study",
     "utcnow",
@@ -122,7 +122,7 @@ class LabelResult(Base):
     report: Mapped[Report] = relationship(back_populates="results")
 
 
-class Prediction(Base):
+class PredictionRow(Base):
     """One model prediction on one image; `id` is a random UUID (unguessable in URLs)."""
 
     __tablename__ = "predictions"
@@ -144,7 +144,7 @@ class Prediction(Base):
     image: Mapped[Image] = relationship()
 
 
-class BatchJob(Base):
+class BatchJobRow(Base):
     """A background job labeling a PACS export (server folder or uploaded zip).
 
     state: queued -> running -> done | failed. Progress counts are derived from
@@ -190,4 +190,4 @@ class BatchItem(Base):
     error: Mapped[str | None] = mapped_column(Text)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
-    job: Mapped[BatchJob] = relationship(back_populates="items")
+    job: Mapped[BatchJobRow] = relationship(back_populates="items")

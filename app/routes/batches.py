@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from app import crud
-from app.db.models import BatchJob
+from app.db.models import BatchJobRow
 from app.deps import AppState, SessionDep, StateDep
 from app.errors import (
     BatchSourceError,
@@ -91,7 +91,7 @@ def resolve_in_roots(raw: str, roots: list[Path], *, want_dir: bool) -> Path:
     raise BatchSourceNotFound(f"{raw!r}: no such {kind} inside the batch roots")
 
 
-def batch_read(job: BatchJob, counts: dict[str, int], state: AppState) -> BatchRead:
+def batch_read(job: BatchJobRow, counts: dict[str, int], state: AppState) -> BatchRead:
     """The API view of a job with its progress."""
     total = job.total
     finished = counts["done"] + counts["skipped"] + counts["failed"]
@@ -290,7 +290,7 @@ async def create_batch(request: Request, response: Response, state: StateDep) ->
         options["model"] = {k: card.get(k) for k in ("name", "version", "demo")}
         options["model"]["inference"] = state.predictor.inference
 
-    def create() -> tuple[BatchJob, dict[str, int]]:
+    def create() -> tuple[BatchJobRow, dict[str, int]]:
         with state.sessions() as session:
             job = crud.create_batch_job(
                 session,

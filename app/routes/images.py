@@ -19,7 +19,7 @@ from app.routes.predictions import prediction_read
 from app.schemas import ErrorRead, PredictionRead
 
 if TYPE_CHECKING:
-    from app.db.models import Prediction as PredictionRow
+    from app.db.models import PredictionRow
     from models.dicom import ImageMeta
     from models.predict import Prediction
 

@@ -9,12 +9,20 @@ from fastapi import APIRouter, Query, Response
 from starlette.concurrency import run_in_threadpool
 
 from app import crud
-from app.db.models import Prediction
+from app.db.models import PredictionRow
 from app.deps import SessionDep, StorageDep
 from app.errors import NotFound, shown
 from app.inference import PREVIEW_SIDE
-from app.schemas import DEMO_NOTICE, ErrorRead, ImageRead, ModelCardRead, PredictionRead
+from app.schemas import (
+    DEMO_NOTICE,
+    BoxRead,
+    ErrorRead,
+    ImageRead,
+    ModelCardRead,
+    PredictionRead,
+)
 from app.storage import Storage
+from models.boxes import Box
 
 router = APIRouter(tags=["predictions"])
 
@@ -26,7 +34,9 @@ def heatmap_url(prediction_id: str, label: str) -> str:
     return f"/v1/predictions/{prediction_id}/heatmaps/{quote(label, safe='')}.png"
 
 
-def prediction_read(row: Prediction, *, timings: dict[str, float] | None = None) -> PredictionRead:
+def prediction_read(
+    row: PredictionRow, *, timings: dict[str, float] | None = None
+) -> PredictionRead:
     """The API view of a stored prediction."""
     image = row.image
     study = image.study
@@ -48,7 +58,7 @@ def prediction_read(row: Prediction, *, timings: dict[str, float] | None = None)
         ),
         probabilities=row.probabilities,
         positive=list(row.positive),
-        boxes=list(row.boxes),
+        boxes=[BoxRead.model_validate(Box.from_dict(b)) for b in row.boxes],
         heatmaps={label: heatmap_url(row.id, label) for label in row.heatmap_labels},
         timings=timings if timings is not None else dict(row.timings),
         created_at=row.created_at,
@@ -173,20 +183,9 @@ def _render(
     max_size: int,
 ) -> bytes:
     from app.inference import decode_heatmap, decode_preview
-    from models.boxes import Box
     from models.overlay import render_overlay
 
     preview = decode_preview(storage.get_bytes(pixels_key))
     heat = decode_heatmap(storage.get_bytes(heatmaps_key), label)
-    drawn = [
-        Box(
-            label=b["label"],
-            x=b["x"],
-            y=b["y"],
-            width=b["width"],
-            height=b["height"],
-            score=b["score"],
-        )
-        for b in boxes
-    ]
+    drawn = [Box.from_dict(b) for b in boxes]
     return render_overlay(preview, heat, boxes=drawn, original_size=original, max_side=max_size)

@@ -36,8 +36,8 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from batch.pacs.transfer import (
-    Answer,
     BoundedHttp,
+    HttpAnswer,
     TransferAborted,
     TransferDeadline,
     TransferError,
@@ -358,7 +358,7 @@ class DicomwebClient:
         params: dict[str, str] | None = None,
         headers: dict[str, str] | None = None,
         content: bytes | None = None,
-    ) -> Answer:
+    ) -> HttpAnswer:
         """One request, its answer streamed under `max_bytes` and the deadline.
 
         Raises:
@@ -434,7 +434,7 @@ class DicomwebClient:
             offset += len(items)
             previous = items
 
-    def _json(self, answer: Answer, what: str) -> Any:
+    def _json(self, answer: HttpAnswer, what: str) -> Any:
         depth = self.limits.max_json_depth
         if _json_too_deep(answer.body, depth):
             raise DicomwebError(f"{what}: the JSON answer nests deeper than {depth} levels")
@@ -704,7 +704,7 @@ class DicomwebClient:
             log.warning("push of instance %s to %s failed: %s", self._shown(uid), self.url, reason)
         return outcome
 
-    def _store_outcome(self, answer: Answer) -> StoreOutcome:
+    def _store_outcome(self, answer: HttpAnswer) -> StoreOutcome:
         outcome = StoreOutcome()
         try:
             body = self._json(answer, f"POST {self.url}") if answer.body.strip() else {}

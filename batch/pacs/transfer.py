@@ -32,8 +32,8 @@ from typing import Any
 import httpx
 
 __all__ = [
-    "Answer",
     "BoundedHttp",
+    "HttpAnswer",
     "TransferAborted",
     "TransferDeadline",
     "TransferError",
@@ -74,7 +74,7 @@ class TransferAborted(TransferError):
 
 
 @dataclass
-class Answer:
+class HttpAnswer:
     """A complete answer: its status, headers and decoded body (at most 4 KB if not 2xx)."""
 
     status: int
@@ -138,7 +138,7 @@ class BoundedHttp:
         params: dict[str, str] | None = None,
         headers: dict[str, str] | None = None,
         content: bytes | None = None,
-    ) -> Answer:
+    ) -> HttpAnswer:
         """One request and its whole answer, within the deadline and `max_bytes`.
 
         Returns:
@@ -185,7 +185,7 @@ class BoundedHttp:
             with self._lock:
                 self._flights.discard(flight)
         self._raise_if_cut(flight)
-        return Answer(response.status_code, response.reason_phrase, response.headers, body)
+        return HttpAnswer(response.status_code, response.reason_phrase, response.headers, body)
 
     # --- cutting ------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-import app.report_labeler
+import labeler.pipeline
 
 _SLOW_S = 4.0
 _CALL_S = 0.05
@@ -24,13 +24,13 @@ _CALL_S = 0.05
 
 @pytest.fixture
 def slow_labeler(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = app.report_labeler.label_report
+    original = labeler.pipeline.label_report
 
     def slow(text: str, *args: Any, **kwargs: Any) -> Any:
         time.sleep(_SLOW_S if "slow" in text else _CALL_S)
         return original(text, *args, **kwargs)
 
-    monkeypatch.setattr(app.report_labeler, "label_report", slow)
+    monkeypatch.setattr(labeler.pipeline, "label_report", slow)
 
 
 def _flood(client: TestClient, n: int) -> tuple[list[threading.Thread], list[int]]:
@@ -98,3 +98,19 @@ def test_label_requests_past_the_waiting_bound_answer_503(
     assert statuses.count(200) >= 3
     busy = client.post("/v1/reports/label", json={"text": "Effusion."})
     assert busy.status_code == 200  # the queue drained: served again
+
+
+def test_report_labeler_is_the_library_labeler_built_once_per_config() -> None:
+    import asyncio
+
+    from app.report_labeler import ReportLabeler, load_report_labeler
+    from batch.labeling import PipelineLabeler
+    from labeler.config import LabelerConfig
+
+    service = load_report_labeler()
+    assert isinstance(service, ReportLabeler) and isinstance(service, PipelineLabeler)
+    assert load_report_labeler(LabelerConfig()) is service
+    items = [("a", "Small left effusion."), ("b", "")]
+    by_loop = asyncio.run(service.label_many_async(items))
+    assert [r.to_dict() for r in by_loop] == [r.to_dict() for r in service.label_many(items)]
+    assert by_loop[1].error is not None

@@ -61,7 +61,7 @@ def test_get_discrepancies_empty(make_client: Callable[..., TestClient]) -> None
 def test_get_discrepancies_lists_stored_batch_results(
     make_client: Callable[..., TestClient],
 ) -> None:
-    from app.db.models import BatchItem, BatchJob
+    from app.db.models import BatchItem, BatchJobRow
 
     client = make_client(model=False)
     result = {
@@ -74,7 +74,7 @@ def test_get_discrepancies_lists_stored_batch_results(
     }
     agree = dict(result, report={"labels": {"Effusion": "negative"}, "source": "csv"})
     with client.app.state.cxr.sessions() as session:  # type: ignore[attr-defined]
-        session.add(BatchJob(id="job-1", state="done", source_kind="path", source="x"))
+        session.add(BatchJobRow(id="job-1", state="done", source_kind="path", source="x"))
         session.add(
             BatchItem(job_id="job-1", path="a.dcm", kind="image", state="done", result=result)
         )

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from batch.labeling import PipelineLabeler
+
 # service_fixtures.py builds the synthetic exports, DICOMs and reports CSVs shared with
 # the service's tests; it is a plain module beside tests/app/conftest.py.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "app"))
@@ -21,3 +23,9 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("CXR_") and name not in ("CXR_TEST_POSTGRES_URL", "CXR_SHARED_DATA"):
             monkeypatch.delenv(name)
+
+
+@pytest.fixture(scope="session")
+def labeler() -> PipelineLabeler:
+    """The library's labeler with the default configuration (its pipeline built at first use)."""
+    return PipelineLabeler()

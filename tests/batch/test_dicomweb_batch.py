@@ -106,9 +106,9 @@ def _run(pacs: FakePacs, predictor: Any, labeler: Any, tmp_path: Path, recorded:
 
 @pytest.fixture(scope="module")
 def labeler() -> Any:
-    from app.report_labeler import load_report_labeler
+    from batch.labeling import PipelineLabeler
 
-    return load_report_labeler()
+    return PipelineLabeler()
 
 
 def test_dicomweb_batch_pulls_images_pushes_results_and_resumes(

@@ -19,7 +19,6 @@ from pydicom.dataset import Dataset
 from pydicom.uid import DeflatedExplicitVRLittleEndian, ImplicitVRLittleEndian, RLELossless
 
 from app.cli import main
-from app.report_labeler import load_report_labeler
 from batch.engine import plan, run
 from batch.interfaces import Outcome
 from batch.processor import BatchProcessor, decode_pool
@@ -28,11 +27,6 @@ from batch.sinks import TallySink
 from batch.sources import FolderSource
 
 FIRST, SECOND = "A/IM0001.dcm", "B/IM0001.dcm"  # the first copy wins: sorted path order
-
-
-@pytest.fixture(scope="module")
-def labeler() -> Any:
-    return load_report_labeler()
 
 
 @pytest.fixture

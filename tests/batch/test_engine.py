@@ -23,7 +23,6 @@ from service_fixtures import (
 )
 
 from app.cli import main
-from app.report_labeler import load_report_labeler
 from batch.engine import plan, run
 from batch.interfaces import SourceItem
 from batch.processor import BatchProcessor
@@ -32,11 +31,6 @@ from batch.sinks import TallySink
 from batch.sources import FolderSource
 
 pytestmark = pytest.mark.issue(7)
-
-
-@pytest.fixture(scope="module")
-def labeler() -> Any:
-    return load_report_labeler()
 
 
 def test_batch_poisoned_files_fail_with_reason_and_neighbours_are_done(

@@ -24,7 +24,6 @@ from troubled_decoder import troubled_load
 
 import models.image_pipeline
 from app.cli import main
-from app.report_labeler import load_report_labeler
 from batch.engine import plan, run
 from batch.interfaces import Outcome, Sink, SourceItem
 from batch.processor import BatchProcessor
@@ -35,11 +34,6 @@ from models.image_pipeline import InputSpec, LoadedImage
 pytestmark = [pytest.mark.issue(19), pytest.mark.slow]
 
 SPEC = InputSpec(64, "letterbox", fingerprint=True)
-
-
-@pytest.fixture(scope="module")
-def labeler() -> Any:
-    return load_report_labeler()
 
 
 class CountingSource(FolderSource):

@@ -119,6 +119,41 @@ def test_label_reports_skip_keeps_order_and_goes_on(nlp: Language, config: Label
     assert results[3].labels["Effusion"] == "positive"
 
 
+def test_label_reports_skip_answers_every_input_of_any_kind(
+    nlp: Language, config: LabelerConfig
+) -> None:
+    # The callers (batch.labeling.PipelineLabeler, the service) zip results with inputs:
+    # "skip" must answer each pair once, in order, whatever its text or id.
+    short = LabelerConfig(max_chars=40)
+    texts: list[object] = [
+        "No effusion.",
+        None,
+        b"Small effusion.",
+        3.5,
+        "   \n",
+        "Small effusion. " * 5,  # over max_chars
+        EmptyReportError("row 7: no report column"),  # a reader's error passed as the text
+        ["Small effusion."],
+        "Small effusion.",
+    ]
+    items = [(i, t) for i, t in enumerate(texts)]
+    results = list(label_reports(items, nlp=nlp, config=short, batch_size=4))  # type: ignore[arg-type]
+    assert [r.id for r in results] == [str(i) for i in range(len(texts))]
+    failed = [r.error.split(":")[0] if r.error else None for r in results]
+    assert failed == [
+        None,
+        "NotTextError",
+        "NotTextError",
+        "NotTextError",
+        "EmptyReportError",
+        "ReportTooLongError",
+        "EmptyReportError",
+        "NotTextError",
+        None,
+    ]
+    assert results[-1].labels["Effusion"] == "positive"
+
+
 def test_label_reports_raise_stops(nlp: Language, config: LabelerConfig) -> None:
     with pytest.raises(EmptyReportError):
         list(label_reports([("a", "")], nlp=nlp, config=config, on_error="raise"))

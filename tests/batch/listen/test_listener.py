@@ -51,9 +51,9 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def labeler() -> Any:
-    from app.report_labeler import load_report_labeler
+    from batch.labeling import PipelineLabeler
 
-    return load_report_labeler()
+    return PipelineLabeler()
 
 
 @pytest.fixture

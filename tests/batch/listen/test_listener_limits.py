@@ -38,9 +38,9 @@ FAST = {"association_timeout_s": 1.0, "idle_timeout_s": 5.0}
 
 @pytest.fixture(scope="module")
 def labeler() -> Any:
-    from app.report_labeler import load_report_labeler
+    from batch.labeling import PipelineLabeler
 
-    return load_report_labeler()
+    return PipelineLabeler()
 
 
 @pytest.fixture

@@ -31,14 +31,14 @@ pytestmark = [
 
 @pytest.fixture
 def listener(tmp_path: Path, demo_predictor: Any) -> Iterator[StoreListener]:
-    from app.report_labeler import load_report_labeler
+    from batch.labeling import PipelineLabeler
 
     running = StoreListener(
         demo_predictor,
         out=tmp_path / "listen.jsonl",
         ae_title="CXR",
         allow_ae=["ORTHANC"],
-        labeler=load_report_labeler(),
+        labeler=PipelineLabeler(),
     )
     running.start("127.0.0.1", 0)
     yield running
