@@ -7,8 +7,9 @@ needs (its own thread for the event loop, a bound on waiting requests).
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ class PipelineLabeler:
 
         self.config = config if config is not None else LabelerConfig()
         self._nlp = nlp
-        self._lock = threading.Lock()  # held while the pipeline labels
+        self._lock = threading.Lock()  # held while the pipeline is in use
         self._build_lock = threading.Lock()  # apart: reading `nlp` never waits for a label
 
     @property
@@ -51,6 +52,14 @@ class PipelineLabeler:
 
                     self._nlp = build_nlp(self.config)
         return self._nlp
+
+    @contextlib.contextmanager
+    def pipeline(self) -> Iterator[Language]:
+        """The pipeline, for the caller alone while the block runs (e.g. to parse a question
+        with its tokenizer while another thread would label)."""
+        nlp = self.nlp
+        with self._lock:
+            yield nlp
 
     @property
     def version(self) -> str:

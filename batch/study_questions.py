@@ -23,9 +23,7 @@ from labeler.questions import (
 from labeler.schema import ReportLabels
 
 if TYPE_CHECKING:
-    from spacy.language import Language
-
-    from labeler.config import LabelerConfig
+    from batch.labeling import PipelineLabeler
     from models.image_findings import ImageFindings
 
 __all__ = ["Answer", "StudyQuestions", "answer_question", "discrepancy_of"]
@@ -96,8 +94,8 @@ class StudyQuestions:
     """Parse and answer questions about studies, with a report cache.
 
     Args:
-        nlp: the labeler's pipeline (`labeler.pipeline.build_nlp(config)`).
-        config: the labeler configuration used to label reports.
+        labeler: the report labeler; its pipeline also parses the questions, and both go
+            through its lock, so one labeler may serve other callers at the same time.
         patterns: the question pattern file.
         report_cache: labelled reports remembered by text (questions come in groups
             about one report).
@@ -105,37 +103,26 @@ class StudyQuestions:
 
     def __init__(
         self,
-        nlp: Language,
-        config: LabelerConfig,
+        labeler: PipelineLabeler,
         *,
         patterns: str = "questions.v1",
         report_cache: int = 10_000,
     ) -> None:
         from labeler.labelsets import load_label_set
 
-        self.nlp = nlp
-        self.config = config
-        self.parser = QuestionParser(nlp, load_label_set(config.label_set).labels, patterns)
+        self.labeler = labeler
+        labels = load_label_set(labeler.config.label_set).labels
+        self.parser = QuestionParser(labeler.nlp, labels, patterns)
         self.report_cache = report_cache
         self._reports: dict[str, ReportLabels] = {}
 
     def label_reports(self, texts: Iterable[str]) -> dict[str, ReportLabels]:
-        """Label the distinct report texts not yet cached, in one stream; return all asked."""
-        from labeler.pipeline import label_reports
-
+        """Label the distinct report texts not yet cached, in one pass; return all asked."""
         wanted = list(dict.fromkeys(t for t in texts if t))
         todo = [t for t in wanted if t not in self._reports]
         if todo:
-            for text, result in zip(
-                todo,
-                label_reports(
-                    ((str(i), t) for i, t in enumerate(todo)),
-                    nlp=self.nlp,
-                    config=self.config,
-                    on_error="skip",
-                ),
-                strict=True,
-            ):
+            labelled = self.labeler.label_many([(str(i), t) for i, t in enumerate(todo)])
+            for text, result in zip(todo, labelled, strict=True):
                 if len(self._reports) >= self.report_cache:
                     del self._reports[next(iter(self._reports))]
                 self._reports[text] = result
@@ -161,7 +148,8 @@ class StudyQuestions:
             The answer; `type == "unsupported"` with a message when the question is not
             understood (never a guess), `answer == "unknown"` when the study does not say.
         """
-        parsed = self.parser.parse(question)
+        with self.labeler.pipeline():
+            parsed = self.parser.parse(question)
         return answer_question(parsed, report=report, image=image, question_id=question_id)
 
 

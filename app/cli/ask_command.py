@@ -151,12 +151,12 @@ def _ask(args: argparse.Namespace) -> int:
         return fail("ask", "image questions need a model: --model CHECKPOINT or --demo-model DIR")
 
     import_spacy_without_torch()
+    from batch.labeling import PipelineLabeler
     from batch.study_questions import StudyQuestions
     from labeler.config import LabelerConfig
-    from labeler.pipeline import build_nlp
 
-    config = LabelerConfig(label_set=args.labels)
-    engine = StudyQuestions(build_nlp(config), config, patterns=args.patterns)
+    labeler = PipelineLabeler(LabelerConfig(label_set=args.labels))
+    engine = StudyQuestions(labeler, patterns=args.patterns)
     images = _ImageReader(args, base_dir)
     failed = 0
     out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")  # noqa: SIM115

@@ -205,8 +205,8 @@ def _engine(state: AppState, labeler: ReportLabeler) -> StudyQuestions:
 
     with _ENGINE_LOCK:
         engine = state.questions
-        if engine is None or engine.nlp is not labeler.nlp:
-            engine = StudyQuestions(labeler.nlp, labeler.config)
+        if engine is None or engine.labeler is not labeler:
+            engine = StudyQuestions(labeler)
             state.questions = engine
         return engine
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import pytest
 
+from batch.labeling import PipelineLabeler
 from batch.study_questions import StudyQuestions, discrepancy_of
 from labeler.config import LabelerConfig
-from labeler.pipeline import build_nlp
 from models.dicom import ImageMeta
 from models.image_findings import ImageFindings, image_findings
 from models.position import LungField
@@ -33,8 +33,7 @@ class B:
 
 @pytest.fixture(scope="module")
 def engine() -> StudyQuestions:
-    config = LabelerConfig()
-    return StudyQuestions(build_nlp(config), config)
+    return StudyQuestions(PipelineLabeler(LabelerConfig()))
 
 
 def _image(positive: list[str], boxes: list[B], view: str | None = "PA") -> ImageFindings:
@@ -125,3 +124,23 @@ def test_batch_report_summary_carries_the_findings_sides() -> None:
     )  # fmt: skip
     summary = _report_summary(labels, "csv", "v")
     assert summary["findings"]["Mass"]["laterality"] == "left"
+
+
+@pytest.mark.issue(39)
+def test_questions_are_parsed_through_the_labelers_lock(engine: StudyQuestions) -> None:
+    # The service shares one labeler between report labeling and questions: a question must
+    # not run on the pipeline while a report is labelled on another thread.
+    import threading
+
+    answered = threading.Event()
+
+    def ask() -> None:
+        engine.ask("Is there a pleural effusion?")
+        answered.set()
+
+    with engine.labeler.pipeline():
+        worker = threading.Thread(target=ask)
+        worker.start()
+        assert not answered.wait(0.3), "the question was parsed while the pipeline was held"
+    worker.join(timeout=30)
+    assert answered.is_set()
