@@ -247,7 +247,7 @@ async def create_batch(request: Request, response: Response, state: StateDep) ->
             zip_path = await run_in_threadpool(_save_upload, state, upload, ".zip")
             try:
                 await run_in_threadpool(check_zip, zip_path, state.zip_limits)
-            except BatchInputError:  # an unsafe archive: 422 (app.main)
+            except BatchInputError:  # an unsafe archive: 422 (app.error_handlers)
                 zip_path.unlink(missing_ok=True)
                 raise
             reports_upload = form.get("reports")
