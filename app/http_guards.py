@@ -1,6 +1,7 @@
 """Pure ASGI middlewares that screen requests before routing, and the security headers.
 
-Each one answers by itself, before any byte of the body is read (issue 18):
+Each guard answers by itself, before any byte of the body is read (issue 18), save the
+body limit, which may only find out while reading:
 
 - `HostOriginMiddleware`: 400 for a Host header the service does not answer to (DNS
   rebinding against a service on a laptop), 403 for a cross-site state-changing
@@ -9,8 +10,11 @@ Each one answers by itself, before any byte of the body is read (issue 18):
   client cannot make the service read, parse or store a body.
 - `MethodsMiddleware`: OPTIONS answered with the path's methods, and a correct `Allow`
   on every 405.
+- `UploadLimitMiddleware`: 413 for a body over its limit (CXR_MAX_UPLOAD_MB,
+  CXR_MAX_BATCH_UPLOAD_MB or CXR_MAX_JSON_MB), from Content-Length or while reading.
 - `SecurityHeadersMiddleware`: nosniff, no referrer, no framing, `no-store` on /v1, and
   a restrictive Content-Security-Policy on HTML pages that set none of their own.
+- `DemoHeaderMiddleware`: `X-CXR-Demo-Model: true` while a demo checkpoint is loaded.
 
 The rules and their settings are described in docs/security/http.md.
 """
@@ -21,23 +25,32 @@ import base64
 import hashlib
 import logging
 import re
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from starlette.datastructures import MutableHeaders
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.media_types import media_type
+from app.errors import PayloadTooLarge
+from app.media_types import is_json, media_type
 from app.route_table import RouteTable, app_path
 from app.security import ApiKeys
 from app.settings import Settings
 
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from app.deps import AppState
+
 __all__ = [
     "API_PREFIX",
     "ApiKeyMiddleware",
+    "DemoHeaderMiddleware",
     "HostOriginMiddleware",
     "MethodsMiddleware",
     "SecurityHeadersMiddleware",
+    "UploadLimitMiddleware",
     "allowed_hosts",
     "docs_csp",
 ]
@@ -266,6 +279,97 @@ class SecurityHeadersMiddleware:
             await send(message)
 
         await self.app(scope, receive, send_headers)
+
+
+class UploadLimitMiddleware:
+    """Answer 413 for bodies over the limit: early from Content-Length, else while reading.
+
+    File uploads have the large limits: an image to POST /v1/images/predict
+    (CXR_MAX_UPLOAD_MB) and a multipart zip to POST /v1/batches (CXR_MAX_BATCH_UPLOAD_MB).
+    Every other body, JSON above all, has CXR_MAX_JSON_MB (issue 18 item 6: a 1 GiB JSON
+    batch request was read, parsed and echoed back).
+    """
+
+    # The operations that take files, and the content types they take them as.
+    _FILES = {
+        "/v1/images/predict": ("upload", None),  # raw (any type but JSON) or multipart
+        "/v1/batches": ("batch", "multipart/form-data"),
+        "/v1/studies/ask": ("upload", "multipart/form-data"),  # an image with the questions
+    }
+
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.limits = {
+            "upload": (int(settings.max_upload_mb * 2**20), "CXR_MAX_UPLOAD_MB"),
+            "batch": (int(settings.max_batch_upload_mb * 2**20), "CXR_MAX_BATCH_UPLOAD_MB"),
+            "json": (int(settings.max_json_mb * 2**20), "CXR_MAX_JSON_MB"),
+        }
+
+    def _limit(self, scope: Scope) -> tuple[int, str]:
+        kind, wanted = self._FILES.get(app_path(scope), ("json", None))
+        content_type = media_type(dict(scope.get("headers") or []).get(b"content-type"))
+        if is_json(content_type) or (wanted is not None and content_type != wanted):
+            kind = "json"
+        return self.limits[kind]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit, setting = self._limit(scope)
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > limit:
+            response = _refusal(
+                413,
+                "PayloadTooLarge",
+                f"request body is {int(length) / 2**20:.1f} MiB; the limit is "
+                f"{limit / 2**20:g} MiB ({setting})",
+            )
+            await response(scope, receive, send)
+            return
+        received = 0
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    # An HTTPException is re-raised by FastAPI's body parsing (not turned
+                    # into a 400), so it reaches the handlers as a 413.
+                    raise PayloadTooLarge(
+                        f"request body exceeds the limit of {limit / 2**20:g} MiB ({setting})"
+                    )
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+
+class DemoHeaderMiddleware:
+    """Mark every response `X-CXR-Demo-Model: true` while a demo checkpoint is loaded."""
+
+    def __init__(self, app: ASGIApp, fastapi_app: FastAPI) -> None:
+        self.app = app
+        self.fastapi_app = fastapi_app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        state: AppState | None = getattr(self.fastapi_app.state, "cxr", None)
+        demo = (
+            state is not None
+            and state.predictor is not None
+            and bool(state.predictor.card.get("demo", False))
+        )
+        if scope["type"] != "http" or not demo:
+            await self.app(scope, receive, send)
+            return
+
+        async def send_wrapper(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (b"x-cxr-demo-model", b"true")]
+            await send(message)
+
+        await self.app(scope, receive, send_wrapper)
 
 
 _INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)

@@ -34,11 +34,17 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import ServiceError
+
+if TYPE_CHECKING:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as _ProtocolBase
+else:  # uvicorn is imported only when serving (`guarded_protocol`), not with the app
+    _ProtocolBase = object
 
 __all__ = [
     "BodyTimeoutMiddleware",
@@ -189,173 +195,199 @@ def guarded_protocol(
     """
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-    timeout_408 = _raw_response(
-        _RESPONSE_408,
-        f"the request head was not complete within {header_timeout_s:g} s (CXR_HEADER_TIMEOUT_S)",
-        "RequestTimeout",
+    guard = _Guard(
+        header_timeout_s=header_timeout_s,
+        max_connections=max_connections,
+        max_head_bytes=max_head_bytes,
+        timeout_408=_raw_response(
+            _RESPONSE_408,
+            f"the request head was not complete within {header_timeout_s:g} s "
+            "(CXR_HEADER_TIMEOUT_S)",
+            "RequestTimeout",
+        ),
+        busy_503=_raw_response(
+            _RESPONSE_503,
+            f"the server is at its limit of {max_connections} connections, all busy with "
+            "requests (CXR_MAX_CONNECTIONS); retry shortly",
+            "ServiceUnavailable",
+        ),
+        too_large_431=_raw_response(
+            _RESPONSE_431,
+            f"the request line and headers are larger than {max_head_bytes} bytes",
+            "RequestHeaderFieldsTooLarge",
+        ),
     )
-    busy_503 = _raw_response(
-        _RESPONSE_503,
-        f"the server is at its limit of {max_connections} connections, all busy with "
-        "requests (CXR_MAX_CONNECTIONS); retry shortly",
-        "ServiceUnavailable",
-    )
-    too_large_431 = _raw_response(
-        _RESPONSE_431,
-        f"the request line and headers are larger than {max_head_bytes} bytes",
-        "RequestHeaderFieldsTooLarge",
-    )
-    # Connections with no request in progress, the longest idle first.
-    idle: OrderedDict[GuardedProtocol, None] = OrderedDict()
-    lingering = [0]  # refused connections still open
 
-    class GuardedProtocol(HttpToolsProtocol):
-        _head_timer: asyncio.TimerHandle | None = None
-        _refused = False
-        _lingers = False
-        _in_head = False  # a request head has begun and is not complete
-        _messages = 0  # request heads begun on this connection
-        _head_read = 0  # bytes of the current head's reads after the one it began in
-        _head_parsed = 0  # bytes of its request line and complete headers
-        _head_too_large = False
-
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            if len(self.connections) >= max_connections:
-                if idle:
-                    oldest, _ = idle.popitem(last=False)
-                    oldest._close("connection limit reached: closed the longest idle connection")
-                else:
-                    self._refuse(transport)
-                    return
-            super().connection_made(transport)  # type: ignore[arg-type]
-            self._await_head()
-
-        def _refuse(self, transport: asyncio.BaseTransport) -> None:
-            # 503, then half-close and read what the client sends for a moment: closing a
-            # socket with unread data resets it, and the client would never see the 503.
-            # At most `_LINGER_MAX` linger at once (they hold a descriptor each).
-            log.warning("503: every connection is busy (CXR_MAX_CONNECTIONS)")
-            self._refused = True
-            assert isinstance(transport, asyncio.Transport)
-            transport.write(busy_503)
-            if lingering[0] >= _LINGER_MAX or not transport.can_write_eof():
-                transport.close()
-                return
-            lingering[0] += 1
-            self._lingers = True
-            transport.write_eof()
-            self.loop.call_later(_LINGER_S, transport.close)
-
-        def data_received(self, data: bytes) -> None:
-            if self._refused or self._head_too_large:
-                return
-            in_head, messages = self._in_head, self._messages
-            super().data_received(data)
-            # A head that began in an earlier read and is still not complete after this
-            # one: the whole read was head. (A single header line is handed to the
-            # callbacks only once complete, so a line without end is counted here.)
-            if in_head and self._in_head and messages == self._messages:
-                self._head_read += len(data)
-                if self._head_read > max_head_bytes and not self.transport.is_closing():
-                    self._refuse_head()
-
-        # The parser's callbacks, from within `data_received`.
-        def on_message_begin(self) -> None:
-            super().on_message_begin()
-            self._in_head = True
-            self._messages += 1
-            self._head_read = self._head_parsed = 0
-
-        def on_url(self, url: bytes) -> None:
-            self._count_head(len(url))
-            super().on_url(url)
-
-        def on_header(self, name: bytes, value: bytes) -> None:
-            self._count_head(len(name) + len(value) + 4)  # ": " and CRLF
-            super().on_header(name, value)
-
-        def on_headers_complete(self) -> None:
-            self._in_head = False
-            if self.parser.get_http_version() == "1.1" and not any(
-                name == b"host" for name, _ in self.headers
-            ):
-                # RFC 9112 3.2: a 1.1 request without Host gets 400 (h11 did so; llhttp
-                # does not). Raised through the parser: uvicorn's 400 and close.
-                raise _MissingHost
-            super().on_headers_complete()
-            if self._busy():
-                idle.pop(self, None)
-                self._cancel_head_timer()
-
-        def _count_head(self, size: int) -> None:
-            self._head_parsed += size
-            if self._head_parsed > max_head_bytes:
-                # Raised through the parser, which uvicorn answers with
-                # `send_400_response`: answered 431 there.
-                self._head_too_large = True
-                raise _HeadTooLarge
-
-        def send_400_response(self, msg: str) -> None:
-            if self._head_too_large:
-                self._refuse_head()
-                return
-            super().send_400_response(msg)
-
-        def _refuse_head(self) -> None:
-            self._head_too_large = True
-            log.warning("431: a request head larger than %d bytes", max_head_bytes)
-            self.transport.write(too_large_431)
-            self._close_quietly()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            if self._refused:
-                if self._lingers:
-                    lingering[0] -= 1
-                return
-            idle.pop(self, None)
-            self._cancel_head_timer()
-            super().connection_lost(exc)
-
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            if not self.transport.is_closing() and not self._busy():
-                self._await_head()
-
-        def _busy(self) -> bool:
-            return self.cycle is not None and not self.cycle.response_complete
-
-        def _await_head(self) -> None:
-            idle[self] = None
-            idle.move_to_end(self)
-            self._cancel_head_timer()
-            self._head_timer = self.loop.call_later(header_timeout_s, self._head_timeout)
-
-        def _cancel_head_timer(self) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
-
-        def _head_timeout(self) -> None:
-            self._head_timer = None
-            if self.transport.is_closing() or self._busy():
-                return
-            if self._in_head:
-                self.transport.write(timeout_408)
-            self._close(
-                "408: closed a connection whose request head was not complete within "
-                "CXR_HEADER_TIMEOUT_S"
-            )
-
-        def _close(self, reason: str) -> None:
-            log.warning(reason)
-            self._close_quietly()
-
-        def _close_quietly(self) -> None:
-            idle.pop(self, None)
-            self._cancel_head_timer()
-            self.transport.close()
+    class GuardedProtocol(_GuardedConnection, HttpToolsProtocol):
+        _guard = guard
 
     return GuardedProtocol
+
+
+@dataclass
+class _Guard:
+    """One server's limits, its prepared refusals and its registry of idle connections."""
+
+    header_timeout_s: float
+    max_connections: int
+    max_head_bytes: int
+    timeout_408: bytes
+    busy_503: bytes
+    too_large_431: bytes
+    # Connections with no request in progress, the longest idle first.
+    idle: OrderedDict[_GuardedConnection, None] = field(default_factory=OrderedDict)
+    lingering: int = 0  # refused connections still open
+
+
+class _GuardedConnection(_ProtocolBase):
+    """The guards of `guarded_protocol` on one connection, over uvicorn's httptools
+    protocol (the next class in the MRO of the class it makes). `_guard` is that server's."""
+
+    _guard: ClassVar[_Guard]
+    _head_timer: asyncio.TimerHandle | None = None
+    _refused = False
+    _lingers = False
+    _in_head = False  # a request head has begun and is not complete
+    _messages = 0  # request heads begun on this connection
+    _head_read = 0  # bytes of the current head's reads after the one it began in
+    _head_parsed = 0  # bytes of its request line and complete headers
+    _head_too_large = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if len(self.connections) >= self._guard.max_connections:
+            if self._guard.idle:
+                oldest, _ = self._guard.idle.popitem(last=False)
+                oldest._close("connection limit reached: closed the longest idle connection")
+            else:
+                self._refuse(transport)
+                return
+        super().connection_made(transport)  # type: ignore[arg-type]
+        self._await_head()
+
+    def _refuse(self, transport: asyncio.BaseTransport) -> None:
+        # 503, then half-close and read what the client sends for a moment: closing a
+        # socket with unread data resets it, and the client would never see the 503.
+        # At most `_LINGER_MAX` linger at once (they hold a descriptor each).
+        log.warning("503: every connection is busy (CXR_MAX_CONNECTIONS)")
+        self._refused = True
+        assert isinstance(transport, asyncio.Transport)
+        transport.write(self._guard.busy_503)
+        if self._guard.lingering >= _LINGER_MAX or not transport.can_write_eof():
+            transport.close()
+            return
+        self._guard.lingering += 1
+        self._lingers = True
+        transport.write_eof()
+        self.loop.call_later(_LINGER_S, transport.close)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused or self._head_too_large:
+            return
+        in_head, messages = self._in_head, self._messages
+        super().data_received(data)
+        # A head that began in an earlier read and is still not complete after this
+        # one: the whole read was head. (A single header line is handed to the
+        # callbacks only once complete, so a line without end is counted here.)
+        if in_head and self._in_head and messages == self._messages:
+            self._head_read += len(data)
+            if self._head_read > self._guard.max_head_bytes and not self.transport.is_closing():
+                self._refuse_head()
+
+    # The parser's callbacks, from within `data_received`.
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._in_head = True
+        self._messages += 1
+        self._head_read = self._head_parsed = 0
+
+    def on_url(self, url: bytes) -> None:
+        self._count_head(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_head(len(name) + len(value) + 4)  # ": " and CRLF
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        if self.parser.get_http_version() == "1.1" and not any(
+            name == b"host" for name, _ in self.headers
+        ):
+            # RFC 9112 3.2: a 1.1 request without Host gets 400 (h11 did so; llhttp
+            # does not). Raised through the parser: uvicorn's 400 and close.
+            raise _MissingHost
+        super().on_headers_complete()
+        if self._busy():
+            self._guard.idle.pop(self, None)
+            self._cancel_head_timer()
+
+    def _count_head(self, size: int) -> None:
+        self._head_parsed += size
+        if self._head_parsed > self._guard.max_head_bytes:
+            # Raised through the parser, which uvicorn answers with
+            # `send_400_response`: answered 431 there.
+            self._head_too_large = True
+            raise _HeadTooLarge
+
+    def send_400_response(self, msg: str) -> None:
+        if self._head_too_large:
+            self._refuse_head()
+            return
+        super().send_400_response(msg)
+
+    def _refuse_head(self) -> None:
+        self._head_too_large = True
+        log.warning("431: a request head larger than %d bytes", self._guard.max_head_bytes)
+        self.transport.write(self._guard.too_large_431)
+        self._close_quietly()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._refused:
+            if self._lingers:
+                self._guard.lingering -= 1
+            return
+        self._guard.idle.pop(self, None)
+        self._cancel_head_timer()
+        super().connection_lost(exc)
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing() and not self._busy():
+            self._await_head()
+
+    def _busy(self) -> bool:
+        return self.cycle is not None and not self.cycle.response_complete
+
+    def _await_head(self) -> None:
+        self._guard.idle[self] = None
+        self._guard.idle.move_to_end(self)
+        self._cancel_head_timer()
+        self._head_timer = self.loop.call_later(self._guard.header_timeout_s, self._head_timeout)
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timeout(self) -> None:
+        self._head_timer = None
+        if self.transport.is_closing() or self._busy():
+            return
+        if self._in_head:
+            self.transport.write(self._guard.timeout_408)
+        self._close(
+            "408: closed a connection whose request head was not complete within "
+            "CXR_HEADER_TIMEOUT_S"
+        )
+
+    def _close(self, reason: str) -> None:
+        log.warning(reason)
+        self._close_quietly()
+
+    def _close_quietly(self) -> None:
+        self._guard.idle.pop(self, None)
+        self._cancel_head_timer()
+        self.transport.close()
 
 
 # --- file descriptors ----------------------------------------------------------------------

@@ -257,6 +257,25 @@ class _Hit:
     end: int
 
 
+@dataclass
+class _Reading:
+    """A question being parsed, once its one finding is known: what the later steps share."""
+
+    text: str
+    doc: Doc
+    words: list[str]  # the tokens, lower case
+    label: str
+    rules: list[str]  # the finding's rule
+    found: list[tuple[str, str, int, int]]  # (label, rule id, start, end) of the findings
+    all_hits: list[_Hit]
+    hits: list[_Hit]  # less the qualifiers the finding's own name absorbs
+    taken: list[tuple[int, int]]  # token spans explained so far
+
+    def free(self, h: _Hit) -> bool:
+        """Whether `h` overlaps no span taken so far."""
+        return not any(s < h.end and h.start < e for s, e in self.taken)
+
+
 class QuestionParser:
     """Parse questions with the labeler's pipeline and a question pattern file.
 
@@ -380,21 +399,34 @@ class QuestionParser:
                 "ask about one at a time",
             )
         label = labels[0]
-        rules = [rid for _, rid, _, _ in found[:1]]
-        taken = [(s, e) for _, _, s, e in found]
-
-        def free(h: _Hit) -> bool:
-            return not any(s < h.end and h.start < e for s, e in taken)
-
-        words = [t.lower_ for t in doc]
         absorbed = self.patterns.absorbed.get(label, frozenset())
-        all_hits = hits
-        hits = [
-            h
-            for h in hits
-            if not (h.group in _QUALIFIER_KINDS and doc[h.start : h.end].text.lower() in absorbed)
-        ]
-        comparison = self._comparison(doc, hits, words, free)
+        r = _Reading(
+            text=text,
+            doc=doc,
+            words=[t.lower_ for t in doc],
+            label=label,
+            rules=[rid for _, rid, _, _ in found[:1]],
+            found=found,
+            all_hits=hits,
+            hits=[
+                h
+                for h in hits
+                if not (
+                    h.group in _QUALIFIER_KINDS and doc[h.start : h.end].text.lower() in absorbed
+                )
+            ],
+            taken=[(s, e) for _, _, s, e in found],
+        )
+        comparison = self._comparison(doc, r.hits, r.words, r.free)
+        opened = self._open_question(r, comparison)
+        if opened is not None:
+            return opened
+        quals, kind_values = self._qualifiers(r, comparison)
+        return self._closed_question(r, quals, kind_values)
+
+    def _open_question(self, r: _Reading, comparison: Qualifier | None) -> ParsedQuestion | None:
+        """The open question ("Where is the effusion?") a cue makes of it, if any."""
+        hits, words, free = r.hits, r.words, r.free
         # open cues: the first in file order wins; a numeric comparison makes a size or
         # count question closed; a weak cue yields to any closed qualifier
         free_kinds = {h.group for h in hits if h.group in _QUALIFIER_KINDS and free(h)}
@@ -417,28 +449,36 @@ class QuestionParser:
             and not (h.entry.get("weak") and has_qualifier)
             and h.entry.get("type") not in closed_types
         ]
-        if opens:
-            order = {e.id: i for i, e in enumerate(self.patterns.open)}
-            best = min(opens, key=lambda h: order[h.entry.id])
-            taken.extend((h.start, h.end) for h in opens)
-            qtype = best.entry.get("type")
-            return ParsedQuestion(
-                text,
-                qtype,  # type: ignore[arg-type]
-                label=label,
-                open=True,
-                asks=best.entry.get("asks") or None,
-                rules=(*rules, best.entry.id),
-            )
+        if not opens:
+            return None
+        order = {e.id: i for i, e in enumerate(self.patterns.open)}
+        best = min(opens, key=lambda h: order[h.entry.id])
+        r.taken.extend((h.start, h.end) for h in opens)
+        qtype = best.entry.get("type")
+        return ParsedQuestion(
+            r.text,
+            qtype,  # type: ignore[arg-type]
+            label=r.label,
+            open=True,
+            asks=best.entry.get("asks") or None,
+            rules=(*r.rules, best.entry.id),
+        )
+
+    def _qualifiers(
+        self, r: _Reading, comparison: Qualifier | None
+    ) -> tuple[list[Qualifier], dict[str, set[str | int]]]:
+        """The closed question's qualifiers in order, and the values named of each kind;
+        their tokens are taken."""
+        doc = r.doc
         quals: list[Qualifier] = []
         if comparison is not None:
             quals.append(comparison)
-            taken.append((_tok(doc, comparison.start), _tok(doc, comparison.end - 1) + 1))
+            r.taken.append((_tok(doc, comparison.start), _tok(doc, comparison.end - 1) + 1))
         kind_values: dict[str, set[str | int]] = {}
-        for h in sorted(hits, key=lambda h: (h.start, -(h.end - h.start))):
-            if h.group not in _QUALIFIER_KINDS or not free(h):
+        for h in sorted(r.hits, key=lambda h: (h.start, -(h.end - h.start))):
+            if h.group not in _QUALIFIER_KINDS or not r.free(h):
                 continue
-            taken.append((h.start, h.end))
+            r.taken.append((h.start, h.end))
             e = h.entry
             kind_values.setdefault(h.group, set()).add(e.value)
             quals.append(
@@ -452,6 +492,13 @@ class QuestionParser:
                     end=doc[h.end - 1].idx + len(doc[h.end - 1]),
                 )
             )
+        return quals, kind_values
+
+    def _closed_question(
+        self, r: _Reading, quals: list[Qualifier], kind_values: dict[str, set[str | int]]
+    ) -> ParsedQuestion:
+        """A question with these qualifiers (or none: presence), or why it is not answered."""
+        text, doc, words, label, rules = r.text, r.doc, r.words, r.label, r.rules
         # "left or right", "mild or severe": two values of one kind joined by "or"
         if "or" in words:
             for kind in _KIND_ORDER:
@@ -467,7 +514,7 @@ class QuestionParser:
                         else ("place" if qtype == "position" else None),
                         rules=(*rules, *(q.rule for q in quals if q.kind == kind)),
                     )
-        unknown = self._unknown_words(doc, all_hits, found)
+        unknown = self._unknown_words(doc, r.all_hits, r.found)
         if unknown:
             return ParsedQuestion(
                 text,
@@ -477,7 +524,7 @@ class QuestionParser:
                 f"({', '.join(repr(w) for w in unknown[:3])}); supported: presence, position, "
                 "size, count, change, severity",
             )
-        negs = [h for h in hits if h.group == "negation" and free(h)]
+        negs = [h for h in r.hits if h.group == "negation" and r.free(h)]
         if quals and negs:
             return ParsedQuestion(
                 text,
@@ -498,9 +545,9 @@ class QuestionParser:
                 qualifiers=tuple(quals),
                 rules=(*rules, *(q.rule for q in quals)),
             )
-        frames = [h for h in hits if h.group == "presence" and free(h)]
+        frames = [h for h in r.hits if h.group == "presence" and r.free(h)]
         starts_open = words[0] in self.patterns.question_words
-        if starts_open or not (frames or _is_bare(doc, taken)):
+        if starts_open or not (frames or _is_bare(doc, r.taken)):
             return ParsedQuestion(
                 text,
                 "unsupported",

@@ -35,6 +35,7 @@ from models.precision import (
 )
 
 if TYPE_CHECKING:
+    from models.checkpoint import ModelCard
     from models.data import Record
     from models.predict import Predictor
 
@@ -360,13 +361,6 @@ def evaluate_checkpoint(
     )
     raw = _sigmoid(logits)
     probs = _sigmoid(logits / temperature_vector(card.temperatures, card.labels))
-    classification = classification_metrics(probs, targets, card.labels, card.thresholds)
-    classification["calibration"] = {
-        "ece_before": _round(expected_calibration_error(raw, targets)),
-        "ece_after": _round(expected_calibration_error(probs, targets)),
-        "temperatures": dict(card.temperatures),
-        "bins": 10,
-    }
     report: dict[str, Any] = {
         "model": {
             **{
@@ -377,31 +371,59 @@ def evaluate_checkpoint(
         },
         "data": str(data),
         "split": split,
-        "classification": classification,
+        "classification": _classification_report(raw, probs, targets, card),
     }
     if plots is not None:
         report["plots"] = write_plots(plots, raw=raw, probs=probs, targets=targets,
                                       labels=card.labels)  # fmt: skip
     if truth is not None:
-        in_split = {r.image_index for r in chosen}
-        scored = [g for g in truth if g.image_index in in_split]
-        box_records: Sequence[Record] = chosen
-        if not scored:
-            in_data = {r.image_index for r in records}
-            scored = [g for g in truth if g.image_index in in_data]
-            boxed = {g.image_index for g in scored}
-            box_records = [r for r in records if r.image_index in boxed]
-            report["localization_note"] = "no boxed image in the split; scored all boxed images"
-        scored = [g for g in scored if g.label in card.labels]
-        sizes: dict[str, tuple[int, int]] = {}
         predictor = Predictor(
             ckpt.model, card, device=dev, batch_size=batch_size, precision=resolved
         )
-        predicted = localize_dataset(predictor, box_records, scored, sizes=sizes)
-        report["localization"] = localization_metrics(predicted, scored)
-        report["localization"]["iobb_0.5_by_side"] = localization_by_side(predicted, scored, sizes)
-        report["localization"]["n_boxes"] = len(scored)
-        report["localization"]["n_images"] = len({g.image_index for g in scored})
+        report.update(_localization_report(predictor, truth, chosen, records))
+    return report
+
+
+def _classification_report(
+    raw: np.ndarray, probs: np.ndarray, targets: np.ndarray, card: ModelCard
+) -> dict[str, Any]:
+    """Per-label metrics at the card's thresholds, and the calibration's ECE before and
+    after its temperatures."""
+    classification = classification_metrics(probs, targets, card.labels, card.thresholds)
+    classification["calibration"] = {
+        "ece_before": _round(expected_calibration_error(raw, targets)),
+        "ece_after": _round(expected_calibration_error(probs, targets)),
+        "temperatures": dict(card.temperatures),
+        "bins": 10,
+    }
+    return classification
+
+
+def _localization_report(
+    predictor: Predictor,
+    truth: Sequence[GroundTruthBox],
+    chosen: Sequence[Record],
+    records: Sequence[Record],
+) -> dict[str, Any]:
+    """{"localization_note"?, "localization"}: the boxes found on the split's boxed images
+    (on every boxed image of the dataset when the split has none) against the truth."""
+    report: dict[str, Any] = {}
+    in_split = {r.image_index for r in chosen}
+    scored = [g for g in truth if g.image_index in in_split]
+    box_records: Sequence[Record] = chosen
+    if not scored:
+        in_data = {r.image_index for r in records}
+        scored = [g for g in truth if g.image_index in in_data]
+        boxed = {g.image_index for g in scored}
+        box_records = [r for r in records if r.image_index in boxed]
+        report["localization_note"] = "no boxed image in the split; scored all boxed images"
+    scored = [g for g in scored if g.label in predictor.labels]
+    sizes: dict[str, tuple[int, int]] = {}
+    predicted = localize_dataset(predictor, box_records, scored, sizes=sizes)
+    report["localization"] = localization_metrics(predicted, scored)
+    report["localization"]["iobb_0.5_by_side"] = localization_by_side(predicted, scored, sizes)
+    report["localization"]["n_boxes"] = len(scored)
+    report["localization"]["n_images"] = len({g.image_index for g in scored})
     return report
 
 

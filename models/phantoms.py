@@ -81,11 +81,47 @@ def make_phantom(
     Raises:
         ValueError: an unknown label.
     """
-    import cv2
-
     unknown = set(labels) - set(PHANTOM_LABELS)
     if unknown:
         raise ValueError(f"unknown phantom labels {sorted(unknown)}; known: {PHANTOM_LABELS}")
+    # A seed must give the same phantom (datasets, tests and the demo model's recipe rely on
+    # it): the draws come in this order (pose, texture, heart, the pneumothorax's side, then
+    # each lesion in turn); a change of the drawing keeps it.
+    img, chest = _draw_chest(rng, size)
+    big_heart = "Cardiomegaly" in labels
+    heart = _draw_heart(img, chest, rng, big=big_heart)
+    boxes: list[tuple[str, float, float, float, float]] = []
+    if big_heart:
+        boxes.append(("Cardiomegaly", *_bbox(heart)))
+    lung_index = int(rng.integers(0, 2))
+    if "Effusion" in labels:
+        boxes.append(("Effusion", *_bbox(_draw_effusion(img, chest, rng))))
+    if "Pneumothorax" in labels:
+        band = _draw_pneumothorax(img, chest, rng, chest.lungs[lung_index])
+        boxes.append(("Pneumothorax", *_bbox(band)))
+    for name, radii in (("Nodule", (0.035, 0.05)), ("Mass", (0.07, 0.1))):
+        if name in labels:
+            img, blob = _draw_opacity(img, chest, rng, radii, lobes=1 if name == "Nodule" else 3)
+            boxes.append((name, *_bbox(blob > 0.05)))
+    return Phantom(image=_expose(img, rng), labels=sorted(labels), boxes=boxes)
+
+
+@dataclass(frozen=True)
+class _Chest:
+    """Where a phantom's anatomy lies: the pixel grid in [0, 1), the pose and habitus
+    (shift `dx`, `dy`, scale `k`), the body and the two lungs (mask, centre x)."""
+
+    yy: np.ndarray
+    xx: np.ndarray
+    dx: float
+    dy: float
+    k: float
+    body: np.ndarray
+    lungs: list[tuple[np.ndarray, float]]
+
+
+def _draw_chest(rng: np.random.Generator, size: int) -> tuple[np.ndarray, _Chest]:
+    """The float image of a normal chest without its heart: body, textured lungs, spine, ribs."""
     s = size
     yy, xx = np.mgrid[0:s, 0:s].astype(np.float32) / s
     # Pose and body habitus.
@@ -110,63 +146,88 @@ def make_phantom(
         y0 = 0.17 + dy + i * 0.065 * k
         arc = np.abs(yy - (y0 + 0.35 * (xx - 0.5 - dx) ** 2)) < 0.011 * k
         img[arc & body] += 0.09
-    # Heart (patient's left = image right in a PA view).
-    big_heart = "Cardiomegaly" in labels
-    hx, hy = (0.235, 0.15) if big_heart else (0.125, 0.105)
+    return img, _Chest(yy=yy, xx=xx, dx=dx, dy=dy, k=k, body=body, lungs=lungs)
+
+
+def _draw_heart(
+    img: np.ndarray, chest: _Chest, rng: np.random.Generator, *, big: bool
+) -> np.ndarray:
+    """Draw the heart shadow into `img` (patient's left = image right in a PA view); its mask."""
+    yy, xx, k = chest.yy, chest.xx, chest.k
+    hx, hy = (0.235, 0.15) if big else (0.125, 0.105)
     hx *= k * rng.uniform(0.95, 1.05)
     hy *= k * rng.uniform(0.95, 1.05)
-    hcx, hcy = 0.55 + dx + (0.03 if big_heart else 0.0), 0.64 + dy
+    hcx, hcy = 0.55 + chest.dx + (0.03 if big else 0.0), 0.64 + chest.dy
     heart = _ellipse(yy, xx, hcx, hcy, hx, hy) < 1
     img[heart] = np.maximum(img[heart], 0.66)
-    boxes: list[tuple[str, float, float, float, float]] = []
-    if big_heart:
-        boxes.append(("Cardiomegaly", *_bbox(heart)))
-    lung_index = int(rng.integers(0, 2))
-    if "Effusion" in labels:
-        lung, cx = lungs[int(rng.integers(0, 2))]
-        ys = np.nonzero(lung.any(axis=1))[0]
-        bottom = ys.max() / s
-        level = bottom - rng.uniform(0.13, 0.2) * k
-        lateral = cx + np.sign(cx - 0.5) * 0.135 * k
-        # Meniscus: fluid climbs the lateral chest wall.
-        surface = level - 0.12 * np.clip(1 - np.abs(xx - lateral) / 0.14, 0, 1) ** 2
-        fluid = lung & (yy > surface)
-        img[fluid] = np.maximum(img[fluid], 0.6)
-        boxes.append(("Effusion", *_bbox(fluid)))
-    if "Pneumothorax" in labels:
-        lung, cx = lungs[lung_index]
-        side = np.sign(cx - 0.5)
-        edge = cx + side * (0.135 * k - rng.uniform(0.08, 0.11))
-        top = 0.45 + dy - 0.29 * k
-        band = lung & (side * (xx - edge) > 0) & (yy < top + rng.uniform(0.3, 0.4) * k)
-        img[band] = 0.04 + 0.01 * rng.standard_normal(int(band.sum())).astype(np.float32)
-        pleural = lung & (np.abs(xx - edge) < 0.006) & (yy < top + 0.35 * k)
-        img[pleural & ~band] = 0.5
-        boxes.append(("Pneumothorax", *_bbox(band)))
-    for name, (r_lo, r_hi) in (("Nodule", (0.035, 0.05)), ("Mass", (0.07, 0.1))):
-        if name not in labels:
-            continue
-        lung, cx = lungs[int(rng.integers(0, 2))]
-        r = rng.uniform(r_lo, r_hi) * k
-        ys, xs = np.nonzero(
-            lung & (_ellipse(yy, xx, cx, 0.45 + dy, 0.135 * k - r, 0.29 * k - r) < 1)
-        )
-        j = int(rng.integers(0, len(ys)))
-        ccx, ccy = xs[j] / s, ys[j] / s
-        blob = np.zeros((s, s), np.float32)
-        lobes = 1 if name == "Nodule" else 3
-        for lobe in range(lobes):
-            ox, oy = (rng.uniform(-0.35, 0.35, size=2) * r) if lobe else (0.0, 0.0)
-            d2 = ((xx - ccx - ox) ** 2 + (yy - ccy - oy) ** 2) / (r * (0.8 if lobe else 1)) ** 2
-            blob = np.maximum(blob, np.clip(1.3 - d2**2, 0, 1))
-        img = np.maximum(img, img + 0.42 * blob)
-        boxes.append((name, *_bbox(blob > 0.05)))
-    # Exposure, blur and quantum noise.
+    return heart
+
+
+def _draw_effusion(img: np.ndarray, chest: _Chest, rng: np.random.Generator) -> np.ndarray:
+    """Fill one lung's base with fluid in `img`; the fluid's mask."""
+    yy, xx, k = chest.yy, chest.xx, chest.k
+    s = img.shape[0]
+    lung, cx = chest.lungs[int(rng.integers(0, 2))]
+    ys = np.nonzero(lung.any(axis=1))[0]
+    bottom = ys.max() / s
+    level = bottom - rng.uniform(0.13, 0.2) * k
+    lateral = cx + np.sign(cx - 0.5) * 0.135 * k
+    # Meniscus: fluid climbs the lateral chest wall.
+    surface = level - 0.12 * np.clip(1 - np.abs(xx - lateral) / 0.14, 0, 1) ** 2
+    fluid: np.ndarray = lung & (yy > surface)
+    img[fluid] = np.maximum(img[fluid], 0.6)
+    return fluid
+
+
+def _draw_pneumothorax(
+    img: np.ndarray, chest: _Chest, rng: np.random.Generator, side_lung: tuple[np.ndarray, float]
+) -> np.ndarray:
+    """Darken a band along the lung's lateral wall in `img`, with its pleural line; its mask."""
+    yy, xx, k = chest.yy, chest.xx, chest.k
+    lung, cx = side_lung
+    side = np.sign(cx - 0.5)
+    edge = cx + side * (0.135 * k - rng.uniform(0.08, 0.11))
+    top = 0.45 + chest.dy - 0.29 * k
+    band: np.ndarray = lung & (side * (xx - edge) > 0) & (yy < top + rng.uniform(0.3, 0.4) * k)
+    img[band] = 0.04 + 0.01 * rng.standard_normal(int(band.sum())).astype(np.float32)
+    pleural = lung & (np.abs(xx - edge) < 0.006) & (yy < top + 0.35 * k)
+    img[pleural & ~band] = 0.5
+    return band
+
+
+def _draw_opacity(
+    img: np.ndarray,
+    chest: _Chest,
+    rng: np.random.Generator,
+    radii: tuple[float, float],
+    *,
+    lobes: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """A round (nodule) or lobulated (mass) opacity inside a lung: the new image, the blob."""
+    yy, xx, k, dy = chest.yy, chest.xx, chest.k, chest.dy
+    s = img.shape[0]
+    lung, cx = chest.lungs[int(rng.integers(0, 2))]
+    r = rng.uniform(*radii) * k
+    ys, xs = np.nonzero(lung & (_ellipse(yy, xx, cx, 0.45 + dy, 0.135 * k - r, 0.29 * k - r) < 1))
+    j = int(rng.integers(0, len(ys)))
+    ccx, ccy = xs[j] / s, ys[j] / s
+    blob = np.zeros((s, s), np.float32)
+    for lobe in range(lobes):
+        ox, oy = (rng.uniform(-0.35, 0.35, size=2) * r) if lobe else (0.0, 0.0)
+        d2 = ((xx - ccx - ox) ** 2 + (yy - ccy - oy) ** 2) / (r * (0.8 if lobe else 1)) ** 2
+        blob = np.maximum(blob, np.clip(1.3 - d2**2, 0, 1))
+    return np.maximum(img, img + 0.42 * blob), blob
+
+
+def _expose(img: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Exposure, blur and quantum noise; the uint8 image."""
+    import cv2
+
+    s = img.shape[0]
     img = np.asarray(cv2.GaussianBlur(img, (0, 0), sigmaX=max(0.6, s / 320)), np.float32)
     img = img * rng.uniform(0.85, 1.15) + rng.uniform(-0.05, 0.05)
     img += rng.normal(0, 0.025, img.shape).astype(np.float32)
-    out = (np.clip(img, 0, 1) * 255 + 0.5).astype(np.uint8)
-    return Phantom(image=out, labels=sorted(labels), boxes=boxes)
+    return (np.clip(img, 0, 1) * 255 + 0.5).astype(np.uint8)
 
 
 def write_phantom_dataset(

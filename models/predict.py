@@ -64,6 +64,7 @@ from models.transforms import Geometry, ResizeMode, resize_mode_of
 
 if TYPE_CHECKING:
     from models.cuda_graphs import LayerCamGraphs
+    from models.decode_pool import DecodePool
 
 __all__ = [
     "Box",
@@ -146,6 +147,19 @@ class ModelPass:
     box_levels: list[np.ndarray]
     every_box: bool
     timings: dict[str, float]
+
+
+@dataclass
+class _Forward:
+    """A batch's forward pass in `Predictor.model_pass`, before the boxes."""
+
+    probabilities: np.ndarray  # (N, C) calibrated
+    selections: list[tuple[list[str], list[int]]]  # per image: positive labels, labels mapped
+    maps: list[dict[int, np.ndarray]]  # per image: label index -> map, on the host
+    # The same maps on the model's device, for the boxes' projection there.
+    device_maps: list[dict[int, torch.Tensor]]
+    forward_end: float  # perf_counter() when the logits were out
+    maps_end: float  # ... and the maps
 
 
 @dataclass
@@ -395,95 +409,112 @@ class Predictor:
             staged = images
             ahead = staged.seconds
         else:
-            prepared: list[PreparedImage] = []
-            for i, im in enumerate(images):
-                if isinstance(im, PreparedImage):
-                    prepared.append(im)
-                elif np.ndim(im) != 2:
-                    raise ValueError(
-                        f"image {i}: expected a (rows, columns) array, got {np.shape(im)}"
-                    )
-                else:
-                    prepared.append(self.prepare(im))
-            staged = self.stage(prepared)
+            staged = self.stage(self._prepared(images))
         geometries = staged.geometries
         x = self._input_batch(staged)
         del staged  # its pinned buffer goes back to the cache once the copy has run
         t1 = time.perf_counter()
-        maps_by_image: list[dict[int, np.ndarray]]
-        # The same maps on the model's device, for the boxes' projection there.
-        device_maps: list[dict[int, torch.Tensor]]
-
-        def boxed(i: int) -> Collection[str] | None:
-            return None if box_labels is None else box_labels[i]
-
-        # Per image: (positive labels, indices of the labels that need a map).
-        selections: list[tuple[list[str], list[int]]] = []
         if self.heatmap_method == "layercam" and (heatmaps != "none" or want_boxes):
-
-            def choose(start: int, logits: torch.Tensor) -> list[list[int]]:
-                rows = self.probabilities(logits)
-                chunk = [self._select(row, heatmaps, want_boxes, boxed(start + k))
-                         for k, row in enumerate(rows)]  # fmt: skip
-                selections.extend(chunk)
-                return [wanted for _, wanted in chunk]
-
-            card = self._card
-            logits, device_maps = forward_with_layercam(
-                self.model, x, choose, stage=card.heatmap_stage, sigma=card.heatmap_sigma,
-                autocast=self._autocast, graphs=self._graphs,
-            )  # fmt: skip
-            probs = self.probabilities(logits)
-            maps_by_image = maps_to_host(device_maps)
-            t2 = t3 = time.perf_counter()  # the maps come out of the forward pass
+            forward = self._forward_layercam(x, heatmaps, want_boxes, box_labels)
         else:
-            budget = _FORWARD_PIXELS_CUDA if x.is_cuda else _FORWARD_PIXELS
-            step = max(1, budget // (x.shape[-2] * x.shape[-1]))
-            with self._autocast():
-                parts = [x[s : s + step] for s in range(0, x.shape[0], step)]
-                features = torch.cat([self.model.forward_features(p) for p in parts])
-                logits = self.model.forward_head(features)
-            probs = self.probabilities(logits)
-            t2 = time.perf_counter()
-            selections = [self._select(row, heatmaps, want_boxes, boxed(i))
-                          for i, row in enumerate(probs)]  # fmt: skip
-            # (N, C, S, S) float32, positive evidence only (see models.cam).
-            cams = positive_evidence(self.model.class_activation_maps(features))
-            cams_np = cams.float().cpu().numpy()
-            maps_by_image = [{c: cams_np[i, c] for c in wanted}
-                             for i, (_, wanted) in enumerate(selections)]  # fmt: skip
-            device_maps = [{c: cams[i, c] for c in wanted}
-                           for i, (_, wanted) in enumerate(selections)]  # fmt: skip
-            del features
-            t3 = time.perf_counter()
+            forward = self._forward_cam(x, heatmaps, want_boxes, box_labels)
         del x
-        positives = [positive for positive, _ in selections]
+        positives = [positive for positive, _ in forward.selections]
         jobs: list[_BoxJob] = []
         if want_boxes:
             jobs = [
-                (i, name, maps_by_image[i][self.labels.index(name)], geo)
+                (i, name, forward.maps[i][self.labels.index(name)], geo)
                 for i, geo in enumerate(geometries)
                 for name in (positives[i] if box_labels is None else list(box_labels[i]))
             ]
+        on_device = forward.device_maps
         levels = self._box_levels(
-            jobs, [device_maps[i][self.labels.index(name)] for i, name, _, _ in jobs]
+            jobs, [on_device[i][self.labels.index(name)] for i, name, _, _ in jobs]
         )
-        del device_maps
         return ModelPass(
             geometries=geometries,
-            probabilities=probs,
+            probabilities=forward.probabilities,
             positives=positives,
-            maps=maps_by_image,
+            maps=forward.maps,
             heatmaps=heatmaps,
             box_jobs=jobs,
             box_levels=levels,
             every_box=box_labels is not None,
             timings={
                 "preprocess": t1 - t0 + ahead,
-                "forward": t2 - t1,
-                "cam": t3 - t2,
-                "boxes": time.perf_counter() - t3,
+                "forward": forward.forward_end - t1,
+                "cam": forward.maps_end - forward.forward_end,
+                "boxes": time.perf_counter() - forward.maps_end,
             },
+        )
+
+    def _prepared(self, images: Sequence[np.ndarray | PreparedImage]) -> list[PreparedImage]:
+        """Each image fitted into the input (`prepare`), unless it already is."""
+        prepared: list[PreparedImage] = []
+        for i, im in enumerate(images):
+            if isinstance(im, PreparedImage):
+                prepared.append(im)
+            elif np.ndim(im) != 2:
+                raise ValueError(f"image {i}: expected a (rows, columns) array, got {np.shape(im)}")
+            else:
+                prepared.append(self.prepare(im))
+        return prepared
+
+    def _forward_layercam(
+        self,
+        x: torch.Tensor,
+        heatmaps: HeatmapPolicy,
+        want_boxes: bool,
+        box_labels: Sequence[Collection[str]] | None,
+    ) -> _Forward:
+        """The forward pass with LayerCAM's maps of the labels chosen on its logits."""
+        selections: list[tuple[list[str], list[int]]] = []
+
+        def choose(start: int, logits: torch.Tensor) -> list[list[int]]:
+            rows = self.probabilities(logits)
+            chunk = [self._select(row, heatmaps, want_boxes, _boxed(box_labels, start + k))
+                     for k, row in enumerate(rows)]  # fmt: skip
+            selections.extend(chunk)
+            return [wanted for _, wanted in chunk]
+
+        card = self._card
+        logits, device_maps = forward_with_layercam(
+            self.model, x, choose, stage=card.heatmap_stage, sigma=card.heatmap_sigma,
+            autocast=self._autocast, graphs=self._graphs,
+        )  # fmt: skip
+        probs = self.probabilities(logits)
+        maps_by_image = maps_to_host(device_maps)
+        end = time.perf_counter()  # the maps come out of the forward pass
+        return _Forward(probs, selections, maps_by_image, device_maps, end, end)
+
+    def _forward_cam(
+        self,
+        x: torch.Tensor,
+        heatmaps: HeatmapPolicy,
+        want_boxes: bool,
+        box_labels: Sequence[Collection[str]] | None,
+    ) -> _Forward:
+        """The forward pass in chunks, then the class activation maps of the chosen labels."""
+        budget = _FORWARD_PIXELS_CUDA if x.is_cuda else _FORWARD_PIXELS
+        step = max(1, budget // (x.shape[-2] * x.shape[-1]))
+        with self._autocast():
+            parts = [x[s : s + step] for s in range(0, x.shape[0], step)]
+            features = torch.cat([self.model.forward_features(p) for p in parts])
+            logits = self.model.forward_head(features)
+        probs = self.probabilities(logits)
+        forward_end = time.perf_counter()
+        selections = [self._select(row, heatmaps, want_boxes, _boxed(box_labels, i))
+                      for i, row in enumerate(probs)]  # fmt: skip
+        # (N, C, S, S) float32, positive evidence only (see models.cam).
+        cams = positive_evidence(self.model.class_activation_maps(features))
+        cams_np = cams.float().cpu().numpy()
+        maps_by_image = [{c: cams_np[i, c] for c in wanted}
+                         for i, (_, wanted) in enumerate(selections)]  # fmt: skip
+        device_maps = [{c: cams[i, c] for c in wanted}
+                       for i, (_, wanted) in enumerate(selections)]  # fmt: skip
+        del features
+        return _Forward(
+            probs, selections, maps_by_image, device_maps, forward_end, time.perf_counter()
         )
 
     def finish(self, done: ModelPass) -> list[Prediction]:
@@ -725,6 +756,11 @@ class Predictor:
         return positive, [c for c, name in enumerate(self.labels) if name in mapped]
 
 
+def _boxed(box_labels: Sequence[Collection[str]] | None, i: int) -> Collection[str] | None:
+    """The labels image `i` is boxed for in an evaluation (None: its positive ones)."""
+    return None if box_labels is None else box_labels[i]
+
+
 def _levels(cams: torch.Tensor, geo: Geometry) -> list[np.ndarray]:
     """(k, S_r, S_c) maps -> k uint8 (height, width) grids over the image's part of the
     input, each min/max scaled to [0, 255] (`project_cam` then `to_uint8`, on the maps'
@@ -888,39 +924,15 @@ def predict_files(
     spec = InputSpec.of(predictor, display_size=display_size)
     if len(paths) >= batch:  # before any thread of ours touches the device
         predictor.capture_graphs([batch])
-
-    def failed(task: DecodeTask, exc: Exception) -> ImageError:
-        if isinstance(exc, ImageError):
-            return exc
-        return ImageError(f"{task[0]}: {exc or type(exc).__name__}")  # some say nothing
-
     pool: DecodePool[DecodeTask, LoadedImage | ReadImage | ImageError] = DecodePool(
         read_task if on_device else load_task,
         workers=n_workers,
-        on_error=failed,
+        on_error=_decode_failure,
         timeout_s=file_timeout_s if n_workers else None,
         # Stored codes are five times the fitted image's bytes: fewer of them wait.
         max_ahead=max(2 * batch, (2 if on_device else 4) * n_workers),
     )
     tasks: list[DecodeTask] = [(os.fspath(p), spec, "auto") for p in paths]
-
-    def staged_batches() -> Iterator[tuple[list[FileResult], StagedBatch | None]]:
-        """The files in batches of `batch` decoded images, each batch's input staged."""
-        entries: list[FileResult] = []
-        inputs: list[PreparedImage | StoredPixels] = []
-        for path, item in zip(paths, pool.map(tasks), strict=True):
-            if isinstance(item, ImageError):
-                entries.append(FileResult(path=Path(path), error=item))
-                continue
-            entries.append(FileResult(path=Path(path), meta=item.meta,
-                                      display=item.display, timings=item.timings))  # fmt: skip
-            inputs.append(item.stored if isinstance(item, ReadImage) else item.prepared)
-            if len(inputs) >= batch:
-                yield entries, predictor.stage(inputs, on_device=on_device)
-                entries, inputs = [], []
-        if entries:
-            yield entries, predictor.stage(inputs, on_device=on_device) if inputs else None
-
     # A thread drives the pool (hands out files, takes results off the workers' pipes) and
     # makes each batch's input (a staging buffer, or the fit on the device) while this one
     # runs the model: a worker never waits with a decoded image in its pipe, and the device
@@ -930,42 +942,96 @@ def predict_files(
     # 64 MB float input), one on the CPU, whose staged batch is the float input itself
     # (64 MB) and whose model is slower anyway.
     loaded = Prefetch(
-        staged_batches(),
+        _staged_batches(predictor, paths, pool, tasks, batch=batch, on_device=on_device),
         depth=2 if predictor.device.type == "cuda" else 1,
         name="cxr-predict-prefetch",
     )
-    # A batch's `finish` (boxes on CPU threads, results) runs in this thread while the next
-    # batch's `model_pass` keeps the device busy: on one H200 the two took 3.0 and 5.8 ms
-    # per file one after the other.
-    finisher = ThreadPoolExecutor(1, thread_name_prefix="cxr-predict-finish")
-    in_flight: list[_Batch] = []
+    finishing = _Finishing(predictor, heatmaps)
+    try:
+        with _switch_interval(PREDICT_SWITCH_INTERVAL_S):
+            for entries, staged in loaded:
+                yield from finishing.launch(entries, staged)
+                del staged
+            yield from finishing.drain()
+    finally:
+        finishing.close()
+        loaded.close()  # the driving thread stops before its workers do
+        pool.close()
 
-    def launch(entries: list[FileResult], staged: StagedBatch | None) -> Iterator[FileResult]:
+
+def _decode_failure(task: DecodeTask, exc: Exception) -> ImageError:
+    """The decode pool's `on_error`: a file's failure as its `ImageError`, the file named."""
+    if isinstance(exc, ImageError):
+        return exc
+    return ImageError(f"{task[0]}: {exc or type(exc).__name__}")  # some say nothing
+
+
+def _staged_batches(
+    predictor: Predictor,
+    paths: Sequence[str | os.PathLike[str]],
+    pool: DecodePool[DecodeTask, LoadedImage | ReadImage | ImageError],
+    tasks: list[DecodeTask],
+    *,
+    batch: int,
+    on_device: bool,
+) -> Iterator[tuple[list[FileResult], StagedBatch | None]]:
+    """The files in batches of `batch` decoded images, each batch's input staged."""
+    entries: list[FileResult] = []
+    inputs: list[PreparedImage | StoredPixels] = []
+    for path, item in zip(paths, pool.map(tasks), strict=True):
+        if isinstance(item, ImageError):
+            entries.append(FileResult(path=Path(path), error=item))
+            continue
+        entries.append(FileResult(path=Path(path), meta=item.meta,
+                                  display=item.display, timings=item.timings))  # fmt: skip
+        inputs.append(item.stored if isinstance(item, ReadImage) else item.prepared)
+        if len(inputs) >= batch:
+            yield entries, predictor.stage(inputs, on_device=on_device)
+            entries, inputs = [], []
+    if entries:
+        yield entries, predictor.stage(inputs, on_device=on_device) if inputs else None
+
+
+class _Finishing:
+    """Batches past their model pass, each one's `finish` on a thread of its own.
+
+    A batch's `finish` (boxes on CPU threads, results) runs there while the next batch's
+    `model_pass` keeps the device busy: on one H200 the two took 3.0 and 5.8 ms per file
+    one after the other.
+    """
+
+    def __init__(self, predictor: Predictor, heatmaps: HeatmapPolicy) -> None:
+        self._predictor = predictor
+        self._heatmaps = heatmaps
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="cxr-predict-finish")
+        self._in_flight: list[_Batch] = []
+
+    def launch(self, entries: list[FileResult], staged: StagedBatch | None) -> Iterator[FileResult]:
         """Run a batch's model pass, start its finish, then hand out the batch before it
         (whose finish ran meanwhile)."""
         good = [r for r in entries if r.error is None]
         finishing = None
         if staged is not None:
-            finishing = finisher.submit(predictor.finish, predictor.model_pass(staged, heatmaps))
-        in_flight.append((entries, good, finishing))
-        if len(in_flight) > 1:
-            yield from complete(in_flight.pop(0))
+            predictor = self._predictor
+            finishing = self._pool.submit(
+                predictor.finish, predictor.model_pass(staged, self._heatmaps)
+            )
+        self._in_flight.append((entries, good, finishing))
+        if len(self._in_flight) > 1:
+            yield from self._complete(self._in_flight.pop(0))
 
-    def complete(batch: _Batch) -> Iterator[FileResult]:
+    def drain(self) -> Iterator[FileResult]:
+        """Hand out the batches still finishing, in order."""
+        while self._in_flight:
+            yield from self._complete(self._in_flight.pop(0))
+
+    def close(self) -> None:
+        """Wait for the finish running, cancel those not started."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _complete(self, batch: _Batch) -> Iterator[FileResult]:
         entries, good, finishing = batch
         if finishing is not None:
             for r, pred in zip(good, finishing.result(), strict=True):
                 r.prediction = pred
         yield from entries
-
-    try:
-        with _switch_interval(PREDICT_SWITCH_INTERVAL_S):
-            for entries, staged in loaded:
-                yield from launch(entries, staged)
-                del staged
-            while in_flight:
-                yield from complete(in_flight.pop(0))
-    finally:
-        finisher.shutdown(wait=True, cancel_futures=True)
-        loaded.close()  # the driving thread stops before its workers do
-        pool.close()

@@ -61,6 +61,7 @@ from torch.utils.data.distributed import DistributedSampler
 from models.augment import BatchAugment, to_unit_float
 from models.calibration import MAX_TEMPERATURE, fit_temperatures, temperature_vector
 from models.checkpoint import (
+    Checkpoint,
     ModelCard,
     load_checkpoint,
     model_from_card,
@@ -619,9 +620,161 @@ def _reason(exc: ImageError) -> str:
     return re.sub(r"^[\w.]*(Error|Exception): ", "", last)
 
 
+@dataclass(frozen=True)
+class _Process:
+    """This training process: its device, its rank among `world`, its loader workers."""
+
+    device: torch.device
+    rank: int
+    world: int
+    workers: int
+
+    @property
+    def master(self) -> bool:
+        """Rank 0 validates, saves and logs."""
+        return self.rank == 0
+
+
+@dataclass(frozen=True)
+class _Data:
+    """The labelled images and the loader that shuffles the training ones."""
+
+    labels: list[str]
+    warnings: list[str]  # label coverage, for the model card
+    train_set: LabelledImages
+    val_set: LabelledImages
+    source: str  # where the pixels come from, for the model card
+    dtype: type[np.integer[Any]]
+    augment: BatchAugment | None
+    augment_rng: torch.Generator
+    sampler: EpochShuffle | DistributedSampler[Any]
+    loader: Any
+
+
+@dataclass(frozen=True)
+class _Schedule:
+    """Accumulation, length and learning rate of the run, all set from the data's size."""
+
+    accum: int
+    steps_per_epoch: int
+    epochs: int
+    total_steps: int
+    peak_lr: float
+    warmup_fraction: float
+    schedule: str
+    final_fraction: float
+    warmup_steps: int | None
+
+    def lr_at(self, step: int) -> float:
+        """The learning rate of optimizer step `step` (`learning_rate_at`)."""
+        return learning_rate_at(
+            step,
+            self.total_steps,
+            peak=self.peak_lr,
+            warmup_fraction=self.warmup_fraction,
+            schedule=self.schedule,
+            final_fraction=self.final_fraction,
+            warmup_steps=self.warmup_steps,
+        )
+
+
+@dataclass
+class _TrainState:
+    """Where the run stands (what a checkpoint's `train_state` records, and the last metrics)."""
+
+    start_epoch: int = 0
+    step: int = 0
+    best_auc: float = -math.inf
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
 def _train(cfg: TrainConfig) -> TrainResult:
     cfg.validate()
-    # --- setup ---------------------------------------------------------------------------
+    proc = _start_process(cfg)
+    out = Path(cfg.out)
+    data, resumed = _load_data(cfg, proc, out)
+    schedule = _plan_schedule(cfg, len(data.loader), proc.world)
+    card = _model_card(cfg, data, schedule, proc.world)
+    model, optimizer, state = _build_model(
+        cfg, card, peak_lr=schedule.peak_lr, device=proc.device, out=out, resumed=resumed
+    )
+    if resumed is not None and proc.master:
+        log.info("resumed from %s at epoch %d, step %d", out, state.start_epoch, state.step)
+    net = _wrap_model(cfg, model, proc)
+    if proc.master:
+        log.info(
+            "%d training images, %d micro-batches of %d per epoch, accumulating %d "
+            "(effective batch %d): %d optimizer steps per epoch, %d epochs, %d steps in all; "
+            "%s lr %.2e (weights %s), warmup %d steps, %s decay; horizontal flips p=%.2f",
+            len(data.train_set), len(data.loader), cfg.batch_size, schedule.accum,
+            cfg.batch_size * schedule.accum * proc.world, schedule.steps_per_epoch,
+            schedule.epochs, schedule.total_steps, cfg.optimizer, schedule.peak_lr, cfg.weights,
+            card.training["warmup_steps"], cfg.schedule, card.training["hflip"],
+        )  # fmt: skip
+    augment = (
+        partial(data.augment, generator=data.augment_rng) if data.augment is not None else None
+    )
+
+    # --- loop ----------------------------------------------------------------------------
+    epoch = state.start_epoch
+    upcoming: Iterator[Any] | None = None
+    for epoch in range(state.start_epoch, schedule.epochs):
+        if cfg.max_steps is not None and state.step >= cfg.max_steps:
+            break
+        if upcoming is None:
+            data.sampler.set_epoch(epoch)
+            upcoming = iter(data.loader)
+        batches, upcoming = upcoming, None
+        trained_on: list[int] = []
+        title = f"epoch {epoch + 1}/{schedule.epochs}" if cfg.progress and proc.master else None
+        state.step, stats = train_one_epoch(
+            net,
+            data.loader,
+            optimizer,
+            device=proc.device,
+            loss_kind=cfg.loss,
+            accum=schedule.accum,
+            step=state.step,
+            lr_at=schedule.lr_at,
+            grad_clip=cfg.grad_clip,
+            max_steps=cfg.max_steps,
+            distributed=cfg.distributed,
+            progress=title,
+            augment=augment,
+            trained_on=trained_on,
+            batches=batches,
+        )
+        if epoch + 1 < schedule.epochs and (cfg.max_steps is None or state.step < cfg.max_steps):
+            # The next epoch's loading starts now, while this one is validated and saved:
+            # its first batch would otherwise keep the device waiting at every epoch's
+            # start (one worker builds a whole batch: about 0.4 s at 1024 px).
+            data.sampler.set_epoch(epoch + 1)
+            upcoming = iter(data.loader)
+        if cfg.distributed:  # every rank: the shard it trained on (tests check disjointness)
+            log.debug("rank %d of %d, epoch %d: trained on images %s", proc.rank, proc.world,
+                      epoch + 1, sorted(trained_on))  # fmt: skip
+        if proc.master:
+            _validate_and_save(
+                cfg, proc, model, optimizer, card, data, out, state, epoch=epoch, stats=stats
+            )
+    if cfg.distributed:
+        import torch.distributed as dist
+
+        dist.barrier()
+        dist.destroy_process_group()
+    for warning in card.warnings if proc.master else []:
+        log.warning("WARNING: %s", warning)
+    return TrainResult(
+        checkpoint=out,
+        metrics=state.metrics,
+        epochs_run=epoch + 1 - state.start_epoch,
+        steps=state.step,
+        warnings=list(card.warnings) if proc.master else [],
+    )
+
+
+def _start_process(cfg: TrainConfig) -> _Process:
+    """Threads, the process group (DDP), the device, the seed and the CUDA math flags."""
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     if cfg.distributed:
@@ -639,7 +792,6 @@ def _train(cfg: TrainConfig) -> TrainResult:
     else:
         device = resolve_device(cfg.device)
         rank, world = 0, 1
-    master = rank == 0
     torch.manual_seed(cfg.seed + rank)
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True
@@ -647,24 +799,26 @@ def _train(cfg: TrainConfig) -> TrainResult:
         torch.backends.cudnn.allow_tf32 = True
     workers = loader_workers(cfg.workers, device, cfg.local_world if cfg.distributed else 1)
     log.info("%d loader workers", workers)
+    return _Process(device=device, rank=rank, world=world, workers=workers)
 
-    # --- data ----------------------------------------------------------------------------
+
+def _load_data(cfg: TrainConfig, proc: _Process, out: Path) -> tuple[_Data, Checkpoint | None]:
+    """The splits, the datasets and the training loader; and the checkpoint to resume from,
+    which is read once the labels are known, so a label mismatch refuses it."""
     records = load_records(cfg.data)
     root = Path(cfg.data) if Path(cfg.data).is_dir() else None
     train_records = split_records(records, "train", root=root, seed=cfg.seed)
     val_records = split_records(records, "val", root=root, seed=cfg.seed)
     labels = resolve_labels(cfg.labels, records)
     data_warnings = label_coverage(cfg.labels, labels, records)
-    out = Path(cfg.out)
     if out.is_dir():  # found before the run, not when its first checkpoint is written
         raise ModelsError(
             f"--out {out} is a folder; give the checkpoint's file, e.g. {out / 'model.pt'}"
         )
-    resume_state: dict[str, Any] | None = None
+    resumed: Checkpoint | None = None
     if cfg.resume and out.is_file():
-        ckpt = load_checkpoint(out, labels=labels, map_location="cpu")
-        resume_state = ckpt.train_state
-        if resume_state is None:
+        resumed = load_checkpoint(out, labels=labels, map_location="cpu")
+        if resumed.train_state is None:
             raise ModelsError(f"{out}: checkpoint has no training state; cannot resume")
     dtype = np.uint16 if cfg.input_bits == 16 else np.uint8
     train_set: LabelledImages
@@ -675,7 +829,7 @@ def _train(cfg: TrainConfig) -> TrainResult:
         )
         train_set = PreparedDataset(images, train_records, labels)
         val_set = PreparedDataset(images, val_records, labels)
-        input_source = f"prepared cache {cfg.prepared}"
+        source = f"prepared cache {cfg.prepared}"
     else:
         cache_images = cfg.cache_images
         if cache_images is None:
@@ -685,7 +839,7 @@ def _train(cfg: TrainConfig) -> TrainResult:
                           cache=cache_images)
             for part in (train_records, val_records)
         )  # fmt: skip
-        input_source = "image files" + (", kept in RAM once loaded" if cache_images else "")
+        source = "image files" + (", kept in RAM once loaded" if cache_images else "")
     if len(train_set) == 0 or len(val_set) == 0:
         raise ModelsError(
             f"{cfg.data}: {len(train_set)} training and {len(val_set)} validation images; "
@@ -693,7 +847,7 @@ def _train(cfg: TrainConfig) -> TrainResult:
         )
     augment = BatchAugment(shift=cfg.aug_shift, hflip=cfg.hflip) if cfg.augment else None
     # Drawn on the CPU, so a seed gives the same augmentation on any device.
-    augment_rng = torch.Generator().manual_seed(cfg.seed + rank)
+    augment_rng = torch.Generator().manual_seed(cfg.seed + proc.rank)
     sampler: EpochShuffle | DistributedSampler[Any]
     if cfg.distributed:
         # drop_last: each epoch leaves out the last (< world) shuffled images rather than
@@ -706,46 +860,54 @@ def _train(cfg: TrainConfig) -> TrainResult:
         train_set,
         batch_size=cfg.batch_size,
         sampler=sampler,
-        workers=workers,
-        pin_memory=device.type == "cuda",
+        workers=proc.workers,
+        pin_memory=proc.device.type == "cuda",
         drop_last=shard > cfg.batch_size,
         prefetch_factor=cfg.prefetch,
     )
+    data = _Data(
+        labels, data_warnings, train_set, val_set, source, dtype, augment, augment_rng,
+        sampler, loader,
+    )  # fmt: skip
+    return data, resumed
 
-    # --- schedule: everything in fractions of the run --------------------------------------
+
+def _plan_schedule(cfg: TrainConfig, micro_batches: int, world: int) -> _Schedule:
+    """Everything in fractions of the run: accumulation, epochs, steps, peak learning rate."""
     accum = cfg.accum or accumulation_steps(
-        len(loader),
+        micro_batches,
         batch_size=cfg.batch_size,
         world_size=world,
         target_batch=cfg.target_batch,
         min_steps_per_epoch=cfg.min_steps_per_epoch,
     )
-    steps_per_epoch = math.ceil(len(loader) / accum)
+    steps_per_epoch = math.ceil(micro_batches / accum)
     epochs = cfg.epochs or epochs_for(
         steps_per_epoch, base_epochs=cfg.base_epochs, min_steps=cfg.min_steps
     )
     total_steps = steps_per_epoch * epochs
     if cfg.max_steps is not None:
         total_steps = min(total_steps, cfg.max_steps)
-    peak_lr = cfg.lr if cfg.lr is not None else default_lr(cfg.optimizer, cfg.weights)
+    return _Schedule(
+        accum=accum,
+        steps_per_epoch=steps_per_epoch,
+        epochs=epochs,
+        total_steps=total_steps,
+        peak_lr=cfg.lr if cfg.lr is not None else default_lr(cfg.optimizer, cfg.weights),
+        warmup_fraction=cfg.warmup_fraction,
+        schedule=cfg.schedule,
+        final_fraction=cfg.final_lr_fraction,
+        warmup_steps=cfg.warmup_steps,
+    )
 
-    def lr_at(step: int) -> float:
-        return learning_rate_at(
-            step,
-            total_steps,
-            peak=peak_lr,
-            warmup_fraction=cfg.warmup_fraction,
-            schedule=cfg.schedule,
-            final_fraction=cfg.final_lr_fraction,
-            warmup_steps=cfg.warmup_steps,
-        )
 
-    # --- model card, then the model it describes ---------------------------------------------
+def _model_card(cfg: TrainConfig, data: _Data, schedule: _Schedule, world: int) -> ModelCard:
+    """The card of the model to train: its network, preprocessing and how it is trained."""
     body_stages = cfg.body_stages or DEFAULT_BODY_STAGES.get(cfg.arch, 4)
     synthetic = is_synthetic(cfg.data)
     demo = cfg.demo or synthetic
     card = ModelCard(
-        labels=labels,
+        labels=data.labels,
         arch=cfg.arch,
         pooling=cfg.pooling,
         lse_r=cfg.lse_r,
@@ -760,29 +922,31 @@ def _train(cfg: TrainConfig) -> TrainResult:
         heatmap_method=cfg.heatmap_method,
         heatmap_stage=cfg.heatmap_stage or default_heatmap_stage(cfg.image_size),
         heatmap_sigma=cfg.heatmap_sigma,
-        training_data=cfg.training_data or _describe(cfg.data, train_set, val_set),
+        training_data=cfg.training_data or _describe(cfg.data, data.train_set, data.val_set),
         training={
             "optimizer": cfg.optimizer,
             "weights": cfg.weights,
-            "peak_lr": peak_lr,
+            "peak_lr": schedule.peak_lr,
             "batch_size": cfg.batch_size,
-            "accum": accum,
-            "effective_batch": cfg.batch_size * accum * world,
-            "epochs": epochs,
+            "accum": schedule.accum,
+            "effective_batch": cfg.batch_size * schedule.accum * world,
+            "epochs": schedule.epochs,
             "epochs_rule": None
             if cfg.epochs
             else f"max({cfg.base_epochs}, "
-            f"ceil({cfg.min_steps} / {steps_per_epoch} steps per epoch))",
-            "steps_per_epoch": steps_per_epoch,
-            "total_steps": total_steps,
-            "warmup_steps": _warmup_steps(total_steps, cfg.warmup_fraction, cfg.warmup_steps),
+            f"ceil({cfg.min_steps} / {schedule.steps_per_epoch} steps per epoch))",
+            "steps_per_epoch": schedule.steps_per_epoch,
+            "total_steps": schedule.total_steps,
+            "warmup_steps": _warmup_steps(
+                schedule.total_steps, cfg.warmup_fraction, cfg.warmup_steps
+            ),
             "schedule": cfg.schedule,
             "augment": cfg.augment,
             "hflip": cfg.hflip if cfg.augment else 0.0,
-            "augmentation": augment.record() if augment is not None else None,
+            "augmentation": data.augment.record() if data.augment is not None else None,
             "input": {
-                "source": input_source,
-                "dtype": np.dtype(dtype).name,
+                "source": data.source,
+                "dtype": np.dtype(data.dtype).name,
                 "fit": f"{cfg.resize} to {cfg.image_size} px on the integers (area "
                 "interpolation when shrinking), window stretched to the dtype's range",
             },
@@ -792,15 +956,28 @@ def _train(cfg: TrainConfig) -> TrainResult:
     )
     if demo:
         card.intended_use = DEMO_INTENDED_USE
+    return card
+
+
+def _build_model(
+    cfg: TrainConfig,
+    card: ModelCard,
+    *,
+    peak_lr: float,
+    device: torch.device,
+    out: Path,
+    resumed: Checkpoint | None,
+) -> tuple[nn.Module, torch.optim.Optimizer, _TrainState]:
+    """The model the card describes and its optimizer, both restored from `resumed` if given."""
     model = model_from_card(
-        card, weights=None if (cfg.weights == "none" or resume_state) else "imagenet"
+        card, weights=None if (cfg.weights == "none" or resumed is not None) else "imagenet"
     )
-    if resume_state is not None:
+    if resumed is not None:
         try:
-            model.load_state_dict(ckpt.model.state_dict())
+            model.load_state_dict(resumed.model.state_dict())
         except RuntimeError:
             raise ModelsError(
-                f"{out}: cannot resume: its network ({_network(ckpt.card)}) is not this "
+                f"{out}: cannot resume: its network ({_network(resumed.card)}) is not this "
                 f"run's ({_network(card)}); resume with the settings it was trained with, "
                 "or write to another --out"
             ) from None
@@ -818,146 +995,101 @@ def _train(cfg: TrainConfig) -> TrainResult:
         optimizer = torch.optim.SGD(groups, lr=peak_lr, momentum=cfg.momentum, nesterov=True)
     else:
         optimizer = torch.optim.AdamW(groups, lr=peak_lr, fused=device.type == "cuda")
-    start_epoch, step = 0, 0
-    # The last epoch is not always the best: keep a copy of the best on validation beside it.
-    best_path = best_checkpoint_path(out)
-    best_auc = -math.inf
-    if resume_state is not None:
+    state = _TrainState()
+    if resumed is not None and resumed.train_state is not None:
+        saved = resumed.train_state
         try:
-            optimizer.load_state_dict(resume_state["optimizer"])
+            optimizer.load_state_dict(saved["optimizer"])
         except (ValueError, KeyError):
             raise ModelsError(
                 f"{out}: cannot resume with --optimizer {cfg.optimizer}: the checkpoint's "
                 "optimizer state is another's; resume with the optimizer it was trained with"
             ) from None
-        start_epoch, step = int(resume_state["epoch"]), int(resume_state["step"])
-        best_auc = float(resume_state.get("best_mean_auc", -math.inf))
-        if master:
-            log.info("resumed from %s at epoch %d, step %d", out, start_epoch, step)
+        state.start_epoch, state.step = int(saved["epoch"]), int(saved["step"])
+        state.best_auc = float(saved.get("best_mean_auc", -math.inf))
+    return model, optimizer, state
+
+
+def _wrap_model(cfg: TrainConfig, model: nn.Module, proc: _Process) -> nn.Module:
+    """The module that trains: `model` compiled (checked first) and DDP-wrapped as set."""
     net: nn.Module = model
-    if cfg.compile if cfg.compile is not None else device.type == "cuda":
+    if cfg.compile if cfg.compile is not None else proc.device.type == "cuda":
         # Shaped, typed and laid out as train_one_epoch's batches, so nothing recompiles.
-        example = torch.zeros(cfg.batch_size, 1, cfg.image_size, cfg.image_size, device=device)
-        if device.type == "cuda":
+        example = torch.zeros(cfg.batch_size, 1, cfg.image_size, cfg.image_size, device=proc.device)
+        if proc.device.type == "cuda":
             example = example.contiguous(memory_format=torch.channels_last)
         net = compile_or_eager(model, example)
     if cfg.distributed:
-        ids = [cfg.local_rank] if device.type == "cuda" else None
+        ids = [cfg.local_rank] if proc.device.type == "cuda" else None
         net = nn.parallel.DistributedDataParallel(net, device_ids=ids)
-    if master:
-        log.info(
-            "%d training images, %d micro-batches of %d per epoch, accumulating %d "
-            "(effective batch %d): %d optimizer steps per epoch, %d epochs, %d steps in all; "
-            "%s lr %.2e (weights %s), warmup %d steps, %s decay; horizontal flips p=%.2f",
-            len(train_set), len(loader), cfg.batch_size, accum, cfg.batch_size * accum * world,
-            steps_per_epoch, epochs, total_steps, cfg.optimizer, peak_lr, cfg.weights,
-            card.training["warmup_steps"], cfg.schedule, card.training["hflip"],
-        )  # fmt: skip
+    return net
 
-    # --- loop ----------------------------------------------------------------------------
-    metrics: dict[str, Any] = {}
-    epoch = start_epoch
-    upcoming: Iterator[Any] | None = None
-    for epoch in range(start_epoch, epochs):
-        if cfg.max_steps is not None and step >= cfg.max_steps:
-            break
-        if upcoming is None:
-            sampler.set_epoch(epoch)
-            upcoming = iter(loader)
-        batches, upcoming = upcoming, None
-        trained_on: list[int] = []
-        step, stats = train_one_epoch(
-            net,
-            loader,
-            optimizer,
-            device=device,
-            loss_kind=cfg.loss,
-            accum=accum,
-            step=step,
-            lr_at=lr_at,
-            grad_clip=cfg.grad_clip,
-            max_steps=cfg.max_steps,
-            distributed=cfg.distributed,
-            progress=f"epoch {epoch + 1}/{epochs}" if cfg.progress and master else None,
-            augment=partial(augment, generator=augment_rng) if augment is not None else None,
-            trained_on=trained_on,
-            batches=batches,
-        )
-        if epoch + 1 < epochs and (cfg.max_steps is None or step < cfg.max_steps):
-            # The next epoch's loading starts now, while this one is validated and saved:
-            # its first batch would otherwise keep the device waiting at every epoch's
-            # start (one worker builds a whole batch: about 0.4 s at 1024 px).
-            sampler.set_epoch(epoch + 1)
-            upcoming = iter(loader)
-        if cfg.distributed:  # every rank: the shard it trained on (tests check disjointness)
-            log.debug("rank %d of %d, epoch %d: trained on images %s", rank, world,
-                      epoch + 1, sorted(trained_on))  # fmt: skip
-        if not master:
-            continue
-        val_metrics, thresholds, temperatures = validate(
-            model,
-            val_set,
-            device=device,
-            batch_size=cfg.batch_size * 2,
-            workers=workers,
-            threshold_method=cfg.threshold_method,
-        )
-        metrics = {
-            "validation": val_metrics,
-            "train_loss": round(stats["loss"], 5),
-            "train_images_per_s": round(stats["images_per_s"], 2),
-            "train_input_wait_s": round(stats["input_wait_s"], 3),
+
+def _validate_and_save(
+    cfg: TrainConfig,
+    proc: _Process,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    card: ModelCard,
+    data: _Data,
+    out: Path,
+    state: _TrainState,
+    *,
+    epoch: int,
+    stats: dict[str, float],
+) -> None:
+    """Validate the epoch's model, write it to `out` (and beside it when it is the best)."""
+    val_metrics, thresholds, temperatures = validate(
+        model,
+        data.val_set,
+        device=proc.device,
+        batch_size=cfg.batch_size * 2,
+        workers=proc.workers,
+        threshold_method=cfg.threshold_method,
+    )
+    state.metrics = {
+        "validation": val_metrics,
+        "train_loss": round(stats["loss"], 5),
+        "train_images_per_s": round(stats["images_per_s"], 2),
+        "train_input_wait_s": round(stats["input_wait_s"], 3),
+        "epoch": epoch + 1,
+        "step": state.step,
+        "world_size": proc.world,
+    }
+    card.thresholds = thresholds
+    card.temperatures = temperatures
+    card.metrics = state.metrics
+    auc = val_metrics["mean_auc"]
+    improved = auc is not None and auc > state.best_auc
+    if improved:
+        state.best_auc = auc
+    # Judged on the best epoch so far, so the file on disk always says the truth.
+    card.warnings = _near_chance_warnings(state.best_auc, cfg.near_chance_auc, len(data.val_set))
+    card.warnings += _label_warnings(val_metrics, temperatures, cfg.near_chance_auc)
+    card.warnings += data.warnings
+    save_checkpoint(
+        out,
+        model=model,
+        card=card,
+        train_state={
+            "optimizer": optimizer.state_dict(),
             "epoch": epoch + 1,
-            "step": step,
-            "world_size": world,
-        }
-        card.thresholds = thresholds
-        card.temperatures = temperatures
-        card.metrics = metrics
-        auc = val_metrics["mean_auc"]
-        improved = auc is not None and auc > best_auc
-        if improved:
-            best_auc = auc
-        # Judged on the best epoch so far, so the file on disk always says the truth.
-        card.warnings = _near_chance_warnings(best_auc, cfg.near_chance_auc, len(val_set))
-        card.warnings += _label_warnings(val_metrics, temperatures, cfg.near_chance_auc)
-        card.warnings += data_warnings
-        save_checkpoint(
-            out,
-            model=model,
-            card=card,
-            train_state={
-                "optimizer": optimizer.state_dict(),
-                "epoch": epoch + 1,
-                "step": step,
-                "config": asdict(replace(cfg, resume=False)),
-                "best_mean_auc": best_auc,
-            },
-        )
-        if improved:
-            shutil.copyfile(out, best_path)
-        log.info(
-            "epoch %d: loss %.4f, %.1f img/s (%.2f s waiting for input), val mean AUC %s -> %s",
-            epoch + 1,
-            stats["loss"],
-            stats["images_per_s"],
-            stats["input_wait_s"],
-            val_metrics["mean_auc"],
-            out,
-        )
-    if cfg.distributed:
-        import torch.distributed as dist
-
-        dist.barrier()
-        dist.destroy_process_group()
-    for warning in card.warnings if master else []:
-        log.warning("WARNING: %s", warning)
-    return TrainResult(
-        checkpoint=out,
-        metrics=metrics,
-        epochs_run=epoch + 1 - start_epoch,
-        steps=step,
-        warnings=list(card.warnings) if master else [],
+            "step": state.step,
+            "config": asdict(replace(cfg, resume=False)),
+            "best_mean_auc": state.best_auc,
+        },
+    )
+    if improved:
+        # The last epoch is not always the best: keep a copy of the best beside it.
+        shutil.copyfile(out, best_checkpoint_path(out))
+    log.info(
+        "epoch %d: loss %.4f, %.1f img/s (%.2f s waiting for input), val mean AUC %s -> %s",
+        epoch + 1,
+        stats["loss"],
+        stats["images_per_s"],
+        stats["input_wait_s"],
+        val_metrics["mean_auc"],
+        out,
     )
 
 

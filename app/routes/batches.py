@@ -9,7 +9,7 @@ import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -201,84 +201,10 @@ async def create_batch(request: Request, response: Response, state: StateDep) ->
     """
     content_type = media_type(request.headers.get("content-type"))
     job_id = str(uuid.uuid4())
-    settings = state.settings
     if content_type == "application/json":
-        raw = await request.body()
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InvalidBodyEncoding.from_decode_error(exc) from None
-        try:
-            body = BatchCreate.model_validate_json(raw)
-        except ValidationError as exc:
-            # The body is read by hand (a zip upload shares the route), so its errors go
-            # through the handler every route's validation errors take: the same `detail`
-            # list, rid of the input (issue 18 item 6), with `loc` from "body" as FastAPI's.
-            raise RequestValidationError(
-                [{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]
-            ) from None
-        reports = (
-            resolve_in_roots(body.reports, settings.batch_roots, want_dir=False)
-            if body.reports
-            else None
-        )
-        if reports is not None and body.reports is not None:
-            await run_in_threadpool(_check_reports_csv, reports, body.reports)
-        if body.dicomweb is not None:
-            if state.dicomweb is None:
-                raise DicomwebNotConfigured(
-                    "DICOMweb batch jobs are disabled: set CXR_DICOMWEB_URL (and "
-                    "CXR_DICOMWEB_USER/CXR_DICOMWEB_PASSWORD or CXR_DICOMWEB_TOKEN)"
-                )
-            if body.dicomweb.push and state.predictor is None:
-                raise ModelNotLoaded("`push` needs a model (CXR_MODEL): there is nothing to push")
-            # The job records what to pull, never the server's credentials.
-            source: Any = body.dicomweb.model_dump_json()
-            kind = "dicomweb"
-        else:
-            assert body.path is not None  # BatchCreate checks one of path/dicomweb is given
-            source = resolve_in_roots(body.path, settings.batch_roots, want_dir=True)
-            kind = "path"
+        given = await _json_source(request, state)
     elif content_type == "multipart/form-data":
-        form = await request.form(max_files=2, max_fields=10)
-        try:
-            upload = form.get("file")
-            if not isinstance(upload, UploadFile):
-                raise BadBatchRequest("multipart batch upload without a `file` field (the zip)")
-            zip_path = await run_in_threadpool(_save_upload, state, upload, ".zip")
-            try:
-                await run_in_threadpool(check_zip, zip_path, state.zip_limits)
-            except BatchInputError:  # an unsafe archive: 422 (app.main)
-                zip_path.unlink(missing_ok=True)
-                raise
-            reports_upload = form.get("reports")
-            reports = (
-                await run_in_threadpool(_save_upload, state, reports_upload, ".csv")
-                if isinstance(reports_upload, UploadFile)
-                else None
-            )
-            if reports is not None and isinstance(reports_upload, UploadFile):
-                try:
-                    await run_in_threadpool(
-                        _check_reports_csv, reports, _client_name(reports_upload.filename)
-                    )
-                except ServiceError:
-                    zip_path.unlink(missing_ok=True)
-                    reports.unlink(missing_ok=True)
-                    raise
-        finally:
-            await form.close()
-        # The job owns its copy of the zip (deleted once extracted).
-        job_dir = state.storage.job_dir(job_id)
-        job_dir.mkdir(parents=True)
-        source = job_dir / "upload.zip"
-        shutil.move(zip_path, source)
-        if reports is not None:
-            # Report texts are patient data: kept with the job, so they go with its folder
-            # once the job is done (or deleted), as the extracted export does.
-            shutil.move(reports, job_dir / "reports.csv")
-            reports = job_dir / "reports.csv"
-        kind = "zip"
+        given = await _zip_source(request, state, job_id)
     else:
         raise UnsupportedMediaType(
             f"Content-Type {content_type!r}: send application/json with a `path`, "
@@ -295,9 +221,9 @@ async def create_batch(request: Request, response: Response, state: StateDep) ->
             job = crud.create_batch_job(
                 session,
                 job_id=job_id,
-                source_kind=kind,
-                source=str(source),
-                reports_path=str(reports) if reports else None,
+                source_kind=given.kind,
+                source=str(given.source),
+                reports_path=str(given.reports) if given.reports else None,
                 options=options,
             )
             return job, crud.batch_counts(session, job.id)
@@ -307,6 +233,98 @@ async def create_batch(request: Request, response: Response, state: StateDep) ->
         state.runner.submit(job.id)
     response.headers["Location"] = f"/v1/batches/{job.id}"
     return batch_read(job, counts, state)
+
+
+class _BatchSource(NamedTuple):
+    """What a batch job reads: its kind ("path", "dicomweb", "zip"), the source as the job
+    records it, and the reports CSV if one was given."""
+
+    kind: str
+    source: Any
+    reports: Path | None
+
+
+async def _json_source(request: Request, state: AppState) -> _BatchSource:
+    """A JSON body: a folder inside CXR_BATCH_ROOTS, or the studies to pull over DICOMweb."""
+    settings = state.settings
+    raw = await request.body()
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidBodyEncoding.from_decode_error(exc) from None
+    try:
+        body = BatchCreate.model_validate_json(raw)
+    except ValidationError as exc:
+        # The body is read by hand (a zip upload shares the route), so its errors go
+        # through the handler every route's validation errors take: the same `detail`
+        # list, rid of the input (issue 18 item 6), with `loc` from "body" as FastAPI's.
+        raise RequestValidationError(
+            [{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]
+        ) from None
+    reports = (
+        resolve_in_roots(body.reports, settings.batch_roots, want_dir=False)
+        if body.reports
+        else None
+    )
+    if reports is not None and body.reports is not None:
+        await run_in_threadpool(_check_reports_csv, reports, body.reports)
+    if body.dicomweb is not None:
+        if state.dicomweb is None:
+            raise DicomwebNotConfigured(
+                "DICOMweb batch jobs are disabled: set CXR_DICOMWEB_URL (and "
+                "CXR_DICOMWEB_USER/CXR_DICOMWEB_PASSWORD or CXR_DICOMWEB_TOKEN)"
+            )
+        if body.dicomweb.push and state.predictor is None:
+            raise ModelNotLoaded("`push` needs a model (CXR_MODEL): there is nothing to push")
+        # The job records what to pull, never the server's credentials.
+        return _BatchSource("dicomweb", body.dicomweb.model_dump_json(), reports)
+    assert body.path is not None  # BatchCreate checks one of path/dicomweb is given
+    source = resolve_in_roots(body.path, settings.batch_roots, want_dir=True)
+    return _BatchSource("path", source, reports)
+
+
+async def _zip_source(request: Request, state: AppState, job_id: str) -> _BatchSource:
+    """A multipart upload: the export as a zip in `file` (checked before the job is made)
+    and an optional reports CSV in `reports`, both moved into the job's folder."""
+    form = await request.form(max_files=2, max_fields=10)
+    try:
+        upload = form.get("file")
+        if not isinstance(upload, UploadFile):
+            raise BadBatchRequest("multipart batch upload without a `file` field (the zip)")
+        zip_path = await run_in_threadpool(_save_upload, state, upload, ".zip")
+        try:
+            await run_in_threadpool(check_zip, zip_path, state.zip_limits)
+        except BatchInputError:  # an unsafe archive: 422 (app.error_handlers)
+            zip_path.unlink(missing_ok=True)
+            raise
+        reports_upload = form.get("reports")
+        reports = (
+            await run_in_threadpool(_save_upload, state, reports_upload, ".csv")
+            if isinstance(reports_upload, UploadFile)
+            else None
+        )
+        if reports is not None and isinstance(reports_upload, UploadFile):
+            try:
+                await run_in_threadpool(
+                    _check_reports_csv, reports, _client_name(reports_upload.filename)
+                )
+            except ServiceError:
+                zip_path.unlink(missing_ok=True)
+                reports.unlink(missing_ok=True)
+                raise
+    finally:
+        await form.close()
+    # The job owns its copy of the zip (deleted once extracted).
+    job_dir = state.storage.job_dir(job_id)
+    job_dir.mkdir(parents=True)
+    source = job_dir / "upload.zip"
+    shutil.move(zip_path, source)
+    if reports is not None:
+        # Report texts are patient data: kept with the job, so they go with its folder
+        # once the job is done (or deleted), as the extracted export does.
+        shutil.move(reports, job_dir / "reports.csv")
+        reports = job_dir / "reports.csv"
+    return _BatchSource("zip", source, reports)
 
 
 @router.get("/batches", response_model=list[BatchRead], summary="Recent batch jobs")

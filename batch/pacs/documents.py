@@ -257,6 +257,46 @@ def build_sr(source: Dataset, prediction: Prediction, card: dict[str, Any]) -> C
             model_name=model.title,
         ),
     )
+    groups = _measurement_groups(source, prediction, model, rows, columns)
+    library_view, placeholders = _library_view(source)
+    report = MeasurementReport(
+        observation_context=ObservationContext(observer_device_context=device),
+        procedure_reported=codes.SCT.ImagingProcedure,
+        imaging_measurements=groups,
+        referenced_images=[library_view],
+    )
+    content = report[0]
+    _drop_descriptors(content, placeholders)
+    if model.demo:
+        content.ContentSequence.append(
+            TextContentItem(
+                name=codes.DCM.Comment,
+                value=DEMO_NOTE,
+                relationship_type=RelationshipTypeValues.CONTAINS,
+            )
+        )
+    schemes = _coding_schemes(prediction)
+    with _quiet_person_names():
+        return Comprehensive3DSR(
+            evidence=[source],
+            coding_schemes=schemes,
+            content=content,
+            series_instance_uid=uids.sr_series,
+            series_number=SR_SERIES_NUMBER,
+            sop_instance_uid=uids.sr_instance,
+            instance_number=1,
+            manufacturer=MANUFACTURER,
+            is_complete=True,
+            series_description=_series_description("SR", model),
+            content_qualification=hd.ContentQualificationValues.RESEARCH,
+        )
+
+
+def _measurement_groups(
+    source: Dataset, prediction: Prediction, model: ModelInfo, rows: int, columns: int
+) -> list[MeasurementsAndQualitativeEvaluations]:
+    """One group per positive label, its probability measured on the label's boxes; or one
+    "No finding" group."""
     algorithm = AlgorithmIdentification(
         name=model.name,
         version=model.version,
@@ -319,49 +359,23 @@ def build_sr(source: Dataset, prediction: Prediction, card: dict[str, Any]) -> C
                 ],
             )
         )
-    library_view, placeholders = _library_view(source)
-    report = MeasurementReport(
-        observation_context=ObservationContext(observer_device_context=device),
-        procedure_reported=codes.SCT.ImagingProcedure,
-        imaging_measurements=groups,
-        referenced_images=[library_view],
-    )
-    content = report[0]
-    _drop_descriptors(content, placeholders)
-    if model.demo:
-        content.ContentSequence.append(
-            TextContentItem(
-                name=codes.DCM.Comment,
-                value=DEMO_NOTE,
-                relationship_type=RelationshipTypeValues.CONTAINS,
-            )
-        )
-    schemes = None
+    return groups
+
+
+def _coding_schemes(prediction: Prediction) -> list[CodingSchemeIdentificationItem] | None:
+    """The private coding scheme's identification, when a label reported is coded in it."""
     used = prediction.positive or ["No Finding"]
-    if any(code_for(label).scheme == PRIVATE_SCHEME for label in used):
-        described = private_scheme_description()
-        schemes = [
-            CodingSchemeIdentificationItem(
-                designator=PRIVATE_SCHEME,
-                name=described.get("name"),
-                version=described.get("version"),
-                responsible_organization=described.get("responsible_organization"),
-            )
-        ]
-    with _quiet_person_names():
-        return Comprehensive3DSR(
-            evidence=[source],
-            coding_schemes=schemes,
-            content=content,
-            series_instance_uid=uids.sr_series,
-            series_number=SR_SERIES_NUMBER,
-            sop_instance_uid=uids.sr_instance,
-            instance_number=1,
-            manufacturer=MANUFACTURER,
-            is_complete=True,
-            series_description=_series_description("SR", model),
-            content_qualification=hd.ContentQualificationValues.RESEARCH,
+    if not any(code_for(label).scheme == PRIVATE_SCHEME for label in used):
+        return None
+    described = private_scheme_description()
+    return [
+        CodingSchemeIdentificationItem(
+            designator=PRIVATE_SCHEME,
+            name=described.get("name"),
+            version=described.get("version"),
+            responsible_organization=described.get("responsible_organization"),
         )
+    ]
 
 
 def _check_grayscale(source: Dataset, copied: Dataset) -> None:
