@@ -25,6 +25,7 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
     && pip install --extra-index-url "$TORCH_INDEX" -r /tmp/requirements.txt
 
 COPY app ./app
+COPY batch ./batch
 COPY labeler ./labeler
 COPY models ./models
 COPY migrations ./migrations

@@ -301,3 +301,15 @@ def _public_classes() -> dict[str, list[str]]:
 def test_public_class_names_are_defined_once() -> None:
     twice = {name: paths for name, paths in _public_classes().items() if len(paths) > 1}
     assert not twice, f"classes defined in several modules (rename one): {twice}"
+
+
+def test_layout_the_image_copies_every_package() -> None:
+    # The Dockerfile names the packages one by one: a new top-level package (batch/, last
+    # round) must not be left out of the image.
+    import re
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    packages = {p.rstrip("*") for p in project["tool"]["setuptools"]["packages"]["find"]["include"]}
+    copied = set(re.findall(r"^COPY (\w+) \./\1$", (ROOT / "Dockerfile").read_text(), re.M))
+    assert packages <= copied, f"the Dockerfile does not COPY {sorted(packages - copied)}"

@@ -1,4 +1,4 @@
-"""`cxr ask` (app/cli_questions.py): one question, a questions CSV, and the errors."""
+"""`cxr ask` (app/cli/ask_command.py): one question, a questions CSV, and the errors."""
 
 from __future__ import annotations
 
