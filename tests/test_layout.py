@@ -313,3 +313,11 @@ def test_layout_the_image_copies_every_package() -> None:
     packages = {p.rstrip("*") for p in project["tool"]["setuptools"]["packages"]["find"]["include"]}
     copied = set(re.findall(r"^COPY (\w+) \./\1$", (ROOT / "Dockerfile").read_text(), re.M))
     assert packages <= copied, f"the Dockerfile does not COPY {sorted(packages - copied)}"
+
+
+def test_layout_code_lines_leave_out_blanks_comments_and_docstrings() -> None:
+    source = (
+        '"""Module.\n\nMore."""\n\n# why\nx = 1\n\n\n'
+        'def f() -> str:\n    """Doc."""\n    return "a"  # inline\n'
+    )
+    assert layout_stats.code_lines(source) == 3  # x = 1, def f, return
