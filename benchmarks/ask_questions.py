@@ -1,4 +1,4 @@
-"""Accuracy and speed of `cxr ask` on a generated question set.
+"""Accuracy and speed of `cxr ask` on generated questions, and on clinicians' questions.
 
 Synthetic reports (sentences written for this benchmark, never copied from a dataset)
 state findings with a known status, side, place, size, count, severity and change;
@@ -6,9 +6,15 @@ questions of every type are generated over them in several phrasings, with the a
 the generator knows. Image questions ask the side and zone of the lesion of a phantom
 (`models.phantoms`), whose true box is known.
 
+`--openi` runs the development set benchmarks/data/openi_questions.v1.csv instead: questions
+written by people over real OpenI reports, not generated from the question patterns (see
+benchmarks/data/README.md). The reports are read at run time from ../shared/data/openi (or
+$CXR_SHARED_DATA/openi); without them the mode says so and exits 0.
+
     python benchmarks/ask_questions.py --reports 400 --out /tmp/ask    # report questions
     python benchmarks/ask_questions.py --images 60 --demo-model /tmp/demo --out /tmp/ask
     python benchmarks/ask_questions.py --speed 20000 --out /tmp/ask   # questions/s, 1 core
+    python benchmarks/ask_questions.py --openi --out /tmp/ask-openi  # clinicians' questions
 """
 
 from __future__ import annotations
@@ -17,13 +23,36 @@ import argparse
 import csv
 import json
 import random
+import re
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Case", "make_image_cases", "make_report_cases", "score"]
+__all__ = [
+    "OPENI_QUESTIONS",
+    "Case",
+    "load_openi_questions",
+    "make_image_cases",
+    "make_report_cases",
+    "openi_right",
+    "score",
+    "score_openi",
+]
+
+OPENI_QUESTIONS = Path(__file__).resolve().parent / "data" / "openi_questions.v1.csv"
+OPENI_TYPES = (
+    "presence",
+    "position",
+    "size",
+    "count",
+    "change",
+    "severity",
+    "study",
+    "device",
+    "unsupported",
+)
 
 _SIDES = ("left", "right")
 _LOBES = {
@@ -531,6 +560,235 @@ def _run_cxr(csv_path: Path, out: Path, extra: list[str], one_core: bool) -> flo
     return time.perf_counter() - start
 
 
+# ---- clinicians' questions over real reports (--openi) ----------------------------------
+
+_NUMBER = re.compile(r"(\d+(?:\.\d+)?)\s*(mm|cm)?")
+_MM_PER = {"mm": 1.0, "cm": 10.0}
+# Spellings of one answer, the same for every question (never one question's fix).
+_SAME = {
+    "uncertain": "possible",
+    "possibly": "possible",
+    "probable": "possible",
+    "maybe": "possible",
+    "stable": "unchanged",
+    "no change": "unchanged",
+}
+_SIDES_WORDS = ("left", "right")
+# Place words spelt several ways (noun or adjective), the same on both sides of a comparison.
+_PLACE_WORDS = {
+    "basilar": "base",
+    "basal": "base",
+    "bases": "base",
+    "bibasilar": "bilateral base",
+    "midlung": "mid",
+    "middle": "mid",
+    "lungs": "",
+    "lung": "",
+    "zone": "",
+    "zones": "",
+    "the": "",
+}
+
+
+def load_openi_questions(path: Path) -> list[dict[str, str]]:
+    """The rows of an openi_questions CSV, checked for its columns and types.
+
+    Raises:
+        ValueError: a column is missing or a row has a type outside `OPENI_TYPES`.
+    """
+    with path.open(newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        need = {"id", "report_uid", "question", "type", "topic", "answer", "accept"}
+        missing = need - set(reader.fieldnames or ())
+        if missing:
+            raise ValueError(f"{path}: missing column(s) {', '.join(sorted(missing))}")
+        rows = [dict(r) for r in reader]
+    bad = [r["id"] for r in rows if r["type"] not in OPENI_TYPES]
+    if bad:
+        raise ValueError(f"{path}: type not in {', '.join(OPENI_TYPES)} for {', '.join(bad[:5])}")
+    return rows
+
+
+def _openi_reports(openi: Path, uids: set[str]) -> dict[str, str]:
+    """uid -> `FINDINGS: ...\\nIMPRESSION: ...`, the project's text of an OpenI report."""
+    out: dict[str, str] = {}
+    with (openi / "indiana_reports_dev.csv").open(newline="", encoding="utf-8") as f:
+        for r in csv.DictReader(f):
+            if r["uid"] in uids:
+                out[r["uid"]] = f"FINDINGS: {r['findings']}\nIMPRESSION: {r['impression']}"
+    return out
+
+
+def _norm(text: str) -> str:
+    t = " ".join(str(text).lower().replace("_", " ").split()).strip(" .")
+    return _SAME.get(t, t)
+
+
+def _number(value: object, unit: object) -> tuple[float, str | None] | None:
+    """(value, unit) of a number answer or of a string like "12 mm"; None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value), str(unit) if unit in _MM_PER else None
+    m = _NUMBER.fullmatch(_norm(str(value)))
+    return (float(m[1]), m[2]) if m else None
+
+
+def _place(text: str) -> str:
+    words = (_PLACE_WORDS.get(w, w) for w in _norm(text).replace("-", " ").split())
+    return " ".join(" ".join(words).split())
+
+
+def _position_terms(terms: list[str]) -> set[str]:
+    """What a position answer (a list of terms) says: its sides (`bilateral` for both),
+    its places, and each bare zone word with the side ("left" + "lower" = "left lower")."""
+    terms = [_place(t) for t in terms]
+    sides = {t for t in terms if t in _SIDES_WORDS}
+    out = {t for t in terms if t not in _SIDES_WORDS}
+    if len(sides) == 2 or "bilateral" in out:
+        out.add("bilateral")
+    else:
+        out |= sides
+        for side in sides:
+            out |= {f"{side} {t}" for t in terms if t not in _SIDES_WORDS and " " not in t}
+    out.add(" ".join(terms))
+    return out
+
+
+def _matches(want: str, answer: object, unit: object) -> bool:
+    w = _norm(want)
+    if (m := _NUMBER.fullmatch(w)) is not None:
+        got = _number(answer, unit)
+        if got is None:
+            return False
+        value, got_unit = got
+        if m[2] and got_unit:
+            value = value * _MM_PER[got_unit] / _MM_PER[m[2]]
+        return abs(value - float(m[1])) <= 0.05 + 1e-9
+    if isinstance(answer, list):
+        w = _place(w)
+        said = _position_terms([str(t) for t in answer])
+        for side in _SIDES_WORDS:  # the other side named as well: not this answer
+            other = "right" if side == "left" else "left"
+            if side in w.split() and any(other in t.split() for t in said):
+                return False
+        return w in said
+    return answer is not None and _norm(str(answer)) == w
+
+
+def openi_right(expected: str, accept: str, got: dict[str, object]) -> bool:
+    """Whether `cxr ask`'s answer row `got` gives `expected` or one of `accept` (`|`-separated).
+
+    Case, spaces and a final full stop do not count; "uncertain"/"possibly" read as
+    "possible" and "stable" as "unchanged"; a number matches within 0.05, in the expected
+    unit (mm and cm converted; the engine gives sizes in mm); a position answer (a list)
+    matches when one of its terms, its sides (both sides: "bilateral") or a side with a bare
+    zone gives the expected place, and it names no side the expected answer does not;
+    place words are compared in one spelling ("basilar", "lung base" and "base" alike;
+    "midlung", "mid lung" and "middle" alike).
+    "unsupported" is right when the engine refuses (type unsupported or no answer).
+    """
+    if _norm(expected) == "unsupported":
+        return got.get("type") == "unsupported" or got.get("answer") is None
+    wants = [expected, *(a for a in accept.split("|") if a.strip())]
+    return any(_matches(w, got.get("answer"), got.get("unit")) for w in wants)
+
+
+def _shown(got: dict[str, object]) -> str:
+    if got.get("answer") is None:
+        return f"(refused: {got.get('type')})"
+    answer = got["answer"]
+    text = " + ".join(map(str, answer)) if isinstance(answer, list) else str(answer)
+    return f"{text} {got['unit']}" if got.get("unit") else text
+
+
+def score_openi(
+    rows: list[dict[str, str]], answers: list[dict[str, object]]
+) -> tuple[dict[str, list[int]], list[dict[str, object]]]:
+    """Per type [right, n, refused], and one result row per question (no report text)."""
+    by_type: dict[str, list[int]] = {t: [0, 0, 0] for t in OPENI_TYPES}
+    results: list[dict[str, object]] = []
+    for row, got in zip(rows, answers, strict=True):
+        ok = openi_right(row["answer"], row.get("accept") or "", got)
+        counts = by_type[row["type"]]
+        counts[0] += ok
+        counts[1] += 1
+        counts[2] += got.get("answer") is None
+        results.append(
+            {
+                "id": row["id"],
+                "report_uid": row["report_uid"],
+                "type": row["type"],
+                "topic": row["topic"],
+                "question": row["question"],
+                "expected": row["answer"] + (f" | {row['accept']}" if row.get("accept") else ""),
+                "got": _shown(got),
+                "engine_type": got.get("type"),
+                "engine_label": got.get("label"),
+                "right": int(ok),
+            }
+        )
+    return {t: v for t, v in by_type.items() if v[1]}, results
+
+
+def _openi_table(by_type: dict[str, list[int]]) -> str:
+    """type, n, right, %, and how many the engine refused (no answer)."""
+    lines = [f"{'type':<12} {'n':>5} {'right':>6} {'%':>6} {'refused':>8}"]
+    for t, (right, n, refused) in by_type.items():
+        lines.append(f"{t:<12} {n:>5} {right:>6} {100 * right / n:>6.1f} {refused:>8}")
+    right, n, refused = (sum(v[i] for v in by_type.values()) for i in range(3))
+    lines.append(f"{'total':<12} {n:>5} {right:>6} {100 * right / max(1, n):>6.1f} {refused:>8}")
+    return "\n".join(lines) + "\n"
+
+
+def run_openi(questions: Path, out: Path) -> dict[str, object] | None:
+    """Run `cxr ask` on the OpenI question set; None when the reports are not here.
+
+    Writes under `out`: openi_ask.csv (the input, with report text: keep `out` outside the
+    repository), openi_answers.jsonl, openi_results.csv (id, type, expected, got, right, ...)
+    and openi_scores.json.
+    """
+    from bench_kit import shared_data
+
+    openi = shared_data() / "openi"
+    if not (openi / "indiana_reports_dev.csv").is_file():
+        sys.stderr.write(
+            f"OpenI data not found in {openi}; skipping --openi (set CXR_SHARED_DATA)\n"
+        )
+        return None
+    rows = load_openi_questions(questions)
+    reports = _openi_reports(openi, {r["report_uid"] for r in rows})
+    lost = sorted({r["report_uid"] for r in rows} - set(reports), key=int)
+    if lost:
+        raise ValueError(f"{questions}: report uid(s) not in {openi}: {', '.join(lost[:10])}")
+    with (out / "openi_ask.csv").open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "report", "image", "question"])
+        for r in rows:
+            w.writerow([r["id"], reports[r["report_uid"]], "", r["question"]])
+    took = _run_cxr(out / "openi_ask.csv", out / "openi_answers.jsonl", [], one_core=False)
+    lines = (out / "openi_answers.jsonl").read_text(encoding="utf-8").splitlines()
+    answers = [json.loads(line) for line in lines]
+    by_type, results = score_openi(rows, answers)
+    with (out / "openi_results.csv").open("w", newline="", encoding="utf-8") as f:
+        dw = csv.DictWriter(f, fieldnames=list(results[0]))
+        dw.writeheader()
+        dw.writerows(results)
+    right = sum(v[0] for v in by_type.values())
+    summary: dict[str, object] = {
+        "questions": len(rows),
+        "reports": len(reports),
+        "right": right,
+        "accuracy": round(right / max(1, len(rows)), 4),
+        "per_type": by_type,
+        "seconds": round(took, 2),
+    }
+    (out / "openi_scores.json").write_text(json.dumps(summary, indent=1) + "\n")
+    sys.stdout.write(_openi_table(by_type))
+    sys.stdout.write(f"per question: {out / 'openi_results.csv'}\n")
+    return summary
+
+
 def main() -> int:
     """Generate, run `cxr ask --questions`, score, print JSON."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -546,12 +804,26 @@ def main() -> int:
     )
     ap.add_argument("--demo-model", help="demo model folder (image questions)")
     ap.add_argument("--model", help="checkpoint (image questions)")
+    ap.add_argument(
+        "--openi",
+        nargs="?",
+        const=OPENI_QUESTIONS,
+        type=Path,
+        metavar="FILE.csv",
+        help="clinicians' questions over OpenI reports (default file: %(const)s)",
+    )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     result: dict[str, object] = {}
+    if args.openi:
+        summary = run_openi(args.openi, out)
+        if not (args.reports or args.images or args.speed):
+            return 0
+        if summary is not None:
+            result["openi"] = summary
     cases = make_report_cases(args.reports, args.seed) if args.reports else []
     if args.images:
         cases += make_image_cases(args.images, out / "images", args.seed)

@@ -7,15 +7,17 @@ this module by its name. Nothing here is timed.
 from __future__ import annotations
 
 import io
+import os
 import socket
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as np
     from pydicom.dataset import Dataset
 
-__all__ = ["DX_SOP_CLASS", "dx_bytes", "dx_dataset", "free_port", "say"]
+__all__ = ["DX_SOP_CLASS", "dx_bytes", "dx_dataset", "free_port", "say", "shared_data"]
 
 # Digital X-Ray Image Storage - For Presentation
 DX_SOP_CLASS = "1.2.840.10008.5.1.4.1.1.1.1"
@@ -25,6 +27,12 @@ def say(text: str) -> None:
     """Print one progress line now (a benchmark's output is read while it runs)."""
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
+
+
+def shared_data() -> Path:
+    """../shared/data beside the repository, or $CXR_SHARED_DATA (real data, never committed)."""
+    env = os.environ.get("CXR_SHARED_DATA")
+    return Path(env) if env else Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 
 
 def free_port() -> int:

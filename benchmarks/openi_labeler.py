@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import argparse
 import csv
-import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench_kit import shared_data
 
 LABELS = [
     "Atelectasis", "Cardiomegaly", "Effusion", "Infiltration", "Mass", "Nodule", "Pneumonia",
@@ -44,12 +45,6 @@ SHARED_CHEXPERT = {
     "Pneumonia": "Pneumonia", "Pneumothorax": "Pneumothorax", "Consolidation": "Consolidation",
     "Edema": "Edema",
 }  # fmt: skip
-
-
-def shared_data() -> Path:
-    """../shared/data beside the repository, or $CXR_SHARED_DATA."""
-    env = os.environ.get("CXR_SHARED_DATA")
-    return Path(env) if env else Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 
 
 def build_inputs(openi: Path, workdir: Path) -> tuple[Path, Path, int]:
