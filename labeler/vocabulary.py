@@ -29,6 +29,7 @@ __all__ = [
     "load_rules",
     "load_sections",
     "load_statements",
+    "plural_phrase",
     "read_pattern_file",
 ]
 
@@ -132,7 +133,9 @@ def read_pattern_file(name: str) -> tuple[str, dict[str, Any]]:
     return name, data
 
 
-def _plural(phrase: str) -> str | None:
+def plural_phrase(phrase: str) -> str | None:
+    """The plural of a lower-cased phrase's last word ("pleural effusion" -> "pleural
+    effusions"), or None where it has none or cannot be guessed ("atelectasis")."""
     words = phrase.split()
     last = words[-1]
     if not last.isalpha() or last.endswith(("s", "ic", "ed", "ing", "ous", "ive", "al", "ar")):
@@ -155,7 +158,7 @@ def _phrases(values: Any, where: str) -> tuple[str, ...]:
     for v in values:
         p = " ".join(v.lower().split())
         out[p] = None
-        plural = _plural(p)
+        plural = plural_phrase(p)
         if plural is not None:
             out[plural] = None
     return tuple(out)

@@ -1,0 +1,328 @@
+"""The chest radiology lexicon: concepts, their synonyms, hierarchy, labels and MeSH headings.
+
+A lexicon file (`patterns/lexicon.v1.yaml`, or a path to a YAML file of the same shape)
+names each concept of chest radiograph reports once: its kind (finding, device, post-operative
+change, bone, soft tissue, anatomy, normal statement or technique), its phrases, the concept it
+specialises, the labels it maps to in each label set, and the OpenI coders' MeSH heading. The
+file is checked on load; the labeling pipeline does not use it yet.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal, get_args
+
+from labeler.errors import PatternFileError
+from labeler.labelsets import PACKAGED, load_label_set
+from labeler.vocabulary import plural_phrase, read_pattern_file
+
+__all__ = ["KINDS", "Kind", "Lexicon", "LexiconConcept", "Mesh", "load_lexicon"]
+
+Kind = Literal[
+    "finding", "device", "postop", "bone", "soft_tissue", "anatomy", "normal", "technique"
+]
+#: The kinds a concept may have.
+KINDS: tuple[Kind, ...] = get_args(Kind)
+
+_ID = re.compile(r"[a-z][a-z0-9_]*")
+_RADLEX = re.compile(r"RID\d+")
+_FIELDS = frozenset({"id", "name", "kind", "phrases", "parent", "labels", "mesh", "radlex", "note"})
+# clashes named in one error message; the rest are counted
+_CLASHES_SHOWN = 20
+
+
+@dataclass(frozen=True)
+class Mesh:
+    """A MeSH heading as the OpenI coders write it, with the qualifiers that belong to the
+    concept ("Thoracic Vertebrae" + "degenerative")."""
+
+    heading: str
+    qualifiers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LexiconConcept:
+    """One concept of the lexicon, as its file gives it (phrases normalised)."""
+
+    id: str
+    name: str
+    kind: Kind
+    #: lower-cased, whitespace collapsed, with the plural of each last word added
+    phrases: tuple[str, ...]
+    parent: str | None = None
+    #: its own mapping per label set; `Lexicon.labels_for` adds the inherited ones
+    labels: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    mesh: Mesh | None = None
+    radlex: str | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Lexicon:
+    """The concepts of a lexicon file by id, with phrase look-up and the hierarchy."""
+
+    name: str
+    version: int
+    concepts: Mapping[str, LexiconConcept]
+    #: lower-cased phrase (plurals included) -> ids of the concepts that list it
+    by_phrase: Mapping[str, tuple[str, ...]]
+    #: generic head nouns of open findings ("opacity", "opacities", "density"), as listed
+    open_finding_heads: frozenset[str]
+
+    def _get(self, concept_id: str) -> LexiconConcept:
+        try:
+            return self.concepts[concept_id]
+        except KeyError:
+            raise KeyError(
+                f"{self.name}: no concept {concept_id!r}; ids are lower-case snake_case "
+                "(see `Lexicon.concepts`, or look a phrase up in `by_phrase`)"
+            ) from None
+
+    def _lineage(self, concept_id: str) -> Iterator[LexiconConcept]:
+        """The concept, then its parent, grandparent... (the loader refused cycles)."""
+        concept: LexiconConcept | None = self._get(concept_id)
+        while concept is not None:
+            yield concept
+            concept = self.concepts[concept.parent] if concept.parent else None
+
+    def ancestors(self, concept_id: str) -> tuple[str, ...]:
+        """The ids of a concept's parent, grandparent and so on, nearest first.
+
+        Raises:
+            KeyError: no concept has this id.
+        """
+        return tuple(c.id for c in self._lineage(concept_id))[1:]
+
+    def descendants(self, concept_id: str) -> tuple[str, ...]:
+        """The ids of every concept below this one, in file order.
+
+        Raises:
+            KeyError: no concept has this id.
+        """
+        self._get(concept_id)
+        return tuple(cid for cid in self.concepts if concept_id in self.ancestors(cid))
+
+    def labels_for(self, concept_id: str, label_set: str) -> tuple[str, ...]:
+        """The labels a concept maps to in a label set: its own mapping, else its nearest
+        ancestor's, else () (an empty mapping of its own also gives ()).
+
+        Args:
+            concept_id: a concept id (`picc`).
+            label_set: a packaged label set name (`chestxray14`, `chexpert`).
+
+        Raises:
+            KeyError: no concept has this id, or the label set is not a packaged one.
+        """
+        if label_set not in PACKAGED:
+            raise KeyError(
+                f"unknown label set {label_set!r}; expected one of {', '.join(PACKAGED)}"
+            )
+        for concept in self._lineage(concept_id):
+            if label_set in concept.labels:
+                return concept.labels[label_set]
+        return ()
+
+    def mesh_of(self, concept_id: str) -> Mesh | None:
+        """A concept's MeSH heading, else its nearest ancestor's; None when none has one.
+
+        Raises:
+            KeyError: no concept has this id.
+        """
+        return next((c.mesh for c in self._lineage(concept_id) if c.mesh is not None), None)
+
+
+@functools.lru_cache(maxsize=8)
+def load_lexicon(name: str = "lexicon.v1") -> Lexicon:
+    """Load and check a lexicon file.
+
+    Args:
+        name: packaged lexicon name (`lexicon.v1`) or a path to a YAML file.
+
+    Returns:
+        The lexicon, concepts in file order.
+
+    Raises:
+        PatternFileError: the file is missing or malformed. The message names the concept
+            and the bad value: a repeated id, an unknown parent or kind, a parent cycle, a
+            label its label set lacks, an empty phrase, or phrases claimed by two concepts
+            of which neither is an ancestor of the other (every clash counted).
+    """
+    where, data = read_pattern_file(name)
+    raw = data.get("concepts")
+    if not isinstance(raw, list) or not raw:
+        raise PatternFileError(f"{where}: missing `concepts:` list")
+    concepts: dict[str, LexiconConcept] = {}
+    for i, entry in enumerate(raw):
+        concept = _parse_concept(entry, i, where)
+        if concept.id in concepts:
+            raise PatternFileError(
+                f"{where}: concept id {concept.id!r} appears twice; ids must be unique"
+            )
+        concepts[concept.id] = concept
+    _check_parents(concepts, where)
+    by_phrase: dict[str, list[str]] = {}
+    for concept in concepts.values():
+        for phrase in concept.phrases:
+            by_phrase.setdefault(phrase, []).append(concept.id)
+    lexicon = Lexicon(
+        name=where,
+        version=int(data.get("version") or 1),
+        concepts=MappingProxyType(concepts),
+        by_phrase=MappingProxyType({p: tuple(ids) for p, ids in by_phrase.items()}),
+        open_finding_heads=_heads(data.get("open_finding_heads"), where),
+    )
+    _check_clashes(lexicon, where)
+    return lexicon
+
+
+def _parse_concept(entry: Any, index: int, where: str) -> LexiconConcept:
+    if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+        raise PatternFileError(f"{where}: concept #{index} needs a string `id`")
+    cid = entry["id"]
+    at = f"{where}: concept {cid!r}"
+    if not _ID.fullmatch(cid):
+        raise PatternFileError(f"{at}: an id is lower-case snake_case (`pleural_effusion`)")
+    unknown = sorted(set(entry) - _FIELDS)
+    if unknown:
+        raise PatternFileError(
+            f"{at}: unknown field(s) {unknown}; expected {', '.join(sorted(_FIELDS))}"
+        )
+    name = entry.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise PatternFileError(f"{at}: needs a `name`, the preferred term")
+    kind = entry.get("kind")
+    if kind not in KINDS:
+        raise PatternFileError(f"{at}: kind {kind!r} is not one of {', '.join(KINDS)}")
+    parent = entry.get("parent")
+    if parent is not None and not isinstance(parent, str):
+        raise PatternFileError(f"{at}: `parent` must be a concept id")
+    radlex = entry.get("radlex")
+    if radlex is not None and not (isinstance(radlex, str) and _RADLEX.fullmatch(radlex)):
+        raise PatternFileError(f"{at}: radlex {radlex!r} is not a RadLex id (RID and digits)")
+    note = entry.get("note")
+    if note is not None and not isinstance(note, str):
+        raise PatternFileError(f"{at}: `note` must be a string")
+    return LexiconConcept(
+        id=cid,
+        name=name.strip(),
+        kind=kind,
+        phrases=_phrases(entry.get("phrases"), at),
+        parent=parent,
+        labels=_labels(entry.get("labels"), at),
+        mesh=_mesh(entry.get("mesh"), at),
+        radlex=radlex,
+        note=note,
+    )
+
+
+def _phrases(values: Any, at: str) -> tuple[str, ...]:
+    if not isinstance(values, list) or not values:
+        raise PatternFileError(f"{at}: `phrases` must be a non-empty list of strings")
+    out: dict[str, None] = {}
+    for value in values:
+        phrase = " ".join(value.lower().split()) if isinstance(value, str) else ""
+        if not phrase:
+            raise PatternFileError(f"{at}: phrase {value!r} is empty or not a string")
+        out[phrase] = None
+        plural = plural_phrase(phrase)
+        if plural is not None:
+            out[plural] = None
+    return tuple(out)
+
+
+def _labels(value: Any, at: str) -> Mapping[str, tuple[str, ...]]:
+    if value is None:
+        return MappingProxyType({})
+    if not isinstance(value, dict):
+        raise PatternFileError(f"{at}: `labels` must map a label set to a list of label names")
+    out: dict[str, tuple[str, ...]] = {}
+    for label_set, names in value.items():
+        if label_set not in PACKAGED:
+            raise PatternFileError(
+                f"{at}: unknown label set {label_set!r}; expected one of {', '.join(PACKAGED)}"
+            )
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise PatternFileError(f"{at}: labels.{label_set} must be a list of label names")
+        known = load_label_set(label_set).labels
+        missing = [n for n in names if n not in known]
+        if missing:
+            raise PatternFileError(
+                f"{at}: label(s) {missing} are not in label set {label_set!r}; "
+                f"its labels are {', '.join(known)}"
+            )
+        out[label_set] = tuple(names)
+    return MappingProxyType(out)
+
+
+def _mesh(value: Any, at: str) -> Mesh | None:
+    if value is None:
+        return None
+    fields = {"heading": value} if isinstance(value, str) else value
+    heading = fields.get("heading") if isinstance(fields, dict) else None
+    qualifiers = (fields.get("qualifiers") or []) if isinstance(fields, dict) else None
+    if (
+        not isinstance(heading, str)
+        or not heading.strip()
+        or not isinstance(qualifiers, list)
+        or not all(isinstance(q, str) and q.strip() for q in qualifiers)
+        or set(fields) - {"heading", "qualifiers"}
+    ):
+        raise PatternFileError(
+            f"{at}: `mesh` must be a heading, or {{heading: ..., qualifiers: [...]}}, "
+            f"of non-empty strings; got {value!r}"
+        )
+    return Mesh(heading.strip(), tuple(q.strip() for q in qualifiers))
+
+
+def _heads(value: Any, where: str) -> frozenset[str]:
+    if value is None:
+        return frozenset()
+    if not isinstance(value, list) or not all(
+        isinstance(v, str) and len(v.split()) == 1 for v in value
+    ):
+        raise PatternFileError(f"{where}: `open_finding_heads` must be a list of single words")
+    # each form listed: a head noun's plural is too often irregular (focus, foci)
+    return frozenset(v.lower() for v in value)
+
+
+def _check_parents(concepts: Mapping[str, LexiconConcept], where: str) -> None:
+    for concept in concepts.values():
+        if concept.parent is not None and concept.parent not in concepts:
+            raise PatternFileError(
+                f"{where}: concept {concept.id!r} has unknown parent {concept.parent!r}"
+            )
+    for concept in concepts.values():
+        chain = [concept.id]
+        parent = concept.parent
+        while parent is not None:
+            if parent in chain:
+                cycle = " -> ".join([*chain[chain.index(parent) :], parent])
+                raise PatternFileError(
+                    f"{where}: concept {concept.id!r} is its own ancestor ({cycle}); "
+                    "parents must form a tree"
+                )
+            chain.append(parent)
+            parent = concepts[parent].parent
+
+
+def _check_clashes(lexicon: Lexicon, where: str) -> None:
+    clashes = []
+    for phrase, ids in lexicon.by_phrase.items():
+        for i, first in enumerate(ids):
+            for second in ids[i + 1 :]:
+                if first not in lexicon.ancestors(second) and second not in lexicon.ancestors(
+                    first
+                ):
+                    clashes.append(f"{phrase!r}: {first}, {second}")
+    if clashes:
+        more = len(clashes) - _CLASHES_SHOWN
+        shown = "; ".join(clashes[:_CLASHES_SHOWN]) + (f"; and {more} more" if more > 0 else "")
+        raise PatternFileError(
+            f"{where}: {len(clashes)} phrase(s) claimed by two unrelated concepts ({shown}). "
+            "A phrase may belong to two concepts only when one is an ancestor of the other: "
+            "remove it from one, or make one the other's parent"
+        )

@@ -1,0 +1,292 @@
+"""The chest radiology lexicon: the shipped file, its hierarchy and mappings, loader errors."""
+
+from __future__ import annotations
+
+import csv
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from labeler.errors import LabelerError, PatternFileError
+from labeler.labelsets import load_label_set
+from labeler.lexicon import KINDS, Lexicon, Mesh, load_lexicon
+
+pytestmark = pytest.mark.issue(40)
+
+
+@pytest.fixture(scope="module")
+def lexicon() -> Lexicon:
+    return load_lexicon()
+
+
+def _write(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "lexicon.yaml"
+    path.write_text("version: 1\nconcepts:\n" + body, encoding="utf-8")
+    return str(path)
+
+
+_DEVICE = """
+  - {id: support_device, name: support device, kind: device, phrases: [device],
+     labels: {chexpert: [Support Devices]}}
+"""
+
+
+def test_lexicon_ships_at_least_300_concepts(lexicon: Lexicon) -> None:
+    assert lexicon.name == "lexicon.v1"
+    assert len(lexicon.concepts) >= 300
+
+
+def test_lexicon_has_every_kind(lexicon: Lexicon) -> None:
+    kinds = Counter(c.kind for c in lexicon.concepts.values())
+    assert set(kinds) == set(KINDS)
+
+
+def test_lexicon_anatomy_is_only_a_parent(lexicon: Lexicon) -> None:
+    leaves = [c.id for c in lexicon.concepts.values() if c.kind == "anatomy"]
+    assert [cid for cid in leaves if not lexicon.descendants(cid)] == []
+
+
+def test_lexicon_picc_ancestors(lexicon: Lexicon) -> None:
+    ancestors = lexicon.ancestors("picc")
+    assert ancestors[0] == "central_venous_catheter"
+    assert "support_device" in ancestors
+    assert "picc" in lexicon.descendants("central_venous_catheter")
+    assert "picc" in lexicon.descendants("support_device")
+
+
+@pytest.mark.parametrize(
+    ("concept_id", "parent"),
+    [
+        ("calcified_granuloma", "granuloma"),
+        ("healed_rib_fracture", "rib_fracture"),
+        ("rib_fracture", "fracture"),
+        ("tension_pneumothorax", "pneumothorax"),
+        ("sternotomy_wires", "median_sternotomy"),
+    ],
+)
+def test_lexicon_parents(lexicon: Lexicon, concept_id: str, parent: str) -> None:
+    assert lexicon.ancestors(concept_id)[0] == parent
+
+
+def test_lexicon_labels_inherit(lexicon: Lexicon) -> None:
+    assert lexicon.concepts["picc"].labels == {}
+    assert lexicon.labels_for("picc", "chexpert") == ("Support Devices",)
+    assert lexicon.labels_for("healed_rib_fracture", "chexpert") == ("Fracture",)
+    assert lexicon.labels_for("lll_collapse", "chestxray14") == ("Atelectasis",)
+    assert lexicon.labels_for("picc", "chestxray14") == ()
+
+
+def test_lexicon_own_labels_win(lexicon: Lexicon) -> None:
+    # an empty mapping of its own stops inheritance: a calcified nodule is a ChestX-ray14
+    # Nodule but not a CheXpert Lung Lesion
+    assert lexicon.labels_for("calcified_nodule", "chestxray14") == ("Nodule",)
+    assert lexicon.labels_for("calcified_nodule", "chexpert") == ()
+    assert lexicon.labels_for("hydropneumothorax", "chexpert") == (
+        "Pneumothorax",
+        "Pleural Effusion",
+    )
+
+
+def test_lexicon_postop_is_not_a_support_device(lexicon: Lexicon) -> None:
+    for cid in ("sternotomy_wires", "surgical_clips", "median_sternotomy"):
+        assert lexicon.labels_for(cid, "chexpert") == ()
+    assert lexicon.labels_for("pericardial_effusion", "chestxray14") == ()
+
+
+def test_lexicon_labels_exist_in_their_label_sets(lexicon: Lexicon) -> None:
+    for concept in lexicon.concepts.values():
+        for label_set, names in concept.labels.items():
+            assert set(names) <= set(load_label_set(label_set).labels), concept.id
+
+
+@pytest.mark.parametrize(
+    ("phrase", "concept_id"),
+    [
+        ("ett", "endotracheal_tube"),
+        ("picc", "picc"),
+        ("ng tube", "nasogastric_tube"),
+        ("ngt", "nasogastric_tube"),
+        ("cvc", "central_venous_catheter"),
+        ("ij line", "internal_jugular_catheter"),
+        ("aicd", "aicd"),
+        ("icd", "aicd"),
+        ("port-a-cath", "port"),
+        ("swan-ganz catheter", "pulmonary_artery_catheter"),
+        ("pleural effusions", "pleural_effusion"),
+        ("oedema", "pulmonary_edema"),
+        ("lungs are clear", "clear_lungs"),
+        ("no acute cardiopulmonary abnormality", "no_acute_abnormality"),
+        ("underpenetrated", "underpenetration"),
+    ],
+)
+def test_lexicon_phrases_resolve(lexicon: Lexicon, phrase: str, concept_id: str) -> None:
+    assert lexicon.by_phrase[phrase] == (concept_id,)
+
+
+def test_lexicon_plurals_of_last_words(lexicon: Lexicon) -> None:
+    assert "calcified granulomas" in lexicon.concepts["calcified_granuloma"].phrases
+    assert "piccs" in lexicon.by_phrase
+    assert "atelectasises" not in lexicon.by_phrase
+
+
+def test_lexicon_mesh_headings(lexicon: Lexicon) -> None:
+    meshes = [c.mesh for c in lexicon.concepts.values() if c.mesh is not None]
+    assert meshes
+    assert all(isinstance(m.heading, str) and m.heading.strip() for m in meshes)
+    assert lexicon.mesh_of("degenerative_thoracic_spine") == Mesh(
+        "Thoracic Vertebrae", ("degenerative",)
+    )
+    assert lexicon.mesh_of("tortuous_aorta") == Mesh("Aorta", ("tortuous",))
+    # inherited from central_venous_catheter's parent
+    assert lexicon.mesh_of("picc") == Mesh("Catheters, Indwelling")
+    assert lexicon.mesh_of("normal_study") == Mesh("normal")
+
+
+def test_lexicon_open_finding_heads(lexicon: Lexicon) -> None:
+    assert {"opacity", "opacities", "density", "lesion", "collection"} <= (
+        lexicon.open_finding_heads
+    )
+
+
+def test_lexicon_unknown_id_and_label_set(lexicon: Lexicon) -> None:
+    with pytest.raises(KeyError, match="no concept 'picc_line'"):
+        lexicon.ancestors("picc_line")
+    with pytest.raises(KeyError, match="unknown label set 'mimic'"):
+        lexicon.labels_for("picc", "mimic")
+
+
+def test_lexicon_loads_a_path(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        _DEVICE + "  - {id: picc, name: PICC, kind: device, parent: support_device, "
+        "phrases: [PICC, PICC  line]}\n",
+    )
+    lexicon = load_lexicon(path)
+    assert lexicon.by_phrase["picc line"] == ("picc",)
+    assert lexicon.labels_for("picc", "chexpert") == ("Support Devices",)
+    assert lexicon.open_finding_heads == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            _DEVICE + "  - {id: support_device, name: again, kind: device, phrases: [x]}\n",
+            "concept id 'support_device' appears twice",
+        ),
+        (
+            "  - {id: picc, name: PICC, kind: device, parent: catheter, phrases: [picc]}\n",
+            "concept 'picc' has unknown parent 'catheter'",
+        ),
+        (
+            "  - {id: a, name: a, kind: finding, parent: b, phrases: [a]}\n"
+            "  - {id: b, name: b, kind: finding, parent: a, phrases: [b]}\n",
+            r"concept 'a' is its own ancestor \(a -> b -> a\)",
+        ),
+        (
+            "  - {id: a, name: a, kind: disease, phrases: [a]}\n",
+            "concept 'a': kind 'disease' is not one of finding, device",
+        ),
+        (
+            "  - {id: a, name: a, kind: finding, phrases: [a], labels: {chexpert: [Effusion]}}\n",
+            r"concept 'a': label\(s\) \['Effusion'\] are not in label set 'chexpert'",
+        ),
+        (
+            "  - {id: a, name: a, kind: finding, phrases: [a], labels: {mimic: [Edema]}}\n",
+            "concept 'a': unknown label set 'mimic'",
+        ),
+        (
+            "  - {id: a, name: a, kind: finding, phrases: []}\n",
+            "concept 'a': `phrases` must be a non-empty list",
+        ),
+        (
+            "  - {id: a, name: a, kind: finding, phrases: [a, '  ']}\n",
+            "concept 'a': phrase '  ' is empty",
+        ),
+        (
+            "  - {id: a, name: a, kind: finding, phrases: [lead]}\n"
+            "  - {id: b, name: b, kind: device, phrases: [leads, pacer]}\n"
+            "  - {id: c, name: c, kind: device, phrases: [Pacer]}\n",
+            r"3 phrase\(s\) claimed by two unrelated concepts "
+            r"\('leads': a, b; 'pacer': b, c; 'pacers': b, c\)",
+        ),
+        (
+            "  - {id: a, name: a, kind: finding, phrases: [a], mesh: {heading: ''}}\n",
+            "concept 'a': `mesh` must be a heading",
+        ),
+        (
+            "  - {id: Pleural-Effusion, name: a, kind: finding, phrases: [a]}\n",
+            "concept 'Pleural-Effusion': an id is lower-case snake_case",
+        ),
+        (
+            "  - {id: a, name: a, kind: finding, phrases: [a], synonyms: [b]}\n",
+            r"concept 'a': unknown field\(s\) \['synonyms'\]",
+        ),
+        (
+            "  - {id: a, name: a, kind: finding, phrases: [a], radlex: '1301'}\n",
+            "concept 'a': radlex '1301' is not a RadLex id",
+        ),
+    ],
+    ids=[
+        "duplicate-id",
+        "unknown-parent",
+        "cycle",
+        "unknown-kind",
+        "unknown-label",
+        "unknown-label-set",
+        "no-phrases",
+        "empty-phrase",
+        "phrase-clash",
+        "empty-mesh",
+        "bad-id",
+        "unknown-field",
+        "bad-radlex",
+    ],
+)
+def test_lexicon_rejects_bad_files(tmp_path: Path, body: str, message: str) -> None:
+    with pytest.raises(PatternFileError, match=message) as info:
+        load_lexicon(_write(tmp_path, body))
+    assert isinstance(info.value, LabelerError)
+
+
+def test_lexicon_phrase_shared_with_an_ancestor_is_allowed(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        "  - {id: atelectasis, name: a, kind: finding, phrases: [atelectasis, collapse]}\n"
+        "  - {id: lobar_collapse, name: b, kind: finding, parent: atelectasis, "
+        "phrases: [collapse, lobar collapse]}\n",
+    )
+    assert load_lexicon(path).by_phrase["collapse"] == ("atelectasis", "lobar_collapse")
+
+
+def test_lexicon_missing_file() -> None:
+    with pytest.raises(PatternFileError, match="no packaged pattern set 'lexicon.v9'"):
+        load_lexicon("lexicon.v9")
+
+
+def test_lexicon_covers_openi_mesh_headings(
+    lexicon: Lexicon, shared_data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """At least 85% of the OpenI coders' heading occurrences are some concept's heading."""
+    reports = shared_data / "openi" / "indiana_reports_dev.csv"
+    if not reports.is_file():
+        pytest.skip(f"OpenI reports not found at {reports}")
+    named = {c.mesh.heading.lower() for c in lexicon.concepts.values() if c.mesh is not None}
+    headings: Counter[str] = Counter()
+    with reports.open(newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            # "heading/qualifier/qualifier; heading/..."; only the MeSH column is read
+            for term in (row.get("MeSH") or "").split(";"):
+                heading = term.split("/")[0].strip()
+                if heading and heading != "No Indexing":
+                    headings[heading] += 1
+    covered = sum(n for h, n in headings.items() if h.lower() in named)
+    coverage = covered / sum(headings.values())
+    missing = [h for h, _ in headings.most_common() if h.lower() not in named]
+    with capsys.disabled():
+        print(  # noqa: T201 - the figure is what this test reports
+            f"\nOpenI MeSH heading coverage: {covered}/{sum(headings.values())} "
+            f"= {coverage:.3f} (missing: {', '.join(missing) or 'none'})"
+        )
+    assert coverage >= 0.85, missing
