@@ -49,18 +49,22 @@ class ReportLabeler(PipelineLabeler):
         self._executor: ThreadPoolExecutor | None = None
         self._waiting = 0  # changed on the event loop only
 
-    async def label_async(self, text: str, report_id: str = "") -> ReportLabels:
+    async def label_async(
+        self, text: str, report_id: str = "", *, findings: bool = False
+    ) -> ReportLabels:
         """`label` for the event loop: waits on the labeler's own thread, not the threadpool.
 
         Raises:
             LabelerError: empty, non-text or too long input.
             LabelerBusy: `max_waiting` requests are already waiting.
         """
-        return await self._on_own_thread(partial(self.label, text, report_id))
+        return await self._on_own_thread(partial(self.label, text, report_id, findings=findings))
 
-    async def label_many_async(self, items: Sequence[tuple[str, str]]) -> list[ReportLabels]:
+    async def label_many_async(
+        self, items: Sequence[tuple[str, str]], *, findings: bool = False
+    ) -> list[ReportLabels]:
         """`label_many` for the event loop (see `label_async`)."""
-        return await self._on_own_thread(partial(self.label_many, items))
+        return await self._on_own_thread(partial(self.label_many, items, findings=findings))
 
     async def _on_own_thread(self, call: Callable[[], T]) -> T:
         # Labeling is serialized, so requests queue. Queued on the shared threadpool, 40

@@ -90,6 +90,12 @@ class ReportCreate(BaseModel):
         description="Add an `explanation`: each mention, the rule and cue that fired, and "
         "why each label got its status (as `cxr label --explain`).",
     )
+    findings: bool = Field(
+        default=False,
+        description="Also read every finding the report names (`report_findings`: concept, "
+        "MeSH heading, status, attributes) and whether it is `normal` (as `cxr label "
+        "--findings`).",
+    )
 
 
 class ReportBatchCreate(BaseModel):
@@ -143,6 +149,23 @@ class MentionRead(BaseModel):
     attribute_evidence: list[AttributeEvidenceRead] = Field(default_factory=list)
 
 
+class ReportFindingRead(BaseModel):
+    """One finding the report names, with its verdict (`findings: true`)."""
+
+    concept: str = Field(description="the lexicon's concept id, or `open:<word>`")
+    name: str
+    kind: str = Field(description="finding, device, postop, bone, soft_tissue or normal")
+    mesh: str = Field(description="MeSH-style heading/qualifiers/side, as the OpenI coders")
+    text: str
+    start: int
+    end: int
+    status: Literal["positive", "uncertain", "negative"]
+    section: str | None = None
+    rule: str | None = None
+    cue: str | None = None
+    attributes: dict[str, Any] = Field(default_factory=dict)
+
+
 class ReportLabelsRead(BaseModel):
     """The labeler's output for one report (same schema as `cxr label`)."""
 
@@ -178,6 +201,13 @@ class ReportLabelsRead(BaseModel):
     labeler_version: str
     explanation: dict[str, Any] | None = Field(
         default=None, description="present when the request asked for `explain`"
+    )
+    report_findings: list[ReportFindingRead] | None = Field(
+        default=None, description="present when the request asked for `findings`"
+    )
+    normal: bool | None = Field(
+        default=None,
+        description="no abnormal finding read, positive or hedged (with `findings`)",
     )
 
 

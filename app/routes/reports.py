@@ -88,7 +88,7 @@ async def label_reports(
             "requests, or use `cxr label` for files."
         )
     if isinstance(body, ReportCreate):
-        result = await labeler.label_async(body.text, report_id=body.id)
+        result = await labeler.label_async(body.text, report_id=body.id, findings=body.findings)
         await run_in_threadpool(
             crud.create_label_results,
             session,
@@ -105,7 +105,12 @@ async def label_reports(
             f"{len(body.reports)} reports in one request; the limit is {limit} "
             "(CXR_MAX_REPORTS_PER_REQUEST). Split the batch, or use `cxr label` for files."
         )
-    results = await labeler.label_many_async([(r.id, r.text) for r in body.reports])
+    results = await labeler.label_many_async(
+        [(r.id, r.text) for r in body.reports], findings=any(r.findings for r in body.reports)
+    )
+    for result, report in zip(results, body.reports, strict=True):
+        if not report.findings:  # read for another report of the batch: not asked here
+            result.report_findings = result.normal = None
     await run_in_threadpool(
         crud.create_label_results,
         session,

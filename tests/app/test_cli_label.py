@@ -424,3 +424,26 @@ def test_cli_label_edited_vocabulary(tmp_path: Path) -> None:
     assert main(["label", str(src), "-o", str(custom), "-q", "--concepts", str(edited)]) == 0
     assert _read_jsonl(default)[0]["labels"]["Nodule"] == "positive"  # type: ignore[index]
     assert _read_jsonl(custom)[0]["labels"]["Nodule"] == "absent"  # type: ignore[index]
+
+
+@pytest.mark.issue(40)
+def test_cli_label_findings(tmp_path: Path) -> None:
+    out = tmp_path / "labels.jsonl"
+    src = _write_csv(tmp_path / "r.csv", REPORTS)
+    assert main(["label", str(src), "-o", str(out), "-q", "--findings"]) == 0
+    rows = _read_jsonl(out)
+    effusion = [f for f in rows[0]["report_findings"] if f["concept"] == "pleural_effusion"]  # type: ignore[union-attr]
+    assert effusion and effusion[0]["status"] == "positive"
+    assert rows[1]["normal"] is True and rows[0]["normal"] is False
+    plain = tmp_path / "plain.jsonl"
+    assert main(["label", str(src), "-o", str(plain), "-q"]) == 0
+    assert [r["labels"] for r in _read_jsonl(plain)] == [r["labels"] for r in rows]
+
+
+def test_cli_label_findings_refuses_csv_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = _write_csv(tmp_path / "r.csv", REPORTS)
+    assert main(["label", str(src), "-o", str(tmp_path / "out.csv"), "--findings"]) == 2
+    assert "--findings writes JSON Lines" in capsys.readouterr().err
+    assert not (tmp_path / "out.csv").exists()

@@ -217,3 +217,25 @@ def test_label_stores_evidence_text_when_enabled(
     assert PLANTED in dump and mention["sentence"] in dump
     assert NAMED_REPORT not in dump  # the full report is never stored, only evidence
     assert PLANTED not in caplog.text
+
+
+@pytest.mark.issue(40)
+def test_label_reads_every_finding_when_asked(client: TestClient) -> None:
+    text = "FINDINGS: Right PICC. Calcified granuloma. No pneumothorax."
+    plain = client.post("/v1/reports/label", json={"text": text}).json()
+    assert "report_findings" not in plain or plain["report_findings"] is None
+    asked = client.post("/v1/reports/label", json={"text": text, "findings": True})
+    assert asked.status_code == 200, asked.text
+    body = asked.json()
+    read = {f["concept"]: f for f in body["report_findings"]}
+    assert read["picc"]["mesh"] == "Catheters, Indwelling/right"
+    assert read["calcified_granuloma"]["status"] == "positive"
+    assert read["pneumothorax"]["status"] == "negative"
+    assert body["normal"] is False
+    assert body["labels"] == plain["labels"]  # the labels do not change
+    batch = client.post(
+        "/v1/reports/label",
+        json={"reports": [{"id": "a", "text": text, "findings": True}, {"id": "b", "text": text}]},
+    ).json()["results"]
+    assert batch[0]["report_findings"] and batch[0]["normal"] is False
+    assert batch[1]["report_findings"] is None and batch[1]["normal"] is None  # not asked

@@ -1,0 +1,85 @@
+"""Every finding a report names: lexicon concepts, and open findings headed by a finding word.
+
+`FindingMatcher` reads a sentence for the concepts of the chest lexicon (`labeler.lexicon`:
+findings, devices, post-operative changes, bone and soft-tissue findings, normal statements)
+and for open findings, a finding word radiologists use for what they see ("opacity",
+"density", "lesion") outside any concept. The engine (`labeler.pipeline`) decides each one's
+status with the same negation and certainty rules as the labels' mentions, in a pass of its
+own, so the label outputs do not change when findings are read.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from spacy.matcher import PhraseMatcher
+from spacy.tokens import Doc, Span
+from spacy.util import filter_spans
+
+if TYPE_CHECKING:
+    from spacy.language import Language
+
+    from labeler.lexicon import Lexicon
+
+__all__ = ["OPEN_PREFIX", "FindingMatcher", "is_abnormal"]
+
+#: Span label prefix of an open finding: "open:opacity".
+OPEN_PREFIX = "open:"
+#: Kinds whose positive reading does not make a report abnormal.
+_NOT_ABNORMAL = frozenset({"normal", "anatomy"})
+
+
+class FindingMatcher:
+    """Find lexicon concepts and open findings in a tokenized sentence.
+
+    Args:
+        nlp: the pipeline whose vocab and tokenizer build the patterns.
+        lexicon: the chest lexicon.
+    """
+
+    def __init__(self, nlp: Language, lexicon: Lexicon) -> None:
+        self.lexicon = lexicon
+        self.phrases = PhraseMatcher(nlp.vocab, attr="LOWER")
+        by_concept: dict[str, list[str]] = {}
+        for phrase, ids in lexicon.by_phrase.items():
+            # a phrase an ancestor shares with its descendant names the descendant
+            named = max(ids, key=lambda i: len(lexicon.ancestors(i)))
+            if lexicon.concepts[named].kind != "anatomy":
+                by_concept.setdefault(named, []).append(phrase)
+        for concept_id, phrases in by_concept.items():
+            self.phrases.add(concept_id, [nlp.make_doc(p) for p in phrases])
+        self.open_heads = frozenset(lexicon.open_finding_heads)
+        self._strings = nlp.vocab.strings
+
+    def find(self, doc: Doc) -> list[Span]:
+        """Concepts (longest match wins) and open findings, in text order.
+
+        Returns:
+            Spans labelled with the concept id, or `open:<head word>` for an open finding.
+        """
+        spans = [
+            Span(doc, start, end, label=self._strings[match_id])
+            for match_id, start, end in self.phrases(doc)
+        ]
+        kept = filter_spans(spans)
+        taken = {i for span in kept for i in range(span.start, span.end)}
+        for token in doc:
+            if token.i not in taken and token.lower_ in self.open_heads:
+                head = _singular(token.lower_)
+                kept.append(Span(doc, token.i, token.i + 1, label=OPEN_PREFIX + head))
+        kept.sort(key=lambda s: (s.start, s.end))
+        return kept
+
+
+def is_abnormal(kind: str) -> bool:
+    """Whether a positive finding of this kind makes the report not normal."""
+    return kind not in _NOT_ABNORMAL
+
+
+def _singular(word: str) -> str:
+    # "opacities" -> "opacity", "densities" -> "density", "lesions" -> "lesion"
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith("s") and not word.endswith("ss") and len(word) > 3:
+        return word[:-1]
+    return word

@@ -1,0 +1,94 @@
+"""Every finding a report names (`LabelerConfig(findings=True)`): lexicon concepts and open
+findings, each decided by the labels' negation and certainty rules, with its MeSH heading;
+the label outputs do not change."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from spacy.language import Language
+
+from labeler.config import LabelerConfig
+from labeler.pipeline import label_report
+from labeler.schema import ReportFinding, ReportLabels
+
+pytestmark = pytest.mark.issue(40)
+
+FINDINGS = LabelerConfig(findings=True)
+Read = Callable[[str], ReportLabels]
+
+
+@pytest.fixture(scope="module")
+def read(nlp: Language) -> Read:
+    def run(text: str) -> ReportLabels:
+        return label_report(text, nlp=nlp, config=FINDINGS)
+
+    return run
+
+
+def _one(result: ReportLabels, concept: str) -> ReportFinding:
+    assert result.report_findings is not None
+    found = [f for f in result.report_findings if f.concept == concept]
+    assert len(found) == 1, [f.concept for f in result.report_findings]
+    return found[0]
+
+
+def test_a_device_is_read_with_its_heading_and_side(read: Read) -> None:
+    picc = _one(read("FINDINGS: Right PICC with tip in the SVC."), "picc")
+    assert (picc.kind, picc.status, picc.text) == ("device", "positive", "PICC")
+    assert picc.mesh == "Catheters, Indwelling/right"  # the coders' heading, then the side
+    assert picc.attributes["laterality"] == "right"
+
+
+@pytest.mark.parametrize(
+    ("text", "concept", "status"),
+    [
+        ("FINDINGS: Calcified granuloma, left upper lobe.", "calcified_granuloma", "positive"),
+        ("FINDINGS: No pneumothorax.", "pneumothorax", "negative"),
+        ("FINDINGS: There is no evidence of a rib fracture.", "rib_fracture", "negative"),
+        ("FINDINGS: Opacity at the right base may represent atelectasis.", "atelectasis",
+         "uncertain"),
+        ("FINDINGS: Opacity at the right base may represent atelectasis.", "opacity", "positive"),
+    ],
+)  # fmt: skip
+def test_findings_get_the_labels_rules(read: Read, text: str, concept: str, status: str) -> None:
+    assert _one(read(text), concept).status == status
+
+
+def test_the_longest_concept_wins(read: Read) -> None:
+    found = read("FINDINGS: Calcified granuloma in the left upper lobe.").report_findings
+    assert found is not None and [f.concept for f in found] == ["calcified_granuloma"]
+    assert found[0].mesh.startswith("Calcified Granuloma")
+
+
+def test_an_open_finding_is_a_finding_word_outside_the_lexicon(read: Read) -> None:
+    found = _one(read("FINDINGS: Irregularity of the left lateral ribs."), "open:irregularity")
+    assert (found.kind, found.status, found.mesh) == ("finding", "positive", "")
+    assert _one(read("FINDINGS: No focal lesion."), "open:lesion").status == "negative"
+
+
+def test_normal_statements_make_a_normal_report(read: Read) -> None:
+    normal = read(
+        "FINDINGS: The lungs are clear.\nIMPRESSION: No acute cardiopulmonary abnormality."
+    )
+    assert normal.normal is True
+    statement = _one(normal, "no_acute_abnormality")
+    assert (statement.kind, statement.status) == ("normal", "positive")  # its "no" is its own
+    assert read("FINDINGS: The lungs are clear. Small left effusion.").normal is False
+    assert read("FINDINGS: Possible small left effusion.").normal is False  # hedged counts
+
+
+def test_reading_findings_leaves_the_labels_as_they_were(nlp: Language) -> None:
+    reports = [
+        "FINDINGS: No focal consolidation, effusion or pneumothorax. Right PICC.",
+        "FINDINGS: Opacity may represent atelectasis or pneumonia. Calcified granuloma.",
+        "IMPRESSION: Stable cardiomegaly. Healed left rib fractures. No edema.",
+    ]
+    for text in reports:
+        plain = label_report(text, nlp=nlp, config=LabelerConfig()).to_dict()
+        both = label_report(text, nlp=nlp, config=FINDINGS).to_dict()
+        assert both.pop("report_findings") and "normal" in both
+        both.pop("normal")
+        assert both == plain
+    assert "report_findings" not in plain and "normal" not in plain  # only when asked
