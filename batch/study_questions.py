@@ -19,11 +19,13 @@ from labeler.questions import (
     QuestionParser,
     ReportAnswer,
     answer_from_report,
+    answer_study,
 )
 from labeler.schema import ReportLabels
 
 if TYPE_CHECKING:
     from batch.labeling import PipelineLabeler
+    from labeler.lexicon import Lexicon
     from models.image_findings import ImageFindings
 
 __all__ = ["Answer", "StudyQuestions", "answer_question", "discrepancy_of"]
@@ -109,10 +111,13 @@ class StudyQuestions:
         report_cache: int = 10_000,
     ) -> None:
         from labeler.labelsets import load_label_set
+        from labeler.lexicon import load_lexicon
 
         self.labeler = labeler
         labels = load_label_set(labeler.config.label_set).labels
-        self.parser = QuestionParser(labeler.nlp, labels, patterns)
+        # a question may name a concept outside the labels: reports are read for findings
+        self.lexicon = load_lexicon(labeler.config.lexicon)
+        self.parser = QuestionParser(labeler.nlp, labels, patterns, lexicon=self.lexicon)
         self.report_cache = report_cache
         self._reports: dict[str, ReportLabels] = {}
 
@@ -121,7 +126,9 @@ class StudyQuestions:
         wanted = list(dict.fromkeys(t for t in texts if t))
         todo = [t for t in wanted if t not in self._reports]
         if todo:
-            labelled = self.labeler.label_many([(str(i), t) for i, t in enumerate(todo)])
+            labelled = self.labeler.label_many(
+                [(str(i), t) for i, t in enumerate(todo)], findings=True
+            )
             for text, result in zip(todo, labelled, strict=True):
                 if len(self._reports) >= self.report_cache:
                     del self._reports[next(iter(self._reports))]
@@ -150,7 +157,9 @@ class StudyQuestions:
         """
         with self.labeler.pipeline():
             parsed = self.parser.parse(question)
-        return answer_question(parsed, report=report, image=image, question_id=question_id)
+        return answer_question(
+            parsed, report=report, image=image, question_id=question_id, lexicon=self.lexicon
+        )
 
 
 def answer_question(
@@ -159,10 +168,14 @@ def answer_question(
     report: ReportLabels | None,
     image: ImageFindings | None,
     question_id: str = "",
+    lexicon: Lexicon | None = None,
 ) -> Answer:
-    """Fuse the report's and the image's answers to a parsed question (see the module doc)."""
+    """Fuse the report's and the image's answers to a parsed question (see the module doc);
+    `lexicon` is the one the question's concept, if any, comes from."""
     base = Answer(question_id, parsed.text, parsed.type, parsed.label, None, None)
     base.evidence["question"] = {"rules": list(parsed.rules)}
+    if parsed.type == "study":
+        return _answer_study(base, parsed, report)
     if parsed.type == "unsupported" or parsed.label is None:
         base.message = parsed.message or "the question is not understood"
         return base
@@ -174,7 +187,9 @@ def answer_question(
         base.message = "no report or image was given"
         return base
     label = parsed.label
-    rep: ReportAnswer | None = answer_from_report(parsed, report) if report is not None else None
+    rep: ReportAnswer | None = (
+        answer_from_report(parsed, report, lexicon=lexicon) if report is not None else None
+    )
     img: tuple[AnswerValue, bool] | None = (
         _answer_from_image(parsed, image) if image is not None else None
     )
@@ -211,6 +226,22 @@ def answer_question(
             )
     if parsed.type == "size" and isinstance(base.answer, float):
         base.unit = "mm"
+    return base
+
+
+def _answer_study(base: Answer, parsed: ParsedQuestion, report: ReportLabels | None) -> Answer:
+    """A whole-study question ("Is this chest X-ray normal?"): from the report alone."""
+    if report is None or report.error:
+        base.answer = "unknown"
+        base.message = (
+            f"the report could not be labelled: {report.error}"
+            if report is not None
+            else "questions about the whole study are answered from its report; give it"
+        )
+        return base
+    rep = answer_study(parsed, report)
+    base.answer, base.source = rep.answer, "report"
+    base.evidence["report"] = rep.evidence
     return base
 
 

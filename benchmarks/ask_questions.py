@@ -411,7 +411,7 @@ _UNSUPPORTED = [
     "What is the diagnosis?",
     "Is this cancer?",
     "What is seen in the left lung?",
-    "Is the study normal?",
+    "What is the patient's prognosis?",  # "Is the study normal?" is answered now (study)
     "Who read this film?",
     "Is the effusion worse than the pneumothorax?",
     "What treatment is recommended?",

@@ -40,13 +40,7 @@ class FindingMatcher:
     def __init__(self, nlp: Language, lexicon: Lexicon) -> None:
         self.lexicon = lexicon
         self.phrases = PhraseMatcher(nlp.vocab, attr="LOWER")
-        by_concept: dict[str, list[str]] = {}
-        for phrase, ids in lexicon.by_phrase.items():
-            # a phrase an ancestor shares with its descendant names the descendant
-            named = max(ids, key=lambda i: len(lexicon.ancestors(i)))
-            if lexicon.concepts[named].kind != "anatomy":
-                by_concept.setdefault(named, []).append(phrase)
-        for concept_id, phrases in by_concept.items():
+        for concept_id, phrases in lexicon.phrases_by_concept(skip_kinds={"anatomy"}).items():
             self.phrases.add(concept_id, [nlp.make_doc(p) for p in phrases])
         self.open_heads = frozenset(lexicon.open_finding_heads)
         self._strings = nlp.vocab.strings

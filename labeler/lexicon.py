@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, get_args
@@ -105,6 +105,17 @@ class Lexicon:
         """
         self._get(concept_id)
         return tuple(cid for cid in self.concepts if concept_id in self.ancestors(cid))
+
+    def phrases_by_concept(self, skip_kinds: Collection[str] = ()) -> dict[str, list[str]]:
+        """Every phrase under the most specific concept that names it (a phrase a concept
+        shares with its ancestor names the descendant), concepts of `skip_kinds` left out:
+        what a matcher of the lexicon adds, concept by concept."""
+        out: dict[str, list[str]] = {}
+        for phrase, ids in self.by_phrase.items():
+            named = max(ids, key=lambda i: len(self.ancestors(i)))
+            if self.concepts[named].kind not in skip_kinds:
+                out.setdefault(named, []).append(phrase)
+        return out
 
     def labels_for(self, concept_id: str, label_set: str) -> tuple[str, ...]:
         """The labels a concept maps to in a label set: its own mapping, else its nearest

@@ -18,7 +18,7 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from spacy.language import Language
 from spacy.matcher import PhraseMatcher
@@ -27,11 +27,15 @@ from spacy.tokens import Doc
 from labeler.aggregate import deciding_first
 from labeler.components import ConceptMatcher
 from labeler.errors import PatternFileError
-from labeler.schema import Mention, ReportLabels
+from labeler.schema import Mention, ReportFinding, ReportLabels
 from labeler.vocabulary import read_pattern_file
+
+if TYPE_CHECKING:
+    from labeler.lexicon import Lexicon
 
 __all__ = [
     "QUESTION_TYPES",
+    "CONCEPT_PREFIX",
     "AnswerValue",
     "Qualifier",
     "QuestionParser",
@@ -40,11 +44,14 @@ __all__ = [
     "ParsedQuestion",
     "ReportAnswer",
     "answer_from_report",
+    "answer_study",
     "compare",
     "load_question_patterns",
 ]
 
-QuestionType = Literal["presence", "position", "size", "count", "change", "severity", "unsupported"]
+QuestionType = Literal[
+    "presence", "position", "size", "count", "change", "severity", "study", "unsupported"
+]
 QUESTION_TYPES: tuple[str, ...] = (
     "presence",
     "position",
@@ -52,10 +59,13 @@ QUESTION_TYPES: tuple[str, ...] = (
     "count",
     "change",
     "severity",
+    "study",
     "unsupported",
 )
 #: an answer: yes/no/uncertain/unknown, a term, a list of position terms, a size in mm, a count
 AnswerValue = str | int | float | list[str]
+#: `ParsedQuestion.label` of a question about a lexicon concept: "concept:picc"
+CONCEPT_PREFIX = "concept:"
 
 _QUALIFIER_KINDS = ("lobe", "side", "zone", "severity", "change", "count")
 # which qualifier decides the question's type, first wins
@@ -69,6 +79,9 @@ _TYPE_OF_KIND: dict[str, QuestionType] = {
     "zone": "position",
 }
 _KIND_ORDER = ("size", "change", "count", "severity", "lobe", "side", "zone")
+# pattern groups whose words may belong to a finding's name; the others' words are what
+# the question asks ("which lung", "changed", "on the left")
+_NAMING = frozenset({"finding", "fallback", "presence", "negation"})
 
 
 @dataclass(frozen=True)
@@ -101,6 +114,8 @@ class QuestionPatterns:
     presence: tuple[_Entry, ...]
     negations: tuple[_Entry, ...]
     question_words: frozenset[str]
+    study: tuple[_Entry, ...] = ()
+    acute_labels: frozenset[str] = frozenset()
     yes_no_starts: frozenset[str] = frozenset()
     context_words: frozenset[str] = frozenset()
     zone_includes: Mapping[str, frozenset[str]] = field(default_factory=dict)
@@ -191,6 +206,8 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         presence=_entries(name, data.get("presence"), "presence"),
         negations=_entries(name, data.get("negations"), "negations"),
         question_words=frozenset(str(w).lower() for w in data.get("question_words") or ()),
+        study=_entries(name, data.get("study"), "study"),
+        acute_labels=frozenset(str(w) for w in data.get("acute_labels") or ()),
         yes_no_starts=frozenset(str(w).lower() for w in data.get("yes_no_starts") or ()),
         context_words=frozenset(str(w).lower() for w in data.get("context_words") or ()),
         zone_includes={str(e.value): frozenset(e.accepts) for e in qualifiers["zone"]},
@@ -229,7 +246,9 @@ class ParsedQuestion:
     Attributes:
         text: the question.
         type: presence, position, size, count, change, severity or unsupported.
-        label: the finding (a label of the label set), None when unsupported.
+        label: the finding: a label of the label set, or `concept:<id>` for a concept of
+            the chest lexicon outside the labels (devices, granulomas, fractures...);
+            None when unsupported.
         open: True for an open question ("Where ...?"), False for yes/no.
         asks: for open position questions, `side` or `place`.
         qualifiers: what a closed question asks to be true; all must hold.
@@ -285,6 +304,8 @@ class QuestionParser:
         labels: the label set's labels; findings outside it are not answered.
         patterns: question pattern file name or path.
         cache_size: parsed questions remembered (questions repeat in batches).
+        lexicon: the chest lexicon: a question that names none of the labels may name one
+            of its concepts (answered from `ReportLabels.report_findings`); None: labels only.
     """
 
     def __init__(
@@ -294,8 +315,12 @@ class QuestionParser:
         patterns: str = "questions.v1",
         *,
         cache_size: int = 50_000,
+        lexicon: Lexicon | None = None,
     ) -> None:
         self.nlp = nlp
+        self.lexicon = lexicon
+        self._lexicon_matcher = _concept_matcher(nlp, lexicon) if lexicon else None
+        self._concept_words = _concept_words(nlp, lexicon) if lexicon else []
         self.labels = frozenset(labels)
         self.patterns = load_question_patterns(patterns)
         self.cache_size = cache_size
@@ -322,6 +347,7 @@ class QuestionParser:
             ("trailing", p.trailing),
             ("presence", p.presence),
             ("negation", p.negations),
+            ("study", p.study),
             *((kind, p.qualifiers[kind]) for kind in _QUALIFIER_KINDS),
         ]
         for group, entries in groups:
@@ -384,6 +410,11 @@ class QuestionParser:
             )
         found = self._findings(doc, hits)
         labels = list(dict.fromkeys(lab for lab, *_ in found))
+        study = [h for h in hits if h.group == "study"]
+        if not labels and study:
+            # "Is this chest X-ray normal?": about the whole study; the longest cue wins
+            cue = max(study, key=lambda h: h.end - h.start)
+            return ParsedQuestion(text, "study", asks=cue.entry.get("asks"), rules=(cue.entry.id,))
         if not labels:
             return ParsedQuestion(
                 text,
@@ -600,6 +631,19 @@ class QuestionParser:
                 for h in hits
                 if h.group == "fallback" and str(h.entry.value) in self.labels
             ]
+        if self._lexicon_matcher is not None:
+            # a concept of the lexicon ("Is there a central line?"), by one of its phrases
+            # or by its words in another order or form ("Are the lung volumes low?"), where
+            # no label is named or the concept's words hold the label's ("Is there heart
+            # failure?" is not about the heart's size)
+            asked = {i for h in hits if h.group not in _NAMING for i in range(h.start, h.end)}
+            concepts = self._concepts_named(doc, asked)
+            if concepts and (
+                not spans
+                or all(c[1] == "lexicon" and c[2] <= s[2] and s[3] <= c[3]
+                       and c[3] - c[2] > s[3] - s[2] for s in spans for c in concepts[:1])
+            ):  # fmt: skip
+                spans = concepts
         # longest span first; drop those inside a kept one
         spans.sort(key=lambda s: (-(s[3] - s[2]), s[2]))
         kept: list[tuple[str, str, int, int]] = []
@@ -607,6 +651,41 @@ class QuestionParser:
             if not any(k[2] < s[3] and s[2] < k[3] for k in kept):
                 kept.append(s)
         return kept
+
+    def _concepts_named(self, doc: Doc, asked: set[int]) -> list[tuple[str, str, int, int]]:
+        """The lexicon concepts a question names, the longest first: by a phrase as
+        written, or by the words of a longer one in another order or form, not counting
+        the words of what the question asks ("in the left lung": a qualifier's)."""
+        assert self._lexicon_matcher is not None
+        found = [
+            (CONCEPT_PREFIX + self._strings[match_id], "lexicon", start, end)
+            for match_id, start, end in self._lexicon_matcher(doc)
+        ]
+        by_words = self._concept_by_words(doc, asked)
+        if by_words and (not found or by_words[0][3] - by_words[0][2] > max(
+            e - s for _, _, s, e in found
+        )):  # fmt: skip
+            found = by_words
+        found.sort(key=lambda c: -(c[3] - c[2]))
+        return found
+
+    def _concept_by_words(self, doc: Doc, asked: set[int]) -> list[tuple[str, str, int, int]]:
+        """The concept whose phrase's content words all stand in the question, in any order
+        and form (`_stem`): the longest phrase wins, then the most specific concept."""
+        at: dict[str, list[int]] = {}
+        for t in doc:
+            if not (t.is_stop or t.is_punct or t.is_space or t.i in asked):
+                at.setdefault(_stem(t.lower_), []).append(t.i)
+        best: tuple[int, int, str, frozenset[str]] | None = None
+        for concept, stems in self._concept_words:
+            if stems <= at.keys():
+                depth = len(self.lexicon.ancestors(concept)) if self.lexicon else 0
+                if best is None or (len(stems), depth) > best[:2]:
+                    best = (len(stems), depth, concept, stems)
+        if best is None:
+            return []
+        tokens = [i for st in best[3] for i in at[st]]
+        return [(CONCEPT_PREFIX + best[2], "lexicon.words", min(tokens), max(tokens) + 1)]
 
     def _comparison(
         self, doc: Doc, hits: list[_Hit], words: list[str], free: Callable[[_Hit], bool]
@@ -669,6 +748,40 @@ class QuestionParser:
                 end=end_char,
             )
         return None
+
+
+def _concept_matcher(nlp: Language, lexicon: Lexicon) -> PhraseMatcher:
+    """A matcher of the lexicon's phrases, each under the most specific concept naming it."""
+    matcher = PhraseMatcher(nlp.vocab, attr="LOWER")
+    for concept_id, phrases in lexicon.phrases_by_concept({"anatomy", "normal"}).items():
+        matcher.add(concept_id, [nlp.make_doc(p) for p in phrases])
+    return matcher
+
+
+def _concept_words(nlp: Language, lexicon: Lexicon) -> list[tuple[str, frozenset[str]]]:
+    """(concept, the stems of a phrase's content words) for every phrase of two or more."""
+    out = []
+    for concept_id, phrases in lexicon.phrases_by_concept({"anatomy", "normal"}).items():
+        for phrase in phrases:
+            words = [w for w in nlp.make_doc(phrase) if not (w.is_stop or w.is_punct)]
+            if len(words) >= 2:
+                out.append((concept_id, frozenset(_stem(w.lower_) for w in words)))
+    return out
+
+
+_SUFFIXES = ("ations", "ation", "ments", "ment", "ings", "ing", "ies", "ied", "ed", "es", "al",
+             "um", "ic", "s", "y", "e")  # fmt: skip
+
+
+def _stem(word: str) -> str:
+    """A crude stem that puts a word's forms together ("mediastinum", "mediastinal";
+    "widened", "widening"; "volumes", "volume") and keeps apart words that only begin
+    alike ("pneumothorax", "pneumonectomy"): one suffix off, then seven letters."""
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)]
+            break
+    return word[:7]
 
 
 def _tok(doc: Doc, char: int) -> int:
@@ -828,31 +941,106 @@ _ATTRS_OF: dict[str, tuple[str, ...]] = {
 }
 
 
+@dataclass
+class _Target:
+    """What the report says of the finding a question asks about."""
+
+    status: str  # positive, uncertain, negative or absent
+    finding: Mapping[str, object]  # its attributes (laterality, location, size_mm, ...)
+    evidence: list[dict[str, object]]
+
+
 def answer_from_report(
     question: ParsedQuestion,
     report: ReportLabels,
     patterns: QuestionPatterns | None = None,
+    lexicon: Lexicon | None = None,
 ) -> ReportAnswer:
     """Answer a parsed question from a labelled report.
 
     Presence: positive is yes, uncertain is uncertain, negative or not mentioned is no.
     Attribute questions read the finding's aggregated attributes (`report.findings`);
     a closed question is yes only when every qualifier holds; an attribute the report
-    does not state is `unknown`.
+    does not state is `unknown`. A question about a lexicon concept (`concept:<id>`) is
+    answered from `report.report_findings`: the concept's findings and those of every
+    concept below it ("a central line" is answered by a PICC).
 
     Args:
         question: from `QuestionParser.parse` (not unsupported).
-        report: from `label_report` / `label_reports`.
+        report: from `label_report` / `label_reports` (with `findings` for a concept).
         patterns: the question patterns (zones); default `questions.v1`.
+        lexicon: the lexicon the question's concept comes from; default `lexicon.v1`.
 
     Returns:
         The answer with the report spans and rule ids it rests on.
     """
     patterns = patterns or load_question_patterns()
     label = question.label or ""
-    status = str(report.labels.get(label, "absent"))
-    finding: Mapping[str, object] = report.findings.get(label, {})
     keys = _ATTRS_OF.get(question.type, ())
+    if label.startswith(CONCEPT_PREFIX):
+        if lexicon is None:
+            from labeler.lexicon import load_lexicon
+
+            lexicon = load_lexicon()
+        target = _concept_target(label[len(CONCEPT_PREFIX) :], report, lexicon)
+    else:
+        target = _label_target(label, report, keys)
+    return _answer(question, target, patterns)
+
+
+_CHANGED = frozenset({"new", "increased", "decreased", "resolved", "improved", "worsened"})
+
+
+def answer_study(
+    question: ParsedQuestion, report: ReportLabels, patterns: QuestionPatterns | None = None
+) -> ReportAnswer:
+    """Answer a whole-study question (`type == "study"`) from a report read with findings.
+
+    normal: yes when no abnormal finding is read (`ReportLabels.normal`); abnormal: the
+    reverse; acute: yes when a label of the pattern file's `acute_labels` is positive,
+    uncertain when one is only hedged; change: yes when a finding is new or changed, no
+    when findings are called unchanged and none changed, else unknown.
+    """
+    patterns = patterns or load_question_patterns()
+    findings = report.report_findings or []
+    abnormal = [f for f in findings if f.status != "negative" and f.kind not in _NORMAL_KINDS]
+    stated = [f for f in findings if f.kind == "normal" and f.status == "positive"]
+    status = "absent" if report.normal is None else ("negative" if report.normal else "positive")
+
+    def out(
+        answer: AnswerValue, shown: Sequence[ReportFinding], known: bool = True
+    ) -> ReportAnswer:
+        evidence = [_finding_evidence(f) for f in shown[:_MAX_SHOWN]]
+        return ReportAnswer(answer, known, status, None, evidence)
+
+    asks = question.asks
+    if report.normal is None:
+        return out("unknown", [], False)
+    if asks in ("normal", "abnormal"):
+        normal = bool(report.normal)
+        return out(_yes(normal if asks == "normal" else not normal), stated if normal else abnormal)
+    if asks == "acute":
+        acute = [v for k, v in report.labels.items() if k in patterns.acute_labels]
+        seen = [f for f in abnormal if f.kind == "finding"]
+        if "positive" in acute:
+            return out("yes", seen)
+        if "uncertain" in acute:
+            return out("uncertain", seen)
+        return out("no", stated)
+    if asks == "change":
+        changed = [f for f in findings if f.attributes.get("change") in _CHANGED]
+        if changed:
+            return out("yes", changed)
+        same = [f for f in findings if f.attributes.get("change") == "unchanged"]
+        return out("no", same) if same else out("unknown", [], False)
+    return out("unknown", [], False)
+
+
+_NORMAL_KINDS = frozenset({"normal", "anatomy"})
+
+
+def _label_target(label: str, report: ReportLabels, keys: Iterable[str]) -> _Target:
+    status = str(report.labels.get(label, "absent"))
     mentions = [m for m in report.mentions if m.label == label]
     shown = deciding_first(mentions, {label: report.labels.get(label, "absent")}, _MAX_SHOWN)
     shown.sort(key=lambda m: m.status != status)  # stable: the deciding status leads
@@ -860,14 +1048,72 @@ def answer_from_report(
     if len(shown) < len(mentions):
         left = len(mentions) - len(shown)
         evidence.append({"kind": "omitted", "count": left, "text": f"{left} more mentions"})
+    if not evidence and status == "absent":
+        evidence = [{"kind": "absent", "text": f"{label} is not mentioned in the report"}]
+    return _Target(status, report.findings.get(label, {}), evidence)
+
+
+_STATUS_ORDER = ("positive", "uncertain", "negative")
+
+
+def _concept_target(concept: str, report: ReportLabels, lexicon: Lexicon) -> _Target:
+    """The report's findings of `concept` or a concept below it, as one finding."""
+    wanted = {concept, *lexicon.descendants(concept)}
+    found = [f for f in report.report_findings or () if f.concept in wanted]
+    status = next((s for s in _STATUS_ORDER if any(f.status == s for f in found)), "absent")
+    deciding = [f for f in found if f.status == status]
+    shown = sorted(found, key=lambda f: f.status != status)[:_MAX_SHOWN]
+    evidence = [_finding_evidence(f) for f in shown]
+    if not found:
+        name = lexicon.concepts[concept].name
+        evidence = [{"kind": "absent", "text": f"{name} is not mentioned in the report"}]
+    return _Target(status, _merged(deciding), evidence)
+
+
+def _finding_evidence(f: ReportFinding) -> dict[str, object]:
+    return {
+        "kind": "finding",
+        "concept": f.concept,
+        "text": f.text,
+        "start": f.start,
+        "end": f.end,
+        "status": f.status,
+        "rule": f.rule or "positive.plain",
+    }
+
+
+def _merged(findings: Sequence[ReportFinding]) -> dict[str, object]:
+    """The attributes of several mentions of one concept, as one finding's."""
+    out: dict[str, object] = {}
+    sides = {str(f.attributes["laterality"]) for f in findings if f.attributes.get("laterality")}
+    if sides:
+        out["laterality"] = sides.pop() if len(sides) == 1 else "bilateral"  # both sides
+    places = [str(p) for f in findings for p in f.attributes.get("location") or ()]
+    if places:
+        out["location"] = list(dict.fromkeys(places))
+    sizes = [float(f.attributes["size_mm"]) for f in findings if "size_mm" in f.attributes]
+    if sizes:
+        out["size_mm"] = max(sizes)
+    for key in ("severity", "change"):
+        value = next((f.attributes[key] for f in findings if f.attributes.get(key)), None)
+        if value is not None:
+            out[key] = value
+    counts = [f.attributes["count"] for f in findings if "count" in f.attributes]
+    if counts:
+        out["count"] = counts[0] if len(findings) == 1 else "multiple"
+    elif len(findings) > 1:
+        out["count"] = len(findings)
+    return out
+
+
+def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPatterns) -> ReportAnswer:
+    status, finding, evidence = target.status, target.finding, target.evidence
     side = finding.get("laterality")
     lat = str(side) if side else None
 
     def out(answer: AnswerValue, known: bool = True) -> ReportAnswer:
         return ReportAnswer(answer, known, status, lat, evidence)
 
-    if not evidence and status == "absent":
-        evidence = [{"kind": "absent", "text": f"{label} is not mentioned in the report"}]
     qtype = question.type
     if qtype == "presence":
         if status == "positive":

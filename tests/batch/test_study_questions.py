@@ -144,3 +144,76 @@ def test_questions_are_parsed_through_the_labelers_lock(engine: StudyQuestions) 
         assert not answered.wait(0.3), "the question was parsed while the pipeline was held"
     worker.join(timeout=30)
     assert answered.is_set()
+
+
+def _ask(engine: StudyQuestions, question: str, report: str) -> tuple[str, object]:
+    answer = engine.ask(question, report=engine.label_reports([report])[report])
+    return answer.type, answer.answer
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
+    ("question", "report", "expected"),
+    [
+        # a concept's parent names it: a PICC is a central line
+        ("Is there a central line?", "FINDINGS: Right PICC with tip in the SVC.", "yes"),
+        ("Is there a pacemaker?", "FINDINGS: Right PICC with tip in the SVC.", "no"),
+        ("Is there a pacemaker?", "FINDINGS: No pacemaker or AICD.", "no"),
+        ("Is there a rib fracture?", "FINDINGS: Healed left rib fractures.", "yes"),
+        ("Are there healed rib fractures?", "FINDINGS: No acute fracture.", "no"),
+        # its words in another order or form
+        ("Are the lung volumes low?", "FINDINGS: Low lung volumes.", "yes"),
+        ("Is the mediastinum widened?", "FINDINGS: The mediastinum is not widened.", "no"),
+        ("Is the aorta tortuous?", "FINDINGS: Tortuous thoracic aorta.", "yes"),
+        # hedged
+        ("Is there a hiatal hernia?", "FINDINGS: Possible small hiatal hernia.", "uncertain"),
+    ],
+)
+def test_presence_of_concepts_outside_the_labels(
+    engine: StudyQuestions, question: str, report: str, expected: str
+) -> None:
+    assert _ask(engine, question, report) == ("presence", expected)
+
+
+@pytest.mark.issue(40)
+def test_a_concepts_side_and_a_longer_concept_over_a_label(engine: StudyQuestions) -> None:
+    report = "FINDINGS: Left chest wall pacemaker with leads in the right heart."
+    assert _ask(engine, "Which side is the pacemaker on?", report) == ("position", ["left"])
+    asked = engine.ask("Is there heart failure?")
+    assert asked.label == "concept:heart_failure"  # not the heart's size (Cardiomegaly)
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
+    ("question", "report", "expected"),
+    [
+        ("Is this chest X-ray normal?", "FINDINGS: The lungs are clear. Normal heart size.", "yes"),
+        ("Is the study normal?", "FINDINGS: Small left pleural effusion.", "no"),
+        ("Is there any abnormality on this film?", "FINDINGS: The lungs are clear.", "no"),
+        ("Is there any acute disease?", "IMPRESSION: No acute cardiopulmonary disease.", "no"),
+        ("Is there any acute disease?", "FINDINGS: Right lower lobe pneumonia.", "yes"),
+        ("Has anything changed since the last study?",
+         "FINDINGS: Interval increase in the left pleural effusion.", "yes"),
+        ("Has anything changed since the last study?", "FINDINGS: Stable cardiomegaly.", "no"),
+    ],
+)  # fmt: skip
+def test_whole_study_questions(
+    engine: StudyQuestions, question: str, report: str, expected: str
+) -> None:
+    assert _ask(engine, question, report) == ("study", expected)
+
+
+@pytest.mark.issue(40)
+def test_a_whole_study_question_needs_the_report(engine: StudyQuestions) -> None:
+    answer = engine.ask("Is this chest X-ray normal?", image=_image([], []))
+    assert answer.answer == "unknown" and answer.message and "report" in answer.message
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
+    "question", ["What is the prognosis?", "What is the heart rate?", "Is the patient male?"]
+)
+def test_what_a_report_cannot_answer_stays_unsupported(
+    engine: StudyQuestions, question: str
+) -> None:
+    assert engine.ask(question).type == "unsupported"
