@@ -47,9 +47,11 @@ class Answer:
     discrepancy: bool = False
     message: str | None = None
     unit: str | None = None
+    #: the image was read by a demo model (`models.demo`): its evidence means nothing
+    demo_model: bool = False
 
     def to_dict(self) -> dict[str, object]:
-        """JSON-ready dict; `message` and `unit` only when set."""
+        """JSON-ready dict; `message` and `unit` only when set, `demo_model` only when true."""
         out: dict[str, object] = {
             "id": self.id,
             "question": self.question,
@@ -64,6 +66,8 @@ class Answer:
             out["unit"] = self.unit
         if self.message is not None:
             out["message"] = self.message
+        if self.demo_model:
+            out["demo_model"] = True
         return out
 
 

@@ -977,6 +977,9 @@ def answer_from_report(
     patterns = patterns or load_question_patterns()
     label = question.label or ""
     keys = _ATTRS_OF.get(question.type, ())
+    if label.startswith(CONCEPT_PREFIX) and report.report_findings is None:
+        why = "the report was labelled without its findings (LabelerConfig(findings=True))"
+        return ReportAnswer("unknown", False, "absent", None, [{"kind": "absent", "text": why}])
     if label.startswith(CONCEPT_PREFIX):
         if lexicon is None:
             from labeler.lexicon import load_lexicon

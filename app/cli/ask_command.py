@@ -180,6 +180,7 @@ def _ask(args: argparse.Namespace) -> int:
                     image=image,
                     question_id=str(r.get("id") or ""),
                 )
+                answer.demo_model = image is not None and images.demo
                 if error:
                     failed += 1
                     answer.message = error
@@ -188,6 +189,10 @@ def _ask(args: argparse.Namespace) -> int:
     finally:
         if out is not sys.stdout:
             out.close()
+    if images.demo:  # said whatever -q: the image answers are meaningless
+        from models.notices import DEMO_NOTICE
+
+        sys.stderr.write(f"cxr ask: the images were read by the demo model. {DEMO_NOTICE}\n")
     if not args.quiet:
         took = time.perf_counter() - started
         sys.stderr.write(
@@ -206,6 +211,11 @@ class _ImageReader:
         self.base_dir = base_dir
         self.predictor: Predictor | None = None
         self.cache: dict[str, tuple[ImageFindings | None, str | None]] = {}
+
+    @property
+    def demo(self) -> bool:
+        """Whether the model that read the images is a demo model (its card says so)."""
+        return self.predictor is not None and bool(self.predictor.card.get("demo", False))
 
     def get(self, name: str) -> tuple[ImageFindings | None, str | None]:
         if not name:

@@ -74,6 +74,9 @@ class AnswerRead(BaseModel):
     discrepancy: bool
     message: str | None = None
     unit: str | None = None
+    demo_model: bool = Field(
+        default=False, description="true when the image was read by a demo model: meaningless"
+    )
 
 
 class StudyAnswersRead(BaseModel):
@@ -184,17 +187,25 @@ async def ask_study(request: Request, state: StateDep, labeler: NlpDep) -> Study
         raise BadQuestionRequest("no question: send `question` (or `questions`)")
     if len(questions) > _MAX_QUESTIONS:
         raise BadQuestionRequest(f"{len(questions)} questions; the limit is {_MAX_QUESTIONS}")
-    report = await labeler.label_async(body.report, report_id=body.id) if body.report else None
+    report = (
+        await labeler.label_async(body.report, report_id=body.id, findings=True)
+        if body.report
+        else None
+    )  # with its findings: questions may ask about any of them, or about the whole study
+    demo = bool(model and model.get("demo")) and image is not None
     engine = await run_in_threadpool(_engine, state, labeler)
 
     def answer_all() -> list[dict[str, Any]]:
         with _ENGINE_LOCK:
-            return [
+            answers = [
                 engine.ask(
                     q, report=report, image=image, question_id=_qid(body.id, i, len(questions))
-                ).to_dict()
+                )
                 for i, q in enumerate(questions)
             ]
+        for answer in answers:
+            answer.demo_model = demo
+        return [a.to_dict() for a in answers]
 
     answers = await run_in_threadpool(answer_all)
     return StudyAnswersRead(answers=[AnswerRead(**a) for a in answers], model=model)

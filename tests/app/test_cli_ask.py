@@ -93,3 +93,22 @@ def test_cxr_ask_refuses_an_unknown_view(capsys: pytest.CaptureFixture[str]) -> 
 def test_cxr_ask_image_needs_a_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ask", "--image", str(tmp_path / "x.png"), "--question", "Is there a mass?"]) == 2
     assert "need a model" in capsys.readouterr().err
+
+
+@pytest.mark.issue(40)
+def test_cxr_ask_flags_every_answer_the_demo_model_read(
+    tmp_path: Path, demo_checkpoint: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import numpy as np
+    from PIL import Image
+
+    image = tmp_path / "chest.png"
+    Image.fromarray(np.full((96, 80), 128, np.uint8)).save(image)
+    argv = ["ask", "--image", str(image), "--model", str(demo_checkpoint), "-q"]
+    assert main([*argv, "--question", "Is there an effusion?"]) == 0
+    captured = capsys.readouterr()
+    answer = json.loads(captured.out)
+    assert answer["demo_model"] is True
+    assert "DEMO MODEL" in captured.err  # on the terminal too, even with -q
+    assert main(["ask", "--report", "No effusion.", "--question", "Is there an effusion?"]) == 0
+    assert "demo_model" not in json.loads(capsys.readouterr().out)

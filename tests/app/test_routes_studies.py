@@ -16,6 +16,11 @@ REPORT = (
 
 def test_post_studies_ask_json(make_client: Callable[..., TestClient]) -> None:
     client = make_client(model=False)
+    whole = client.post(
+        "/v1/studies/ask", json={"question": "Is this chest X-ray normal?", "report": REPORT}
+    ).json()["answers"][0]
+    assert whole["type"] == "study" and whole["answer"] in ("yes", "no")
+    assert whole["demo_model"] is False  # no image, no model
     r = client.post(
         "/v1/studies/ask",
         json={"id": "s1", "report": REPORT, "questions": ["Is there an effusion?", "Why?"]},
@@ -46,6 +51,9 @@ def test_post_studies_ask_with_image(client: TestClient) -> None:
     first = r.json()["answers"][0]
     assert first["source"] == "both"
     assert first["evidence"]["image"]["orientation"]["basis"] == "convention"
+    # the test model is a demo model: every answer that read the image says so
+    assert all(a["demo_model"] for a in r.json()["answers"])
+    assert r.json()["model"]["demo"] is True
 
 
 def test_post_studies_ask_errors(make_client: Callable[..., TestClient]) -> None:
