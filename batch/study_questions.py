@@ -229,8 +229,18 @@ def answer_question(
                 f"the image alone does not tell the {parsed.type}; give the report"
             )
     if parsed.type == "size" and isinstance(base.answer, float):
-        base.unit = "mm"
+        base.answer, base.unit = _in_unit(base.answer, parsed.unit)
     return base
+
+
+_MM_PER = {"mm": 1.0, "cm": 10.0, "m": 1000.0, "in": 25.4}
+
+
+def _in_unit(size_mm: float, unit: str | None) -> tuple[float, str]:
+    """A size in the unit the question asked for (millimetres when it named none)."""
+    if unit is None or unit not in _MM_PER:
+        return size_mm, "mm"
+    return round(size_mm / _MM_PER[unit], 3), unit
 
 
 def _answer_study(base: Answer, parsed: ParsedQuestion, report: ReportLabels | None) -> Answer:

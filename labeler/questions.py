@@ -253,6 +253,8 @@ class ParsedQuestion:
         asks: for open position questions, `side` or `place`.
         qualifiers: what a closed question asks to be true; all must hold.
         negated: a presence question asked the other way round ("Is the heart normal?").
+        unit: for an open size question, the unit it asks the answer in ("cm" for "How
+            large is the mass in centimetres?"); None: millimetres.
         rules: ids of the pattern entries that decided the parse.
         message: why the question is unsupported.
     """
@@ -266,6 +268,13 @@ class ParsedQuestion:
     negated: bool = False
     rules: tuple[str, ...] = ()
     message: str | None = None
+    unit: str | None = None
+
+
+#: unit words a size question may ask its answer in -> the short unit name
+_UNIT_NAMES = {1.0: "mm", 10.0: "cm", 1000.0: "m", 25.4: "in"}
+# unit words that are also plain words ("in the lung", "m" as an initial)
+_AMBIGUOUS_UNITS = frozenset({"in", "m", '"'})
 
 
 @dataclass(frozen=True)
@@ -486,6 +495,15 @@ class QuestionParser:
         best = min(opens, key=lambda h: order[h.entry.id])
         r.taken.extend((h.start, h.end) for h in opens)
         qtype = best.entry.get("type")
+        units = self.patterns.units
+        unit = next(
+            (
+                _UNIT_NAMES.get(units[w])
+                for w in r.words
+                if w in units and w not in _AMBIGUOUS_UNITS
+            ),
+            None,
+        )
         return ParsedQuestion(
             r.text,
             qtype,  # type: ignore[arg-type]
@@ -493,6 +511,7 @@ class QuestionParser:
             open=True,
             asks=best.entry.get("asks") or None,
             rules=(*r.rules, best.entry.id),
+            unit=unit if qtype == "size" else None,
         )
 
     def _qualifiers(
@@ -543,6 +562,8 @@ class QuestionParser:
                         asks="side"
                         if kind == "side"
                         else ("place" if qtype == "position" else None),
+                        # the choices offered: the answer is one of them when one fits
+                        qualifiers=tuple(q for q in quals if q.kind == kind),
                         rules=(*rules, *(q.rule for q in quals if q.kind == kind)),
                     )
         unknown = self._unknown_words(doc, r.all_hits, r.found)
@@ -1149,10 +1170,10 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
             return out(count if count is not None else 1)  # type: ignore[arg-type]
         if qtype == "change":
             change = finding.get("change")
-            return out(str(change)) if change else out("unknown", False)
+            return out(_offered(question, str(change))) if change else out("unknown", False)
         if qtype == "severity":
             sev = finding.get("severity")
-            return out(str(sev)) if sev else out("unknown", False)
+            return out(_offered(question, str(sev))) if sev else out("unknown", False)
         return out("unknown", False)
     # closed: every qualifier must hold
     changes = [q for q in question.qualifiers if q.kind == "change"]
@@ -1167,6 +1188,15 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
     if combined == "yes" and status == "uncertain":
         return out("uncertain")
     return out(combined, combined != "unknown")
+
+
+def _offered(question: ParsedQuestion, value: str) -> str:
+    """The question's own word for `value` when it offered a choice ("small, moderate or
+    large?": a mild effusion is "small"), else `value`."""
+    for q in question.qualifiers:
+        if value in q.accepts or value == q.value:
+            return question.text[q.start : q.end].lower()
+    return value
 
 
 def _combine(verdicts: Sequence[str]) -> str:

@@ -217,3 +217,38 @@ def test_what_a_report_cannot_answer_stays_unsupported(
     engine: StudyQuestions, question: str
 ) -> None:
     assert engine.ask(question).type == "unsupported"
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
+    ("question", "answer", "unit"),
+    [
+        ("How big is the nodule?", 12.0, "mm"),
+        ("How big is the nodule in cm?", 1.2, "cm"),
+        ("What is the size of the nodule in centimetres?", 1.2, "cm"),
+        ("How large is the nodule in the left lung in millimeters?", 12.0, "mm"),
+    ],
+)
+def test_a_size_comes_in_the_unit_asked(
+    engine: StudyQuestions, question: str, answer: float, unit: str
+) -> None:
+    report = "FINDINGS: 12 mm left lower lobe nodule."
+    got = engine.ask(question, report=engine.label_reports([report])[report])
+    assert (got.answer, got.unit) == (answer, unit)
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("Is the effusion small, moderate or large?", "small"),  # the report says "mild"
+        ("Is the cardiomegaly slight or severe?", "slight"),
+        ("Has the effusion increased or decreased?", "increased"),
+        ("How severe is the cardiomegaly?", "mild"),  # no choice offered: the report's word
+    ],
+)
+def test_a_choice_is_answered_with_a_word_it_offered(
+    engine: StudyQuestions, question: str, expected: str
+) -> None:
+    report = "FINDINGS: Mild cardiomegaly. Mild left pleural effusion, increased since the prior."
+    assert engine.ask(question, report=engine.label_reports([report])[report]).answer == expected
