@@ -79,9 +79,6 @@ _TYPE_OF_KIND: dict[str, QuestionType] = {
     "zone": "position",
 }
 _KIND_ORDER = ("size", "change", "count", "severity", "lobe", "side", "zone")
-# pattern groups whose words may belong to a finding's name; the others' words are what
-# the question asks ("which lung", "changed", "on the left")
-_NAMING = frozenset({"finding", "fallback", "presence", "negation"})
 
 
 @dataclass(frozen=True)
@@ -657,7 +654,7 @@ class QuestionParser:
             # or by its words in another order or form ("Are the lung volumes low?"), where
             # no label is named or the concept's words hold the label's ("Is there heart
             # failure?" is not about the heart's size)
-            asked = {i for h in hits if h.group not in _NAMING for i in range(h.start, h.end)}
+            asked = {i for h in hits if h.group in _QUALIFIER_KINDS for i in range(h.start, h.end)}
             concepts = self._concepts_named(doc, asked)
             if concepts and (
                 not spans
