@@ -149,21 +149,13 @@ class MentionRead(BaseModel):
     attribute_evidence: list[AttributeEvidenceRead] = Field(default_factory=list)
 
 
-class ReportFindingRead(BaseModel):
-    """One finding the report names, with its verdict (`findings: true`)."""
+class ReportFindingRead(MentionRead):
+    """One finding the report names (`findings: true`): a mention with its concept."""
 
     concept: str = Field(description="the lexicon's concept id, or `open:<word>`")
     name: str
-    kind: str = Field(description="finding, device, postop, bone, soft_tissue or normal")
-    mesh: str = Field(description="MeSH-style heading/qualifiers/side, as the OpenI coders")
-    text: str
-    start: int
-    end: int
-    status: Literal["positive", "uncertain", "negative"]
-    section: str | None = None
-    rule: str | None = None
-    cue: str | None = None
-    attributes: dict[str, Any] = Field(default_factory=dict)
+    kind: str = Field(description="finding, device, postop, bone, soft_tissue, normal...")
+    mesh: str = Field(description="heading/qualifiers/side as the OpenI coders write it")
 
 
 class ReportLabelsRead(BaseModel):

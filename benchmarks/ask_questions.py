@@ -30,6 +30,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from labeler.questions import QUESTION_TYPES
+
 __all__ = [
     "OPENI_QUESTIONS",
     "Case",
@@ -42,17 +44,8 @@ __all__ = [
 ]
 
 OPENI_QUESTIONS = Path(__file__).resolve().parent / "data" / "openi_questions.v1.csv"
-OPENI_TYPES = (
-    "presence",
-    "position",
-    "size",
-    "count",
-    "change",
-    "severity",
-    "study",
-    "device",
-    "unsupported",
-)
+# the engine's types, and `device` for every question about a tube, line or implant
+OPENI_TYPES = (*QUESTION_TYPES[:-1], "device", "unsupported")
 
 _SIDES = ("left", "right")
 _LOBES = {

@@ -9,12 +9,13 @@ pneumothorax."). The result is the same as running the full pipeline.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, TypeVar
 
 import spacy
 from spacy.language import Language
@@ -321,27 +322,11 @@ class _Engine:
                 no_finding=False,
                 error=plan,
             )
-        text = plan.text
         mentions = [
-            Mention(
-                label=f.label,
-                text=text[s + a : s + b],
-                start=s + a,
-                end=s + b,
-                sentence=text[s:e],
-                status=f.status,  # type: ignore[arg-type]
-                rule=f.rule,
-                negex=f.negex,
-                section=section,
-                cue=f.cue,
-                attributes=f.attributes,
-                attribute_evidence=[_evidence_dict(ev, s, key) for ev in f.evidence],
-                sentence_start=s,
-            )
+            _mention(Mention, f, plan.text, section, s, e, key)
             for section, s, e, key in plan.sentences
             for f in verdicts[key.text]
             if (f.label, f.rule) not in self.label_set.absent_when
-            for a, b in (key.span(f.start, f.end),)
         ]
         extra = implied(mentions, self.label_set.implies)
         statuses = aggregate([*mentions, *extra], labels)
@@ -368,9 +353,9 @@ class _Engine:
         assert self.findings is not None
         lexicon = self.findings.lexicon
         out = []
-        for section, s, _e, key in plan.sentences:
+        for section, s, e, key in plan.sentences:
             for f in read[key.text]:
-                a, b = key.span(f.start, f.end)
+                finding = _mention(ReportFinding, f, plan.text, section, s, e, key)
                 # no heading where the coders have none (open findings, most surgery)
                 parts: list[str] = []
                 if f.label.startswith(OPEN_PREFIX):
@@ -380,27 +365,15 @@ class _Engine:
                     name, kind = concept.name, concept.kind
                     mesh = lexicon.mesh_of(f.label)
                     parts = [mesh.heading, *mesh.qualifiers] if mesh else []
-                status = f.status
-                text = plan.text[s + a : s + b]
-                if kind == "normal" and status == "negative" and _cue_inside(f.cue, text):
+                status = finding.status
+                if kind == "normal" and status == "negative" and _cue_inside(f.cue, finding.text):
                     status = "positive"  # "no acute abnormality" states that all is normal
                 side = f.attributes.get("laterality")
                 if parts and isinstance(side, str) and side:
                     parts.append(side)
                 out.append(
-                    ReportFinding(
-                        concept=f.label,
-                        name=name,
-                        kind=kind,
-                        mesh="/".join(parts),
-                        text=text,
-                        start=s + a,
-                        end=s + b,
-                        status=status,  # type: ignore[arg-type]
-                        section=section,
-                        rule=f.rule,
-                        cue=f.cue,
-                        attributes=f.attributes,
+                    dataclasses.replace(
+                        finding, status=status, name=name, kind=kind, mesh="/".join(parts)
                     )
                 )
         return out
@@ -511,6 +484,37 @@ class _Engine:
                 for v in (self.rules.decide(sp, cues),)
             )
         return out
+
+
+_M = TypeVar("_M", bound=Mention)
+
+
+def _mention(
+    cls: type[_M],
+    f: _Found,
+    text: str,
+    section: str | None,
+    start: int,
+    end: int,
+    key: ParseText,
+) -> _M:
+    """The mention (or finding) `f` of the sentence `text[start:end]`, in report offsets."""
+    a, b = key.span(f.start, f.end)
+    return cls(
+        label=f.label,
+        text=text[start + a : start + b],
+        start=start + a,
+        end=start + b,
+        sentence=text[start:end],
+        status=f.status,  # type: ignore[arg-type]
+        rule=f.rule,
+        negex=f.negex,
+        section=section,
+        cue=f.cue,
+        attributes=f.attributes,
+        attribute_evidence=[_evidence_dict(ev, start, key) for ev in f.evidence],
+        sentence_start=start,
+    )
 
 
 def _cue_inside(cue: str | None, text: str) -> bool:

@@ -107,6 +107,25 @@ class Mention:
     #: report offset where `sentence` starts (None: unknown, the sentence is shown whole)
     sentence_start: int | None = None
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of one mention (`sentence` as `context` gives it)."""
+        # field by field: dataclasses.asdict deep-copies and is the slowest step of
+        # writing a large output file
+        return {
+            "label": self.label,
+            "text": self.text,
+            "start": self.start,
+            "end": self.end,
+            "sentence": self.context(),
+            "status": self.status,
+            "rule": self.rule,
+            "negex": self.negex,
+            "section": self.section,
+            "cue": self.cue,
+            "attributes": self.attributes,
+            "attribute_evidence": self.attribute_evidence,
+        }
+
     def context(self) -> str:
         """The sentence as output: whole up to `SENTENCE_SHOWN` characters, else that many
         around the mention, "…" marking each cut end.
@@ -126,43 +145,32 @@ class Mention:
 
 
 @dataclass(frozen=True)
-class ReportFinding:
-    """One finding the report names, read with its verdict (`LabelerConfig.findings`).
+class ReportFinding(Mention):
+    """One finding the report names, read with its verdict (`LabelerConfig.findings`): a
+    mention whose `label` is the lexicon's concept id, or `open:<word>` for an open finding
+    (a finding word such as "opacity" outside any concept).
 
-    `concept` is the lexicon's id, or `open:<word>` for an open finding (a finding word
-    such as "opacity" outside any concept); `mesh` the heading as the OpenI coders write
-    it, with the concept's qualifiers and the side ("Opacity/left"). Offsets and the other
-    fields are as in `Mention`.
+    `mesh` is the heading as the OpenI coders write it, with the concept's qualifiers and
+    the side ("Catheters, Indwelling/right"); empty where they have no heading.
     """
 
-    concept: str
-    name: str
-    kind: str
-    mesh: str
-    text: str
-    start: int
-    end: int
-    status: Literal["positive", "uncertain", "negative"]
-    section: str | None = None
-    rule: str | None = None
-    cue: str | None = None
-    attributes: dict[str, Any] = field(default_factory=dict)
+    name: str = ""
+    kind: str = "finding"
+    mesh: str = ""
+
+    @property
+    def concept(self) -> str:
+        """The concept id (`label`)."""
+        return self.label
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON object of one finding."""
+        """The JSON object of one finding: the mention's, with its concept."""
         return {
-            "concept": self.concept,
+            "concept": self.label,
             "name": self.name,
             "kind": self.kind,
             "mesh": self.mesh,
-            "text": self.text,
-            "start": self.start,
-            "end": self.end,
-            "status": self.status,
-            "section": self.section,
-            "rule": self.rule,
-            "cue": self.cue,
-            "attributes": self.attributes,
+            **super().to_dict(),
         }
 
 
@@ -191,25 +199,7 @@ class ReportLabels:
             "id": self.id,
             "labels": dict(self.labels),
             "no_finding": self.no_finding,
-            # field by field: dataclasses.asdict deep-copies and is the
-            # slowest step of writing a large output file
-            "mentions": [
-                {
-                    "label": m.label,
-                    "text": m.text,
-                    "start": m.start,
-                    "end": m.end,
-                    "sentence": m.context(),
-                    "status": m.status,
-                    "rule": m.rule,
-                    "negex": m.negex,
-                    "section": m.section,
-                    "cue": m.cue,
-                    "attributes": m.attributes,
-                    "attribute_evidence": m.attribute_evidence,
-                }
-                for m in self.mentions
-            ],
+            "mentions": [m.to_dict() for m in self.mentions],
             "findings": self.findings,
         }
         if self.mentions_omitted:

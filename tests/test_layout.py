@@ -10,32 +10,19 @@ what crosses between packages is typed.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN = {"app", "fastapi", "starlette", "sqlalchemy", "pydantic_settings", "uvicorn"}
 PACKAGES = ("app", "batch", "labeler", "models")
 
 
-def _load_layout_stats() -> ModuleType:
-    # docs/ is not a package: load the import graph's builder from its file, as
-    # tests/test_readme.py loads docs/module_map.py.
-    spec = importlib.util.spec_from_file_location("layout_stats", ROOT / "docs" / "layout_stats.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-layout_stats = _load_layout_stats()
+layout_stats = load_script("docs/layout_stats.py")
 
 
 def _sources(package: str) -> list[Path]:

@@ -8,31 +8,17 @@ on answer rows built by hand. They do not check any answer of the engine.
 from __future__ import annotations
 
 import csv
-import importlib.util
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = ROOT / "benchmarks" / "data" / "openi_questions.v1.csv"
 
 
-def _load_bench() -> ModuleType:
-    # benchmarks/ is not a package: load the script from its file, as `python benchmarks/...`.
-    spec = importlib.util.spec_from_file_location(
-        "ask_questions", ROOT / "benchmarks" / "ask_questions.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load_bench()
+bench = load_script("benchmarks/ask_questions.py")
 
 
 _STOP = {"a", "an", "the", "in", "on", "of", "at", "is", "are", "there", "and", "or", "to"}

@@ -7,31 +7,19 @@ link (and its `#anchor`) in README.md and docs/*.md must point to something that
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 MAX_README_LINES = 250
 
 
-def _load_module_map() -> ModuleType:
-    # docs/ is not a package: load the generator from its file, as `python docs/module_map.py`.
-    spec = importlib.util.spec_from_file_location("module_map", ROOT / "docs" / "module_map.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-module_map = _load_module_map()
+module_map = load_script("docs/module_map.py")
 
 
 def _pages() -> list[Path]:

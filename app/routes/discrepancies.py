@@ -2,33 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
 from app.deps import SessionDep
+from app.worklist import Discrepancy
 
 router = APIRouter(tags=["discrepancies"])
-
-
-class DiscrepancyRead(BaseModel):
-    """One finding on which an image's report and prediction disagree."""
-
-    job_id: str
-    item: str
-    study_instance_uid: str | None
-    accession_number: str | None
-    label: str
-    reason: str
-    report: dict[str, Any]
-    image: dict[str, Any]
 
 
 class DiscrepancyListRead(BaseModel):
     """The worklist, newest first, and how many batch items were read to build it."""
 
-    items: list[DiscrepancyRead]
+    # the worklist's own dataclass: one field list, validated and documented by pydantic
+    items: list[Discrepancy]
     scanned: int
 
 
@@ -49,6 +38,6 @@ def list_discrepancies(
 
     entries, scanned = find(session, job_id=job_id, limit=limit)
     return DiscrepancyListRead(
-        items=[DiscrepancyRead(**e.to_dict()) for e in entries],  # type: ignore[arg-type]
+        items=entries,
         scanned=scanned,
     )

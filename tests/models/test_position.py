@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
 from typing import Any
 
 import numpy as np
 import pytest
 
+from models.boxes import Box
 from models.phantoms import make_phantom
 from models.position import (
     LungField,
@@ -17,15 +18,8 @@ from models.position import (
     sides_of,
 )
 
-
-@dataclass(frozen=True)
-class B:
-    label: str
-    x: float
-    y: float
-    width: float
-    height: float
-    score: float = 1.0
+# a box the model would give (the score plays no part here)
+B = functools.partial(Box, score=1.0)
 
 
 FIELD = LungField(0, 0, 200, 300, "image")
