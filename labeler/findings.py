@@ -10,6 +10,7 @@ own, so the label outputs do not change when findings are read.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from spacy.matcher import PhraseMatcher
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
     from labeler.lexicon import Lexicon
 
-__all__ = ["OPEN_PREFIX", "FindingMatcher", "is_abnormal"]
+__all__ = ["OPEN_PREFIX", "FindingMatcher", "is_abnormal", "lexicon_matcher"]
 
 #: Span label prefix of an open finding: "open:opacity".
 OPEN_PREFIX = "open:"
@@ -39,9 +40,7 @@ class FindingMatcher:
 
     def __init__(self, nlp: Language, lexicon: Lexicon) -> None:
         self.lexicon = lexicon
-        self.phrases = PhraseMatcher(nlp.vocab, attr="LOWER")
-        for concept_id, phrases in lexicon.phrases_by_concept(skip_kinds={"anatomy"}).items():
-            self.phrases.add(concept_id, [nlp.make_doc(p) for p in phrases])
+        self.phrases = lexicon_matcher(nlp, lexicon, skip_kinds={"anatomy"})
         self.open_heads = frozenset(lexicon.open_finding_heads)
         self._strings = nlp.vocab.strings
 
@@ -63,6 +62,17 @@ class FindingMatcher:
                 kept.append(Span(doc, token.i, token.i + 1, label=OPEN_PREFIX + head))
         kept.sort(key=lambda s: (s.start, s.end))
         return kept
+
+
+def lexicon_matcher(
+    nlp: Language, lexicon: Lexicon, *, skip_kinds: Collection[str] = ()
+) -> PhraseMatcher:
+    """A matcher of the lexicon's phrases on lower-cased tokens, each match named by the most
+    specific concept the phrase belongs to; concepts of `skip_kinds` left out."""
+    matcher = PhraseMatcher(nlp.vocab, attr="LOWER")
+    for concept_id, phrases in lexicon.phrases_by_concept(skip_kinds).items():
+        matcher.add(concept_id, [nlp.make_doc(p) for p in phrases])
+    return matcher
 
 
 def is_abnormal(kind: str) -> bool:

@@ -104,7 +104,24 @@ class Lexicon:
             KeyError: no concept has this id.
         """
         self._get(concept_id)
-        return tuple(cid for cid in self.concepts if concept_id in self.ancestors(cid))
+        return self._below.get(concept_id, ())
+
+    def depth(self, concept_id: str) -> int:
+        """How many ancestors a concept has (0 for a root): the more, the more specific.
+
+        Raises:
+            KeyError: no concept has this id.
+        """
+        return len(self.ancestors(concept_id))
+
+    @functools.cached_property
+    def _below(self) -> dict[str, tuple[str, ...]]:
+        # every concept's descendants, once: questions ask for them on every answer
+        below: dict[str, list[str]] = {}
+        for cid in self.concepts:
+            for ancestor in self.ancestors(cid):
+                below.setdefault(ancestor, []).append(cid)
+        return {k: tuple(v) for k, v in below.items()}
 
     def phrases_by_concept(self, skip_kinds: Collection[str] = ()) -> dict[str, list[str]]:
         """Every phrase under the most specific concept that names it (a phrase a concept
@@ -112,7 +129,7 @@ class Lexicon:
         what a matcher of the lexicon adds, concept by concept."""
         out: dict[str, list[str]] = {}
         for phrase, ids in self.by_phrase.items():
-            named = max(ids, key=lambda i: len(self.ancestors(i)))
+            named = max(ids, key=self.depth)
             if self.concepts[named].kind not in skip_kinds:
                 out.setdefault(named, []).append(phrase)
         return out

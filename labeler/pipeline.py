@@ -386,8 +386,10 @@ class _Engine:
         With `findings`, of the findings the sentence names (`FindingMatcher`), apart
         from the labels' mentions.
         """
-        cache = self.finding_cache if findings else self.cache
-        find = self.findings.find if findings and self.findings else self.concepts.find
+        cache, find = self.cache, self.concepts.find
+        if findings:
+            assert self.findings is not None, "the engine was built without findings"
+            cache, find = self.finding_cache, self.findings.find
         found: dict[str, tuple[_Found, ...]] = {}
         to_parse: dict[str, tuple[Doc, list[str | None], tuple[_Found, ...]]] = {}
         for sent in sentences:

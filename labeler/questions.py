@@ -27,6 +27,7 @@ from spacy.tokens import Doc
 from labeler.aggregate import deciding_first
 from labeler.components import ConceptMatcher
 from labeler.errors import PatternFileError
+from labeler.findings import is_abnormal, lexicon_matcher
 from labeler.schema import Mention, ReportFinding, ReportLabels
 from labeler.vocabulary import read_pattern_file
 
@@ -325,7 +326,9 @@ class QuestionParser:
     ) -> None:
         self.nlp = nlp
         self.lexicon = lexicon
-        self._lexicon_matcher = _concept_matcher(nlp, lexicon) if lexicon else None
+        self._lexicon_matcher = (
+            lexicon_matcher(nlp, lexicon, skip_kinds={"anatomy", "normal"}) if lexicon else None
+        )
         self._concept_words = _concept_words(nlp, lexicon) if lexicon else []
         self.labels = frozenset(labels)
         self.patterns = load_question_patterns(patterns)
@@ -697,7 +700,7 @@ class QuestionParser:
         best: tuple[int, int, str, frozenset[str]] | None = None
         for concept, stems in self._concept_words:
             if stems <= at.keys():
-                depth = len(self.lexicon.ancestors(concept)) if self.lexicon else 0
+                depth = self.lexicon.depth(concept) if self.lexicon else 0
                 if best is None or (len(stems), depth) > best[:2]:
                     best = (len(stems), depth, concept, stems)
         if best is None:
@@ -766,14 +769,6 @@ class QuestionParser:
                 end=end_char,
             )
         return None
-
-
-def _concept_matcher(nlp: Language, lexicon: Lexicon) -> PhraseMatcher:
-    """A matcher of the lexicon's phrases, each under the most specific concept naming it."""
-    matcher = PhraseMatcher(nlp.vocab, attr="LOWER")
-    for concept_id, phrases in lexicon.phrases_by_concept({"anatomy", "normal"}).items():
-        matcher.add(concept_id, [nlp.make_doc(p) for p in phrases])
-    return matcher
 
 
 def _concept_words(nlp: Language, lexicon: Lexicon) -> list[tuple[str, frozenset[str]]]:
@@ -1024,7 +1019,7 @@ def answer_study(
     """
     patterns = patterns or load_question_patterns()
     findings = report.report_findings or []
-    abnormal = [f for f in findings if f.status != "negative" and f.kind not in _NORMAL_KINDS]
+    abnormal = [f for f in findings if f.status != "negative" and is_abnormal(f.kind)]
     stated = [f for f in findings if f.kind == "normal" and f.status == "positive"]
     status = "absent" if report.normal is None else ("negative" if report.normal else "positive")
 
@@ -1055,9 +1050,6 @@ def answer_study(
         same = [f for f in findings if f.attributes.get("change") == "unchanged"]
         return out("no", same) if same else out("unknown", [], False)
     return out("unknown", [], False)
-
-
-_NORMAL_KINDS = frozenset({"normal", "anatomy"})
 
 
 def _label_target(label: str, report: ReportLabels, keys: Iterable[str]) -> _Target:
