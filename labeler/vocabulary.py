@@ -127,7 +127,13 @@ def read_pattern_file(name: str) -> tuple[str, dict[str, Any]]:
         # are read at every start, and the pure-Python parser is most of that time
         data = yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
-        raise PatternFileError(f"pattern file {name!r} is not valid YAML: {exc}") from None
+        # one line, with where it broke: PyYAML's own message spans several
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise PatternFileError(
+            f"pattern file {name!r} is not valid YAML{where}: {problem}"
+        ) from None
     if not isinstance(data, dict):
         raise PatternFileError(f"pattern file {name!r} must hold a mapping at top level")
     return name, data

@@ -447,3 +447,21 @@ def test_cli_label_findings_refuses_csv_output(
     assert main(["label", str(src), "-o", str(tmp_path / "out.csv"), "--findings"]) == 2
     assert "--findings writes JSON Lines" in capsys.readouterr().err
     assert not (tmp_path / "out.csv").exists()
+
+
+@pytest.mark.issue(40)
+def test_cli_label_findings_refuses_a_missing_or_bad_lexicon_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = _write_csv(tmp_path / "r.csv", REPORTS)
+    out = tmp_path / "out.jsonl"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\nconcepts: [{id: X}]\n")  # sloppy: an id that is not snake_case
+    cut = tmp_path / "cut.yaml"
+    cut.write_text("version: 1\nconcepts:\n  - id: picc\n    phrases: [pi")  # truncated YAML
+    for lexicon in (tmp_path / "missing.yaml", bad, cut):
+        argv = ["label", str(src), "-o", str(out), "--findings", "--lexicon", str(lexicon)]
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("cxr label: error:") and len(err.splitlines()) == 1
+        assert not out.exists()
