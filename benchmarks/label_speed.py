@@ -9,11 +9,13 @@ that repeats itself less than OpenI does.
 It also prints the CPU time of the process (user + system), which a busy
 machine inflates far less than the wall clock. `--against DIR` runs another
 checkout of the project (e.g. `git worktree add /tmp/base 62bc7c2`) on the
-same input, interleaved with this one, for a before/after on the same load.
+same input, interleaved with this one, for a before/after on the same load;
+with `--findings` this checkout also reads every finding (`cxr label --findings`)
+and the other runs plain `cxr label`, the issue's bar for the findings reader.
 
 Usage:
     python benchmarks/label_speed.py [--n 3000] [--workers 1 2] [--repeat 3] [--cache-size 0]
-                                     [--labels chexpert] [--against DIR]
+                                     [--labels chexpert] [--findings] [--against DIR]
 
 Not a timed test: the figures depend on the machine and on its load (the
 development machine is shared; report the load average with the figures).
@@ -46,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per setting; best is kept")
     parser.add_argument("--cache-size", type=int, help="passed to cxr label")
     parser.add_argument("--labels", help="label set, passed to cxr label")
+    parser.add_argument(
+        "--findings", action="store_true", help="this checkout reads every finding (--findings)"
+    )
     parser.add_argument("--against", type=Path, help="another checkout to compare, same input")
     args = parser.parse_args(argv)
 
@@ -79,9 +84,10 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(args.repeat):
                 for name, root in roots:  # interleaved: both see the same load
                     env = {**os.environ, "PYTHONPATH": str(root)}
+                    extra = ["--findings"] if args.findings and name == "this" else []
                     before = resource.getrusage(resource.RUSAGE_CHILDREN)
                     t0 = time.perf_counter()
-                    subprocess.run(cmd, check=True, cwd=root, env=env)
+                    subprocess.run(cmd + extra, check=True, cwd=root, env=env)
                     wall = time.perf_counter() - t0
                     after = resource.getrusage(resource.RUSAGE_CHILDREN)
                     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime

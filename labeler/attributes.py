@@ -39,6 +39,7 @@ from labeler.vocabulary import read_pattern_file
 
 __all__ = [
     "ATTRIBUTE_KEYS",
+    "PLURAL_RULE",
     "AttributeEvidence",
     "AttributeFinder",
     "AttributeRules",
@@ -47,8 +48,11 @@ __all__ = [
     "conflicting",
     "load_attribute_rules",
     "merge_attributes",
+    "stated_count",
 ]
 
+#: the rule id of a count read from a plural noun, unless the attribute file names another
+PLURAL_RULE = "count.plural"
 _LATERALITIES = frozenset({"left", "right", "bilateral"})
 _CHANGES = frozenset(
     {"new", "increased", "decreased", "unchanged", "resolved", "improved", "worsened"}
@@ -178,7 +182,7 @@ def load_attribute_rules(name: str = "attributes.v1") -> AttributeRules:
         severity_order=order,
         size_rule=str(size["id"]),
         units={str(k).lower(): float(v) for k, v in units.items()},
-        plural_rule=str(plural.get("id", "count.plural")),
+        plural_rule=str(plural.get("id", PLURAL_RULE)),
         plural_labels=frozenset(str(x) for x in plural.get("labels") or ()),
         place_nouns=frozenset(str(x).lower() for x in data.get("place_nouns") or ()),
         links=frozenset(str(x).lower() for x in data.get("same_finding_links") or ()),
@@ -675,23 +679,51 @@ def _larger_count(a: str | int, b: str | int) -> str | int:
     return max(int(a), int(b))
 
 
+def stated_count(mentions: Iterable[Any], plural_rule: str) -> str | int | None:
+    """How many of a finding several mentions of it state: the largest number a mention
+    gives ("Two nodules ... 2 right lung nodules": 2), else "multiple" when one says so or
+    is plural, else None. A plural's "multiple" ("the nodules") yields to a number, since it
+    only says there is more than one; a word that says "multiple" ("numerous") does not.
+    """
+    numbers, plural, multiple = [], False, False
+    for m in mentions:
+        count = m.attributes.get("count")
+        if isinstance(count, int):
+            numbers.append(count)
+        elif count == "multiple":
+            evidence = getattr(m, "attribute_evidence", ())
+            rules = {ev.get("rule") for ev in evidence if ev.get("attribute") == "count"}
+            if rules and rules <= {plural_rule}:
+                plural = True
+            else:
+                multiple = True
+    if multiple:
+        return "multiple"
+    if numbers:
+        return max(numbers)
+    return "multiple" if plural else None
+
+
 def aggregate_findings(
     mentions: Iterable[Any],
     labels: Mapping[str, str],
     severity_order: Sequence[str],
+    plural_rule: str = PLURAL_RULE,
 ) -> dict[str, dict[str, Any]]:
     """Per-label findings of a report from its mentions' attributes.
 
     Each label with a status other than absent gets `status` plus the
     attributes of the mentions that share that status: left plus right gives
     bilateral, the largest size, the highest severity, the union of locations,
-    the largest count. `change` is that of the most certain mention that has
-    one (positive, then uncertain, then negative).
+    the count they state (`stated_count`). `change` is that of the most certain
+    mention that has one (positive, then uncertain, then negative).
 
     Args:
-        mentions: objects with `label`, `status` and `attributes`.
+        mentions: objects with `label`, `status`, `attributes` (and
+            `attribute_evidence`, whose rule ids tell a plural's count).
         labels: the report's status per label.
         severity_order: the severities, mildest first.
+        plural_rule: the rule id of a count read from a plural noun.
 
     Returns:
         {label: {"status", "laterality", "location", ...}}, keys without a value left out.
@@ -714,10 +746,13 @@ def aggregate_findings(
                 for m in ms
                 if m.status == status
                 for ev in _as_evidence(m.attributes)
-                if ev.attribute != "change"
+                if ev.attribute not in ("change", "count")
             ),
             severity_order,
         )
+        count = stated_count((m for m in ms if m.status == status), plural_rule)
+        if count is not None:
+            merged["count"] = count
         changed = [m for m in ms if m.attributes.get("change")]
         if changed:
             best = max(changed, key=lambda m: _STATUS_RANK.get(m.status, 0))

@@ -316,25 +316,32 @@ class _ListIndex:
         for sp in doc.spans.get(MENTIONS_KEY, []):
             for i in range(sp.start, sp.end):
                 in_mentions[i] = True
-        item = [t.tag_ in _LIST_TAGS or t.lower_ in _LIST_WORDS or in_mentions[t.i] for t in doc]
+        # one walk over the tokens: spaCy builds a Token object on every access
+        toks = [(t.text, t.lower_, t.tag_, t.is_alpha, t.is_punct or t.is_space) for t in doc]
+        texts = [text for text, *_ in toks]
+        lowers = [lower for _, lower, *_ in toks]
+        item = [
+            tag in _LIST_TAGS or lower in _LIST_WORDS or in_mentions[i]
+            for i, (_, lower, tag, _, _) in enumerate(toks)
+        ]
         # prefix counts: p[i] = count over tokens [0, i)
         self.nonitem = _prefix(not x for x in item)
-        self.comma = _prefix(t.text == "," for t in doc)
-        self.or_nor = _prefix(t.lower_ in _LIST_CLOSERS and t.lower_ != "and" for t in doc)
-        self.and_ = _prefix(t.lower_ == "and" for t in doc)
-        self.breaker = _prefix(t.lower_ in breakers for t in doc)
+        self.comma = _prefix(text == "," for text in texts)
+        self.or_nor = _prefix(w in _LIST_CLOSERS and w != "and" for w in lowers)
+        self.and_ = _prefix(w == "and" for w in lowers)
+        self.breaker = _prefix(w in breakers for w in lowers)
         # next_nonitem[i]: first j >= i that is not a list item (n if none)
         self.next_nonitem = [n] * (n + 1)
         self.next_comma = [n] * (n + 1)
         self.next_sep = [n] * (n + 1)
         for i in range(n - 1, -1, -1):
-            t = doc[i]
+            text = texts[i]
             self.next_nonitem[i] = self.next_nonitem[i + 1] if item[i] else i
-            self.next_comma[i] = i if t.text == "," else self.next_comma[i + 1]
-            self.next_sep[i] = i if t.text in _FIELD_SEPARATORS else self.next_sep[i + 1]
+            self.next_comma[i] = i if text == "," else self.next_comma[i + 1]
+            self.next_sep[i] = i if text in _FIELD_SEPARATORS else self.next_sep[i + 1]
         # field names hold only words, "-" and "/"; field values end the text
-        self.not_name = _prefix(not (t.is_alpha or t.text in "-/") for t in doc)
-        self.not_punct = _prefix(not (t.is_punct or t.is_space) for t in doc)
+        self.not_name = _prefix(not (alpha or text in "-/") for text, _, _, alpha, _ in toks)
+        self.not_punct = _prefix(not punct for *_, punct in toks)
 
     def has_comma(self, start: int, end: int) -> bool:
         """Whether a comma lies in tokens [start, end)."""

@@ -53,6 +53,8 @@ class LabelerConfig:
             `ReportLabels.normal`): the lexicon's concepts and open findings, decided by
             the same rules in a pass of their own; the labels do not change.
         lexicon: name of the chest lexicon in `labeler/patterns/` (or a path).
+        tips: name of the device-tip landmarks (`patterns/tips.v1.yaml`, or a path): where
+            a line, tube or lead found with `findings` ends.
     """
 
     label_set: str = "chestxray14"
@@ -72,6 +74,7 @@ class LabelerConfig:
     cache_size: int = 100_000
     findings: bool = False
     lexicon: str = "lexicon.v1"
+    tips: str = "tips.v1"
 
     def __post_init__(self) -> None:
         labels = load_label_set(self.label_set)  # raises naming the valid sets

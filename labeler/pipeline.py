@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Literal, NamedTuple, TypeVar
@@ -32,6 +32,7 @@ from labeler.attributes import (
 from labeler.certainty import CertaintyScale, load_certainty
 from labeler.components import HEDGED, MENTIONS_KEY, ConceptMatcher, DependencyRules, register
 from labeler.config import LabelerConfig
+from labeler.device_tips import Tip, TipFinder, load_tip_finder
 from labeler.errors import EmptyReportError, LabelerError, NotTextError, ReportTooLongError
 from labeler.findings import OPEN_PREFIX, FindingMatcher, is_abnormal
 from labeler.labelsets import LabelSet, load_label_set
@@ -190,6 +191,10 @@ def label_reports(
 # --- the engine: per-pipeline state (components, sentence cache) ---------------------
 
 
+#: The engine's readers of a sentence: the labels' mentions, every finding it names.
+_LABELS, _FINDINGS = 0, 1
+
+
 class _Found(NamedTuple):
     """One mention's verdict, with offsets relative to its sentence."""
 
@@ -202,6 +207,14 @@ class _Found(NamedTuple):
     attributes: dict[str, object]
     evidence: tuple[AttributeEvidence, ...]
     cue: str | None = None
+
+
+class _Pending(NamedTuple):
+    """A reader's spans of a sentence that waits for the parse, with what matching found."""
+
+    spans: list[Span]
+    negex: list[str | None]
+    stated: tuple[_Found, ...]
 
 
 @dataclass(frozen=True)
@@ -234,7 +247,9 @@ class _Engine:
     # every finding the report names (`LabelerConfig.findings`), decided in a pass of its
     # own: the labels' rules look at the other mentions of a sentence (lists, scope)
     findings: FindingMatcher | None = None
+    tips: TipFinder | None = None
     finding_cache: dict[str, tuple[_Found, ...]] = field(default_factory=dict)
+    finding_names: dict[str, tuple[str, str, tuple[str, ...]]] = field(default_factory=dict)
 
     def label_batch(
         self, batch: list[tuple[str, str]], on_error: Literal["raise", "skip"]
@@ -261,8 +276,9 @@ class _Engine:
         needed = dict.fromkeys(
             key.text for p in plans if isinstance(p, _Plan) for _, _, _, key in p.sentences
         )
-        verdicts = self._verdicts(list(needed))
-        read = self._verdicts(list(needed), findings=True) if self.findings else None
+        readers = (_LABELS,) if self.findings is None else (_LABELS, _FINDINGS)
+        verdicts, *rest = self._readings(list(needed), readers)
+        read = rest[0] if rest else None
         return [
             self._result(str(report_id), plan, verdicts, read)
             for (report_id, _), plan in zip(batch, plans, strict=True)
@@ -336,7 +352,12 @@ class _Engine:
             labels=statuses,
             no_finding=is_no_finding(mentions, ignore=self.label_set.no_finding_ignores),
             mentions=kept,
-            findings=aggregate_findings(mentions, statuses, self.attributes.rules.severity_order),
+            findings=aggregate_findings(
+                mentions,
+                statuses,
+                self.attributes.rules.severity_order,
+                self.attributes.rules.plural_rule,
+            ),
             mentions_omitted=len(mentions) - len(kept),
         )
         if read is not None:
@@ -350,84 +371,171 @@ class _Engine:
         self, plan: _Plan, read: dict[str, tuple[_Found, ...]]
     ) -> list[ReportFinding]:
         """The findings of `plan`'s sentences, with the lexicon's names and MeSH codes."""
-        assert self.findings is not None
-        lexicon = self.findings.lexicon
-        out = []
+        out: list[ReportFinding] = []
         for section, s, e, key in plan.sentences:
+            sentence = []
             for f in read[key.text]:
-                finding = _mention(ReportFinding, f, plan.text, section, s, e, key)
-                # no heading where the coders have none (open findings, most surgery)
-                parts: list[str] = []
-                if f.label.startswith(OPEN_PREFIX):
-                    name, kind = f.label[len(OPEN_PREFIX) :], "finding"
-                else:
-                    concept = lexicon.concepts[f.label]
-                    name, kind = concept.name, concept.kind
-                    mesh = lexicon.mesh_of(f.label)
-                    parts = [mesh.heading, *mesh.qualifiers] if mesh else []
-                status = finding.status
-                if kind == "normal" and status == "negative" and _cue_inside(f.cue, finding.text):
-                    status = "positive"  # "no acute abnormality" states that all is normal
+                name, kind, parts = self._concept_naming(f.label)
+                if kind == "normal" and f.status == "negative":
+                    a, b = key.span(f.start, f.end)
+                    if _cue_inside(f.cue, plan.text[s + a : s + b]):
+                        # "no acute abnormality" states that all is normal
+                        f = f._replace(status="positive")
                 side = f.attributes.get("laterality")
                 if parts and isinstance(side, str) and side:
-                    parts.append(side)
-                out.append(
-                    dataclasses.replace(
-                        finding, status=status, name=name, kind=kind, mesh="/".join(parts)
-                    )
+                    parts = (*parts, side)
+                sentence.append(
+                    _mention(
+                        ReportFinding,
+                        f,
+                        plan.text,
+                        section,
+                        s,
+                        e,
+                        key,
+                        name=name,
+                        kind=kind,
+                        mesh="/".join(parts),
+                    )  # fmt: skip
                 )
+            out.extend(self._placed(sentence, out, plan.text, s, e))
         return out
 
-    def _verdicts(
-        self, sentences: list[str], *, findings: bool = False
-    ) -> dict[str, tuple[_Found, ...]]:
-        """Verdicts for every sentence: from the cache, by matching alone, or by parsing.
-
-        With `findings`, of the findings the sentence names (`FindingMatcher`), apart
-        from the labels' mentions.
-        """
-        cache, find = self.cache, self.concepts.find
-        if findings:
-            assert self.findings is not None, "the engine was built without findings"
-            cache, find = self.finding_cache, self.findings.find
-        found: dict[str, tuple[_Found, ...]] = {}
-        to_parse: dict[str, tuple[Doc, list[str | None], tuple[_Found, ...]]] = {}
-        for sent in sentences:
-            hit = cache.get(sent)
-            if hit is not None:
-                found[sent] = hit
-                continue
-            doc = self.nlp.make_doc(sent)
-            stated = () if findings else self._stated(doc, sent)
-            spans = find(doc)
-            if not spans:
-                found[sent] = stated
-                continue
-            doc.spans[MENTIONS_KEY] = spans
-            words = [t.lower_ for t in doc]
-            negex = self._negex(doc, words)
-            attrs = (
-                [] if self.rules.may_apply(words) else self.attributes.find(doc, spans, words, sent)
+    def _placed(
+        self, sentence: list[ReportFinding], before: list[ReportFinding], text: str, s: int, e: int
+    ) -> list[ReportFinding]:
+        """A sentence's findings with each device's tip (`labeler.device_tips`): the first
+        landmark after the device and before the next one. A sentence that names no device
+        but a tip ("The tip has moved into ...") places the report's last device in
+        `before` (changed in place)."""
+        assert self.tips is not None
+        devices = [i for i, f in enumerate(sentence) if f.kind == "device"]
+        if not devices:
+            last = next(
+                (i for i in range(len(before) - 1, -1, -1) if before[i].kind == "device"), None
             )
+            if (
+                last is not None
+                and before[last].status != "negative"
+                and self.tips.refers_back(text[s:e])
+            ):
+                tip = self.tips.find(text, s, e)
+                if tip is not None:
+                    before[last] = _with_tip(before[last], tip)
+            return sentence
+        for n, i in enumerate(devices):
+            f = sentence[i]
+            if f.status == "negative":
+                continue
+            # the next device named apart ("PICC line catheter tip" is one device)
+            stop, end = e, f.end
+            for j in devices[n + 1 :]:
+                if text[end : sentence[j].start].strip():
+                    stop = sentence[j].start
+                    break
+                end = sentence[j].end
+            tip = self.tips.find(text, f.end, max(f.end, stop))
+            if tip is not None:
+                sentence[i] = _with_tip(f, tip)
+        return sentence
+
+    def _concept_naming(self, label: str) -> tuple[str, str, tuple[str, ...]]:
+        """A finding label's name, kind and MeSH parts (heading, qualifiers); no parts where
+        the coders have no heading (open findings, most surgery)."""
+        naming = self.finding_names.get(label)
+        if naming is None:
+            assert self.findings is not None
+            lexicon = self.findings.lexicon
+            if label.startswith(OPEN_PREFIX):
+                naming = (label[len(OPEN_PREFIX) :], "finding", ())
+            else:
+                concept = lexicon.concepts[label]
+                mesh = lexicon.mesh_of(label)
+                parts = (mesh.heading, *mesh.qualifiers) if mesh else ()
+                naming = (concept.name, concept.kind, parts)
+            self.finding_names[label] = naming
+        return naming
+
+    def _readings(
+        self, sentences: list[str], readers: tuple[int, ...]
+    ) -> list[dict[str, tuple[_Found, ...]]]:
+        """Each reader's verdicts for every sentence: from its cache, by matching alone, or
+        by parsing. A sentence is tokenized and parsed once for all the readers that need it.
+        """
+        plans = [self._reader(r) for r in readers]
+        found: list[dict[str, tuple[_Found, ...]]] = [{} for _ in readers]
+        # sentence -> its doc and, per reader still undecided, what the parse must decide
+        to_parse: dict[str, tuple[Doc, list[tuple[int, _Pending]]]] = {}
+        for sent in sentences:
+            todo = []
+            for r, (cache, _, _) in enumerate(plans):
+                hit = cache.get(sent)
+                if hit is None:
+                    todo.append(r)
+                else:
+                    found[r][sent] = hit
+            if todo:
+                self._match(sent, [(r, plans[r]) for r in todo], found, to_parse)
+        for sent, per_reader in self._parse_and_decide(to_parse).items():
+            for r, verdicts in per_reader:
+                found[r][sent] = verdicts
+        for per_sentence in found:
+            for sent, verdicts in per_sentence.items():
+                if len(verdicts) > 1:  # statements and concepts: in text order
+                    per_sentence[sent] = tuple(sorted(verdicts, key=lambda f: (f.start, f.end)))
+        if self.config.cache_size:
+            for (cache, _, _), per_sentence in zip(plans, found, strict=True):
+                for sent in sentences:
+                    if sent not in cache:
+                        if len(cache) >= self.config.cache_size:
+                            del cache[next(iter(cache))]
+                        cache[sent] = per_sentence[sent]
+        return found
+
+    def _match(
+        self,
+        sent: str,
+        readers: list[tuple[int, tuple[object, Callable[[Doc], list[Span]], bool]]],
+        found: list[dict[str, tuple[_Found, ...]]],
+        to_parse: dict[str, tuple[Doc, list[tuple[int, _Pending]]]],
+    ) -> None:
+        """Decide a sentence for `readers` by matching alone, or queue it for the parse."""
+        doc = self.nlp.make_doc(sent)
+        matched = []
+        for r, (_, find, statements) in readers:
+            stated = self._stated(doc, sent) if statements else ()
+            spans = find(doc)
+            if spans:
+                matched.append((r, spans, stated))
+            else:
+                found[r][sent] = stated
+        if not matched:
+            return
+        words = [t.lower_ for t in doc]
+        # one NegEx run for every reader's spans: its verdict on a span ignores the others
+        negex = self._negex(doc, words, [sp for _, spans, _ in matched for sp in spans])
+        cue_word = self.rules.may_apply(words)
+        for r, spans, stated in matched:
+            ngs, negex = negex[: len(spans)], negex[len(spans) :]
+            attrs = [] if cue_word else self.attributes.find(doc, spans, words, sent)
             if not attrs or any(conflicting(ev) for _, ev in attrs):
                 # a cue word may negate or hedge, or the attributes need the tree
-                to_parse[sent] = (doc, negex, stated)
+                pending = to_parse.setdefault(sent, (doc, []))[1]
+                pending.append((r, _Pending(spans, ngs, stated)))
             else:  # no cue word: nothing can negate or hedge these mentions
-                found[sent] = stated + tuple(
+                found[r][sent] = stated + tuple(
                     _Found(sp.label_, sp.start_char, sp.end_char, *_plain(sp), ng, *at)
-                    for sp, ng, at in zip(spans, negex, attrs, strict=True)
+                    for sp, ng, at in zip(spans, ngs, attrs, strict=True)
                 )
-        found.update(self._parse_and_decide(to_parse))
-        for sent, verdicts in found.items():
-            if len(verdicts) > 1:  # statements and concepts: in text order
-                found[sent] = tuple(sorted(verdicts, key=lambda f: (f.start, f.end)))
-        if self.config.cache_size:
-            for sent in sentences:
-                if sent not in cache:
-                    if len(cache) >= self.config.cache_size:
-                        del cache[next(iter(cache))]
-                    cache[sent] = found[sent]
-        return found
+
+    def _reader(
+        self, reader: int
+    ) -> tuple[dict[str, tuple[_Found, ...]], Callable[[Doc], list[Span]], bool]:
+        """A reader's cache, its span finder, and whether it reads statements."""
+        if reader == _LABELS:
+            return self.cache, self.concepts.find, True
+        assert self.findings is not None, "the engine was built without findings"
+        return self.finding_cache, self.findings.find, False
 
     def _stated(self, doc: Doc, text: str) -> tuple[_Found, ...]:
         if self.statements is None or not self.statements.may_match(text):
@@ -437,8 +545,7 @@ class _Engine:
             for m in self.statements.find(doc)
         )
 
-    def _negex(self, doc: Doc, words: list[str]) -> list[str | None]:
-        spans = list(doc.spans[MENTIONS_KEY])
+    def _negex(self, doc: Doc, words: list[str], spans: list[Span]) -> list[str | None]:
         if not self.config.negex or "negex" not in self.nlp.pipe_names:
             return [None] * len(spans)
         present = set(words)
@@ -452,39 +559,55 @@ class _Engine:
         marked = doc[:2]
         for i, tok in enumerate(marked):
             tok.is_sent_start = i == 0
+        doc.spans[MENTIONS_KEY] = spans
         self.nlp.get_pipe("negex")(doc)
-        verdicts: list[str | None] = ["negated" if sp._.negex else "affirmed" for sp in spans]
+        verdicts: list[str | None] = [
+            "negated" if sp._.negex else "affirmed" for sp in doc.spans[MENTIONS_KEY]
+        ]
         for tok in marked:
             tok.is_sent_start = None
         return verdicts
 
     def _parse_and_decide(
-        self, to_parse: dict[str, tuple[Doc, list[str | None], tuple[_Found, ...]]]
-    ) -> dict[str, tuple[_Found, ...]]:
+        self, to_parse: dict[str, tuple[Doc, list[tuple[int, _Pending]]]]
+    ) -> dict[str, list[tuple[int, tuple[_Found, ...]]]]:
         if not to_parse:
             return {}
-        docs: Iterable[Doc] = [doc for doc, _, _ in to_parse.values()]
+        docs: Iterable[Doc] = [doc for doc, _ in to_parse.values()]
         for name in _PARSE_PIPES:
             if name in self.nlp.pipe_names:
                 docs = self.nlp.get_pipe(name).pipe(docs, batch_size=256)  # type: ignore[attr-defined]
-        out: dict[str, tuple[_Found, ...]] = {}
-        for (sent, (_, negex, stated)), doc in zip(to_parse.items(), docs, strict=True):
-            cues = self.rules.cues(doc)
-            spans = list(doc.spans[MENTIONS_KEY])
-            attrs = self.attributes.find(doc, spans, text=sent)
-            out[sent] = stated + tuple(
-                _Found(
-                    sp.label_,
-                    sp.start_char,
-                    sp.end_char,
-                    *_hedge(sp, *self.certainty.grade(v.status, v.rule, v.cue, v.cue_root)),
-                    ng,
-                    *at,
-                    v.cue,
+        out: dict[str, list[tuple[int, tuple[_Found, ...]]]] = {}
+        for (sent, (_, pending)), doc in zip(to_parse.items(), docs, strict=True):
+            out[sent] = []
+            for reader, (spans, negex, stated) in pending:
+                # the rules look at the sentence's other mentions (lists, scope): the
+                # reader's own spans, with cues found afresh for them
+                doc.spans[MENTIONS_KEY] = spans
+                spans = list(doc.spans[MENTIONS_KEY])
+                cues = self.rules.cues(doc)
+                attrs = self.attributes.find(doc, spans, text=sent)
+                out[sent].append(
+                    (
+                        reader,
+                        stated
+                        + tuple(
+                            _Found(
+                                sp.label_,
+                                sp.start_char,
+                                sp.end_char,
+                                *_hedge(
+                                    sp, *self.certainty.grade(v.status, v.rule, v.cue, v.cue_root)
+                                ),
+                                ng,
+                                *at,
+                                v.cue,
+                            )
+                            for sp, ng, at in zip(spans, negex, attrs, strict=True)
+                            for v in (self.rules.decide(sp, cues),)
+                        ),
+                    )
                 )
-                for sp, ng, at in zip(spans, negex, attrs, strict=True)
-                for v in (self.rules.decide(sp, cues),)
-            )
         return out
 
 
@@ -499,6 +622,7 @@ def _mention(
     start: int,
     end: int,
     key: ParseText,
+    **naming: str,
 ) -> _M:
     """The mention (or finding) `f` of the sentence `text[start:end]`, in report offsets."""
     a, b = key.span(f.start, f.end)
@@ -516,7 +640,47 @@ def _mention(
         attributes=f.attributes,
         attribute_evidence=[_evidence_dict(ev, start, key) for ev in f.evidence],
         sentence_start=start,
+        **naming,
     )
+
+
+def _with_tip(finding: ReportFinding, tip: Tip) -> ReportFinding:
+    """`finding` with its tip's landmark (`tip`), report words (`tip_text`) and evidence.
+
+    A side, place or size read inside the landmark's words is the tip's, not the device's
+    ("tip in the right atrium" is not a right-sided line; "4.5 cm above the carina" is not
+    its size): that evidence goes, and the value with it when nothing else gave it.
+    """
+    kept, dropped = [], set()
+    for ev in finding.attribute_evidence:
+        inside = tip.start <= int(ev["start"]) and int(ev["end"]) <= tip.end
+        if inside and ev["attribute"] in _TIP_OWNS:
+            dropped.add(str(ev["attribute"]))
+        else:
+            kept.append(ev)
+    still = {str(ev["attribute"]) for ev in kept}
+    attributes = {k: v for k, v in finding.attributes.items() if k not in dropped - still}
+    evidence = {
+        "attribute": "tip",
+        "value": tip.name,
+        "rule": tip.rule,
+        "start": tip.start,
+        "end": tip.end,
+    }
+    return dataclasses.replace(
+        finding,
+        attributes={
+            **attributes,
+            "tip": tip.name,
+            "tip_text": tip.text,
+            **({} if tip.distance_mm is None else {"tip_distance_mm": tip.distance_mm}),
+        },
+        attribute_evidence=[*kept, evidence],
+    )
+
+
+#: attributes a device's tip words may hold that are not the device's own
+_TIP_OWNS = frozenset({"laterality", "location", "size_mm"})
 
 
 def _cue_inside(cue: str | None, text: str) -> bool:
@@ -583,6 +747,7 @@ def _engine(nlp: Language, config: LabelerConfig) -> _Engine:
             load_certainty(label_set.certainty, config.certainty or label_set.certainty_profile),
             negex_triggers=_negex_trigger_words(nlp),
             findings=FindingMatcher(nlp, load_lexicon(config.lexicon)) if config.findings else None,
+            tips=load_tip_finder(config.tips) if config.findings else None,
         )
     return per_nlp[config]
 

@@ -25,6 +25,7 @@ from spacy.matcher import PhraseMatcher
 from spacy.tokens import Doc
 
 from labeler.aggregate import deciding_first
+from labeler.attributes import PLURAL_RULE, stated_count
 from labeler.components import ConceptMatcher
 from labeler.errors import PatternFileError
 from labeler.findings import is_abnormal, lexicon_matcher
@@ -407,7 +408,13 @@ class QuestionParser:
             )
         doc = self.nlp.make_doc(clean)
         hits = self._hits(doc)
-        blockers = [h for h in hits if h.group == "blocker"]
+        found = self._findings(doc, hits)
+        # a blocker's word inside a finding's name is the finding's ("chest drain")
+        blockers = [
+            h
+            for h in hits
+            if h.group == "blocker" and not any(s <= h.start and h.end <= e for *_, s, e in found)
+        ]
         if blockers:
             b = blockers[0]
             return ParsedQuestion(
@@ -417,7 +424,6 @@ class QuestionParser:
                 message=f"questions about {doc[b.start : b.end].text!r} are not answered; "
                 "supported: presence, position, size, count, change and severity of a finding",
             )
-        found = self._findings(doc, hits)
         labels = list(dict.fromkeys(lab for lab, *_ in found))
         study = [h for h in hits if h.group == "study"]
         if not labels and study:
@@ -671,6 +677,19 @@ class QuestionParser:
         for s in spans:
             if not any(k[2] < s[3] and s[2] < k[3] for k in kept):
                 kept.append(s)
+        if self.lexicon is not None and len(kept) > 1:
+            # "the chest port catheter": a concept beside one of its own kinds is that one
+            lexicon = self.lexicon
+            kept = [
+                s
+                for s in kept
+                if not any(
+                    (k[2] == s[3] or s[2] == k[3])
+                    and _concept_id(s[0]) in lexicon.concepts
+                    and _concept_id(k[0]) in lexicon.descendants(_concept_id(s[0]))
+                    for k in kept
+                )
+            ]
         return kept
 
     def _concepts_named(self, doc: Doc, asked: set[int]) -> list[tuple[str, str, int, int]]:
@@ -784,6 +803,10 @@ def _concept_words(nlp: Language, lexicon: Lexicon) -> list[tuple[str, frozenset
 
 _SUFFIXES = ("ations", "ation", "ments", "ment", "ings", "ing", "ies", "ied", "ed", "es", "al",
              "um", "ic", "s", "y", "e")  # fmt: skip
+
+
+def _concept_id(label: str) -> str:
+    return label[len(CONCEPT_PREFIX) :] if label.startswith(CONCEPT_PREFIX) else ""
 
 
 def _stem(word: str) -> str:
@@ -1107,15 +1130,25 @@ def _merged(findings: Sequence[ReportFinding]) -> dict[str, object]:
     sizes = [float(f.attributes["size_mm"]) for f in findings if "size_mm" in f.attributes]
     if sizes:
         out["size_mm"] = max(sizes)
-    for key in ("severity", "change"):
+    for key in ("severity", "change", "tip", "tip_text", "tip_distance_mm"):
         value = next((f.attributes[key] for f in findings if f.attributes.get(key)), None)
         if value is not None:
             out[key] = value
-    counts = [f.attributes["count"] for f in findings if "count" in f.attributes]
-    if counts:
-        out["count"] = counts[0] if len(findings) == 1 else "multiple"
-    elif len(findings) > 1:
-        out["count"] = len(findings)
+    count = stated_count(findings, PLURAL_RULE)
+    if count is None and len(findings) > 1:
+        # findings named one by one ("a 17 mm nodule on the left ... a 10 mm nodule on the
+        # right", "a PICC ... an NG tube"): per concept, as many as differ in side, place or
+        # size; a repeat in the impression is the same finding
+        described: dict[str, set[tuple[object, ...]]] = {}
+        for f in findings:
+            a = f.attributes
+            described.setdefault(f.concept, set()).add(
+                (a.get("laterality"), a.get("size_mm"), tuple(a.get("location") or ()))
+            )
+        total = sum(max(1, len(kinds - {(None, None, ())})) for kinds in described.values())
+        count = total if total > 1 else None
+    if count is not None:
+        out["count"] = count
     return out
 
 
@@ -1143,6 +1176,10 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
             if qtype == "count":
                 return out(0)
             return out("unknown", False)
+        if qtype == "position" and question.asks == "tip" and finding.get("tip"):
+            # the report's words first ("upper SVC"), then the landmark's name
+            words = [str(finding.get("tip_text") or ""), str(finding["tip"])]
+            return out(list(dict.fromkeys(w for w in words if w)))
         if qtype == "position":
             terms: list[str] = [lat] if lat else []
             if question.asks != "side":
@@ -1151,6 +1188,9 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
         if qtype == "size":
             if finding.get("size_mm") is not None:
                 return out(float(finding["size_mm"]))  # type: ignore[arg-type]
+            if finding.get("tip_distance_mm") is not None:
+                # "How far above the carina is the ET tube tip?"
+                return out(float(finding["tip_distance_mm"]))  # type: ignore[arg-type]
             if finding.get("severity"):
                 return out(str(finding["severity"]))
             return out("unknown", False)

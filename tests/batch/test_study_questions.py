@@ -144,6 +144,7 @@ def test_questions_are_parsed_through_the_labelers_lock(engine: StudyQuestions) 
 _PICC = "FINDINGS: Right PICC with tip in the SVC."
 _EFFUSION = "FINDINGS: Mild cardiomegaly. Mild left pleural effusion, increased since the prior."
 _NODULE = "FINDINGS: 12 mm left lower lobe nodule."
+_ETT = "FINDINGS: Endotracheal tube with tip 4.5 cm above the carina."
 
 # (question, report, type, answer): one row per class of question a clinician asks
 CLINICIANS = [
@@ -179,6 +180,30 @@ CLINICIANS = [
     ("Is the cardiomegaly slight or severe?", _EFFUSION, "severity", "slight"),
     ("Has the effusion increased or decreased?", _EFFUSION, "change", "increased"),
     ("How severe is the cardiomegaly?", _EFFUSION, "severity", "mild"),
+    # where a line or tube ends: the report's words, then the landmark's name; a tip
+    # spoken of in the next sentence; a distance in the unit asked
+    ("Where is the tip of the PICC?", _PICC, "position", ["SVC", "superior vena cava"]),
+    ("Where does the central line terminate?", _PICC, "position",
+     ["SVC", "superior vena cava"]),
+    ("Where is the PICC tip?", "FINDINGS: Right PICC. The tip has moved into the left "
+     "innominate vein.", "position", ["left innominate vein", "left brachiocephalic vein"]),
+    ("Where is the tip of the catheter?", "FINDINGS: Catheter tip in the right atrium.",
+     "position", ["right atrium"]),
+    ("How far above the carina is the ET tube tip in cm?", _ETT, "size", 4.5),
+    ("Where is the tip of the ET tube?", _ETT, "position",
+     ["4.5 cm above the carina", "carina"]),
+    ("Where is the tip of the nodule?", _NODULE, "position", ["left", "left lower lobe"]),
+    # a device no longer there; a device whose name holds a blocked word
+    ("Is the NG tube still in place?", "FINDINGS: Interval removal of the NG tube.",
+     "presence", "no"),
+    ("Which side is the chest drain on?", "FINDINGS: Left chest drain.", "position", ["left"]),
+    # counts: a stated number beats a plural; findings named one by one are counted
+    ("How many nodules are there?", "FINDINGS: Two nodules in the right lung. "
+     "IMPRESSION: Right lung nodules.", "count", 2),
+    ("How many lines and tubes are there?", "FINDINGS: Left PICC. NG tube below the "
+     "diaphragm.", "count", 2),
+    ("How many nodular opacities are there?", "FINDINGS: A 17 mm nodular opacity on the "
+     "left. A 10 mm nodular opacity on the right.", "count", 2),
     # out of a report's reach
     ("What is the prognosis?", _PICC, "unsupported", None),
     ("What is the heart rate?", _PICC, "unsupported", None),

@@ -430,3 +430,32 @@ def test_change_phrasings(attrs: Attrs, text: str, name: str, expected: str) -> 
     found = attrs(text, name)
     assert found.get("change") == expected
     assert "severity" not in found  # "slightly", "extensive" grade the change here
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
+    ("counts", "expected"),
+    [
+        # (count, rule of its evidence) per mention
+        ([(2, "count.two"), ("multiple", "count.plural")], 2),  # "Two nodules ... the nodules"
+        ([(2, "count.two"), (3, "count.three")], 3),
+        ([(2, "count.two"), ("multiple", "count.multiple")], "multiple"),  # "numerous"
+        ([("multiple", "count.plural")], "multiple"),
+        ([(None, None)], None),
+    ],
+)
+def test_stated_count_prefers_a_number_to_a_plural(
+    counts: list[tuple[object, str | None]], expected: object
+) -> None:
+    from labeler.attributes import PLURAL_RULE, stated_count
+    from labeler.schema import Mention
+
+    mentions = [
+        Mention(
+            label="Nodule", text="nodules", start=0, end=7, sentence="nodules",
+            status="positive", attributes={} if count is None else {"count": count},
+            attribute_evidence=[] if rule is None else [{"attribute": "count", "rule": rule}],
+        )
+        for count, rule in counts
+    ]  # fmt: skip
+    assert stated_count(mentions, PLURAL_RULE) == expected

@@ -1,0 +1,103 @@
+"""Where a line, tube or lead ends (`labeler.device_tips`), and the tip on a device finding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from spacy.language import Language
+
+from labeler.config import LabelerConfig
+from labeler.device_tips import load_tip_finder
+from labeler.errors import PatternFileError
+from labeler.pipeline import label_report
+from labeler.schema import ReportFinding
+
+pytestmark = pytest.mark.issue(40)
+
+
+@pytest.mark.parametrize(
+    ("sentence", "name", "words", "distance"),
+    [
+        ("Right PICC with tip in the mid SVC.", "superior vena cava", "mid SVC", None),
+        ("Catheter tip terminates at the cavo-atrial junction.", "cavoatrial junction",
+         "cavo-atrial junction", None),
+        ("The tip has moved into the left innominate vein.", "left brachiocephalic vein",
+         "left innominate vein", None),
+        # "right" is part of the right atrium's name, not a side of another landmark
+        ("Line with tip in the right atrium.", "right atrium", "right atrium", None),
+        ("ET tube with tip approximately 4.5 cm above the carina.", "carina",
+         "approximately 4.5 cm above the carina", 45.0),
+        ("ETT tip 12 mm above the carina.", "carina", "12 mm above the carina", 12.0),
+        ("Enteric tube courses below the diaphragm.", "below the diaphragm",
+         "below the diaphragm", None),
+    ],
+)  # fmt: skip
+def test_landmarks_in_the_reports_words(
+    sentence: str, name: str, words: str, distance: float | None
+) -> None:
+    tip = load_tip_finder().find(sentence)
+    assert tip is not None
+    assert (tip.name, tip.text, tip.distance_mm) == (name, words, distance)
+    assert sentence[tip.start : tip.end] == words
+
+
+def test_no_landmark_no_tip_and_words_inside_other_words_do_not_count() -> None:
+    finder = load_tip_finder()
+    assert finder.find("Right chest tube in place.") is None
+    assert finder.find("Postcarinal lymph nodes; svcs") is None  # not at word boundaries
+    assert finder.refers_back("The tip has moved.") and not finder.refers_back("Stable.")
+
+
+def _devices(nlp: Language, text: str) -> list[ReportFinding]:
+    result = label_report(text, nlp=nlp, config=LabelerConfig(findings=True))
+    assert result.report_findings is not None
+    return [f for f in result.report_findings if f.kind == "device"]
+
+
+def test_each_device_gets_the_landmark_after_it_and_before_the_next(nlp: Language) -> None:
+    picc, tube = _devices(
+        nlp, "FINDINGS: Left PICC with tip in the SVC and an NG tube in the stomach."
+    )
+    assert (picc.concept, picc.attributes["tip"]) == ("picc", "superior vena cava")
+    assert (tube.concept, tube.attributes["tip"]) == ("nasogastric_tube", "stomach")
+    assert picc.attributes["laterality"] == "left"  # its own side stays
+    tip_evidence = [ev for ev in picc.attribute_evidence if ev["attribute"] == "tip"]
+    assert tip_evidence and tip_evidence[0]["rule"] == "tip.svc"
+
+
+def test_the_tips_words_give_the_device_no_side_or_size(nlp: Language) -> None:
+    (picc,) = _devices(nlp, "FINDINGS: PICC with tip in the right atrium.")
+    assert picc.attributes["tip"] == "right atrium" and "laterality" not in picc.attributes
+    (ett,) = _devices(nlp, "FINDINGS: Endotracheal tube with tip 4.5 cm above the carina.")
+    assert "size_mm" not in ett.attributes
+    assert ett.attributes["tip_distance_mm"] == 45.0
+
+
+def test_one_device_named_twice_in_a_row_and_a_tip_in_the_next_sentence(nlp: Language) -> None:
+    found = _devices(nlp, "FINDINGS: PICC line catheter tip in the right atrium.")
+    assert {f.attributes.get("tip") for f in found} == {"right atrium"}
+    (picc,) = _devices(nlp, "FINDINGS: Right PICC. The tip is now in the left innominate vein.")
+    assert picc.attributes["tip_text"] == "left innominate vein"
+
+
+def test_an_absent_device_has_no_tip(nlp: Language) -> None:
+    (line,) = _devices(nlp, "FINDINGS: No central line in the SVC.")
+    assert line.status == "negative" and "tip" not in line.attributes
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("version: 1\n", "missing `landmarks:`"),
+        ("landmarks:\n  - name: x\n    phrases: [a]\n", "needs a string `id`"),
+        ("landmarks:\n  - id: tip.x\n    phrases: [a]\n", "needs a `name`"),
+        ("landmarks:\n  - id: tip.x\n    name: x\n    phrases: ['']\n", "empty or non-text"),
+        ("landmarks:\n  - id: tip.x\n    name: x\n    phrases: [a]\nsided: 3\n", "`sided`"),
+    ],
+)
+def test_bad_tip_files_are_refused_by_name(tmp_path: Path, body: str, message: str) -> None:
+    path = tmp_path / "tips.yaml"
+    path.write_text(body, encoding="utf-8")
+    with pytest.raises(PatternFileError, match=message):
+        load_tip_finder(str(path))
