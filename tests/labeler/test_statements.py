@@ -115,9 +115,9 @@ def test_label_sets_are_data() -> None:
     assert labeler.no_finding_ignores == {"Support Devices"}
     assert labeler.rules == "chexpert.rules.v1"
     assert labeler.certainty_profile == "chexpert-labeler"
-    cxp = load_label_set("chexpert")  # what radiologists label: devices block No Finding
-    assert cxp.no_finding_ignores == frozenset() and cxp.certainty_profile == "radiologist"
-    assert ("Support Devices", "neg.resolved") in cxp.absent_when
+    cxp = load_label_set("chexpert")  # what radiologists label: devices leave No Finding alone
+    assert cxp.no_finding_ignores == {"Support Devices"} and cxp.certainty_profile == "radiologist"
+    assert not cxp.absent_when  # a removed device is a negative mention
     with pytest.raises(PatternFileError, match="unknown label set"):
         load_label_set("nih")
 
