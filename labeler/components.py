@@ -189,10 +189,14 @@ class DependencyRules:
             cues = self.cues(mention.doc)
         if isinstance(cues, _DocCues):
             if cues.list_index is None:
-                cues.list_index = _ListIndex(mention.doc, self.rule_set.list_breakers)
+                cues.list_index = _ListIndex(
+                    mention.doc, self.rule_set.list_breakers, self.rule_set.clause_breakers
+                )
             index = cues.list_index
         else:
-            index = _ListIndex(mention.doc, self.rule_set.list_breakers)
+            index = _ListIndex(
+                mention.doc, self.rule_set.list_breakers, self.rule_set.clause_breakers
+            )
         root = mention.root
         # the dependency walk only reaches the first _MAX_PATH tokens up from
         # the root: a cue whose target is not among them cannot fire by path
@@ -227,6 +231,13 @@ class DependencyRules:
             return False
         if rule.after_cue and mention.start < cue_span.start:
             return False  # "opacity suggestive of pneumonia": the opacity is seen
+        if (
+            mention.end <= cue_span.start
+            and index.clause[cue_span.start] > index.clause[mention.end]
+        ):
+            # "opacities ..., however other etiologies cannot be excluded": the cue's clause
+            # is one of its own, whatever the parse hangs on it
+            return False
         if rule.scope == "list":
             return index.in_list(cue_span.end - 1, mention) == _ITEM
         if rule.scope == "field":
@@ -307,7 +318,9 @@ class _ListIndex:
     linear instead of re-walking the list from every mention.
     """
 
-    def __init__(self, doc: Doc, breakers: frozenset[str]):
+    def __init__(
+        self, doc: Doc, breakers: frozenset[str], clause_breakers: frozenset[str] = frozenset()
+    ):
         n = len(doc)
         self.n = n
         # other mentions are list items whatever their tag ("infiltrates" is
@@ -330,6 +343,7 @@ class _ListIndex:
         self.or_nor = _prefix(w in _LIST_CLOSERS and w != "and" for w in lowers)
         self.and_ = _prefix(w == "and" for w in lowers)
         self.breaker = _prefix(w in breakers for w in lowers)
+        self.clause = _prefix(w in clause_breakers for w in lowers)
         # next_nonitem[i]: first j >= i that is not a list item (n if none)
         self.next_nonitem = [n] * (n + 1)
         self.next_comma = [n] * (n + 1)

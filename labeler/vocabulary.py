@@ -91,6 +91,9 @@ class RuleSet:
     rules: tuple[Rule, ...]
     #: words that make a comma-list item a finding of its own ("no A, mild B")
     list_breakers: frozenset[str] = frozenset()
+    #: words that open a clause of its own ("..., however B cannot be excluded"): a cue after
+    #: one does not reach a mention before it
+    clause_breakers: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -279,8 +282,16 @@ def load_rules(name: str = "rules.v1") -> RuleSet:
         isinstance(b, str) and len(b.split()) == 1 for b in breakers
     ):
         raise PatternFileError(f"{name}: list_breakers must be a list of single words")
+    clauses = data.get("clause_breakers") or []
+    if not isinstance(clauses, list) or not all(
+        isinstance(b, str) and len(b.split()) == 1 for b in clauses
+    ):
+        raise PatternFileError(f"{name}: clause_breakers must be a list of single words")
     return RuleSet(
-        name=name, rules=tuple(rules), list_breakers=frozenset(b.lower() for b in breakers)
+        name=name,
+        rules=tuple(rules),
+        list_breakers=frozenset(b.lower() for b in breakers),
+        clause_breakers=frozenset(b.lower() for b in clauses),
     )
 
 
