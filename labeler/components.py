@@ -280,6 +280,8 @@ class DependencyRules:
                 and not rule.clausal_conj
                 and tok.tag_.startswith(_CLAUSAL_TAGS)
                 and not _is_verb_left(tok)
+                # the finding itself is a noun, whatever its tag ("scarring or infiltrate")
+                and tok.i != root.i
             ):
                 return False
             tok = tok.head
