@@ -153,6 +153,7 @@ class DependencyRules:
             (frozenset(c.split()), r.scope == "field") for r in self.rule_set.rules for c in r.cues
         ]
         self._separators = frozenset(_FIELD_SEPARATORS)
+        self._relation_preps = self.rule_set.relation_preps
 
     def may_apply(self, words: Iterable[str]) -> bool:
         """Whether any cue could match a sentence made of these lower-cased words.
@@ -209,7 +210,7 @@ class DependencyRules:
             ancestors.add(tok.i)
         for rule, roots in zip(self.rule_set.rules, cues, strict=True):
             for cue in roots:
-                if self._applies(rule, cue, root, mention, index, ancestors):
+                if self._applies(rule, cue, root, mention, index, ancestors, self._relation_preps):
                     return Verdict(rule.status, rule.id, cue.text, cue.root)
         return Verdict("positive", None)
 
@@ -221,6 +222,7 @@ class DependencyRules:
         mention: Span,
         index: _ListIndex,
         ancestors: set[int],
+        relation_preps: frozenset[str] = frozenset(),
     ) -> bool:
         cue = cue_span.root
         if rule.cue_dep and cue.dep_ not in rule.cue_dep:
@@ -272,7 +274,19 @@ class DependencyRules:
                 tok.head.i in targets
                 and tok.dep_ in _SUBJECTS
                 and rule.subject != "yes"
-                and (rule.subject == "no" or any(c.dep_ in _OBJECTS for c in tok.head.children))
+                and (
+                    rule.subject == "no"
+                    or any(
+                        c.dep_ in _OBJECTS
+                        # "A may be related to B": B is what the hedge is about
+                        or (
+                            c.dep_ == "prep"
+                            and c.lower_ in relation_preps
+                            and any(index.in_mention[t.i] for t in c.subtree)
+                        )
+                        for c in tok.head.children
+                    )
+                )
             ):
                 return False
             if (
@@ -331,6 +345,7 @@ class _ListIndex:
         for sp in doc.spans.get(MENTIONS_KEY, []):
             for i in range(sp.start, sp.end):
                 in_mentions[i] = True
+        self.in_mention = in_mentions
         # one walk over the tokens: spaCy builds a Token object on every access
         toks = [(t.text, t.lower_, t.tag_, t.is_alpha, t.is_punct or t.is_space) for t in doc]
         texts = [text for text, *_ in toks]

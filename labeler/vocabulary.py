@@ -94,6 +94,9 @@ class RuleSet:
     #: words that open a clause of its own ("..., however B cannot be excluded"): a cue after
     #: one does not reach a mention before it
     clause_breakers: frozenset[str] = frozenset()
+    #: prepositions by which a predicate relates its subject to another finding ("A may be
+    #: related to B", "due to B"): for `subject: if_no_object` they count as an object
+    relation_preps: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -282,16 +285,19 @@ def load_rules(name: str = "rules.v1") -> RuleSet:
         isinstance(b, str) and len(b.split()) == 1 for b in breakers
     ):
         raise PatternFileError(f"{name}: list_breakers must be a list of single words")
-    clauses = data.get("clause_breakers") or []
-    if not isinstance(clauses, list) or not all(
-        isinstance(b, str) and len(b.split()) == 1 for b in clauses
-    ):
-        raise PatternFileError(f"{name}: clause_breakers must be a list of single words")
+    words = {}
+    for key in ("clause_breakers", "relation_preps"):
+        raw = data.get(key) or []
+        if not isinstance(raw, list) or not all(
+            isinstance(b, str) and len(b.split()) == 1 for b in raw
+        ):
+            raise PatternFileError(f"{name}: {key} must be a list of single words")
+        words[key] = frozenset(b.lower() for b in raw)
     return RuleSet(
         name=name,
         rules=tuple(rules),
         list_breakers=frozenset(b.lower() for b in breakers),
-        clause_breakers=frozenset(b.lower() for b in clauses),
+        **words,
     )
 
 
