@@ -36,6 +36,9 @@ class CertaintyScale:
     ids: dict[str, str]  # level -> rule id of the level
     statuses: dict[str, str]  # level -> status under `profile`
     negators: frozenset[str] = frozenset()  # words that negate a hedge's evidence
+    #: whether a hedge of any level, not only one reported positive, is negative when its
+    #: evidence is negated ("no opacity to suggest pneumonia" under `negbio`)
+    negate_every_level: bool = False
 
     def level(self, cue: str) -> str:
         """The level of a cue's text (`possible` when the scale does not list it)."""
@@ -48,15 +51,20 @@ class CertaintyScale:
 
         Only hedges are graded: an "uncertain" verdict with its cue. When the profile
         gives the cue's level another status, the rule id says so (`rule@level`); a hedge
-        the profile reports positive whose evidence is negated ("no opacity to suggest
-        pneumonia", see `cue_root`) is negative (`rule@negated`).
+        the profile reports positive (under a profile of `negate_every_level`, any hedge)
+        whose evidence is negated ("no opacity to suggest pneumonia", see `cue_root`) is
+        negative (`rule@negated`).
         """
         if status != "uncertain" or cue is None:
             return status, rule
         level = self.level(cue)
         graded = self.statuses[level]
         suffix = level
-        if graded == "positive" and cue_root is not None and self._negated(cue_root):
+        if (
+            (graded == "positive" or self.negate_every_level)
+            and cue_root is not None
+            and self._negated(cue_root)
+        ):
             graded, suffix = "negative", "negated"
         if graded == status:
             return status, rule
@@ -118,6 +126,15 @@ def load_certainty(name: str = "certainty.v1", profile: str = DEFAULT_PROFILE) -
     if bad:
         raise PatternFileError(f"{where}: profile {profile!r}: statuses must be {STATUSES}: {bad}")
     negators = frozenset(str(w).lower() for w in data.get("evidence_negators") or ())
+    every = data.get("negate_every_level") or []
+    if not isinstance(every, list) or not set(every) <= set(profiles):
+        raise PatternFileError(f"{where}: `negate_every_level` must list profiles of the file")
     return CertaintyScale(
-        str(data.get("name") or name), profile, by_cue, ids, dict(statuses), negators
+        str(data.get("name") or name),
+        profile,
+        by_cue,
+        ids,
+        dict(statuses),
+        negators,
+        negate_every_level=profile in every,
     )

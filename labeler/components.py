@@ -277,7 +277,8 @@ class DependencyRules:
                 and (
                     rule.subject == "no"
                     or any(
-                        c.dep_ in _OBJECTS
+                        # the cue itself as the object ("A is borderline") does not count
+                        (c.dep_ in _OBJECTS and not cue_span.start <= c.i < cue_span.end)
                         # "A may be related to B": B is what the hedge is about
                         or (
                             c.dep_ == "prep"

@@ -25,6 +25,7 @@ FIRES: dict[str, list[tuple[str, str, str]]] = {
         ("Early pneumonia cannot be excluded.", "Pneumonia", "uncertain"),
         ("Mild edema is not excluded.", "Edema", "uncertain"),
         ("It is difficult to exclude a small effusion.", "Effusion", "uncertain"),
+        ("It is difficult to completely exclude early pneumonia.", "Pneumonia", "uncertain"),
     ],
     "unc.cannot_exclude_head": [
         ("Small effusion not excluded.", "Effusion", "uncertain"),
@@ -103,6 +104,11 @@ FIRES: dict[str, list[tuple[str, str, str]]] = {
     "unc.differential": [
         ("The differential diagnosis includes pneumonia.", "Pneumonia", "uncertain"),
     ],
+    "unc.differential_predicate": [
+        ("Pneumonia is in the differential.", "Pneumonia", "uncertain"),
+        ("Early pneumonia would be a consideration.", "Pneumonia", "uncertain"),
+        ("Edema is a possibility.", "Edema", "uncertain"),
+    ],
     "unc.list": [
         (
             "Possible focal consolidation, large pleural effusion, or pneumothorax is identified.",
@@ -163,6 +169,10 @@ SPARED: dict[str, list[tuple[str, str, str]]] = {
         ("Dense nodule suggests prior granulomatous infection.", "Nodule", "positive"),
     ],
     "unc.differential": [("Pneumonia is present.", "Pneumonia", "positive")],
+    "unc.differential_predicate": [
+        ("Pneumonia is in the right lower lobe.", "Pneumonia", "positive"),
+        ("Pneumothorax is not a consideration.", "Pneumothorax", "negative"),
+    ],
     "unc.list": [("Scar, cyst, or pneumonia.", "Pneumonia", "positive")],
     "unc.hedge_predicate": [
         # attributive or not about the mention: the finding is stated
