@@ -107,3 +107,29 @@ def test_a_removed_device_and_no_finding_in_chexpert(
     assert (device.labels["Support Devices"], device.no_finding) == ("positive", True)
     sick = chexpert_report("Right PICC. Small left pleural effusion.")
     assert sick.no_finding is False
+
+
+# modifiers: "nodular" describing another finding is that finding (vocabulary data); a
+# calcified pleural plaque is not a thickened pleura
+MODIFIERS = [
+    ("Nodular infiltrate in the left base.", {"Infiltration": "positive", "Nodule": "absent"}),
+    ("Nodular consolidation.", {"Consolidation": "positive", "Nodule": "absent"}),
+    ("Small nodule in the left base.", {"Nodule": "positive"}),
+    # the OpenI coders code these as Nodule and Mass: kept
+    ("Nodular interstitial opacities.", {"Nodule": "positive"}),
+    ("Masslike opacity in the right base.", {"Mass": "positive"}),
+    ("Calcified pleural plaques.", {"Pleural_Thickening": "absent"}),
+    ("Left pleural calcification.", {"Pleural_Thickening": "absent"}),
+    ("Left apical pleural thickening.", {"Pleural_Thickening": "positive"}),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), MODIFIERS)
+def test_modifiers_and_plaques(cx14: Labeler, text: str, expected: dict[str, str]) -> None:
+    got = cx14(text)
+    assert {k: got[k] for k in expected} == expected
+
+
+def test_a_pleural_plaque_is_still_not_a_normal_study(nlp: Language) -> None:
+    result = label_report("FINDINGS: Calcified pleural plaques.", nlp=nlp, config=LabelerConfig())
+    assert result.no_finding is False
