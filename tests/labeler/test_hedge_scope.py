@@ -60,6 +60,15 @@ CHEXPERT_SCOPE = [
     # a negated rationale rules its diagnosis out
     ("No focal airspace opacities to suggest pneumonia.",
      {"Lung Opacity": "negative", "Pneumonia": "negative"}),
+    # an enlargement the film may make: uncertain, as CheXpert radiologists grade it
+    ("Apparent cardiomegaly on this AP film.", {"Cardiomegaly": "uncertain"}),
+    ("The heart appears enlarged, likely accentuated by AP technique.",
+     {"Cardiomegaly": "uncertain"}),
+    ("Apparent enlargement of the cardiac silhouette is likely due to AP technique.",
+     {"Cardiomegaly": "uncertain"}),
+    ("Heart size is probably enlarged.", {"Cardiomegaly": "positive"}),  # probable: positive
+    ("The heart is enlarged.", {"Cardiomegaly": "positive"}),
+    ("No apparent pleural effusion.", {"Pleural Effusion": "negative"}),
 ]  # fmt: skip
 
 
