@@ -69,7 +69,7 @@ AnswerValue = str | int | float | list[str]
 #: `ParsedQuestion.label` of a question about a lexicon concept: "concept:picc"
 CONCEPT_PREFIX = "concept:"
 
-_QUALIFIER_KINDS = ("lobe", "side", "zone", "severity", "change", "count")
+_QUALIFIER_KINDS = ("lobe", "side", "zone", "severity", "change", "count", "descriptor")
 # which qualifier decides the question's type, first wins
 _TYPE_OF_KIND: dict[str, QuestionType] = {
     "size": "size",
@@ -79,8 +79,9 @@ _TYPE_OF_KIND: dict[str, QuestionType] = {
     "lobe": "position",
     "side": "position",
     "zone": "position",
+    "descriptor": "presence",
 }
-_KIND_ORDER = ("size", "change", "count", "severity", "lobe", "side", "zone")
+_KIND_ORDER = ("size", "change", "count", "severity", "lobe", "side", "zone", "descriptor")
 
 
 @dataclass(frozen=True)
@@ -174,6 +175,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         "severity": _entries(name, data.get("severities"), "severities", values=True),
         "change": _entries(name, data.get("changes"), "changes", values=True),
         "count": _entries(name, data.get("counts"), "counts", values=True),
+        "descriptor": _entries(name, data.get("descriptors"), "descriptors", values=True),
     }
     opens = _entries(name, data.get("open"), "open")
     for e in opens:
@@ -301,6 +303,10 @@ class _Reading:
     def free(self, h: _Hit) -> bool:
         """Whether `h` overlaps no span taken so far."""
         return not any(s < h.end and h.start < e for s, e in self.taken)
+
+    def free_at(self, i: int) -> bool:
+        """Whether token `i` lies in no span taken so far."""
+        return not any(s <= i < e for s, e in self.taken)
 
 
 class QuestionParser:
@@ -490,7 +496,8 @@ class QuestionParser:
             h
             for h in hits
             if h.group == "open"
-            and free(h)
+            # "Which hemidiaphragm is elevated?": a cue may end inside the finding's name
+            and (free(h) or r.free_at(h.start))
             and not (comparison is not None and h.entry.get("type") in ("size", "count"))
             and not (h.entry.get("weak") and has_qualifier)
             and h.entry.get("type") not in closed_types
@@ -935,6 +942,10 @@ def _check(q: Qualifier, finding: Mapping[str, object], zones: Mapping[str, froz
         if q.op == "eq":
             return _yes(float(count) == float(q.value))  # type: ignore[arg-type]
         return _yes(compare(float(count), q.op, float(q.value)))  # type: ignore[arg-type]
+    if q.kind == "descriptor":
+        # "Is the nodule calcified?": a word of the report that says so, next to the finding
+        near = finding.get("near_words")
+        return _yes(isinstance(near, frozenset) and any(w in near for w in q.accepts))
     if q.kind == "size":
         size = finding.get("size_mm")
         if size is None:
@@ -1021,7 +1032,7 @@ def answer_from_report(
             from labeler.lexicon import load_lexicon
 
             lexicon = load_lexicon()
-        target = _concept_target(label[len(CONCEPT_PREFIX) :], report, lexicon)
+        target = _concept_target(label[len(CONCEPT_PREFIX) :], report, lexicon, patterns)
     else:
         target = _label_target(label, report, keys)
     return _answer(question, target, patterns)
@@ -1075,6 +1086,29 @@ def answer_study(
     return out("unknown", [], False)
 
 
+_WORD = re.compile(r"[a-z][a-z-]*")
+#: words before and after a finding that may describe it ("old right rib fractures",
+#: "nodule is calcified")
+_NEAR, _AFTER = 4, 10
+_NOT = frozenset({"not", "non", "no", "without"})
+
+
+def _near_words(mentions: Iterable[Mention]) -> frozenset[str]:
+    """The words of each mention, up to four before it and ten after it within its clause."""
+    out: set[str] = set()
+    for m in mentions:
+        if m.sentence_start is None:  # a mention without its sentence: nothing beside it
+            continue
+        a, b = m.start - m.sentence_start, m.end - m.sentence_start
+        before = _WORD.findall(re.split(r"[,;:]", m.sentence[:a])[-1].lower())
+        after = _WORD.findall(re.split(r"[,;:.]", m.sentence[b:])[0].lower())
+        # its predicate may come later ("nodule ... is unchanged and appears calcified")
+        words = [*before[-_NEAR:], *_WORD.findall(m.sentence[a:b].lower()), *after[:_AFTER]]
+        # "not calcified" describes the finding as not calcified
+        out.update(w for i, w in enumerate(words) if i == 0 or words[i - 1] not in _NOT)
+    return frozenset(out)
+
+
 def _label_target(label: str, report: ReportLabels, keys: Iterable[str]) -> _Target:
     status = str(report.labels.get(label, "absent"))
     mentions = [m for m in report.mentions if m.label == label]
@@ -1086,16 +1120,27 @@ def _label_target(label: str, report: ReportLabels, keys: Iterable[str]) -> _Tar
         evidence.append({"kind": "omitted", "count": left, "text": f"{left} more mentions"})
     if not evidence and status == "absent":
         evidence = [{"kind": "absent", "text": f"{label} is not mentioned in the report"}]
-    return _Target(status, report.findings.get(label, {}), evidence)
+    deciding = [m for m in mentions if m.status == status]
+    finding = {**report.findings.get(label, {}), "near_words": _near_words(deciding)}
+    return _Target(status, finding, evidence)
 
 
 _STATUS_ORDER = ("positive", "uncertain", "negative")
 
 
-def _concept_target(concept: str, report: ReportLabels, lexicon: Lexicon) -> _Target:
-    """The report's findings of `concept` or a concept below it, as one finding."""
+def _concept_target(
+    concept: str, report: ReportLabels, lexicon: Lexicon, patterns: QuestionPatterns
+) -> _Target:
+    """The report's findings of `concept` or a concept below it, as one finding.
+
+    A concept named by a describing word and its parent ("healed rib fracture") is also
+    found as its parent with a word of that description beside it ("old right rib
+    fractures"), from the pattern file's descriptors.
+    """
     wanted = {concept, *lexicon.descendants(concept)}
     found = [f for f in report.report_findings or () if f.concept in wanted]
+    if not found:
+        found = _described_parent(concept, report, lexicon, patterns)
     status = next((s for s in _STATUS_ORDER if any(f.status == s for f in found)), "absent")
     deciding = [f for f in found if f.status == status]
     shown = sorted(found, key=lambda f: f.status != status)[:_MAX_SHOWN]
@@ -1103,7 +1148,30 @@ def _concept_target(concept: str, report: ReportLabels, lexicon: Lexicon) -> _Ta
     if not found:
         name = lexicon.concepts[concept].name
         evidence = [{"kind": "absent", "text": f"{name} is not mentioned in the report"}]
-    return _Target(status, _merged(deciding), evidence)
+    return _Target(status, {**_merged(deciding), "near_words": _near_words(deciding)}, evidence)
+
+
+def _described_parent(
+    concept: str, report: ReportLabels, lexicon: Lexicon, patterns: QuestionPatterns
+) -> list[ReportFinding]:
+    """The findings of `concept`'s parent that carry the words its name adds to the
+    parent's ("healed" in "healed rib fracture"), each by a descriptor's report words."""
+    entry = lexicon.concepts[concept]
+    if not entry.parent:
+        return []
+    extra = set(entry.name.split()) - set(lexicon.concepts[entry.parent].name.split())
+    accepts: list[tuple[str, ...]] = []
+    for word in extra:
+        match = next((d for d in patterns.qualifiers["descriptor"] if word in d.phrases), None)
+        if match is None:
+            return []  # a word no descriptor explains: not this concept
+        accepts.append(match.accepts)
+    if not accepts:
+        return []
+    parents = [f for f in report.report_findings or () if f.concept == entry.parent]
+    return [
+        f for f in parents if all(any(w in _near_words([f]) for w in words) for words in accepts)
+    ]
 
 
 def _finding_evidence(f: ReportFinding) -> dict[str, object]:
@@ -1161,7 +1229,7 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
         return ReportAnswer(answer, known, status, lat, evidence)
 
     qtype = question.type
-    if qtype == "presence":
+    if qtype == "presence" and not question.qualifiers:
         if status == "positive":
             ans = "yes"
         elif status == "uncertain":

@@ -204,6 +204,22 @@ CLINICIANS = [
      "diaphragm.", "count", 2),
     ("How many nodular opacities are there?", "FINDINGS: A 17 mm nodular opacity on the "
      "left. A 10 mm nodular opacity on the right.", "count", 2),
+    # a describing word beside the finding, or not; a concept named by one ("healed rib
+    # fractures") found as its parent with the word beside it
+    ("Is the nodule calcified?", "FINDINGS: Calcified left upper lobe nodule.", "presence",
+     "yes"),
+    ("Is the nodule calcified?", "FINDINGS: 8 mm noncalcified nodule. It is new.", "presence",
+     "no"),
+    ("Is the nodule calcified?", "FINDINGS: The nodule is not calcified.", "presence", "no"),
+    ("Is the effusion loculated?", "FINDINGS: Loculated right pleural effusion.", "presence",
+     "yes"),
+    ("Are there healed rib fractures?", "FINDINGS: Old right rib fractures.", "presence",
+     "yes"),
+    ("Are there healed rib fractures?", "FINDINGS: Acute right rib fractures.", "presence",
+     "no"),
+    ("Which hemidiaphragm is elevated?", "FINDINGS: Elevated left hemidiaphragm.", "position",
+     ["left"]),
+    ("Any focal airspace opacity?", "FINDINGS: No focal airspace opacity.", "presence", "no"),
     # out of a report's reach
     ("What is the prognosis?", _PICC, "unsupported", None),
     ("What is the heart rate?", _PICC, "unsupported", None),

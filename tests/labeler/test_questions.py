@@ -204,8 +204,8 @@ def test_resolved_finding_answers_change(
         "",
         "Is it mild, moderate or severe?",
         "Is there evidence of congestive heart failure?",
-        "Is the nodule calcified?",  # a closed question with a word no entry explains
-        "Is the effusion loculated?",
+        "Is the nodule lobulated?",  # a closed question with a word no entry explains
+        "Is the effusion septated?",
         "Are both lungs clear of effusion?",  # negated and qualified
     ],
 )
