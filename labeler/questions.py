@@ -29,6 +29,7 @@ from labeler.attributes import PLURAL_RULE, stated_count
 from labeler.components import ConceptMatcher
 from labeler.errors import PatternFileError
 from labeler.findings import is_abnormal, lexicon_matcher
+from labeler.lexicon import KINDS
 from labeler.schema import Mention, ReportFinding, ReportLabels
 from labeler.vocabulary import read_pattern_file
 
@@ -337,6 +338,8 @@ class QuestionParser:
             lexicon_matcher(nlp, lexicon, skip_kinds={"anatomy", "normal"}) if lexicon else None
         )
         self._concept_words = _concept_words(nlp, lexicon) if lexicon else []
+        # "Are the lungs clear?": a normal statement, asked about when nothing else is named
+        self._normal_words = _concept_words(nlp, lexicon, normal=True) if lexicon else []
         self.labels = frozenset(labels)
         self.patterns = load_question_patterns(patterns)
         self.cache_size = cache_size
@@ -684,6 +687,9 @@ class QuestionParser:
         for s in spans:
             if not any(k[2] < s[3] and s[2] < k[3] for k in kept):
                 kept.append(s)
+        if not kept and self._normal_words and not any(h.group == "study" for h in hits):
+            # the qualifier's words count here: "the left lung" names the lung asked about
+            kept = self._concept_by_words(doc, set(), self._normal_words)
         if self.lexicon is not None and len(kept) > 1:
             # "the chest port catheter": a concept beside one of its own kinds is that one
             lexicon = self.lexicon
@@ -716,7 +722,12 @@ class QuestionParser:
         found.sort(key=lambda c: -(c[3] - c[2]))
         return found
 
-    def _concept_by_words(self, doc: Doc, asked: set[int]) -> list[tuple[str, str, int, int]]:
+    def _concept_by_words(
+        self,
+        doc: Doc,
+        asked: set[int],
+        concept_words: list[tuple[str, frozenset[str]]] | None = None,
+    ) -> list[tuple[str, str, int, int]]:
         """The concept whose phrase's content words all stand in the question, in any order
         and form (`_stem`): the longest phrase wins, then the most specific concept."""
         at: dict[str, list[int]] = {}
@@ -724,7 +735,7 @@ class QuestionParser:
             if not (t.is_stop or t.is_punct or t.is_space or t.i in asked):
                 at.setdefault(_stem(t.lower_), []).append(t.i)
         best: tuple[int, int, str, frozenset[str]] | None = None
-        for concept, stems in self._concept_words:
+        for concept, stems in self._concept_words if concept_words is None else concept_words:
             if stems <= at.keys():
                 depth = self.lexicon.depth(concept) if self.lexicon else 0
                 if best is None or (len(stems), depth) > best[:2]:
@@ -797,10 +808,14 @@ class QuestionParser:
         return None
 
 
-def _concept_words(nlp: Language, lexicon: Lexicon) -> list[tuple[str, frozenset[str]]]:
-    """(concept, the stems of a phrase's content words) for every phrase of two or more."""
+def _concept_words(
+    nlp: Language, lexicon: Lexicon, *, normal: bool = False
+) -> list[tuple[str, frozenset[str]]]:
+    """(concept, the stems of a phrase's content words) for every phrase of two or more;
+    with `normal`, of the normal statements only."""
     out = []
-    for concept_id, phrases in lexicon.phrases_by_concept({"anatomy", "normal"}).items():
+    skip = set(KINDS) - {"normal"} if normal else {"anatomy", "normal"}
+    for concept_id, phrases in lexicon.phrases_by_concept(skip).items():
         for phrase in phrases:
             words = [w for w in nlp.make_doc(phrase) if not (w.is_stop or w.is_punct)]
             if len(words) >= 2:
@@ -1148,7 +1163,10 @@ def _concept_target(
     if not found:
         name = lexicon.concepts[concept].name
         evidence = [{"kind": "absent", "text": f"{name} is not mentioned in the report"}]
-    return _Target(status, {**_merged(deciding), "near_words": _near_words(deciding)}, evidence)
+    finding = {**_merged(deciding), "near_words": _near_words(deciding)}
+    if lexicon.concepts[concept].kind == "normal" and "laterality" not in finding:
+        finding["laterality"] = "bilateral"  # "the lungs are clear": both of them
+    return _Target(status, finding, evidence)
 
 
 def _described_parent(

@@ -220,6 +220,15 @@ CLINICIANS = [
     ("Which hemidiaphragm is elevated?", "FINDINGS: Elevated left hemidiaphragm.", "position",
      ["left"]),
     ("Any focal airspace opacity?", "FINDINGS: No focal airspace opacity.", "presence", "no"),
+    # a normal statement asked about when nothing else is named; without a side it holds
+    # for both lungs; a whole-study cue stays a study question
+    ("Are the lungs clear?", "FINDINGS: The lungs are clear.", "presence", "yes"),
+    ("Is the left lung clear?", "FINDINGS: The lungs are clear.", "position", "yes"),
+    ("Is the left lung clear?", "FINDINGS: The right lung is clear. Left basilar "
+     "atelectasis.", "position", "no"),
+    ("Is the right lung clear?", "FINDINGS: The right lung is clear.", "position", "yes"),
+    ("Is there any acute disease?", "IMPRESSION: No acute cardiopulmonary disease.", "study",
+     "no"),
     # out of a report's reach
     ("What is the prognosis?", _PICC, "unsupported", None),
     ("What is the heart rate?", _PICC, "unsupported", None),
