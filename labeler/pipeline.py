@@ -36,6 +36,7 @@ from labeler.device_tips import Tip, TipFinder, load_tip_finder
 from labeler.errors import EmptyReportError, LabelerError, NotTextError, ReportTooLongError
 from labeler.findings import OPEN_PREFIX, FindingMatcher, is_abnormal
 from labeler.labelsets import LabelSet, load_label_set
+from labeler.levels import LevelFinder, load_level_finder
 from labeler.lexicon import load_lexicon
 from labeler.normalize import ParseText, clean_text, parse_text
 from labeler.schema import Mention, ReportFinding, ReportLabels
@@ -248,6 +249,7 @@ class _Engine:
     # own: the labels' rules look at the other mentions of a sentence (lists, scope)
     findings: FindingMatcher | None = None
     tips: TipFinder | None = None
+    levels: LevelFinder | None = None
     finding_cache: dict[str, tuple[_Found, ...]] = field(default_factory=dict)
     finding_names: dict[str, tuple[str, str, tuple[str, ...]]] = field(default_factory=dict)
 
@@ -398,7 +400,7 @@ class _Engine:
                         mesh="/".join(parts),
                     )  # fmt: skip
                 )
-            out.extend(self._placed(sentence, out, plan.text, s, e))
+            out.extend(self._leveled(self._placed(sentence, out, plan.text, s, e), plan.text, s, e))
         return out
 
     def _placed(
@@ -437,6 +439,37 @@ class _Engine:
             tip = self.tips.find(text, f.end, max(f.end, stop))
             if tip is not None:
                 sentence[i] = _with_tip(f, tip)
+        return sentence
+
+    def _leveled(
+        self, sentence: list[ReportFinding], text: str, s: int, e: int
+    ) -> list[ReportFinding]:
+        """A sentence's findings with each bone finding's rib or vertebral `levels`
+        (`labeler.levels`): each level the sentence names goes to the nearest bone finding
+        ("old rib fractures and T11 compression deformity": T11 is the deformity's)."""
+        assert self.levels is not None
+        bones = [i for i, f in enumerate(sentence) if f.kind == "bone"]
+        if not bones:
+            return sentence
+        found: dict[int, list[str]] = {}
+        for level, a, b in self.levels.spans(text[s:e]):
+            gaps = [max(0, sentence[i].start - (b + s), (a + s) - sentence[i].end) for i in bones]
+            found.setdefault(bones[gaps.index(min(gaps))], []).append(level)
+        for i, levels in found.items():
+            f = sentence[i]
+            levels = list(dict.fromkeys(levels))
+            f = dataclasses.replace(f, attributes={**f.attributes, "levels": levels})
+            concept = self.levels.specific_concept(f.label, levels)
+            known = self.findings.lexicon.concepts if self.findings is not None else {}
+            if concept is not None and concept in known:
+                name, kind, parts = self._concept_naming(concept)
+                side = f.attributes.get("laterality")
+                if parts and isinstance(side, str) and side:
+                    parts = (*parts, side)
+                f = dataclasses.replace(
+                    f, label=concept, name=name, kind=kind, mesh="/".join(parts)
+                )
+            sentence[i] = f
         return sentence
 
     def _concept_naming(self, label: str) -> tuple[str, str, tuple[str, ...]]:
@@ -748,6 +781,7 @@ def _engine(nlp: Language, config: LabelerConfig) -> _Engine:
             negex_triggers=_negex_trigger_words(nlp),
             findings=FindingMatcher(nlp, load_lexicon(config.lexicon)) if config.findings else None,
             tips=load_tip_finder(config.tips) if config.findings else None,
+            levels=load_level_finder() if config.findings else None,
         )
     return per_nlp[config]
 

@@ -1233,6 +1233,11 @@ def _merged(findings: Sequence[ReportFinding]) -> dict[str, object]:
             )
         total = sum(max(1, len(kinds - {(None, None, ())})) for kinds in described.values())
         count = total if total > 1 else None
+    levels = list(dict.fromkeys(str(v) for f in findings for v in f.attributes.get("levels") or ()))
+    if levels:
+        out["levels"] = levels
+        if count is None or count == "multiple":
+            count = len(levels)  # "fractures of the 5th through 9th ribs": five
     if count is not None:
         out["count"] = count
     return out
@@ -1262,6 +1267,9 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
             if qtype == "count":
                 return out(0)
             return out("unknown", False)
+        if qtype == "position" and question.asks == "level" and finding.get("levels"):
+            # "Which rib is fractured?": the side, then each rib or vertebra named
+            return out([*([lat] if lat else []), *map(str, finding["levels"])])  # type: ignore[call-overload]
         if qtype == "position" and question.asks == "tip" and finding.get("tip"):
             # the report's words first ("upper SVC"), then the landmark's name
             words = [str(finding.get("tip_text") or ""), str(finding["tip"])]

@@ -229,6 +229,13 @@ CLINICIANS = [
     ("Is the right lung clear?", "FINDINGS: The right lung is clear.", "position", "yes"),
     ("Is there any acute disease?", "IMPRESSION: No acute cardiopulmonary disease.", "study",
      "no"),
+    # which rib or vertebra, and how many
+    ("Which rib is fractured?", "FINDINGS: Healed left 9th rib fracture.", "position",
+     ["left", "9th rib"]),
+    ("At what level is the fracture?", "FINDINGS: Wedge fracture of T12.", "position",
+     ["T12"]),
+    ("How many ribs are fractured?", "FINDINGS: Multiple rib fractures, the right 5th "
+     "through 9th ribs.", "count", 5),
     # out of a report's reach
     ("What is the prognosis?", _PICC, "unsupported", None),
     ("What is the heart rate?", _PICC, "unsupported", None),
