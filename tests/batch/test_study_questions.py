@@ -229,6 +229,11 @@ CLINICIANS = [
     ("Is the right lung clear?", "FINDINGS: The right lung is clear.", "position", "yes"),
     ("Is there any acute disease?", "IMPRESSION: No acute cardiopulmonary disease.", "study",
      "no"),
+    # a direction: the side a curve or a shift goes to
+    ("Which way does the scoliosis curve?", "FINDINGS: Mild dextroscoliosis.", "position",
+     ["right"]),
+    ("Which way is the mediastinum shifted?", "FINDINGS: The mediastinum is shifted to the "
+     "left.", "position", ["left"]),
     # which rib or vertebra, and how many
     ("Which rib is fractured?", "FINDINGS: Healed left 9th rib fracture.", "position",
      ["left", "9th rib"]),
