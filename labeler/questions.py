@@ -1124,6 +1124,21 @@ def _near_words(mentions: Iterable[Mention]) -> frozenset[str]:
     return frozenset(out)
 
 
+def _place_words(mentions: Iterable[Mention]) -> list[str]:
+    """The report's own words for each place its location evidence names ("left base")."""
+    out: list[str] = []
+    for m in mentions:
+        if m.sentence_start is None:
+            continue
+        for ev in m.attribute_evidence:
+            if ev.get("attribute") == "location":
+                a, b = int(ev["start"]) - m.sentence_start, int(ev["end"]) - m.sentence_start
+                words = " ".join(m.sentence[a:b].split())
+                if words:
+                    out.append(words)
+    return list(dict.fromkeys(out))
+
+
 def _label_target(label: str, report: ReportLabels, keys: Iterable[str]) -> _Target:
     status = str(report.labels.get(label, "absent"))
     mentions = [m for m in report.mentions if m.label == label]
@@ -1136,7 +1151,11 @@ def _label_target(label: str, report: ReportLabels, keys: Iterable[str]) -> _Tar
     if not evidence and status == "absent":
         evidence = [{"kind": "absent", "text": f"{label} is not mentioned in the report"}]
     deciding = [m for m in mentions if m.status == status]
-    finding = {**report.findings.get(label, {}), "near_words": _near_words(deciding)}
+    finding = {
+        **report.findings.get(label, {}),
+        "near_words": _near_words(deciding),
+        "place_words": _place_words(deciding),
+    }
     return _Target(status, finding, evidence)
 
 
@@ -1163,7 +1182,11 @@ def _concept_target(
     if not found:
         name = lexicon.concepts[concept].name
         evidence = [{"kind": "absent", "text": f"{name} is not mentioned in the report"}]
-    finding = {**_merged(deciding), "near_words": _near_words(deciding)}
+    finding = {
+        **_merged(deciding),
+        "near_words": _near_words(deciding),
+        "place_words": _place_words(deciding),
+    }
     if lexicon.concepts[concept].kind == "normal" and "laterality" not in finding:
         finding["laterality"] = "bilateral"  # "the lungs are clear": both of them
     return _Target(status, finding, evidence)
@@ -1278,6 +1301,9 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
             terms: list[str] = [lat] if lat else []
             if question.asks != "side":
                 terms += [str(p) for p in finding.get("location") or ()]  # type: ignore[attr-defined]
+                # then the report's own words for them ("left base" for "basilar")
+                said = [str(w) for w in finding.get("place_words") or ()]  # type: ignore[attr-defined]
+                terms += [w for w in said if w.lower() not in {t.lower() for t in terms}]
             return out(terms, True) if terms else out("unknown", False)
         if qtype == "size":
             if finding.get("size_mm") is not None:

@@ -229,6 +229,9 @@ CLINICIANS = [
     ("Is the right lung clear?", "FINDINGS: The right lung is clear.", "position", "yes"),
     ("Is there any acute disease?", "IMPRESSION: No acute cardiopulmonary disease.", "study",
      "no"),
+    # a place: the normalised term, then the report's own words for it
+    ("Where is the nodule?", "FINDINGS: 8 mm nodule in the right mid lung zone.", "position",
+     ["right", "middle", "mid lung zone"]),
     # a direction: the side a curve or a shift goes to
     ("Which way does the scoliosis curve?", "FINDINGS: Mild dextroscoliosis.", "position",
      ["right"]),
