@@ -87,6 +87,8 @@ _PREDICATE_PARTS = frozenset(
 _COUNT_DEPS = frozenset({"nummod", "amod", "det", "quantmod", "compound", "advmod", "predet"})
 _MAX_UP = 4
 _MAX_PATH = 12
+# what stands between the items of a bare list ("A and B", "A, B or C")
+_LIST_JOINERS = frozenset({"and", "or", ",", "&", "and/or"})
 
 # "4.5", ".8" and a decimal comma ("1,2 cm", as many European sites write it)
 _NUMBER = r"(?:\d+(?:\.\d+|,\d{1,2}(?![\d,]))?|\.\d+)"
@@ -604,6 +606,19 @@ def _window(doc: Doc, mentions: Sequence[Span], idx: int) -> tuple[set[int], set
         else:
             hi = mention.end
     scope = set(range(lo, hi))
+    # "consolidation and atelectasis have developed in the right lower lobe": the items of
+    # a bare list share what follows its last item
+    last = idx
+    while last + 1 < len(mentions) and all(
+        doc[i].lower_ in _LIST_JOINERS for i in range(mentions[last].end, mentions[last + 1].start)
+    ):
+        last += 1
+    if last > idx:
+        tail_end = mentions[last + 1].start if last + 1 < len(mentions) else len(doc)
+        for i in range(mentions[last].end, tail_end):
+            if doc[i].is_punct or doc[i].lower_ in ("and", "or", "with", "but"):
+                break
+            scope.add(i)
     np_left = set()
     for i in range(mention.start - 1, lo - 1, -1):
         if doc[i].is_punct or doc[i].lower_ in ("of", "in", "with", "and", "or", "is", "are"):
