@@ -1,0 +1,27 @@
+"""Batch jobs and report labeling on Ray: the same rows as one machine, on many.
+
+    with ray_session(None):                       # a local Ray on 127.0.0.1; or "auto"
+        for outcomes in run_on_ray(spec, items, recorded, model=path):
+            ...                                   # the caller writes JSONL, Parquet, a set
+        for labels in label_reports_on_ray(pairs, config=config):
+            ...
+
+One pool of long-lived actors per kind of work (`pool`), started once per run and reused
+by every phase; work in blocks (hundreds of reports, tens of images per task); bounded
+retries when a worker dies. `connection` joins or starts Ray, `reports` labels reports,
+`jobs` runs a `cxr batch` job with its `workers`, and `copies` finds the copies of one image
+read by different workers. See docs/cluster.md.
+"""
+
+from batch.cluster.connection import connect, disconnect, ray_session
+from batch.cluster.jobs import ClusterReport, run_on_ray
+from batch.cluster.reports import label_reports_on_ray
+
+__all__ = [
+    "ClusterReport",
+    "connect",
+    "disconnect",
+    "label_reports_on_ray",
+    "ray_session",
+    "run_on_ray",
+]
