@@ -8,14 +8,14 @@
 
 One pool of long-lived actors per kind of work (`pool`), started once per run and reused
 by every phase; work in blocks (hundreds of reports, tens of images per task); bounded
-retries when a worker dies. `connection` joins or starts Ray, `reports` labels reports,
-`jobs` runs a `cxr batch` job with its `workers`, and `copies` finds the copies of one image
+retries when a worker dies. `connection` joins or starts Ray, `report_labeling` labels reports,
+`job_runner` runs a `cxr batch` job with its `workers`, and `copies` finds the copies of one image
 read by different workers. See docs/cluster.md.
 """
 
 from batch.cluster.connection import connect, disconnect, ray_session
-from batch.cluster.jobs import ClusterReport, run_on_ray
-from batch.cluster.reports import label_reports_on_ray
+from batch.cluster.job_runner import ClusterReport, run_on_ray
+from batch.cluster.report_labeling import label_reports_on_ray
 
 __all__ = [
     "ClusterReport",

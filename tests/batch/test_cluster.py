@@ -274,7 +274,7 @@ def test_cluster_reads_again_a_copy_skipped_for_a_first_copy_that_then_failed(
 ) -> None:
     # A reader skipped B/1.dcm as soon as A/1.dcm was decoded; A's prediction then failed.
     # On one machine B would have been predicted; on Ray it stayed skipped, naming A.
-    import batch.cluster.jobs as cluster
+    import batch.cluster.job_runner as cluster
     from batch.interfaces import Outcome, SourceItem
 
     items = [SourceItem(key, "image") for key in ("A/1.dcm", "B/1.dcm", "C/1.dcm", "D/1.dcm")]
@@ -373,3 +373,78 @@ def test_cluster_batch_dataset_same_training_set_as_one_machine(
     _assert_same_rows(runs["ray"][0], runs["one"][0])
     assert runs["ray"][1] == runs["one"][1] and len(runs["one"][1]) > 2  # rows, sorted
     assert runs["ray"][2] == runs["one"][2]
+
+
+@pytest.mark.issue(45)
+def test_cluster_pool_gives_up_a_block_after_its_attempts_and_redoes_no_finished_block() -> None:
+    from batch.cluster.pool import ActorPool, BlockFailure, wait_for
+
+    # Defined here, so that Ray sends the class itself to its workers (they cannot import
+    # this test module).
+    class _Flaky:
+        """A worker that dies (as the OOM killer would kill it) on a block holding "poison"."""
+
+        def __init__(self, label: str) -> None:
+            self.label = label
+
+        def ready(self) -> str:
+            return str(ray.get_runtime_context().get_node_id())
+
+        def work(self, block: list[str]) -> list[str]:
+            if "poison" in block:
+                os._exit(1)
+            return [f"{self.label}:{item}" for item in block]
+
+    pool = ActorPool(_Flaky, size=2, init={"label": "w"}, options={"num_cpus": 0},
+                     max_attempts=2, name="flaky")  # fmt: skip
+    blocks = {n: [f"r{n}a", f"r{n}b"] for n in range(6)}
+    blocks[3] = ["r3a", "poison"]
+    for n, block in blocks.items():
+        pool.submit(n, "work", block)
+    results: dict[int, object] = {}
+    try:
+        while pool.busy:
+            for finished in wait_for([pool], timeout_s=60):
+                assert finished.tag not in results, "a finished block came back twice"
+                results[finished.tag] = finished.value
+    finally:
+        pool.close()
+    assert sorted(results) == list(range(6))  # every block once
+    failure = results.pop(3)
+    assert isinstance(failure, BlockFailure)
+    assert failure.reason.startswith("flaky: worker lost 2 times on this block (last: ")
+    assert results == {n: [f"w:{x}" for x in blocks[n]] for n in results}
+    assert pool.lost == 2 and pool.failed_blocks == 1
+
+
+@pytest.mark.issue(45)
+def test_cluster_local_ray_listens_on_loopback_only() -> None:
+    # In a process of its own: this module's Ray is running already.
+    script = """
+import json, subprocess
+import ray
+from batch.cluster import connect, disconnect
+connect(None, num_cpus=1, object_store_bytes=80 * 2**20)
+address = ray.nodes()[0]["NodeManagerAddress"]
+pids = subprocess.run(["pgrep", "-f", ray._private.worker._global_node.get_session_dir_path()],
+                      capture_output=True, text=True).stdout.split()
+listening = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True).stdout
+mine = [line.split()[3] for line in listening.splitlines()
+        if any(f"pid={pid}," in line for pid in pids)]
+disconnect()
+print(json.dumps({"address": address, "listening": mine}))
+"""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("ss") is None or shutil.which("pgrep") is None:
+        pytest.skip("needs ss and pgrep")
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=180)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["address"] == "127.0.0.1"
+    assert got["listening"], "no listening socket found for the local Ray"
+    assert all(a.rsplit(":", 1)[0] in ("127.0.0.1", "[::ffff:127.0.0.1]") for a in got["listening"])
