@@ -6,7 +6,7 @@
 The driver (the `cxr` process) lists the items once (the job's source: a folder, an
 extracted zip, or a DICOMweb search, paged and capped as on one machine) and plans them
 (`engine.plan`: what OUT records is left out). The items then go out in blocks
-(`block_size`, 32 by default) to one pool of file workers started once for the whole run
+(`block_size`, 16 by default) to one pool of file workers started once for the whole run
 (`batch.cluster.pool`): structured reports first, alone, their labels broadcast to the
 workers, then the images, then any copy to read again. Each worker reads (a folder at the
 same path on every node, or WADO-RS from the server), labels, and on a CPU cluster
@@ -100,7 +100,7 @@ def run_on_ray(
     device: str = "cpu",
     precision: Precision = "auto",
     chunk_size: int = 8,
-    block_size: int = 32,
+    block_size: int = 16,
     actors: int | None = None,
     max_attempts: int = 3,
     dicomweb: DicomwebServer | None = None,

@@ -243,7 +243,8 @@ class PredictWorker:
         for item in results:
             line = item.line
             if line["state"] == "done" and item.prepared:
-                outcome = _line_outcome(line)
+                # the reader's "no model loaded" note does not hold here
+                outcome = _line_outcome({k: v for k, v in line.items() if k != "note"})
                 outcome.result["model"] = self.processor.model_name
                 outcome.result["demo"] = self.processor.demo
                 outcome.image = _Prepared(pickle.loads(item.prepared))  # noqa: S301 - ours

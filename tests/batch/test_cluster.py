@@ -448,3 +448,30 @@ print(json.dumps({"address": address, "listening": mine}))
     assert got["address"] == "127.0.0.1"
     assert got["listening"], "no listening socket found for the local Ray"
     assert all(a.rsplit(":", 1)[0] in ("127.0.0.1", "[::ffff:127.0.0.1]") for a in got["listening"])
+
+
+@pytest.mark.issue(45)
+def test_cluster_gpu_path_readers_then_predict_worker_give_one_machines_rows(
+    tmp_path: Path, demo_checkpoint: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # What a GPU cluster runs (file workers fit the images, a predict worker predicts them),
+    # here in this process on the CPU: the data path, not Ray's scheduling.
+    from batch.cluster.job_runner import _input_spec
+    from batch.cluster.workers import FileWorker, PredictWorker, WorkerJob
+    from batch.engine import plan
+
+    export = build_export(tmp_path / "export")
+    one = tmp_path / "one.jsonl"
+    assert main(["batch", str(export), "-o", str(one), "--model", str(demo_checkpoint)]) == 1
+    capsys.readouterr()
+    job = build_job(JobSpec(FolderInput(export)), labeler=PipelineLabeler(), predictor=None)
+    items = plan(list(job.source.scan()), [], job.processor)
+    srs = [i for i in items if i.kind == "sr"]
+    reader = FileWorker(WorkerJob(folder=export), keep_pixels=True,
+                        input_spec=_input_spec(demo_checkpoint))  # fmt: skip
+    read = reader.process(srs)
+    reader.restore([r.line for r in read])  # the SRs' labels, as the driver broadcasts them
+    read += reader.process([i for i in items if i.kind != "sr"])
+    assert any(r.prepared for r in read)
+    lines = [r.line for r in PredictWorker(demo_checkpoint, "cpu").predict(read)]
+    _assert_same_rows({str(x["path"]): x for x in lines}, _lines(one))
