@@ -13,9 +13,15 @@ retries when a worker dies. `connection` joins or starts Ray, `report_labeling` 
 read by different workers. See docs/cluster.md.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from batch.cluster.connection import connect, disconnect, ray_session
-from batch.cluster.job_runner import ClusterReport, run_on_ray
-from batch.cluster.report_labeling import label_reports_on_ray
+
+if TYPE_CHECKING:
+    from batch.cluster.job_runner import ClusterReport, run_on_ray
+    from batch.cluster.report_labeling import label_reports_on_ray
 
 __all__ = [
     "ClusterReport",
@@ -25,3 +31,19 @@ __all__ = [
     "ray_session",
     "run_on_ray",
 ]
+
+# Imported when first asked for: a labeler actor (`report_labeling`) imports this package
+# and must not import the image side (torch: seconds per actor) that `job_runner` needs.
+_LAZY = {
+    "ClusterReport": "batch.cluster.job_runner",
+    "run_on_ray": "batch.cluster.job_runner",
+    "label_reports_on_ray": "batch.cluster.report_labeling",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'batch.cluster' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_LAZY[name]), name)
