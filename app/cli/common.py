@@ -1,4 +1,4 @@
-"""What two or more `cxr` commands share: options, the DICOMweb client, errors, spaCy's import.
+"""What two or more `cxr` commands share: options, the DICOMweb client, errors.
 
 The command modules import this module and the libraries, never each other. Only the
 standard library is imported at module level, so that `cxr label` and `cxr --help` start
@@ -23,7 +23,6 @@ __all__ = [
     "dicomweb_client_from_args",
     "dicomweb_server_from_args",
     "fail",
-    "import_spacy_without_torch",
 ]
 
 
@@ -128,21 +127,3 @@ def dicomweb_client_from_args(url: str, args: argparse.Namespace) -> DicomwebCli
         DicomwebError: a bad URL, auth or bound.
     """
     return dicomweb_server_from_args(url, args).client()
-
-
-def import_spacy_without_torch() -> None:
-    """Import spaCy while hiding torch, which thinc would otherwise import (1-2 s).
-
-    thinc imports torch when it is installed, only to offer PyTorch layers;
-    the labeler's pipeline runs on thinc's NumPy ops. Blocking the import for
-    the duration keeps `cxr label` and `cxr ask` start-up fast and free of torch. Later
-    `import torch` calls work as usual. Worker processes are forked after
-    this, so they inherit the torch-free spaCy.
-    """
-    if "spacy" in sys.modules or "torch" in sys.modules:
-        return
-    sys.modules["torch"] = None  # type: ignore[assignment]  # makes `import torch` fail
-    try:
-        import spacy  # noqa: F401
-    finally:
-        del sys.modules["torch"]

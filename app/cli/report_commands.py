@@ -13,7 +13,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
-from app.cli.common import add_ray_argument, fail, import_spacy_without_torch
+from app.cli.common import add_ray_argument, fail
+from labeler.spacy_loading import import_spacy_without_torch
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -27,6 +27,9 @@ class LabelWorker:
     """One labeler pipeline per actor, built once."""
 
     def __init__(self, config: LabelerConfig, batch_size: int) -> None:
+        from labeler.spacy_loading import import_spacy_without_torch
+
+        import_spacy_without_torch()  # thinc would import torch: 1-2 s per actor
         from batch.labeling import PipelineLabeler
 
         self.labeler = PipelineLabeler(config)
