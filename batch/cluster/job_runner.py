@@ -246,12 +246,19 @@ def _run_phase(
     report: ClusterReport,
 ) -> Iterator[list[Outcome]]:
     """Submit the items in blocks and yield each block's outcomes as it finishes (through
-    the predict pool, when there is one, for a block with images to predict)."""
-    blocks = {n: items[start : start + block_size]
-              for n, start in enumerate(range(0, len(items), block_size))}  # fmt: skip
+    the predict pool, when there is one, for a block with images to predict).
+
+    A block of several items given up (its worker lost `max_attempts` times) is split: each
+    item gets one more try alone, so that one item that kills its worker (a poison file)
+    fails alone, as one machine gives up only the files in flight when its process died.
+    """
+    blocks: dict[Any, Sequence[SourceItem]] = {
+        n: items[start : start + block_size]
+        for n, start in enumerate(range(0, len(items), block_size))
+    }
     for n, block in blocks.items():
         readers.submit(n, "process", list(block))
-    read: dict[int, list[ItemResult]] = {}  # blocks at the predict pool, as read
+    read: dict[Any, list[ItemResult]] = {}  # blocks at the predict pool, as read
     left = len(blocks)
     pools = [readers] if predictors is None else [readers, predictors]
     while left:
@@ -260,8 +267,15 @@ def _run_phase(
             if finished.node is not None:
                 report.blocks_by_node[finished.node] += 1
             if finished.pool is readers:
+                block = blocks.pop(tag)
+                if isinstance(value, BlockFailure) and len(block) > 1:
+                    for i, item in enumerate(block):  # one last try each, alone
+                        blocks[tag, i] = [item]
+                        readers.submit((tag, i), "process", [item], attempts_left=1)
+                    left += len(block) - 1
+                    continue
                 if isinstance(value, BlockFailure):
-                    outcomes = [_failed(item, value.reason) for item in blocks[tag]]
+                    outcomes = [_failed(item, value.reason) for item in block]
                 elif predictors is not None and any(r.prepared for r in value):
                     read[tag] = value
                     predictors.submit(tag, "predict", value)

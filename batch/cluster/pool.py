@@ -116,6 +116,8 @@ class ActorPool:
         self.replacements_left = size * max_attempts
         self.lost = 0  # actors that died during the run
         self.failed_blocks = 0
+        self._gone: str | None = None  # why no actor is left to start (all blocks fail)
+        self._failed_now: list[Finished] = []
         for _ in range(size):
             self._start()
 
@@ -154,7 +156,18 @@ class ActorPool:
         if self.replacements_left > 0:
             self.replacements_left -= 1
             self._start()
+        elif not self._actors and not self._pending:
+            finished += self._give_up_all(f"{self.name}: no worker left (last lost: {reason})")
         return finished
+
+    def _give_up_all(self, reason: str) -> list[Finished]:
+        """No actor left and none to start: every queued block, and any submitted later,
+        fails with `reason`."""
+        self._gone = reason
+        failed = [Finished(self, b.tag, BlockFailure(reason)) for b in self._queue]
+        self.failed_blocks += len(failed)
+        self._queue.clear()
+        return failed
 
     def _gave_up(self, block: _Block) -> str:
         last = block.reasons[-1] if block.reasons else "unknown"
@@ -172,10 +185,19 @@ class ActorPool:
         for handle in [*self._actors.values(), *self._pending.values()]:
             getattr(handle, method).remote(*args)
 
-    def submit(self, tag: Any, method: str, *args: Any) -> None:
+    def submit(self, tag: Any, method: str, *args: Any, attempts_left: int | None = None) -> None:
         """Queue a block: `method(*args)` on one of the actors; its result comes back from
-        `wait_for` with `tag`."""
-        self._queue.append(_Block(tag, method, args))
+        `wait_for` with `tag`.
+
+        Args:
+            attempts_left: tries for this block (default `max_attempts`).
+        """
+        if self._gone is not None:  # handed back by the next `wait_for`
+            self.failed_blocks += 1
+            self._failed_now.append(Finished(self, tag, BlockFailure(self._gone)))
+            return
+        left = self.max_attempts if attempts_left is None else max(1, attempts_left)
+        self._queue.append(_Block(tag, method, args, attempts=self.max_attempts - left))
         self._dispatch()
 
     def _dispatch(self) -> None:
@@ -190,8 +212,13 @@ class ActorPool:
 
     @property
     def busy(self) -> bool:
-        """Blocks queued or running."""
-        return bool(self._queue or self._running)
+        """Blocks queued, running, or failed and not handed back yet."""
+        return bool(self._queue or self._running or self._failed_now)
+
+    def failed_now(self) -> list[Finished]:
+        """Blocks submitted after the pool lost its last actor, failed at once."""
+        failed, self._failed_now = self._failed_now, []
+        return failed
 
     def busy_nodes(self) -> set[str]:
         """The Ray nodes whose actors hold blocks now."""
@@ -254,11 +281,7 @@ class ActorPool:
             self._start()
         if self._actors or self._pending:
             return []
-        failed = [Finished(self, b.tag, BlockFailure(f"{self.name}: no worker started: {reason}"))
-                  for b in self._queue]  # fmt: skip
-        self.failed_blocks += len(failed)
-        self._queue.clear()
-        return failed
+        return self._give_up_all(f"{self.name}: no worker started: {reason}")
 
     def close(self) -> None:
         """Stop every actor of the pool (pending ones included)."""
@@ -285,9 +308,10 @@ def wait_for(pools: Sequence[ActorPool], timeout_s: float = 5.0) -> list[Finishe
     finished meanwhile (possibly none: actors only started)."""
     import ray
 
+    failed = [finished for pool in pools for finished in pool.failed_now()]
     refs = [ref for pool in pools for ref in pool.refs()]
-    if not refs:
-        return []
+    if failed or not refs:
+        return failed
     ready, _ = ray.wait(refs, num_returns=1, timeout=timeout_s, fetch_local=False)
     if ready:  # and whatever else is done by now
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False)

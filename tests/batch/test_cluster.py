@@ -475,3 +475,39 @@ def test_cluster_gpu_path_readers_then_predict_worker_give_one_machines_rows(
     assert any(r.prepared for r in read)
     lines = [r.line for r in PredictWorker(demo_checkpoint, "cpu").predict(read)]
     _assert_same_rows({str(x["path"]): x for x in lines}, _lines(one))
+
+
+@pytest.mark.issue(45)
+def test_cluster_block_given_up_is_split_so_a_poison_file_fails_alone() -> None:
+    # One machine gives up only the files in flight when its process died; on Ray a block
+    # whose worker keeps dying gets one more try per file, alone.
+    from batch.cluster.job_runner import ClusterReport, _run_phase
+    from batch.cluster.pool import ActorPool
+    from batch.cluster.workers import ItemResult
+    from batch.interfaces import SourceItem
+
+    class Reader:  # in here, so that Ray sends the class itself to its workers
+        def ready(self) -> str:
+            return str(ray.get_runtime_context().get_node_id())
+
+        def process(self, rows: list[SourceItem]) -> list[ItemResult]:
+            if any(row.key == "poison.dcm" for row in rows):
+                os._exit(1)  # as the OOM killer would end it
+            return [ItemResult({"path": row.key, "state": "done", "kind": row.kind})
+                    for row in rows]  # fmt: skip
+
+    items = [SourceItem(f"{n}.dcm", "image") for n in range(6)]
+    items.insert(2, SourceItem("poison.dcm", "image"))
+    pool = ActorPool(Reader, size=2, options={"num_cpus": 0}, max_attempts=2, name="readers")
+    report = ClusterReport()
+    try:
+        outcomes = [o for block in _run_phase(items, pool, None, 4, report) for o in block]
+    finally:
+        pool.close()
+    by_key = {o.key: o for o in outcomes}
+    assert len(outcomes) == len(by_key) == 7  # each file once
+    assert by_key["poison.dcm"].state == "failed"
+    assert by_key["poison.dcm"].error is not None
+    assert by_key["poison.dcm"].error.startswith("readers: worker lost 2 times on this block")
+    assert all(o.state == "done" for key, o in by_key.items() if key != "poison.dcm")
+    assert pool.lost == 3  # twice on the block of four, once on the poison alone
