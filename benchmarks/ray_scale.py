@@ -1,29 +1,39 @@
-"""Reports/s and files/s on a local Ray with 1 and 2 CPUs against the single-process path.
+"""Start-up and marginal cost per report and per image: a local Ray with N CPUs against one
+process with N workers, in the same run.
 
-Reports: the first N OpenI reports (findings + impression), labelled by one in-process
-`PipelineLabeler` and by `batch.cluster.label_reports_on_ray`. Files: the NIH sample PNGs
-(decoded and predicted by a demo checkpoint at 128 px), through `batch.job.build_job` +
-`engine.run` in this process and through `batch.cluster.run_on_ray`. Everything runs in
-one process, one configuration after the other, on the same machine; Ray is restarted
-for each CPU count, and its start-up is timed apart from the work (`start`). The
-overhead per item is (Ray wall time x CPUs - single-process time) / items.
+Each path runs two sizes of distinct inputs (the first SMALL and the first LARGE OpenI
+reports; the first SMALL and LARGE NIH sample PNGs, predicted by a demo checkpoint at 128
+px), each from a cold start (workers and models loaded inside the timing). The marginal
+cost per item is the slope, (time(LARGE) - time(SMALL)) / (LARGE - SMALL), so the start-up
+cancels out; the start-up is the intercept, time(SMALL) - SMALL x marginal. Ray's own
+start (`ray.init` of a local Ray, timed apart) is added to the Ray path's start-up.
+
+- one process, reports: `labeler.parallel.label_reports_parallel(workers=N)`, what
+  `cxr label --workers N` runs.
+- one process, images: `batch.job.build_job` with `read_workers=N` + `engine.run`, what
+  `cxr batch --workers N` runs (the model in this process, decoding in N workers).
+- Ray, reports: `batch.cluster.label_reports_on_ray` (one labeler actor per CPU, blocks
+  of 256 reports).
+- Ray, images: `batch.cluster.run_on_ray` (one file worker per CPU: decode, label and
+  predict in the actor, blocks of 16 images).
 
 Usage:
-    python benchmarks/ray_scale.py [--reports 2000] [--files 151] [--cpus 1 2]
+    python benchmarks/ray_scale.py [--reports 600 2400] [--images 48 144] [--cpus 2] [--repeat 2]
 
-Not a timed test: the figures depend on the machine and its load (report the load
-average). Exits 0 with a message when the shared data is absent (CXR_SHARED_DATA).
+Not a timed test: the figures depend on the machine and its load (the load average is
+printed; a shared machine inflates everything, Ray's many processes most). Exits 0 with a
+message when the shared data is absent (CXR_SHARED_DATA).
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
 import csv
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -42,82 +52,155 @@ def _reports(data: Path, n: int) -> list[tuple[str, str]]:
             out.append((row["uid"], text))
             if len(out) == n:
                 break
+    if len(out) < n:
+        raise SystemExit(f"ray_scale: only {len(out)} OpenI reports, asked for {n}")
     return out
+
+
+def _timed(run: Callable[[int], int], sizes: tuple[int, int]) -> tuple[float, float]:
+    """Seconds of `run(n)` for each size (each run must give n results)."""
+    out = []
+    for n in sizes:
+        began = time.perf_counter()
+        done = run(n)
+        out.append(time.perf_counter() - began)
+        if done != n:
+            raise SystemExit(f"ray_scale: {done} results for {n} inputs")
+    return out[0], out[1]
+
+
+def _fit(sizes: tuple[int, int], seconds: tuple[float, float]) -> tuple[float, float]:
+    """(start-up s, marginal s per item) from two timings."""
+    marginal = (seconds[1] - seconds[0]) / (sizes[1] - sizes[0])
+    return seconds[0] - sizes[0] * marginal, marginal
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reports", type=int, default=2000)
-    parser.add_argument("--files", type=int, default=151)
-    parser.add_argument("--cpus", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--reports", type=int, nargs=2, default=[600, 2400])
+    parser.add_argument("--images", type=int, nargs=2, default=[48, 144])
+    parser.add_argument("--cpus", type=int, default=2, help="Ray CPUs = one-process workers")
+    parser.add_argument("--repeat", type=int, default=2, help="runs of each; the fastest counts")
     args = parser.parse_args()
     data = _data()
     if data is None:
         sys.stdout.write("ray_scale: shared data not found (set CXR_SHARED_DATA); skipped\n")
         return 0
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     import ray
 
-    from batch.cluster import label_reports_on_ray, run_on_ray
+    from batch.cluster import connect, disconnect, label_reports_on_ray, run_on_ray
     from batch.engine import plan, run
     from batch.job import FolderInput, JobSpec, build_job
     from batch.labeling import PipelineLabeler
+    from labeler.config import LabelerConfig
+    from labeler.parallel import label_reports_parallel
     from models.checkpoint import build_demo_checkpoint
-
-    reports = _reports(data, args.reports)
-    images = sorted((data / "nih" / "images").glob("*.png"))[: args.files]
-    tmp = Path(tempfile.mkdtemp(prefix="ray-scale-"))
-    export = tmp / "export"
-    export.mkdir()
-    for image in images:
-        (export / image.name).write_bytes(image.read_bytes())  # a folder source skips links
-    model = build_demo_checkpoint(tmp / "demo.pt", image_size=128)
-    spec = JobSpec(FolderInput(export))
-    rows: list[tuple[str, float, float, float]] = []  # path, start s, reports/s, files/s
-
-    labeler = PipelineLabeler()
-    began = time.perf_counter()
-    for start in range(0, len(reports), 64):
-        labeler.label_many(reports[start : start + 64])
-    single_reports = time.perf_counter() - began
     from models.predict import load_predictor
 
-    job = build_job(spec, labeler=labeler, predictor=load_predictor(model, device="cpu"))
-    items = plan(list(job.source.scan()), [], job.processor)
-    kinds = collections.Counter(i.kind for i in items)
+    cpus = args.cpus
+    report_sizes = (args.reports[0], args.reports[1])
+    image_sizes = (args.images[0], args.images[1])
+    reports = _reports(data, max(report_sizes))
+    pngs = sorted((data / "nih" / "images").glob("*.png"))
+    if len(pngs) < max(image_sizes):
+        raise SystemExit(f"ray_scale: only {len(pngs)} NIH images, asked for {max(image_sizes)}")
+    tmp = Path(tempfile.mkdtemp(prefix="ray-scale-"))
+    model = build_demo_checkpoint(tmp / "demo.pt", image_size=128)
+    exports = {}
+    for n in image_sizes:
+        export = tmp / f"export-{n}"
+        export.mkdir()
+        for png in pngs[:n]:
+            (export / png.name).write_bytes(png.read_bytes())  # a folder source skips links
+        exports[n] = export
+
+    def one_reports(n: int) -> int:
+        items = reports[:n]
+        found = label_reports_parallel(items, config=LabelerConfig(), workers=cpus, batch_size=64)
+        return sum(1 for _ in found)
+
+    def one_images(n: int) -> int:
+        spec = JobSpec(FolderInput(exports[n]), read_workers=cpus)
+        predictor = load_predictor(model, device="cpu")
+        job = build_job(spec, labeler=PipelineLabeler(), predictor=predictor)
+        items = plan(list(job.source.scan()), [], job.processor)
+        counted = _Count()
+        run(items, job.processor, [counted], chunk_size=8)
+        return counted.n
+
+    def ray_reports(n: int) -> int:
+        found = label_reports_on_ray(reports[:n], config=LabelerConfig(), actors=cpus)
+        return sum(1 for _ in found)
+
+    def ray_images(n: int) -> int:
+        spec = JobSpec(FolderInput(exports[n]))
+        job = build_job(spec, labeler=PipelineLabeler(), predictor=None)
+        items = plan(list(job.source.scan()), [], job.processor)
+        blocks = run_on_ray(spec, items, [], model=model, chunk_size=8, actors=cpus)
+        return sum(len(block) for block in blocks)
+
+    # Ray is started once (timed apart); then each measurement runs `--repeat` times, the
+    # two paths interleaved so that both meet the same load, and the fastest run counts.
     began = time.perf_counter()
-    run(items, job.processor, [], chunk_size=8)
-    single_files = time.perf_counter() - began
-    rows.append(("one process", 0.0, len(reports) / single_reports, len(items) / single_files))
-
-    for cpus in args.cpus:
-        began = time.perf_counter()
-        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
-        started = time.perf_counter() - began
-        from labeler.config import LabelerConfig
-
-        began = time.perf_counter()
-        done = sum(1 for _ in label_reports_on_ray(reports, config=LabelerConfig()))
-        ray_reports = time.perf_counter() - began
-        began = time.perf_counter()
-        files = sum(len(b) for b in run_on_ray(spec, items, [], model=model, chunk_size=8))
-        ray_files = time.perf_counter() - began
-        ray.shutdown()
-        assert done == len(reports) and files == len(items)
-        rows.append((f"Ray, {cpus} CPU", started, done / ray_reports, files / ray_files))
-        overhead_r = (ray_reports * cpus - single_reports) / len(reports) * 1000
-        overhead_f = (ray_files * cpus - single_files) / len(items) * 1000
-        rows[-1] = (f"{rows[-1][0]} ({overhead_r:+.1f} / {overhead_f:+.0f} ms CPU per "
-                    "report / file)", *rows[-1][1:])  # fmt: skip
-
-    load = os.getloadavg()[0]
-    sys.stdout.write(
-        f"{len(reports)} OpenI reports, {len(items)} NIH PNGs {dict(kinds)} (demo model, 128 px); "
-        f"load average {load:.1f}, {os.cpu_count()} CPUs\n"
+    connect(None, num_cpus=cpus, object_store_bytes=500 * 2**20)
+    ray_start = time.perf_counter() - began
+    plan_runs = (
+        ("one process", "report", one_reports, report_sizes),
+        ("local Ray", "report", ray_reports, report_sizes),
+        ("one process", "image", one_images, image_sizes),
+        ("local Ray", "image", ray_images, image_sizes),
     )
-    sys.stdout.write(f"{'path':<62} {'start s':>8} {'reports/s':>10} {'files/s':>8}\n")
-    for name, start_s, rps, fps in rows:
-        sys.stdout.write(f"{name:<62} {start_s:>8.1f} {rps:>10.0f} {fps:>8.1f}\n")
+    best: dict[tuple[str, str], list[float]] = {}
+    try:
+        for _ in range(args.repeat):
+            for name, unit, fn, sizes in plan_runs:
+                seconds = _timed(fn, sizes)
+                kept = best.setdefault((name, unit), list(seconds))
+                best[name, unit] = [min(a, b) for a, b in zip(kept, seconds, strict=True)]
+    finally:
+        disconnect()
+    assert not ray.is_initialized()
+    rows: list[tuple[str, str, float, float, tuple[float, float]]] = []
+    for name, unit, _, sizes in plan_runs:
+        seconds = (best[name, unit][0], best[name, unit][1])
+        start, marginal = _fit(sizes, seconds)
+        if name == "local Ray":
+            start += ray_start
+        rows.append((name, unit, start, marginal, seconds))
+
+    out = sys.stdout
+    out.write(
+        f"{cpus} CPUs each: one process with {cpus} workers vs a local Ray with {cpus} CPUs; "
+        f"reports {report_sizes}, images {image_sizes} (NIH PNGs, demo model 128 px); "
+        f"ray.init {ray_start:.1f} s (in Ray's start-up); load average "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; fastest of {args.repeat} runs\n"
+    )
+    out.write(f"{'path':<12} {'per':<7} {'start-up s':>10} {'marginal ms':>12} {'runs s':>14}\n")
+    for name, unit, start, marginal, seconds in rows:
+        runs = f"{seconds[0]:.1f} / {seconds[1]:.1f}"
+        out.write(f"{name:<12} {unit:<7} {start:>10.1f} {marginal * 1000:>12.1f} {runs:>14}\n")
+    for unit in ("report", "image"):
+        here = next(r for r in rows if r[0] == "one process" and r[1] == unit)
+        there = next(r for r in rows if r[0] == "local Ray" and r[1] == unit)
+        out.write(f"marginal cost per {unit}, Ray / one process: {there[3] / here[3]:.2f}x\n")
     return 0
+
+
+class _Count:
+    """A sink that counts outcomes."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def begin(self, items: object) -> None:
+        pass
+
+    def write(self, outcomes: list[object]) -> None:
+        self.n += len(outcomes)
+
+    def close(self) -> None:
+        pass
 
 
 if __name__ == "__main__":

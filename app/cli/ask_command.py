@@ -11,7 +11,8 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any
 
-from app.cli.common import fail, import_spacy_without_torch
+from app.cli.common import fail
+from labeler.spacy_loading import import_spacy_without_torch
 
 if TYPE_CHECKING:
     from models.image_findings import ImageFindings

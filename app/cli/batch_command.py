@@ -23,6 +23,7 @@ from app.cli.common import (
     add_precision_argument,
     add_ray_argument,
     dicomweb_client_from_args,
+    dicomweb_server_from_args,
 )
 
 if TYPE_CHECKING:
@@ -485,26 +486,38 @@ def _run_batch_on_ray(
     torn: int,
     started: float,
 ) -> int:
-    """`cxr batch --ray`: plan here, process on Ray, write the lines here."""
-    from batch.cluster import connect, run_on_ray
+    """`cxr batch --ray`: list and plan here, process on Ray, write the lines (and the
+    training set) here."""
+    from batch.cluster import ClusterReport, ray_session, run_on_ray
     from batch.engine import plan
     from batch.interfaces import BatchInputError
     from batch.job import build_job
     from batch.labeling import PipelineLabeler
+    from batch.results import outcome_line
 
-    if spec.dataset is not None or spec.push is not None or args.dicomweb is not None:
-        raise CommandError("--ray reads a folder or a zip; --dataset, --push and --dicomweb "
-                           "run on one machine only (drop --ray)")  # fmt: skip
-    job = build_job(spec, labeler=PipelineLabeler(), predictor=None)
+    server = dicomweb_server_from_args(args.dicomweb, args) if args.dicomweb else None
+    try:
+        job = build_job(spec, labeler=PipelineLabeler(), predictor=predictor)
+    except BatchInputError as exc:
+        raise CommandError(str(exc)) from None
+    report = ClusterReport()
+    stopped = None
     try:
         try:
             items = plan(list(job.source.scan()), previous, job.processor)
         except BatchInputError as exc:
-            raise CommandError(f"{args.export_dir}: {exc}") from None
-        connect(args.ray or None)
+            raise CommandError(f"{args.export_dir or args.dicomweb}: {exc}") from None
         shards = _ParquetShards(args.parquet) if args.parquet is not None else None
-        with _batch_output(args, previous, len(items), "labeling (ray)") as (tally, out, bar):
-            for lines in run_on_ray(
+        dataset = job.dataset
+        with (
+            _batch_output(args, previous, len(items), "labeling (ray)") as (tally, out, bar),
+            # nothing to do (a finished run resumed): no Ray started
+            ray_session(args.ray or None, verbose=args.verbose)
+            if items
+            else contextlib.nullcontext(),
+        ):
+            bar.set_postfix_str("starting workers")
+            for outcomes in run_on_ray(
                 spec,
                 items,
                 previous,
@@ -512,30 +525,42 @@ def _run_batch_on_ray(
                 device=args.device,
                 precision=args.precision,
                 chunk_size=args.chunk_size,
+                dicomweb=server,
+                report=report,
             ):
-                outcomes = [_outcome(line) for line in lines]
+                bar.set_postfix_str("")
+                if dataset is not None:
+                    dataset.write(outcomes)  # adds `dataset_image` before the line is written
                 out.write(outcomes)
                 tally.write(outcomes)
+                lines = [outcome_line(o) for o in outcomes]
                 for line in lines:
                     job.processor.restore(line)  # which CSV reports were matched
-                if shards is not None:
+                if shards is not None and lines:
                     shards.write(lines)
                 bar.update(len(lines))
+                failed = next((o for o in outcomes if o.state == "failed"), None)
+                if failed is not None and args.on_error == "raise":
+                    stopped = f"{failed.key}: {failed.error}"
+                    break
     finally:
         job.source.close()
     unmatched = job.processor.unmatched_reports()
     summary = _batch_summary(args, tally, previous, torn, predictor, unmatched)
+    if job.dataset is not None:
+        job.dataset.close()
+        summary += f"; training set: {len(job.dataset.writer)} images, {job.dataset.entry}"
     if args.parquet is not None:
         summary += f"; Parquet shards in {args.parquet}"
-    sys.stderr.write(f"{summary}; on Ray; {time.perf_counter() - started:.1f} s\n")
+    summary += f"; on Ray ({report.workers} workers"
+    if report.lost:
+        summary += f", {report.lost} lost and replaced"
+    if report.failed_blocks:
+        summary += f", {report.failed_blocks} blocks given up"
+    sys.stderr.write(f"{summary}); {time.perf_counter() - started:.1f} s\n")
+    if stopped is not None:
+        sys.stderr.write(f"cxr batch: stopped at the first failure (--on-error raise): {stopped}\n")
     return 1 if tally.counts["failed"] else 0
-
-
-def _outcome(line: dict[str, Any]) -> Outcome:
-    from batch.interfaces import Outcome
-
-    result = {k: v for k, v in line.items() if k not in ("path", "state", "error")}
-    return Outcome(str(line["path"]), str(line["state"]), result, line.get("error"))
 
 
 class _ParquetShards:

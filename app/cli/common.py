@@ -1,4 +1,4 @@
-"""What two or more `cxr` commands share: options, the DICOMweb client, errors, spaCy's import.
+"""What two or more `cxr` commands share: options, the DICOMweb client, errors.
 
 The command modules import this module and the libraries, never each other. Only the
 standard library is imported at module level, so that `cxr label` and `cxr --help` start
@@ -13,7 +13,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from batch.pacs.dicomweb import DicomwebClient
+    from batch.pacs.dicomweb import DicomwebClient, DicomwebServer
 
 __all__ = [
     "CommandError",
@@ -21,8 +21,8 @@ __all__ = [
     "add_precision_argument",
     "add_ray_argument",
     "dicomweb_client_from_args",
+    "dicomweb_server_from_args",
     "fail",
-    "import_spacy_without_torch",
 ]
 
 
@@ -59,8 +59,14 @@ def add_ray_argument(p: argparse.ArgumentParser) -> None:
         const="",
         default=None,
         metavar="ADDRESS",
-        help="run on Ray: a local Ray without ADDRESS, else the cluster at ADDRESS "
-        "('auto', 'ray://HEAD:10001'); see docs/cluster.md",
+        help="run on Ray: a local Ray without ADDRESS (listening on 127.0.0.1 only), else "
+        "the cluster at ADDRESS ('auto', 'ray://HEAD:10001'); see docs/cluster.md",
+    )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="with --ray: also show Ray's own logs and its workers' output (default: errors)",
     )
 
 
@@ -82,22 +88,22 @@ def add_dicomweb_auth_arguments(p: argparse._ActionsContainer) -> None:
     )
 
 
-def dicomweb_client_from_args(url: str, args: argparse.Namespace) -> DicomwebClient:
-    """A `DicomwebClient` for URL with the auth and limit options of `args`, defaulting to
-    the environment (CXR_DICOMWEB_PASSWORD, CXR_DICOMWEB_TOKEN, CXR_DICOMWEB_* bounds).
+def dicomweb_server_from_args(url: str, args: argparse.Namespace) -> DicomwebServer:
+    """The DICOMweb server at URL with the auth and limit options of `args`, defaulting to
+    the environment (CXR_DICOMWEB_PASSWORD, CXR_DICOMWEB_TOKEN, CXR_DICOMWEB_* bounds); Ray
+    workers open their own clients from it.
 
     Raises:
         SettingsError: a CXR_* variable is refused.
-        DicomwebError: a bad URL, auth or bound.
     """
     from app.settings import build_settings
-    from batch.pacs.dicomweb import DicomwebClient, DicomwebLimits
+    from batch.pacs.dicomweb import DicomwebLimits, DicomwebServer
 
     settings = build_settings()
     password = args.password or os.environ.get("CXR_DICOMWEB_PASSWORD") or None
     token = args.token or (None if args.user else os.environ.get("CXR_DICOMWEB_TOKEN")) or None
     instance_mb = getattr(args, "max_instance_mb", None) or settings.dicomweb_max_instance_mb
-    return DicomwebClient(
+    return DicomwebServer(
         url,
         user=args.user,
         password=password if args.user else None,
@@ -113,19 +119,11 @@ def dicomweb_client_from_args(url: str, args: argparse.Namespace) -> DicomwebCli
     )
 
 
-def import_spacy_without_torch() -> None:
-    """Import spaCy while hiding torch, which thinc would otherwise import (1-2 s).
+def dicomweb_client_from_args(url: str, args: argparse.Namespace) -> DicomwebClient:
+    """A `DicomwebClient` for URL with the options of `args` (`dicomweb_server_from_args`).
 
-    thinc imports torch when it is installed, only to offer PyTorch layers;
-    the labeler's pipeline runs on thinc's NumPy ops. Blocking the import for
-    the duration keeps `cxr label` and `cxr ask` start-up fast and free of torch. Later
-    `import torch` calls work as usual. Worker processes are forked after
-    this, so they inherit the torch-free spaCy.
+    Raises:
+        SettingsError: a CXR_* variable is refused.
+        DicomwebError: a bad URL, auth or bound.
     """
-    if "spacy" in sys.modules or "torch" in sys.modules:
-        return
-    sys.modules["torch"] = None  # type: ignore[assignment]  # makes `import torch` fail
-    try:
-        import spacy  # noqa: F401
-    finally:
-        del sys.modules["torch"]
+    return dicomweb_server_from_args(url, args).client()

@@ -13,7 +13,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
-from app.cli.common import add_ray_argument, fail, import_spacy_without_torch
+from app.cli.common import add_ray_argument, fail
+from labeler.spacy_loading import import_spacy_without_torch
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -397,7 +398,9 @@ def _label_reports(
     from labeler.parallel import label_reports_parallel
 
     if args.ray is not None:
-        return _label_on_ray(args.ray, items, config, args.batch_size, args.strict)
+        return _label_on_ray(
+            args.ray, items, config, args.batch_size, args.strict, verbose=args.verbose
+        )
     return label_reports_parallel(
         items,
         config=config,
@@ -413,17 +416,19 @@ def _label_on_ray(
     config: LabelerConfig,
     batch_size: int,
     strict: bool,
+    *,
+    verbose: bool = False,
 ) -> Iterator[ReportLabels]:
     """`cxr label --ray`: the reports labelled on Ray, in input order (`--strict`: the first
     failed report raises its `LabelerError`, as without `--ray`)."""
-    from batch.cluster import connect, label_reports_on_ray
+    from batch.cluster import label_reports_on_ray, ray_session
     from labeler import LabelerError
 
-    connect(address or None)
-    for result in label_reports_on_ray(items, config=config, batch_size=batch_size):
-        if strict and result.error is not None:
-            raise LabelerError(f"report {result.id}: {result.error}")
-        yield result
+    with ray_session(address or None, verbose=verbose):
+        for result in label_reports_on_ray(items, config=config, batch_size=batch_size):
+            if strict and result.error is not None:
+                raise LabelerError(f"report {result.id}: {result.error}")
+            yield result
 
 
 def _label_summary(args: argparse.Namespace, labelled: int, failed: int, seconds: float) -> str:

@@ -274,3 +274,53 @@ def test_orthanc_service_batch_job_pulls_and_pushes(
     assert all(len(line["pushed"]) == 2 for line in lines)
     assert _study_results(rest, study) == {"SR": 2, "PR": 2, "CR": 1, "DX": 1, "CT": 1}
     assert AUTH[1] not in json.dumps(job) if AUTH[1] else True
+
+
+@pytest.mark.slow
+@pytest.mark.issue(45)
+def test_orthanc_cxr_batch_on_ray_pulls_pushes_writes_dataset_and_resumes(
+    rest: httpx.Client,
+    demo_checkpoint: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # --dicomweb --push --dataset on a local Ray (its workers open their own clients).
+    pytest.importorskip("ray")
+    from app.cli import main
+
+    images = _study()
+    for ds in images:
+        _upload(rest, ds)
+    study = images[0].StudyInstanceUID
+    reports = tmp_path / "reports.csv"
+    reports.write_text(f"AccessionNumber,Report\n{images[0].AccessionNumber},Cardiomegaly.\n")
+    key = tmp_path / "key"
+    key.write_bytes(b"k" * 32)
+    out, dataset = tmp_path / "pacs.jsonl", tmp_path / "dataset"
+    monkeypatch.setenv("CXR_DICOMWEB_PASSWORD", AUTH[1])
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    command = [
+        "batch", "--dicomweb", f"{ORTHANC_URL}/dicom-web", "--study", study,
+        "--modality", "CR,DX", "-o", str(out), "--model", str(demo_checkpoint),
+        "--device", "cpu", "--push", "sr,gsps", "--reports", str(reports),
+        "--dataset", str(dataset), "--pseudonym-key", str(key), "--ray",
+    ] + (["--user", AUTH[0]] if AUTH[0] else [])  # fmt: skip
+    assert main(command) == 0, capsys.readouterr().err
+    assert "on Ray" in capsys.readouterr().err
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(lines) == 2  # the CR and the DX; the CT was not pulled
+    assert all(line["state"] == "done" and len(line["pushed"]) == 2 for line in lines)
+    assert all(line["report"]["source"] == "csv" for line in lines)
+    assert _study_results(rest, study) == {"SR": 2, "PR": 2, "CR": 1, "DX": 1, "CT": 1}
+    names = sorted(line["dataset_image"] for line in lines)
+    assert sorted(p.name for p in (dataset / "images").iterdir()) == names
+    entry = (dataset / "Data_Entry.csv").read_text().splitlines()
+    assert len(entry) == 3 and all("Cardiomegaly" in row for row in entry[1:])
+
+    before = out.read_text()
+    assert main([*command, "--resume"]) == 0  # nothing left: nothing pulled or pushed again
+    assert "resumed after 2 files" in capsys.readouterr().err
+    assert out.read_text() == before
+    assert (dataset / "Data_Entry.csv").read_text().splitlines() == entry
+    assert _study_results(rest, study) == {"SR": 2, "PR": 2, "CR": 1, "DX": 1, "CT": 1}

@@ -20,6 +20,7 @@ from app.cli import main
 from batch.cluster import run_on_ray
 from batch.job import FolderInput, JobSpec, build_job
 from batch.labeling import PipelineLabeler
+from batch.results import outcome_line
 
 ray = pytest.importorskip("ray")
 
@@ -113,7 +114,7 @@ def _kill_one_worker() -> int:
             cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
         except OSError:
             continue
-        if cmdline.startswith("ray::") and "MapWorker" in cmdline:
+        if cmdline.startswith("ray::FileWorker"):
             os.kill(int(entry.name), signal.SIGKILL)
             return int(entry.name)
     raise AssertionError("no Ray Data worker process found")
@@ -138,9 +139,11 @@ def test_cluster_batch_killed_worker_then_rerun_processes_every_file_once(
             killed.append(_kill_one_worker())
 
     lines = [
-        line
-        for block in run_on_ray(spec, items, [], model=None, chunk_size=1, after_block=kill_once)
-        for line in block
+        outcome_line(outcome)
+        for block in run_on_ray(
+            spec, items, [], model=None, chunk_size=1, block_size=1, after_block=kill_once
+        )
+        for outcome in block
     ]
     assert killed
     assert sorted(str(x["path"]) for x in lines) == sorted(i.key for i in items)
@@ -191,7 +194,7 @@ def test_cluster_label_2000_reports_same_rows_as_cxr_label(
 
 def test_cluster_driver_records_a_copy_read_by_another_reader_as_a_duplicate() -> None:
     # Each reader found copies among its own files only: two readers each predicted one.
-    from batch.cluster import _across_readers
+    from batch.cluster.copies import across_readers as _across_readers
     from batch.duplicates import InstanceIndex
 
     def image(path: str, fingerprint: str) -> dict[str, Any]:
@@ -221,22 +224,18 @@ def test_cluster_driver_records_a_copy_read_by_another_reader_as_a_duplicate() -
 
 
 def _reader(folder: Path, registry: Any) -> Any:
-    from batch.cluster import _ReadActor
+    from batch.cluster.workers import FileWorker, WorkerJob
     from models.image_pipeline import InputSpec
 
-    spec = JobSpec(input=FolderInput(folder))
-    return _ReadActor(spec, [], keep_pixels=True, input_spec=InputSpec(64, "letterbox"),
-                      registry=registry)  # fmt: skip
+    return FileWorker(WorkerJob(folder=folder), keep_pixels=True,
+                      input_spec=InputSpec(64, "letterbox"), registry=registry)  # fmt: skip
 
 
 def _read(reader: Any, key: str) -> tuple[dict[str, Any], bytes]:
-    import numpy as np
+    from batch.interfaces import SourceItem
 
-    column = np.array([key], dtype=object)
-    row = {"key": column, "kind": np.array(["image"], dtype=object),
-           **{k: np.array([""], dtype=object) for k in ("study", "accession", "note")}}  # fmt: skip
-    out = reader(row)
-    return json.loads(str(out["line"][0])), bytes(out["pixels"][0])
+    out = reader.process([SourceItem(key, "image")])
+    return out[0].line, out[0].prepared
 
 
 def test_cluster_readers_skip_a_copy_that_another_reader_decoded_first(tmp_path: Path) -> None:
@@ -244,7 +243,7 @@ def test_cluster_readers_skip_a_copy_that_another_reader_decoded_first(tmp_path:
     # predict actors and predicted, then recorded as a duplicate by the driver.
     from service_fixtures import dx_bytes
 
-    from batch.cluster import _registry
+    from batch.cluster.copies import start_registry as _registry
 
     for name in ("A", "B"):
         (tmp_path / name).mkdir()
@@ -275,8 +274,8 @@ def test_cluster_reads_again_a_copy_skipped_for_a_first_copy_that_then_failed(
 ) -> None:
     # A reader skipped B/1.dcm as soon as A/1.dcm was decoded; A's prediction then failed.
     # On one machine B would have been predicted; on Ray it stayed skipped, naming A.
-    import batch.cluster as cluster
-    from batch.interfaces import SourceItem
+    import batch.cluster.job_runner as cluster
+    from batch.interfaces import Outcome, SourceItem
 
     items = [SourceItem(key, "image") for key in ("A/1.dcm", "B/1.dcm", "C/1.dcm", "D/1.dcm")]
     skipped_b = _image_line("B/1.dcm", "skipped", duplicate_of="A/1.dcm")
@@ -292,18 +291,34 @@ def test_cluster_reads_again_a_copy_skipped_for_a_first_copy_that_then_failed(
     }
     phases: list[tuple[str, ...]] = []
 
-    def run_phase(
-        spec: Any, phase: Any, *args: Any, **kwargs: Any
-    ) -> Iterator[list[dict[str, Any]]]:
+    def run_phase(phase: Any, *args: Any, **kwargs: Any) -> Iterator[list[Outcome]]:
         keys = tuple(item.key for item in phase)
         phases.append(keys)
-        yield from blocks[keys]
+        for lines in blocks[keys]:
+            yield [Outcome(str(x["path"]), str(x["state"]),
+                           {k: v for k, v in x.items() if k not in ("path", "state", "error")},
+                           x.get("error")) for x in lines]  # fmt: skip
+
+    class NoPool:
+        lost = failed_blocks = 0
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def broadcast(self, *args: Any) -> None:
+            pass
+
+        def close(self) -> None:
+            pass
 
     monkeypatch.setattr(cluster, "_run_phase", run_phase)
-    monkeypatch.setattr(cluster, "_registry", lambda recorded: None)
+    monkeypatch.setattr(cluster, "start_registry", lambda recorded: None)
+    monkeypatch.setattr(cluster, "ActorPool", NoPool)
     recorded = [{**_image_line("old/1.dcm"), "pixel_fingerprint": "d" * 32}]
     spec = JobSpec(input=FolderInput(Path("/nowhere")))
-    got = [line for lines in run_on_ray(spec, items, recorded, model=None) for line in lines]
+    got = [
+        outcome_line(o) for block in run_on_ray(spec, items, recorded, model=None) for o in block
+    ]
     assert phases == [("A/1.dcm", "B/1.dcm", "C/1.dcm", "D/1.dcm"), ("B/1.dcm",)]
     by_path = {line["path"]: line for line in got}
     assert len(got) == len(by_path) == 4  # each file once
@@ -314,7 +329,7 @@ def test_cluster_reads_again_a_copy_skipped_for_a_first_copy_that_then_failed(
 
 
 def test_copies_awaiting_first_hold_release_and_retry() -> None:
-    from batch.cluster import _CopiesAwaitingFirst
+    from batch.cluster.copies import CopiesAwaitingFirst as _CopiesAwaitingFirst
     from batch.interfaces import SourceItem
 
     items = [SourceItem(key, "image") for key in ("A", "B", "C", "D", "E")]
@@ -332,3 +347,167 @@ def test_copies_awaiting_first_hold_release_and_retry() -> None:
     orphan = _image_line("Z", "skipped", duplicate_of="Y")  # not an item of this run
     assert copies.settle([orphan]) == [orphan]
     assert copies.unsettled() == []
+
+
+@pytest.mark.issue(45)
+def test_cluster_batch_dataset_same_training_set_as_one_machine(
+    tmp_path: Path, demo_checkpoint: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The workers keep a display copy; the driver names and writes the PNGs.
+    from service_fixtures import write_reports_csv
+
+    export = build_export(tmp_path / "export")
+    reports = write_reports_csv(tmp_path / "reports.csv")
+    key = tmp_path / "key"
+    key.write_bytes(b"k" * 32)
+    common = ["--model", str(demo_checkpoint), "--reports", str(reports), "--pseudonym-key",
+              str(key), "--dataset-size", "64"]  # fmt: skip
+    runs = {}
+    for name, extra in (("one", []), ("ray", ["--ray"])):
+        out, dataset = tmp_path / f"{name}.jsonl", tmp_path / f"set-{name}"
+        assert main(["batch", str(export), "-o", str(out), "--dataset", str(dataset), *common,
+                     *extra]) == 1  # fmt: skip
+        entry = (dataset / "Data_Entry.csv").read_text().splitlines()
+        runs[name] = (_lines(out), entry, sorted(p.name for p in (dataset / "images").iterdir()))
+    capsys.readouterr()
+    _assert_same_rows(runs["ray"][0], runs["one"][0])
+    assert runs["ray"][1] == runs["one"][1] and len(runs["one"][1]) > 2  # rows, sorted
+    assert runs["ray"][2] == runs["one"][2]
+
+
+@pytest.mark.issue(45)
+def test_cluster_pool_gives_up_a_block_after_its_attempts_and_redoes_no_finished_block() -> None:
+    from batch.cluster.pool import ActorPool, BlockFailure, wait_for
+
+    # Defined here, so that Ray sends the class itself to its workers (they cannot import
+    # this test module).
+    class _Flaky:
+        """A worker that dies (as the OOM killer would kill it) on a block holding "poison"."""
+
+        def __init__(self, label: str) -> None:
+            self.label = label
+
+        def ready(self) -> str:
+            return str(ray.get_runtime_context().get_node_id())
+
+        def work(self, block: list[str]) -> list[str]:
+            if "poison" in block:
+                os._exit(1)
+            return [f"{self.label}:{item}" for item in block]
+
+    pool = ActorPool(_Flaky, size=2, init={"label": "w"}, options={"num_cpus": 0},
+                     max_attempts=2, name="flaky")  # fmt: skip
+    blocks = {n: [f"r{n}a", f"r{n}b"] for n in range(6)}
+    blocks[3] = ["r3a", "poison"]
+    for n, block in blocks.items():
+        pool.submit(n, "work", block)
+    results: dict[int, object] = {}
+    try:
+        while pool.busy:
+            for finished in wait_for([pool], timeout_s=60):
+                assert finished.tag not in results, "a finished block came back twice"
+                results[finished.tag] = finished.value
+    finally:
+        pool.close()
+    assert sorted(results) == list(range(6))  # every block once
+    failure = results.pop(3)
+    assert isinstance(failure, BlockFailure)
+    assert failure.reason.startswith("flaky: worker lost 2 times on this block (last: ")
+    assert results == {n: [f"w:{x}" for x in blocks[n]] for n in results}
+    assert pool.lost == 2 and pool.failed_blocks == 1
+
+
+@pytest.mark.issue(45)
+def test_cluster_local_ray_listens_on_loopback_only() -> None:
+    # In a process of its own: this module's Ray is running already.
+    script = """
+import json, subprocess
+import ray
+from batch.cluster import connect, disconnect
+connect(None, num_cpus=1, object_store_bytes=80 * 2**20)
+address = ray.nodes()[0]["NodeManagerAddress"]
+pids = subprocess.run(["pgrep", "-f", ray._private.worker._global_node.get_session_dir_path()],
+                      capture_output=True, text=True).stdout.split()
+listening = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True).stdout
+mine = [line.split()[3] for line in listening.splitlines()
+        if any(f"pid={pid}," in line for pid in pids)]
+disconnect()
+print(json.dumps({"address": address, "listening": mine}))
+"""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("ss") is None or shutil.which("pgrep") is None:
+        pytest.skip("needs ss and pgrep")
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=180)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["address"] == "127.0.0.1"
+    assert got["listening"], "no listening socket found for the local Ray"
+    assert all(a.rsplit(":", 1)[0] in ("127.0.0.1", "[::ffff:127.0.0.1]") for a in got["listening"])
+
+
+@pytest.mark.issue(45)
+def test_cluster_gpu_path_readers_then_predict_worker_give_one_machines_rows(
+    tmp_path: Path, demo_checkpoint: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # What a GPU cluster runs (file workers fit the images, a predict worker predicts them),
+    # here in this process on the CPU: the data path, not Ray's scheduling.
+    from batch.cluster.job_runner import _input_spec
+    from batch.cluster.workers import FileWorker, PredictWorker, WorkerJob
+    from batch.engine import plan
+
+    export = build_export(tmp_path / "export")
+    one = tmp_path / "one.jsonl"
+    assert main(["batch", str(export), "-o", str(one), "--model", str(demo_checkpoint)]) == 1
+    capsys.readouterr()
+    job = build_job(JobSpec(FolderInput(export)), labeler=PipelineLabeler(), predictor=None)
+    items = plan(list(job.source.scan()), [], job.processor)
+    srs = [i for i in items if i.kind == "sr"]
+    reader = FileWorker(WorkerJob(folder=export), keep_pixels=True,
+                        input_spec=_input_spec(demo_checkpoint))  # fmt: skip
+    read = reader.process(srs)
+    reader.restore([r.line for r in read])  # the SRs' labels, as the driver broadcasts them
+    read += reader.process([i for i in items if i.kind != "sr"])
+    assert any(r.prepared for r in read)
+    lines = [r.line for r in PredictWorker(demo_checkpoint, "cpu").predict(read)]
+    _assert_same_rows({str(x["path"]): x for x in lines}, _lines(one))
+
+
+@pytest.mark.issue(45)
+def test_cluster_block_given_up_is_split_so_a_poison_file_fails_alone() -> None:
+    # One machine gives up only the files in flight when its process died; on Ray a block
+    # whose worker keeps dying gets one more try per file, alone.
+    from batch.cluster.job_runner import ClusterReport, _run_phase
+    from batch.cluster.pool import ActorPool
+    from batch.cluster.workers import ItemResult
+    from batch.interfaces import SourceItem
+
+    class Reader:  # in here, so that Ray sends the class itself to its workers
+        def ready(self) -> str:
+            return str(ray.get_runtime_context().get_node_id())
+
+        def process(self, rows: list[SourceItem]) -> list[ItemResult]:
+            if any(row.key == "poison.dcm" for row in rows):
+                os._exit(1)  # as the OOM killer would end it
+            return [ItemResult({"path": row.key, "state": "done", "kind": row.kind})
+                    for row in rows]  # fmt: skip
+
+    items = [SourceItem(f"{n}.dcm", "image") for n in range(6)]
+    items.insert(2, SourceItem("poison.dcm", "image"))
+    pool = ActorPool(Reader, size=2, options={"num_cpus": 0}, max_attempts=2, name="readers")
+    report = ClusterReport()
+    try:
+        outcomes = [o for block in _run_phase(items, pool, None, 4, report) for o in block]
+    finally:
+        pool.close()
+    by_key = {o.key: o for o in outcomes}
+    assert len(outcomes) == len(by_key) == 7  # each file once
+    assert by_key["poison.dcm"].state == "failed"
+    assert by_key["poison.dcm"].error is not None
+    assert by_key["poison.dcm"].error.startswith("readers: worker lost 2 times on this block")
+    assert all(o.state == "done" for key, o in by_key.items() if key != "poison.dcm")
+    assert pool.lost == 3  # twice on the block of four, once on the poison alone
