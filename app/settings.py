@@ -268,16 +268,32 @@ class Settings(BaseSettings):
         description="A request body with no data for this long gets 408 (connection closed).",
     )
     body_min_rate: float = Field(
-        default=1024.0,
+        default=16384.0,
         ge=0,
         description="Bytes a second a request body must average once it has been read for "
-        "longer than CXR_BODY_TIMEOUT_S (408 below); 0: no minimum.",
+        "longer than CXR_BODY_TIMEOUT_S (408 below); 0: no minimum. This bounds a body's "
+        "time by its size: a 100 MiB upload has at most 30 s + 6,400 s.",
+    )
+    send_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="A connection whose client reads nothing of its response for this long "
+        "is closed (nginx's send_timeout).",
+    )
+    send_min_rate: float = Field(
+        default=16384.0,
+        ge=0,
+        description="Bytes a second a client must read of its responses on average once a "
+        "connection has been writing for longer than CXR_SEND_TIMEOUT_S (closed below); 0: "
+        "no minimum.",
     )
     max_connections: int = Field(
         default=1024,
         gt=0,
         description="Open connections at most. At the cap a new connection closes the "
-        "longest idle one; when all are busy with requests it gets 503. Lowered at start-up "
+        "longest idle one, else the one whose client has not read its response longest, "
+        "else the oldest request body still arriving; when all are busy in the app it gets "
+        "503 (a reserve of 8 more answers /healthz and /readyz only). Lowered at start-up "
         "if the open-file limit needs it (`cxr serve` first raises the soft limit to the "
         "hard one).",
     )

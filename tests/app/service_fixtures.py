@@ -88,7 +88,10 @@ class LiveServer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         protocol = guarded_protocol(
-            header_timeout_s=settings.header_timeout_s, max_connections=settings.max_connections
+            header_timeout_s=settings.header_timeout_s,
+            max_connections=settings.max_connections,
+            send_timeout_s=settings.send_timeout_s,
+            min_send_rate=settings.send_min_rate,
         )
         config = uvicorn.Config(
             create_app(settings),
