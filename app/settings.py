@@ -131,6 +131,18 @@ class Settings(BaseSettings):
         "about 6 bytes a pixel: 0.3 GB at 50 megapixels); the others wait with their upload "
         "spooled to disk. Decoding is CPU-bound: more than the cores gains nothing.",
     )
+    max_waiting_decodes: int = Field(
+        default=32,
+        gt=0,
+        description="Image uploads waiting for a decode slot, at most, from all clients; "
+        "beyond, 503 with Retry-After.",
+    )
+    max_decodes_per_client: int = Field(
+        default=4,
+        gt=0,
+        description="Image uploads of one client address decoding or waiting to, at most; "
+        "beyond, 503 with Retry-After.",
+    )
     decode_in_workers: bool = Field(
         default=True,
         description="Decode image uploads in worker processes (one per decode slot), so that "

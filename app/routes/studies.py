@@ -173,7 +173,7 @@ async def ask_study(request: Request, state: StateDep, labeler: NlpDep) -> Study
                 raise BadQuestionRequest(f"invalid form: {_short(exc)}") from None
             part = form.get("file")
             if isinstance(part, UploadFile):
-                image, model = await _image(state, form_upload(part), body.view_position)
+                image, model = await _image(request, state, form_upload(part), body.view_position)
         finally:
             await form.close()
     else:
@@ -241,13 +241,17 @@ def _short(exc: Exception) -> str:
 
 
 async def _image(
-    state: AppState, upload: Upload, view_position: str | None
+    request: Request, state: AppState, upload: Upload, view_position: str | None
 ) -> tuple[ImageFindings, dict[str, Any]]:
     inference = state.inference
     if inference is None:
         raise ModelNotLoaded()
     loaded = await decode_upload(
-        inference, upload, display_size=LUNG_FIELD_SIDE, max_pixels=state.settings.max_pixels
+        request,
+        inference,
+        upload,
+        display_size=LUNG_FIELD_SIDE,
+        max_pixels=state.settings.max_pixels,
     )
     prediction = await inference.predict(loaded.prepared)
     findings = await run_in_threadpool(_findings, loaded, prediction, view_position)
