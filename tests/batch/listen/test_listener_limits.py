@@ -204,6 +204,30 @@ def test_listener_drops_a_stalled_handshake_after_the_association_timeout(
     assert _echo(listener.port, bind=ATTACKER)
 
 
+@pytest.mark.issue(42)
+def test_listener_closes_the_oldest_stalled_handshake_for_a_new_sender(
+    make_listener: Callable[..., StoreListener],
+) -> None:
+    # Before: stalled handshakes from ten addresses held every handshake slot until the
+    # association timeout, and each new sender was refused meanwhile.
+    listener = make_listener(
+        limits={"max_associations": 4, "max_associations_per_host": 4, "association_timeout_s": 10}
+    )
+    partial = struct.pack(">BBL", 0x01, 0, 200) + bytes(4)  # 10 of the 206 bytes announced
+    # Two handshakes per address at most: a third is refused at once.
+    stalled = [_raw(listener.port, partial) for _ in range(2)]
+    whole = struct.pack(">BBL", 0x01, 0, 4) + bytes(4)  # (if meaningless)
+    with _raw(listener.port, whole) as third:
+        assert _answer(third)[:1] == b"\x03"  # A-ASSOCIATE-RJ
+    stalled += [_raw(listener.port, partial, bind=f"127.0.0.{host}") for host in range(3, 12)]
+    began = time.monotonic()
+    assert _echo(listener.port)  # the real sender gets in: the oldest stall is closed
+    assert time.monotonic() - began < 3
+    assert _answer(stalled[0]) == b""  # closed for a newer connection, without a word
+    for sock in stalled:
+        sock.close()
+
+
 # ---------------------------------------------------------------- established associations
 
 
