@@ -57,7 +57,11 @@ class StudyAskCreate(BaseModel):
         None, max_length=_MAX_QUESTIONS
     )
     view_position: str | None = Field(
-        None, max_length=16, description="View Position for an image without one (PA, AP, LL)"
+        None,
+        max_length=16,
+        # DICOM's Code String (VR CS, PS3.5 6.2): the value (0018,5101) would have.
+        pattern=r"^[A-Za-z0-9_ ]+$",
+        description="View Position for an image without one (PA, AP, LL)",
     )
 
 
