@@ -276,6 +276,26 @@ def _read_associate_rq(sock: socket.socket, timeout_s: float) -> bytes:
     return header + _recv_exactly(sock, length, deadline)
 
 
+def _ae_title_problem(request: bytes) -> tuple[str, bytes] | None:
+    """Why the A-ASSOCIATE-RQ's called or calling AE title is not an AE value (PS3.5 6.2:
+    16 bytes of printable ASCII without backslash, spaces padding, not blank), with the
+    A-ASSOCIATE-RJ to answer; None when both are.
+
+    Checked here because pynetdicom logs a traceback for each malformed title (issue 42:
+    one per connection, a flood of them unbounded) before it refuses it.
+    """
+    for start, which, reason in ((10, "called", 7), (26, "calling", 3)):
+        raw = request[start : start + 16]
+        text = raw.strip(b" \x00")
+        if len(raw) < 16 or not text or any(b < 0x20 or b > 0x7E or b == 0x5C for b in text):
+            return (
+                f"its {which} AE title is not a DICOM AE title (printable ASCII without "
+                "backslash, not blank)",
+                _a_associate_rj(0x01, 0x01, reason),  # permanent, service user
+            )
+    return None
+
+
 def _close_after(
     sock: socket.socket, answer: bytes | None, *, drain: bool, unread: bool = False
 ) -> None:
@@ -511,6 +531,12 @@ class _GuardedRequestHandler(RequestHandler):
                     server.warn(peer, "connection from %s refused: %s", exc)
                     server.report("aborted")
                     answer = _a_abort(exc.abort)
+                return
+            malformed = _ae_title_problem(request)
+            if malformed is not None:
+                server.warn(peer, "association from %s rejected: %s", malformed[0])
+                server.report("refused")
+                answer = malformed[1]
                 return
             busy = server.promote(peer, sock)
             if busy is not None:

@@ -583,3 +583,49 @@ def test_listener_counts_an_ipv6_host_by_its_64() -> None:
     assert host_of("2001:db8:0:1::1") != host_of("2001:db8::1")
     assert host_of("::ffff:10.0.0.5") == "10.0.0.5"  # IPv4 on a dual-stack socket
     assert host_of("10.0.0.5") != host_of("10.0.0.6")
+
+
+def _associate_rq(calling: bytes) -> bytes:
+    """A real A-ASSOCIATE-RQ from pynetdicom, with `calling` as its 16 calling AE bytes."""
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    got: list[bytes] = []
+
+    def grab() -> None:
+        conn, _ = server.accept()
+        with conn:
+            got.append(conn.recv(65536))
+
+    thread = threading.Thread(target=grab)
+    thread.start()
+    ae = AE(ae_title="MODALITY")
+    ae.add_requested_context(Verification)
+    ae.acse_timeout = 1
+    ae.associate("127.0.0.1", server.getsockname()[1], ae_title="CXR")
+    thread.join(5)
+    server.close()
+    request = bytearray(got[0])
+    request[26:42] = calling.ljust(16, b" ")
+    return bytes(request)
+
+
+@pytest.mark.issue(42)
+@pytest.mark.parametrize("calling", [b"A\\B", b"MOD\x01", b"   ", b"\xff\xfeAE"])
+def test_listener_rejects_a_malformed_ae_title_with_one_line_not_a_traceback(
+    make_listener: Callable[..., StoreListener], caplog: pytest.LogCaptureFixture, calling: bytes
+) -> None:
+    # Before: pynetdicom logged a traceback for each such connection, without limit.
+    listener = make_listener()
+    request = _associate_rq(calling)
+    caplog.clear()  # the requestor's own "Association Aborted" when the capture ended
+    with caplog.at_level(logging.INFO):
+        for _ in range(10):
+            with _raw(listener.port, request) as sock:
+                assert _answer(sock)[:1] == b"\x03"  # A-ASSOCIATE-RJ
+    assert "Traceback" not in caplog.text and not [
+        r for r in caplog.records if r.name.startswith("pynetdicom") and r.levelno >= logging.ERROR
+    ]
+    warnings = [r for r in caplog.records if "AE title is not a DICOM AE title" in r.getMessage()]
+    assert len(warnings) == 1  # one per address per WARN_INTERVAL_S
+    assert _echo(listener.port)
