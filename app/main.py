@@ -230,6 +230,7 @@ async def _start_batch_runner(state: AppState, settings: Settings, metrics: Metr
         metrics=metrics,
         max_pixels=settings.max_pixels,
         dicomweb=state.dicomweb,
+        job_slice_s=settings.batch_job_slice_s,
     )
     await run_in_threadpool(state.runner.start)
 

@@ -156,6 +156,12 @@ class Settings(BaseSettings):
         "(with CXR_DECODE_IN_WORKERS).",
     )
     batch_chunk_size: int = Field(default=8, gt=0, description="Images per forward pass in jobs.")
+    batch_job_slice_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="A batch job that has run this long while another job waits yields to "
+        "it after its current chunk and goes back to the end of the queue (round-robin).",
+    )
     batch_workers: int | None = Field(
         default=None,
         ge=0,
