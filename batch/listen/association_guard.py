@@ -314,8 +314,10 @@ def _close_after(
             else:
                 try:
                     _read_associate_rq(sock, _DRAIN_S)
-                except _Refused:
-                    answer = None  # not a request: nothing to answer
+                except _Refused as exc:
+                    # Not a request: an invalid one (a length over the limit, another PDU)
+                    # gets the A-ABORT an admitted one would; a stalled one, nothing.
+                    answer = _a_abort(exc.abort) if exc.abort is not None else None
         if answer:
             sock.settimeout(_DRAIN_S)
             sock.sendall(answer)
