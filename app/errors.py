@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 __all__ = [
     "BatchSourceError",
     "BatchSourceNotFound",
+    "ClientGone",
+    "DecodeQueueFull",
     "InvalidBodyEncoding",
     "ModelNotLoaded",
     "NotFound",
@@ -66,6 +68,23 @@ class LabelerBusy(ServiceError):
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
         self.headers = {"Retry-After": "1"}
+
+
+class DecodeQueueFull(ServiceError):
+    """Too many uploads wait for a decode slot, in all or from this client."""
+
+    status_code = 503
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.headers = {"Retry-After": "5"}
+
+
+class ClientGone(ServiceError):
+    """The client closed its connection while its upload waited for a decode slot; the
+    upload is dropped undecoded. 499 as nginx logs it: nobody reads the answer."""
+
+    status_code = 499
 
 
 class PayloadTooLarge(ServiceError):

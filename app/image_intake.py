@@ -3,13 +3,15 @@
 `POST /v1/images/predict` and `POST /v1/studies/ask` both take their image here:
 
     async with received_upload(request, tmp_dir) as upload:   # or form_upload(part)
-        loaded = await decode_upload(inference, upload, display_size=..., max_pixels=...)
+        loaded = await decode_upload(request, inference, upload, display_size=..., ...)
 
 An upload is never whole in memory (issue 18 item 13). Its decode waits for one of the
 `CXR_MAX_CONCURRENT_DECODES` slots (`InferenceQueue.decode`) and runs in a decoding worker
 process (`models.upload_decoding`, CXR_DECODE_IN_WORKERS, with CXR_DECODE_TIMEOUT_S), so a
 file that crashes or hangs its decoder fails its own request, 422 `DecoderFailedError`, on
 every route alike (issue 39: the study-question route had decoded in the service's threads).
+The wait for a slot is bounded in all and per client address, and an upload whose client
+closed its connection while it waited is dropped undecoded (issue 42).
 """
 
 from __future__ import annotations
@@ -157,7 +159,12 @@ async def received_upload(request: Request, tmp_dir: Path) -> AsyncIterator[Uplo
 
 
 async def decode_upload(
-    inference: InferenceQueue, upload: Upload, *, display_size: int, max_pixels: int | None
+    request: Request,
+    inference: InferenceQueue,
+    upload: Upload,
+    *,
+    display_size: int,
+    max_pixels: int | None,
 ) -> LoadedImage:
     """Decode an upload once a decode slot is free: the model input, the metadata and an
     8-bit display copy (longer side at most `display_size`).
@@ -166,11 +173,22 @@ async def decode_upload(
     thread here when there are none (CXR_DECODE_IN_WORKERS=false). The full-resolution
     image lives only inside it, so the request's peak memory is the decode itself.
 
+    `request` (its body already read) names the client whose share of the queue the
+    upload takes, and says when that client has gone.
+
     Raises:
         ImageError: (a subclass) unreadable, unsupported, over `max_pixels` (checked from
             the header, before decoding: 413); `DecoderFailedError` when the decoder
             crashed or ran past CXR_DECODE_TIMEOUT_S (422).
+        DecodeQueueFull: too many uploads wait, in all or from this client (503).
+        ClientGone: the client closed its connection while the upload waited (499).
     """
+
+    async def gone() -> None:
+        # The body has been read: what `receive` gives now is the client's disconnect.
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
     return await inference.decode(
         _load,
         inference.predictor,
@@ -178,6 +196,8 @@ async def decode_upload(
         display_size,
         max_pixels,
         inference.decoders,
+        client=request.client.host if request.client else "",
+        gone=gone,
     )
 
 

@@ -15,7 +15,8 @@ import functools
 import io
 import logging
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -97,6 +98,33 @@ def load_model(path: str | Path, device: str = "auto", precision: Precision = "a
     return predictor
 
 
+async def _acquire(slots: asyncio.Semaphore, gone: Callable[[], Awaitable[object]] | None) -> None:
+    """Take a decode slot, or raise `ClientGone` if `gone` returns (or fails) first.
+
+    On any way out but success the slot is not held (even one taken at the last moment)."""
+    from app.errors import ClientGone
+
+    if gone is None or not slots.locked():
+        await slots.acquire()
+        return
+    acquire = asyncio.ensure_future(slots.acquire())
+    watch = asyncio.ensure_future(gone())
+    success = False
+    try:
+        await asyncio.wait({acquire, watch}, return_when=asyncio.FIRST_COMPLETED)
+        if watch.done():
+            raise ClientGone("the client closed its connection before its upload was decoded")
+        success = True
+    finally:
+        watch.cancel()
+        if not acquire.done():
+            acquire.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await acquire
+        if not success and acquire.done() and not acquire.cancelled():
+            slots.release()
+
+
 class InferenceQueue:
     """Micro-batching front of a predictor; start() and stop() inside the event loop.
 
@@ -112,6 +140,8 @@ class InferenceQueue:
         max_batch: int,
         max_wait_s: float,
         max_decodes: int = 2,
+        max_waiting: int = 32,
+        max_per_client: int = 4,
         metrics: Metrics | None = None,
         trim_idle_s: float = TRIM_IDLE_S,
         decoders: UploadDecoders | None = None,
@@ -121,12 +151,16 @@ class InferenceQueue:
         self.max_batch = max_batch
         self.max_wait_s = max_wait_s
         self.max_decodes = max_decodes
+        self.max_waiting = max_waiting
+        self.max_per_client = max_per_client
         self.trim_idle_s = trim_idle_s
         self.metrics = metrics
         self._queue: asyncio.Queue[_Item] | None = None
         self._task: asyncio.Task[None] | None = None
         self._decode_slots: asyncio.Semaphore | None = None
         self._decoding = 0  # requests in `decode` (running or waiting for a slot)
+        self._clients: Counter[str] = Counter()  # the same, by client
+        self._waiting = 0  # requests waiting for a slot
         self._trim: asyncio.TimerHandle | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cxr-inference")
 
@@ -136,25 +170,63 @@ class InferenceQueue:
         self._decode_slots = asyncio.Semaphore(self.max_decodes)
         self._task = asyncio.create_task(self._run(), name="cxr-inference-queue")
 
-    async def decode(self, fn: Callable[..., T], *args: Any) -> T:
+    async def decode(
+        self,
+        fn: Callable[..., T],
+        *args: Any,
+        client: str = "",
+        gone: Callable[[], Awaitable[object]] | None = None,
+    ) -> T:
         """Run `fn(*args)`, a full-resolution decode, in a worker thread once a slot is free.
 
         Each decode holds its image at full resolution (about 6 bytes a pixel: 0.3 GB for
         50 megapixels, issue 18 item 13), so the slots bound the service's decode memory;
         requests waiting for one hold only their spooled upload (on disk) and no thread.
-        A cancelled request keeps its slot until its thread is done (anyio waits for it).
-        Once the decodes stop, the memory they freed is handed back (`trim_when_idle`).
+        The wait is bounded too: at most `max_waiting` uploads wait, and `client` (when
+        named) has at most `max_per_client` decoding or waiting (issue 42: 50 decode bombs
+        from one client held image prediction for 25 minutes). An upload whose client has
+        gone (`gone` returned) while it waited is dropped undecoded. A cancelled request keeps
+        its slot until its thread is done (anyio waits for it). Once the decodes stop, the
+        memory they freed is handed back (`trim_when_idle`).
+
+        Raises:
+            DecodeQueueFull: the queue, or this client's share of it, is full (503).
+            ClientGone: `gone` returned before a slot was free (499).
         """
         from starlette.concurrency import run_in_threadpool
 
-        if self._decode_slots is None:
+        from app.errors import DecodeQueueFull
+
+        slots = self._decode_slots
+        if slots is None:
             raise RuntimeError("InferenceQueue.start() was not called")
+        if slots.locked() and self._waiting >= self.max_waiting:
+            raise DecodeQueueFull(
+                f"{self._waiting} image uploads already wait for a decode slot "
+                "(CXR_MAX_WAITING_DECODES); retry shortly"
+            )
+        if client and self._clients[client] >= self.max_per_client:
+            raise DecodeQueueFull(
+                f"this client already has {self._clients[client]} image uploads decoding or "
+                "waiting (CXR_MAX_DECODES_PER_CLIENT); send the next once one is answered"
+            )
         self._decoding += 1
+        self._clients[client] += 1
         try:
-            async with self._decode_slots:
+            self._waiting += 1
+            try:
+                await _acquire(slots, gone)
+            finally:
+                self._waiting -= 1
+            try:
                 return await run_in_threadpool(fn, *args)
+            finally:
+                slots.release()
         finally:
             self._decoding -= 1
+            self._clients[client] -= 1
+            if not self._clients[client]:
+                del self._clients[client]
             self.trim_when_idle()
 
     def trim_when_idle(self) -> None:

@@ -16,6 +16,11 @@ A job never freezes (issue 7 item 2):
   deadline for the whole exchange, and `cancel` and `stop` interrupt the running job's
   source, cutting a search or a download in flight, so the next job starts and the
   service stops at once.
+
+One job cannot starve the others (issue 42: a zip of four slow files delayed another
+user's one-file job by 491 s): a job that has run for `job_slice_s` while another job
+waits yields after its current chunk, goes back to the end of the queue ("queued") and
+resumes from its next file when its turn comes again, round-robin.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import contextlib
 import json
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from datetime import date
@@ -146,6 +152,8 @@ class BatchRunner:
         max_attempts: starts during which a file may be in flight when the process dies
             before it is recorded as failed without another try.
         dicomweb: the PACS that "dicomweb" jobs pull from (and push results to), or None.
+        job_slice_s: a job that has run this long while another waits yields to it after
+            its current chunk (None: each job runs to its end).
     """
 
     def __init__(
@@ -163,8 +171,10 @@ class BatchRunner:
         max_attempts: int = MAX_ATTEMPTS,
         max_pixels: int | None = None,
         dicomweb: DicomwebServer | None = None,
+        job_slice_s: float | None = 60.0,
     ) -> None:
         self.dicomweb = dicomweb
+        self.job_slice_s = job_slice_s
         self.sessions = sessions
         self.labeler = labeler
         self.predictor = predictor
@@ -396,6 +406,14 @@ class BatchRunner:
         sinks: list[Sink] = [*built.sinks, DatabaseSink(self.sessions, job_id)]
         if self.metrics is not None:
             sinks.append(_MetricsSink(self.metrics))
+        started = time.monotonic()
+
+        def turn_over() -> bool:  # checked between chunks: a turn taken, another waiting
+            if self.job_slice_s is None or time.monotonic() - started < self.job_slice_s:
+                return False
+            with self._cv:
+                return bool(self._queue)
+
         report = run_resumed(
             remaining,
             built.processor,
@@ -403,9 +421,19 @@ class BatchRunner:
             attempts=attempts,
             max_attempts=self.max_attempts,
             chunk_size=self.chunk_size,
-            should_stop=stopping,
+            should_stop=lambda: stopping() or turn_over(),
             after_chunk=after_chunk,
         )
+        if report.stopped and not stopping():
+            with self.sessions() as session:
+                crud.set_job_state(session, job_id, "queued")
+            log.info(
+                "batch job %s yields to the next job after %.0f s (CXR_BATCH_JOB_SLICE_S)",
+                job_id,
+                time.monotonic() - started,
+            )
+            self.submit(job_id)  # at the end of the queue
+            return
         if report.stopped:
             log.info("batch job %s paused; it resumes at next start", job_id)
             return

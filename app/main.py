@@ -205,6 +205,8 @@ async def _start_inference(state: AppState, settings: Settings, metrics: Metrics
         max_batch=settings.inference_max_batch,
         max_wait_s=settings.inference_max_wait_ms / 1000.0,
         max_decodes=settings.max_concurrent_decodes,
+        max_waiting=settings.max_waiting_decodes,
+        max_per_client=settings.max_decodes_per_client,
         metrics=metrics,
         decoders=decoders,
     )
@@ -228,6 +230,7 @@ async def _start_batch_runner(state: AppState, settings: Settings, metrics: Metr
         metrics=metrics,
         max_pixels=settings.max_pixels,
         dicomweb=state.dicomweb,
+        job_slice_s=settings.batch_job_slice_s,
     )
     await run_in_threadpool(state.runner.start)
 

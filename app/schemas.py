@@ -85,13 +85,17 @@ class ReportCreate(BaseModel):
         pattern=r"^[0-9]+(\.[0-9]+)*$",
         description="Links the report to a study: a DICOM UID (digits and dots).",
     )
+    # Strict: JSON true or false only. 0, 1 and "yes" were accepted as booleans, so a
+    # client's mistaken value passed unnoticed (issue 42).
     explain: bool = Field(
         default=False,
+        strict=True,
         description="Add an `explanation`: each mention, the rule and cue that fired, and "
         "why each label got its status (as `cxr label --explain`).",
     )
     findings: bool = Field(
         default=False,
+        strict=True,
         description="Also read every finding the report names (`report_findings`: concept, "
         "MeSH heading, status, attributes) and whether it is `normal` (as `cxr label "
         "--findings`).",

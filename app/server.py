@@ -9,12 +9,20 @@ timed out for 80 s and the log grew 400 MB in 90 s. Here:
 - `guarded_protocol`: uvicorn's httptools protocol with a request-head deadline (a
   connection whose request head is not complete `header_timeout_s` after it opened, or
   after its previous response, gets 408 if it sent anything, and is closed), a head size
-  limit (431) and a connection cap. At
-  the cap a new connection closes the oldest idle one (waiting for its request head, or
-  kept alive between requests), so a crowd of slow clients cannot lock out a client that
-  sends its request at once; only when every connection is busy with a request is the new
-  one answered 503 and closed. uvicorn's own `limit_concurrency` does not do this: it
-  counts idle connections too and acts only once a request head is complete.
+  limit (431), a send timeout, a cap on pipelined requests and a connection cap. At the cap
+  a new connection closes, in this order, the longest idle one (waiting for its request
+  head, or kept alive between requests), the one whose client has not read its response
+  for the longest, and the one whose request body has been arriving for the longest: a
+  crowd of slow clients, readers or writers, cannot lock out a client that sends its
+  request at once. Only when every connection is busy with the app is a new one refused
+  (503), except that a few more connections are kept for `/healthz` and `/readyz` alone,
+  so the health check answers even then. uvicorn's own `limit_concurrency` does none of
+  this: it counts idle connections too and acts only once a request head is complete.
+- The send timeout (nginx's `send_timeout`; neither uvicorn nor h11 have one): a
+  connection whose client reads nothing of its response for `send_timeout_s`, or reads it
+  slower than `min_send_rate` bytes a second once it has been written to for that long,
+  is closed. Before, a client that pipelined requests for a large static file and never
+  read held its connection, "busy with a request", for ever.
 - `BodyTimeoutMiddleware`: 408 when a request body stalls (no data for `idle_timeout_s`)
   or trickles below `min_rate` bytes a second.
 - `connection_budget`: raises the soft open-file limit to the hard one and sizes the
@@ -31,6 +39,8 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
+import struct
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -42,7 +52,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.errors import ServiceError
 
 if TYPE_CHECKING:
+    from uvicorn._types import ASGI3Application
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as _ProtocolBase
+    from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 else:  # uvicorn is imported only when serving (`guarded_protocol`), not with the app
     _ProtocolBase = object
 
@@ -158,6 +170,13 @@ def _raw_response(template: bytes, detail: str, error: str) -> bytes:
 
 # h11's limit, which uvicorn's h11 protocol applied; nginx allows 4 x 8 KiB by default.
 MAX_HEAD_BYTES = 16 * 1024
+# Requests read ahead of the one being answered. uvicorn's httptools protocol parses a
+# whole read (up to 256 KiB of small requests) into its queue; h11 and nginx hold at most
+# one buffer's worth. A connection past this is closed.
+MAX_PIPELINED = 16
+# Connections beyond the cap that may only ask the health endpoints (then close).
+HEALTH_RESERVE = 8
+HEALTH_PATHS = (b"/healthz", b"/readyz")
 
 
 class _HeadTooLarge(Exception):
@@ -174,10 +193,17 @@ _LINGER_MAX = 64
 
 
 def guarded_protocol(
-    *, header_timeout_s: float, max_connections: int, max_head_bytes: int = MAX_HEAD_BYTES
+    *,
+    header_timeout_s: float,
+    max_connections: int,
+    send_timeout_s: float = 30.0,
+    min_send_rate: float = 0.0,
+    max_head_bytes: int = MAX_HEAD_BYTES,
+    max_pipelined: int = MAX_PIPELINED,
+    health_reserve: int = HEALTH_RESERVE,
 ) -> type[asyncio.Protocol]:
-    """uvicorn's httptools protocol with a request-head deadline, a head size limit and a
-    connection cap.
+    """uvicorn's httptools protocol with a request-head deadline, a head size limit, a
+    send timeout, a pipelining cap and a connection cap.
 
     Pass the class as `uvicorn.run(..., http=...)`. Each call makes a class with its own
     registry of idle connections: one per server. httptools (llhttp, in C) receives a
@@ -188,10 +214,19 @@ def guarded_protocol(
         header_timeout_s: a request head must be complete this long after the connection
             opened or its previous response was sent (408 if partly sent, then closed).
         max_connections: open connections at most; see the module docstring.
+        send_timeout_s: a connection whose client reads nothing of what was written to
+            it for this long is closed (the transport stays above its high-water mark).
+        min_send_rate: once a connection has been writing for `send_timeout_s`, its
+            client must have read at least this many bytes a second of it on average
+            (0: no minimum); checked whenever the write buffer fills.
         max_head_bytes: a request head (request line and headers) larger than this is
             answered 431 and the connection closed. A head that is still incomplete is
             counted from the read after the one it began in, so it may grow by one read
             (at most 256 KiB) beyond the limit before it is refused.
+        max_pipelined: requests queued behind the one being answered, at most; past
+            that the connection is closed.
+        health_reserve: connections beyond `max_connections` kept for `GET /healthz`
+            and `GET /readyz` (anything else on them: 503); each closes after its answer.
     """
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -199,6 +234,10 @@ def guarded_protocol(
         header_timeout_s=header_timeout_s,
         max_connections=max_connections,
         max_head_bytes=max_head_bytes,
+        send_timeout_s=send_timeout_s,
+        min_send_rate=min_send_rate,
+        max_pipelined=max_pipelined,
+        health_reserve=health_reserve,
         timeout_408=_raw_response(
             _RESPONSE_408,
             f"the request head was not complete within {header_timeout_s:g} s "
@@ -231,12 +270,67 @@ class _Guard:
     header_timeout_s: float
     max_connections: int
     max_head_bytes: int
+    send_timeout_s: float
+    min_send_rate: float
+    max_pipelined: int
+    health_reserve: int
     timeout_408: bytes
     busy_503: bytes
     too_large_431: bytes
     # Connections with no request in progress, the longest idle first.
     idle: OrderedDict[_GuardedConnection, None] = field(default_factory=OrderedDict)
+    # Connections whose write buffer is full (the client is not reading), longest first.
+    unread: OrderedDict[_GuardedConnection, None] = field(default_factory=OrderedDict)
+    # Connections whose request body is still arriving, the oldest first.
+    bodies: OrderedDict[_GuardedConnection, None] = field(default_factory=OrderedDict)
     lingering: int = 0  # refused connections still open
+    reserved: int = 0  # open connections of the health reserve
+
+    def evictable(self) -> tuple[_GuardedConnection, str] | None:
+        """The connection to close for a new one at the cap, and why; None: none."""
+        for registry, reason in (
+            (self.idle, "the longest idle connection"),
+            (self.unread, "the connection whose client has not read its response longest"),
+            (self.bodies, "the connection whose request body has been arriving longest"),
+        ):
+            if registry:
+                oldest, _ = registry.popitem(last=False)
+                return oldest, reason
+        return None
+
+
+class _CountingTransport:
+    """A transport that counts the bytes written through it since `since` (for the send
+    rate): from the first write after the last `restart`."""
+
+    def __init__(
+        self,
+        transport: asyncio.Transport,
+        clock: Callable[[], float],
+        on_close: Callable[[], None],
+    ) -> None:
+        self._transport = transport
+        self._clock = clock
+        self._on_close = on_close
+        self.written = 0
+        self.since: float | None = None
+
+    def close(self) -> None:
+        self._transport.close()
+        self._on_close()
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self.since is None:
+            self.since = self._clock()
+        self.written += len(data)
+        self._transport.write(data)
+
+    def restart(self) -> None:
+        if self._transport.get_write_buffer_size() == 0:
+            self.written, self.since = 0, None
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._transport, name)
 
 
 class _GuardedConnection(_ProtocolBase):
@@ -252,16 +346,31 @@ class _GuardedConnection(_ProtocolBase):
     _head_read = 0  # bytes of the current head's reads after the one it began in
     _head_parsed = 0  # bytes of its request line and complete headers
     _head_too_large = False
+    _reserved = False  # one of the health reserve: health endpoints only
+    _reserve_head: bytes | None = b""  # its first bytes, until its request line is in
+    _counter: _CountingTransport
+    _send_timer: asyncio.TimerHandle | None = None
+    _running: RequestResponseCycle | None = None  # the cycle being answered
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        if len(self.connections) >= self._guard.max_connections:
-            if self._guard.idle:
-                oldest, _ = self._guard.idle.popitem(last=False)
-                oldest._close("connection limit reached: closed the longest idle connection")
+        guard = self._guard
+        if len(self.connections) - guard.reserved >= guard.max_connections:
+            victim = guard.evictable()
+            if victim is not None:
+                other, why = victim
+                if other.transport.get_write_buffer_size():  # a client that does not read
+                    other._abort(f"connection limit reached: closed {why}")
+                else:
+                    other._close(f"connection limit reached: closed {why}")
+            elif guard.reserved < guard.health_reserve:
+                guard.reserved += 1
+                self._reserved = True
             else:
                 self._refuse(transport)
                 return
         super().connection_made(transport)  # type: ignore[arg-type]
+        self._counter = _CountingTransport(self.transport, self.loop.time, self._closing)
+        self.transport = self._counter  # type: ignore[assignment]
         self._await_head()
 
     def _refuse(self, transport: asyncio.BaseTransport) -> None:
@@ -283,6 +392,24 @@ class _GuardedConnection(_ProtocolBase):
     def data_received(self, data: bytes) -> None:
         if self._refused or self._head_too_large:
             return
+        if self._reserved and self._reserve_head is not None:
+            # Read the request line before anything is parsed: health probes only.
+            self._reserve_head += data
+            line, found, _ = self._reserve_head.partition(b"\r\n")
+            if not found and len(self._reserve_head) < 1024:
+                return
+            data, self._reserve_head = self._reserve_head, None
+            parts = line.split(b" ")
+            if not (
+                found
+                and len(parts) == 3
+                and parts[0] in (b"GET", b"HEAD")
+                and parts[1].split(b"?")[0] in HEALTH_PATHS
+            ):
+                log.warning("503: every connection is busy; the reserve is for /healthz")
+                self.transport.write(self._guard.busy_503)
+                self._close_quietly()
+                return
         in_head, messages = self._in_head, self._messages
         super().data_received(data)
         # A head that began in an earlier read and is still not complete after this
@@ -320,6 +447,17 @@ class _GuardedConnection(_ProtocolBase):
         if self._busy():
             self._guard.idle.pop(self, None)
             self._cancel_head_timer()
+        if len(self.pipeline) > self._guard.max_pipelined:
+            self._close(
+                f"closed a connection with more than {self._guard.max_pipelined} pipelined requests"
+            )
+            return
+        if not self.pipeline:  # its body is read now (a queued one's waits)
+            self._guard.bodies[self] = None
+
+    def on_message_complete(self) -> None:
+        self._guard.bodies.pop(self, None)
+        super().on_message_complete()
 
     def _count_head(self, size: int) -> None:
         self._head_parsed += size
@@ -346,13 +484,64 @@ class _GuardedConnection(_ProtocolBase):
             if self._lingers:
                 self._guard.lingering -= 1
             return
-        self._guard.idle.pop(self, None)
-        self._cancel_head_timer()
+        self._forget()
+        if self._reserved:
+            self._guard.reserved -= 1
+        running = self._running
+        if running is not None and not running.response_complete:
+            # uvicorn marks only its newest cycle disconnected: with requests pipelined
+            # behind it, the one being answered would go on writing to a closed socket.
+            running.disconnected = True
+            running.message_event.set()
         super().connection_lost(exc)
+
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
+        self._running = cycle
+        super()._start_asgi_task(cycle, app)
+
+    # Flow control from the transport: the client is (not) reading what is written.
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        guard = self._guard
+        guard.unread[self] = None
+        if self._send_timer is None:
+            self._send_timer = self.loop.call_later(guard.send_timeout_s, self._send_timeout)
+        since = self._counter.since
+        if guard.min_send_rate and since is not None:
+            elapsed = self.loop.time() - since
+            read = self._counter.written - self.transport.get_write_buffer_size()
+            if elapsed > guard.send_timeout_s and read < guard.min_send_rate * elapsed:
+                self._abort(
+                    f"closed a connection whose client reads its response at "
+                    f"{read / elapsed:.0f} bytes/s, below CXR_SEND_MIN_RATE"
+                )
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._guard.unread.pop(self, None)
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+            self._send_timer = None
+
+    def _closing(self) -> None:
+        # A closed transport stays open until its buffer is written: with a client that
+        # does not read, for ever (and below the high-water mark, never paused).
+        if self._send_timer is None and self.transport.get_write_buffer_size() > 0:
+            self._send_timer = self.loop.call_later(self._guard.send_timeout_s, self._send_timeout)
+
+    def _send_timeout(self) -> None:
+        # Also when closing: the buffer is still unwritten (or the timer would be off).
+        self._send_timer = None
+        self._abort(
+            "closed a connection whose client read nothing of its response for "
+            f"{self._guard.send_timeout_s:g} s (CXR_SEND_TIMEOUT_S)"
+        )
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if not self.transport.is_closing() and not self._busy():
+        if self._reserved:
+            self.transport.close()  # after the buffered answer is written
+        elif not self.transport.is_closing() and not self._busy():
             self._await_head()
 
     def _busy(self) -> bool:
@@ -361,6 +550,7 @@ class _GuardedConnection(_ProtocolBase):
     def _await_head(self) -> None:
         self._guard.idle[self] = None
         self._guard.idle.move_to_end(self)
+        self._counter.restart()
         self._cancel_head_timer()
         self._head_timer = self.loop.call_later(self._guard.header_timeout_s, self._head_timeout)
 
@@ -384,10 +574,31 @@ class _GuardedConnection(_ProtocolBase):
         log.warning(reason)
         self._close_quietly()
 
+    def _abort(self, reason: str) -> None:
+        # `close` would wait for the write buffer to drain: for a client that does not
+        # read, for ever. `abort` drops it, and a zero linger makes the kernel reset the
+        # connection instead of keeping the unsent bytes of an orphaned socket (nginx's
+        # `reset_timedout_connection`).
+        log.warning(reason)
+        self._forget()
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.transport.abort()
+
     def _close_quietly(self) -> None:
-        self._guard.idle.pop(self, None)
-        self._cancel_head_timer()
+        self._forget()
         self.transport.close()
+
+    def _forget(self) -> None:
+        self._guard.idle.pop(self, None)
+        self._guard.unread.pop(self, None)
+        self._guard.bodies.pop(self, None)
+        self._cancel_head_timer()
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+            self._send_timer = None
 
 
 # --- file descriptors ----------------------------------------------------------------------
@@ -414,7 +625,8 @@ def connection_budget(requested: int) -> ConnectionBudget:
     Each connection may hold two descriptors (its socket and a spooled upload), sockets
     accepted in one batch (up to the backlog) are open before the cap applies, and the
     process needs the descriptors it already holds plus a margin (database, logs, batch
-    files). So: cap = min(requested, (limit - open now - 64 - backlog) / 2), at least 8.
+    files), and the health reserve sits above the cap. So: cap = min(requested, (limit -
+    open now - 64 - backlog) / 2 - HEALTH_RESERVE), at least 8.
     """
     try:
         import resource
@@ -433,7 +645,7 @@ def connection_budget(requested: int) -> ConnectionBudget:
     except OSError:
         in_use = 64
     backlog = max(16, min(1024, soft // 8))
-    fit = (soft - in_use - 64 - backlog) // 2
+    fit = (soft - in_use - 64 - backlog) // 2 - HEALTH_RESERVE
     cap = max(8, min(requested, fit))
     if cap < requested:
         log.warning(

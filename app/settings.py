@@ -131,6 +131,18 @@ class Settings(BaseSettings):
         "about 6 bytes a pixel: 0.3 GB at 50 megapixels); the others wait with their upload "
         "spooled to disk. Decoding is CPU-bound: more than the cores gains nothing.",
     )
+    max_waiting_decodes: int = Field(
+        default=32,
+        gt=0,
+        description="Image uploads waiting for a decode slot, at most, from all clients; "
+        "beyond, 503 with Retry-After.",
+    )
+    max_decodes_per_client: int = Field(
+        default=4,
+        gt=0,
+        description="Image uploads of one client address decoding or waiting to, at most; "
+        "beyond, 503 with Retry-After.",
+    )
     decode_in_workers: bool = Field(
         default=True,
         description="Decode image uploads in worker processes (one per decode slot), so that "
@@ -144,6 +156,12 @@ class Settings(BaseSettings):
         "(with CXR_DECODE_IN_WORKERS).",
     )
     batch_chunk_size: int = Field(default=8, gt=0, description="Images per forward pass in jobs.")
+    batch_job_slice_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="A batch job that has run this long while another job waits yields to "
+        "it after its current chunk and goes back to the end of the queue (round-robin).",
+    )
     batch_workers: int | None = Field(
         default=None,
         ge=0,
@@ -268,16 +286,32 @@ class Settings(BaseSettings):
         description="A request body with no data for this long gets 408 (connection closed).",
     )
     body_min_rate: float = Field(
-        default=1024.0,
+        default=16384.0,
         ge=0,
         description="Bytes a second a request body must average once it has been read for "
-        "longer than CXR_BODY_TIMEOUT_S (408 below); 0: no minimum.",
+        "longer than CXR_BODY_TIMEOUT_S (408 below); 0: no minimum. This bounds a body's "
+        "time by its size: a 100 MiB upload has at most 30 s + 6,400 s.",
+    )
+    send_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="A connection whose client reads nothing of its response for this long "
+        "is closed (nginx's send_timeout).",
+    )
+    send_min_rate: float = Field(
+        default=16384.0,
+        ge=0,
+        description="Bytes a second a client must read of its responses on average once a "
+        "connection has been writing for longer than CXR_SEND_TIMEOUT_S (closed below); 0: "
+        "no minimum.",
     )
     max_connections: int = Field(
         default=1024,
         gt=0,
         description="Open connections at most. At the cap a new connection closes the "
-        "longest idle one; when all are busy with requests it gets 503. Lowered at start-up "
+        "longest idle one, else the one whose client has not read its response longest, "
+        "else the oldest request body still arriving; when all are busy in the app it gets "
+        "503 (a reserve of 8 more answers /healthz and /readyz only). Lowered at start-up "
         "if the open-file limit needs it (`cxr serve` first raises the soft limit to the "
         "hard one).",
     )

@@ -1,4 +1,5 @@
-"""Hostile HTTP clients against a real `cxr serve` on loopback (issue 18 items 6, 7, 10).
+"""Hostile HTTP clients against a real `cxr serve` on loopback (issue 18 items 6, 7, 10;
+issue 42 H1 and M1).
 
 Starts `python -m app.cli serve` as a subprocess on a free loopback port (SQLite in a
 temp folder, one API key, a batch root), one fresh server per scenario so that each
@@ -18,6 +19,14 @@ peak RSS (VmHWM from /proc/<pid>/status) is that scenario's own:
   CXR_MAX_JSON_MB) to POST /v1/batches with the key, one `path` that long: the most a
   client can now make the service parse on its event loop. Median time, answer size,
   worst /healthz latency, peak RSS.
+- `slowread` (issue 42 H1): `--attackers` (80) connections each pipeline six GETs of the
+  1.5 MB Swagger bundle with a 2 KB receive window and never read, against a server with
+  CXR_MAX_CONNECTIONS=`--attack-cap` (64); any the server closes is reopened, for
+  `--attack-seconds`. Meanwhile a legitimate client sends GET /healthz and POST
+  /v1/reports/label, one of each every 0.5 s on new connections (10 s timeout): their
+  statuses and worst times.
+- `slowbody` (issue 42 M1): the same, with connections that send a 2 MB report body at
+  1,400 bytes a second.
 - `amplify`: small text, large answers: 256 reports of 3,900 characters repeating one
   finding (just under CXR_MAX_REPORT_CHARS_PER_REQUEST) to POST /v1/reports/label, and 100
   questions about a 99,000-character one to POST /v1/studies/ask: answer size per request
@@ -69,7 +78,13 @@ def _vm_mib(pid: int, field: str) -> float:
 class Server:
     """`cxr serve` from `code` in a subprocess, on a free loopback port."""
 
-    def __init__(self, code: Path, tmp: Path, startup_timeout: float) -> None:
+    def __init__(
+        self,
+        code: Path,
+        tmp: Path,
+        startup_timeout: float,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
         self.port = free_port()
         (tmp / "roots").mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith("CXR_")}
@@ -80,6 +95,7 @@ class Server:
             CXR_BATCH_ROOTS=str(tmp / "roots"),
             CXR_RUN_BATCH_JOBS="false",
         )
+        env.update(extra_env or {})
         cmd = [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1"]
         cmd += ["--port", str(self.port), "--log-level", "warning"]
         self.log = (tmp / "server.log").open("wb")
@@ -386,12 +402,142 @@ def scenario_amplify(code: Path, args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+DOCS_ASSET = b"GET /docs/assets/swagger-ui-bundle.js HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+
+
+class Attackers(threading.Thread):
+    """Keeps `n` hostile connections open until `until`, reopening any the server closes.
+
+    `slowread`: each pipelines six GETs of the 1.5 MB Swagger bundle with a 2 KB receive
+    window and never reads. `slowbody`: each POSTs a 2 MB JSON body (under CXR_MAX_JSON_MB)
+    and sends 1,400 bytes a second of it (just above the old 1,024 bytes/s minimum)."""
+
+    def __init__(self, port: int, kind: str, n: int, until: float) -> None:
+        super().__init__(daemon=True)
+        self.port, self.kind, self.n, self.until = port, kind, n, until
+        self.socks: list[socket.socket] = []
+        self.opened = 0
+        self.closed_by_server = 0
+
+    def _open(self) -> None:
+        sock = socket.socket()
+        if self.kind == "slowread":
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+        sock.settimeout(2.0)
+        try:
+            sock.connect(("127.0.0.1", self.port))
+            if self.kind == "slowread":
+                sock.sendall(DOCS_ASSET * 6)
+            else:
+                sock.sendall(
+                    b"POST /v1/reports/label HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    b"Content-Type: application/json\r\nX-API-Key: " + KEY.encode() + b"\r\n"
+                    b"Content-Length: 2000000\r\n\r\n"
+                )
+        except OSError:
+            sock.close()
+            return
+        sock.setblocking(False)
+        self.socks.append(sock)
+        self.opened += 1
+
+    def _alive(self, sock: socket.socket) -> bool:
+        try:
+            if self.kind == "slowbody":
+                sock.send(b" " * 1400)
+            err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            state = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]
+            return err == 0 and state == 1  # TCP_ESTABLISHED
+        except (BlockingIOError, InterruptedError):
+            return True
+        except OSError:
+            return False
+
+    def run(self) -> None:
+        while time.monotonic() < self.until:
+            for sock in list(self.socks):
+                if not self._alive(sock):
+                    self.closed_by_server += 1
+                    self.socks.remove(sock)
+                    sock.close()
+            while len(self.socks) < self.n and time.monotonic() < self.until:
+                self._open()
+            time.sleep(1.0)
+
+    def close(self) -> None:
+        for sock in self.socks:
+            sock.close()
+
+
+def _probe(port: int, method: str, path: str, body: bytes | None) -> tuple[int, float]:
+    """(status, seconds) of one request on a new connection; status 0: no answer in 10 s."""
+    start = time.perf_counter()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10.0)
+    try:
+        headers = {"Content-Type": "application/json", "X-API-Key": KEY}
+        conn.request(method, path, body=body, headers=headers)
+        response = conn.getresponse()
+        response.read()
+        status = response.status
+    except OSError:
+        status = 0
+    finally:
+        conn.close()
+    return status, time.perf_counter() - start
+
+
+def _under_attack(code: Path, args: argparse.Namespace, kind: str) -> dict[str, Any]:
+    """Legitimate /healthz and label requests, one of each a second, while `kind` attacks."""
+    label = json.dumps({"text": "No pneumothorax. Small left pleural effusion."}).encode()
+    extra = {"CXR_MAX_CONNECTIONS": str(args.attack_cap)}
+    result: dict[str, Any] = {"attackers": args.attackers, "cap": args.attack_cap}
+    with tempfile.TemporaryDirectory(prefix="cxr-hostile-") as tmp:
+        server = Server(code, Path(tmp), args.startup_timeout, extra)
+        try:
+            _probe(server.port, "POST", "/v1/reports/label", label)  # the labeler warm
+            until = time.monotonic() + args.attack_seconds
+            attack = Attackers(server.port, kind, args.attackers, until)
+            attack.start()
+            time.sleep(min(5.0, args.attack_seconds / 4))  # the attack in place
+            probes: dict[str, list[tuple[int, float]]] = {"healthz": [], "label": []}
+            while time.monotonic() < until:
+                probes["healthz"].append(_probe(server.port, "GET", "/healthz", None))
+                probes["label"].append(_probe(server.port, "POST", "/v1/reports/label", label))
+                time.sleep(0.5)
+            attack.join()
+            for name, seen in probes.items():
+                ok = [t for status, t in seen if status == 200]
+                result[name] = {
+                    "requests": len(seen),
+                    "answered_200": len(ok),
+                    "statuses": sorted({status for status, _ in seen}),
+                    "max_s_when_200": round(max(ok), 3) if ok else None,
+                    "max_s": round(max(t for _, t in seen), 3) if seen else None,
+                }
+            result["attack_connections_opened"] = attack.opened
+            result["attack_connections_closed_by_server"] = attack.closed_by_server
+            attack.close()
+        finally:
+            server.stop()
+    return result
+
+
+def scenario_slowread(code: Path, args: argparse.Namespace) -> dict[str, Any]:
+    return _under_attack(code, args, "slowread")
+
+
+def scenario_slowbody(code: Path, args: argparse.Namespace) -> dict[str, Any]:
+    return _under_attack(code, args, "slowbody")
+
+
 SCENARIOS = {
     "nokey": scenario_nokey,
     "batch": scenario_batch,
     "methods": scenario_methods,
     "atlimit": scenario_atlimit,
     "amplify": scenario_amplify,
+    "slowread": scenario_slowread,
+    "slowbody": scenario_slowbody,
 }
 
 
@@ -405,6 +551,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--atlimit-mb", type=float, default=2.0, help="body of `atlimit`")
     parser.add_argument("--atlimit-n", type=int, default=10, help="requests of `atlimit`")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
+    parser.add_argument("--attackers", type=int, default=80, help="slowread/slowbody clients")
+    parser.add_argument("--attack-cap", type=int, default=64, help="CXR_MAX_CONNECTIONS then")
+    parser.add_argument("--attack-seconds", type=float, default=40.0)
     parser.add_argument("--startup-timeout", type=float, default=180.0)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)

@@ -1,4 +1,4 @@
-"""Hostile senders against `cxr listen` on loopback (issue 18 items 4 and 5).
+"""Hostile senders against `cxr listen` on loopback (issue 18 items 4 and 5, issue 42).
 
 Starts a fresh `cxr listen` (no model, the code on PYTHONPATH) for each scenario and
 prints one line per scenario:
@@ -12,6 +12,14 @@ prints one line per scenario:
   announces 200 and stay open (a slow handshake rather than a lying one).
 - keepalive: 10 associations from 127.0.0.2 each send a C-ECHO every 5 s; can a real
   sender from 127.0.0.1 associate within --wait seconds?
+- handshake-many (issue 42 M2): 10 addresses (127.0.0.2-11) each keep 4 connections that
+  send 10 bytes of an A-ASSOCIATE-RQ announcing 200 and stall (reopened when closed), 40
+  in all against 32 slots; a real sender from 127.0.0.1 tries a C-ECHO every second for
+  --wait seconds: how many were accepted, and how fast.
+- bombs (issue 42 H2): with the demo model, --bombs JPEG scan bombs (2048 x 2048, 3,000
+  repeats of one scan, about 70 KB each, as DICOMs) are sent, then 3 real instances: how
+  long until the real instances' result lines are written, against the time one real
+  instance takes alone.
 - store: one C-STORE of a --store-mb MB dataset (a sparse file, sent in chunks so the
   sender stays small): the answer; the listener's RSS before, at most while the dataset
   is received (sampled every 10 ms until the answer), its peak (VmHWM, which includes the
@@ -50,7 +58,17 @@ from pynetdicom import AE, _config
 from pynetdicom.sop_class import Verification  # type: ignore[attr-defined]
 
 DX = UID("1.2.840.10008.5.1.4.1.1.1.1")
-SCENARIOS = ("flood-close", "flood-stall", "flood-partial", "keepalive", "store")
+SCENARIOS = (
+    "flood-close",
+    "flood-stall",
+    "flood-partial",
+    "keepalive",
+    "handshake-many",
+    "bombs",
+    "store",
+)
+ROOT = Path(__file__).resolve().parents[1]
+sys.path += [str(ROOT / "tests")]  # dicom_factory: the scan bomb and its DICOM
 
 
 def _kib(pid: int, field: str) -> int:
@@ -174,6 +192,98 @@ def _keepalive(port: int, wait: float) -> str:
     )
 
 
+def _handshake_many(port: int, wait: float) -> str:
+    partial = struct.pack(">BBL", 0x01, 0, 200) + bytes(4)
+    stop = threading.Event()
+    held: dict[str, list[socket.socket]] = {f"127.0.0.{h}": [] for h in range(2, 12)}
+
+    def stall() -> None:  # keep 4 stalled handshakes open from each address
+        while not stop.is_set():
+            for host, socks in held.items():
+                for s in list(socks):
+                    try:
+                        if s.recv(1, socket.MSG_DONTWAIT | socket.MSG_PEEK) == b"":
+                            raise ConnectionResetError
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        pass
+                    socks.remove(s)
+                    s.close()
+                while len(socks) < 4 and not stop.is_set():
+                    try:
+                        s = socket.create_connection(
+                            ("127.0.0.1", port), timeout=2, source_address=(host, 0)
+                        )
+                        s.sendall(partial)
+                    except OSError:
+                        break
+                    socks.append(s)
+            stop.wait(0.2)
+
+    staller = threading.Thread(target=stall, daemon=True)
+    staller.start()
+    time.sleep(2.0)  # the stalls in place
+    outcomes: list[tuple[str, float]] = []
+    began = time.monotonic()
+    while time.monotonic() - began < wait:
+        t0 = time.monotonic()
+        outcomes.append((_echo(port), time.monotonic() - t0))
+        time.sleep(1.0)
+    stop.set()
+    staller.join()
+    for socks in held.values():
+        for s in socks:
+            s.close()
+    ok = [t for outcome, t in outcomes if outcome == "ok"]
+    worst = f", slowest {max(ok):.2f} s" if ok else ""
+    return f"real sender accepted {len(ok)} of {len(outcomes)} tries{worst}"
+
+
+def _bombs(tmp: Path, extra: list[str], count: int) -> str:
+    from dicom_factory import build_dataset, chest_pixels, jpeg_dicom, scan_bomb_jpeg
+
+    bomb = scan_bomb_jpeg(side=2048, repeats=3000)
+    bombs = [jpeg_dicom(bomb, 2048, 2048) for _ in range(count)]
+    real = [build_dataset(pixels=chest_pixels(512, 512, seed=i)) for i in range(4)]
+    model = ["--model", str(ROOT / "models" / "configs" / "demo_phantoms.v3.pt")]
+
+    def send(port: int, datasets: list[Dataset]) -> None:
+        ae = AE(ae_title="BENCH")
+        for ds in datasets:
+            ae.add_requested_context(ds.SOPClassUID, ds.file_meta.TransferSyntaxUID)
+        ae.acse_timeout = ae.network_timeout = ae.dimse_timeout = 60
+        assoc = ae.associate("127.0.0.1", port, ae_title="CXR")
+        assert assoc.is_established, "association refused"
+        for ds in datasets:
+            assoc.send_c_store(ds)
+        assoc.release()
+
+    def until_written(out: Path, uids: set[str], limit: float) -> float | None:
+        began = time.monotonic()
+        while time.monotonic() - began < limit:
+            if out.exists() and all(uid in out.read_text() for uid in uids):
+                return time.monotonic() - began
+            time.sleep(0.05)
+        return None
+
+    with _listener(tmp, extra + model) as (_, port):
+        out = tmp / f"out-{port}.jsonl"
+        send(port, [real[0]])  # warm: the model and the decoding worker loaded
+        until_written(out, {real[0].SOPInstanceUID}, 120)
+        send(port, [real[1]])
+        alone = until_written(out, {real[1].SOPInstanceUID}, 120)
+        send(port, bombs)
+        send(port, real[2:])
+        behind = until_written(out, {ds.SOPInstanceUID for ds in real[2:]}, 600)
+    alone_s = f"{alone:.2f} s" if alone is not None else "never"
+    behind_s = f"{behind:.2f} s" if behind is not None else "not within 600 s"
+    return (
+        f"one real instance alone written in {alone_s}; two sent after {count} scan bombs "
+        f"({len(bomb) / 1024:.0f} KB each) written in {behind_s}"
+    )
+
+
 def _sparse_dicom(path: Path, size: int) -> None:
     """A DX whose Pixel Data is `size` bytes of zeros, written as a sparse file."""
     ds = Dataset()
@@ -238,12 +348,17 @@ def main() -> int:
     parser.add_argument("--wait", type=float, default=75.0, help="seconds a sender retries")
     parser.add_argument("--store-mb", type=int, default=200, help="dataset size for `store`")
     parser.add_argument("--listen-args", default="", help="extra `cxr listen` flags")
+    parser.add_argument("--bombs", type=int, default=4, help="scan bombs of `bombs`")
     args = parser.parse_args()
     extra = shlex.split(args.listen_args)
     code = os.environ.get("PYTHONPATH", "(installed)")
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         for scenario in args.scenario or SCENARIOS:
+            if scenario == "bombs":
+                line = _bombs(tmp, extra, args.bombs)
+                sys.stdout.write(f"hostile_listener [{code}] {scenario}: {line}\n")
+                continue
             with _listener(tmp, extra) as (process, port):
                 if scenario == "flood-close":
                     line = _flood(port, args.wait, close=True)
@@ -253,6 +368,8 @@ def main() -> int:
                     line = _flood(port, args.wait, close=False, partial=True)
                 elif scenario == "keepalive":
                     line = _keepalive(port, args.wait)
+                elif scenario == "handshake-many":
+                    line = _handshake_many(port, args.wait)
                 else:
                     path = tmp / "big.dcm"
                     _sparse_dicom(path, args.store_mb * 1024 * 1024)

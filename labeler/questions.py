@@ -30,6 +30,7 @@ from labeler.components import ConceptMatcher
 from labeler.errors import PatternFileError
 from labeler.findings import is_abnormal, lexicon_matcher
 from labeler.lexicon import KINDS
+from labeler.normalize import normalize_text
 from labeler.schema import Mention, ReportFinding, ReportLabels
 from labeler.vocabulary import read_pattern_file
 
@@ -391,7 +392,9 @@ class QuestionParser:
         """
         hit = self._cache.get(text)
         if hit is None:
-            hit = self._parse(text)
+            # Read as a report's sentence is (invisible and look-alike characters); the
+            # parse's offsets index the normalised text, which it carries.
+            hit = self._parse(normalize_text(text))
             if self.cache_size:
                 if len(self._cache) >= self.cache_size:
                     del self._cache[next(iter(self._cache))]

@@ -35,6 +35,7 @@ from models.errors import (
     UnsupportedImageError,
     UnsupportedTransferSyntax,
 )
+from models.jpeg_scans import check_scans
 from models.stored_pixels import StoredPixels
 
 if TYPE_CHECKING:
@@ -654,6 +655,9 @@ def _check_codestream_size(name: str, ds: Any, meta: ImageMeta) -> None:
             f"(0028,0010/0011) say {meta.rows}x{meta.columns}; the file is inconsistent. "
             "Re-export it."
         )
+    if tsuid in _JPEG_SYNTAXES:
+        frames = _int(name, ds, "NumberOfFrames", 1) or 1
+        check_scans(name, b"".join(_fragments(ds.PixelData)), frames=frames)
 
 
 def _first_fragment(pixel_data: bytes, limit: int = 1 << 20) -> bytes | None:
@@ -665,6 +669,19 @@ def _first_fragment(pixel_data: bytes, limit: int = 1 << 20) -> bytes | None:
         return None
     length = int.from_bytes(pixel_data[pos + 4 : pos + 8], "little")
     return pixel_data[pos + 8 : pos + 8 + min(length, limit)]
+
+
+def _fragments(pixel_data: bytes) -> Iterator[bytes]:
+    """Every fragment after the Basic Offset Table, up to the sequence delimiter or the
+    end of the data (PS3.5 A.4)."""
+    pos = 0
+    first = True
+    while pos + 8 <= len(pixel_data) and pixel_data[pos : pos + 4] == _ITEM_TAG:
+        length = int.from_bytes(pixel_data[pos + 4 : pos + 8], "little")
+        if not first:
+            yield pixel_data[pos + 8 : pos + 8 + length]
+        first = False
+        pos += 8 + length
 
 
 def _jpeg_size(data: bytes) -> tuple[int, int] | None:

@@ -12,6 +12,7 @@ __all__ = [
     "DatasetError",
     "DecoderFailedError",
     "ImageError",
+    "ImageTooComplexError",
     "ImageTooLargeError",
     "InvalidDicomError",
     "MissingPixelData",
@@ -48,6 +49,11 @@ class UnsupportedImageError(ImageError):
 
 class ImageTooLargeError(UnsupportedImageError):
     """The image dimensions exceed the safety limit (guards memory and decode time)."""
+
+
+class ImageTooComplexError(ImageTooLargeError):
+    """The encoding asks for more decode work than any real image needs (a JPEG with
+    thousands of scans), refused before decoding."""
 
 
 class DecoderFailedError(ImageError):

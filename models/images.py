@@ -23,6 +23,7 @@ from models.errors import (
     InvalidDicomError,
     UnsupportedImageError,
 )
+from models.jpeg_scans import check_scans
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -167,6 +168,8 @@ def _read_opened(name: str, im: Image.Image, max_pixels: int | None) -> DicomIma
     columns, rows = im.size
     # Checked before decoding: Image.open is lazy, so a decompression bomb costs nothing.
     check_dimensions(name, rows, columns, max_pixels)
+    if im.format == "JPEG":
+        check_scans(name, _encoded(im))
     frames = int(getattr(im, "n_frames", 1))
     if frames > 1:
         raise UnsupportedImageError(
@@ -206,6 +209,19 @@ def _read_opened(name: str, im: Image.Image, max_pixels: int | None) -> DicomIma
     bits = 16 if mode.startswith("I") else 8
     meta = ImageMeta(rows=rows, columns=columns, bits_stored=bits, photometric="MONOCHROME2")
     return DicomImage(pixels=np.ascontiguousarray(pixels, dtype=np.float32), meta=meta)
+
+
+def _encoded(im: Image.Image) -> bytes:
+    """The bytes of the file Pillow opened (it has read only the header so far)."""
+    fp: BinaryIO | None = getattr(im, "fp", None)
+    if fp is None:
+        return b""
+    position = fp.tell()
+    fp.seek(0)
+    try:
+        return bytes(fp.read())
+    finally:
+        fp.seek(position)
 
 
 def _grey_array(im: Image.Image) -> np.ndarray:
@@ -301,6 +317,8 @@ def _decode_integer(data: bytes, name: str, max_pixels: int | None) -> IntegerIm
             return None
         columns, rows = im.size
         check_dimensions(name, rows, columns, max_pixels)
+        if im.format == "JPEG":
+            check_scans(name, data)
         import cv2
 
         arr: np.ndarray | None = None

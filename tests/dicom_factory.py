@@ -168,3 +168,42 @@ def two_valued_rows_dataset() -> Dataset:
     ds = build_dataset(gradient(48, 64))
     ds.Rows = [48, 48]
     return ds
+
+
+def scan_bomb_jpeg(side: int = 2048, repeats: int = 3000, seed: int = 0) -> bytes:
+    """A grey progressive JPEG of `side` x `side` whose smallest scan after the first is
+    repeated `repeats` times before EOI: decoders accept it (libjpeg warns) and make a pass
+    over the whole image per scan. 2048 x 2048 with 3,000 repeats is about 60 KB."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:side, 0:side]
+    grey = (np.sin(x / 37.0) + np.cos(y / 23.0)) * 60 + 128 + rng.normal(0, 4, (side, side))
+    buffer = io.BytesIO()
+    Image.fromarray(grey.clip(0, 255).astype(np.uint8)).save(
+        buffer, "JPEG", quality=5, progressive=True
+    )
+    data = buffer.getvalue()
+    starts = [i for i in range(len(data) - 1) if data[i : i + 2] == b"\xff\xda"]
+    ends = [*starts[1:], len(data) - 2]
+    start, end = min(zip(starts[1:], ends[1:], strict=True), key=lambda se: se[1] - se[0])
+    return data[:-2] + data[start:end] * repeats + b"\xff\xd9"
+
+
+def jpeg_dicom(jpeg: bytes, rows: int, columns: int) -> Dataset:
+    """A DX dataset whose Pixel Data is `jpeg` (8-bit grey), encapsulated under the JPEG
+    Baseline transfer syntax (as the decoders see it, whatever the JPEG's process)."""
+    from pydicom.encaps import encapsulate
+    from pydicom.uid import JPEGBaseline8Bit
+
+    ds = build_dataset()
+    ds.file_meta.TransferSyntaxUID = JPEGBaseline8Bit
+    ds.Rows, ds.Columns = rows, columns
+    ds.SamplesPerPixel = 1
+    ds.PhotometricInterpretation = "MONOCHROME2"
+    ds.BitsAllocated = ds.BitsStored = 8
+    ds.HighBit = 7
+    ds.PixelRepresentation = 0
+    ds.PixelData = encapsulate([jpeg])
+    ds["PixelData"].VR = "OB"
+    return ds

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.cli.common import fail
@@ -88,7 +89,6 @@ def _report_text(value: str | None) -> str | None:
     Raises:
         ValueError: `value` looks like a path but names no readable file.
     """
-    from pathlib import Path
 
     if value is None:
         return None
@@ -110,7 +110,6 @@ def _ask(args: argparse.Namespace) -> int:
     import csv
     import json
     import time
-    from pathlib import Path
 
     started = time.perf_counter()
     if (args.question is None) == (args.questions is None):
@@ -121,8 +120,13 @@ def _ask(args: argparse.Namespace) -> int:
     base_dir = Path.cwd()
     if args.questions is not None:
         path = Path(args.questions)
+        # Read past a cell over csv's 128 KiB limit or a byte that is not UTF-8: such a
+        # row fails alone (`_row_error`), not the whole run.
+        limit = csv.field_size_limit()
+        csv.field_size_limit(max(limit, _MAX_CSV_FIELD))
         try:
-            with path.open(newline="", encoding="utf-8-sig") as f:  # a BOM is not part of `id`
+            # A BOM is not part of `id`; undecodable bytes kept as surrogates, for the row.
+            with path.open(newline="", encoding="utf-8-sig", errors="surrogateescape") as f:
                 reader = csv.DictReader(f)
                 missing = {"id", "question"} - set(reader.fieldnames or ())
                 if missing:
@@ -132,8 +136,10 @@ def _ask(args: argparse.Namespace) -> int:
                         "expected id,report,image,question",
                     )
                 rows = [dict(r) for r in reader]
-        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        except (OSError, csv.Error) as exc:
             return fail("ask", f"cannot read {path}: {exc}")
+        finally:
+            csv.field_size_limit(limit)
         base_dir = path.resolve().parent
     else:
         try:
@@ -158,18 +164,24 @@ def _ask(args: argparse.Namespace) -> int:
 
     labeler = PipelineLabeler(LabelerConfig(label_set=args.labels))
     engine = StudyQuestions(labeler, patterns=args.patterns)
-    images = _ImageReader(args, base_dir)
+    images = _ImageReader(args, base_dir, contained=args.questions is not None)
     failed = 0
     out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")  # noqa: SIM115
     try:
         for start in range(0, len(rows), 2048):
             chunk = rows[start : start + 2048]
-            reports = engine.label_reports((r.get("report") or "").strip() for r in chunk)
+            reports = engine.label_reports(
+                (r.get("report") or "").strip() for r in chunk if not _row_error(r)
+            )
             lines = []
             for r in chunk:
+                bad_row = _row_error(r)
+                if bad_row:
+                    r = {"id": _printable(r.get("id") or ""), "question": ""}
                 given = r.get("report") or ""
                 text = given.strip()
                 image, error = images.get((r.get("image") or "").strip())
+                error = bad_row or error
                 report = reports.get(text) if text else None
                 if report is not None and report.error:
                     error, report = f"the report cannot be read: {report.error}", None
@@ -204,12 +216,76 @@ def _ask(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+# A cell of --questions: the service's report limit (100,000 characters) with room to spare.
+_MAX_CELL = 128 * 1024
+_MAX_CSV_FIELD = 16 * 1024 * 1024  # read this far to say which row holds the long cell
+_UNDECODED = re.compile("[\udc80-\udcff]")
+
+
+def _row_error(row: dict[str, Any]) -> str | None:
+    """Why a --questions row cannot be used (it then fails alone), or None."""
+    for key, value in row.items():
+        if key is None or not isinstance(value, str):
+            return "the row has more cells than the header"
+        if len(value) > _MAX_CELL:
+            return f"its {key!r} cell holds {len(value):,} characters (at most {_MAX_CELL:,})"
+        if _UNDECODED.search(value):
+            return f"its {key!r} cell is not valid UTF-8"
+    return None
+
+
+def _printable(value: str) -> str:
+    return _UNDECODED.sub("\ufffd", value)[:128]
+
+
+# An image at most this large is read (the service's default CXR_MAX_UPLOAD_MB).
+MAX_IMAGE_BYTES = 100 * 1024 * 1024
+
+
+def image_path(name: str, base_dir: Path, *, contained: bool) -> Path:
+    """The image file `name` names, checked as `cxr batch` checks its inputs before reading.
+
+    A relative name is read from `base_dir` (the --questions CSV's folder); with
+    `contained`, the file (symbolic links resolved) must lie under `base_dir`, so a CSV
+    cannot make the command read any file the user can. It must be a regular file (not a
+    FIFO that blocks for ever, nor a device such as /dev/zero that never ends) of at most
+    `MAX_IMAGE_BYTES`.
+
+    Raises:
+        ValueError: the reason, naming the image.
+    """
+    import os
+    import stat
+
+    path = Path(name)
+    if not path.is_absolute():
+        path = base_dir / path
+    try:
+        resolved = path.resolve(strict=True)
+        info = os.stat(resolved)
+    except (OSError, RuntimeError) as exc:
+        raise ValueError(f"image {name}: cannot be opened ({exc})") from None
+    if contained and base_dir.resolve() not in resolved.parents:
+        raise ValueError(
+            f"image {name}: outside the folder of the questions file ({base_dir}); put the "
+            "images beside it"
+        )
+    if not stat.S_ISREG(info.st_mode):
+        raise ValueError(f"image {name}: not a regular file")
+    if info.st_size > MAX_IMAGE_BYTES:
+        raise ValueError(
+            f"image {name}: {info.st_size:,} bytes, more than the {MAX_IMAGE_BYTES:,} read"
+        )
+    return resolved
+
+
 class _ImageReader:
     """Images read and predicted once per path; the model loaded on first use."""
 
-    def __init__(self, args: argparse.Namespace, base_dir: Any) -> None:
+    def __init__(self, args: argparse.Namespace, base_dir: Path, *, contained: bool) -> None:
         self.args = args
         self.base_dir = base_dir
+        self.contained = contained
         self.predictor: Predictor | None = None
         self.cache: dict[str, tuple[ImageFindings | None, str | None]] = {}
 
@@ -226,7 +302,6 @@ class _ImageReader:
         return self.cache[name]
 
     def _load_predictor(self) -> Predictor:
-        from pathlib import Path
 
         from models.predict import load_predictor
 
@@ -239,7 +314,6 @@ class _ImageReader:
         )
 
     def _read(self, name: str) -> tuple[ImageFindings | None, str | None]:
-        from pathlib import Path
 
         from models.errors import ImageError
         from models.image_findings import (
@@ -250,9 +324,10 @@ class _ImageReader:
         )
         from models.image_pipeline import InputSpec, load_for_model
 
-        path = Path(name)
-        if not path.is_absolute() and not path.exists():
-            path = self.base_dir / path
+        try:
+            path = image_path(name, self.base_dir, contained=self.contained)
+        except ValueError as exc:
+            return None, str(exc)
         if self.predictor is None:
             self.predictor = self._load_predictor()
         try:

@@ -75,6 +75,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     add_dicomweb_auth_arguments(p)
     p.add_argument("--chunk-size", type=int, default=8, help="images per forward pass")
     p.add_argument(
+        "--decode-slots",
+        type=_positive,
+        default=2,
+        help="images decoded at once, each in a process of its own and passed on as it "
+        "finishes, so a slow one holds one slot, not the images behind it (default 2)",
+    )
+    p.add_argument(
         "--max-pixels",
         type=int,
         default=50_000_000,
@@ -82,6 +89,16 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
     p.set_defaults(handler=_listen, log_style="service")
+
+
+def _positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= 64:
+        raise argparse.ArgumentTypeError(f"{value!r}: a whole number from 1 to 64")
+    return number
 
 
 def _add_limit_arguments(p: argparse.ArgumentParser) -> None:
@@ -170,6 +187,7 @@ def _listen(args: argparse.Namespace) -> int:
         allow_any_caller=args.allow_any_caller,
         forward=forward,
         chunk_size=args.chunk_size,
+        decode_slots=args.decode_slots,
         max_pixels=args.max_pixels or None,
         limits=limits,
         log_uids=settings.log_patient_data,

@@ -127,6 +127,8 @@ def _serve(args: argparse.Namespace) -> int:
             http=guarded_protocol(
                 header_timeout_s=settings.header_timeout_s,
                 max_connections=budget.max_connections,
+                send_timeout_s=settings.send_timeout_s,
+                min_send_rate=settings.send_min_rate,
             ),
             backlog=budget.backlog,
         )

@@ -60,7 +60,11 @@ _OPENAPI_BODY: dict[str, Any] = {
         },
         415: {"model": ErrorRead, "description": "Not DICOM/PNG/JPEG, or an unsupported image."},
         422: {"model": ErrorRead, "description": "Corrupt DICOM, no pixel data."},
-        503: {"model": ErrorRead, "description": "No model loaded (says how to get one)."},
+        503: {
+            "model": ErrorRead,
+            "description": "No model loaded (says how to get one), or too many uploads "
+            "waiting to be decoded (in all, or from this client).",
+        },
     },
     summary="Predict findings on a chest radiograph",
 )
@@ -79,7 +83,11 @@ async def predict_image(
         digest = upload.digest()  # computed while the image is decoded and predicted
         received = time.perf_counter()
         loaded = await decode_upload(
-            inference, upload, display_size=PREVIEW_SIDE, max_pixels=state.settings.max_pixels
+            request,
+            inference,
+            upload,
+            display_size=PREVIEW_SIDE,
+            max_pixels=state.settings.max_pixels,
         )
         meta, prepared, display = loaded.meta, loaded.prepared, loaded.display
         assert display is not None  # decode_upload always makes the display copy

@@ -57,7 +57,11 @@ class StudyAskCreate(BaseModel):
         None, max_length=_MAX_QUESTIONS
     )
     view_position: str | None = Field(
-        None, max_length=16, description="View Position for an image without one (PA, AP, LL)"
+        None,
+        max_length=16,
+        # DICOM's Code String (VR CS, PS3.5 6.2): the value (0018,5101) would have.
+        pattern=r"^[A-Za-z0-9_ ]+$",
+        description="View Position for an image without one (PA, AP, LL)",
     )
 
 
@@ -173,7 +177,7 @@ async def ask_study(request: Request, state: StateDep, labeler: NlpDep) -> Study
                 raise BadQuestionRequest(f"invalid form: {_short(exc)}") from None
             part = form.get("file")
             if isinstance(part, UploadFile):
-                image, model = await _image(state, form_upload(part), body.view_position)
+                image, model = await _image(request, state, form_upload(part), body.view_position)
         finally:
             await form.close()
     else:
@@ -241,13 +245,17 @@ def _short(exc: Exception) -> str:
 
 
 async def _image(
-    state: AppState, upload: Upload, view_position: str | None
+    request: Request, state: AppState, upload: Upload, view_position: str | None
 ) -> tuple[ImageFindings, dict[str, Any]]:
     inference = state.inference
     if inference is None:
         raise ModelNotLoaded()
     loaded = await decode_upload(
-        inference, upload, display_size=LUNG_FIELD_SIDE, max_pixels=state.settings.max_pixels
+        request,
+        inference,
+        upload,
+        display_size=LUNG_FIELD_SIDE,
+        max_pixels=state.settings.max_pixels,
     )
     prediction = await inference.predict(loaded.prepared)
     findings = await run_in_threadpool(_findings, loaded, prediction, view_position)

@@ -20,8 +20,11 @@ server such as Orthanc or dcm4chee keeps its own limits:
 
 - `GuardedAssociationServer` admits a connection only from an allowed address, with at
   most `max_associations_per_host` connections open from that address (handshaking or
-  associated) and at most `max_associations` associations (plus as many handshakes) in
-  all; over a limit it answers A-ASSOCIATE-RJ "local limit exceeded" (transient) at once.
+  associated), at most `MAX_HANDSHAKES_PER_HOST` of them handshaking, and at most
+  `max_associations` associations (plus as many handshakes) in all; over a limit it
+  answers A-ASSOCIATE-RJ "local limit exceeded" (transient) at once. When every handshake
+  slot is taken, the oldest incomplete handshake is closed for the new connection (issue
+  42: ten addresses stalling half-way through their A-ASSOCIATE-RQ held all 32 slots).
   Its request handler reads the A-ASSOCIATE-RQ itself, within `association_timeout_s`
   for the whole PDU (no per-read reset, so a byte every few seconds does not help) and at
   most `MAX_CONTROL_PDU` bytes, before pynetdicom sees the connection: a peer that closes,
@@ -48,6 +51,7 @@ layer's answer to a PDU it will not take (PS3.8 9.3.8, "invalid PDU parameter va
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import queue
@@ -55,7 +59,7 @@ import socket
 import struct
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from copy import deepcopy
 from dataclasses import dataclass
@@ -71,6 +75,7 @@ from pynetdicom.transport import AssociationSocket, RequestHandler, ThreadedAsso
 __all__ = [
     "WARN_INTERVAL_S",
     "MAX_COMMAND_SET",
+    "MAX_HANDSHAKES_PER_HOST",
     "MAX_CONTROL_PDU",
     "MAX_OTHER_DATASET",
     "GuardedAssociationServer",
@@ -89,6 +94,9 @@ MAX_COMMAND_SET = 64 * 1024
 # Datasets of messages other than C-STORE-RQ: pynetdicom keeps them in memory, and the
 # listener offers no service (only Storage and Verification) that takes one.
 MAX_OTHER_DATASET = 1024 * 1024
+# Association requests arriving at once from one address: a modality or a PACS opens its
+# associations one after another, each request sent whole in one write.
+MAX_HANDSHAKES_PER_HOST = 2
 
 _A_ASSOCIATE_RQ, _P_DATA_TF = 0x01, 0x04
 _C_STORE_RQ = 0x0001
@@ -268,6 +276,26 @@ def _read_associate_rq(sock: socket.socket, timeout_s: float) -> bytes:
     return header + _recv_exactly(sock, length, deadline)
 
 
+def _ae_title_problem(request: bytes) -> tuple[str, bytes] | None:
+    """Why the A-ASSOCIATE-RQ's called or calling AE title is not an AE value (PS3.5 6.2:
+    16 bytes of printable ASCII without backslash, spaces padding, not blank), with the
+    A-ASSOCIATE-RJ to answer; None when both are.
+
+    Checked here because pynetdicom logs a traceback for each malformed title (issue 42:
+    one per connection, a flood of them unbounded) before it refuses it.
+    """
+    for start, which, reason in ((10, "called", 7), (26, "calling", 3)):
+        raw = request[start : start + 16]
+        text = raw.strip(b" \x00")
+        if len(raw) < 16 or not text or any(b < 0x20 or b > 0x7E or b == 0x5C for b in text):
+            return (
+                f"its {which} AE title is not a DICOM AE title (printable ASCII without "
+                "backslash, not blank)",
+                _a_associate_rj(0x01, 0x01, reason),  # permanent, service user
+            )
+    return None
+
+
 def _close_after(
     sock: socket.socket, answer: bytes | None, *, drain: bool, unread: bool = False
 ) -> None:
@@ -286,8 +314,10 @@ def _close_after(
             else:
                 try:
                     _read_associate_rq(sock, _DRAIN_S)
-                except _Refused:
-                    answer = None  # not a request: nothing to answer
+                except _Refused as exc:
+                    # Not a request: an invalid one (a length over the limit, another PDU)
+                    # gets the A-ABORT an admitted one would; a stalled one, nothing.
+                    answer = _a_abort(exc.abort) if exc.abort is not None else None
         if answer:
             sock.settimeout(_DRAIN_S)
             sock.sendall(answer)
@@ -484,7 +514,7 @@ class _GuardedRequestHandler(RequestHandler):
         sock: socket.socket = self.request
         address = str(self.client_address[0])
         peer = host_of(address)
-        refusal = server.check_host(address) or server.admit(peer)
+        refusal = server.check_host(address) or server.admit(peer, sock)
         if refusal is not None:
             reason, rejection = refusal
             server.warn(peer, "connection from %s refused: %s", reason)
@@ -504,7 +534,13 @@ class _GuardedRequestHandler(RequestHandler):
                     server.report("aborted")
                     answer = _a_abort(exc.abort)
                 return
-            busy = server.promote(peer)
+            malformed = _ae_title_problem(request)
+            if malformed is not None:
+                server.warn(peer, "association from %s rejected: %s", malformed[0])
+                server.report("refused")
+                answer = malformed[1]
+                return
+            busy = server.promote(peer, sock)
             if busy is not None:
                 server.warn(peer, "association from %s refused: %s", busy)
                 server.report("refused")
@@ -526,7 +562,7 @@ class _GuardedRequestHandler(RequestHandler):
                 assoc.join(server.limits.association_timeout_s)
             _discard_received_datasets(assoc)
         finally:
-            server.release(peer, stage)  # before the drain: a refused peer holds no slot
+            server.release(peer, stage, sock)  # before the drain: a refused peer holds no slot
             if stage == "handshake":
                 server.close_after(sock, answer)
 
@@ -589,7 +625,9 @@ class GuardedAssociationServer(ThreadedAssociationServer):
         self.report: Callable[[str], None] = report or (lambda _kind: None)
         self._slots_lock = threading.Lock()
         self._per_host: Counter[str] = Counter()
-        self._handshaking = 0
+        # Connections that have not sent their whole A-ASSOCIATE-RQ, the oldest first.
+        self._handshakes: OrderedDict[socket.socket, str] = OrderedDict()
+        self._handshakes_per_host: Counter[str] = Counter()
         self._associated = 0
         self._warned: dict[str, tuple[float, int]] = {}
         # Refused connections drained at once (each for up to _DRAIN_S); more are closed
@@ -621,12 +659,20 @@ class GuardedAssociationServer(ThreadedAssociationServer):
             return "address not in --allow-host", _REJECT_HOST
         return None
 
-    def admit(self, peer: str) -> tuple[str, bytes] | None:
-        """Take a handshake slot for a new connection from `peer` (a key from `host_of`).
+    def admit(self, peer: str, sock: socket.socket) -> tuple[str, bytes] | None:
+        """Take a handshake slot for a new connection `sock` from `peer` (a key from
+        `host_of`).
+
+        One address may have at most `MAX_HANDSHAKES_PER_HOST` handshakes in progress. When
+        all `max_associations` handshake slots are taken, the oldest handshake is closed
+        for this one (as `cxr serve` closes its longest idle connection): peers that stall
+        half-way through their A-ASSOCIATE-RQ cannot lock out one that sends it at once,
+        from however many addresses they stall.
 
         Returns:
             None, or why the connection is refused and the A-ASSOCIATE-RJ to answer.
         """
+        evicted: tuple[socket.socket, str] | None = None
         with self._slots_lock:
             if self._per_host[peer] >= self.limits.max_associations_per_host:
                 return (
@@ -634,31 +680,54 @@ class GuardedAssociationServer(ThreadedAssociationServer):
                     f"(--max-associations-per-host {self.limits.max_associations_per_host})",
                     _REJECT_BUSY,
                 )
-            if self._handshaking >= self.limits.max_associations:
-                return f"{self._handshaking} connections already handshaking", _REJECT_BUSY
+            if self._handshakes_per_host[peer] >= MAX_HANDSHAKES_PER_HOST:
+                return (
+                    f"{self._handshakes_per_host[peer]} association requests from this "
+                    "address are still arriving",
+                    _REJECT_BUSY,
+                )
+            if len(self._handshakes) >= self.limits.max_associations:
+                evicted = self._handshakes.popitem(last=False)
+            self._handshakes[sock] = peer
+            self._handshakes_per_host[peer] += 1
             self._per_host[peer] += 1
-            self._handshaking += 1
+        if evicted is not None:
+            self.warn(
+                evicted[1],
+                "connection from %s closed: %s",
+                "every handshake slot was taken; its A-ASSOCIATE-RQ was the oldest incomplete",
+            )
+            with contextlib.suppress(OSError):  # its thread's read ends; it releases
+                evicted[0].shutdown(socket.SHUT_RDWR)
         return None
 
-    def promote(self, peer: str) -> str | None:
+    def promote(self, peer: str, sock: socket.socket) -> str | None:
         """Turn `peer`'s handshake slot into an association slot; the refusal, or None."""
         with self._slots_lock:
+            if sock not in self._handshakes:
+                return "its handshake slot was given to a newer connection"
             if self._associated >= self.limits.max_associations:
                 return (
                     f"{self._associated} associations already open "
                     f"(--max-associations {self.limits.max_associations})"
                 )
-            self._handshaking -= 1
+            del self._handshakes[sock]
+            self._handshakes_per_host[peer] -= 1
+            if self._handshakes_per_host[peer] <= 0:
+                del self._handshakes_per_host[peer]
             self._associated += 1
         return None
 
-    def release(self, peer: str, stage: str) -> None:
+    def release(self, peer: str, stage: str, sock: socket.socket) -> None:
         """Give back `peer`'s slot, handshake or association, when its connection ends."""
         with self._slots_lock:
             if stage == "associated":
                 self._associated -= 1
             else:
-                self._handshaking -= 1
+                self._handshakes.pop(sock, None)  # gone already if it was closed for another
+                self._handshakes_per_host[peer] -= 1
+                if self._handshakes_per_host[peer] <= 0:
+                    del self._handshakes_per_host[peer]
             self._per_host[peer] -= 1
             if self._per_host[peer] <= 0:
                 del self._per_host[peer]

@@ -59,7 +59,7 @@ import socket
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from pydicom.dataset import Dataset
 
@@ -68,17 +68,14 @@ from batch.inbox_source import InboxSource
 from batch.interfaces import Labeler, Outcome, Sink
 from batch.job import InboxInput, JobSpec, PushOutput, build_job
 from batch.listen.association_guard import GuardedAssociationServer, ListenerLimits, parse_hosts
+from batch.listen.decode_slots import DecodeSlots
 from batch.log_text import one_line
 from batch.pacs.dicomweb import DicomwebClient
-from batch.processor import BatchProcessor, decode_pool
+from batch.processor import BatchProcessor
 from batch.results import read_result_lines
 from batch.sinks import JsonlSink
 from models.dicom import read_dicom_dataset
 from models.predict import Predictor
-
-if TYPE_CHECKING:
-    from models.decode_pool import DecodePool
-    from models.image_pipeline import DecodeTask, LoadedImage
 
 __all__ = ["ListenerConfigError", "StoreListener"]
 
@@ -122,10 +119,13 @@ class StoreListener:
             `allow_hosts` (an open listener, anyone who reaches the port may send).
         log_uids: name instances by SOP Instance UID in logs (CXR_LOG_PATIENT_DATA); off:
             "<uid>", the result lines still carry them.
-        decode_in_worker: decode received images in a worker process, so that an instance
+        decode_in_worker: decode received images in worker processes, so that an instance
             that crashes the decoder, or runs past `file_timeout_s`, fails alone while the
             listener goes on (and a restart does not crash on it again); False: in the
             listener's own thread, where such an instance would stop the listener.
+        decode_slots: with `decode_in_worker`, images decoded at once, each in a process
+            of its own and handed on as it finishes (`batch.listen.decode_slots`), so a
+            slow instance holds one slot, not the instances behind it.
 
     Raises:
         ValueError: an AE title that DICOM does not allow, or an `allow_hosts` entry that is
@@ -150,6 +150,7 @@ class StoreListener:
         allow_any_caller: bool = False,
         log_uids: bool = False,
         decode_in_worker: bool = True,
+        decode_slots: int = 2,
     ) -> None:
         from pynetdicom import AE
 
@@ -170,7 +171,8 @@ class StoreListener:
         self.max_pixels = max_pixels
         self.file_timeout_s = file_timeout_s
         self.decode_in_worker = decode_in_worker
-        self._decoders: DecodePool[DecodeTask, LoadedImage | Exception] | None = None
+        self.decode_slots = decode_slots
+        self._slots: DecodeSlots | None = None
         self._previous, _ = read_result_lines(self.out)
         self._recorded = {str(line["path"]) for line in self._previous}
         # SHA-256 of each received dataset, to tell a re-send from a conflicting copy.
@@ -180,7 +182,8 @@ class StoreListener:
         self._pending: set[str] = set()
         self._callers: dict[str, str] = {}
         self._lock = threading.Lock()
-        self._queue: queue.Queue[Any] = queue.Queue()
+        self._queue: queue.Queue[Any] = queue.Queue()  # received, in arrival order
+        self._ready: queue.Queue[Any] = self._queue  # what the worker takes (decoded)
         self._worker: threading.Thread | None = None
         self._server: GuardedAssociationServer | None = None
         self._sinks: list[Sink] = []
@@ -257,9 +260,19 @@ class StoreListener:
             predictor=self.predictor,
         )
         self._processor = job.processor
-        if self.decode_in_worker:  # started at the first image, stopped by `stop`
-            self._decoders = decode_pool(workers=1, timeout_s=self.file_timeout_s)
-            job.processor.decode_pool = self._decoders
+        if self.decode_in_worker:  # processes started at the first image, stopped by `stop`
+            self._ready = queue.Queue()
+            self._slots = DecodeSlots(
+                self.source,
+                job.processor.input_spec,
+                slots=self.decode_slots,
+                timeout_s=self.file_timeout_s,
+                incoming=self._queue,
+                ready=self._ready,
+                stop=_STOP,
+            )
+            job.processor.decode_pool = self._slots.lookup_pool()
+            self._slots.start()
         self._jsonl = JsonlSink(self.out, previous=self._previous, resume=True)
         self._sinks = list(job.sinks)  # the push sink, first
         self._sinks += [_Annotate(self), self._jsonl, _Settle(self)]
@@ -327,9 +340,10 @@ class StoreListener:
             self._queue.put(_STOP)
             self._worker.join(timeout)
             self._worker = None
-        if self._decoders is not None:
-            self._decoders.close()
-            self._decoders = None
+        if self._slots is not None:
+            self._slots.join(timeout)
+            self._slots.close()
+            self._slots = None
         if self._jsonl is not None:
             self._jsonl.close()
             self._jsonl = None
@@ -504,7 +518,8 @@ class StoreListener:
         while not stopping:
             batch: list[tuple[str, str]] = []
             waiters: list[threading.Event] = []
-            entry = self._queue.get()
+            ready = self._ready
+            entry = ready.get()
             while True:
                 if entry is _STOP:
                     stopping = True
@@ -512,12 +527,12 @@ class StoreListener:
                     waiters.append(entry)
                 else:
                     batch.append(entry)
-                if stopping or len(batch) >= self.chunk_size or self._queue.empty():
+                if stopping or len(batch) >= self.chunk_size or ready.empty():
                     break
-                entry = self._queue.get()
+                entry = ready.get()
             if stopping:  # finish what is already queued, then stop
-                while not self._queue.empty():
-                    rest = self._queue.get()
+                while not ready.empty():
+                    rest = ready.get()
                     if isinstance(rest, tuple):
                         batch.append(rest)
                     elif isinstance(rest, threading.Event):

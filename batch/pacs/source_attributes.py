@@ -525,6 +525,10 @@ def _binary(element: DataElement | RawDataElement, source: Dataset, tag: int) ->
     return list(value) if isinstance(value, list | MultiValue) else [value]
 
 
+# No stored pixel (at most 32 bits) rescaled or windowed by a real image comes near this.
+_BEYOND_PIXELS = 2.0**32
+
+
 def _together(copied: dict[str, Any], corrections: list[Correction]) -> None:
     """Rules across attributes: what goes together, or excludes another."""
 
@@ -539,6 +543,14 @@ def _together(copied: dict[str, Any], corrections: list[Correction]) -> None:
         if sum(k in copied for k in pair) == 1:
             for keyword in pair:
                 drop(keyword, reason)
+    if "RescaleSlope" in copied:
+        slope = float(copied["RescaleSlope"][0])
+        intercept = float(copied["RescaleIntercept"][0])
+        if slope == 0 or max(abs(slope), abs(intercept)) > _BEYOND_PIXELS:
+            # Slope 0 maps every pixel to one value (issue 42: copied into the GSPS's
+            # Modality LUT, dciodvfy errors); such magnitudes are no real rescale.
+            for keyword in ("RescaleIntercept", "RescaleSlope"):
+                drop(keyword, "rescale slope 0, or a value beyond any pixel range")
     if "WindowCenter" in copied:
         centers, widths = copied["WindowCenter"], copied["WindowWidth"]
         exact = copied.get("VOILUTFunction", ["LINEAR"])[0] != "LINEAR"
@@ -546,6 +558,8 @@ def _together(copied: dict[str, Any], corrections: list[Correction]) -> None:
             reason = "window centers and widths differ in number"
         elif any(float(w) <= 0 or (not exact and float(w) < 1) for w in widths):
             reason = "window width below 1 (LINEAR) or not above 0"
+        elif any(abs(float(v)) > _BEYOND_PIXELS for v in [*centers, *widths]):
+            reason = f"a window value beyond any pixel range (magnitude over {_BEYOND_PIXELS:g})"
         else:
             reason = ""
         if reason:

@@ -79,7 +79,7 @@ class LiveServer:
     """uvicorn serving `create_app(settings)` in a thread on a free loopback port, with the
     HTTP protocol `cxr serve` runs (`app.server.guarded_protocol`)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, predictor: Any = None) -> None:
         import uvicorn
 
         from app.main import create_app
@@ -88,10 +88,14 @@ class LiveServer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         protocol = guarded_protocol(
-            header_timeout_s=settings.header_timeout_s, max_connections=settings.max_connections
+            header_timeout_s=settings.header_timeout_s,
+            max_connections=settings.max_connections,
+            send_timeout_s=settings.send_timeout_s,
+            min_send_rate=settings.send_min_rate,
         )
+        self.app = create_app(settings, predictor=predictor)
         config = uvicorn.Config(
-            create_app(settings),
+            self.app,
             host="127.0.0.1",
             port=self.port,
             log_level="warning",

@@ -112,3 +112,60 @@ def test_cxr_ask_flags_every_answer_the_demo_model_read(
     assert "DEMO MODEL" in captured.err  # on the terminal too, even with -q
     assert main(["ask", "--report", "No effusion.", "--question", "Is there an effusion?"]) == 0
     assert "demo_model" not in json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.issue(42)
+def test_cxr_ask_questions_checks_image_paths_as_cxr_batch_does(
+    tmp_path: Path, demo_checkpoint: Path
+) -> None:
+    # Before: /dev/zero was read until memory ran out, a FIFO blocked for ever, and any
+    # file the user could read was read.
+    import os
+
+    folder = tmp_path / "study"
+    folder.mkdir()
+    fifo = folder / "pipe.dcm"
+    os.mkfifo(fifo)
+    outside = tmp_path / "secret.png"
+    outside.write_bytes(b"not an image")
+    (folder / "link.png").symlink_to(outside)
+    src = folder / "q.csv"
+    with src.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "report", "image", "question"])
+        w.writerow(["zero", "", "/dev/zero", "Is there a mass?"])
+        w.writerow(["fifo", "", "pipe.dcm", "Is there a mass?"])
+        w.writerow(["outside", "", str(outside), "Is there a mass?"])
+        w.writerow(["link", "", "link.png", "Is there a mass?"])
+        w.writerow(["ok", REPORT, "", "Is there a mass?"])
+    out = tmp_path / "answers.jsonl"
+    argv = ["ask", "--questions", str(src), "--model", str(demo_checkpoint), "-o", str(out), "-q"]
+    assert main(argv) == 1
+    rows = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert "outside the folder" in rows["zero"]["message"]
+    assert "not a regular file" in rows["fifo"]["message"]
+    assert "outside the folder" in rows["outside"]["message"]
+    assert "outside the folder" in rows["link"]["message"]
+    assert rows["ok"]["answer"] == "yes"
+
+
+@pytest.mark.issue(42)
+def test_cxr_ask_questions_one_bad_row_fails_alone(tmp_path: Path) -> None:
+    # Before: one cell over csv's 128 KiB limit, or one byte that is not UTF-8, ended the
+    # whole run with nothing answered.
+    src = tmp_path / "q.csv"
+    good = f"a,{REPORT},,Is there a mass?\r\n".encode()
+    src.write_bytes(
+        b"id,report,image,question\r\n"
+        + good
+        + b"long," + b"x" * 200_000 + b",,Is there a mass?\r\n"
+        + b"latin1,No pneumothorax \xe9,,Is there a pneumothorax?\r\n"
+        + good.replace(b"a,", b"b,", 1)
+    )  # fmt: skip
+    out = tmp_path / "answers.jsonl"
+    assert main(["ask", "--questions", str(src), "-o", str(out), "-q"]) == 1
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in rows] == ["a", "long", "latin1", "b"]
+    assert rows[0]["answer"] == rows[3]["answer"] == "yes"
+    assert "200,000 characters" in rows[1]["message"]
+    assert "not valid UTF-8" in rows[2]["message"]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from dicom_factory import jpeg_dicom, scan_bomb_jpeg
 from fastapi.testclient import TestClient
 from pydicom.dataset import Dataset
 from pydicom.encaps import encapsulate
@@ -166,3 +167,20 @@ def test_cli_batch_max_pixels_fails_large_images_with_reason(tmp_path: Path) -> 
     assert by_path["wide.dcm"]["state"] == "failed"
     assert "64x128 = 8,192 pixels; the limit is 5,000" in by_path["wide.dcm"]["error"]
     assert main(["batch", str(export), "-o", str(out), "--max-pixels", "0"]) == 0
+
+
+@pytest.mark.issue(42)
+def test_predict_refuses_a_jpeg_scan_bomb_before_decoding(client: TestClient) -> None:
+    # Before: 57 KB decoded for 7-14 s (a pass over the image per repeated scan), and 50
+    # of them held image prediction for 25 minutes.
+    bomb = scan_bomb_jpeg(side=2048, repeats=3000)
+    for body, headers in (
+        (bomb, {"Content-Type": "image/jpeg"}),
+        (to_bytes(jpeg_dicom(bomb, 2048, 2048)), DICOM),
+    ):
+        start = time.perf_counter()
+        response = client.post("/v1/images/predict", content=body, headers=headers)
+        assert response.status_code == 413, response.text
+        assert response.json()["error"] == "ImageTooComplexError"
+        assert "decode-time bomb" in response.json()["detail"]
+        assert time.perf_counter() - start < 2.0

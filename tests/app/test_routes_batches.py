@@ -381,3 +381,27 @@ def test_batch_validation_error_has_the_shape_of_every_other_route(
     assert batch["detail"] == [
         {"loc": ["body", "path"], "msg": "Input should be a valid string", "type": "string_type"}
     ]
+
+
+@pytest.mark.issue(42)
+def test_a_long_batch_job_yields_to_a_waiting_one(
+    make_client: Callable[..., TestClient], export_root: Path
+) -> None:
+    # Before: one FIFO worker ran each job to its end, so a zip of four slow files held
+    # another user's one-file job for 491 s. Here every job's turn is one chunk of one file.
+    from dicom_factory import build_dataset, chest_pixels, write
+
+    small = export_root / "small"
+    small.mkdir()
+    write(build_dataset(pixels=chest_pixels(64, 64)), small / "IM1.dcm")
+    client = make_client(batch_roots=[export_root], batch_chunk_size=1, batch_job_slice_s=0.001)
+    long_id = client.post("/v1/batches", json={"path": "export1"}).json()["id"]
+    short_id = client.post("/v1/batches", json={"path": "small"}).json()["id"]
+    short = wait_for_job(client, short_id)
+    assert short["state"] == "done"
+    midway = client.get(f"/v1/batches/{long_id}").json()
+    long = wait_for_job(client, long_id)
+    assert long["state"] == "done" and long["pending"] == 0
+    assert midway["pending"] > 0  # the short job was done while the long one had files left
+    assert short["finished_at"] < long["finished_at"]
+    _check_every_file_once(_results(client, long_id))

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from service_fixtures import free_port
 
-from app.server import RepeatFilter, connection_budget
+from app.server import HEALTH_RESERVE, RepeatFilter, connection_budget
 
 pytestmark = [pytest.mark.issue(18), pytest.mark.skipif(os.name != "posix", reason="POSIX")]
 
@@ -64,6 +64,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         CXR_STORAGE_DIR=str(tmp / "storage"),
         CXR_HEADER_TIMEOUT_S="3",
         CXR_BODY_TIMEOUT_S="4",
+        CXR_SEND_TIMEOUT_S="3",
         CXR_LOG_REPEAT_LIMIT="3",
         PYTHONPATH=str(Path(__file__).resolve().parents[2]),
     )
@@ -162,7 +163,7 @@ def test_server_answers_408_to_a_stalled_body(server: Server) -> None:
 
 def test_server_answers_408_to_a_trickling_body(server: Server) -> None:
     # One byte every 0.5 s never pauses for the 4 s idle timeout, but averages 2 bytes/s,
-    # far below CXR_BODY_MIN_RATE (1024 bytes/s).
+    # far below CXR_BODY_MIN_RATE (16,384 bytes/s).
     with server.connect() as sock:
         sock.sendall(
             b"POST /v1/reports/label HTTP/1.1\r\nHost: 127.0.0.1\r\n"
@@ -213,7 +214,12 @@ def test_server_survives_a_connection_flood_within_its_open_file_limit(server: S
     assert "connection limit reached: closed the longest idle connection" in server.log_text()
 
 
-def test_server_answers_503_when_every_connection_is_busy(server: Server) -> None:
+@pytest.mark.issue(42)
+def test_server_closes_the_oldest_request_body_for_a_new_request_at_the_cap(
+    server: Server,
+) -> None:
+    # Before: connections whose bodies trickled in held every slot, and every other
+    # request got 503 (the health check included).
     cap = int(re.findall(r"serving at most (\d+) connections", server.log_text())[0])
     busy = []
     try:
@@ -226,16 +232,37 @@ def test_server_answers_503_when_every_connection_is_busy(server: Server) -> Non
             )
             busy.append(sock)
             _pace(busy)
-        with server.connect() as sock:
-            data, _ = _read_all(sock, 5)
-        answered = [data] + [_read_all(s, 0.05)[0] for s in busy[cap - 5 :]]
-        assert any(a.startswith(b"HTTP/1.1 503 ") for a in answered), answered[:3]
-        assert any(b"CXR_MAX_CONNECTIONS" in a for a in answered)
+        time.sleep(0.5)  # every head read: the cap is held by bodies alone
+        status, seconds = _get_healthz(server)
+        assert status == 200 and seconds < 1, seconds
+        alive = [s for s in busy if _read_all(s, 0.01)[1] >= 0.01]  # no close within 10 ms
+        assert len(alive) < len(busy)
     finally:
         for sock in busy:
             sock.close()
-    time.sleep(4.5)  # the busy ones time out; the server serves again
-    assert _get_healthz(server)[0] == 200
+    assert "closed the connection whose request body has been arriving longest" in (
+        server.log_text()
+    )
+
+
+@pytest.mark.issue(42)
+def test_server_closes_a_connection_that_never_reads_its_responses(server: Server) -> None:
+    # Six pipelined requests for the 1.5 MB Swagger bundle, a small receive window, and
+    # nothing read: before, "busy with a request" for ever.
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+    sock.settimeout(10)
+    sock.connect(("127.0.0.1", server.port))
+    with sock:
+        get = b"GET /docs/assets/swagger-ui-bundle.js HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        sock.sendall(get * 6)
+        start = time.monotonic()
+        deadline = start + 30
+        while "read nothing of its response" not in server.log_text():
+            assert time.monotonic() < deadline, "the connection was never closed"
+            time.sleep(0.2)
+        closed_after = time.monotonic() - start
+    assert 2.5 < closed_after < 8, closed_after  # CXR_SEND_TIMEOUT_S=3
 
 
 def test_server_log_does_not_grow_with_a_flood_of_bad_requests(server: Server) -> None:
@@ -359,8 +386,8 @@ def test_connection_budget_raises_the_soft_limit_and_fits_below_it(
     limits.update(soft=256, hard=256)
     small = connection_budget(1024)
     in_use = len(os.listdir("/proc/self/fd"))
-    assert small.max_connections == max(8, (256 - in_use - 64 - 32) // 2)
-    assert 2 * small.max_connections + small.backlog + in_use < 256
+    assert small.max_connections == max(8, (256 - in_use - 64 - 32) // 2 - HEALTH_RESERVE)
+    assert 2 * (small.max_connections + HEALTH_RESERVE) + small.backlog + in_use < 256
 
 
 def test_cxr_serve_takes_its_log_filter_off_when_it_stops(

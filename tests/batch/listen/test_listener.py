@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -124,7 +125,7 @@ def _with_uid(ds: pydicom.Dataset, uid: str) -> pydicom.Dataset:
 def test_listener_survives_instances_that_crash_or_hang_the_decoder(
     make_listener: Any, demo_predictor: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import batch.listen.listener
+    import batch.listen.decode_slots
     from batch.read_ahead import decode_failure
     from models.decode_pool import DecodePool
 
@@ -133,7 +134,7 @@ def test_listener_survives_instances_that_crash_or_hang_the_decoder(
             troubled_instance_load, workers=workers, on_error=decode_failure, timeout_s=timeout_s
         )
 
-    monkeypatch.setattr(batch.listen.listener, "decode_pool", troubled_pool)
+    monkeypatch.setattr(batch.listen.decode_slots, "decode_pool", troubled_pool)
     listener = make_listener(demo_predictor, file_timeout_s=3.0)
     crash = _with_uid(build_dataset(pixels=chest_pixels(64, 64)), "1.2.826.0.1.3680043.10.9.666")
     hang = _with_uid(build_dataset(pixels=chest_pixels(64, 64)), "1.2.826.0.1.3680043.10.9.777")
@@ -151,6 +152,38 @@ def test_listener_survives_instances_that_crash_or_hang_the_decoder(
     assert lines[good.SOPInstanceUID]["state"] == "done"
     assert lines[later.SOPInstanceUID]["state"] == "done"
     assert not list((tmp_path / "out.jsonl.inbox").glob("*.dcm"))  # none left to crash a restart
+
+
+@pytest.mark.issue(42)
+def test_listener_a_slow_instance_does_not_hold_the_ones_behind_it(
+    make_listener: Any, demo_predictor: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: one decoding worker in arrival order: each instance waited for every slow
+    # one ahead of it (twelve real instances delayed by up to 25 minutes).
+    import batch.listen.decode_slots
+    from batch.read_ahead import decode_failure
+    from models.decode_pool import DecodePool
+
+    def troubled_pool(*, workers: int, timeout_s: float | None) -> Any:
+        return DecodePool(
+            troubled_instance_load, workers=workers, on_error=decode_failure, timeout_s=timeout_s
+        )
+
+    monkeypatch.setattr(batch.listen.decode_slots, "decode_pool", troubled_pool)
+    listener = make_listener(demo_predictor, file_timeout_s=20.0, decode_slots=2)
+    hang = _with_uid(build_dataset(pixels=chest_pixels(64, 64)), "1.2.826.0.1.3680043.10.9.777")
+    real = [_reread(build_dataset(pixels=chest_pixels(64, 64))) for _ in range(3)]
+    assert _send(listener.port, [hang, *real]) == [0, 0, 0, 0]
+    began = time.monotonic()
+    written: set[str] = set()
+    while not {ds.SOPInstanceUID for ds in real} <= written:
+        assert time.monotonic() - began < 15, "the real instances waited for the slow one"
+        written = {line["path"] for line in _lines(tmp_path / "out.jsonl")}
+        time.sleep(0.05)
+    assert hang.SOPInstanceUID not in written  # still decoding in its own slot
+    assert listener.wait_idle(60)
+    lines = {line["path"]: line for line in _lines(tmp_path / "out.jsonl")}
+    assert "longer than 20 s" in lines[hang.SOPInstanceUID]["error"]
 
 
 def test_listener_allow_list_rejects_other_callers(

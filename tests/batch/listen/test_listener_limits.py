@@ -204,6 +204,30 @@ def test_listener_drops_a_stalled_handshake_after_the_association_timeout(
     assert _echo(listener.port, bind=ATTACKER)
 
 
+@pytest.mark.issue(42)
+def test_listener_closes_the_oldest_stalled_handshake_for_a_new_sender(
+    make_listener: Callable[..., StoreListener],
+) -> None:
+    # Before: stalled handshakes from ten addresses held every handshake slot until the
+    # association timeout, and each new sender was refused meanwhile.
+    listener = make_listener(
+        limits={"max_associations": 4, "max_associations_per_host": 4, "association_timeout_s": 10}
+    )
+    partial = struct.pack(">BBL", 0x01, 0, 200) + bytes(4)  # 10 of the 206 bytes announced
+    # Two handshakes per address at most: a third is refused at once.
+    stalled = [_raw(listener.port, partial) for _ in range(2)]
+    whole = struct.pack(">BBL", 0x01, 0, 4) + bytes(4)  # (if meaningless)
+    with _raw(listener.port, whole) as third:
+        assert _answer(third)[:1] == b"\x03"  # A-ASSOCIATE-RJ
+    stalled += [_raw(listener.port, partial, bind=f"127.0.0.{host}") for host in range(3, 12)]
+    began = time.monotonic()
+    assert _echo(listener.port)  # the real sender gets in: the oldest stall is closed
+    assert time.monotonic() - began < 3
+    assert _answer(stalled[0]) == b""  # closed for a newer connection, without a word
+    for sock in stalled:
+        sock.close()
+
+
 # ---------------------------------------------------------------- established associations
 
 
@@ -559,3 +583,49 @@ def test_listener_counts_an_ipv6_host_by_its_64() -> None:
     assert host_of("2001:db8:0:1::1") != host_of("2001:db8::1")
     assert host_of("::ffff:10.0.0.5") == "10.0.0.5"  # IPv4 on a dual-stack socket
     assert host_of("10.0.0.5") != host_of("10.0.0.6")
+
+
+def _associate_rq(calling: bytes) -> bytes:
+    """A real A-ASSOCIATE-RQ from pynetdicom, with `calling` as its 16 calling AE bytes."""
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    got: list[bytes] = []
+
+    def grab() -> None:
+        conn, _ = server.accept()
+        with conn:
+            got.append(conn.recv(65536))
+
+    thread = threading.Thread(target=grab)
+    thread.start()
+    ae = AE(ae_title="MODALITY")
+    ae.add_requested_context(Verification)
+    ae.acse_timeout = 1
+    ae.associate("127.0.0.1", server.getsockname()[1], ae_title="CXR")
+    thread.join(5)
+    server.close()
+    request = bytearray(got[0])
+    request[26:42] = calling.ljust(16, b" ")
+    return bytes(request)
+
+
+@pytest.mark.issue(42)
+@pytest.mark.parametrize("calling", [b"A\\B", b"MOD\x01", b"   ", b"\xff\xfeAE"])
+def test_listener_rejects_a_malformed_ae_title_with_one_line_not_a_traceback(
+    make_listener: Callable[..., StoreListener], caplog: pytest.LogCaptureFixture, calling: bytes
+) -> None:
+    # Before: pynetdicom logged a traceback for each such connection, without limit.
+    listener = make_listener()
+    request = _associate_rq(calling)
+    caplog.clear()  # the requestor's own "Association Aborted" when the capture ended
+    with caplog.at_level(logging.INFO):
+        for _ in range(10):
+            with _raw(listener.port, request) as sock:
+                assert _answer(sock)[:1] == b"\x03"  # A-ASSOCIATE-RJ
+    assert "Traceback" not in caplog.text and not [
+        r for r in caplog.records if r.name.startswith("pynetdicom") and r.levelno >= logging.ERROR
+    ]
+    warnings = [r for r in caplog.records if "AE title is not a DICOM AE title" in r.getMessage()]
+    assert len(warnings) == 1  # one per address per WARN_INTERVAL_S
+    assert _echo(listener.port)

@@ -370,6 +370,27 @@ CASES: dict[str, tuple[dict[str, bytes], set[tuple[str, str]], dict[str, str | N
         {},
     ),
     "rescale_slope_alone": ({"RescaleSlope": b"2"}, {("RescaleSlope", "dropped")}, {}),
+    # issue 42: values that are valid decimal strings but no real rescale or window
+    "rescale_slope_zero": (
+        {"RescaleIntercept": b"0", "RescaleSlope": b"0"},
+        {("RescaleIntercept", "dropped"), ("RescaleSlope", "dropped")},
+        {},
+    ),
+    "rescale_intercept_huge": (
+        {"RescaleIntercept": b"-1e300", "RescaleSlope": b"1"},
+        {("RescaleIntercept", "dropped"), ("RescaleSlope", "dropped")},
+        {},
+    ),
+    "window_width_1e308": (
+        {"WindowCenter": b"40", "WindowWidth": b"1e308"},
+        {("WindowCenter", "dropped"), ("WindowWidth", "dropped")},
+        {},
+    ),
+    "window_center_huge": (
+        {"WindowCenter": b"-9e99", "WindowWidth": b"400"},
+        {("WindowCenter", "dropped"), ("WindowWidth", "dropped")},
+        {},
+    ),
     "rescale_intercept_20_characters": (
         {"RescaleIntercept": b"-1024.0000000000000001", "RescaleSlope": b"1"},
         {("RescaleIntercept", "corrected")},
