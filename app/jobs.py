@@ -34,8 +34,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app import crud
 from app.db.models import BatchJobRow
+from app.inference import PREVIEW_SIDE
+from app.review_images import ReviewImageSink
 from app.service_metrics import Metrics
 from app.settings import Settings
+from app.storage import Storage
 from batch.archive import ZipLimits, remove_tree
 from batch.engine import MAX_ATTEMPTS, plan, run_resumed
 from batch.interfaces import BatchInputError, Labeler, Outcome, Sink, Source, SourceItem
@@ -287,6 +290,8 @@ class BatchRunner:
             max_pixels=self.max_pixels,
             push=push,
             read_workers=self.read_workers,
+            # the worklist keeps the images whose report disagrees (app.review_images)
+            display_size=PREVIEW_SIDE if self.predictor is not None else None,
         )
         try:
             return build_job(
@@ -393,7 +398,11 @@ class BatchRunner:
             remaining = plan(items, recorded, built.processor)
             attempts = crud.in_flight_attempts(session, job_id)
         # After the library's sinks, so that the items recorded say what was pushed.
-        sinks: list[Sink] = [*built.sinks, DatabaseSink(self.sessions, job_id)]
+        sinks: list[Sink] = [
+            *built.sinks,
+            ReviewImageSink(Storage(self.storage_root)),
+            DatabaseSink(self.sessions, job_id),
+        ]
         if self.metrics is not None:
             sinks.append(_MetricsSink(self.metrics))
         report = run_resumed(

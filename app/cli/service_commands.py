@@ -222,12 +222,22 @@ def _register_apikey(sub: argparse._SubParsersAction[Any]) -> None:
         description="Print a new random API key (give it to the client) and the line to put "
         "in CXR_API_KEYS (its SHA-256, so the key itself never sits in the server config).",
     )
+    p.add_argument(
+        "--name",
+        help="who holds the key (e.g. dr-smith): recorded as the reviewer of worklist rows "
+        "reviewed with it; default key-<first 8 hex digits of its hash>",
+    )
     p.set_defaults(handler=_apikey, log_level="info", log_style="service")
 
 
 def _apikey(args: argparse.Namespace) -> int:
-    from app.security import generate_api_key, hash_api_key
+    from app.security import InvalidApiKeyConfig, generate_api_key, hash_api_key, parse_named_entry
 
     key = generate_api_key()
-    sys.stdout.write(f"key:          {key}\nCXR_API_KEYS={hash_api_key(key)}\n")
+    entry = hash_api_key(key) if not args.name else f"{args.name}={hash_api_key(key)}"
+    try:
+        parse_named_entry(entry)
+    except InvalidApiKeyConfig as exc:
+        raise CommandError(str(exc).replace("CXR_API_KEYS entry 1: ", "--name: ")) from None
+    sys.stdout.write(f"key:          {key}\nCXR_API_KEYS={entry}\n")
     return 0
