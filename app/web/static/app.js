@@ -76,6 +76,8 @@ async function apiObjectUrl(path) {
 
 function showKeyBar(message) {
   $("keybar").hidden = false;
+  $("apikey-label").textContent = CONFIG.apiKeyRequired ? "This service requires an API key." :
+    "API key (optional: this service accepts requests without one).";
   $("apikey-status").textContent = message || (apiKey() ? "A key is set for this tab." : "");
   $("apikey-input").focus();
 }
@@ -89,6 +91,7 @@ function setupKeyBar() {
     $("apikey-input").value = "";
     $("keybar").hidden = true;
     refreshJobs();
+    document.dispatchEvent(new CustomEvent("cxr:key"));
   });
   $("apikey-forget").addEventListener("click", () => {
     sessionStorage.removeItem(KEY_NAME);
@@ -96,7 +99,7 @@ function setupKeyBar() {
   });
   $("apikey-link").addEventListener("click", (event) => {
     event.preventDefault();
-    showKeyBar(CONFIG.apiKeyRequired ? "" : "This service does not require a key.");
+    showKeyBar("");
   });
   if (needKey()) showKeyBar("");
 }
@@ -229,11 +232,16 @@ function renderProbabilities(p) {
       tick.style.left = `calc(${(thr * 100).toFixed(1)}% - 1px)`;
       bar.append(tick);
     }
+    // The decision, with the threshold it was taken at: "p 1.000" beside "thr 1.00" read
+    // both ways, "negative (< 1.00)" does not.
+    const word = positive ? "positive" : "negative";
     const row = el("tr", { class: positive ? "positive" : "", "data-label": label },
       el("td", {}, el("span", { class: "swatch" }), label + (positive ? " ●" : "")),
-      el("td", {}, bar),
+      el("td", { title: `p ${prob.toFixed(4)}` }, bar),
       el("td", { class: "num", text: prob.toFixed(3) }),
-      el("td", { class: "num", text: thr === undefined ? "" : thr.toFixed(2) }));
+      el("td", { class: "decision", "data-decision": word }, el("span", { text: word }),
+        thr === undefined ? "" :
+          el("span", { class: "thr", text: ` ${positive ? "≥" : "<"} ${thr.toFixed(2)}` })));
     row.querySelector(".swatch").style.background = colorOf(label);
     row.title = label in p.heatmaps ? "show this heatmap" : "no heatmap (not positive)";
     row.addEventListener("click", () => { if (label in p.heatmaps) selectLabel(label); });
@@ -563,7 +571,7 @@ function setupReport() {
 
 // --- Batches ---------------------------------------------------------------------------
 
-const batches = { timer: null, selected: null, lines: [], loadedAt: 0 };
+const batches = { timer: null, selected: null, lines: [], loadedAt: 0, states: new Map() };
 const MAX_ROWS = 1000; // more rows are in the downloads
 
 function fmtTime(iso) {
@@ -583,6 +591,11 @@ async function refreshJobs() {
     return;
   }
   renderJobs(jobs);
+  // Jobs seen queued or running that have ended since: the worklist reloads (worklist.js).
+  const active = (state) => state === "queued" || state === "running";
+  const finished = jobs.filter((j) => active(batches.states.get(j.id)) && !active(j.state));
+  for (const j of jobs) batches.states.set(j.id, j.state);
+  document.dispatchEvent(new CustomEvent("cxr:jobs", { detail: { jobs, finished } }));
   const running = jobs.some((j) => j.state === "queued" || j.state === "running");
   const selected = jobs.find((j) => j.id === batches.selected);
   if (selected && selected.state !== "queued") {
@@ -728,6 +741,7 @@ async function startBatch(event) {
   setStatus("batch-status", `Uploading ${zip.name}…`);
   try {
     const job = await apiJson("/v1/batches", { method: "POST", body: form });
+    batches.states.set(job.id, job.state);
     setStatus("batch-status", `Job started (${job.id.slice(0, 8)}).`);
     batches.selected = job.id;
     $("batch-form").reset();
@@ -745,6 +759,7 @@ async function startPathBatch(event) {
   try {
     const job = await apiJson("/v1/batches", { method: "POST",
       headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    batches.states.set(job.id, job.state);
     setStatus("batch-status", `Job started (${job.id.slice(0, 8)}).`);
     batches.selected = job.id;
     refreshJobs();
