@@ -786,3 +786,14 @@ def test_web_probabilities_show_decisions_with_their_thresholds(
         else:
             assert text == f"negative < {thresholds[label]:.2f}"
         assert cell.get_attribute("data-decision") in text
+    # Printed numbers never contradict the decision: as many digits as that takes.
+    cases = page.evaluate(
+        """() => [decisionNumbers(0.99996, 1.0, false), decisionNumbers(1.0, 1.0, true),
+                  decisionNumbers(0.3015, 0.302003, false), decisionNumbers(0.7, 0.5, true)]"""
+    )
+    assert [(c["p"], c["sign"], c["thr"]) for c in cases] == [
+        ("0.99996", "<", "1.00000"),
+        ("1.000", "≥", "1.00"),
+        ("0.3015", "<", "0.3020"),
+        ("0.700", "≥", "0.50"),
+    ]

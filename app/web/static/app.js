@@ -31,6 +31,19 @@ function setStatus(id, text, error) {
   node.classList.toggle("error", Boolean(error));
 }
 
+// A decision beside its threshold, printed with as many digits as it takes for the printed
+// numbers to say the same as the decision ("p 1.000 / thr 1.00" read both ways).
+function decisionNumbers(p, thr, positive) {
+  let dp = 3;
+  let dt = 2;
+  const agrees = () => {
+    const [shownP, shownThr] = [Number(p.toFixed(dp)), Number(thr.toFixed(dt))];
+    return positive ? shownP >= shownThr : shownP < shownThr;
+  };
+  while (!agrees() && dp < 8) { dp += 1; dt = Math.min(dp, 8); }
+  return { p: p.toFixed(dp), thr: thr.toFixed(dt), sign: positive ? "≥" : "<" };
+}
+
 // --- API access (X-API-Key from sessionStorage) ----------------------------------------
 
 class ApiError extends Error {
@@ -238,10 +251,11 @@ function renderProbabilities(p) {
     const row = el("tr", { class: positive ? "positive" : "", "data-label": label },
       el("td", {}, el("span", { class: "swatch" }), label + (positive ? " ●" : "")),
       el("td", { title: `p ${prob.toFixed(4)}` }, bar),
-      el("td", { class: "num", text: prob.toFixed(3) }),
+      el("td", { class: "num", text: thr === undefined ? prob.toFixed(3) :
+        decisionNumbers(prob, thr, positive).p }),
       el("td", { class: "decision", "data-decision": word }, el("span", { text: word }),
-        thr === undefined ? "" :
-          el("span", { class: "thr", text: ` ${positive ? "≥" : "<"} ${thr.toFixed(2)}` })));
+        thr === undefined ? "" : el("span", { class: "thr",
+          text: ` ${positive ? "≥" : "<"} ${decisionNumbers(prob, thr, positive).thr}` })));
     row.querySelector(".swatch").style.background = colorOf(label);
     row.title = label in p.heatmaps ? "show this heatmap" : "no heatmap (not positive)";
     row.addEventListener("click", () => { if (label in p.heatmaps) selectLabel(label); });

@@ -27,9 +27,11 @@ function wlDecision(image) {
   const thr = image.threshold;
   const word = image.positive ? "positive" : "negative";
   if (p === null || p === undefined) return { word, detail: "" };
-  const sign = image.positive ? "≥" : "<";
-  const detail = thr === null || thr === undefined ? `p ${p.toFixed(3)}` :
-    `p ${p.toFixed(3)} ${sign} threshold ${thr.toFixed(2)}`;
+  let detail = `p ${p.toFixed(3)}`;
+  if (thr !== null && thr !== undefined) {
+    const n = decisionNumbers(p, thr, image.positive);
+    detail = `p ${n.p} ${n.sign} threshold ${n.thr}`;
+  }
   return { word, detail };
 }
 
