@@ -478,7 +478,13 @@ def _write_result(
         png = outdir / f"{stem}.{label}.png"
         boxes = [b for b in prediction.boxes if b.label == label]
         png.write_bytes(
-            render_overlay(result.display, heat, boxes=boxes, max_side=args.overlay_size)
+            render_overlay(
+                result.display,
+                heat,
+                boxes=boxes,
+                labels=list(card.get("labels") or prediction.probabilities),
+                max_side=args.overlay_size,
+            )
         )
         heatmaps[label] = str(png)
     meta = result.meta

@@ -3,8 +3,8 @@
 
 const CONFIG = JSON.parse(document.body.dataset.config || "{}");
 const KEY_NAME = "cxr-api-key";
-const PALETTE = ["#ff6b5e", "#4fc3f7", "#ffd54f", "#81c784", "#ba68c8", "#ff8a65", "#4db6ac",
-  "#f06292", "#aed581", "#7986cb", "#e57373", "#4dd0e1", "#fff176", "#a1887f"];
+// The overlay renderer's colours (models.overlay.PALETTE), served in the page's config.
+const PALETTE = CONFIG.palette && CONFIG.palette.length ? CONFIG.palette : ["#ff6b5e"];
 const $ = (id) => document.getElementById(id);
 
 function el(tag, attrs, ...children) {
@@ -122,7 +122,9 @@ function setupKeyBar() {
 const view = { prediction: null, label: "", overlays: new Map(), baseUrl: null, truth: null };
 
 function colorOf(label) {
-  const labels = (view.prediction && Object.keys(view.prediction.probabilities)) || [];
+  // By the label's place in the model's list, as models.overlay.colour_of does.
+  const p = view.prediction;
+  const labels = (p && ((p.model && p.model.labels) || Object.keys(p.probabilities))) || [];
   const i = Math.max(0, labels.indexOf(label));
   return PALETTE[i % PALETTE.length];
 }
