@@ -795,9 +795,7 @@ def main() -> int:
         action="store_true",
         help="speed run: every question gets its own report text (the worst case)",
     )
-    ap.add_argument(
-        "--demo", action="store_true", help="the shipped demo model (image questions)"
-    )
+    ap.add_argument("--demo", action="store_true", help="the shipped demo model (image questions)")
     ap.add_argument("--model", help="checkpoint (image questions)")
     ap.add_argument(
         "--openi",
@@ -824,11 +822,7 @@ def main() -> int:
         cases += make_image_cases(args.images, out / "images", args.seed)
     if cases:
         _write_csv(cases, out / "questions.csv")
-        extra = (
-            ["--model", args.model]
-            if args.model
-            else (["--demo"] if args.demo else [])
-        )
+        extra = ["--model", args.model] if args.model else (["--demo"] if args.demo else [])
         took = _run_cxr(out / "questions.csv", out / "answers.jsonl", extra, one_core=False)
         answers = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
         result = score(cases, answers) | {"seconds": round(took, 2)}

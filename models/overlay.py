@@ -192,9 +192,9 @@ def render_overlay(
     weight = alpha * np.clip((heat - HEAT_FLOOR) / (HEAT_FULL - HEAT_FLOOR), 0, 1)[..., None]
     img = base.copy()
     shown = weight[..., 0] > 0  # below the floor the pixels stay exactly as they were
-    img[shown] = (
-        base[shown] * (1 - weight[shown]) + colour[shown] * weight[shown] + 0.5
-    ).astype(np.uint8)
+    img[shown] = (base[shown] * (1 - weight[shown]) + colour[shown] * weight[shown] + 0.5).astype(
+        np.uint8
+    )
     sx, sy = columns / original[1], rows / original[0]
     thick = max(1, round(max(rows, columns) / 400))
     drawn = sorted(boxes, key=lambda b: -b.score)  # the best box captioned first
