@@ -80,6 +80,7 @@ def _card_fields(card: dict[str, Any]) -> dict[str, Any]:
         "created",
         "code_version",
         "inference",
+        "warnings",
     )
     return {k: card[k] for k in keep if k in card}
 

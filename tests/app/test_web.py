@@ -682,6 +682,10 @@ def test_web_worklist_refreshes_after_a_batch_opens_reviews_and_filters(
         )
         assert page.locator("#base-image").is_visible()
         assert page.locator("#prob-table tbody tr").count() == 14
+        # Thresholds at 0 (this test model's) are a calibration artifact, said beside them.
+        warnings = page.locator("#model-warnings")
+        assert warnings.is_visible()
+        assert "at the bottom of the probability range" in warnings.inner_text()
         assert first.get_attribute("class") == "selected"
         # Review: saved with the key's name, shown after a reload of the list.
         row_id = first.get_attribute("data-row")

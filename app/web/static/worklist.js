@@ -5,7 +5,7 @@
 "use strict";
 
 const worklist = { rows: [], cursor: null, sort: { key: "", dir: 1 }, thumbs: new Map(),
-  loading: false, jobs: new Set(), finished: new Set() };
+  request: 0 };
 const WL_PAGE = 50;
 const VERDICTS = { "": "not reviewed", agree_report: "agree with report",
   agree_model: "agree with model", dismissed: "dismissed" };
@@ -194,21 +194,22 @@ function wlJobs(jobs) {
 async function loadWorklist(more) {
   const status = $("worklist-status");
   if (needKey()) { status.textContent = "Enter the API key to load the worklist."; return; }
-  if (worklist.loading) return;
-  worklist.loading = true;
+  // Every change of filter loads at once; an answer to an earlier request is dropped.
+  const request = ++worklist.request;
   setStatus("worklist-status", "Loading…");
   try {
     const extra = more && worklist.cursor !== null ? { before: worklist.cursor } : {};
     const data = await apiJson(`/v1/discrepancies?${wlQuery(extra)}`);
+    if (request !== worklist.request) return;
     worklist.rows = more ? worklist.rows.concat(data.items) : data.items;
     worklist.cursor = data.next_cursor;
     renderWorklist();
     setStatus("worklist-status", `${worklist.rows.length} row(s)` +
       (worklist.cursor === null ? ", every batch result read." : "; more below."));
   } catch (err) {
-    setStatus("worklist-status", `Could not load the worklist: ${err.message}`, true);
-  } finally {
-    worklist.loading = false;
+    if (request === worklist.request) {
+      setStatus("worklist-status", `Could not load the worklist: ${err.message}`, true);
+    }
   }
 }
 
