@@ -8,7 +8,7 @@ import io
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Path, Query, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
@@ -40,6 +40,9 @@ router = APIRouter(tags=["discrepancies"])
 JobQuery = Annotated[str | None, Query(max_length=64, description="Only this batch job.")]
 LabelQuery = Annotated[str | None, Query(max_length=64, description="Only this finding.")]
 UnreviewedQuery = Annotated[bool, Query(description="Only rows without a review.")]
+# Batch item ids are the database's 32-bit integers (PostgreSQL INTEGER).
+MAX_ID = 2**31 - 1
+ItemId = Annotated[int, Path(ge=1, le=MAX_ID, description="A worklist row's `item_id`.")]
 
 
 class DiscrepancyListRead(BaseModel):
@@ -81,7 +84,7 @@ def get_discrepancies(
     label: LabelQuery = None,
     unreviewed: UnreviewedQuery = False,
     before: Annotated[
-        int | None, Query(ge=1, description="Keyset cursor: a page's `next_cursor`.")
+        int | None, Query(ge=1, le=MAX_ID, description="Keyset cursor: a page's `next_cursor`.")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> DiscrepancyListRead:
@@ -204,7 +207,11 @@ def _row_item(session: Session, item_id: int, label: str | None = None) -> Batch
     summary="Review one worklist row",
 )
 def put_review(
-    item_id: int, label: str, body: ReviewCreate, session: SessionDep, reviewer: ReviewerDep
+    item_id: ItemId,
+    label: Annotated[str, Path(max_length=64)],
+    body: ReviewCreate,
+    session: SessionDep,
+    reviewer: ReviewerDep,
 ) -> ReviewRead:
     """Record the verdict and note on one row (image and finding), with who (the API key's
     name) and when; replaces the row's earlier review."""
@@ -233,7 +240,7 @@ def _review_keys(item: BatchItem) -> dict[str, str]:
     summary="The kept image of a worklist row (thumbnail or preview)",
 )
 async def get_item_image(
-    item_id: int,
+    item_id: ItemId,
     session: SessionDep,
     state: StateDep,
     max_size: Annotated[int, Query(ge=MIN_OVERLAY_SIDE, le=PREVIEW_SIDE)] = PREVIEW_SIDE,
@@ -268,7 +275,7 @@ def _resized_png(png: bytes, max_size: int) -> bytes:
     responses={404: {"model": ErrorRead}, 503: {"model": ErrorRead}},
     summary="Open a worklist row's image: its prediction with every heatmap",
 )
-async def open_item(item_id: int, session: SessionDep, state: StateDep) -> PredictionRead:
+async def open_item(item_id: ItemId, session: SessionDep, state: StateDep) -> PredictionRead:
     """Predict the model input the batch kept for this image again, with a heatmap for every
     finding (the disagreement may be one the model calls negative), and store it as a
     prediction whose image, heatmaps and boxes the page shows. The probabilities are the
