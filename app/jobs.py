@@ -34,7 +34,6 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app import crud
 from app.db.models import BatchJobRow
-from app.inference import PREVIEW_SIDE
 from app.review_images import ReviewImageSink
 from app.service_metrics import Metrics
 from app.settings import Settings
@@ -290,8 +289,6 @@ class BatchRunner:
             max_pixels=self.max_pixels,
             push=push,
             read_workers=self.read_workers,
-            # the worklist keeps the images whose report disagrees (app.review_images)
-            display_size=PREVIEW_SIDE if self.predictor is not None else None,
         )
         try:
             return build_job(

@@ -3,10 +3,13 @@
 A batch job's files may be gone once it ends (an uploaded export is deleted), yet the
 radiologist reviewing a worklist row must see the image with its heatmap and boxes. While
 the job runs, `ReviewImageSink` keeps, for each image with at least one disagreement, its
-8-bit preview (at most `PREVIEW_SIDE` a side) and its model input (the fitted pixels and
-their geometry, a few hundred KiB), and records their storage keys in the item's result
-(`app.worklist.REVIEW_KEY`). Opening a row predicts that same model input again, with
-heatmaps, so the page shows the batch's own probabilities and boxes.
+model input (the fitted pixels and their geometry, a few hundred KiB) and an 8-bit preview
+made from it: the image as the model saw it, at the model's input size. (A display copy
+made from the full image would cost another 11.5 ms per 2500x2048 DICOM read, 13.6 ->
+25.1 ms, for every image of the job, before anyone knows which will disagree.) Their
+storage keys go into the item's result (`app.worklist.REVIEW_KEY`). Opening a row predicts
+that same model input again, with heatmaps, so the page shows the batch's own probabilities
+and boxes.
 """
 
 from __future__ import annotations
@@ -22,9 +25,16 @@ from app.storage import Storage
 from app.worklist import REVIEW_KEY, discrepancies_in_result
 from batch.interfaces import Outcome, Sink
 from models.image_pipeline import LoadedImage, PreparedImage
+from models.stored_pixels import UNIT_CODES
 from models.transforms import Geometry
 
-__all__ = ["PREVIEW_SIDE", "ReviewImageSink", "decode_model_input", "encode_model_input"]
+__all__ = [
+    "PREVIEW_SIDE",
+    "ReviewImageSink",
+    "decode_model_input",
+    "encode_model_input",
+    "preview_of",
+]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +68,15 @@ def decode_model_input(data: bytes) -> PreparedImage:
     return PreparedImage(pixels, Geometry(rows, columns, size, top, left, height, width))
 
 
+def preview_of(prepared: PreparedImage) -> np.ndarray:
+    """The model input as an 8-bit grey image (its own size: the image part, no padding)."""
+    pixels = prepared.pixels
+    if pixels.dtype == np.uint16:
+        scaled = (pixels.astype(np.uint32) * 255 + UNIT_CODES // 2) // UNIT_CODES
+        return np.asarray(np.clip(scaled, 0, 255), np.uint8)
+    return np.asarray(np.clip(np.asarray(pixels, np.float32), 0, 1) * 255 + 0.5, np.uint8)
+
+
 class ReviewImageSink(Sink):
     """Keeps preview and model input of each image that the worklist will list.
 
@@ -74,11 +93,13 @@ class ReviewImageSink(Sink):
             image = outcome.image
             if outcome.state != "done" or not isinstance(image, LoadedImage):
                 continue
-            if image.display is None or not discrepancies_in_result(outcome.result):
+            if not discrepancies_in_result(outcome.result):
                 continue
+            # a display copy when the job made one (a training set's), else the model input
+            shown = image.display if image.display is not None else preview_of(image.prepared)
             try:
                 outcome.result[REVIEW_KEY] = {
-                    "preview": self.storage.put_bytes(encode_preview(image.display), ".png"),
+                    "preview": self.storage.put_bytes(encode_preview(shown), ".png"),
                     "input": self.storage.put_bytes(encode_model_input(image.prepared), ".npz"),
                 }
             except (OSError, RuntimeError, ValueError):

@@ -126,8 +126,6 @@ class JobSpec:
         push: push SR/GSPS results to a PACS (DICOMweb and inbox inputs).
         read_workers: processes that decode a run's images ahead of the model
             (`batch.read_ahead`); 0: one at a time in the run's thread.
-        display_size: keep an 8-bit copy of each image, longer side at most this, for the
-            sinks (the service keeps the worklist's images); a training set's size wins.
     """
 
     input: JobInput
@@ -138,7 +136,6 @@ class JobSpec:
     dataset: DatasetOutput | None = None
     push: PushOutput | None = None
     read_workers: int = 0
-    display_size: int | None = None
 
 
 @dataclass
@@ -220,7 +217,7 @@ def build_job(
         file_timeout_s=spec.file_timeout_s,
         max_pixels=spec.max_pixels,
         input_spec=input_spec,
-        display_size=spec.dataset.size if spec.dataset is not None else spec.display_size,
+        display_size=spec.dataset.size if spec.dataset is not None else None,
         read_workers=spec.read_workers,
     )
     sinks: list[Sink] = []

@@ -185,7 +185,7 @@ def main() -> int:
         timings["worklist (job done to rows shown)"] = time.perf_counter() - t0
         page.locator("#worklist-table .wl-open img").first.wait_for()
         rows.first.locator("select.wl-verdict").select_option("agree_report")
-        rows.first.locator("input.wl-note").fill("heart size normal on the film")
+        rows.first.locator("input.wl-note").fill("checked on the film")
         rows.first.locator("button.wl-save").click()
         page.locator("#worklist-table .wl-who", has_text="anonymous").first.wait_for()
         page.locator("#worklist").evaluate("e => e.scrollIntoView()")
