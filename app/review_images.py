@@ -5,8 +5,9 @@ radiologist reviewing a worklist row must see the image with its heatmap and box
 the job runs, `ReviewImageSink` keeps, for each image with at least one disagreement, its
 model input (the fitted pixels and their geometry, a few hundred KiB) and an 8-bit preview
 made from it: the image as the model saw it, at the model's input size. (A display copy
-made from the full image would cost another 11.5 ms per 2500x2048 DICOM read, 13.6 ->
-25.1 ms, for every image of the job, before anyone knows which will disagree.) Their
+made from the full image would cost about 11 ms more per 2500x2048 DICOM read, 13.0-13.6
+-> 24.1-24.4 ms in `benchmarks/display_copy.py`, for every image of the job, before anyone
+knows which will disagree.) Their
 storage keys go into the item's result (`app.worklist.REVIEW_KEY`). Opening a row predicts
 that same model input again, with heatmaps, so the page shows the batch's own probabilities
 and boxes.
