@@ -2,12 +2,19 @@
 # Start a throwaway Orthanc PACS with DICOMweb for the integration tests (called by .ci/run).
 #
 # Uses Debian's `orthanc` and `orthanc-dicomweb` packages (installed here when missing),
-# a private config and storage folder in a temporary directory, loopback only:
+# a private config and storage folder in a temporary directory, for loopback clients only.
+# Orthanc 1.10 (Debian 12) cannot choose the address it listens on, so its ports are open on
+# every interface; what reaches them from elsewhere is refused: HTTP answers only loopback
+# clients (RemoteAccessAllowed false), and DICOM accepts echo only, from anyone; a store,
+# find, get or move only from a registered modality calling from its registered host
+# (127.0.0.1). Ports come from the environment:
 #   HTTP (REST + DICOMweb at /dicom-web) on 127.0.0.1:${CXR_ORTHANC_HTTP_PORT:-58042}
 #   DICOM (AE title ORTHANC)            on 127.0.0.1:${CXR_ORTHANC_DICOM_PORT:-58104}
 #   basic auth: user cxr, password cxr-test
 #   DicomModalities "cxr-listen": `cxr listen` as CXRLISTEN on 127.0.0.1:${CXR_LISTEN_PORT:-58105}
-# Prints the environment to export on stdout (`eval "$(bash .ci/orthanc.sh)"`); exits
+# Prints the environment to export on stdout (`eval "$(bash .ci/orthanc.sh)"`), with
+# CXR_CI_ORTHANC_PID and CXR_CI_ORTHANC_ROOT when this call started Orthanc (its caller stops
+# it: .ci/services.sh); an Orthanc found already answering is reused and left alone. Exits
 # non-zero if any step fails, so .ci/run can skip the Orthanc tests instead.
 set -euo pipefail
 
@@ -21,7 +28,7 @@ PLUGIN=/usr/share/orthanc/plugins/libOrthancDicomWeb.so
 if [[ ! -x /usr/sbin/Orthanc || ! -e "$PLUGIN" ]]; then
   echo "orthanc.sh: installing Debian's orthanc and orthanc-dicomweb packages" >&2
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
+  apt-get update -qq >&2
   apt-get install -y -qq --no-install-recommends orthanc orthanc-dicomweb >/dev/null
 fi
 if [[ ! -x /usr/sbin/Orthanc || ! -e "$PLUGIN" ]]; then
@@ -52,8 +59,13 @@ else
   "DicomServerEnabled": true,
   "DicomAet": "ORTHANC",
   "DicomPort": $DICOM_PORT,
-  "DicomCheckModalityHost": false,
-  "DicomAlwaysAllowStore": true,
+  "DicomCheckModalityHost": true,
+  "DicomAlwaysAllowEcho": true,
+  "DicomAlwaysAllowStore": false,
+  "DicomAlwaysAllowFind": false,
+  "DicomAlwaysAllowFindWorklist": false,
+  "DicomAlwaysAllowGet": false,
+  "DicomAlwaysAllowMove": false,
   "DicomModalities": {
     "cxr-listen": {"AET": "CXRLISTEN", "Host": "127.0.0.1", "Port": $LISTEN_PORT}
   },
@@ -66,6 +78,8 @@ else
 EOF
   nohup /usr/sbin/Orthanc "$ROOT/orthanc.json" >"$ROOT/orthanc.log" 2>&1 &
   echo $! >"$ROOT/orthanc.pid"
+  # Failing from here on, stop the Orthanc just started: no caller knows its pid yet.
+  trap 'status=$?; if [[ $status -ne 0 ]]; then kill "$(cat "$ROOT/orthanc.pid")" 2>/dev/null; rm -rf "$ROOT"; fi' EXIT
   for _ in $(seq 1 60); do
     answers && break
     if ! kill -0 "$(cat "$ROOT/orthanc.pid")" 2>/dev/null; then
@@ -80,6 +94,8 @@ EOF
     exit 1
   fi
   echo "orthanc.sh: started Orthanc (pid $(cat "$ROOT/orthanc.pid")), config and data in $ROOT" >&2
+  echo "export CXR_CI_ORTHANC_PID=$(cat "$ROOT/orthanc.pid")"
+  echo "export CXR_CI_ORTHANC_ROOT=$ROOT"
 fi
 curl -fsS -m 5 -u "$USER_NAME:$USER_PASSWORD" "http://127.0.0.1:$HTTP_PORT/dicom-web/studies" \
   -H "Accept: application/dicom+json" >/dev/null

@@ -20,6 +20,7 @@ from app.db.models import (
     PredictionRow,
     Report,
     Study,
+    WorklistReview,
     utcnow,
 )
 from batch.interfaces import SourceItem
@@ -53,6 +54,8 @@ __all__ = [
     "remove_batch_items",
     "set_job_state",
     "unfinished_job_ids",
+    "get_batch_item",
+    "save_review",
 ]
 
 UNFINISHED = ("queued", "running")
@@ -483,6 +486,8 @@ def list_batch_jobs(session: Session, limit: int = 50) -> list[BatchJobRow]:
 
 def delete_batch_job(session: Session, job: BatchJobRow) -> None:
     """Delete a job and all its item results, and commit."""
+    items = select(BatchItem.id).where(BatchItem.job_id == job.id)
+    session.execute(delete(WorklistReview).where(WorklistReview.batch_item_id.in_(items)))
     session.execute(delete(BatchItem).where(BatchItem.job_id == job.id))
     session.delete(job)
     session.commit()
@@ -502,3 +507,50 @@ def job_counts_by_state(session: Session) -> dict[str, int]:
     """Number of batch jobs per state."""
     stmt = select(BatchJobRow.state, func.count()).group_by(BatchJobRow.state)
     return {state: int(n) for state, n in session.execute(stmt)}
+
+
+def get_batch_item(session: Session, item_id: int) -> BatchItem | None:
+    """The batch item with this id, or None."""
+    return session.get(BatchItem, item_id)
+
+
+def save_review(
+    session: Session,
+    *,
+    item: BatchItem,
+    label: str,
+    decision: str | None,
+    note: str | None,
+    reviewer: str,
+) -> WorklistReview:
+    """Record (or replace) the review of one worklist row, stamped now, and commit."""
+    try:
+        return _save_review(session, item.id, label, decision, note, reviewer)
+    except IntegrityError:
+        # Two reviewers saved the same row at once: the other insert won; update it.
+        session.rollback()
+        return _save_review(session, item.id, label, decision, note, reviewer)
+
+
+def _save_review(
+    session: Session,
+    item_id: int,
+    label: str,
+    decision: str | None,
+    note: str | None,
+    reviewer: str,
+) -> WorklistReview:
+    review = session.scalars(
+        select(WorklistReview).where(
+            WorklistReview.batch_item_id == item_id, WorklistReview.label == label
+        )
+    ).first()
+    if review is None:
+        review = WorklistReview(batch_item_id=item_id, label=label, reviewer=reviewer)
+        session.add(review)
+    review.decision = decision
+    review.note = storable(note) if note else None
+    review.reviewer = reviewer
+    review.reviewed_at = utcnow()
+    session.commit()
+    return review

@@ -33,6 +33,7 @@ __all__ = [
     "InferenceDep",
     "MetricsDep",
     "NlpDep",
+    "ReviewerDep",
     "SessionDep",
     "SettingsDep",
     "StateDep",
@@ -118,6 +119,17 @@ NlpDep = Annotated[ReportLabeler, Depends(get_labeler)]
 InferenceDep = Annotated[InferenceQueue, Depends(get_inference)]
 
 _api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False)
+
+
+def get_reviewer(state: StateDep, key: Annotated[str | None, Security(_api_key_header)]) -> str:
+    """Who acts: the name of the API key sent (`NAME=sha256:...` in CXR_API_KEYS, else
+    `key-<8 hex>`), or "anonymous" on a service without keys."""
+    if not state.api_keys.enabled or not key:
+        return "anonymous"
+    return state.api_keys.name_of(key) or "anonymous"
+
+
+ReviewerDep = Annotated[str, Depends(get_reviewer)]
 
 
 def require_api_key(state: StateDep, key: Annotated[str | None, Security(_api_key_header)]) -> None:

@@ -40,8 +40,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app import crud
 from app.db.models import BatchJobRow
+from app.review_images import ReviewImageSink
 from app.service_metrics import Metrics
 from app.settings import Settings
+from app.storage import Storage
 from batch.archive import ZipLimits, remove_tree
 from batch.engine import MAX_ATTEMPTS, plan, run_resumed
 from batch.interfaces import BatchInputError, Labeler, Outcome, Sink, Source, SourceItem
@@ -403,7 +405,11 @@ class BatchRunner:
             remaining = plan(items, recorded, built.processor)
             attempts = crud.in_flight_attempts(session, job_id)
         # After the library's sinks, so that the items recorded say what was pushed.
-        sinks: list[Sink] = [*built.sinks, DatabaseSink(self.sessions, job_id)]
+        sinks: list[Sink] = [
+            *built.sinks,
+            ReviewImageSink(Storage(self.storage_root)),
+            DatabaseSink(self.sessions, job_id),
+        ]
         if self.metrics is not None:
             sinks.append(_MetricsSink(self.metrics))
         started = time.monotonic()

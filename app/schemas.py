@@ -234,6 +234,11 @@ class ModelCardRead(BaseModel):
     inference: InferenceRead | None = Field(
         default=None, description="How this prediction was computed (absent on older ones)."
     )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="What a reader must know of the model: a label near chance, a "
+        "temperature at its cap, a threshold at 0 or 1.",
+    )
 
 
 class BoxRead(BaseModel):

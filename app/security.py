@@ -13,6 +13,10 @@ into two accepted "keys", `sha256` and the hex): an empty entry, a key shorter t
 digest, a bare 64-hex digest without its `sha256:` prefix, a digest inside other
 characters ('"sha256:<hex>"' with its quotes, 'sha256 :<hex>'), or a key holding
 whitespace or quotes.
+
+An entry may carry a name, `NAME=sha256:<64 hex digits>` (`cxr apikey --name NAME`), which
+the service records as who reviewed a worklist row; an unnamed key is known by the first
+8 hex digits of its hash (`key-1a2b3c4d`), never by the key itself.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ __all__ = [
     "generate_api_key",
     "hash_api_key",
     "parse_api_key_entry",
+    "parse_named_entry",
     "split_api_keys",
 ]
 
@@ -37,6 +42,7 @@ MIN_KEY_CHARS = 16
 _PREFIX = "sha256:"
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 _QUOTES = frozenset("\"'`")
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.@-]{0,63}")
 # Names a hash could be written with by mistake (`sha512:...`, a bare `sha256`);
 # hashlib's spelling and the variants people type (sha-256, sha3-512, sha3512).
 _ALGORITHMS = frozenset(
@@ -140,19 +146,44 @@ def parse_api_key_entry(entry: str, position: int = 1) -> str:
     return hashlib.sha256(entry.encode("utf-8")).hexdigest()
 
 
+def parse_named_entry(entry: str, position: int = 1) -> tuple[str, str]:
+    """The name and SHA-256 hex digest of an entry, `NAME=sha256:<hex>` or unnamed.
+
+    Only a hashed entry takes a name: a key in clear may itself hold `=` (base64 padding),
+    so splitting it would change which key it is.
+
+    Returns:
+        (name, 64 lowercase hex digits); an unnamed entry's name is `key-<8 hex>`.
+
+    Raises:
+        InvalidApiKeyConfig: as `parse_api_key_entry`, or a name that is not a letter
+            followed by at most 63 letters, digits or `_.@-`.
+    """
+    head, sep, tail = entry.strip().partition("=")
+    # `CXR_API_KEYS=sha256:...` pasted whole is a mistake, not a key named CXR_API_KEYS
+    if sep and tail.strip().lower().startswith(_PREFIX) and not head.upper().startswith("CXR_"):
+        if not _NAME.fullmatch(head.strip()):
+            raise InvalidApiKeyConfig(
+                f"CXR_API_KEYS entry {position}: the name before '=' must be a letter followed "
+                "by at most 63 letters, digits or _.@- (e.g. dr-smith=sha256:<64 hex digits>)"
+            )
+        return head.strip(), parse_api_key_entry(tail, position)
+    digest = parse_api_key_entry(entry, position)
+    return f"key-{digest[:8]}", digest
+
+
 class ApiKeys:
-    """The set of accepted keys, as SHA-256 digests."""
+    """The set of accepted keys, as SHA-256 digests, each with its name."""
 
     def __init__(self, configured: Iterable[str]) -> None:
         """Parse the configured entries.
 
         Raises:
-            InvalidApiKeyConfig: on the first unusable entry (see `parse_api_key_entry`).
+            InvalidApiKeyConfig: on the first unusable entry (see `parse_named_entry`).
         """
-        self._hashes = tuple(
-            bytes.fromhex(parse_api_key_entry(entry, i))
-            for i, entry in enumerate(configured, start=1)
-        )
+        named = [parse_named_entry(entry, i) for i, entry in enumerate(configured, start=1)]
+        self._hashes = tuple(bytes.fromhex(digest) for _, digest in named)
+        self._names = tuple(name for name, _ in named)
 
     @property
     def enabled(self) -> bool:
@@ -170,3 +201,12 @@ class ApiKeys:
         for known in self._hashes:
             matched |= hmac.compare_digest(digest, known)
         return matched
+
+    def name_of(self, presented: str) -> str | None:
+        """The name of the key `presented` (constant time over the keys), None if unknown."""
+        digest = hashlib.sha256(presented.encode("utf-8", "surrogatepass")).digest()
+        found: str | None = None
+        for known, name in zip(self._hashes, self._names, strict=True):
+            if hmac.compare_digest(digest, known):
+                found = name
+        return found

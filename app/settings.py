@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from app.security import parse_api_key_entry, split_api_keys
+from app.security import parse_named_entry, split_api_keys
 
 __all__ = ["Settings", "SettingsError", "build_settings", "get_settings"]
 
@@ -376,7 +376,7 @@ class Settings(BaseSettings):
         # Refuse at start-up (InvalidApiKeyConfig is a ValueError) rather than serve
         # with a key nobody meant, e.g. `sha256` split off its hash.
         for position, entry in enumerate(value, start=1):
-            parse_api_key_entry(entry, position)
+            parse_named_entry(entry, position)
         return [entry.strip() for entry in value]
 
     @property

@@ -2,26 +2,47 @@
 
 Batch jobs that had both a report and a model store, per image, the report's labels and
 the prediction (probabilities, positives, boxes) in `BatchItem.result`. This module reads
-those results (read-only; it never changes a job) and lists, per image and finding, where
-the report and the image disagree on presence or side (`batch.study_questions.discrepancy_of`).
-Batch results carry the report's `findings` (side, site, size, ...), so a finding on the other
-side is flagged too; results written before they did compare presence only.
+those results and lists, per image and finding, where the report and the image disagree on
+presence or side (`batch.study_questions.discrepancy_of`). Batch results carry the report's
+`findings` (side, site, size, ...), so a finding on the other side is flagged too; results
+written before they did compare presence only.
+
+Paging is keyset paging on `BatchItem.id` (newest first) in the query: a page reads items in
+chunks until it has `limit` rows or has read `max_scan` items, and returns the cursor to
+go on from, so every stored result can be reached however many there are. Each row carries
+its review (`WorklistReview`: verdict, note, who and when) when it has one.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields, replace
+from datetime import datetime
+from typing import Any, Literal, get_args
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.db.models import BatchItem
+from app.db.models import BatchItem, WorklistReview
 from batch.study_questions import discrepancy_of
 from models.boxes import Box
 from models.image_findings import ImageFindings
 
-__all__ = ["Discrepancy", "discrepancies_in_result", "list_discrepancies"]
+__all__ = [
+    "DECISIONS",
+    "REVIEW_KEY",
+    "Decision",
+    "Discrepancy",
+    "WorklistPage",
+    "discrepancies_in_result",
+    "list_discrepancies",
+    "review_dict",
+]
+
+# What a radiologist can conclude about a row.
+Decision = Literal["agree_report", "agree_model", "dismissed"]
+DECISIONS: tuple[str, ...] = get_args(Decision)
+# Where a batch result records the image kept for review (storage keys).
+REVIEW_KEY = "review_image"
 
 
 @dataclass(frozen=True)
@@ -36,19 +57,16 @@ class Discrepancy:
     reason: str
     report: dict[str, object]
     image: dict[str, object]
+    item_id: int = 0
+    sop_instance_uid: str | None = None
+    view_position: str | None = None
+    # whether the image was kept for review (`GET /v1/discrepancies/items/{id}/image.png`)
+    viewable: bool = False
+    review: dict[str, object] | None = None
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready dict."""
-        return {
-            "job_id": self.job_id,
-            "item": self.item,
-            "study_instance_uid": self.study_instance_uid,
-            "accession_number": self.accession_number,
-            "label": self.label,
-            "reason": self.reason,
-            "report": self.report,
-            "image": self.image,
-        }
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def _image_of(result: dict[str, Any]) -> ImageFindings | None:
@@ -109,6 +127,12 @@ def discrepancies_in_result(
     if image is None:
         return []
     findings = report.get("findings") if isinstance(report.get("findings"), dict) else {}
+    pred = result.get("prediction")
+    thresholds: dict[str, Any] = (
+        pred["thresholds"]
+        if isinstance(pred, dict) and isinstance(pred.get("thresholds"), dict)
+        else {}
+    )
     out = []
     for label, status in report["labels"].items():
         side = (findings or {}).get(label, {}).get("laterality") if findings else None
@@ -123,44 +147,127 @@ def discrepancies_in_result(
                 accession_number=result.get("accession_number"),
                 label=str(label),
                 reason=why,
-                report={"status": status, "laterality": side, "source": report.get("source")},
+                report={
+                    "status": status,
+                    "laterality": side,
+                    "source": report.get("source"),
+                    # the finding's attributes (side, site, size, ...): the report's evidence
+                    # kept without its text (report text is stored only on request)
+                    "finding": (findings or {}).get(label) or {},
+                },
                 image={
                     "probability": image.probabilities.get(str(label)),
                     "positive": str(label) in image.positive,
+                    "threshold": thresholds.get(str(label)),
                     "side": image.side(str(label)),
                     "boxes": [p.to_dict() for p in image.positions if p.label == label],
                 },
+                sop_instance_uid=result.get("sop_instance_uid"),
+                view_position=result.get("view_position"),
+                viewable=isinstance(result.get(REVIEW_KEY), dict),
             )
         )
     return out
 
 
+def review_dict(review: WorklistReview) -> dict[str, object]:
+    """A review as the worklist shows it."""
+    at: datetime = review.reviewed_at
+    return {
+        "decision": review.decision,
+        "note": review.note,
+        "reviewer": review.reviewer,
+        "reviewed_at": at.isoformat(),
+    }
+
+
+@dataclass(frozen=True)
+class WorklistPage:
+    """One page of the worklist.
+
+    Attributes:
+        items: the rows, newest item first (every row of an item is on the same page).
+        scanned: batch items read for this page.
+        next_cursor: pass as `before` for the next page; None when every item was read.
+    """
+
+    items: list[Discrepancy]
+    scanned: int
+    next_cursor: int | None
+
+
+_CHUNK = 200
+
+
 def list_discrepancies(
-    session: Session, *, job_id: str | None = None, limit: int = 100, scan: int = 5000
-) -> tuple[list[Discrepancy], int]:
-    """The newest disagreements across batch jobs (or one job).
+    session: Session,
+    *,
+    job_id: str | None = None,
+    label: str | None = None,
+    unreviewed: bool = False,
+    before: int | None = None,
+    limit: int = 100,
+    max_scan: int = 5000,
+) -> WorklistPage:
+    """One page of disagreements across batch jobs (or one job), newest item first.
 
     Args:
         session: a database session (read only).
         job_id: only this job's items.
-        limit: at most this many entries.
-        scan: at most this many done items are read, newest first.
+        label: only rows of this finding.
+        unreviewed: only rows without a review.
+        before: keyset cursor: only items with a smaller id (a page's `next_cursor`).
+        limit: stop once this many rows are found (an item's rows stay together, so a page
+            may hold a few more).
+        max_scan: stop after reading this many items (the cursor says where to go on).
 
     Returns:
-        (entries, items scanned).
+        The page, with the cursor of its last item read.
     """
-    query = select(BatchItem).where(
+    base = select(BatchItem).where(
         BatchItem.state == "done", BatchItem.kind.in_(("image", "bitmap"))
     )
     if job_id:
-        query = query.where(BatchItem.job_id == job_id)
-    query = query.order_by(BatchItem.updated_at.desc(), BatchItem.id.desc()).limit(scan)
+        base = base.where(BatchItem.job_id == job_id)
     out: list[Discrepancy] = []
     scanned = 0
-    for row in session.execute(query).scalars():
-        scanned += 1
-        if isinstance(row.result, dict):
-            out.extend(discrepancies_in_result(row.result, job_id=row.job_id, item=row.path))
-        if len(out) >= limit:
-            break
-    return out[:limit], scanned
+    cursor = before
+    while scanned < max_scan:
+        want = min(_CHUNK, max_scan - scanned)
+        query = base if cursor is None else base.where(BatchItem.id < cursor)
+        rows = list(session.execute(query.order_by(BatchItem.id.desc()).limit(want)).scalars())
+        found: list[Discrepancy] = []
+        for row in rows:
+            if isinstance(row.result, dict):
+                found.extend(
+                    replace(d, item_id=row.id)
+                    for d in discrepancies_in_result(row.result, job_id=row.job_id, item=row.path)
+                    if label is None or d.label == label
+                )
+        reviews = _reviews(session, {d.item_id for d in found})
+        page_full = False
+        for row in rows:
+            scanned += 1
+            cursor = row.id
+            for d in found:
+                if d.item_id != row.id:
+                    continue
+                review = reviews.get((d.item_id, d.label))
+                if unreviewed and review is not None:
+                    continue
+                out.append(replace(d, review=review_dict(review) if review else None))
+            if len(out) >= limit:
+                page_full = True
+                break
+        if page_full:
+            return WorklistPage(out, scanned, cursor)
+        if len(rows) < want:
+            return WorklistPage(out, scanned, None)
+    return WorklistPage(out, scanned, cursor)
+
+
+def _reviews(session: Session, item_ids: set[int]) -> dict[tuple[int, str], WorklistReview]:
+    if not item_ids:
+        return {}
+    query = select(WorklistReview).where(WorklistReview.batch_item_id.in_(item_ids))
+    return {(r.batch_item_id, r.label): r for r in session.execute(query).scalars()}

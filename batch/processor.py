@@ -372,6 +372,8 @@ class BatchProcessor:
                     "probabilities": pred.probabilities,
                     "positive": list(pred.positive),
                     "boxes": [b.to_dict() for b in pred.boxes],
+                    # the decisions' thresholds: a reader sees positive/negative beside them
+                    "thresholds": dict(self.predictor.thresholds),
                 }
 
     def predict_pixels(self, pixels: Sequence[PreparedImage]) -> list[Prediction]:

@@ -12,7 +12,7 @@ benchmarks/data/README.md). The reports are read at run time from ../shared/data
 $CXR_SHARED_DATA/openi); without them the mode says so and exits 0.
 
     python benchmarks/ask_questions.py --reports 400 --out /tmp/ask    # report questions
-    python benchmarks/ask_questions.py --images 60 --demo-model /tmp/demo --out /tmp/ask
+    python benchmarks/ask_questions.py --images 60 --demo --out /tmp/ask
     python benchmarks/ask_questions.py --speed 20000 --out /tmp/ask   # questions/s, 1 core
     python benchmarks/ask_questions.py --openi --out /tmp/ask-openi  # clinicians' questions
 """
@@ -795,7 +795,7 @@ def main() -> int:
         action="store_true",
         help="speed run: every question gets its own report text (the worst case)",
     )
-    ap.add_argument("--demo-model", help="demo model folder (image questions)")
+    ap.add_argument("--demo", action="store_true", help="the shipped demo model (image questions)")
     ap.add_argument("--model", help="checkpoint (image questions)")
     ap.add_argument(
         "--openi",
@@ -822,11 +822,7 @@ def main() -> int:
         cases += make_image_cases(args.images, out / "images", args.seed)
     if cases:
         _write_csv(cases, out / "questions.csv")
-        extra = (
-            ["--model", args.model]
-            if args.model
-            else (["--demo-model", args.demo_model] if args.demo_model else [])
-        )
+        extra = ["--model", args.model] if args.model else (["--demo"] if args.demo else [])
         took = _run_cxr(out / "questions.csv", out / "answers.jsonl", extra, one_core=False)
         answers = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
         result = score(cases, answers) | {"seconds": round(took, 2)}

@@ -136,7 +136,7 @@ def write_checkpoint(
         output_stride=output_stride,
         dilated=output_stride == 16,
         image_size=image_size,
-        thresholds={n: (0.0 if i < positives else 1.1) for i, n in enumerate(labels)},
+        thresholds={n: (0.0 if i < positives else 1.0) for i, n in enumerate(labels)},
         heatmap_method=heatmaps,
         training_data="none: random initialisation (benchmark)",
         demo=True,

@@ -3,7 +3,7 @@ how long the page took to show a prediction with its overlay, a labeled report a
 
 Serves the app with the `cxr serve --demo` model (built or reused in --storage) on a
 free loopback port, drives Debian's chromium through Playwright (nothing downloaded),
-and writes app/web/screenshots/{predict,report,batches,apikey}.png, plus model.json: the
+and writes app/web/screenshots/{predict,report,batches,worklist,apikey}.png, plus model.json: the
 demo recipe (version and SHA-256) the pictures were taken with, which a test compares with
 the recipe file, so a recipe change without new screenshots fails.
 
@@ -110,6 +110,12 @@ def _export_zip() -> tuple[bytes, str]:
     return buffer.getvalue(), "\n".join(rows) + "\n"
 
 
+def _top_of(page: Any, selector: str, height: int) -> dict[str, float]:
+    """The first `height` pixels of an element on screen (a long table's top)."""
+    box = page.locator(selector).bounding_box()
+    return {"x": box["x"], "y": box["y"], "width": box["width"], "height": height}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--storage", type=Path, default=REPO / "runs" / "web-demo-storage")
@@ -128,7 +134,13 @@ def main() -> int:
     card = load_checkpoint(model, map_location="cpu").card
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="cxr-shots-"))
-    settings = Settings(storage_dir=args.storage, model=model, device="cpu")
+    # A database of its own: a job of an earlier run would be "done" before this one starts.
+    settings = Settings(
+        storage_dir=args.storage,
+        database_url=f"sqlite:///{work / 'shots.db'}",
+        model=model,
+        device="cpu",
+    )
     server, thread, url = _serve(settings)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=args.chromium, headless=True, args=ARGS)
@@ -166,6 +178,18 @@ def main() -> int:
             "() => document.querySelectorAll('#result-table tbody tr').length >= 9"
         )
         page.locator("#batches").screenshot(path=str(args.out / "batches.png"))
+        # The worklist reloads by itself when the job ends; a review saved on its first row.
+        t0 = time.perf_counter()
+        rows = page.locator("#worklist-table tbody tr[data-row]")
+        rows.first.wait_for()
+        timings["worklist (job done to rows shown)"] = time.perf_counter() - t0
+        page.locator("#worklist-table .wl-open img").first.wait_for()
+        rows.first.locator("select.wl-verdict").select_option("agree_report")
+        rows.first.locator("input.wl-note").fill("checked on the film")
+        rows.first.locator("button.wl-save").click()
+        page.locator("#worklist-table .wl-who", has_text="anonymous").first.wait_for()
+        page.locator("#worklist").evaluate("e => e.scrollIntoView()")
+        page.screenshot(path=str(args.out / "worklist.png"), clip=_top_of(page, "#worklist", 640))
         browser.close()
     server.should_exit = True
     thread.join(timeout=15)
@@ -188,7 +212,7 @@ def main() -> int:
     sidecar = {"recipe": DEMO_RECIPE, "recipe_sha256": recipe_digest(), "model": card.name,
                "model_version": card.version, "created": card.created}  # fmt: skip
     (args.out / "model.json").write_text(json.dumps(sidecar, indent=2) + "\n")
-    for name in ("predict", "report", "batches", "apikey"):
+    for name in ("predict", "report", "batches", "worklist", "apikey"):
         sys.stdout.write(f"{args.out / (name + '.png')}\n")
     for what, seconds in timings.items():
         sys.stdout.write(f"{what}: {seconds:.2f} s\n")

@@ -28,6 +28,7 @@ from models.notices import DEMO_INTENDED_USE, RESEARCH_INTENDED_USE
 from models.transforms import preprocessing_record
 
 __all__ = [
+    "EDGE_THRESHOLD",
     "FORMAT",
     "Checkpoint",
     "ModelCard",
@@ -39,6 +40,8 @@ __all__ = [
 ]
 
 FORMAT = "cxr-checkpoint.v1"
+# Thresholds within this of 0 or 1 are warned about (ModelCard.threshold_warnings).
+EDGE_THRESHOLD = 1e-6
 
 
 def code_version() -> str:
@@ -97,6 +100,31 @@ class ModelCard:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able copy of the card."""
         return asdict(self)
+
+    def threshold_warnings(self) -> list[str]:
+        """Warnings for thresholds at the edge of the probability range.
+
+        A threshold of 1 (or 0) is what a validation set with saturated probabilities
+        leaves: "p 1.000" is then positive on one image and negative on the next, and the
+        label is in effect always negative (or always positive). Not a clinical choice but a
+        calibration artifact, said beside the probabilities.
+        """
+        out = []
+        for label, thr in self.thresholds.items():
+            if thr >= 1.0 - EDGE_THRESHOLD:
+                out.append(
+                    f"{label}: threshold {thr:g} is at the top of the probability range (a "
+                    "calibration artifact): the model almost never calls it positive; refit "
+                    "it on validation cases the model does not saturate on (`cxr train` "
+                    "fits thresholds there)"
+                )
+            elif thr <= EDGE_THRESHOLD:
+                out.append(
+                    f"{label}: threshold {thr:g} is at the bottom of the probability range: "
+                    "every image is called positive; refit it on validation cases with "
+                    "negatives (`cxr train` fits thresholds there)"
+                )
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelCard:
@@ -220,6 +248,16 @@ def load_checkpoint(
         found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
         raise CheckpointError(f"{path}: format is {found!r}; expected {FORMAT!r}")
     card = ModelCard.from_dict(payload["card"])
+    bad = {
+        k: v
+        for k, v in card.thresholds.items()
+        if not isinstance(v, int | float) or not 0.0 <= float(v) <= 1.0
+    }
+    if bad:
+        raise CheckpointError(
+            f"{path}: thresholds outside [0, 1] in the model card: {bad}; a threshold is a "
+            "probability. Fix the card or retrain (`cxr train` fits thresholds on validation)."
+        )
     if labels is not None and [str(x) for x in labels] != list(card.labels):
         raise CheckpointError(
             f"{path}: label mismatch: checkpoint has {list(card.labels)}, expected "

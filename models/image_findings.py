@@ -6,7 +6,7 @@ question about the study or to be compared with its report.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -128,7 +128,12 @@ def image_findings(
     for label, heat in (heatmaps or {}).items():
         pos = locate_heat(label, heat, size[0], size[1], lung, orientation)
         if pos is not None:
-            placed.append(pos)
+            # The score as the model's boxes carry it (peak heat times the probability,
+            # `models.boxes.scored_boxes`), so `cxr ask`, the service and `cxr predict`
+            # give one score for one image; a negative finding's place scores low.
+            x, y, w, h, peak = pos.box
+            p = float(probabilities.get(label, 1.0))
+            placed.append(replace(pos, box=(x, y, w, h, round(peak * p, 4))))
             by_heat.add(label)
     placed += locate_boxes(
         [b for b in boxes if b.label in positive and b.label not in by_heat], lung, orientation

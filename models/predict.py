@@ -306,8 +306,11 @@ class Predictor:
 
     @property
     def card(self) -> dict[str, Any]:
-        """The model card as a JSON-able dict."""
-        return self._card.to_dict()
+        """The model card as a JSON-able dict; its warnings include thresholds at 0 or 1."""
+        card = self._card.to_dict()
+        edge = [w for w in self._card.threshold_warnings() if w not in card["warnings"]]
+        card["warnings"] = list(card["warnings"]) + edge
+        return card
 
     @property
     def inference(self) -> dict[str, str]:

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.cli.common import fail
+from app.cli.common import add_demo_argument, demo_model_path, fail, model_hint
 from labeler.spacy_loading import import_spacy_without_torch
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         help="answer questions about a report and/or an image (presence, position, size, ...)",
         description=(
             "Answer a plain-English question about a study: from the report (--report), "
-            "the image (--image, with --model or --demo-model) or both, with the evidence "
+            "the image (--image, with --model or --demo) or both, with the evidence "
             "and a discrepancy flag when they disagree. Many at once: --questions FILE.csv "
             "with columns id,report,image,question (report text inline; image a path or "
             "empty), one JSON object per row to -o. Exit status 1 when a row failed (its "
@@ -42,11 +42,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--questions", metavar="FILE.csv", help="CSV: id,report,image,question")
     p.add_argument("-o", "--output", default="-", help="JSON Lines output (default: stdout)")
     p.add_argument("--model", help="checkpoint for image questions")
-    p.add_argument(
-        "--demo-model",
-        metavar="DIR",
-        help="use (building on first use) the demo phantom model cached in DIR",
-    )
+    add_demo_argument(p)
+    # The earlier spelling: the demo model, built in DIR when the shipped one does not load.
+    p.add_argument("--demo-model", metavar="DIR", help=argparse.SUPPRESS)
     p.add_argument(
         "--view",
         type=_view_position,
@@ -154,8 +152,18 @@ def _ask(args: argparse.Namespace) -> int:
                 "question": args.question,
             }
         ]
-    if any((r.get("image") or "").strip() for r in rows) and not (args.model or args.demo_model):
-        return fail("ask", "image questions need a model: --model CHECKPOINT or --demo-model DIR")
+    if args.model and (args.demo or args.demo_model):
+        return fail("ask", "give --model CHECKPOINT or --demo, not both")
+    if args.model and not Path(args.model).exists():
+        return fail("ask", model_hint(args.model))
+    if any((r.get("image") or "").strip() for r in rows) and not (
+        args.model or args.demo or args.demo_model
+    ):
+        return fail(
+            "ask",
+            "image questions need a model: --model CHECKPOINT, or --demo for the shipped "
+            "demo model (not for clinical use)",
+        )
 
     import_spacy_without_torch()
     from batch.labeling import PipelineLabeler
@@ -307,11 +315,8 @@ class _ImageReader:
 
         if self.args.model:
             return load_predictor(self.args.model, device=self.args.device)
-        from models.demo import ensure_demo_model
-
-        return load_predictor(
-            ensure_demo_model(Path(self.args.demo_model)), device=self.args.device
-        )
+        # the service's demo model, loaded as the service loads it
+        return load_predictor(demo_model_path(self.args.demo_model), device=self.args.device)
 
     def _read(self, name: str) -> tuple[ImageFindings | None, str | None]:
 

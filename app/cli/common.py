@@ -16,7 +16,11 @@ if TYPE_CHECKING:
     from batch.pacs.dicomweb import DicomwebClient, DicomwebServer
 
 __all__ = [
+    "DEMO_HELP",
     "CommandError",
+    "add_demo_argument",
+    "demo_model_path",
+    "model_hint",
     "add_dicomweb_auth_arguments",
     "add_precision_argument",
     "add_ray_argument",
@@ -35,6 +39,39 @@ def fail(command: str, message: str) -> int:
     `CommandError` would), for handlers that return their status."""
     sys.stderr.write(f"cxr {command}: error: {message}\n")
     return 2
+
+
+DEMO_HELP = (
+    "use the demo model shipped with cxr (models/configs/demo_phantoms.v3.pt: trained on "
+    "synthetic phantoms, not for clinical use); the same model as `cxr serve --demo`"
+)
+
+
+def add_demo_argument(p: argparse._ActionsContainer) -> None:
+    """`--demo`: the one spelling of "use the shipped demo model" (serve, predict, ask)."""
+    p.add_argument("--demo", action="store_true", help=DEMO_HELP)
+
+
+def demo_model_path(cache_dir: str | None = None) -> str:
+    """The demo checkpoint every command uses: the shipped one, else one built (once) in
+    `cache_dir` or the settings' storage folder."""
+    from pathlib import Path
+
+    from models.demo import ensure_demo_model
+
+    if cache_dir is None:
+        from app.settings import build_settings
+
+        cache_dir = str(build_settings().storage_dir)
+    return str(ensure_demo_model(Path(cache_dir)))
+
+
+def model_hint(path: str) -> str:
+    """What to say when a checkpoint given with --model is not there."""
+    return (
+        f"--model {path}: no such checkpoint file; train one with `cxr train`, or try the "
+        "shipped demo model with --demo (not for clinical use)"
+    )
 
 
 def add_precision_argument(p: argparse.ArgumentParser, *, env: bool = False) -> None:

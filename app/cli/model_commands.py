@@ -21,7 +21,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.cli.common import add_precision_argument
+from app.cli.common import (
+    CommandError,
+    add_demo_argument,
+    add_precision_argument,
+    demo_model_path,
+    model_hint,
+)
 
 if TYPE_CHECKING:
     from models.predict import FileResult
@@ -321,7 +327,9 @@ def _register_predict(sub: argparse._SubParsersAction[Any]) -> None:
         "notice when the checkpoint is a demo model, and a one-line summary.",
     )
     p.add_argument("files", nargs="+", metavar="FILE")
-    p.add_argument("--model", required=True, help="checkpoint file")
+    model = p.add_mutually_exclusive_group(required=True)
+    model.add_argument("--model", help="checkpoint file")
+    add_demo_argument(model)
     p.add_argument("-o", "--output", required=True, metavar="OUTDIR")
     p.add_argument(
         "--overlays",
@@ -384,12 +392,14 @@ def _predict(args: argparse.Namespace) -> int:
             f"need --batch-size >= 1 and 16 <= --overlay-size <= 8192, got {args.batch_size} "
             f"and {args.overlay_size}"
         )
+    if args.model is not None and not Path(args.model).exists():
+        raise CommandError(model_hint(args.model))
     with _loading():
         from models.notices import DEMO_NOTICE
         from models.predict import load_predictor, predict_files
 
         predictor = load_predictor(
-            args.model,
+            args.model if args.model is not None else demo_model_path(),
             device=args.device,
             batch_size=args.batch_size,
             heatmap_method=args.heatmaps_from,
@@ -478,7 +488,13 @@ def _write_result(
         png = outdir / f"{stem}.{label}.png"
         boxes = [b for b in prediction.boxes if b.label == label]
         png.write_bytes(
-            render_overlay(result.display, heat, boxes=boxes, max_side=args.overlay_size)
+            render_overlay(
+                result.display,
+                heat,
+                boxes=boxes,
+                labels=list(card.get("labels") or prediction.probabilities),
+                max_side=args.overlay_size,
+            )
         )
         heatmaps[label] = str(png)
     meta = result.meta

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.cli.common import CommandError, add_precision_argument
+from app.cli.common import CommandError, add_demo_argument, add_precision_argument, model_hint
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -39,12 +39,7 @@ def register_serve(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--host", help="address to bind (default 127.0.0.1, or CXR_HOST)")
     p.add_argument("--port", type=int, help="port (default 8000, or CXR_PORT)")
     p.add_argument("--model", type=Path, help="checkpoint to serve (or CXR_MODEL)")
-    p.add_argument(
-        "--demo",
-        action="store_true",
-        help="serve a small DEMO model trained on synthetic phantoms (built on first use in "
-        "about a minute, cached in the storage folder; flagged as a demo in every response)",
-    )
+    add_demo_argument(p)
     p.add_argument("--device", help="auto (default), cpu, cuda, cuda:1")
     add_precision_argument(p, env=True)
     p.add_argument("--storage-dir", type=Path, help="storage folder (or CXR_STORAGE_DIR)")
@@ -97,7 +92,9 @@ def _serve(args: argparse.Namespace) -> int:
     predictor = None
     if settings.model is not None:
         if not settings.model.is_file():
-            raise CommandError(f"--model/CXR_MODEL {settings.model}: no such checkpoint file")
+            raise CommandError(
+                model_hint(str(settings.model)).replace("--model", "--model/CXR_MODEL", 1)
+            )
         from app.inference import load_model
 
         # CheckpointError, ModelsError: ValueError
@@ -224,12 +221,22 @@ def _register_apikey(sub: argparse._SubParsersAction[Any]) -> None:
         description="Print a new random API key (give it to the client) and the line to put "
         "in CXR_API_KEYS (its SHA-256, so the key itself never sits in the server config).",
     )
+    p.add_argument(
+        "--name",
+        help="who holds the key (e.g. dr-smith): recorded as the reviewer of worklist rows "
+        "reviewed with it; default key-<first 8 hex digits of its hash>",
+    )
     p.set_defaults(handler=_apikey, log_level="info", log_style="service")
 
 
 def _apikey(args: argparse.Namespace) -> int:
-    from app.security import generate_api_key, hash_api_key
+    from app.security import InvalidApiKeyConfig, generate_api_key, hash_api_key, parse_named_entry
 
     key = generate_api_key()
-    sys.stdout.write(f"key:          {key}\nCXR_API_KEYS={hash_api_key(key)}\n")
+    entry = hash_api_key(key) if not args.name else f"{args.name}={hash_api_key(key)}"
+    try:
+        parse_named_entry(entry)
+    except InvalidApiKeyConfig as exc:
+        raise CommandError(str(exc).replace("CXR_API_KEYS entry 1: ", "--name: ")) from None
+    sys.stdout.write(f"key:          {key}\nCXR_API_KEYS={entry}\n")
     return 0

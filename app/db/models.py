@@ -35,6 +35,7 @@ __all__ = [
     "PredictionRow",
     "Report",
     "Study",
+    "WorklistReview",
     "utcnow",
 ]
 
@@ -191,3 +192,27 @@ class BatchItem(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     job: Mapped[BatchJobRow] = relationship(back_populates="items")
+
+
+class WorklistReview(Base):
+    """A radiologist's verdict on one worklist row: one finding of one batch item.
+
+    decision: agree_report | agree_model | dismissed (or null: a note only). One row per
+    (item, finding), updated in place: the latest verdict, who gave it (the API key's name)
+    and when.
+    """
+
+    __tablename__ = "worklist_reviews"
+    __table_args__ = (
+        UniqueConstraint("batch_item_id", "label", name="uq_worklist_reviews_item_label"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    batch_item_id: Mapped[int] = mapped_column(
+        ForeignKey("batch_items.id", ondelete="CASCADE"), index=True
+    )
+    label: Mapped[str] = mapped_column(String(64))
+    decision: Mapped[str | None] = mapped_column(String(16))
+    note: Mapped[str | None] = mapped_column(Text)
+    reviewer: Mapped[str] = mapped_column(String(64))
+    reviewed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -80,6 +80,7 @@ def _card_fields(card: dict[str, Any]) -> dict[str, Any]:
         "created",
         "code_version",
         "inference",
+        "warnings",
     )
     return {k: card[k] for k in keep if k in card}
 
@@ -167,8 +168,9 @@ async def get_heatmap(
         raise NotFound("the image preview for this prediction is not stored")
     boxes = [b for b in row.boxes if b.get("label") == label] if draw_boxes else []
     original = (row.image.rows, row.image.columns)
+    labels = [str(x) for x in (row.model_card or {}).get("labels") or row.probabilities]
     png = await run_in_threadpool(
-        _render, storage, pixels_key, row.heatmaps_key, label, boxes, original, max_size
+        _render, storage, pixels_key, row.heatmaps_key, label, boxes, labels, original, max_size
     )
     return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=3600"})
 
@@ -179,6 +181,7 @@ def _render(
     heatmaps_key: str,
     label: str,
     boxes: list[dict[str, Any]],
+    labels: list[str],
     original: tuple[int, int],
     max_size: int,
 ) -> bytes:
@@ -188,4 +191,6 @@ def _render(
     preview = decode_preview(storage.get_bytes(pixels_key))
     heat = decode_heatmap(storage.get_bytes(heatmaps_key), label)
     drawn = [Box.from_dict(b) for b in boxes]
-    return render_overlay(preview, heat, boxes=drawn, original_size=original, max_side=max_size)
+    return render_overlay(
+        preview, heat, boxes=drawn, labels=labels, original_size=original, max_side=max_size
+    )

@@ -20,6 +20,7 @@ from fastapi.responses import HTMLResponse
 from app.deps import AppState, StateDep
 from app.errors import NotFound, shown
 from app.schemas import DEMO_NOTICE
+from models.overlay import PALETTE
 
 router = APIRouter(include_in_schema=False)
 
@@ -60,6 +61,7 @@ def index(state: StateDep) -> HTMLResponse:
         ),
         "demoNotice": DEMO_NOTICE if demo else None,
         "batchRoots": bool(state.settings.batch_roots),
+        "palette": list(PALETTE),  # the overlay PNGs' box colours: one palette
     }
     if card is None:
         model_line = "No image model loaded: image prediction is unavailable."

@@ -120,7 +120,7 @@ def test_cli_predict_overlays_only_when_asked_and_bounded_size(
     from models.checkpoint import load_checkpoint, save_checkpoint
 
     ckpt = load_checkpoint(checkpoint)
-    ckpt.card.thresholds = {"Effusion": 0.0, "Mass": 1.1, "Nodule": 1.1}  # one positive
+    ckpt.card.thresholds = {"Effusion": 0.0, "Mass": 1.0, "Nodule": 1.0}  # one positive
     model_path = save_checkpoint(tmp_path / "one.pt", model=ckpt.model, card=ckpt.card)
     big = _dicom(tmp_path / "big.dcm", rows=900, columns=600)
     out = tmp_path / "out"
@@ -195,7 +195,7 @@ def test_cli_predict_heatmaps_from_overrides_the_card(checkpoint: Path, tmp_path
     from models.checkpoint import load_checkpoint, save_checkpoint
 
     ckpt = load_checkpoint(checkpoint)
-    ckpt.card.thresholds = {"Effusion": 0.0, "Mass": 1.1, "Nodule": 1.1}  # one positive
+    ckpt.card.thresholds = {"Effusion": 0.0, "Mass": 1.0, "Nodule": 1.0}  # one positive
     ckpt.card.heatmap_method = "layercam"
     model_path = save_checkpoint(tmp_path / "layer.pt", model=ckpt.model, card=ckpt.card)
     image = _dicom(tmp_path / "img.dcm", rows=300, columns=200)

@@ -92,3 +92,70 @@ def test_route_cli_batch_and_evaluate_agree(
     boxes = localize_dataset(predictor, [record], truth)
     found = [b.to_dict() for name in LABELS for b in boxes[("IM1.dcm", name)]]
     assert _summary(cli["probabilities"], found) == expected
+
+
+@pytest.mark.issue(44)
+def test_one_demo_flag_same_boxes_and_scores_on_every_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cxr serve --demo`, `cxr predict --demo` and `cxr ask --demo`: the shipped model, the
+    same probabilities, boxes and scores for one phantom."""
+    import cv2
+
+    from models.demo import example_phantom, shipped_demo_model
+
+    if shipped_demo_model() is None:
+        pytest.skip("the shipped demo model does not load with this code")
+    monkeypatch.setenv("CXR_STORAGE_DIR", str(tmp_path / "storage"))
+    phantom = example_phantom(3)
+    image = tmp_path / "phantom.png"
+    cv2.imwrite(str(image), phantom.image)
+    assert (
+        main(["predict", "--demo", str(image), "-o", str(tmp_path / "out"), "--workers", "0"]) == 0
+    )
+    cli = json.loads((tmp_path / "out" / "phantom.png.json").read_text())
+    assert cli["model"]["demo"] is True
+    settings = Settings(
+        storage_dir=tmp_path / "storage",
+        database_url=f"sqlite:///{tmp_path / 'db.sqlite'}",
+        model=shipped_demo_model(),
+        allowed_hosts=["testserver"],
+    )
+    with TestClient(create_app(settings)) as client:
+        answer = client.post(
+            "/v1/images/predict", files={"file": ("phantom.png", image.read_bytes(), "image/png")}
+        )
+    api = answer.json()
+    assert api["probabilities"] == pytest.approx(cli["probabilities"], abs=1e-5)
+    key = ("label", "x", "y", "width", "height", "score")
+    assert [[b[k] for k in key] for b in api["boxes"]] == [
+        [b[k] for k in key] for b in cli["boxes"]
+    ]
+    capsys.readouterr()
+    for label in cli["positive"]:
+        question = f"Where is the {label.lower()}?"
+        assert main(["ask", "--demo", "--image", str(image), "--question", question, "-q"]) == 0
+        found = json.loads(capsys.readouterr().out)
+        assert found["label"] == label and found["demo_model"] is True
+        assert found["evidence"]["image"]["probability"] == pytest.approx(
+            cli["probabilities"][label], abs=1e-5
+        )
+        scores = {b["score"] for b in cli["boxes"] if b["label"] == label}
+        assert {b["score"] for b in found["evidence"]["image"]["boxes"]} <= scores
+
+
+@pytest.mark.issue(44)
+def test_demo_flag_errors_point_to_the_shipped_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = str(tmp_path / "nope.pt")
+    image = str(tmp_path / "x.png")
+    assert main(["predict", "--model", missing, image, "-o", str(tmp_path / "o")]) == 2
+    assert "--demo" in capsys.readouterr().err
+    assert main(["ask", "--model", missing, "--image", image, "--question", "Mass?"]) == 2
+    assert "--demo" in capsys.readouterr().err
+    assert main(["ask", "--image", image, "--question", "Is there a mass?"]) == 2
+    assert "--demo for the shipped demo model" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as both:
+        main(["predict", "--model", missing, "--demo", image, "-o", str(tmp_path / "o")])
+    assert both.value.code == 2 and "not allowed with" in capsys.readouterr().err

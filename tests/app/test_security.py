@@ -25,6 +25,7 @@ from app.security import (
     generate_api_key,
     hash_api_key,
     parse_api_key_entry,
+    parse_named_entry,
     split_api_keys,
 )
 from app.settings import Settings, SettingsError, build_settings
@@ -38,6 +39,27 @@ def _apikey_line(capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
     assert main(["apikey"]) == 0
     key_line, env_line = capsys.readouterr().out.splitlines()
     return key_line.split()[-1], env_line.split("=", 1)[1]
+
+
+@pytest.mark.issue(44)
+def test_security_keys_have_names_for_the_worklist_reviewer(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    key = generate_api_key()
+    assert main(["apikey", "--name", "dr-smith"]) == 0
+    named = capsys.readouterr().out.splitlines()[1].split("=", 1)[1]
+    assert named.startswith("dr-smith=sha256:")
+    keys = ApiKeys([named, hash_api_key(key), PLAIN + "=="])  # base64 padding stays a key
+    printed = Settings(api_keys=named).api_keys  # the settings accept the named form
+    assert printed == [named]
+    unnamed = f"key-{hash_api_key(key)[7:15]}"
+    assert keys.name_of(key) == unnamed and keys.check(PLAIN + "==")
+    assert keys.name_of("not a key at all") is None
+    assert parse_named_entry(PLAIN + "==")[0].startswith("key-")
+    for bad in ("9lives=" + hash_api_key(key), "a b=" + hash_api_key(key)):
+        with pytest.raises(InvalidApiKeyConfig, match="name before '='"):
+            parse_named_entry(bad)
+    assert main(["apikey", "--name", "has space"]) != 0
 
 
 def test_security_accepts_clear_and_hashed_keys() -> None:

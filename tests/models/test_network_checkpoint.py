@@ -136,3 +136,27 @@ def test_build_demo_checkpoint_defaults_to_chestxray14(tmp_path: Path) -> None:
     assert card["labels"] == [label.value for label in CHESTXRAY14]
     assert card["demo"] is True and "DEMONSTRATION" in card["intended_use"]
     assert card["image_size"] == 64 and set(card["thresholds"].values()) == {0.5}
+
+
+@pytest.mark.issue(44)
+def test_card_warns_on_thresholds_at_the_edges_and_loading_refuses_outside(
+    tmp_path: Path,
+) -> None:
+    from models.predict import load_predictor
+
+    path = build_demo_checkpoint(tmp_path / "edge.pt", image_size=64)
+    ckpt = load_checkpoint(path)
+    first, second, third = ckpt.card.labels[:3]
+    ckpt.card.thresholds = {first: 1.0, second: 0.0, third: 0.4}
+    save_checkpoint(path, model=ckpt.model, card=ckpt.card)
+    warnings = load_checkpoint(path).card.threshold_warnings()
+    assert len(warnings) == 2
+    assert warnings[0].startswith(f"{first}: threshold 1 is at the top")
+    assert warnings[1].startswith(f"{second}: threshold 0 is at the bottom")
+    # the served card says it beside the probabilities (the page lists card warnings)
+    served = load_predictor(path, device="cpu").card["warnings"]
+    assert warnings[0] in served and warnings[1] in served
+    ckpt.card.thresholds = {first: 1.5}
+    save_checkpoint(path, model=ckpt.model, card=ckpt.card)
+    with pytest.raises(CheckpointError, match=r"thresholds outside \[0, 1\].*1\.5"):
+        load_checkpoint(path)

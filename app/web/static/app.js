@@ -3,8 +3,8 @@
 
 const CONFIG = JSON.parse(document.body.dataset.config || "{}");
 const KEY_NAME = "cxr-api-key";
-const PALETTE = ["#ff6b5e", "#4fc3f7", "#ffd54f", "#81c784", "#ba68c8", "#ff8a65", "#4db6ac",
-  "#f06292", "#aed581", "#7986cb", "#e57373", "#4dd0e1", "#fff176", "#a1887f"];
+// The overlay renderer's colours (models.overlay.PALETTE), served in the page's config.
+const PALETTE = CONFIG.palette && CONFIG.palette.length ? CONFIG.palette : ["#ff6b5e"];
 const $ = (id) => document.getElementById(id);
 
 function el(tag, attrs, ...children) {
@@ -29,6 +29,19 @@ function setStatus(id, text, error) {
   const node = $(id);
   node.textContent = text || "";
   node.classList.toggle("error", Boolean(error));
+}
+
+// A decision beside its threshold, printed with as many digits as it takes for the printed
+// numbers to say the same as the decision ("p 1.000 / thr 1.00" read both ways).
+function decisionNumbers(p, thr, positive) {
+  let dp = 3;
+  let dt = 2;
+  const agrees = () => {
+    const [shownP, shownThr] = [Number(p.toFixed(dp)), Number(thr.toFixed(dt))];
+    return positive ? shownP >= shownThr : shownP < shownThr;
+  };
+  while (!agrees() && dp < 8) { dp += 1; dt = Math.min(dp, 8); }
+  return { p: p.toFixed(dp), thr: thr.toFixed(dt), sign: positive ? "≥" : "<" };
 }
 
 // --- API access (X-API-Key from sessionStorage) ----------------------------------------
@@ -76,6 +89,8 @@ async function apiObjectUrl(path) {
 
 function showKeyBar(message) {
   $("keybar").hidden = false;
+  $("apikey-label").textContent = CONFIG.apiKeyRequired ? "This service requires an API key." :
+    "API key (optional: this service accepts requests without one).";
   $("apikey-status").textContent = message || (apiKey() ? "A key is set for this tab." : "");
   $("apikey-input").focus();
 }
@@ -89,6 +104,7 @@ function setupKeyBar() {
     $("apikey-input").value = "";
     $("keybar").hidden = true;
     refreshJobs();
+    document.dispatchEvent(new CustomEvent("cxr:key"));
   });
   $("apikey-forget").addEventListener("click", () => {
     sessionStorage.removeItem(KEY_NAME);
@@ -96,7 +112,7 @@ function setupKeyBar() {
   });
   $("apikey-link").addEventListener("click", (event) => {
     event.preventDefault();
-    showKeyBar(CONFIG.apiKeyRequired ? "" : "This service does not require a key.");
+    showKeyBar("");
   });
   if (needKey()) showKeyBar("");
 }
@@ -106,7 +122,9 @@ function setupKeyBar() {
 const view = { prediction: null, label: "", overlays: new Map(), baseUrl: null, truth: null };
 
 function colorOf(label) {
-  const labels = (view.prediction && Object.keys(view.prediction.probabilities)) || [];
+  // By the label's place in the model's list, as models.overlay.colour_of does.
+  const p = view.prediction;
+  const labels = (p && ((p.model && p.model.labels) || Object.keys(p.probabilities))) || [];
   const i = Math.max(0, labels.indexOf(label));
   return PALETTE[i % PALETTE.length];
 }
@@ -229,11 +247,17 @@ function renderProbabilities(p) {
       tick.style.left = `calc(${(thr * 100).toFixed(1)}% - 1px)`;
       bar.append(tick);
     }
+    // The decision, with the threshold it was taken at: "p 1.000" beside "thr 1.00" read
+    // both ways, "negative (< 1.00)" does not.
+    const word = positive ? "positive" : "negative";
     const row = el("tr", { class: positive ? "positive" : "", "data-label": label },
       el("td", {}, el("span", { class: "swatch" }), label + (positive ? " ●" : "")),
-      el("td", {}, bar),
-      el("td", { class: "num", text: prob.toFixed(3) }),
-      el("td", { class: "num", text: thr === undefined ? "" : thr.toFixed(2) }));
+      el("td", { title: `p ${prob.toFixed(4)}` }, bar),
+      el("td", { class: "num", text: thr === undefined ? prob.toFixed(3) :
+        decisionNumbers(prob, thr, positive).p }),
+      el("td", { class: "decision", "data-decision": word }, el("span", { text: word }),
+        thr === undefined ? "" : el("span", { class: "thr",
+          text: ` ${positive ? "≥" : "<"} ${decisionNumbers(prob, thr, positive).thr}` })));
     row.querySelector(".swatch").style.background = colorOf(label);
     row.title = label in p.heatmaps ? "show this heatmap" : "no heatmap (not positive)";
     row.addEventListener("click", () => { if (label in p.heatmaps) selectLabel(label); });
@@ -563,7 +587,7 @@ function setupReport() {
 
 // --- Batches ---------------------------------------------------------------------------
 
-const batches = { timer: null, selected: null, lines: [], loadedAt: 0 };
+const batches = { timer: null, selected: null, lines: [], loadedAt: 0, states: new Map() };
 const MAX_ROWS = 1000; // more rows are in the downloads
 
 function fmtTime(iso) {
@@ -583,6 +607,11 @@ async function refreshJobs() {
     return;
   }
   renderJobs(jobs);
+  // Jobs seen queued or running that have ended since: the worklist reloads (worklist.js).
+  const active = (state) => state === "queued" || state === "running";
+  const finished = jobs.filter((j) => active(batches.states.get(j.id)) && !active(j.state));
+  for (const j of jobs) batches.states.set(j.id, j.state);
+  document.dispatchEvent(new CustomEvent("cxr:jobs", { detail: { jobs, finished } }));
   const running = jobs.some((j) => j.state === "queued" || j.state === "running");
   const selected = jobs.find((j) => j.id === batches.selected);
   if (selected && selected.state !== "queued") {
@@ -728,6 +757,7 @@ async function startBatch(event) {
   setStatus("batch-status", `Uploading ${zip.name}…`);
   try {
     const job = await apiJson("/v1/batches", { method: "POST", body: form });
+    batches.states.set(job.id, job.state);
     setStatus("batch-status", `Job started (${job.id.slice(0, 8)}).`);
     batches.selected = job.id;
     $("batch-form").reset();
@@ -745,6 +775,7 @@ async function startPathBatch(event) {
   try {
     const job = await apiJson("/v1/batches", { method: "POST",
       headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    batches.states.set(job.id, job.state);
     setStatus("batch-status", `Job started (${job.id.slice(0, 8)}).`);
     batches.selected = job.id;
     refreshJobs();

@@ -1,59 +1,259 @@
-// Quality review: GET /v1/discrepancies, the report and the image side by side.
-// Loaded after app.js, whose api helpers (apiJson, needKey) it uses; no inline script.
+// The radiologist's worklist: GET /v1/discrepancies, one row per image and finding where
+// the report and the model disagree; open the image, review the row, export as CSV.
+// Loaded after app.js, whose helpers (el, api, apiJson, apiObjectUrl, needKey, showPrediction,
+// selectLabel, setStatus) it uses; no inline script.
 "use strict";
 
-function wlCell(row, text, cls) {
-  const td = document.createElement("td");
-  td.textContent = text;
-  if (cls) td.className = cls;
-  row.appendChild(td);
-  return td;
+const worklist = { rows: [], cursor: null, sort: { key: "", dir: 1 }, thumbs: new Map(),
+  request: 0 };
+const WL_PAGE = 50;
+const VERDICTS = { "": "not reviewed", agree_report: "agree with report",
+  agree_model: "agree with model", dismissed: "dismissed" };
+
+function wlQuery(extra) {
+  const params = new URLSearchParams({ limit: String(WL_PAGE) });
+  const label = $("wl-filter-label").value;
+  const job = $("wl-filter-job").value;
+  if (label) params.set("label", label);
+  if (job) params.set("job_id", job);
+  if ($("wl-filter-unreviewed").checked) params.set("unreviewed", "true");
+  for (const [k, v] of Object.entries(extra || {})) params.set(k, String(v));
+  return params;
 }
 
-function wlBoxes(image) {
-  const boxes = image.boxes || [];
-  if (!boxes.length) return "no box";
-  return boxes.map((b) => `${b.side} ${b.zone} (x ${Math.round(b.x)}, y ${Math.round(b.y)}, ` +
-    `${Math.round(b.width)} x ${Math.round(b.height)})`).join("; ");
+function wlDecision(image) {
+  // A decision is shown as a decision, with its threshold: never a bare probability.
+  const p = image.probability;
+  const thr = image.threshold;
+  const word = image.positive ? "positive" : "negative";
+  if (p === null || p === undefined) return { word, detail: "" };
+  let detail = `p ${p.toFixed(3)}`;
+  if (thr !== null && thr !== undefined) {
+    const n = decisionNumbers(p, thr, image.positive);
+    detail = `p ${n.p} ${n.sign} threshold ${n.thr}`;
+  }
+  return { word, detail };
 }
 
-async function loadWorklist() {
-  const status = document.getElementById("worklist-status");
-  const body = document.querySelector("#worklist-table tbody");
-  if (!status || !body) return;
-  if (needKey()) { status.textContent = "Enter the API key to load the worklist."; return; }
-  status.textContent = "Loading…";
+function wlReportText(report) {
+  const finding = report.finding || {};
+  const evidence = Object.entries(finding)
+    .filter(([k, v]) => k !== "status" && v !== null && v !== undefined && v !== "" &&
+      !(Array.isArray(v) && !v.length))
+    .map(([k, v]) => `${k}: ${Array.isArray(v) ? v.join(", ") : v}`).join("; ");
+  return { word: report.status, detail: evidence || (report.source ? `from ${report.source}` : "") };
+}
+
+function wlKey(d) { return `${d.item_id}:${d.label}`; }
+
+const WL_SORTS = {
+  study: (d) => d.accession_number || d.study_instance_uid || "",
+  image: (d) => d.item,
+  finding: (d) => d.label,
+  report: (d) => d.report.status,
+  model: (d) => d.image.probability ?? -1,
+  review: (d) => (d.review && d.review.decision) || "",
+};
+
+function wlSorted() {
+  const { key, dir } = worklist.sort;
+  if (!key) return worklist.rows;
+  const get = WL_SORTS[key];
+  return [...worklist.rows].sort((a, b) => {
+    const x = get(a);
+    const y = get(b);
+    return (x < y ? -1 : x > y ? 1 : 0) * dir;
+  });
+}
+
+function wlStack(main, detail, cls) {
+  // Long details (UIDs) stay on one line, ellipsised; the whole text is the tooltip.
+  return el("div", {}, el("span", { class: cls || "", text: main }),
+    detail ? el("div", { class: "hint wl-detail", text: detail, title: detail }) : "");
+}
+
+function wlReviewCell(d) {
+  const select = el("select", { class: "wl-verdict", "aria-label": `review of ${d.label}` });
+  for (const [value, text] of Object.entries(VERDICTS)) {
+    select.append(el("option", { value, text }));
+  }
+  select.value = (d.review && d.review.decision) || "";
+  const note = el("input", { type: "text", class: "wl-note", placeholder: "note",
+    "aria-label": "note", maxlength: 2000, value: (d.review && d.review.note) || "" });
+  const save = el("button", { type: "button", class: "wl-save", text: "Save" });
+  const who = el("div", { class: "hint wl-who", text: d.review ?
+    `${d.review.reviewer}, ${fmtTime(d.review.reviewed_at)}` : "" });
+  save.addEventListener("click", () => saveReview(d, select.value, note.value, who));
+  return el("td", { class: "wl-review" }, select, note, save, who);
+}
+
+async function saveReview(d, decision, note, who) {
   try {
-    const data = await apiJson("/v1/discrepancies?limit=200");
-    body.replaceChildren();
-    if (!data.items.length) {
-      const row = body.insertRow();
-      row.className = "none";
-      const td = wlCell(row, `No disagreements in ${data.scanned} batch results.`);
-      td.colSpan = 6;
-    }
-    for (const d of data.items) {
-      const row = body.insertRow();
-      wlCell(row, d.accession_number || d.study_instance_uid || d.item);
-      wlCell(row, d.label);
-      wlCell(row, d.report.status + (d.report.laterality ? `, ${d.report.laterality}` : ""),
-        d.report.status);
-      const p = d.image.probability;
-      wlCell(row, (d.image.positive ? "positive" : "negative") +
-        (p === null || p === undefined ? "" : ` (p ${p.toFixed(2)})`) +
-        (d.image.side && d.image.side !== "unknown" ? `, ${d.image.side}` : ""),
-        d.image.positive ? "positive" : "negative");
-      wlCell(row, wlBoxes(d.image));
-      wlCell(row, d.reason);
-    }
-    status.textContent = `${data.items.length} disagreement(s) in ${data.scanned} batch results.`;
-  } catch (err) {
-    status.textContent = `Could not load the worklist: ${err.message}`;
+    const review = await apiJson(
+      `/v1/discrepancies/items/${d.item_id}/reviews/${encodeURIComponent(d.label)}`, {
+        method: "PUT", headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ decision: decision || null, note: note || null }),
+      });
+    d.review = review.decision || review.note ? review : null;
+    who.textContent = `${review.reviewer}, ${fmtTime(review.reviewed_at)}`;
+    setStatus("worklist-status", `Review of ${d.label} on ${d.item} saved.`);
+  } catch (error) {
+    setStatus("worklist-status", `review: ${error.message}`, true);
   }
 }
 
-document.addEventListener("DOMContentLoaded", () => {
-  const button = document.getElementById("worklist-refresh");
-  if (button) button.addEventListener("click", loadWorklist);
-  loadWorklist();
+async function wlThumb(d, cell) {
+  if (!d.viewable) {
+    cell.append(el("span", { class: "hint", text: "no image kept" }));
+    return;
+  }
+  const open = el("button", { type: "button", class: "wl-open", title: "open with heatmap and boxes",
+    "aria-label": `open ${d.item}` });
+  cell.append(open);
+  open.addEventListener("click", () => openRow(d));
+  let url = worklist.thumbs.get(d.item_id);
+  if (!url) {
+    try {
+      url = await apiObjectUrl(`/v1/discrepancies/items/${d.item_id}/image.png?max_size=96`);
+    } catch (error) {
+      open.textContent = "open";
+      return;
+    }
+    worklist.thumbs.set(d.item_id, url);
+  }
+  open.append(el("img", { src: url, alt: `thumbnail of ${d.item}` }));
+}
+
+async function openRow(d) {
+  setStatus("worklist-status", `Opening ${d.item}…`);
+  try {
+    const p = await apiJson(`/v1/discrepancies/items/${d.item_id}/prediction`, { method: "POST" });
+    view.truth = null;
+    await showPrediction(p);
+    if (d.label in p.heatmaps) await selectLabel(d.label);
+    setStatus("predict-status", `${d.item}: ${d.label}, ${d.reason}`);
+    for (const row of $("worklist-table").querySelectorAll("tbody tr")) {
+      row.classList.toggle("selected", row.dataset.row === wlKey(d));
+    }
+    $("predict").scrollIntoView();
+    setStatus("worklist-status", `${d.item} opened above.`);
+  } catch (error) {
+    setStatus("worklist-status", `open ${d.item}: ${error.message}`, true);
+  }
+}
+
+function renderWorklist() {
+  const body = $("worklist-table").querySelector("tbody");
+  body.replaceChildren();
+  if (!worklist.rows.length) {
+    body.append(el("tr", { class: "none" }, el("td", { colspan: 8,
+      text: "No disagreements in the batch results read." })));
+  }
+  for (const d of wlSorted()) {
+    const model = wlDecision(d.image);
+    const report = wlReportText(d.report);
+    const side = d.image.side && d.image.side !== "unknown" ? `, ${d.image.side}` : "";
+    const thumb = el("td", { class: "wl-thumb" });
+    const row = el("tr", { "data-row": wlKey(d), "data-item": d.item_id, "data-label": d.label },
+      thumb,
+      el("td", {}, wlStack(d.accession_number ? `Acc. ${d.accession_number}` : "no accession",
+        d.study_instance_uid ? `Study UID ${d.study_instance_uid}` : "")),
+      el("td", { class: "wl-file", title: d.item }, wlStack(d.item,
+        [d.view_position, d.sop_instance_uid && `SOP ${d.sop_instance_uid}`]
+          .filter(Boolean).join(" · "))),
+      el("td", { text: d.label }),
+      el("td", {}, wlStack(report.word, report.detail, report.word)),
+      el("td", { "data-decision": model.word },
+        wlStack(model.word + side, model.detail, model.word)),
+      el("td", { text: d.reason }),
+      wlReviewCell(d));
+    body.append(row);
+    wlThumb(d, thumb);
+  }
+  $("wl-more").hidden = worklist.cursor === null;
+}
+
+function wlLabels() {
+  const select = $("wl-filter-label");
+  if (select.options.length > 1) return;
+  for (const label of (CONFIG.model && CONFIG.model.labels) || []) {
+    select.append(el("option", { value: label, text: label }));
+  }
+}
+
+function wlJobs(jobs) {
+  const select = $("wl-filter-job");
+  const current = select.value;
+  select.replaceChildren(el("option", { value: "", text: "any job" }));
+  for (const job of jobs) {
+    select.append(el("option", { value: job.id, text: `${fmtTime(job.created_at)} (${job.state})` }));
+  }
+  select.value = jobs.some((j) => j.id === current) ? current : "";
+}
+
+async function loadWorklist(more) {
+  const status = $("worklist-status");
+  if (needKey()) { status.textContent = "Enter the API key to load the worklist."; return; }
+  // Every change of filter loads at once; an answer to an earlier request is dropped.
+  const request = ++worklist.request;
+  setStatus("worklist-status", "Loading…");
+  try {
+    const extra = more && worklist.cursor !== null ? { before: worklist.cursor } : {};
+    const data = await apiJson(`/v1/discrepancies?${wlQuery(extra)}`);
+    if (request !== worklist.request) return;
+    worklist.rows = more ? worklist.rows.concat(data.items) : data.items;
+    worklist.cursor = data.next_cursor;
+    renderWorklist();
+    setStatus("worklist-status", `${worklist.rows.length} row(s)` +
+      (worklist.cursor === null ? ", every batch result read." : "; more below."));
+  } catch (err) {
+    if (request === worklist.request) {
+      setStatus("worklist-status", `Could not load the worklist: ${err.message}`, true);
+    }
+  }
+}
+
+async function exportWorklist() {
+  try {
+    const params = wlQuery();
+    params.delete("limit");
+    const url = await apiObjectUrl(`/v1/discrepancies.csv?${params}`);
+    const a = el("a", { href: url, download: "worklist.csv" });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+  } catch (error) {
+    setStatus("worklist-status", `export: ${error.message}`, true);
+  }
+}
+
+function setupWorklist() {
+  wlLabels();
+  $("worklist-refresh").addEventListener("click", () => loadWorklist(false));
+  $("wl-more").addEventListener("click", () => loadWorklist(true));
+  $("wl-export").addEventListener("click", exportWorklist);
+  for (const id of ["wl-filter-label", "wl-filter-job", "wl-filter-unreviewed"]) {
+    $(id).addEventListener("change", () => loadWorklist(false));
+  }
+  for (const th of $("worklist-table").querySelectorAll("th[data-sort]")) {
+    th.addEventListener("click", () => {
+      const key = th.dataset.sort;
+      worklist.sort = { key, dir: worklist.sort.key === key ? -worklist.sort.dir : 1 };
+      for (const other of $("worklist-table").querySelectorAll("th[data-sort]")) {
+        other.setAttribute("aria-sort", other === th ?
+          (worklist.sort.dir > 0 ? "ascending" : "descending") : "none");
+      }
+      renderWorklist();
+    });
+  }
+  loadWorklist(false);
+}
+
+document.addEventListener("cxr:key", () => loadWorklist(false));
+// A batch job that finishes adds rows: app.js announces every jobs refresh (refreshJobs).
+document.addEventListener("cxr:jobs", (event) => {
+  wlJobs(event.detail.jobs);
+  if (event.detail.finished.length) loadWorklist(false);
 });
+setupWorklist();
