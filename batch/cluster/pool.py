@@ -13,9 +13,11 @@ Ray Data starts a new actor pool for every dataset it executes, so a run of seve
 and every phase submits its blocks to them.
 
 Failures are counted here, not by Ray: actors are created with `max_restarts=0` and
-`max_task_retries=0`. When an actor dies (the OOM killer, a lost node), the block it was
-working on is charged one attempt and queued again; blocks merely waiting behind it are
-queued again uncharged; a replacement actor is started (at most `size * max_attempts`
+`max_task_retries=0`. When an actor dies (the OOM killer, a lost node), a block it had
+finished is kept, the block it was working on is charged one attempt and queued again, and
+blocks merely waiting behind it are queued again uncharged; every block that was on the dead
+actor then runs alone on an idle actor, so a later loss is charged to the block that caused
+it; a replacement actor is started (at most `size * max_attempts`
 replacements in a run). A block charged `max_attempts` times comes back as a `BlockFailure`
 with the reason, and its items fail with it. A block whose method raised (a bug, not a lost
 worker) fails at once. Results are fetched by the driver as soon as a block finishes, so a
@@ -65,6 +67,9 @@ class _Block:
     args: tuple[Any, ...]
     attempts: int = 0
     reasons: list[str] = field(default_factory=list)
+    #: on an actor when it died: it runs alone from then on, so a loss is charged to the
+    #: block that caused it, never to one that merely waited behind it
+    suspect: bool = False
 
 
 class ActorPool:
@@ -141,15 +146,28 @@ class ActorPool:
         self.lost += 1
         log.warning("%s: a worker died (%s); its blocks go to the others", self.name, reason)
         finished: list[Finished] = []
-        for position, ref in enumerate(refs):
+        # blocks it finished before it died, whose results were not collected yet, are done
+        done = set(ray.wait(refs, num_returns=len(refs), timeout=0)[0]) if refs else set()
+        charged = False
+        for ref in refs:
             block, _ = self._running.pop(ref)
-            if position == 0:  # the block it was working on (actor tasks run in order)
+            if ref in done:
+                try:
+                    value = ray.get(ref)
+                except ray.exceptions.RayError:
+                    pass  # lost with the actor
+                else:
+                    finished.append(Finished(self, block.tag, value, self.nodes.get(number)))
+                    continue
+            if not charged:  # the block it was working on (actor tasks run in order)
+                charged = True
                 block.attempts += 1
                 block.reasons.append(reason)
             if block.attempts >= self.max_attempts:
                 self.failed_blocks += 1
                 finished.append(Finished(self, block.tag, BlockFailure(self._gave_up(block))))
             else:
+                block.suspect = True
                 self._queue.appendleft(block)
         if handle is not None:
             ray.kill(handle, no_restart=True)
@@ -202,13 +220,22 @@ class ActorPool:
 
     def _dispatch(self) -> None:
         while self._queue and self._actors:
-            number = min(self._actors, key=lambda n: len(self._load.get(n, ())))
-            if len(self._load.get(number, ())) >= self.depth:
+            # an actor running a suspect block gets nothing more; a suspect block goes only
+            # to an idle actor
+            free = [n for n in self._actors if not self._runs_suspect(n)]
+            if not free:
+                return
+            number = min(free, key=lambda n: len(self._load.get(n, ())))
+            load = len(self._load.get(number, ()))
+            if load >= self.depth or (self._queue[0].suspect and load):
                 return
             block = self._queue.popleft()
             ref = getattr(self._actors[number], block.method).remote(*block.args)
             self._running[ref] = (block, number)
             self._load.setdefault(number, []).append(ref)
+
+    def _runs_suspect(self, number: int) -> bool:
+        return any(self._running[ref][0].suspect for ref in self._load.get(number, ()))
 
     @property
     def busy(self) -> bool:
@@ -233,7 +260,11 @@ class ActorPool:
         import ray
 
         finished: list[Finished] = []
-        for ref in ready:
+        # each actor's blocks in the order it ran them: a block that ended before its actor
+        # died is taken as done before the death charges the block the actor was on
+        # (`ray.wait` returns ready refs in no particular order)
+        order = {ref: i for refs in self._load.values() for i, ref in enumerate(refs)}
+        for ref in sorted(ready, key=lambda r: order.get(r, -1)):
             if ref in self._starting:
                 number = self._starting.pop(ref)
                 try:

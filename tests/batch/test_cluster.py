@@ -414,7 +414,9 @@ def test_cluster_pool_gives_up_a_block_after_its_attempts_and_redoes_no_finished
     assert isinstance(failure, BlockFailure)
     assert failure.reason.startswith("flaky: worker lost 2 times on this block (last: ")
     assert results == {n: [f"w:{x}" for x in blocks[n]] for n in results}
-    assert pool.lost == 2 and pool.failed_blocks == 1
+    # two deaths on the poison block; a third when a death was first charged to a block that
+    # had ended but whose result Ray had not handed back yet (it then runs alone and passes)
+    assert pool.lost in (2, 3) and pool.failed_blocks == 1
 
 
 @pytest.mark.issue(45)
