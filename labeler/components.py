@@ -152,6 +152,12 @@ class DependencyRules:
         self._cue_wordsets = [
             (frozenset(c.split()), r.scope == "field") for r in self.rule_set.rules for c in r.cues
         ]
+        # each cue's words filed under one of them: a sentence checks only the cues one of
+        # its own words can start, not every cue of every rule
+        self._cues_by_word: dict[str, list[tuple[frozenset[str], bool]]] = {}
+        for ws, needs in self._cue_wordsets:
+            if ws:
+                self._cues_by_word.setdefault(min(ws), []).append((ws, needs))
         self._separators = frozenset(_FIELD_SEPARATORS)
         self._relation_preps = self.rule_set.relation_preps
 
@@ -162,7 +168,12 @@ class DependencyRules:
         """
         present = set(words)
         field = not present.isdisjoint(self._separators)
-        return any(ws <= present and (field or not needs) for ws, needs in self._cue_wordsets)
+        by_word = self._cues_by_word
+        return any(
+            ws <= present and (field or not needs)
+            for word in present
+            for ws, needs in by_word.get(word, ())
+        )
 
     def cues(self, doc: Doc) -> list[list[Span]]:
         """Cue matches of each rule in `doc` (index = rule order). `doc` must be parsed.

@@ -242,7 +242,7 @@ class _Engine:
     statements: StatementMatcher | None
     certainty: CertaintyScale
     # the words of each NegEx negation phrase: a sentence without one needs no NegEx
-    negex_triggers: tuple[frozenset[str], ...] = ()
+    negex_triggers: dict[str, tuple[frozenset[str], ...]] = field(default_factory=dict)
     # sentence text -> verdicts of its mentions; insertion order = eviction order
     cache: dict[str, tuple[_Found, ...]] = field(default_factory=dict)
     # every finding the report names (`LabelerConfig.findings`), decided in a pass of its
@@ -582,7 +582,8 @@ class _Engine:
         if not self.config.negex or "negex" not in self.nlp.pipe_names:
             return [None] * len(spans)
         present = set(words)
-        if not any(ws <= present for ws in self.negex_triggers):
+        triggers = self.negex_triggers
+        if not any(ws <= present for w in present for ws in triggers.get(w, ())):
             # no NegEx trigger phrase can match: it would affirm every mention
             return ["affirmed"] * len(spans)
         # negex reads doc.sents: mark the sentence, then unmark it so the
@@ -723,13 +724,19 @@ def _cue_inside(cue: str | None, text: str) -> bool:
     return f" {cue.lower()} " in f" {text.lower()} "
 
 
-def _negex_trigger_words(nlp: Language) -> tuple[frozenset[str], ...]:
-    """The words of each NegEx negation phrase (preceding and following), lower-cased."""
+def _negex_trigger_words(nlp: Language) -> dict[str, tuple[frozenset[str], ...]]:
+    """The words of each NegEx negation phrase (preceding and following), lower-cased, filed
+    under one of them: a sentence checks only the phrases its own words can start."""
     if "negex" not in nlp.pipe_names:
-        return ()
+        return {}
     negex = nlp.get_pipe("negex")
     phrases = [*negex.preceding_negations, *negex.following_negations]  # type: ignore[attr-defined]
-    return tuple(frozenset(t.lower_ for t in nlp.make_doc(p)) for p in phrases)
+    by_word: dict[str, list[frozenset[str]]] = {}
+    for phrase in phrases:
+        words = frozenset(t.lower_ for t in nlp.make_doc(phrase))
+        if words:
+            by_word.setdefault(min(words), []).append(words)
+    return {word: tuple(sets) for word, sets in by_word.items()}
 
 
 #: rule id of a hedged concept phrase ("vascular congestion": at most uncertain Edema)
