@@ -24,7 +24,7 @@ status 1 when a run of THIS code misses one.
 
     python benchmarks/phantom.py                                   # seed 7, as before
     python benchmarks/phantom.py --seeds 7 11 13 21 42 --base /work/base-db7
-    python benchmarks/phantom.py --seeds 7 --init-seeds 0 1 2      # training seeds too
+    python benchmarks/phantom.py --seeds 7 --init-seeds 0 100 200  # training seeds too
     python benchmarks/phantom.py --model CKPT --seed 20            # score a checkpoint
 
 The checkpoints it leaves (model card demo: true, from the phantoms' synthetic marker) are
@@ -72,7 +72,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7, help="one data seed (test set: +1)")
     parser.add_argument(
         "--init-seeds", type=int, nargs="+", default=[0],
-        help="training seeds (cxr train --seed: split, init, order, augmentation)",
+        help="training seeds (cxr train --seed: split, init, order, augmentation); keep them\n"
+        "more than an epoch count apart: epoch e of seed s is shuffled as seed s + e",
     )  # fmt: skip
     parser.add_argument("--n", type=int, default=600, help="training phantoms")
     parser.add_argument("--test-n", type=int, default=300, help="fresh test phantoms")
