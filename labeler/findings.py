@@ -10,7 +10,7 @@ own, so the label outputs do not change when findings are read.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from spacy.matcher import PhraseMatcher
@@ -44,22 +44,29 @@ class FindingMatcher:
         self.open_heads = frozenset(lexicon.open_finding_heads)
         self._strings = nlp.vocab.strings
 
-    def find(self, doc: Doc) -> list[Span]:
+    def find(self, doc: Doc, words: Sequence[str] | None = None) -> list[Span]:
         """Concepts (longest match wins) and open findings, in text order.
+
+        Args:
+            doc: a tokenized sentence.
+            words: its lower-cased tokens, when the caller has them (spaCy builds a Token
+                object on every access).
 
         Returns:
             Spans labelled with the concept id, or `open:<head word>` for an open finding.
         """
+        if words is None:
+            words = [t.lower_ for t in doc]
         spans = [
             Span(doc, start, end, label=self._strings[match_id])
             for match_id, start, end in self.phrases(doc)
         ]
         kept = filter_spans(spans)
         taken = {i for span in kept for i in range(span.start, span.end)}
-        for token in doc:
-            if token.i not in taken and token.lower_ in self.open_heads:
-                head = _singular(token.lower_)
-                kept.append(Span(doc, token.i, token.i + 1, label=OPEN_PREFIX + head))
+        heads = self.open_heads
+        for i, word in enumerate(words):
+            if word in heads and i not in taken:
+                kept.append(Span(doc, i, i + 1, label=OPEN_PREFIX + _singular(word)))
         kept.sort(key=lambda s: (s.start, s.end))
         return kept
 

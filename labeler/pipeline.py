@@ -535,16 +535,22 @@ class _Engine:
         """Decide a sentence for `readers` by matching alone, or queue it for the parse."""
         doc = self.nlp.make_doc(sent)
         matched = []
+        words: list[str] | None = None
         for r, (_, find, statements) in readers:
             stated = self._stated(doc, sent) if statements else ()
-            spans = find(doc)
+            if r == _FINDINGS and self.findings is not None:
+                words = [t.lower_ for t in doc]  # every token is looked at for open findings
+                spans = self.findings.find(doc, words)
+            else:
+                spans = find(doc)
             if spans:
                 matched.append((r, spans, stated))
             else:
                 found[r][sent] = stated
         if not matched:
             return
-        words = [t.lower_ for t in doc]
+        if words is None:
+            words = [t.lower_ for t in doc]
         # one NegEx run for every reader's spans: its verdict on a span ignores the others
         negex = self._negex(doc, words, [sp for _, spans, _ in matched for sp in spans])
         cue_word = self.rules.may_apply(words)
