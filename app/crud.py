@@ -28,6 +28,7 @@ from batch.interfaces import SourceItem
 if TYPE_CHECKING:
     from labeler import ReportLabels
     from models.dicom import ImageMeta
+    from models.predict import Prediction
 
 __all__ = [
     "ItemOutcome",
@@ -38,6 +39,7 @@ __all__ = [
     "create_image",
     "create_label_results",
     "create_prediction",
+    "store_prediction",
     "delete_batch_job",
     "get_batch_job",
     "get_or_create_study",
@@ -159,6 +161,29 @@ def create_prediction(
     session.add(prediction)
     session.commit()
     return prediction
+
+
+def store_prediction(
+    session: Session,
+    *,
+    image: Image,
+    card: dict[str, Any],
+    prediction: Prediction,
+    heatmaps_key: str | None,
+) -> PredictionRow:
+    """`create_prediction` for a model's `Prediction`: its probabilities, boxes, heatmap
+    labels and timings as stored."""
+    return create_prediction(
+        session,
+        image=image,
+        card=card,
+        probabilities=dict(prediction.probabilities),
+        positive=list(prediction.positive),
+        boxes=[b.to_dict() for b in prediction.boxes],
+        heatmaps_key=heatmaps_key,
+        heatmap_labels=list(prediction.heatmaps),
+        timings={k: float(v) for k, v in prediction.timings.items()},
+    )
 
 
 def get_prediction(session: Session, prediction_id: str) -> PredictionRow | None:

@@ -329,15 +329,11 @@ def _store(
             pixels_key=keys["preview"],
             upload_key=None,
         )
-        row = crud.create_prediction(
+        row = crud.store_prediction(
             session,
             image=image,
             card=state.predictor.run_card if state.predictor is not None else {},
-            probabilities=dict(prediction.probabilities),
-            positive=list(prediction.positive),
-            boxes=[b.to_dict() for b in prediction.boxes],
+            prediction=prediction,
             heatmaps_key=heatmaps_key,
-            heatmap_labels=list(prediction.heatmaps),
-            timings={k: float(v) for k, v in prediction.timings.items()},
         )
         return row

@@ -162,14 +162,10 @@ def _store(
             pixels_key=pixels_key,
             upload_key=upload_key,
         )
-        return crud.create_prediction(
+        return crud.store_prediction(
             session,
             image=row,
             card=state.predictor.run_card if state.predictor is not None else {},
-            probabilities=dict(prediction.probabilities),
-            positive=list(prediction.positive),
-            boxes=[b.to_dict() for b in prediction.boxes],
+            prediction=prediction,
             heatmaps_key=heatmaps_key,
-            heatmap_labels=list(prediction.heatmaps),
-            timings={k: float(v) for k, v in prediction.timings.items()},
         )
