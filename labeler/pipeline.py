@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Literal, NamedTuple, TypeVar
@@ -495,20 +495,20 @@ class _Engine:
         """Each reader's verdicts for every sentence: from its cache, by matching alone, or
         by parsing. A sentence is tokenized and parsed once for all the readers that need it.
         """
-        plans = [self._reader(r) for r in readers]
+        caches = [self._cache_of(reader) for reader in readers]
         found: list[dict[str, tuple[_Found, ...]]] = [{} for _ in readers]
         # sentence -> its doc and, per reader still undecided, what the parse must decide
         to_parse: dict[str, tuple[Doc, list[tuple[int, _Pending]]]] = {}
         for sent in sentences:
             todo = []
-            for r, (cache, _, _) in enumerate(plans):
+            for r, cache in enumerate(caches):
                 hit = cache.get(sent)
                 if hit is None:
-                    todo.append(r)
+                    todo.append((r, readers[r]))
                 else:
                     found[r][sent] = hit
             if todo:
-                self._match(sent, [(r, plans[r]) for r in todo], found, to_parse)
+                self._match(sent, todo, found, to_parse)
         for sent, per_reader in self._parse_and_decide(to_parse).items():
             for r, verdicts in per_reader:
                 found[r][sent] = verdicts
@@ -517,7 +517,7 @@ class _Engine:
                 if len(verdicts) > 1:  # statements and concepts: in text order
                     per_sentence[sent] = tuple(sorted(verdicts, key=lambda f: (f.start, f.end)))
         if self.config.cache_size:
-            for (cache, _, _), per_sentence in zip(plans, found, strict=True):
+            for cache, per_sentence in zip(caches, found, strict=True):
                 for sent in sentences:
                     if sent not in cache:
                         if len(cache) >= self.config.cache_size:
@@ -528,21 +528,24 @@ class _Engine:
     def _match(
         self,
         sent: str,
-        readers: list[tuple[int, tuple[object, Callable[[Doc], list[Span]], bool]]],
+        readers: list[tuple[int, int]],
         found: list[dict[str, tuple[_Found, ...]]],
         to_parse: dict[str, tuple[Doc, list[tuple[int, _Pending]]]],
     ) -> None:
-        """Decide a sentence for `readers` by matching alone, or queue it for the parse."""
+        """Decide a sentence for `readers` ((position in `found`, reader) pairs) by matching
+        alone, or queue it for the parse."""
         doc = self.nlp.make_doc(sent)
         matched = []
         words: list[str] | None = None
-        for r, (_, find, statements) in readers:
-            stated = self._stated(doc, sent) if statements else ()
-            if r == _FINDINGS and self.findings is not None:
+        for r, reader in readers:
+            if reader == _FINDINGS:
+                assert self.findings is not None, "the engine was built without findings"
                 words = [t.lower_ for t in doc]  # every token is looked at for open findings
+                stated: tuple[_Found, ...] = ()
                 spans = self.findings.find(doc, words)
             else:
-                spans = find(doc)
+                stated = self._stated(doc, sent)
+                spans = self.concepts.find(doc)
             if spans:
                 matched.append((r, spans, stated))
             else:
@@ -567,14 +570,12 @@ class _Engine:
                     for sp, ng, at in zip(spans, ngs, attrs, strict=True)
                 )
 
-    def _reader(
-        self, reader: int
-    ) -> tuple[dict[str, tuple[_Found, ...]], Callable[[Doc], list[Span]], bool]:
-        """A reader's cache, its span finder, and whether it reads statements."""
+    def _cache_of(self, reader: int) -> dict[str, tuple[_Found, ...]]:
+        """A reader's sentence cache."""
         if reader == _LABELS:
-            return self.cache, self.concepts.find, True
+            return self.cache
         assert self.findings is not None, "the engine was built without findings"
-        return self.finding_cache, self.findings.find, False
+        return self.finding_cache
 
     def _stated(self, doc: Doc, text: str) -> tuple[_Found, ...]:
         if self.statements is None or not self.statements.may_match(text):
