@@ -1013,6 +1013,9 @@ class _Target:
     status: str  # positive, uncertain, negative or absent
     finding: Mapping[str, object]  # its attributes (laterality, location, size_mm, ...)
     evidence: list[dict[str, object]]
+    #: the mentions of the deciding status: the words beside them, read when a question
+    #: asks for them (a describing word, the report's own words for a place)
+    deciding: Sequence[Mention] = ()
 
 
 def answer_from_report(
@@ -1154,12 +1157,7 @@ def _label_target(label: str, report: ReportLabels, keys: Iterable[str]) -> _Tar
     if not evidence and status == "absent":
         evidence = [{"kind": "absent", "text": f"{label} is not mentioned in the report"}]
     deciding = [m for m in mentions if m.status == status]
-    finding = {
-        **report.findings.get(label, {}),
-        "near_words": _near_words(deciding),
-        "place_words": _place_words(deciding),
-    }
-    return _Target(status, finding, evidence)
+    return _Target(status, report.findings.get(label, {}), evidence, deciding)
 
 
 _STATUS_ORDER = ("positive", "uncertain", "negative")
@@ -1185,14 +1183,10 @@ def _concept_target(
     if not found:
         name = lexicon.concepts[concept].name
         evidence = [{"kind": "absent", "text": f"{name} is not mentioned in the report"}]
-    finding = {
-        **_merged(deciding),
-        "near_words": _near_words(deciding),
-        "place_words": _place_words(deciding),
-    }
+    finding = _merged(deciding)
     if lexicon.concepts[concept].kind == "normal" and "laterality" not in finding:
         finding["laterality"] = "bilateral"  # "the lungs are clear": both of them
-    return _Target(status, finding, evidence)
+    return _Target(status, finding, evidence, deciding)
 
 
 def _described_parent(
@@ -1214,7 +1208,9 @@ def _described_parent(
         return []
     parents = [f for f in report.report_findings or () if f.concept == entry.parent]
     return [
-        f for f in parents if all(any(w in _near_words([f]) for w in words) for words in accepts)
+        f
+        for f, near in ((f, _near_words([f])) for f in parents)
+        if all(any(w in near for w in words) for words in accepts)
     ]
 
 
@@ -1305,7 +1301,7 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
             if question.asks != "side":
                 terms += [str(p) for p in finding.get("location") or ()]  # type: ignore[attr-defined]
                 # then the report's own words for them ("left base" for "basilar")
-                said = [str(w) for w in finding.get("place_words") or ()]  # type: ignore[attr-defined]
+                said = _place_words(target.deciding)
                 terms += [w for w in said if w.lower() not in {t.lower() for t in terms}]
             return out(terms, True) if terms else out("unknown", False)
         if qtype == "size":
@@ -1328,6 +1324,8 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
             return out(_offered(question, str(sev))) if sev else out("unknown", False)
         return out("unknown", False)
     # closed: every qualifier must hold
+    if any(q.kind == "descriptor" for q in question.qualifiers):
+        finding = {**finding, "near_words": _near_words(target.deciding)}
     changes = [q for q in question.qualifiers if q.kind == "change"]
     if status in ("negative", "absent"):
         if changes and finding.get("change"):
