@@ -413,14 +413,14 @@ class _Engine:
         assert self.tips is not None
         devices = [i for i, f in enumerate(sentence) if f.kind == "device"]
         if not devices:
+            # the cheap test first: a long report's earlier findings are searched only for a
+            # sentence that speaks of a tip
+            if not self.tips.refers_back(text[s:e]):
+                return sentence
             last = next(
                 (i for i in range(len(before) - 1, -1, -1) if before[i].kind == "device"), None
             )
-            if (
-                last is not None
-                and before[last].status != "negative"
-                and self.tips.refers_back(text[s:e])
-            ):
+            if last is not None and before[last].status != "negative":
                 tip = self.tips.find(text, s, e)
                 if tip is not None:
                     before[last] = _with_tip(before[last], tip)
