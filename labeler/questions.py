@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from spacy.language import Language
 from spacy.matcher import PhraseMatcher
-from spacy.tokens import Doc
+from spacy.tokens import Doc, Token
 
 from labeler.aggregate import deciding_first
 from labeler.attributes import PLURAL_RULE, stated_count
@@ -82,8 +82,9 @@ _TYPE_OF_KIND: dict[str, QuestionType] = {
     "side": "position",
     "zone": "position",
     "descriptor": "presence",
+    "site": "presence",
 }
-_KIND_ORDER = ("size", "change", "count", "severity", "lobe", "side", "zone", "descriptor")
+_KIND_ORDER = ("size", "change", "count", "severity", "lobe", "side", "zone", "descriptor", "site")
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,8 @@ class QuestionPatterns:
     context_words: frozenset[str] = frozenset()
     zone_includes: Mapping[str, frozenset[str]] = field(default_factory=dict)
     absorbed: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    #: words of the lexicon's anatomy phrases too general to name a site ("joint")
+    site_generic_words: frozenset[str] = frozenset()
 
 
 def _entries(name: str, data: object, key: str, *, values: bool = False) -> tuple[_Entry, ...]:
@@ -217,6 +220,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         absorbed={
             str(k): frozenset(str(i) for i in v) for k, v in (data.get("absorbed") or {}).items()
         },
+        site_generic_words=frozenset(str(w).lower() for w in data.get("site_generic_words") or ()),
     )
 
 
@@ -343,6 +347,7 @@ class QuestionParser:
         self._normal_words = _concept_words(nlp, lexicon, normal=True) if lexicon else []
         self.labels = frozenset(labels)
         self.patterns = load_question_patterns(patterns)
+        self._sites = site_words(lexicon, self.patterns.site_generic_words) if lexicon else {}
         self.cache_size = cache_size
         self._cache: dict[str, ParsedQuestion] = {}
         try:
@@ -586,13 +591,31 @@ class QuestionParser:
                         rules=(*rules, *(q.rule for q in quals if q.kind == kind)),
                     )
         unknown = self._unknown_words(doc, r.all_hits, r.found)
+        if unknown and all(t.lower_ in self._sites for t in unknown):
+            # "Is there a shoulder fracture?": the site is read in the words beside the
+            # finding ("fracture-dislocation of the right shoulder")
+            quals = [
+                *quals,
+                *(
+                    Qualifier(
+                        kind="site",
+                        value=t.lower_,
+                        accepts=tuple(sorted(self._sites[t.lower_])),
+                        rule=f"site.{t.lower_}",
+                        start=t.idx,
+                        end=t.idx + len(t),
+                    )
+                    for t in unknown
+                ),
+            ]
+            unknown = []
         if unknown:
             return ParsedQuestion(
                 text,
                 "unsupported",
                 label=label,
                 message=f"the question asks about {label} with words that are not understood "
-                f"({', '.join(repr(w) for w in unknown[:3])}); supported: presence, position, "
+                f"({', '.join(repr(t.text) for t in unknown[:3])}); supported: presence, position, "
                 "size, count, change, severity",
             )
         negs = [h for h in r.hits if h.group == "negation" and r.free(h)]
@@ -640,7 +663,7 @@ class QuestionParser:
 
     def _unknown_words(
         self, doc: Doc, hits: list[_Hit], found: list[tuple[str, str, int, int]]
-    ) -> list[str]:
+    ) -> list[Token]:
         """Content words of a yes/no question that no entry explains ("Is the nodule
         calcified?"): answering it as a presence question would be a guess."""
         covered = {i for h in hits for i in range(h.start, h.end)}
@@ -648,7 +671,7 @@ class QuestionParser:
         p = self.patterns
         context = p.context_words | p.units.keys() | p.number_words.keys() | {"than", "a"}
         return [
-            t.text
+            t
             for t in doc
             if t.i not in covered
             and not (t.is_punct or t.is_space or t.is_stop or t.like_num)
@@ -830,6 +853,19 @@ _SUFFIXES = ("ations", "ation", "ments", "ment", "ings", "ing", "ies", "ied", "e
              "um", "ic", "s", "y", "e")  # fmt: skip
 
 
+def site_words(lexicon: Lexicon, generic: Collection[str] = ()) -> dict[str, frozenset[str]]:
+    """Each word of the lexicon's anatomy phrases ("aortic", "shoulder") -> every word that
+    names the same site; words of `generic` ("joint", "contour") name none by themselves."""
+    out: dict[str, set[str]] = {}
+    for c in lexicon.concepts.values():
+        if c.kind != "anatomy":
+            continue
+        words = {w for phrase in c.phrases for w in phrase.split() if w not in generic}
+        for w in words:
+            out.setdefault(w, set()).update(words)
+    return {w: frozenset(v) for w, v in out.items()}
+
+
 def _concept_id(label: str) -> str:
     return label[len(CONCEPT_PREFIX) :] if label.startswith(CONCEPT_PREFIX) else ""
 
@@ -960,8 +996,9 @@ def _check(q: Qualifier, finding: Mapping[str, object], zones: Mapping[str, froz
         if q.op == "eq":
             return _yes(float(count) == float(q.value))  # type: ignore[arg-type]
         return _yes(compare(float(count), q.op, float(q.value)))  # type: ignore[arg-type]
-    if q.kind == "descriptor":
-        # "Is the nodule calcified?": a word of the report that says so, next to the finding
+    if q.kind in ("descriptor", "site"):
+        # "Is the nodule calcified?", "Is there a shoulder fracture?": a word of the report
+        # that says so, next to the finding
         near = finding.get("near_words")
         return _yes(isinstance(near, frozenset) and any(w in near for w in q.accepts))
     if q.kind == "size":
@@ -1126,7 +1163,10 @@ def _near_words(mentions: Iterable[Mention]) -> frozenset[str]:
         # its predicate may come later ("nodule ... is unchanged and appears calcified")
         words = [*before[-_NEAR:], *_WORD.findall(m.sentence[a:b].lower()), *after[:_AFTER]]
         # "not calcified" describes the finding as not calcified
-        out.update(w for i, w in enumerate(words) if i == 0 or words[i - 1] not in _NOT)
+        kept = [w for i, w in enumerate(words) if i == 0 or words[i - 1] not in _NOT]
+        out.update(kept)
+        # and each part of a hyphenated word ("T-spine", "fracture-dislocation")
+        out.update(part for w in kept if "-" in w for part in w.split("-") if part)
     return frozenset(out)
 
 
@@ -1192,26 +1232,42 @@ def _concept_target(
 def _described_parent(
     concept: str, report: ReportLabels, lexicon: Lexicon, patterns: QuestionPatterns
 ) -> list[ReportFinding]:
-    """The findings of `concept`'s parent that carry the words its name adds to the
-    parent's ("healed" in "healed rib fracture"), each by a descriptor's report words."""
+    """The findings of a broader concept that carry the words `concept`'s name adds to the
+    broader one's: a description ("healed" in "healed rib fracture", by a descriptor's
+    report words) or a site ("shoulder" in "shoulder dislocation", by any word of that
+    site's phrases: "dislocation of the right humeral head"). The nearest ancestor whose
+    name leaves no word unexplained is read, with every concept below it."""
     entry = lexicon.concepts[concept]
-    if not entry.parent:
-        return []
-    extra = set(entry.name.split()) - set(lexicon.concepts[entry.parent].name.split())
-    accepts: list[tuple[str, ...]] = []
-    for word in extra:
-        match = next((d for d in patterns.qualifiers["descriptor"] if word in d.phrases), None)
-        if match is None:
-            return []  # a word no descriptor explains: not this concept
-        accepts.append(match.accepts)
-    if not accepts:
-        return []
-    parents = [f for f in report.report_findings or () if f.concept == entry.parent]
-    return [
-        f
-        for f, near in ((f, _near_words([f])) for f in parents)
-        if all(any(w in near for w in words) for words in accepts)
-    ]
+    sites = site_words(lexicon, patterns.site_generic_words)
+    wanted = set(entry.name.split())
+    for broader in lexicon.ancestors(concept):
+        if lexicon.concepts[broader].kind == "anatomy":
+            continue
+        names = lexicon.concepts[broader].name.split()
+        # words the broader name holds, whole or inside one of its words ("arthritis" in
+        # "osteoarthritis")
+        extra = {w for w in wanted if not any(w in n for n in names)}
+        accepts: list[Collection[str]] = []
+        for word in extra:
+            match = next((d for d in patterns.qualifiers["descriptor"] if word in d.phrases), None)
+            if match is not None:
+                accepts.append(match.accepts)
+            elif word in sites:
+                accepts.append(sites[word])
+            else:
+                break  # a word nothing explains: not this concept
+        else:
+            if not accepts:
+                return []
+            kinds = {broader, *lexicon.descendants(broader)}
+            return [
+                f
+                for f in report.report_findings or ()
+                if f.concept in kinds
+                for near in (_near_words([f]),)
+                if all(any(w in near for w in words) for words in accepts)
+            ]
+    return []
 
 
 def _finding_evidence(f: ReportFinding) -> dict[str, object]:
@@ -1324,7 +1380,7 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
             return out(_offered(question, str(sev))) if sev else out("unknown", False)
         return out("unknown", False)
     # closed: every qualifier must hold
-    if any(q.kind == "descriptor" for q in question.qualifiers):
+    if any(q.kind in ("descriptor", "site") for q in question.qualifiers):
         finding = {**finding, "near_words": _near_words(target.deciding)}
     changes = [q for q in question.qualifiers if q.kind == "change"]
     if status in ("negative", "absent"):

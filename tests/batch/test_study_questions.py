@@ -244,6 +244,34 @@ CLINICIANS = [
      ["T12"]),
     ("How many ribs are fractured?", "FINDINGS: Multiple rib fractures, the right 5th "
      "through 9th ribs.", "count", 5),
+    # a site the question names: read in the words beside the finding, by any word of
+    # that site ("acromioclavicular" is the shoulder's), hyphenated words split
+    ("Is there a shoulder fracture?", "FINDINGS: Fracture-dislocation of the left "
+     "shoulder.", "presence", "yes"),
+    ("Is there a shoulder fracture?", "FINDINGS: Healed right rib fracture.", "presence",
+     "no"),
+    ("Is there a shoulder fracture?", "FINDINGS: No fracture of the shoulder.", "presence",
+     "no"),
+    ("Is the aorta calcified?", "FINDINGS: Calcification of the aortic knob.", "presence",
+     "yes"),
+    ("Is the aorta calcified?", "FINDINGS: Calcified right hilar lymph node.", "presence",
+     "no"),
+    ("Are there spurs on the spine?", "FINDINGS: T-spine osteophytes.", "presence", "yes"),
+    ("Is there a shoulder mass?", "FINDINGS: Possible mass projecting over the right "
+     "humeral head.", "presence", "uncertain"),
+    # a concept named as a finding at a site, read as the broader finding with the site
+    # beside it; an ICD is read as a pacemaker (it paces too), not the other way round
+    ("Is there arthritis of the shoulder?", "FINDINGS: Bilateral acromioclavicular "
+     "degenerative joint disease.", "presence", "yes"),
+    ("Is the shoulder dislocated?", "FINDINGS: Dislocation of the right humeral head.",
+     "presence", "yes"),
+    ("Is the shoulder dislocated?", "FINDINGS: Dislocation of the right elbow.", "presence",
+     "no"),
+    ("Is there a calcified lymph node?", "FINDINGS: Calcified right hilar lymph node.",
+     "presence", "yes"),
+    ("Is there a pacemaker?", "FINDINGS: Left chest wall pacemaker/defibrillator.",
+     "presence", "yes"),
+    ("Is there an AICD?", "FINDINGS: Left chest wall pacemaker.", "presence", "no"),
     # out of a report's reach
     ("What is the prognosis?", _PICC, "unsupported", None),
     ("What is the heart rate?", _PICC, "unsupported", None),
