@@ -125,6 +125,11 @@ class QuestionPatterns:
     absorbed: Mapping[str, frozenset[str]] = field(default_factory=dict)
     #: words of the lexicon's anatomy phrases too general to name a site ("joint")
     site_generic_words: frozenset[str] = frozenset()
+    #: "Which effusion is larger?": how such a question starts, its comparatives, and the
+    #: report's words for the side with more
+    dominance_starts: tuple[str, ...] = ()
+    dominance_comparatives: frozenset[str] = frozenset()
+    dominance_patterns: tuple[re.Pattern[str], ...] = ()
 
 
 def _entries(name: str, data: object, key: str, *, values: bool = False) -> tuple[_Entry, ...]:
@@ -191,6 +196,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
     units = {str(k).lower(): float(v) for k, v in (data.get("units") or {}).items()}
     if not units:
         raise PatternFileError(f"{name}: `units` must map unit words to millimetres")
+    dominance = _dominance(name, data.get("dominance") or {})
     return QuestionPatterns(
         name=name,
         findings=_entries(name, data.get("findings"), "findings", values=True),
@@ -221,6 +227,31 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
             str(k): frozenset(str(i) for i in v) for k, v in (data.get("absorbed") or {}).items()
         },
         site_generic_words=frozenset(str(w).lower() for w in data.get("site_generic_words") or ()),
+        dominance_starts=dominance[0],
+        dominance_comparatives=dominance[1],
+        dominance_patterns=dominance[2],
+    )
+
+
+def _dominance(
+    name: str, data: object
+) -> tuple[tuple[str, ...], frozenset[str], tuple[re.Pattern[str], ...]]:
+    """The `dominance` section: starts, comparatives and compiled report patterns."""
+    if not isinstance(data, dict):
+        raise PatternFileError(f"{name}: `dominance` must be a mapping")
+    patterns = []
+    for raw in data.get("report_patterns") or ():
+        try:
+            pattern = re.compile(str(raw))
+        except re.error as exc:
+            raise PatternFileError(f"{name}: dominance pattern {raw!r}: {exc}") from None
+        if "side" not in pattern.groupindex:
+            raise PatternFileError(f"{name}: dominance pattern {raw!r} has no group `side`")
+        patterns.append(pattern)
+    return (
+        tuple(str(w).lower() for w in data.get("starts") or ()),
+        frozenset(str(w).lower() for w in data.get("comparatives") or ()),
+        tuple(patterns),
     )
 
 
@@ -480,12 +511,26 @@ class QuestionParser:
             ],
             taken=[(s, e) for _, _, s, e in found],
         )
+        if self._asks_dominant(r.words):
+            # "Which effusion is larger?": the side with more of it
+            return ParsedQuestion(
+                text, "position", label=label, open=True, asks="dominant",
+                rules=(*r.rules, "position.dominant"),
+            )  # fmt: skip
         comparison = self._comparison(doc, r.hits, r.words, r.free)
         opened = self._open_question(r, comparison)
         if opened is not None:
             return opened
         quals, kind_values = self._qualifiers(r, comparison)
         return self._closed_question(r, quals, kind_values)
+
+    def _asks_dominant(self, words: list[str]) -> bool:
+        """Whether the question asks which side has more ("Which effusion is larger?")."""
+        p = self.patterns
+        start = " ".join(words[:3])
+        return any(start == s or start.startswith(s + " ") for s in p.dominance_starts) and any(
+            w in p.dominance_comparatives for w in words
+        )
 
     def _open_question(self, r: _Reading, comparison: Qualifier | None) -> ParsedQuestion | None:
         """The open question ("Where is the effusion?") a cue makes of it, if any."""
@@ -1345,6 +1390,9 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
             if qtype == "count":
                 return out(0)
             return out("unknown", False)
+        if qtype == "position" and question.asks == "dominant":
+            side_more = lat if lat in ("left", "right") else _dominant_side(target, patterns)
+            return out([side_more]) if side_more else out("unknown", False)
         if qtype == "position" and question.asks == "level" and finding.get("levels"):
             # "Which rib is fractured?": the side, then each rib or vertebra named
             return out([*([lat] if lat else []), *map(str, finding["levels"])])  # type: ignore[call-overload]
@@ -1394,6 +1442,26 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
     if combined == "yes" and status == "uncertain":
         return out("uncertain")
     return out(combined, combined != "unknown")
+
+
+def _dominant_side(target: _Target, patterns: QuestionPatterns) -> str | None:
+    """The side a finding on both sides is more of: as the report's words put it ("left
+    greater than right"), else the side of the larger stated size; None if neither says."""
+    for m in target.deciding:
+        sentence = m.sentence.lower()
+        for pattern in patterns.dominance_patterns:
+            found = pattern.search(sentence)
+            if found:
+                side = found.group("side")
+                return {"l": "left", "r": "right"}.get(side, side)
+    sizes: dict[str, float] = {}
+    for m in target.deciding:
+        side, size = m.attributes.get("laterality"), m.attributes.get("size_mm")
+        if side in ("left", "right") and isinstance(size, int | float):
+            sizes[str(side)] = max(sizes.get(str(side), 0.0), float(size))
+    if len(sizes) == 2 and sizes["left"] != sizes["right"]:
+        return max(sizes, key=lambda k: sizes[k])
+    return None
 
 
 def _offered(question: ParsedQuestion, value: str) -> str:

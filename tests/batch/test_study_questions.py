@@ -272,6 +272,19 @@ CLINICIANS = [
     ("Is there a pacemaker?", "FINDINGS: Left chest wall pacemaker/defibrillator.",
      "presence", "yes"),
     ("Is there an AICD?", "FINDINGS: Left chest wall pacemaker.", "presence", "no"),
+    # which side has more: one side's finding, the report's comparison of the sides, or
+    # the larger stated size; none of these: unknown
+    ("Which effusion is larger?", "FINDINGS: Small bilateral pleural effusions, left "
+     "greater than right.", "position", ["left"]),
+    ("Which side is the effusion worse on?", "FINDINGS: Bilateral effusions, worse on the "
+     "right.", "position", ["right"]),
+    ("Which effusion is bigger?", "FINDINGS: Small left pleural effusion.", "position",
+     ["left"]),
+    ("Which nodule is larger?", "FINDINGS: A 17 mm nodule in the left lung. A 10 mm nodule "
+     "in the right lung.", "position", ["left"]),
+    ("Which effusion is larger?", "FINDINGS: Small bilateral pleural effusions.", "position",
+     "unknown"),
+    ("Which effusion is larger?", "FINDINGS: No pleural effusion.", "position", "unknown"),
     # out of a report's reach
     ("What is the prognosis?", _PICC, "unsupported", None),
     ("What is the heart rate?", _PICC, "unsupported", None),

@@ -242,6 +242,23 @@ def test_pattern_file_rejects_unquoted_yaml_booleans(tmp_path: object) -> None:
         load_question_patterns(str(bad))
 
 
+@pytest.mark.parametrize(
+    ("pattern", "why"), [("'(left'", "missing"), ("'(left|right) > x'", "no group `side`")]
+)
+def test_pattern_file_rejects_a_bad_dominance_pattern(
+    tmp_path: object, pattern: str, why: str
+) -> None:
+    from pathlib import Path
+
+    bad = Path(str(tmp_path)) / "q.yaml"
+    bad.write_text(
+        f"version: 1\nunits: {{mm: 1}}\ndominance:\n  report_patterns: [{pattern}]\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(PatternFileError, match=why):
+        load_question_patterns(str(bad))
+
+
 def test_report_evidence_is_bounded_and_shows_the_deciding_mention(
     parser: QuestionParser, label: Callable[[str], ReportLabels]
 ) -> None:
