@@ -14,6 +14,7 @@ rule ids used.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -94,6 +95,7 @@ class _Entry:
     value: str | int = ""
     accepts: tuple[str, ...] = ()
     extra: tuple[tuple[str, str], ...] = ()
+    rejects: tuple[str, ...] = ()
 
     def get(self, key: str) -> str:
         return dict(self.extra).get(key, "")
@@ -130,6 +132,8 @@ class QuestionPatterns:
     dominance_starts: tuple[str, ...] = ()
     dominance_comparatives: frozenset[str] = frozenset()
     dominance_patterns: tuple[re.Pattern[str], ...] = ()
+    #: findings of which there is one on each side at most (a pleural effusion)
+    one_per_side: frozenset[str] = frozenset()
 
 
 def _entries(name: str, data: object, key: str, *, values: bool = False) -> tuple[_Entry, ...]:
@@ -165,6 +169,7 @@ def _entries(name: str, data: object, key: str, *, values: bool = False) -> tupl
                 value=value if isinstance(value, int) else str(value),
                 accepts=tuple(str(a) for a in accepts),
                 extra=extra,
+                rejects=tuple(str(a) for a in raw.get("rejects") or ()),
             )
         )
     return tuple(out)
@@ -230,6 +235,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         dominance_starts=dominance[0],
         dominance_comparatives=dominance[1],
         dominance_patterns=dominance[2],
+        one_per_side=frozenset(str(w) for w in data.get("one_per_side") or ()),
     )
 
 
@@ -275,6 +281,9 @@ class Qualifier:
     rule: str = ""
     start: int = 0
     end: int = 0
+    #: words that say the describing word does not hold ("old" for "acute"); with none
+    #: of either beside the finding, the answer is unknown
+    rejects: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -609,6 +618,7 @@ class QuestionParser:
                     rule=e.id,
                     start=doc[h.start].idx,
                     end=doc[h.end - 1].idx + len(doc[h.end - 1]),
+                    rejects=e.rejects,
                 )
             )
         return quals, kind_values
@@ -636,6 +646,9 @@ class QuestionParser:
                         rules=(*rules, *(q.rule for q in quals if q.kind == kind)),
                     )
         unknown = self._unknown_words(doc, r.all_hits, r.found)
+        if any(w in self._sites for w in words):
+            # "in the shoulder joints": a site named, its general words say no more
+            unknown = [t for t in unknown if t.lower_ not in self.patterns.site_generic_words]
         if unknown and all(t.lower_ in self._sites for t in unknown):
             # "Is there a shoulder fracture?": the site is read in the words beside the
             # finding ("fracture-dislocation of the right shoulder")
@@ -1045,7 +1058,15 @@ def _check(q: Qualifier, finding: Mapping[str, object], zones: Mapping[str, froz
         # "Is the nodule calcified?", "Is there a shoulder fracture?": a word of the report
         # that says so, next to the finding
         near = finding.get("near_words")
-        return _yes(isinstance(near, frozenset) and any(w in near for w in q.accepts))
+        if not isinstance(near, frozenset):
+            return "no"
+        if any(w in near for w in q.accepts):
+            return "yes"
+        if not q.rejects:
+            return "no"
+        # "Is the fracture acute?": no where a word beside it says it is old; where none
+        # speaks of its age, the report does not say
+        return "no" if any(w in near for w in q.rejects) else "unknown"
     if q.kind == "size":
         size = finding.get("size_mm")
         if size is None:
@@ -1138,7 +1159,29 @@ def answer_from_report(
         target = _concept_target(label[len(CONCEPT_PREFIX) :], report, lexicon, patterns)
     else:
         target = _label_target(label, report, keys)
+        if report.report_findings:
+            target = _with_findings_attributes(target, report.report_findings)
     return _answer(question, target, patterns)
+
+
+def _with_findings_attributes(target: _Target, findings: Sequence[ReportFinding]) -> _Target:
+    """A label's finding with the attributes only the findings reading gave it: those of
+    the report's findings over the same words with the same status ("mass ..., increased
+    in size" where the label's reading of the sentence stopped short). The label's own
+    attributes stand."""
+    same = [
+        f
+        for f in findings
+        if f.status == target.status
+        and any(f.start < m.end and m.start < f.end for m in target.deciding)
+    ]
+    if not same:
+        return target
+    # not a count: a finding named again in the impression is not a second one here
+    extra = {k: v for k, v in _merged(same).items() if k not in target.finding and k != "count"}
+    if not extra:
+        return target
+    return dataclasses.replace(target, finding={**target.finding, **extra})
 
 
 _CHANGED = frozenset({"new", "increased", "decreased", "resolved", "improved", "worsened"})
@@ -1419,6 +1462,12 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
             return out("unknown", False)
         if qtype == "count":
             count = finding.get("count")
+            if (
+                lat == "bilateral"
+                and question.label in patterns.one_per_side
+                and count in (None, "multiple", 1)
+            ):
+                count = 2  # "bilateral pleural effusions": one in each pleural space
             return out(count if count is not None else 1)  # type: ignore[arg-type]
         if qtype == "change":
             change = finding.get("change")
@@ -1429,7 +1478,10 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
         return out("unknown", False)
     # closed: every qualifier must hold
     if any(q.kind in ("descriptor", "site") for q in question.qualifiers):
-        finding = {**finding, "near_words": _near_words(target.deciding)}
+        # the words beside the finding, and its change as read ("stable": "unchanged")
+        near = _near_words(target.deciding)
+        change = finding.get("change")
+        finding = {**finding, "near_words": near | {str(change)} if change else near}
     changes = [q for q in question.qualifiers if q.kind == "change"]
     if status in ("negative", "absent"):
         if changes and finding.get("change"):

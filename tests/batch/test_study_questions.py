@@ -285,6 +285,35 @@ CLINICIANS = [
     ("Which effusion is larger?", "FINDINGS: Small bilateral pleural effusions.", "position",
      "unknown"),
     ("Which effusion is larger?", "FINDINGS: No pleural effusion.", "position", "unknown"),
+    # the words of a site's phrase that say no more than the site ("joints")
+    ("Is there arthritis in the shoulder joints?", "FINDINGS: Degenerative joint disease "
+     "of both glenohumeral joints.", "presence", "yes"),
+    # acute: yes by a word that says so, no by one that says it is old or stable, else
+    # the report does not say
+    ("Are the rib fractures acute?", "FINDINGS: Acute left 7th rib fracture.", "presence",
+     "yes"),
+    ("Are the rib fractures acute?", "FINDINGS: Healing left rib fractures.", "presence",
+     "no"),
+    ("Is the fracture acute?", "FINDINGS: Stable compression fracture of T12.", "presence",
+     "no"),
+    ("Are the rib fractures acute?", "FINDINGS: Left rib fractures.", "presence", "unknown"),
+    # bones: intact is a normal statement; an injury to bone is a fracture
+    ("Are the bones intact?", "FINDINGS: The bones are intact.", "presence", "yes"),
+    ("Are the bones intact?", "FINDINGS: Acute fracture of the left 7th rib.", "presence",
+     "no"),
+    ("Any acute bone injury?", "FINDINGS: No acute osseous abnormality.", "presence", "no"),
+    ("Any acute bony injury?", "FINDINGS: Acute left clavicle fracture.", "presence", "yes"),
+    # one on each side: "bilateral effusions" are two; leads counted by their number
+    ("How many pleural effusions are there?", "FINDINGS: Small bilateral pleural "
+     "effusions.", "count", 2),
+    ("How many pleural effusions are there?", "FINDINGS: Small left pleural effusion.",
+     "count", 1),
+    ("How many pacemaker leads are there?", "FINDINGS: Stable position of 2 pacemaker "
+     "electrodes.", "count", 2),
+    # what the findings reading adds to a label's finding over the same words
+    ("Has the mass grown?", "FINDINGS: Lobulated right middle lobe mass measuring 4.5 x 6.8 "
+     "cm, increased in size compared to prior study, most compatible with neoplasm.",
+     "change", "yes"),
     # out of a report's reach
     ("What is the prognosis?", _PICC, "unsupported", None),
     ("What is the heart rate?", _PICC, "unsupported", None),
