@@ -432,6 +432,13 @@ class AttributeFinder:
             for span in kept
             if any(key == "change" for key, _ in self._terms[span.label_].sets)
         }
+        # "slightly large": the degree word grades the size word, which gives no severity
+        graded = {
+            span.end
+            for span in kept
+            if span.text.lower() in self.rules.degree_words
+            and any(key == "severity" for key, _ in self._terms[span.label_].sets)
+        }
         for span in kept:
             if any(i in size_tokens for i in range(span.start, span.end)):
                 continue  # "8" in "8 mm" is a size, not a count
@@ -440,7 +447,9 @@ class AttributeFinder:
                 if key == "location" and span.start in coordinated:
                     continue  # "upper" of "right upper and middle lobes": a lobe, given above
                 if key == "severity" and (
-                    self._prior_state(span) or self._degree_of_change(span, change_starts)
+                    span.start in graded
+                    or self._prior_state(span)
+                    or self._degree_of_change(span, change_starts)
                 ):
                     continue
                 out.append(

@@ -345,6 +345,10 @@ def test_a_finding_named_twice_shares_its_attributes(
         ("Moderate new left effusion.", "Effusion", "severity", "moderate"),
         ("Small new right effusion.", "Effusion", "severity", "mild"),
         ("Markedly enlarged heart.", "Cardiomegaly", "severity", "severe"),
+        # a degree word before a size word grades it: "slightly large" is mild
+        ("The heart is slightly large.", "Cardiomegaly", "severity", "mild"),
+        ("Mildly large left effusion.", "Effusion", "severity", "mild"),
+        ("Large left effusion.", "Effusion", "severity", "severe"),
     ],
 )
 @pytest.mark.issue(12)
