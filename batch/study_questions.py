@@ -190,6 +190,13 @@ def answer_question(
         base.answer = "unknown"
         base.message = "no report or image was given"
         return base
+    if parsed.also:
+        # the model scores one finding at a time: several are answered from the report
+        if report is None:
+            base.answer = "unknown"
+            base.message = "a question about several findings is answered from the report"
+            return base
+        image = None
     label = parsed.label
     rep: ReportAnswer | None = (
         answer_from_report(parsed, report, lexicon=lexicon) if report is not None else None

@@ -302,6 +302,8 @@ class ParsedQuestion:
         negated: a presence question asked the other way round ("Is the heart normal?").
         unit: for an open size question, the unit it asks the answer in ("cm" for "How
             large is the mass in centimetres?"); None: millimetres.
+        also, joined: the other findings of a presence question about several, and "or"
+            (yes when any is) or "and" (yes when all are).
         rules: ids of the pattern entries that decided the parse.
         message: why the question is unsupported.
     """
@@ -316,6 +318,10 @@ class ParsedQuestion:
     rules: tuple[str, ...] = ()
     message: str | None = None
     unit: str | None = None
+    #: a presence question about several findings ("Any effusion or pneumothorax?"): the
+    #: findings after `label`, and how they are joined ("or": any; "and": all)
+    also: tuple[str, ...] = ()
+    joined: str | None = None
 
 
 #: unit words a size question may ask its answer in -> the short unit name
@@ -494,13 +500,15 @@ class QuestionParser:
                 message="no finding of the label set is named in the question "
                 f"(known: {', '.join(sorted(self.labels))})",
             )
-        if len(labels) > 1:
-            return ParsedQuestion(
-                text,
-                "unsupported",
-                message=f"the question names more than one finding ({', '.join(labels)}); "
-                "ask about one at a time",
-            )
+        several = ParsedQuestion(
+            text,
+            "unsupported",
+            message=f"the question names more than one finding ({', '.join(labels)}); "
+            "ask about one at a time, or ask whether any of them is present",
+        )
+        joined = self._joined(doc, found) if len(labels) > 1 else None
+        if len(labels) > 1 and joined is None:
+            return several
         label = labels[0]
         absorbed = self.patterns.absorbed.get(label, frozenset())
         r = _Reading(
@@ -529,9 +537,30 @@ class QuestionParser:
         comparison = self._comparison(doc, r.hits, r.words, r.free)
         opened = self._open_question(r, comparison)
         if opened is not None:
-            return opened
+            return several if joined else opened
         quals, kind_values = self._qualifiers(r, comparison)
-        return self._closed_question(r, quals, kind_values)
+        parsed = self._closed_question(r, quals, kind_values)
+        if joined:
+            # "Is there any pleural effusion or pneumothorax?": presence of each
+            if parsed.type != "presence" or parsed.qualifiers or parsed.negated:
+                return several
+            return dataclasses.replace(parsed, also=tuple(labels[1:]), joined=joined)
+        return parsed
+
+    def _joined(self, doc: Doc, found: list[tuple[str, str, int, int]]) -> str | None:
+        """ "or" / "and" when the findings named stand in a plain list ("effusion,
+        pneumothorax or consolidation"), else None."""
+        spans = sorted((s, e) for _, _, s, e in found)
+        joins: set[str] = set()
+        for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+            between = [t.lower_ for t in doc[end:start]]
+            words = [w for w in between if w not in (",", "any", "a", "an", "the", "of")]
+            if words not in (["or"], ["and"], ["and", "/", "or"], []) or not between:
+                return None
+            joins.update(w for w in words if w in ("or", "and"))
+        if not joins:
+            return None
+        return "or" if "or" in joins else "and"
 
     def _asks_dominant(self, words: list[str]) -> bool:
         """Whether the question asks which side has more ("Which effusion is larger?")."""
@@ -1146,6 +1175,8 @@ def answer_from_report(
         The answer with the report spans and rule ids it rests on.
     """
     patterns = patterns or load_question_patterns()
+    if question.also:
+        return _answer_several(question, report, patterns, lexicon)
     label = question.label or ""
     keys = _ATTRS_OF.get(question.type, ())
     if label.startswith(CONCEPT_PREFIX) and report.report_findings is None:
@@ -1162,6 +1193,33 @@ def answer_from_report(
         if report.report_findings:
             target = _with_findings_attributes(target, report.report_findings)
     return _answer(question, target, patterns)
+
+
+def _answer_several(
+    question: ParsedQuestion,
+    report: ReportLabels,
+    patterns: QuestionPatterns,
+    lexicon: Lexicon | None,
+) -> ReportAnswer:
+    """A presence question about several findings: "or" is yes when any is present, no
+    when none is, else uncertain; "and" is yes when all are, no when one is not."""
+    answers = [
+        answer_from_report(
+            dataclasses.replace(question, label=label, also=(), joined=None),
+            report,
+            patterns,
+            lexicon,
+        )
+        for label in (question.label or "", *question.also)
+    ]
+    said = [str(a.answer) for a in answers]
+    if question.joined == "and":
+        answer = "no" if "no" in said else ("yes" if all(s == "yes" for s in said) else "uncertain")
+    else:
+        answer = "yes" if "yes" in said else ("uncertain" if "uncertain" in said else "no")
+    status = {"yes": "positive", "uncertain": "uncertain"}.get(answer, "negative")
+    evidence = [ev for a in answers for ev in a.evidence][:_MAX_SHOWN]
+    return ReportAnswer(answer, True, status, None, evidence)
 
 
 def _with_findings_attributes(target: _Target, findings: Sequence[ReportFinding]) -> _Target:

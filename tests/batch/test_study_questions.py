@@ -314,6 +314,20 @@ CLINICIANS = [
     ("Has the mass grown?", "FINDINGS: Lobulated right middle lobe mass measuring 4.5 x 6.8 "
      "cm, increased in size compared to prior study, most compatible with neoplasm.",
      "change", "yes"),
+    # several findings in one presence question: "or" asks whether any is there, "and"
+    # whether all are; anything else about several stays unsupported
+    ("Is there any pleural effusion or pneumothorax?", "FINDINGS: No pneumothorax or "
+     "pleural effusion.", "presence", "no"),
+    ("Any effusion, pneumothorax or consolidation?", "FINDINGS: Small right pneumothorax.",
+     "presence", "yes"),
+    ("Is there effusion or pneumothorax?", "FINDINGS: No effusion. Possible tiny apical "
+     "pneumothorax.", "presence", "uncertain"),
+    ("Are there effusions and atelectasis?", "FINDINGS: Bilateral effusions. No "
+     "atelectasis.", "presence", "no"),
+    ("Are there effusions and atelectasis?", "FINDINGS: Bilateral effusions with "
+     "atelectasis.", "presence", "yes"),
+    ("Where are the effusion and pneumothorax?", _EFFUSION, "unsupported", None),
+    ("Is there pneumothorax or effusion on the left?", _EFFUSION, "unsupported", None),
     # out of a report's reach
     ("What is the prognosis?", _PICC, "unsupported", None),
     ("What is the heart rate?", _PICC, "unsupported", None),
@@ -344,6 +358,19 @@ def test_a_size_comes_in_the_unit_asked(
 ) -> None:
     got = engine.ask(question, report=engine.label_reports([_NODULE])[_NODULE])
     assert (got.answer, got.unit) == (answer, unit)
+
+
+@pytest.mark.issue(40)
+def test_several_findings_are_answered_from_the_report_not_the_image(
+    engine: StudyQuestions,
+) -> None:
+    question = "Is there any effusion or pneumothorax?"
+    text = "FINDINGS: No effusion or pneumothorax."
+    image = _image(["Effusion"], [LEFT_LOW])
+    both = engine.ask(question, report=engine.label_reports([text])[text], image=image)
+    assert (both.answer, both.source, both.discrepancy) == ("no", "report", False)
+    alone = engine.ask(question, image=image)
+    assert alone.answer == "unknown" and alone.message and "report" in alone.message
 
 
 @pytest.mark.issue(40)

@@ -198,7 +198,7 @@ def test_resolved_finding_answers_change(
         "How old is the patient?",
         "Should the effusion be drained?",
         "What is seen in the left lung?",
-        "Is there an effusion or a pneumothorax?",
+        "Which side are the effusion and the pneumothorax on?",  # several: presence only
         "What is the effusion made of?",
         "Is the mass malignant?",
         "",
