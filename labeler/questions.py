@@ -492,7 +492,40 @@ class QuestionParser:
         if not labels and study:
             # "Is this chest X-ray normal?": about the whole study; the longest cue wins
             cue = max(study, key=lambda h: h.end - h.start)
-            return ParsedQuestion(text, "study", asks=cue.entry.get("asks"), rules=(cue.entry.id,))
+            where = [h for h in hits if h.group == "open" and h.entry.get("type") == "position"]
+            if where and cue.entry.get("asks") == "abnormal":
+                # "Which side is the abnormality on?", "Which lobe is affected?": where the
+                # report's abnormal findings are
+                side = any(h.entry.get("asks") == "side" for h in where)
+                return ParsedQuestion(
+                    text, "study", open=True, asks="side" if side else "place",
+                    rules=(cue.entry.id, where[0].entry.id),
+                )  # fmt: skip
+            asks = cue.entry.get("asks")
+            places = tuple(
+                Qualifier(
+                    kind=h.group,
+                    value=h.entry.value,
+                    accepts=(h.entry.get("side"), h.entry.get("zone"))
+                    if h.group == "lobe"
+                    else h.entry.accepts,
+                    rule=h.entry.id,
+                    start=doc[h.start].idx,
+                    end=doc[h.end - 1].idx + len(doc[h.end - 1]),
+                )
+                for h in hits
+                if h.group in ("side", "zone", "lobe")
+            )
+            if places and asks not in ("normal", "abnormal"):
+                return ParsedQuestion(
+                    text, "unsupported",
+                    message="a place is asked about only for the study's normal or abnormal "
+                    "findings",
+                )  # fmt: skip
+            return ParsedQuestion(
+                text, "study", asks=asks, qualifiers=places,
+                rules=(cue.entry.id, *(q.rule for q in places)),
+            )  # fmt: skip
         if not labels:
             return ParsedQuestion(
                 text,
@@ -1270,6 +1303,17 @@ def answer_study(
     asks = question.asks
     if report.normal is None:
         return out("unknown", [], False)
+    if asks in ("normal", "abnormal") and question.qualifiers:
+        # "Is the left lung affected?": an abnormal finding there
+        zones = patterns.zone_includes
+        there = [
+            f
+            for f in abnormal
+            if f.kind not in ("device", "postop", "technique")
+            and all(_check(q, f.attributes, zones) == "yes" for q in question.qualifiers)
+        ]
+        found = bool(there)
+        return out(_yes(found if asks == "abnormal" else not found), there)
     if asks in ("normal", "abnormal"):
         normal = bool(report.normal)
         return out(_yes(normal if asks == "normal" else not normal), stated if normal else abnormal)
@@ -1287,6 +1331,17 @@ def answer_study(
             return out("yes", changed)
         same = [f for f in findings if f.attributes.get("change") == "unchanged"]
         return out("no", same) if same else out("unknown", [], False)
+    if asks in ("side", "place"):
+        # where the abnormal findings are (devices and post-operative changes are not
+        # abnormalities here); the positive ones, else the hedged ones
+        seen = [f for f in abnormal if f.kind not in ("device", "postop", "technique")]
+        seen = [f for f in seen if f.status == "positive"] or seen
+        where = _merged(seen)
+        side = where.get("laterality")
+        terms = [str(side)] if side else []
+        if asks == "place":
+            terms += [str(p) for p in where.get("location") or ()]  # type: ignore[attr-defined]
+        return out(terms, seen) if terms else out("unknown", seen, False)
     return out("unknown", [], False)
 
 

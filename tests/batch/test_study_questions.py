@@ -328,6 +328,28 @@ CLINICIANS = [
      "atelectasis.", "presence", "yes"),
     ("Where are the effusion and pneumothorax?", _EFFUSION, "unsupported", None),
     ("Is there pneumothorax or effusion on the left?", _EFFUSION, "unsupported", None),
+    # where the study's abnormal findings are, or whether there is one on a side
+    ("Which side is the abnormality on?", "FINDINGS: Left basilar opacity. Right PICC.",
+     "study", ["left"]),
+    ("Which lobe is affected?", "FINDINGS: Right upper lobe pneumonia. The lungs are "
+     "otherwise clear.", "study", ["right", "right upper lobe"]),
+    ("Which side is the abnormality on?", "FINDINGS: The lungs are clear.", "study",
+     "unknown"),
+    ("Is the left lung affected?", "FINDINGS: Right upper lobe pneumonia.", "study", "no"),
+    ("Is the right lung affected?", "FINDINGS: Right upper lobe pneumonia.", "study", "yes"),
+    ("Is there anything new in the left lung?", "FINDINGS: New left effusion.",
+     "unsupported", None),
+    # a few more ways to ask: thickness, what happened, lay words, metastases
+    ("How thick is the pneumothorax?", "FINDINGS: Right apical pneumothorax measuring 5 mm "
+     "in thickness.", "size", 5.0),
+    ("What happened to the pneumothorax?", "FINDINGS: The right pneumothorax has resolved.",
+     "change", "resolved"),
+    ("Is there air under the skin?", "FINDINGS: Subcutaneous emphysema in the right chest "
+     "wall.", "presence", "yes"),
+    ("Is there metastatic disease?", "IMPRESSION: Innumerable nodules consistent with "
+     "metastatic disease.", "presence", "yes"),
+    ("Is there metastatic disease?", "IMPRESSION: No evidence of metastases.", "presence",
+     "no"),
     # out of a report's reach
     ("What is the prognosis?", _PICC, "unsupported", None),
     ("What is the heart rate?", _PICC, "unsupported", None),
