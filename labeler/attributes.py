@@ -126,6 +126,16 @@ class AttributeRules:
     prior_cues: frozenset[str] = frozenset()
     prior_skip: frozenset[str] = frozenset()
     degree_words: frozenset[str] = frozenset()
+    #: a sentence that starts with one of these words and names no finding gives its size
+    #: to the previous sentence's finding ("This measures 3.2 cm"), under this rule id
+    refer_back_starts: tuple[str, ...] = ()
+    refer_back_rule: str = ""
+
+    def size_mm(self, match: re.Match[str]) -> float:
+        """The largest dimension of a `size_pattern` match, in millimetres."""
+        unit = self.units[match.group(2).lower()]
+        numbers = [float(x.replace(",", ".")) for x in re.findall(_NUMBER, match.group(1))]
+        return round(max(numbers) * unit, 1)
 
     @functools.cached_property
     def size_pattern(self) -> re.Pattern[str]:
@@ -178,6 +188,7 @@ def load_attribute_rules(name: str = "attributes.v1") -> AttributeRules:
         raise PatternFileError(f"{name}: size needs an id and units (unit: millimetres)")
     plural = data.get("plural_means_multiple") or {}
     prior = data.get("prior_state") or {}
+    refer = size.get("refers_back") or {}
     return AttributeRules(
         name=name,
         terms=tuple(terms),
@@ -191,6 +202,8 @@ def load_attribute_rules(name: str = "attributes.v1") -> AttributeRules:
         prior_cues=frozenset(str(x).lower() for x in prior.get("cues") or ()),
         prior_skip=frozenset(str(x).lower() for x in prior.get("skip") or ()),
         degree_words=frozenset(str(x).lower() for x in data.get("degree_of_change") or ()),
+        refer_back_starts=tuple(str(x).lower() for x in refer.get("starts") or ()),
+        refer_back_rule=str(refer.get("id") or ""),
     )
 
 
@@ -415,9 +428,7 @@ class AttributeFinder:
             span = doc.char_span(m.start(), m.end(), alignment_mode="expand")
             if span is None:
                 continue
-            unit = self.rules.units[m.group(2).lower()]
-            numbers = [float(x.replace(",", ".")) for x in re.findall(_NUMBER, m.group(1))]
-            size = round(max(numbers) * unit, 1)
+            size = self.rules.size_mm(m)
             size_tokens.update(range(span.start, span.end))
             if size <= 0 or self._prior_state(span):
                 continue

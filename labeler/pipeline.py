@@ -42,6 +42,7 @@ from labeler.lexicon import load_lexicon
 from labeler.normalize import ParseText, clean_text, parse_text
 from labeler.schema import Mention, ReportFinding, ReportLabels
 from labeler.sections import labelled_spans, split_sentences
+from labeler.size_reference import sizes_referred_back
 from labeler.statements import StatementMatcher
 from labeler.vocabulary import load_sections
 
@@ -347,6 +348,8 @@ class _Engine:
             for f in verdicts[key.text]
             if (f.label, f.rule) not in self.label_set.absent_when
         ]
+        spans = [(s, e) for _, s, e, _ in plan.sentences]
+        mentions = sizes_referred_back(mentions, spans, plan.text, self.attributes.rules)
         extra = implied(mentions, self.label_set.implies)
         statuses = aggregate([*mentions, *extra], labels)
         kept = deciding_first(mentions, statuses, self.config.max_mentions)
@@ -402,7 +405,8 @@ class _Engine:
                     )  # fmt: skip
                 )
             out.extend(self._leveled(self._placed(sentence, out, plan.text, s, e), plan.text, s, e))
-        return out
+        spans = [(s, e) for _, s, e, _ in plan.sentences]
+        return sizes_referred_back(out, spans, plan.text, self.attributes.rules)
 
     def _placed(
         self, sentence: list[ReportFinding], before: list[ReportFinding], text: str, s: int, e: int

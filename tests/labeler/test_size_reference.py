@@ -1,0 +1,56 @@
+"""Sizes stated in the sentence after their finding (`labeler.size_reference`), through the
+labeler: the label's finding and the report's findings both take them, with evidence."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from spacy.language import Language
+
+from labeler.config import LabelerConfig
+from labeler.pipeline import label_report
+from labeler.schema import ReportLabels
+
+
+@pytest.fixture(scope="module")
+def read(nlp: Language) -> Callable[[str], ReportLabels]:
+    config = LabelerConfig(findings=True)
+    return lambda text: label_report(text, nlp=nlp, config=config)
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
+    ("text", "label", "size"),
+    [
+        ("FINDINGS: A mass is present in the left midlung. This measures approximately "
+         "3.2 cm in diameter.", "Mass", 32.0),
+        ("FINDINGS: Another nodule is seen near the right hilum. It is about 2 cm.", "Nodule",
+         20.0),
+        ("FINDINGS: Moderate right pneumothorax. 2. This measures 3 cm at the apex.",
+         "Pneumothorax", 30.0),
+        # its own size stands; a ruled-out finding takes none; a sentence that names its
+        # own finding keeps its size; a sentence that does not refer back gives none
+        ("FINDINGS: A 12 mm nodule in the right lung. It measures 14 mm on the lateral view.",
+         "Nodule", 12.0),
+        ("FINDINGS: No pneumothorax. It measures 2 cm.", "Pneumothorax", None),
+        ("FINDINGS: Right lung nodule. It is near a 3 cm mass.", "Nodule", None),
+        ("FINDINGS: Right lung nodule. The heart measures 15 cm.", "Nodule", None),
+    ],
+)  # fmt: skip
+def test_a_size_in_the_next_sentence_goes_to_the_finding_before(
+    read: Callable[[str], ReportLabels], text: str, label: str, size: float | None
+) -> None:
+    result = read(text)
+    assert result.findings[label].get("size_mm") == size
+    found = result.report_findings or []
+    assert found[0].attributes.get("size_mm") == size
+
+
+@pytest.mark.issue(40)
+def test_a_referred_size_keeps_its_evidence(read: Callable[[str], ReportLabels]) -> None:
+    text = "FINDINGS: A mass is present in the left midlung. This measures 3.2 cm."
+    mass = next(m for m in read(text).mentions if m.label == "Mass")
+    ev = next(e for e in mass.attribute_evidence if e["attribute"] == "size_mm")
+    assert ev["rule"] == "size.refers_back"
+    assert text[ev["start"] : ev["end"]] == "3.2 cm"
