@@ -975,7 +975,23 @@ _SUFFIXES = ("ations", "ation", "ments", "ment", "ings", "ing", "ies", "ied", "e
 
 def site_words(lexicon: Lexicon, generic: Collection[str] = ()) -> dict[str, frozenset[str]]:
     """Each word of the lexicon's anatomy phrases ("aortic", "shoulder") -> every word that
-    names the same site; words of `generic` ("joint", "contour") name none by themselves."""
+    names the same site; words of `generic` ("joint", "contour") name none by themselves.
+    Built once per lexicon and generic words (answers ask for it per question)."""
+    key = (id(lexicon), frozenset(generic))
+    cached = _SITE_WORDS.get(key)
+    if cached is not None and cached[0] is lexicon:
+        return cached[1]
+    words = _site_words(lexicon, key[1])
+    if len(_SITE_WORDS) >= 8:
+        _SITE_WORDS.clear()
+    _SITE_WORDS[key] = (lexicon, words)
+    return words
+
+
+_SITE_WORDS: dict[tuple[int, frozenset[str]], tuple[Lexicon, dict[str, frozenset[str]]]] = {}
+
+
+def _site_words(lexicon: Lexicon, generic: frozenset[str]) -> dict[str, frozenset[str]]:
     out: dict[str, set[str]] = {}
     for c in lexicon.concepts.values():
         if c.kind != "anatomy":
