@@ -18,7 +18,7 @@ from app.db.models import BatchItem, PredictionRow
 from app.deps import AppState, ReviewerDep, SessionDep, StateDep
 from app.errors import ModelNotLoaded, NotFound, shown
 from app.inference import PREVIEW_SIDE
-from app.routes.predictions import MIN_OVERLAY_SIDE, prediction_read
+from app.prediction_views import MIN_OVERLAY_SIDE, prediction_read
 from app.schemas import ErrorRead, PredictionRead
 from app.worklist import (
     REVIEW_KEY,
