@@ -244,3 +244,227 @@ def test_worklist_keeps_the_image_and_opens_it_with_the_batchs_numbers(
     assert p["image"]["study_instance_uid"] == row["study_instance_uid"]
     heat = client.get(p["heatmaps"][row["label"]])
     assert heat.status_code == 200
+
+
+def _folder_job(client: TestClient, roots: Path, export: str = "export1") -> str:
+    from service_fixtures import wait_for_job
+
+    job = client.post("/v1/batches", json={"path": export, "reports": "reports.csv"}).json()
+    assert wait_for_job(client, job["id"])["state"] == "done"
+    return str(job["id"])
+
+
+def _row_of(client: TestClient, job_id: str, item: str, label: str) -> dict[str, Any]:
+    rows = client.get("/v1/discrepancies", params={"job_id": job_id, "limit": 500}).json()
+    row: dict[str, Any] = next(
+        d for d in rows["items"] if d["item"] == item and d["label"] == label
+    )
+    return row
+
+
+def _report_of(client: TestClient, row: dict[str, Any]) -> dict[str, Any]:
+    r = client.get(
+        f"/v1/discrepancies/items/{row['item_id']}/report", params={"label": row["label"]}
+    )
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+@pytest.mark.issue(44)
+def test_worklist_row_report_is_read_again_from_the_jobs_source_with_its_evidence(
+    make_client: Callable[..., TestClient], tmp_path: Path
+) -> None:
+    from service_fixtures import CSV_TEXT, SR_TEXT, build_export, write_reports_csv
+
+    roots = tmp_path / "roots"
+    build_export(roots / "export1")
+    write_reports_csv(roots / "reports.csv")
+    client = make_client(batch_roots=[roots])
+    job_id = _folder_job(client, roots)
+    # every threshold of the test model is 0: it calls Pneumothorax, both reports deny it
+    by_sr = _row_of(client, job_id, "PAT1/STUDY1/SER1/IM000001", "Pneumothorax")
+    by_csv = _row_of(client, job_id, "PAT2/STUDY2/image.dcm", "Pneumothorax")
+    for row, text, origin in (
+        (by_sr, SR_TEXT, "structured report PAT1/STUDY1/SR/SR000001"),
+        (by_csv, CSV_TEXT, "reports CSV reports.csv"),
+    ):
+        body = _report_of(client, row)
+        assert body["origin"] == origin and body["missing"] is None
+        assert text in body["text"] and body["status"] == "negative" and not body["changed"]
+        [evidence] = [m for m in body["labels"]["mentions"] if m["label"] == "Pneumothorax"]
+        # offsets index the text returned: the page highlights exactly these words
+        assert body["text"][evidence["start"] : evidence["end"]].lower() == "pneumothorax"
+        assert evidence["status"] == "negative"
+    # The report rewritten since the batch: said, with the new reading.
+    (roots / "reports.csv").write_text('AccessionNumber,Report\nB1,"Large pneumothorax."\n')
+    changed = _report_of(client, by_csv)
+    assert changed["changed"] and changed["labels"]["labels"]["Pneumothorax"] == "positive"
+    # Sources gone: said plainly, no text, no error status.
+    (roots / "reports.csv").unlink()
+    (roots / "export1" / "PAT1" / "STUDY1" / "SR" / "SR000001").unlink()
+    for row, what in ((by_csv, "The reports CSV reports.csv"), (by_sr, "The structured report")):
+        gone = _report_of(client, row)
+        assert gone["text"] is None and gone["labels"] is None
+        assert (
+            gone["missing"].startswith(what)
+            and "no longer where the job read it" in (gone["missing"])
+        )
+    # a row that does not exist is a 404 that names the row's findings
+    missing = client.get(
+        f"/v1/discrepancies/items/{by_csv['item_id']}/report", params={"label": "Hernia?"}
+    )
+    assert missing.status_code == 404
+
+
+@pytest.mark.issue(44)
+def test_worklist_row_report_of_an_uploaded_zip_says_it_went_with_the_job(
+    make_client: Callable[..., TestClient],
+) -> None:
+    import io
+    import zipfile
+
+    from dicom_factory import dx_bytes
+    from service_fixtures import CSV_TEXT, wait_for_job
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        zf.writestr("a/image.dcm", dx_bytes(accession="B1"))
+    client = make_client()
+    response = client.post(
+        "/v1/batches",
+        files={
+            "file": ("x.zip", buffer.getvalue(), "application/zip"),
+            "reports": ("reports.csv", f'AccessionNumber,Report\nB1,"{CSV_TEXT}"\n', "text/csv"),
+        },
+    )
+    assert response.status_code == 202, response.text
+    job_id = response.json()["id"]
+    assert wait_for_job(client, job_id)["state"] == "done"
+    row = _row_of(client, job_id, "a/image.dcm", "Pneumothorax")
+    body = _report_of(client, row)
+    assert body["text"] is None and body["origin"] == "reports CSV reports.csv"
+    assert "uploaded with the job and deleted when the job ended" in body["missing"]
+    # the image is gone too: the opened image is the model input the batch kept
+    opened = client.post(f"/v1/discrepancies/items/{row['item_id']}/prediction").json()
+    assert _preview_side(client, opened["id"]) <= 512
+
+
+def _preview_side(client: TestClient, prediction_id: str) -> int:
+    import cv2
+    import numpy as np
+
+    png = client.get(f"/v1/predictions/{prediction_id}/image.png")
+    assert png.status_code == 200
+    grey = cv2.imdecode(np.frombuffer(png.content, np.uint8), cv2.IMREAD_GRAYSCALE)
+    return int(max(grey.shape))
+
+
+def _prediction_count(client: TestClient) -> int:
+    from sqlalchemy import func, select
+
+    from app.db.models import PredictionRow
+
+    with client.app.state.cxr.sessions() as session:  # type: ignore[attr-defined]
+        return int(session.scalar(select(func.count()).select_from(PredictionRow)) or 0)
+
+
+def _big_export(roots: Path) -> None:
+    from dicom_factory import chest_pixels, dx_bytes
+
+    folder = roots / "big"
+    folder.mkdir(parents=True)
+    (folder / "film.dcm").write_bytes(
+        dx_bytes(accession="B1", pixels=chest_pixels(1400, 1200, seed=3))
+    )
+    (roots / "reports.csv").write_text('AccessionNumber,Report\nB1,"No pneumothorax."\n')
+
+
+@pytest.mark.issue(44)
+def test_worklist_open_shows_the_source_file_at_display_size_and_reuses_its_prediction(
+    make_client: Callable[..., TestClient], tmp_path: Path
+) -> None:
+    roots = tmp_path / "roots"
+    _big_export(roots)
+    client = make_client(batch_roots=[roots])
+    job_id = _folder_job(client, roots, "big")
+    row = _row_of(client, job_id, "film.dcm", "Pneumothorax")
+    kept = client.get(f"/v1/discrepancies/items/{row['item_id']}/image.png")
+    import cv2
+    import numpy as np
+
+    model_side = max(cv2.imdecode(np.frombuffer(kept.content, np.uint8), 0).shape)
+    assert model_side < 1024  # the batch kept the model input only
+    before = _prediction_count(client)
+    first = client.post(f"/v1/discrepancies/items/{row['item_id']}/prediction").json()
+    # the file is still in the folder: shown at display size, not the model's
+    assert _preview_side(client, first["id"]) == 1024
+    heat = client.get(first["heatmaps"]["Pneumothorax"], params={"max_size": 1024})
+    assert max(cv2.imdecode(np.frombuffer(heat.content, np.uint8), 1).shape[:2]) == 1024
+    assert first["image"]["rows"] == 1400 and first["image"]["columns"] == 1200
+    # opened again, by the same model: the stored prediction, not a new row
+    again = client.post(f"/v1/discrepancies/items/{row['item_id']}/prediction").json()
+    assert again["id"] == first["id"] and _prediction_count(client) == before + 1
+
+
+@pytest.mark.issue(44)
+def test_worklist_open_never_draws_on_a_file_replaced_since_the_batch(
+    make_client: Callable[..., TestClient], tmp_path: Path
+) -> None:
+    from dicom_factory import chest_pixels, dx_bytes
+
+    roots = tmp_path / "roots"
+    _big_export(roots)
+    client = make_client(batch_roots=[roots])
+    job_id = _folder_job(client, roots, "big")
+    row = _row_of(client, job_id, "film.dcm", "Pneumothorax")
+    (roots / "big" / "film.dcm").write_bytes(
+        dx_bytes(accession="B1", pixels=chest_pixels(1400, 1200, seed=9))
+    )
+    opened = client.post(f"/v1/discrepancies/items/{row['item_id']}/prediction").json()
+    assert _preview_side(client, opened["id"]) < 1024  # the kept input, not the new file
+    assert opened["probabilities"]["Pneumothorax"] == pytest.approx(
+        row["image"]["probability"], abs=1e-6
+    )
+
+
+@pytest.mark.issue(44)
+def test_worklist_deleting_a_job_deletes_the_images_it_kept_unless_another_row_needs_them(
+    make_client: Callable[..., TestClient], tmp_path: Path
+) -> None:
+    from app.db.models import Image
+
+    roots = tmp_path / "roots"
+    _big_export(roots)
+    client = make_client(batch_roots=[roots])
+    storage = client.app.state.cxr.storage  # type: ignore[attr-defined]
+    first_job = _folder_job(client, roots, "big")
+    second_job = _folder_job(client, roots, "big")  # the same file: the same stored objects
+    rows = [_row_of(client, j, "film.dcm", "Pneumothorax") for j in (first_job, second_job)]
+    items = [client.get(f"/v1/batches/{j}/results").text for j in (first_job, second_job)]
+    assert all('"review_image"' in text for text in items)
+    opened = client.post(f"/v1/discrepancies/items/{rows[0]['item_id']}/prediction").json()
+    with client.app.state.cxr.sessions() as session:  # type: ignore[attr-defined]
+        from app.db.models import BatchItem, PredictionRow
+
+        kept = session.get(BatchItem, rows[0]["item_id"]).result["review_image"]
+        prediction = session.get(PredictionRow, opened["id"])
+        made = {prediction.heatmaps_key, prediction.image.pixels_key}
+    keys = {kept["preview"], kept["input"]} | made
+    assert len(keys) == 4 and all(storage.exists(k) for k in keys)
+
+    assert client.delete(f"/v1/batches/{first_job}").status_code == 204
+    # the second job kept the same image: nothing deleted, its row still opens
+    assert all(storage.exists(k) for k in keys)
+    assert client.get(f"/v1/predictions/{opened['id']}").status_code == 200
+    assert client.get(f"/v1/discrepancies/items/{rows[1]['item_id']}/image.png").status_code == 200
+
+    # An uploaded image whose preview is byte-identical to the kept one keeps that object.
+    with client.app.state.cxr.sessions() as session:  # type: ignore[attr-defined]
+        session.add(Image(sha256="0" * 64, rows=1, columns=1, pixels_key=kept["preview"]))
+        session.commit()
+    assert client.delete(f"/v1/batches/{second_job}").status_code == 204
+    assert storage.exists(kept["preview"])
+    assert not any(storage.exists(k) for k in keys - {kept["preview"]})
+    # the prediction made by opening the row went with the last job that kept its image
+    assert client.get(f"/v1/predictions/{opened['id']}").status_code == 404
