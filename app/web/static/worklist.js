@@ -1,7 +1,7 @@
 // The radiologist's worklist: GET /v1/discrepancies, one row per image and finding where
 // the report and the model disagree; open the image, review the row, export as CSV.
 // Loaded after app.js, whose helpers (el, api, apiJson, apiObjectUrl, needKey, showPrediction,
-// selectLabel, setStatus) it uses; no inline script.
+// selectLabel, setStatus, renderHighlighted) it uses; no inline script.
 "use strict";
 
 const worklist = { rows: [], cursor: null, sort: { key: "", dir: 1 }, thumbs: new Map(),
@@ -131,6 +131,7 @@ async function openRow(d) {
     view.truth = null;
     await showPrediction(p);
     if (d.label in p.heatmaps) await selectLabel(d.label);
+    await showRowReport(d);
     setStatus("predict-status", `${d.item}: ${d.label}, ${d.reason}`);
     for (const row of $("worklist-table").querySelectorAll("tbody tr")) {
       row.classList.toggle("selected", row.dataset.row === wlKey(d));
@@ -140,6 +141,34 @@ async function openRow(d) {
   } catch (error) {
     setStatus("worklist-status", `open ${d.item}: ${error.message}`, true);
   }
+}
+
+async function showRowReport(d) {
+  // Batch results keep no report text: it is read again from the job's source (reports
+  // CSV or structured report) and labeled now; when the source is gone, the page says so.
+  const panel = $("row-report");
+  const box = $("row-report-text");
+  $("row-report-title").textContent = `Report: ${d.label} (${d.report.status})`;
+  let r;
+  try {
+    r = await apiJson(`/v1/discrepancies/items/${d.item_id}/report?` +
+      new URLSearchParams({ label: d.label }));
+  } catch (error) {
+    r = { text: null, origin: null, missing: `The report could not be read: ${error.message}` };
+  }
+  panel.classList.toggle("missing", r.text === null);
+  if (r.text === null) {
+    box.replaceChildren(el("span", { text: `Report not available: ${r.missing}` }));
+    $("row-report-origin").textContent = r.origin ? `From the job's ${r.origin}.` : "";
+  } else {
+    renderHighlighted(box, r.text, r.labels.mentions, d.label);
+    $("row-report-origin").textContent = `Read again now from the job's ${r.origin}` +
+      (r.changed ? `; it now reads ${r.labels.labels[d.label]}, not ${r.status} as when ` +
+        "the batch ran." : "; the finding's evidence is outlined.");
+    const focus = box.querySelector("mark.focus");
+    if (focus) box.scrollTop = Math.max(0, focus.offsetTop - box.offsetTop - 24);
+  }
+  panel.hidden = false;
 }
 
 function renderWorklist() {
