@@ -22,6 +22,7 @@ from app.db.models import (
     Report,
     Study,
     WorklistReview,
+    WorklistRow,
     utcnow,
 )
 from batch.interfaces import SourceItem
@@ -59,6 +60,7 @@ __all__ = [
     "set_job_state",
     "unfinished_job_ids",
     "get_batch_item",
+    "index_worklist",
     "save_review",
 ]
 
@@ -495,8 +497,66 @@ def complete_items(session: Session, job_id: str, outcomes: Iterable[ItemOutcome
             )
         )
         changed += int(getattr(result, "rowcount", 0) or 0)
+    # The worklist's rows of the images just done, in the same transaction as their results.
+    done = [storable(o.path) for o in outcomes if o.state == "done"]
+    for start in range(0, len(done), 500):
+        _index_items(
+            session,
+            session.scalars(
+                select(BatchItem).where(
+                    BatchItem.job_id == job_id,
+                    BatchItem.path.in_(done[start : start + 500]),
+                    _PENDING_ROWS,
+                )
+            ),
+        )
     session.commit()
     return changed
+
+
+# Items done whose worklist rows were not derived yet (stored before the rows existed, or by
+# a writer other than `complete_items`).
+_PENDING_ROWS = BatchItem.worklist_indexed.is_(False) & (BatchItem.state == "done")
+
+
+def index_worklist(session: Session, *, chunk: int = 500) -> int:
+    """Derive the worklist rows of every item done that has none yet, and commit per chunk.
+
+    `complete_items` derives them as results are stored; this catches up results stored
+    before the worklist had rows, before the worklist is read.
+
+    Returns:
+        How many items were indexed.
+    """
+    total = 0
+    while True:
+        items = list(session.scalars(select(BatchItem).where(_PENDING_ROWS).limit(chunk)))
+        if not items:
+            return total
+        _index_items(session, items)
+        session.commit()
+        total += len(items)
+
+
+def _index_items(session: Session, items: Iterable[BatchItem]) -> None:
+    from app.worklist import discrepancies_in_result
+
+    for item in items:
+        item.worklist_indexed = True
+        if item.kind not in ("image", "bitmap") or not isinstance(item.result, dict):
+            continue
+        for d in discrepancies_in_result(item.result):
+            probability = d.image.get("probability")
+            session.add(
+                WorklistRow(
+                    batch_item_id=item.id,
+                    job_id=item.job_id,
+                    label=d.label[:64],
+                    probability=float(probability)
+                    if isinstance(probability, int | float)
+                    else None,
+                )
+            )
 
 
 def batch_counts(session: Session, job_id: str) -> dict[str, int]:
@@ -556,6 +616,7 @@ def delete_batch_job(session: Session, job: BatchJobRow) -> list[str]:
     kept = _kept_review_images(session, BatchItem.job_id == job.id)
     items = select(BatchItem.id).where(BatchItem.job_id == job.id)
     session.execute(delete(WorklistReview).where(WorklistReview.batch_item_id.in_(items)))
+    session.execute(delete(WorklistRow).where(WorklistRow.job_id == job.id))
     session.execute(delete(BatchItem).where(BatchItem.job_id == job.id))
     session.delete(job)
     session.flush()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 from fastapi import APIRouter, Path, Query, Response
@@ -17,14 +17,16 @@ from starlette.concurrency import run_in_threadpool
 from app import crud
 from app.db.models import BatchItem, PredictionRow
 from app.deps import AppState, NlpDep, ReviewerDep, SessionDep, StateDep
-from app.errors import ModelNotLoaded, NotFound, shown
+from app.errors import BadCursor, ModelNotLoaded, NotFound, shown
 from app.inference import PREVIEW_SIDE
 from app.prediction_views import MIN_OVERLAY_SIDE, prediction_read
 from app.schemas import ErrorRead, PredictionRead, ReportLabelsRead
 from app.worklist import (
     REVIEW_KEY,
+    CursorError,
     Decision,
     Discrepancy,
+    Sort,
     discrepancies_in_result,
     list_discrepancies,
     review_dict,
@@ -50,13 +52,14 @@ ItemId = Annotated[int, Path(ge=1, le=MAX_ID, description="A worklist row's `ite
 
 
 class DiscrepancyListRead(BaseModel):
-    """One page of the worklist, newest item first."""
+    """One page of the worklist, in the order asked for."""
 
     # the worklist's own dataclass: one field list, validated and documented by pydantic
     items: list[Discrepancy]
-    scanned: int = Field(description="Batch items read for this page.")
-    next_cursor: int | None = Field(
-        description="Pass as `before` for the next page; null when every stored result was read."
+    scanned: int = Field(description="Rows read for this page.")
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` (same sort and order) for the next page; null on the "
+        "last page."
     )
 
 
@@ -77,9 +80,23 @@ class ReviewRead(BaseModel):
     reviewed_at: str
 
 
+SortQuery = Annotated[
+    Sort,
+    Query(
+        description="newest (item, newest first), finding, probability (highest first), job "
+        "(newest job first) or review (unreviewed first, then by verdict)."
+    ),
+]
+OrderQuery = Annotated[
+    Literal["asc", "desc"] | None,
+    Query(description="Against the sort's own direction (see `sort`) when given."),
+]
+
+
 @router.get(
     "/discrepancies",
     response_model=DiscrepancyListRead,
+    responses={400: {"model": ErrorRead}},
     summary="List images whose report and image disagree (the worklist)",
 )
 def get_discrepancies(
@@ -87,18 +104,32 @@ def get_discrepancies(
     job_id: JobQuery = None,
     label: LabelQuery = None,
     unreviewed: UnreviewedQuery = False,
-    before: Annotated[
-        int | None, Query(ge=1, le=MAX_ID, description="Keyset cursor: a page's `next_cursor`.")
+    sort: SortQuery = "newest",
+    order: OrderQuery = None,
+    cursor: Annotated[
+        str | None, Query(max_length=512, description="Keyset cursor: a page's `next_cursor`.")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> DiscrepancyListRead:
     """From batch jobs that had both a report and a model: per image and finding, the
     report's status (and side, when stored) beside the model's decision, probability,
     threshold and boxes placed in the patient, one sentence saying how they disagree, and
-    the row's review. Pages go back through every stored result with `before`."""
-    page = list_discrepancies(
-        session, job_id=job_id, label=label, unreviewed=unreviewed, before=before, limit=limit
-    )
+    the row's review. Filtered, sorted and paged in the database (keyset paging): follow
+    `next_cursor` with the same sort and order to read every row."""
+    crud.index_worklist(session)  # results stored before the worklist had rows
+    try:
+        page = list_discrepancies(
+            session,
+            job_id=job_id,
+            label=label,
+            unreviewed=unreviewed,
+            sort=sort,
+            descending=None if order is None else order == "desc",
+            cursor=cursor,
+            limit=limit,
+        )
+    except CursorError as exc:
+        raise BadCursor(str(exc)) from None
     return DiscrepancyListRead(items=page.items, scanned=page.scanned, next_cursor=page.next_cursor)
 
 
@@ -161,18 +192,30 @@ def export_discrepancies(
     job_id: JobQuery = None,
     label: LabelQuery = None,
     unreviewed: UnreviewedQuery = False,
+    sort: SortQuery = "newest",
+    order: OrderQuery = None,
 ) -> StreamingResponse:
-    """Every row (all pages, same filters as the list), one CSV line each, with its review."""
+    """Every row (all pages, same filters and sort as the list), one CSV line each, with its
+    review."""
 
     def lines() -> Iterator[bytes]:
         buffer = io.StringIO()
         writer = csv.writer(buffer)
         writer.writerow(CSV_COLUMNS)
-        before: int | None = None
+        cursor: str | None = None
+        with state.sessions() as session:
+            crud.index_worklist(session)
         while True:
             with state.sessions() as session:
                 page = list_discrepancies(
-                    session, job_id=job_id, label=label, unreviewed=unreviewed, before=before
+                    session,
+                    job_id=job_id,
+                    label=label,
+                    unreviewed=unreviewed,
+                    sort=sort,
+                    descending=None if order is None else order == "desc",
+                    cursor=cursor,
+                    limit=500,
                 )
             for d in page.items:
                 writer.writerow(_csv_row(d))
@@ -181,7 +224,7 @@ def export_discrepancies(
             buffer.truncate()
             if page.next_cursor is None:
                 return
-            before = page.next_cursor
+            cursor = page.next_cursor
 
     return StreamingResponse(
         lines(),

@@ -726,9 +726,30 @@ def test_web_worklist_refreshes_after_a_batch_opens_reviews_and_filters(
             "n => document.querySelectorAll('#worklist-table tbody tr[data-row]').length === n",
             arg=total,
         )
-        page.locator('#worklist-table th[data-sort="finding"]').click()
-        shown = [r.get_attribute("data-label") for r in rows.element_handles()]
-        assert shown == sorted(shown)
+        # The sort runs on the server: the page asks for it and shows the rows as answered.
+        with page.expect_response(lambda r: "sort=finding" in r.url):
+            page.locator('#worklist-table th[data-sort="finding"]').click()
+        page.wait_for_function(
+            "() => { const l = [...document.querySelectorAll('#worklist-table tbody "
+            "tr[data-row]')].map((r) => r.dataset.label); return l.length && "
+            "l.every((x, i) => !i || l[i - 1] <= x); }"
+        )
+        assert page.locator('th[data-sort="finding"]').get_attribute("aria-sort") == "ascending"
+        with page.expect_response(lambda r: "sort=probability" in r.url):
+            page.locator("#wl-sort").select_option("probability")
+        page.wait_for_function(
+            "() => { const p = [...document.querySelectorAll('#worklist-table tbody "
+            "tr[data-row]')].map((r) => Number(r.dataset.p)); return p.length && "
+            "p.every((x, i) => !i || p[i - 1] >= x); }"
+        )
+        assert rows.count() == total
+        with page.expect_response(lambda r: "order=asc" in r.url):
+            page.locator('#worklist-table th[data-sort="probability"]').click()
+        page.wait_for_function(
+            "() => { const p = [...document.querySelectorAll('#worklist-table tbody "
+            "tr[data-row]')].map((r) => Number(r.dataset.p)); return p.length && "
+            "p.every((x, i) => !i || p[i - 1] <= x); }"
+        )
         with page.expect_download() as download:
             page.locator("#wl-export").click()
         exported = Path(download.value.path()).read_text()

@@ -98,7 +98,7 @@ def test_get_discrepancies_lists_stored_batch_results(
     agree = _result("A2", report="negative")
     _store_items(client, {"a.dcm": _result("A1"), "b.dcm": agree})
     body = client.get("/v1/discrepancies").json()
-    assert body["scanned"] == 2 and body["next_cursor"] is None
+    assert body["scanned"] == 1 and body["next_cursor"] is None
     [item] = body["items"]
     assert (item["item"], item["label"], item["accession_number"]) == ("a.dcm", "Effusion", "A1")
     assert item["study_instance_uid"] == "1.2.A1" and item["sop_instance_uid"] == "1.2.A1.1"
@@ -109,52 +109,111 @@ def test_get_discrepancies_lists_stored_batch_results(
     assert client.get("/v1/discrepancies", params={"job_id": "other"}).json()["items"] == []
 
 
+def _pages(client: TestClient, **params: Any) -> list[list[dict[str, Any]]]:
+    pages: list[list[dict[str, Any]]] = []
+    cursor = None
+    while True:
+        query = dict(params) | ({"cursor": cursor} if cursor is not None else {})
+        body = client.get("/v1/discrepancies", params=query).json()
+        pages.append(body["items"])
+        assert body["scanned"] == len(body["items"])
+        cursor = body["next_cursor"]
+        if cursor is None:
+            return pages
+        assert len(pages) < 50, "the cursor does not advance"
+
+
 @pytest.mark.issue(44)
 def test_worklist_pages_over_every_stored_result_with_a_keyset_cursor(
     make_client: Callable[..., TestClient],
 ) -> None:
     client = make_client(model=False)
     _store_items(client, {f"im{i:02d}.dcm": _result(f"A{i:02d}") for i in range(12)})
-    seen: list[str] = []
-    before = None
-    pages = 0
-    while True:
-        params: dict[str, Any] = {"limit": 5}
-        if before is not None:
-            params["before"] = before
-        body = client.get("/v1/discrepancies", params=params).json()
-        pages += 1
-        seen += [d["item"] for d in body["items"]]
-        before = body["next_cursor"]
-        if before is None:
-            break
-    assert pages == 3
+    pages = _pages(client, limit=5)
+    assert [len(p) for p in pages] == [5, 5, 2]
     # newest first, every item once
+    seen = [d["item"] for page in pages for d in page]
     assert seen == [f"im{i:02d}.dcm" for i in reversed(range(12))]
 
 
 @pytest.mark.issue(44)
-def test_worklist_reads_past_its_scan_budget_instead_of_stopping(
+def test_worklist_reaches_an_old_disagreement_behind_many_agreeing_results(
     make_client: Callable[..., TestClient],
 ) -> None:
-    from app.worklist import list_discrepancies
-
     client = make_client(model=False)
-    # ten agreeing items newer than the one disagreement: a page that reads 4 items finds
-    # nothing yet says where to go on, and the cursor reaches the old row
+    # rows exist only for disagreements: 300 agreeing items newer than the one disagreement
+    # cost nothing to page past
     _store_items(client, {"old.dcm": _result("OLD")})
-    _store_items(client, {f"ok{i}.dcm": _result(f"K{i}", report="negative") for i in range(10)})
-    found: list[str] = []
-    before = None
-    with client.app.state.cxr.sessions() as session:  # type: ignore[attr-defined]
-        for _ in range(10):
-            page = list_discrepancies(session, before=before, max_scan=4)
-            assert page.scanned <= 4
-            found += [d.item for d in page.items]
-            before = page.next_cursor
-            if before is None:
-                break
-    assert found == ["old.dcm"] and before is None
+    _store_items(client, {f"ok{i}.dcm": _result(f"K{i}", report="negative") for i in range(300)})
+    pages = _pages(client, limit=1)
+    assert [[d["item"] for d in page] for page in pages] == [["old.dcm"]]
+
+
+@pytest.mark.issue(44)
+@pytest.mark.parametrize(
+    ("sort", "order", "key", "descending"),
+    [
+        ("probability", None, lambda d: d["image"]["probability"], True),
+        ("probability", "asc", lambda d: d["image"]["probability"], False),
+        ("finding", None, lambda d: d["label"], False),
+        ("job", None, lambda d: d["job_id"], True),  # jobs made in order: job-0 < job-1 ...
+        ("review", None, lambda d: (d["review"] or {}).get("decision") or "", False),
+    ],
+)
+def test_worklist_sorts_in_the_query_and_pages_every_row_once_in_that_order(
+    make_client: Callable[..., TestClient],
+    sort: str,
+    order: str | None,
+    key: Callable[[dict[str, Any]], Any],
+    descending: bool,
+) -> None:
+    client = make_client(model=False)
+    probabilities = [0.05, 0.3, 0.3, 0.1, 0.45, 0.2, 0.3, 0.01, 0.4, 0.15, 0.25]
+    for j in range(3):  # three jobs, created one after the other
+        _store_items(
+            client,
+            {
+                f"j{j}-{i}.dcm": _two_rows(f"A{j}{i}", p)
+                for i, p in enumerate(probabilities)
+                if i % 3 == j
+            },
+            job=f"job-{j}",
+        )
+    every = _pages(client, limit=500)[0]
+    assert len(every) == 2 * len(probabilities)  # Effusion and Mass rows of every image
+    for d in every[::3]:  # reviews on a third of the rows, of every kind
+        decision = ["agree_report", "agree_model", "dismissed"][d["item_id"] % 3]
+        url = f"/v1/discrepancies/items/{d['item_id']}/reviews/{d['label']}"
+        assert client.put(url, json={"decision": decision}).status_code == 200
+    params: dict[str, Any] = {"sort": sort, "limit": 4} | ({"order": order} if order else {})
+    pages = _pages(client, **params)
+    rows = [d for page in pages for d in page]
+    assert all(len(page) == 4 for page in pages[:-1])
+    # every row exactly once, across pages ...
+    assert sorted((d["item_id"], d["label"]) for d in rows) == sorted(
+        (d["item_id"], d["label"]) for d in every
+    )
+    # ... in the order asked for, across page boundaries too
+    keys = [key(d) for d in rows]
+    assert keys == sorted(keys, reverse=descending)
+    # a filter pages the same way
+    mass = [d for page in _pages(client, **params, label="Mass") for d in page]
+    assert {d["label"] for d in mass} == {"Mass"} and len(mass) == len(probabilities)
+    # a cursor of another sort is refused, not misread
+    other = "finding" if sort != "finding" else "probability"
+    first = client.get("/v1/discrepancies", params=params).json()["next_cursor"]
+    refused = client.get("/v1/discrepancies", params={"sort": other, "cursor": first})
+    assert refused.status_code == 400 and "sorted by" in refused.json()["detail"]
+    assert client.get("/v1/discrepancies", params={"cursor": "nonsense"}).status_code == 400
+
+
+def _two_rows(accession: str, p: float) -> dict[str, Any]:
+    # Effusion in the report, the model below its threshold; Mass absent from the report,
+    # the model above it: two rows, with probabilities p and 0.5 + p
+    result = _result(accession, p=p)
+    result["prediction"]["probabilities"]["Mass"] = 0.5 + p
+    result["prediction"]["positive"] = ["Mass"]
+    return result
 
 
 @pytest.mark.issue(44)

@@ -4,8 +4,10 @@
 // selectLabel, setStatus, renderHighlighted) it uses; no inline script.
 "use strict";
 
-const worklist = { rows: [], cursor: null, sort: { key: "", dir: 1 }, thumbs: new Map(),
-  request: 0 };
+// The sort runs on the server (keyset paging): `order` is null for the sort's own direction
+// (newest, probability and job descending; finding and review ascending) or "asc"/"desc".
+const worklist = { rows: [], cursor: null, sort: { key: "newest", order: null },
+  thumbs: new Map(), request: 0 };
 const WL_PAGE = 50;
 const VERDICTS = { "": "not reviewed", agree_report: "agree with report",
   agree_model: "agree with model", dismissed: "dismissed" };
@@ -17,6 +19,8 @@ function wlQuery(extra) {
   if (label) params.set("label", label);
   if (job) params.set("job_id", job);
   if ($("wl-filter-unreviewed").checked) params.set("unreviewed", "true");
+  params.set("sort", worklist.sort.key);
+  if (worklist.sort.order) params.set("order", worklist.sort.order);
   for (const [k, v] of Object.entries(extra || {})) params.set(k, String(v));
   return params;
 }
@@ -45,26 +49,6 @@ function wlReportText(report) {
 }
 
 function wlKey(d) { return `${d.item_id}:${d.label}`; }
-
-const WL_SORTS = {
-  study: (d) => d.accession_number || d.study_instance_uid || "",
-  image: (d) => d.item,
-  finding: (d) => d.label,
-  report: (d) => d.report.status,
-  model: (d) => d.image.probability ?? -1,
-  review: (d) => (d.review && d.review.decision) || "",
-};
-
-function wlSorted() {
-  const { key, dir } = worklist.sort;
-  if (!key) return worklist.rows;
-  const get = WL_SORTS[key];
-  return [...worklist.rows].sort((a, b) => {
-    const x = get(a);
-    const y = get(b);
-    return (x < y ? -1 : x > y ? 1 : 0) * dir;
-  });
-}
 
 function wlStack(main, detail, cls) {
   // Long details (UIDs) stay on one line, ellipsised; the whole text is the tooltip.
@@ -178,12 +162,13 @@ function renderWorklist() {
     body.append(el("tr", { class: "none" }, el("td", { colspan: 8,
       text: "No disagreements in the batch results read." })));
   }
-  for (const d of wlSorted()) {
+  for (const d of worklist.rows) {
     const model = wlDecision(d.image);
     const report = wlReportText(d.report);
     const side = d.image.side && d.image.side !== "unknown" ? `, ${d.image.side}` : "";
     const thumb = el("td", { class: "wl-thumb" });
-    const row = el("tr", { "data-row": wlKey(d), "data-item": d.item_id, "data-label": d.label },
+    const row = el("tr", { "data-row": wlKey(d), "data-item": d.item_id, "data-label": d.label,
+      "data-p": d.image.probability ?? "" },
       thumb,
       el("td", {}, wlStack(d.accession_number ? `Acc. ${d.accession_number}` : "no accession",
         d.study_instance_uid ? `Study UID ${d.study_instance_uid}` : "")),
@@ -227,7 +212,7 @@ async function loadWorklist(more) {
   const request = ++worklist.request;
   setStatus("worklist-status", "Loading…");
   try {
-    const extra = more && worklist.cursor !== null ? { before: worklist.cursor } : {};
+    const extra = more && worklist.cursor !== null ? { cursor: worklist.cursor } : {};
     const data = await apiJson(`/v1/discrepancies?${wlQuery(extra)}`);
     if (request !== worklist.request) return;
     worklist.rows = more ? worklist.rows.concat(data.items) : data.items;
@@ -257,6 +242,24 @@ async function exportWorklist() {
   }
 }
 
+const WL_DESCENDING = { newest: true, finding: false, probability: true, job: true,
+  review: false };
+
+function wlDescending() {
+  const { key, order } = worklist.sort;
+  return order ? order === "desc" : WL_DESCENDING[key];
+}
+
+function wlSortBy(key, order) {
+  worklist.sort = { key, order };
+  $("wl-sort").value = key;
+  for (const th of $("worklist-table").querySelectorAll("th[data-sort]")) {
+    th.setAttribute("aria-sort", th.dataset.sort !== key ? "none" :
+      (wlDescending() ? "descending" : "ascending"));
+  }
+  loadWorklist(false); // a new order starts from its first page (cursors are per sort)
+}
+
 function setupWorklist() {
   wlLabels();
   $("worklist-refresh").addEventListener("click", () => loadWorklist(false));
@@ -265,15 +268,13 @@ function setupWorklist() {
   for (const id of ["wl-filter-label", "wl-filter-job", "wl-filter-unreviewed"]) {
     $(id).addEventListener("change", () => loadWorklist(false));
   }
+  $("wl-sort").addEventListener("change", () => wlSortBy($("wl-sort").value, null));
   for (const th of $("worklist-table").querySelectorAll("th[data-sort]")) {
+    // A header sorts by its column; clicked again, the other way round.
     th.addEventListener("click", () => {
       const key = th.dataset.sort;
-      worklist.sort = { key, dir: worklist.sort.key === key ? -worklist.sort.dir : 1 };
-      for (const other of $("worklist-table").querySelectorAll("th[data-sort]")) {
-        other.setAttribute("aria-sort", other === th ?
-          (worklist.sort.dir > 0 ? "ascending" : "descending") : "none");
-      }
-      renderWorklist();
+      const again = worklist.sort.key === key;
+      wlSortBy(key, again ? (wlDescending() ? "asc" : "desc") : null);
     });
   }
   loadWorklist(false);
