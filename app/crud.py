@@ -534,7 +534,12 @@ def index_worklist(session: Session, *, chunk: int = 500) -> int:
         if not items:
             return total
         _index_items(session, items)
-        session.commit()
+        try:
+            session.commit()
+        except IntegrityError:
+            # Another request indexed the same items at the same time: theirs stand.
+            session.rollback()
+            continue
         total += len(items)
 
 

@@ -527,3 +527,36 @@ def test_worklist_deleting_a_job_deletes_the_images_it_kept_unless_another_row_n
     assert not any(storage.exists(k) for k in keys - {kept["preview"]})
     # the prediction made by opening the row went with the last job that kept its image
     assert client.get(f"/v1/predictions/{opened['id']}").status_code == 404
+
+
+@pytest.mark.issue(44)
+def test_worklist_rows_of_old_results_are_derived_once_even_by_two_readers_at_once(
+    make_client: Callable[..., TestClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sqlalchemy import func, select
+    from sqlalchemy.orm import Session
+
+    from app import crud
+    from app.db.models import WorklistRow
+
+    client = make_client(model=False)
+    _store_items(client, {f"im{i}.dcm": _result(f"A{i}") for i in range(3)})  # not indexed yet
+    sessions = client.app.state.cxr.sessions  # type: ignore[attr-defined]
+    derive = crud._index_items
+    raced: list[int] = []
+    racing_now: list[bool] = []
+
+    def racing(session: Session, items: Any) -> None:
+        derive(session, items)
+        if not racing_now:  # a second reader derives the same items and commits first
+            racing_now.append(True)
+            with sessions() as other:
+                raced.append(crud.index_worklist(other))
+
+    monkeypatch.setattr(crud, "_index_items", racing)
+    with sessions() as session:
+        assert crud.index_worklist(session) == 0  # its commit lost: the other's rows stand
+    assert raced == [3]
+    with sessions() as session:
+        assert session.scalar(select(func.count()).select_from(WorklistRow)) == 3
+    assert len(client.get("/v1/discrepancies").json()["items"]) == 3
