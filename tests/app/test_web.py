@@ -791,7 +791,8 @@ def test_web_worklist_row_opens_with_its_report_and_the_findings_evidence_highli
         assert focus.get_attribute("class") == "mention negative focus"
         assert text.locator("mark.mention.positive").count() >= 1  # the enlarged heart
         assert text.inner_text() == REPORT
-        assert "reports CSV ward.csv" in page.locator("#row-report-origin").inner_text()
+        origin = page.locator("#row-report-origin").inner_text()
+        assert "reports CSV ward.csv" in origin and "Pneumothorax evidence is outlined" in origin
         # the file is still in the folder: the image is shown beyond the 64 px model input
         natural = page.evaluate("() => document.getElementById('base-image').naturalWidth")
         assert natural == 360

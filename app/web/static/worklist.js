@@ -146,10 +146,12 @@ async function showRowReport(d) {
     $("row-report-origin").textContent = r.origin ? `From the job's ${r.origin}.` : "";
   } else {
     renderHighlighted(box, r.text, r.labels.mentions, d.label);
+    const focus = box.querySelector("mark.focus");
+    const evidence = focus ? `; the ${d.label} evidence is outlined.` :
+      `; it does not mention ${d.label}.`;
     $("row-report-origin").textContent = `Read again now from the job's ${r.origin}` +
       (r.changed ? `; it now reads ${r.labels.labels[d.label]}, not ${r.status} as when ` +
-        "the batch ran." : "; the finding's evidence is outlined.");
-    const focus = box.querySelector("mark.focus");
+        "the batch ran." : evidence);
     if (focus) box.scrollTop = Math.max(0, focus.offsetTop - box.offsetTop - 24);
   }
   panel.hidden = false;
