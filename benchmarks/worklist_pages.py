@@ -7,8 +7,8 @@ rows), every page (following the cursor to the end) and, where the checkout sort
 query, the same by probability, and the one-time derivation of the rows of results stored
 before the worklist had rows (`crud.index_worklist`). Median of `--repeat` runs each.
 
-    git worktree add /tmp/base-44 e7791fa     # the worklist before its rows were stored
-    python benchmarks/worklist_pages.py --items 20000 --against /tmp/base-44
+    git worktree add /tmp/base e7791fa     # the worklist before its rows were stored
+    python benchmarks/worklist_pages.py --items 20000 --against /tmp/base
 """
 
 from __future__ import annotations
