@@ -256,6 +256,18 @@ def _decode_cursor(cursor: str, sort: str, descending: bool) -> tuple[Any, int]:
             value = datetime.fromisoformat(str(value))
         except ValueError:
             raise CursorError("not a worklist cursor: its job time is not a time") from None
+    # a cursor edited by hand must not reach the database with the wrong type (PostgreSQL
+    # refuses to compare a number with text)
+    types: dict[str, tuple[type, ...]] = {
+        "newest": (int,),
+        "finding": (str,),
+        "probability": (int, float),
+        "review": (str,),
+        "job": (datetime,),
+    }
+    wanted = types[sort]
+    if not isinstance(value, wanted) or isinstance(value, bool):
+        raise CursorError("not a worklist cursor: its sort value has the wrong type")
     return value, row_id
 
 

@@ -205,6 +205,18 @@ def test_worklist_sorts_in_the_query_and_pages_every_row_once_in_that_order(
     refused = client.get("/v1/discrepancies", params={"sort": other, "cursor": first})
     assert refused.status_code == 400 and "sorted by" in refused.json()["detail"]
     assert client.get("/v1/discrepancies", params={"cursor": "nonsense"}).status_code == 400
+    # a cursor edited by hand (a text where the sort compares numbers) is refused, not queried
+    import base64
+    import json
+
+    forged = json.dumps({"s": sort, "d": descending, "k": [1], "i": 1}).encode()
+    assert (
+        client.get(
+            "/v1/discrepancies",
+            params=params | {"cursor": base64.urlsafe_b64encode(forged).decode()},
+        ).status_code
+        == 400
+    )
 
 
 def _two_rows(accession: str, p: float) -> dict[str, Any]:
