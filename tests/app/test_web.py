@@ -621,7 +621,7 @@ def _run_batch_in_page(page: Any, tmp_path: Path, accessions: tuple[str, ...]) -
     all-positive test model disagrees with."""
     archive = _zip_of(
         {
-            f"S{i}/im.dcm": dx_bytes(accession=a, pixels=chest_pixels(seed=i))
+            f"S{i}/im.dcm": dx_bytes(accession=a, pixels=chest_pixels(200, 180, seed=i))
             for i, a in enumerate(accessions)
         },
         tmp_path / "worklist.zip",
@@ -692,6 +692,8 @@ def test_web_worklist_refreshes_after_a_batch_opens_reviews_and_filters(
         report.wait_for()
         assert "Report not available" in report.inner_text()
         assert "deleted when the job ended" in report.inner_text()
+        # ... and so did its files: the image is the model input kept (64 px), said so
+        assert "model's input size" in page.locator("#predict-status").inner_text()
         # Review: saved with the key's name, shown after a reload of the list.
         row_id = first.get_attribute("data-row")
         first.locator("select.wl-verdict").select_option("agree_report")
@@ -796,6 +798,7 @@ def test_web_worklist_row_opens_with_its_report_and_the_findings_evidence_highli
         # the file is still in the folder: the image is shown beyond the 64 px model input
         natural = page.evaluate("() => document.getElementById('base-image').naturalWidth")
         assert natural == 360
+        assert "model's input size" not in page.locator("#predict-status").inner_text()
         widths = page.evaluate(
             "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
         )

@@ -116,7 +116,13 @@ async function openRow(d) {
     await showPrediction(p);
     if (d.label in p.heatmaps) await selectLabel(d.label);
     await showRowReport(d);
-    setStatus("predict-status", `${d.item}: ${d.label}, ${d.reason}`);
+    // Shown smaller than the film (and than the 1024 px preview): the job's file is gone,
+    // so the image is the model input the batch kept.
+    const base = $("base-image");
+    const small = Math.max(base.naturalWidth, base.naturalHeight) <
+      Math.min(1024, Math.max(p.image.rows, p.image.columns));
+    setStatus("predict-status", `${d.item}: ${d.label}, ${d.reason}` + (small ?
+      " (shown at the model's input size: the job's file is no longer on the server)" : ""));
     for (const row of $("worklist-table").querySelectorAll("tbody tr")) {
       row.classList.toggle("selected", row.dataset.row === wlKey(d));
     }
