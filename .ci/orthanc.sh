@@ -4,7 +4,9 @@
 # Uses Debian's `orthanc` and `orthanc-dicomweb` packages (installed here when missing),
 # a private config and storage folder in a temporary directory, for loopback clients only.
 # Orthanc 1.10 (Debian 12) cannot choose the address it listens on, so its ports are open on
-# every interface; what reaches them from elsewhere is refused: HTTP answers only loopback
+# every interface of its network namespace: .ci/run starts it in a private one whose only
+# interface is loopback (private_netns in .ci/services.sh). Where no namespace can be made,
+# what reaches it from elsewhere is refused: HTTP answers only loopback
 # clients (RemoteAccessAllowed false), and DICOM accepts echo only, from anyone; a store,
 # find, get or move only from a registered modality calling from its registered host
 # (127.0.0.1). Ports come from the environment:

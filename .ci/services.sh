@@ -7,9 +7,16 @@
 #                    already running was reused and is left running); run it from a trap
 #                    on EXIT so that it also runs when the tests fail or the run is stopped.
 #
+#   private_netns    prints the command prefix (one word a line) that runs a command in a
+#                    private network namespace with only loopback, or nothing (exit 1)
+#                    when this machine refuses one (no unshare, no user namespaces).
+#
 # Ports come from the environment: CXR_PG_PORT (55432), CXR_ORTHANC_HTTP_PORT (58042),
-# CXR_ORTHANC_DICOM_PORT (58104), CXR_LISTEN_PORT (58105). Every service listens on
-# 127.0.0.1 (Orthanc: see .ci/orthanc.sh).
+# CXR_ORTHANC_DICOM_PORT (58104), CXR_LISTEN_PORT (58105). PostgreSQL listens on 127.0.0.1.
+# Orthanc 1.10 (Debian 12) cannot choose its address and listens on every interface: .ci/run
+# therefore starts the services and runs the tests inside `private_netns`, where the only
+# interface is loopback, so no other host can reach either (see .ci/orthanc.sh for what
+# Orthanc refuses when no namespace can be made).
 
 CI_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
@@ -48,4 +55,18 @@ stop_services() {
     echo "ci: stopped PostgreSQL" >&2
     unset CXR_CI_PG_DATA CXR_CI_PG_BINDIR
   fi
+}
+
+private_netns() {
+  local prefix=()
+  command -v unshare >/dev/null 2>&1 && command -v ip >/dev/null 2>&1 || return 1
+  if [[ "$(id -u)" == "0" ]]; then
+    prefix=(unshare --net)
+  else
+    # A user namespace of one's own grants the right to bring its loopback up; mapped to
+    # oneself (not root), so PostgreSQL still runs as the CI user.
+    prefix=(unshare --user --map-current-user --keep-caps --net)
+  fi
+  "${prefix[@]}" ip link set lo up >/dev/null 2>&1 || return 1
+  printf '%s\n' "${prefix[@]}"
 }

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import ColumnElement, Text, cast, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -21,6 +22,7 @@ from app.db.models import (
     Report,
     Study,
     WorklistReview,
+    WorklistRow,
     utcnow,
 )
 from batch.interfaces import SourceItem
@@ -39,6 +41,7 @@ __all__ = [
     "create_image",
     "create_label_results",
     "create_prediction",
+    "find_prediction",
     "store_prediction",
     "delete_batch_job",
     "get_batch_job",
@@ -57,6 +60,7 @@ __all__ = [
     "set_job_state",
     "unfinished_job_ids",
     "get_batch_item",
+    "index_worklist",
     "save_review",
 ]
 
@@ -184,6 +188,35 @@ def store_prediction(
         heatmap_labels=list(prediction.heatmaps),
         timings={k: float(v) for k, v in prediction.timings.items()},
     )
+
+
+def find_prediction(
+    session: Session, *, image_sha256: str, card: dict[str, Any]
+) -> PredictionRow | None:
+    """The latest stored prediction of an image (by its hash) made by the model with this
+    card (the same card: name, version, thresholds and inference alike), or None.
+
+    A worklist row opened again reuses its prediction instead of storing a new one.
+    """
+    stmt = (
+        select(PredictionRow)
+        .join(Image)
+        .where(
+            Image.sha256 == image_sha256,
+            PredictionRow.model_name == str(card.get("name", "unknown"))[:128],
+            PredictionRow.model_version == str(card.get("version", "unknown"))[:64],
+        )
+        .order_by(PredictionRow.created_at.desc())
+    )
+    wanted = _canonical(card)
+    return next(
+        (row for row in session.scalars(stmt) if _canonical(row.model_card) == wanted), None
+    )
+
+
+def _canonical(value: Any) -> str:
+    # a card as stored (JSON) and as the model gives it compare equal
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 def get_prediction(session: Session, prediction_id: str) -> PredictionRow | None:
@@ -464,8 +497,71 @@ def complete_items(session: Session, job_id: str, outcomes: Iterable[ItemOutcome
             )
         )
         changed += int(getattr(result, "rowcount", 0) or 0)
+    # The worklist's rows of the images just done, in the same transaction as their results.
+    done = [storable(o.path) for o in outcomes if o.state == "done"]
+    for start in range(0, len(done), 500):
+        _index_items(
+            session,
+            session.scalars(
+                select(BatchItem).where(
+                    BatchItem.job_id == job_id,
+                    BatchItem.path.in_(done[start : start + 500]),
+                    _PENDING_ROWS,
+                )
+            ),
+        )
     session.commit()
     return changed
+
+
+# Items done whose worklist rows were not derived yet (stored before the rows existed, or by
+# a writer other than `complete_items`).
+_PENDING_ROWS = BatchItem.worklist_indexed.is_(False) & (BatchItem.state == "done")
+
+
+def index_worklist(session: Session, *, chunk: int = 500) -> int:
+    """Derive the worklist rows of every item done that has none yet, and commit per chunk.
+
+    `complete_items` derives them as results are stored; this catches up results stored
+    before the worklist had rows, before the worklist is read.
+
+    Returns:
+        How many items were indexed.
+    """
+    total = 0
+    while True:
+        items = list(session.scalars(select(BatchItem).where(_PENDING_ROWS).limit(chunk)))
+        if not items:
+            return total
+        _index_items(session, items)
+        try:
+            session.commit()
+        except IntegrityError:
+            # Another request indexed the same items at the same time: theirs stand.
+            session.rollback()
+            continue
+        total += len(items)
+
+
+def _index_items(session: Session, items: Iterable[BatchItem]) -> None:
+    from app.worklist import discrepancies_in_result
+
+    for item in items:
+        item.worklist_indexed = True
+        if item.kind not in ("image", "bitmap") or not isinstance(item.result, dict):
+            continue
+        for d in discrepancies_in_result(item.result):
+            probability = d.image.get("probability")
+            session.add(
+                WorklistRow(
+                    batch_item_id=item.id,
+                    job_id=item.job_id,
+                    label=d.label[:64],
+                    probability=float(probability)
+                    if isinstance(probability, int | float)
+                    else None,
+                )
+            )
 
 
 def batch_counts(session: Session, job_id: str) -> dict[str, int]:
@@ -509,13 +605,81 @@ def list_batch_jobs(session: Session, limit: int = 50) -> list[BatchJobRow]:
     return list(session.scalars(stmt))
 
 
-def delete_batch_job(session: Session, job: BatchJobRow) -> None:
-    """Delete a job and all its item results, and commit."""
+def delete_batch_job(session: Session, job: BatchJobRow) -> list[str]:
+    """Delete a job, its item results and reviews, and the predictions made by opening its
+    worklist rows; commit.
+
+    Storage is content-addressed: the same image kept by two jobs is one file. So the
+    files returned are only those no remaining row references (another job's item, an
+    image, a prediction).
+
+    Returns:
+        Storage keys of the job's kept review images, and of what opening their rows stored
+        (display copies, heatmaps), that nothing references any more: the caller deletes
+        the files.
+    """
+    kept = _kept_review_images(session, BatchItem.job_id == job.id)
     items = select(BatchItem.id).where(BatchItem.job_id == job.id)
     session.execute(delete(WorklistReview).where(WorklistReview.batch_item_id.in_(items)))
+    session.execute(delete(WorklistRow).where(WorklistRow.job_id == job.id))
     session.execute(delete(BatchItem).where(BatchItem.job_id == job.id))
     session.delete(job)
+    session.flush()
+    others = {
+        key
+        for pair in _kept_review_images(session, BatchItem.job_id != job.id)
+        for key in pair.values()
+    }
+    candidates = {key for pair in kept for key in pair.values()} - others
+    # Opening a row stored an image named by the kept model input's hash (`app.routes.
+    # discrepancies`): those predictions go with the last job that kept the input.
+    hashes = {pair["input"][:64] for pair in kept if pair["input"] not in others}
+    opened = list(
+        session.scalars(select(PredictionRow).join(Image).where(Image.sha256.in_(hashes)))
+    )
+    images = {row.image for row in opened}
+    for row in opened:
+        if row.heatmaps_key:
+            candidates.add(row.heatmaps_key)
+        session.delete(row)
+    for image in images:
+        if image.pixels_key:
+            candidates.add(image.pixels_key)
+        session.delete(image)
+    session.flush()
+    referenced = set()
+    if candidates:
+        referenced |= set(
+            session.scalars(select(Image.pixels_key).where(Image.pixels_key.in_(candidates)))
+        )
+        referenced |= set(
+            session.scalars(select(Image.upload_key).where(Image.upload_key.in_(candidates)))
+        )
+        referenced |= set(
+            session.scalars(
+                select(PredictionRow.heatmaps_key).where(PredictionRow.heatmaps_key.in_(candidates))
+            )
+        )
     session.commit()
+    return sorted(candidates - referenced)
+
+
+def _kept_review_images(session: Session, where: ColumnElement[bool]) -> list[dict[str, str]]:
+    """The storage keys ({"preview", "input"}) of the review images kept by the items that
+    match `where` (`app.review_images`)."""
+    from app.worklist import REVIEW_KEY
+
+    stmt = (
+        select(BatchItem.result)
+        .where(where, cast(BatchItem.result, Text).like(f"%{REVIEW_KEY}%"))
+        .execution_options(yield_per=500)
+    )
+    out = []
+    for result in session.scalars(stmt):
+        keys = result.get(REVIEW_KEY) if isinstance(result, dict) else None
+        if isinstance(keys, dict) and keys.get("preview") and keys.get("input"):
+            out.append({"preview": str(keys["preview"]), "input": str(keys["input"])})
+    return out
 
 
 def unfinished_job_ids(session: Session) -> list[str]:

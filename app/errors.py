@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from app.settings import Settings
 
 __all__ = [
+    "BadCursor",
     "BatchSourceError",
     "BatchSourceNotFound",
     "ClientGone",
@@ -119,6 +120,12 @@ class EmptyUpload(ServiceError):
     """The request carried no file, or an empty one."""
 
     status_code = 422
+
+
+class BadCursor(ServiceError):
+    """A paging cursor from another sort or order, or not a cursor at all."""
+
+    status_code = 400
 
 
 class MalformedBody(ServiceError):

@@ -83,6 +83,15 @@ class Storage:
         """Whether an object is stored under `key`."""
         return self.path(key).exists()
 
+    def delete(self, key: str) -> None:
+        """Remove the object stored under `key` (nothing when there is none). The caller
+        makes sure no row references it: the same bytes stored twice are one object.
+
+        Raises:
+            StorageKeyError: `key` is not a storage key.
+        """
+        self.path(key).unlink(missing_ok=True)
+
     def tmp_dir(self) -> Path:
         """Scratch folder inside the root (same file system, so renames are atomic)."""
         return self.root / "tmp"

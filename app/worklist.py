@@ -7,22 +7,25 @@ presence or side (`batch.study_questions.discrepancy_of`). Batch results carry t
 `findings` (side, site, size, ...), so a finding on the other side is flagged too; results
 written before they did compare presence only.
 
-Paging is keyset paging on `BatchItem.id` (newest first) in the query: a page reads items in
-chunks until it has `limit` rows or has read `max_scan` items, and returns the cursor to
-go on from, so every stored result can be reached however many there are. Each row carries
-its review (`WorklistReview`: verdict, note, who and when) when it has one.
+The rows are derived once, when a result is stored (`crud.complete_items`, into
+`WorklistRow`: item, job, finding, probability), so filters, sorts (newest, finding,
+probability, job, review state) and keyset paging all run in the query; a page then reads
+only its own items' results for the rest of each row. Each row carries its review
+(`WorklistReview`: verdict, note, who and when) when it has one.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import Any, Literal, get_args
 
-from sqlalchemy import select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
-from app.db.models import BatchItem, WorklistReview
+from app.db.models import BatchItem, BatchJobRow, WorklistReview, WorklistRow
 from batch.study_questions import discrepancy_of
 from models.boxes import Box
 from models.image_findings import ImageFindings
@@ -30,8 +33,11 @@ from models.image_findings import ImageFindings
 __all__ = [
     "DECISIONS",
     "REVIEW_KEY",
+    "SORTS",
+    "CursorError",
     "Decision",
     "Discrepancy",
+    "Sort",
     "WorklistPage",
     "discrepancies_in_result",
     "list_discrepancies",
@@ -186,17 +192,83 @@ class WorklistPage:
     """One page of the worklist.
 
     Attributes:
-        items: the rows, newest item first (every row of an item is on the same page).
-        scanned: batch items read for this page.
-        next_cursor: pass as `before` for the next page; None when every item was read.
+        items: the rows, in the order asked for.
+        scanned: rows read for this page.
+        next_cursor: pass as `cursor` (with the same sort) for the next page; None when
+            this page holds the last row.
     """
 
     items: list[Discrepancy]
     scanned: int
-    next_cursor: int | None
+    next_cursor: str | None
 
 
-_CHUNK = 200
+# Sort keys: what the radiologist orders the worklist by, and its natural direction.
+Sort = Literal["newest", "finding", "probability", "job", "review"]
+SORTS: tuple[str, ...] = get_args(Sort)
+_DESCENDING_BY_DEFAULT = {
+    "newest": True,
+    "finding": False,
+    "probability": True,
+    "job": True,
+    "review": False,
+}
+
+
+class CursorError(ValueError):
+    """A worklist cursor that is not one of this sort's (or not a cursor at all)."""
+
+
+def _sort_key(sort: str) -> Any:
+    if sort == "finding":
+        return WorklistRow.label
+    if sort == "probability":
+        return func.coalesce(WorklistRow.probability, -1.0)
+    if sort == "job":
+        return BatchJobRow.created_at
+    if sort == "review":
+        return func.coalesce(WorklistReview.decision, "")
+    return WorklistRow.batch_item_id
+
+
+def _encode_cursor(sort: str, descending: bool, value: Any, row_id: int) -> str:
+    if isinstance(value, datetime):
+        value = value.isoformat()
+    raw = json.dumps({"s": sort, "d": descending, "k": value, "i": row_id})
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str, sort: str, descending: bool) -> tuple[Any, int]:
+    try:
+        raw = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        value, row_id = raw["k"], int(raw["i"])
+        same = raw["s"] == sort and raw["d"] == descending
+    except (ValueError, TypeError, KeyError, UnicodeDecodeError):
+        raise CursorError("not a worklist cursor: pass a page's `next_cursor` as it is") from None
+    if not same:
+        raise CursorError(
+            f"this cursor pages the worklist sorted by {raw['s']} "
+            f"({'descending' if raw['d'] else 'ascending'}); start again without it after "
+            "changing the sort"
+        )
+    if sort == "job":
+        try:
+            value = datetime.fromisoformat(str(value))
+        except ValueError:
+            raise CursorError("not a worklist cursor: its job time is not a time") from None
+    # a cursor edited by hand must not reach the database with the wrong type (PostgreSQL
+    # refuses to compare a number with text)
+    types: dict[str, tuple[type, ...]] = {
+        "newest": (int,),
+        "finding": (str,),
+        "probability": (int, float),
+        "review": (str,),
+        "job": (datetime,),
+    }
+    wanted = types[sort]
+    if not isinstance(value, wanted) or isinstance(value, bool):
+        raise CursorError("not a worklist cursor: its sort value has the wrong type")
+    return value, row_id
 
 
 def list_discrepancies(
@@ -205,65 +277,89 @@ def list_discrepancies(
     job_id: str | None = None,
     label: str | None = None,
     unreviewed: bool = False,
-    before: int | None = None,
+    sort: str = "newest",
+    descending: bool | None = None,
+    cursor: str | None = None,
     limit: int = 100,
-    max_scan: int = 5000,
 ) -> WorklistPage:
-    """One page of disagreements across batch jobs (or one job), newest item first.
+    """One page of disagreements across batch jobs (or one job), sorted in the query.
+
+    Keyset paging on (sort key, row id): a page costs the same however deep it is, and a
+    row is on exactly one page while the rows do not change. (A row reviewed while pages
+    sorted by review are read moves; it may then be seen twice or not at all.)
 
     Args:
-        session: a database session (read only).
-        job_id: only this job's items.
+        session: a database session (read only; `crud.index_worklist` derives the rows of
+            results stored before the worklist had rows, and is called before this).
+        job_id: only this job's rows.
         label: only rows of this finding.
         unreviewed: only rows without a review.
-        before: keyset cursor: only items with a smaller id (a page's `next_cursor`).
-        limit: stop once this many rows are found (an item's rows stay together, so a page
-            may hold a few more).
-        max_scan: stop after reading this many items (the cursor says where to go on).
+        sort: "newest" (item, newest first), "finding", "probability" (highest first),
+            "job" (newest job first) or "review" (unreviewed first, then by verdict).
+        descending: the other direction than the sort's own when given.
+        cursor: a page's `next_cursor`, with the same sort and direction.
+        limit: rows per page.
 
     Returns:
-        The page, with the cursor of its last item read.
+        The page, with the cursor of the next one.
+
+    Raises:
+        CursorError: `cursor` is not a cursor of this sort and direction.
+        ValueError: `sort` is not one of `SORTS`.
     """
-    base = select(BatchItem).where(
-        BatchItem.state == "done", BatchItem.kind.in_(("image", "bitmap"))
+    if sort not in SORTS:
+        raise ValueError(f"sort must be one of {', '.join(SORTS)}, got {sort!r}")
+    desc = _DESCENDING_BY_DEFAULT[sort] if descending is None else descending
+    key = _sort_key(sort)
+    review_on = and_(
+        WorklistReview.batch_item_id == WorklistRow.batch_item_id,
+        WorklistReview.label == WorklistRow.label,
     )
+    query = select(WorklistRow, key).outerjoin(WorklistReview, review_on)
+    if sort == "job":
+        query = query.join(BatchJobRow, BatchJobRow.id == WorklistRow.job_id)
     if job_id:
-        base = base.where(BatchItem.job_id == job_id)
-    out: list[Discrepancy] = []
-    scanned = 0
-    cursor = before
-    while scanned < max_scan:
-        want = min(_CHUNK, max_scan - scanned)
-        query = base if cursor is None else base.where(BatchItem.id < cursor)
-        rows = list(session.execute(query.order_by(BatchItem.id.desc()).limit(want)).scalars())
-        found: list[Discrepancy] = []
-        for row in rows:
-            if isinstance(row.result, dict):
-                found.extend(
-                    replace(d, item_id=row.id)
-                    for d in discrepancies_in_result(row.result, job_id=row.job_id, item=row.path)
-                    if label is None or d.label == label
-                )
-        reviews = _reviews(session, {d.item_id for d in found})
-        page_full = False
-        for row in rows:
-            scanned += 1
-            cursor = row.id
-            for d in found:
-                if d.item_id != row.id:
-                    continue
-                review = reviews.get((d.item_id, d.label))
-                if unreviewed and review is not None:
-                    continue
-                out.append(replace(d, review=review_dict(review) if review else None))
-            if len(out) >= limit:
-                page_full = True
-                break
-        if page_full:
-            return WorklistPage(out, scanned, cursor)
-        if len(rows) < want:
-            return WorklistPage(out, scanned, None)
-    return WorklistPage(out, scanned, cursor)
+        query = query.where(WorklistRow.job_id == job_id)
+    if label:
+        query = query.where(WorklistRow.label == label)
+    if unreviewed:
+        query = query.where(WorklistReview.id.is_(None))
+    if cursor is not None:
+        value, row_id = _decode_cursor(cursor, sort, desc)
+        if desc:
+            query = query.where(or_(key < value, and_(key == value, WorklistRow.id < row_id)))
+        else:
+            query = query.where(or_(key > value, and_(key == value, WorklistRow.id > row_id)))
+    order = (key.desc(), WorklistRow.id.desc()) if desc else (key.asc(), WorklistRow.id.asc())
+    found = [
+        (row, value) for row, value in session.execute(query.order_by(*order).limit(limit + 1))
+    ]
+    page, more = found[:limit], len(found) > limit
+    items = _rows_of(session, [row for row, _ in page])
+    next_cursor = _encode_cursor(sort, desc, page[-1][1], page[-1][0].id) if more else None
+    return WorklistPage(items, len(page), next_cursor)
+
+
+def _rows_of(session: Session, rows: list[WorklistRow]) -> list[Discrepancy]:
+    """The full rows (read from their items' results) with their reviews, in `rows`' order."""
+    ids = {r.batch_item_id for r in rows}
+    if not ids:
+        return []
+    items = {i.id: i for i in session.scalars(select(BatchItem).where(BatchItem.id.in_(ids)))}
+    reviews = _reviews(session, ids)
+    derived: dict[tuple[int, str], Discrepancy] = {}
+    for item in items.values():
+        if isinstance(item.result, dict):
+            for found in discrepancies_in_result(item.result, job_id=item.job_id, item=item.path):
+                derived[(item.id, found.label)] = replace(found, item_id=item.id)
+    out = []
+    for r in rows:
+        d = derived.get((r.batch_item_id, r.label))
+        if d is None:  # pragma: no cover - a row is derived from this very result
+            continue
+        review = reviews.get((r.batch_item_id, r.label))
+        out.append(replace(d, review=review_dict(review) if review else None))
+    return out
 
 
 def _reviews(session: Session, item_ids: set[int]) -> dict[tuple[int, str], WorklistReview]:

@@ -3,7 +3,8 @@ how long the page took to show a prediction with its overlay, a labeled report a
 
 Serves the app with the `cxr serve --demo` model (built or reused in --storage) on a
 free loopback port, drives Debian's chromium through Playwright (nothing downloaded),
-and writes app/web/screenshots/{predict,report,batches,worklist,apikey}.png, plus model.json: the
+and writes app/web/screenshots/{predict,report,batches,worklist,worklist-open,apikey}.png (the
+worklist from a job on a server folder, so an opened row re-reads its report), plus model.json: the
 demo recipe (version and SHA-256) the pictures were taken with, which a test compares with
 the recipe file, so a recipe change without new screenshots fails.
 
@@ -140,6 +141,7 @@ def main() -> int:
         database_url=f"sqlite:///{work / 'shots.db'}",
         model=model,
         device="cpu",
+        batch_roots=[work / "roots"],
     )
     server, thread, url = _serve(settings)
     with sync_playwright() as p:
@@ -178,6 +180,17 @@ def main() -> int:
             "() => document.querySelectorAll('#result-table tbody tr').length >= 9"
         )
         page.locator("#batches").screenshot(path=str(args.out / "batches.png"))
+        # The same export as a server folder: its rows open with their report re-read.
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            z.extractall(work / "roots" / "export")
+        (work / "roots" / "reports.csv").write_text(csv_text)
+        page.locator("#batch-path").fill("export")
+        page.locator("#batch-path-reports").fill("reports.csv")
+        page.locator("#batch-path-form button[type=submit]").click()
+        page.wait_for_function(
+            "() => document.querySelectorAll('#jobs-table tbody tr[data-state=done]').length >= 2",
+            timeout=120_000,
+        )
         # The worklist reloads by itself when the job ends; a review saved on its first row.
         t0 = time.perf_counter()
         rows = page.locator("#worklist-table tbody tr[data-row]")
@@ -190,6 +203,13 @@ def main() -> int:
         page.locator("#worklist-table .wl-who", has_text="anonymous").first.wait_for()
         page.locator("#worklist").evaluate("e => e.scrollIntoView()")
         page.screenshot(path=str(args.out / "worklist.png"), clip=_top_of(page, "#worklist", 640))
+        # A row opened: the film at display size, the finding's heatmap, its report beside it.
+        t0 = time.perf_counter()
+        rows.first.locator(".wl-open").click()
+        page.locator("#row-report-text mark").first.wait_for()
+        timings["worklist row opened (click to report shown)"] = time.perf_counter() - t0
+        time.sleep(0.3)
+        page.screenshot(path=str(args.out / "worklist-open.png"))
         browser.close()
     server.should_exit = True
     thread.join(timeout=15)
@@ -212,7 +232,7 @@ def main() -> int:
     sidecar = {"recipe": DEMO_RECIPE, "recipe_sha256": recipe_digest(), "model": card.name,
                "model_version": card.version, "created": card.created}  # fmt: skip
     (args.out / "model.json").write_text(json.dumps(sidecar, indent=2) + "\n")
-    for name in ("predict", "report", "batches", "worklist", "apikey"):
+    for name in ("predict", "report", "batches", "worklist", "worklist-open", "apikey"):
         sys.stdout.write(f"{args.out / (name + '.png')}\n")
     for what, seconds in timings.items():
         sys.stdout.write(f"{what}: {seconds:.2f} s\n")

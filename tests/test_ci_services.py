@@ -1,6 +1,7 @@
 """`.ci/run`'s services (.ci/services.sh): what a run starts it stops when it ends, also
 when its tests fail; PostgreSQL listens on 127.0.0.1 only, Orthanc (which cannot choose its
-address) stores nothing from an unknown modality; ports come from the environment.
+address) stores nothing from an unknown modality; ports come from the environment; the run's
+private network namespace has loopback as its only interface.
 
 Run by `.ci/run` (which sets CXR_TEST_CI_SERVICES): it starts a PostgreSQL and an Orthanc of
 its own, on free ports, through the same functions and trap as `.ci/run`, inside a bash that
@@ -95,3 +96,34 @@ def test_ci_services_stopped_after_a_failing_run_and_on_loopback() -> None:
         assert not Path(seen["ORTHANC_ROOT"]).exists()
     for port in ports.values():
         assert not _answers(port), f"something still listens on 127.0.0.1:{port}"
+
+
+def test_ci_services_private_namespace_has_only_loopback() -> None:
+    if not os.environ.get("CXR_CI_IN_NETNS"):
+        pytest.skip("this .ci/run had no private network namespace (CXR_CI_NETNS=0, or refused)")
+    lines = Path("/proc/net/dev").read_text().splitlines()[2:]  # two header lines
+    interfaces = {line.split(":", 1)[0].strip() for line in lines}
+    assert interfaces == {"lo"}, interfaces
+
+
+def test_ci_services_namespace_prefix_brings_up_a_loopback_only_namespace() -> None:
+    probe = subprocess.run(
+        ["bash", "-c", "source .ci/services.sh && private_netns"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if probe.returncode != 0:
+        pytest.skip("this machine refuses a private network namespace (.ci/run says so too)")
+    prefix = probe.stdout.split()
+    assert prefix[0] == "unshare" and "--net" in prefix
+    inside = subprocess.run(
+        [*prefix, "bash", "-c", "ip link set lo up && cat /proc/net/dev"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert inside.returncode == 0, inside.stderr
+    interfaces = {line.split(":", 1)[0].strip() for line in inside.stdout.splitlines()[2:]}
+    assert interfaces == {"lo"}

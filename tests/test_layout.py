@@ -254,6 +254,20 @@ def test_layout_has_no_import_cycles() -> None:
     )
 
 
+def test_layout_routes_do_not_import_each_other() -> None:
+    # STYLE.md: a route that imports another route module is a responsibility in the wrong
+    # place; what two routes share (a response builder) lives outside app/routes/.
+    graph = layout_stats.import_graph(ROOT, PACKAGES)
+    offenders = [
+        f"{module} (line {line}) imports {name}"
+        for module, imported in sorted(graph.items())
+        if module.startswith("app.routes.")
+        for name, line in sorted(imported.items())
+        if name.startswith("app.routes.") and name.split(".")[2] != module.split(".")[2]
+    ]
+    assert not offenders, "route modules importing route modules:\n" + "\n".join(offenders)
+
+
 def test_layout_cycle_detector_sees_lazy_imports_and_from_imports(tmp_path: Path) -> None:
     (tmp_path / "pkg").mkdir()
     files = {

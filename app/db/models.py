@@ -15,6 +15,7 @@ from sqlalchemy import (
     JSON,
     Boolean,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -24,6 +25,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.sql.expression import false
 
 __all__ = [
     "Base",
@@ -36,6 +38,7 @@ __all__ = [
     "Report",
     "Study",
     "WorklistReview",
+    "WorklistRow",
     "utcnow",
 ]
 
@@ -177,6 +180,7 @@ class BatchItem(Base):
     __table_args__ = (
         UniqueConstraint("job_id", "path", name="uq_batch_items_job_path"),
         Index("ix_batch_items_job_state", "job_id", "state"),
+        Index("ix_batch_items_worklist_pending", "worklist_indexed", "state"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -190,6 +194,8 @@ class BatchItem(Base):
     result: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     error: Mapped[str | None] = mapped_column(Text)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # whether its worklist rows (`WorklistRow`) were derived from its result
+    worklist_indexed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
     job: Mapped[BatchJobRow] = relationship(back_populates="items")
 
@@ -216,3 +222,28 @@ class WorklistReview(Base):
     note: Mapped[str | None] = mapped_column(Text)
     reviewer: Mapped[str] = mapped_column(String(64))
     reviewed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class WorklistRow(Base):
+    """One worklist row: a finding on which a batch item's report and image disagree.
+
+    Derived from the item's stored result (`app.worklist.discrepancies_in_result`) when the
+    result is stored (`crud.complete_items`; older results on the worklist's first read), with
+    the columns the worklist filters and sorts on, so it pages in the query whatever the sort.
+    The rest of the row is read from the item's result, for the rows of one page only.
+    """
+
+    __tablename__ = "worklist_rows"
+    __table_args__ = (
+        UniqueConstraint("batch_item_id", "label", name="uq_worklist_rows_item_label"),
+        Index("ix_worklist_rows_label_id", "label", "id"),
+        Index("ix_worklist_rows_probability_id", "probability", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    batch_item_id: Mapped[int] = mapped_column(
+        ForeignKey("batch_items.id", ondelete="CASCADE"), index=True
+    )
+    job_id: Mapped[str] = mapped_column(String(36), index=True)
+    label: Mapped[str] = mapped_column(String(64))
+    probability: Mapped[float | None] = mapped_column(Float)

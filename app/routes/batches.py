@@ -357,8 +357,10 @@ def delete_batch(job_id: str, session: SessionDep, state: StateDep) -> Response:
         raise NotFound(f"no batch job {shown(job_id)}")
     if job.state in crud.UNFINISHED and state.runner is not None:
         state.runner.cancel(job_id)
-    crud.delete_batch_job(session, job)
+    unreferenced = crud.delete_batch_job(session, job)
     state.storage.remove_job_dir(job_id)
+    for key in unreferenced:  # the review images it kept, unless another row refers to them
+        state.storage.delete(key)
     return Response(status_code=204)
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+import numpy as np
 from fastapi import APIRouter, Path, Query, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
@@ -15,19 +16,24 @@ from starlette.concurrency import run_in_threadpool
 
 from app import crud
 from app.db.models import BatchItem, PredictionRow
-from app.deps import AppState, ReviewerDep, SessionDep, StateDep
-from app.errors import ModelNotLoaded, NotFound, shown
+from app.deps import AppState, NlpDep, ReviewerDep, SessionDep, StateDep
+from app.errors import BadCursor, ModelNotLoaded, NotFound, shown
 from app.inference import PREVIEW_SIDE
-from app.routes.predictions import MIN_OVERLAY_SIDE, prediction_read
-from app.schemas import ErrorRead, PredictionRead
+from app.prediction_views import MIN_OVERLAY_SIDE, prediction_read
+from app.schemas import ErrorRead, PredictionRead, ReportLabelsRead
 from app.worklist import (
     REVIEW_KEY,
+    CursorError,
     Decision,
     Discrepancy,
+    Sort,
     discrepancies_in_result,
     list_discrepancies,
     review_dict,
 )
+from app.worklist_sources import read_display, read_report
+from labeler import LabelerError
+from models.image_pipeline import InputSpec
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -46,13 +52,14 @@ ItemId = Annotated[int, Path(ge=1, le=MAX_ID, description="A worklist row's `ite
 
 
 class DiscrepancyListRead(BaseModel):
-    """One page of the worklist, newest item first."""
+    """One page of the worklist, in the order asked for."""
 
     # the worklist's own dataclass: one field list, validated and documented by pydantic
     items: list[Discrepancy]
-    scanned: int = Field(description="Batch items read for this page.")
-    next_cursor: int | None = Field(
-        description="Pass as `before` for the next page; null when every stored result was read."
+    scanned: int = Field(description="Rows read for this page.")
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` (same sort and order) for the next page; null on the "
+        "last page."
     )
 
 
@@ -73,9 +80,23 @@ class ReviewRead(BaseModel):
     reviewed_at: str
 
 
+SortQuery = Annotated[
+    Sort,
+    Query(
+        description="newest (item, newest first), finding, probability (highest first), job "
+        "(newest job first) or review (unreviewed first, then by verdict)."
+    ),
+]
+OrderQuery = Annotated[
+    Literal["asc", "desc"] | None,
+    Query(description="Against the sort's own direction (see `sort`) when given."),
+]
+
+
 @router.get(
     "/discrepancies",
     response_model=DiscrepancyListRead,
+    responses={400: {"model": ErrorRead}},
     summary="List images whose report and image disagree (the worklist)",
 )
 def get_discrepancies(
@@ -83,18 +104,32 @@ def get_discrepancies(
     job_id: JobQuery = None,
     label: LabelQuery = None,
     unreviewed: UnreviewedQuery = False,
-    before: Annotated[
-        int | None, Query(ge=1, le=MAX_ID, description="Keyset cursor: a page's `next_cursor`.")
+    sort: SortQuery = "newest",
+    order: OrderQuery = None,
+    cursor: Annotated[
+        str | None, Query(max_length=512, description="Keyset cursor: a page's `next_cursor`.")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> DiscrepancyListRead:
     """From batch jobs that had both a report and a model: per image and finding, the
     report's status (and side, when stored) beside the model's decision, probability,
     threshold and boxes placed in the patient, one sentence saying how they disagree, and
-    the row's review. Pages go back through every stored result with `before`."""
-    page = list_discrepancies(
-        session, job_id=job_id, label=label, unreviewed=unreviewed, before=before, limit=limit
-    )
+    the row's review. Filtered, sorted and paged in the database (keyset paging): follow
+    `next_cursor` with the same sort and order to read every row."""
+    crud.index_worklist(session)  # results stored before the worklist had rows
+    try:
+        page = list_discrepancies(
+            session,
+            job_id=job_id,
+            label=label,
+            unreviewed=unreviewed,
+            sort=sort,
+            descending=None if order is None else order == "desc",
+            cursor=cursor,
+            limit=limit,
+        )
+    except CursorError as exc:
+        raise BadCursor(str(exc)) from None
     return DiscrepancyListRead(items=page.items, scanned=page.scanned, next_cursor=page.next_cursor)
 
 
@@ -157,18 +192,30 @@ def export_discrepancies(
     job_id: JobQuery = None,
     label: LabelQuery = None,
     unreviewed: UnreviewedQuery = False,
+    sort: SortQuery = "newest",
+    order: OrderQuery = None,
 ) -> StreamingResponse:
-    """Every row (all pages, same filters as the list), one CSV line each, with its review."""
+    """Every row (all pages, same filters and sort as the list), one CSV line each, with its
+    review."""
 
     def lines() -> Iterator[bytes]:
         buffer = io.StringIO()
         writer = csv.writer(buffer)
         writer.writerow(CSV_COLUMNS)
-        before: int | None = None
+        cursor: str | None = None
+        with state.sessions() as session:
+            crud.index_worklist(session)
         while True:
             with state.sessions() as session:
                 page = list_discrepancies(
-                    session, job_id=job_id, label=label, unreviewed=unreviewed, before=before
+                    session,
+                    job_id=job_id,
+                    label=label,
+                    unreviewed=unreviewed,
+                    sort=sort,
+                    descending=None if order is None else order == "desc",
+                    cursor=cursor,
+                    limit=500,
                 )
             for d in page.items:
                 writer.writerow(_csv_row(d))
@@ -177,7 +224,7 @@ def export_discrepancies(
             buffer.truncate()
             if page.next_cursor is None:
                 return
-            before = page.next_cursor
+            cursor = page.next_cursor
 
     return StreamingResponse(
         lines(),
@@ -221,6 +268,81 @@ def put_review(
         session, item=item, label=label, decision=body.decision, note=note, reviewer=reviewer
     )
     return ReviewRead(**review_dict(review))  # type: ignore[arg-type]
+
+
+class RowReportRead(BaseModel):
+    """A row's report, read again from the job's source and labeled now (batch results keep
+    no report text), or why it cannot be read."""
+
+    item_id: int
+    label: str = Field(description="The row's finding: its evidence is `labels.mentions` of it.")
+    origin: str | None = Field(description="Where the text was read: the reports CSV or the SR.")
+    text: str | None = Field(description="The report's text; null when `missing`.")
+    missing: str | None = Field(description="Why the text cannot be read now; null when read.")
+    status: str | None = Field(description="The finding's status as the batch labeled it.")
+    labels: ReportLabelsRead | None = Field(
+        description="The labeler's output on the text read now: mentions with their offsets."
+    )
+    changed: bool = Field(
+        description="The text read now labels the finding otherwise than the batch did (the "
+        "report was changed since)."
+    )
+
+
+@router.get(
+    "/discrepancies/items/{item_id}/report",
+    response_model=RowReportRead,
+    responses={404: {"model": ErrorRead}},
+    summary="A worklist row's report, re-read from the job's source, with its evidence",
+)
+async def get_item_report(
+    item_id: ItemId,
+    label: Annotated[str, Query(max_length=64, description="The row's finding.")],
+    session: SessionDep,
+    labeler: NlpDep,
+) -> RowReportRead:
+    """The report text the batch labeled for this image, read again from the reports CSV or
+    the structured report it came from, labeled now: the page highlights the finding's
+    evidence in it. Nothing of it is stored. When the source is gone (an uploaded zip's
+    files are deleted when the job ends), `missing` says so."""
+    item = await run_in_threadpool(_row_item, session, item_id, label)
+    report = (item.result or {}).get("report") or {}
+    status = (report.get("labels") or {}).get(label)
+    found = await run_in_threadpool(read_report, session, item.job, item)
+    if found.text is None:
+        return RowReportRead(
+            item_id=item_id,
+            label=label,
+            origin=found.origin,
+            text=None,
+            missing=found.missing,
+            status=status,
+            labels=None,
+            changed=False,
+        )
+    try:
+        result = await labeler.label_async(found.text, report_id=str(item_id))
+    except LabelerError as exc:
+        return RowReportRead(
+            item_id=item_id,
+            label=label,
+            origin=found.origin,
+            text=None,
+            missing=f"The report was read but cannot be labeled: {exc}",
+            status=status,
+            labels=None,
+            changed=False,
+        )
+    return RowReportRead(
+        item_id=item_id,
+        label=label,
+        origin=found.origin,
+        text=found.text,
+        missing=None,
+        status=status,
+        labels=ReportLabelsRead(**result.to_dict(), labeler_version=labeler.version),
+        changed=result.labels.get(label) != status,
+    )
 
 
 def _review_keys(item: BatchItem) -> dict[str, str]:
@@ -279,7 +401,9 @@ async def open_item(item_id: ItemId, session: SessionDep, state: StateDep) -> Pr
     """Predict the model input the batch kept for this image again, with a heatmap for every
     finding (the disagreement may be one the model calls negative), and store it as a
     prediction whose image, heatmaps and boxes the page shows. The probabilities are the
-    batch's own when the service runs the model the job ran."""
+    batch's own when the service runs the model the job ran. The image is shown at display
+    size when the job's folder still holds the very file (else at the model's input size),
+    and a row opened again by the same model reuses its stored prediction."""
     from app.review_images import decode_model_input
 
     predictor = state.predictor
@@ -287,17 +411,30 @@ async def open_item(item_id: ItemId, session: SessionDep, state: StateDep) -> Pr
         raise ModelNotLoaded()
     item = await run_in_threadpool(_row_item, session, item_id)
     keys = _review_keys(item)
+    card = predictor.run_card
+    # the kept model input's hash names the opened image (the batch's file is not kept)
+    sha256 = keys["input"][:64]
+    stored = await run_in_threadpool(crud.find_prediction, session, image_sha256=sha256, card=card)
+    if stored is not None:
+        return prediction_read(stored)
     prepared = decode_model_input(state.storage.get_bytes(keys["input"]))
+    spec = InputSpec.of(predictor, max_pixels=state.settings.max_pixels)
+    display = await run_in_threadpool(read_display, item.job, item, prepared, spec)
     (prediction,) = await run_in_threadpool(predictor.predict, [prepared], heatmaps="all")
     result = dict(item.result or {})
-    row = await run_in_threadpool(_store, state, result, keys, prediction)
+    row = await run_in_threadpool(_store, state, result, keys, card, prediction, display)
     return prediction_read(row)
 
 
 def _store(
-    state: AppState, result: dict[str, Any], keys: dict[str, str], prediction: Prediction
+    state: AppState,
+    result: dict[str, Any],
+    keys: dict[str, str],
+    card: dict[str, Any],
+    prediction: Prediction,
+    display: np.ndarray | None,
 ) -> PredictionRow:
-    from app.inference import encode_heatmaps
+    from app.inference import encode_heatmaps, encode_preview
     from models.dicom import ImageMeta
 
     meta = ImageMeta(
@@ -314,6 +451,11 @@ def _store(
         if prediction.heatmaps
         else None
     )
+    pixels_key = (
+        state.storage.put_bytes(encode_preview(display), ".png")
+        if display is not None
+        else keys["preview"]
+    )
     with state.sessions() as session:
         study = (
             crud.get_or_create_study(session, meta.study_instance_uid)
@@ -322,18 +464,13 @@ def _store(
         )
         image = crud.create_image(
             session,
-            # the kept model input's hash: the batch's file itself is not kept
             sha256=keys["input"][:64],
             meta=meta,
             study=study,
-            pixels_key=keys["preview"],
+            pixels_key=pixels_key,
             upload_key=None,
         )
         row = crud.store_prediction(
-            session,
-            image=image,
-            card=state.predictor.run_card if state.predictor is not None else {},
-            prediction=prediction,
-            heatmaps_key=heatmaps_key,
+            session, image=image, card=card, prediction=prediction, heatmaps_key=heatmaps_key
         )
         return row

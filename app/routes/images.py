@@ -15,7 +15,7 @@ from app import crud
 from app.deps import AppState, InferenceDep, StateDep
 from app.image_intake import Upload, decode_upload, received_upload
 from app.inference import PREVIEW_SIDE, encode_preview
-from app.routes.predictions import prediction_read
+from app.prediction_views import prediction_read
 from app.schemas import ErrorRead, PredictionRead
 
 if TYPE_CHECKING:

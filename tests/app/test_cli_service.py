@@ -342,9 +342,9 @@ def test_cli_serve_missing_model_is_one_line_error(
 def test_cli_db_upgrade_and_current(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     url = f"sqlite:///{tmp_path / 'x.db'}"
     assert main(["db", "upgrade", "--database-url", url]) == 0
-    assert "revision 0002" in capsys.readouterr().err
+    assert "revision 0003" in capsys.readouterr().err
     assert main(["db", "current", "--database-url", url]) == 0
-    assert capsys.readouterr().out.strip() == "0002"
+    assert capsys.readouterr().out.strip() == "0003"
 
 
 def test_cli_db_upgrade_unreachable_database_is_one_line_error(

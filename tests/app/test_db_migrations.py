@@ -14,7 +14,7 @@ from app.db.session import build_engine
 def test_db_migrations_upgrade_matches_models_and_downgrade_empties(database_url: str) -> None:
     engine = build_engine(database_url)
     upgrade(database_url)
-    assert current_revision(engine) == "0002"
+    assert current_revision(engine) == "0003"
     with engine.connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
         tables = set(inspect(conn).get_table_names())
@@ -24,5 +24,5 @@ def test_db_migrations_upgrade_matches_models_and_downgrade_empties(database_url
         assert set(inspect(conn).get_table_names()) <= {"alembic_version"}
     assert current_revision(engine) is None
     upgrade(database_url)  # and back up again
-    assert current_revision(engine) == "0002"
+    assert current_revision(engine) == "0003"
     engine.dispose()

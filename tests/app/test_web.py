@@ -621,7 +621,7 @@ def _run_batch_in_page(page: Any, tmp_path: Path, accessions: tuple[str, ...]) -
     all-positive test model disagrees with."""
     archive = _zip_of(
         {
-            f"S{i}/im.dcm": dx_bytes(accession=a, pixels=chest_pixels(seed=i))
+            f"S{i}/im.dcm": dx_bytes(accession=a, pixels=chest_pixels(200, 180, seed=i))
             for i, a in enumerate(accessions)
         },
         tmp_path / "worklist.zip",
@@ -687,6 +687,13 @@ def test_web_worklist_refreshes_after_a_batch_opens_reviews_and_filters(
         assert warnings.is_visible()
         assert "at the bottom of the probability range" in warnings.inner_text()
         assert first.get_attribute("class") == "selected"
+        # An uploaded zip's reports CSV went with the job: said plainly, no text.
+        report = page.locator("#row-report")
+        report.wait_for()
+        assert "Report not available" in report.inner_text()
+        assert "deleted when the job ended" in report.inner_text()
+        # ... and so did its files: the image is the model input kept (64 px), said so
+        assert "model's input size" in page.locator("#predict-status").inner_text()
         # Review: saved with the key's name, shown after a reload of the list.
         row_id = first.get_attribute("data-row")
         first.locator("select.wl-verdict").select_option("agree_report")
@@ -721,13 +728,91 @@ def test_web_worklist_refreshes_after_a_batch_opens_reviews_and_filters(
             "n => document.querySelectorAll('#worklist-table tbody tr[data-row]').length === n",
             arg=total,
         )
-        page.locator('#worklist-table th[data-sort="finding"]').click()
-        shown = [r.get_attribute("data-label") for r in rows.element_handles()]
-        assert shown == sorted(shown)
+        # The sort runs on the server: the page asks for it and shows the rows as answered.
+        with page.expect_response(lambda r: "sort=finding" in r.url):
+            page.locator('#worklist-table th[data-sort="finding"]').click()
+        page.wait_for_function(
+            "() => { const l = [...document.querySelectorAll('#worklist-table tbody "
+            "tr[data-row]')].map((r) => r.dataset.label); return l.length && "
+            "l.every((x, i) => !i || l[i - 1] <= x); }"
+        )
+        assert page.locator('th[data-sort="finding"]').get_attribute("aria-sort") == "ascending"
+        with page.expect_response(lambda r: "sort=probability" in r.url):
+            page.locator("#wl-sort").select_option("probability")
+        page.wait_for_function(
+            "() => { const p = [...document.querySelectorAll('#worklist-table tbody "
+            "tr[data-row]')].map((r) => Number(r.dataset.p)); return p.length && "
+            "p.every((x, i) => !i || p[i - 1] >= x); }"
+        )
+        assert rows.count() == total
+        with page.expect_response(lambda r: "order=asc" in r.url):
+            page.locator('#worklist-table th[data-sort="probability"]').click()
+        page.wait_for_function(
+            "() => { const p = [...document.querySelectorAll('#worklist-table tbody "
+            "tr[data-row]')].map((r) => Number(r.dataset.p)); return p.length && "
+            "p.every((x, i) => !i || p[i - 1] <= x); }"
+        )
         with page.expect_download() as download:
             page.locator("#wl-export").click()
         exported = Path(download.value.path()).read_text()
         assert "dr-jones" in exported and "report is right" in exported
+        context.close()
+        assert problems.items == [], "\n".join(problems.items)
+
+
+@pytest.mark.issue(44)
+def test_web_worklist_row_opens_with_its_report_and_the_findings_evidence_highlighted(
+    tmp_path_factory: pytest.TempPathFactory, checkpoint: Path, browser: Any
+) -> None:
+    root = tmp_path_factory.mktemp("web-row-report")
+    roots = root / "roots"
+    (roots / "ward").mkdir(parents=True)
+    (roots / "ward" / "im.dcm").write_bytes(
+        dx_bytes(accession="R1", pixels=chest_pixels(400, 360, seed=4))
+    )
+    (roots / "ward.csv").write_text(f'AccessionNumber,Report\nR1,"{REPORT}"\n')
+    with LiveServer(_settings(root, model=checkpoint, batch_roots=[roots])) as live:
+        context = browser.new_context(viewport={"width": 800, "height": 900})
+        page = context.new_page()
+        page.set_default_timeout(TIMEOUT_MS)
+        problems = Problems(page)
+        page.goto(live.url + "/")
+        page.locator("#batch-path").fill("ward")
+        page.locator("#batch-path-reports").fill("ward.csv")
+        page.locator("#batch-path-form button[type=submit]").click()
+        # the all-positive test model against "No pneumothorax": a row to open
+        row = page.locator('#worklist-table tbody tr[data-label="Pneumothorax"]')
+        row.wait_for(timeout=45_000)
+        row.locator(".wl-open img").wait_for()
+        row.locator(".wl-open").click()
+        text = page.locator("#row-report-text")
+        text.locator("mark").first.wait_for()
+        # the same renderer as the Report view: every mention marked, the row's outlined
+        focus = text.locator("mark.focus")
+        assert focus.count() == 1 and focus.inner_text().lower() == "pneumothorax"
+        assert focus.get_attribute("class") == "mention negative focus"
+        assert text.locator("mark.mention.positive").count() >= 1  # the enlarged heart
+        assert text.inner_text() == REPORT
+        origin = page.locator("#row-report-origin").inner_text()
+        assert "reports CSV ward.csv" in origin and "Pneumothorax evidence is outlined" in origin
+        # the file is still in the folder: the image is shown beyond the 64 px model input
+        natural = page.evaluate("() => document.getElementById('base-image').naturalWidth")
+        assert natural == 360
+        assert "model's input size" not in page.locator("#predict-status").inner_text()
+        widths = page.evaluate(
+            "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+        )
+        assert widths[0] <= widths[1], widths
+        # The CSV moved away: the row says so when opened again, and nothing errs.
+        (roots / "ward.csv").unlink()
+        page.locator("#worklist-refresh").click()
+        row.locator(".wl-open img").wait_for()
+        row.locator(".wl-open").click()
+        page.wait_for_function(
+            "() => document.getElementById('row-report-text').textContent"
+            ".includes('Report not available')"
+        )
+        assert "no longer where the job read it" in text.inner_text()
         context.close()
         assert problems.items == [], "\n".join(problems.items)
 

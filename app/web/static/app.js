@@ -160,6 +160,7 @@ function clearOverlays() {
 async function showPrediction(p) {
   clearOverlays();
   view.prediction = p;
+  $("row-report").hidden = true; // a worklist row's report: shown again by openRow
   const notice = $("predict-notice");
   notice.hidden = !p.demo;
   notice.textContent = p.notice || (p.demo ? "DEMO MODEL" : "");
@@ -532,21 +533,28 @@ function mentionTitle(m) {
     attrs && `attributes: ${attrs}`].filter(Boolean).join("\n");
 }
 
-function showReport(text, result) {
-  // Offsets index the text as sent; overlapping mentions keep the first one.
-  const box = $("report-highlighted");
+function renderHighlighted(box, text, mentions, focus) {
+  // The one renderer of a report's evidence: the Report view and a worklist row opened.
+  // Offsets index the text as sent; overlapping mentions keep the first one. Mentions of
+  // `focus` (a row's finding) are marked "focus"; the others stay highlighted beside them.
   box.replaceChildren();
-  const mentions = [...result.mentions].sort((a, b) => a.start - b.start || b.end - a.end);
+  const sorted = [...mentions].sort((a, b) => a.start - b.start || b.end - a.end);
   let at = 0;
-  for (const m of mentions) {
+  for (const m of sorted) {
     if (m.start < at || m.end > text.length || m.end <= m.start) continue;
     box.append(text.slice(at, m.start));
-    box.append(el("mark", { class: `mention ${m.status}`, title: mentionTitle(m),
+    const cls = `mention ${m.status}` + (focus && m.label === focus ? " focus" : "");
+    box.append(el("mark", { class: cls, title: mentionTitle(m),
       "data-label": m.label, "data-rule": m.rule || "", "data-section": m.section || "",
       "data-negex": m.negex || "" }, text.slice(m.start, m.end)));
     at = m.end;
   }
   box.append(text.slice(at));
+  return sorted;
+}
+
+function showReport(text, result) {
+  const mentions = renderHighlighted($("report-highlighted"), text, result.mentions, null);
 
   const labels = $("report-labels").querySelector("tbody");
   labels.replaceChildren();

@@ -1,11 +1,13 @@
 // The radiologist's worklist: GET /v1/discrepancies, one row per image and finding where
 // the report and the model disagree; open the image, review the row, export as CSV.
 // Loaded after app.js, whose helpers (el, api, apiJson, apiObjectUrl, needKey, showPrediction,
-// selectLabel, setStatus) it uses; no inline script.
+// selectLabel, setStatus, renderHighlighted) it uses; no inline script.
 "use strict";
 
-const worklist = { rows: [], cursor: null, sort: { key: "", dir: 1 }, thumbs: new Map(),
-  request: 0 };
+// The sort runs on the server (keyset paging): `order` is null for the sort's own direction
+// (newest, probability and job descending; finding and review ascending) or "asc"/"desc".
+const worklist = { rows: [], cursor: null, sort: { key: "newest", order: null },
+  thumbs: new Map(), request: 0 };
 const WL_PAGE = 50;
 const VERDICTS = { "": "not reviewed", agree_report: "agree with report",
   agree_model: "agree with model", dismissed: "dismissed" };
@@ -17,6 +19,8 @@ function wlQuery(extra) {
   if (label) params.set("label", label);
   if (job) params.set("job_id", job);
   if ($("wl-filter-unreviewed").checked) params.set("unreviewed", "true");
+  params.set("sort", worklist.sort.key);
+  if (worklist.sort.order) params.set("order", worklist.sort.order);
   for (const [k, v] of Object.entries(extra || {})) params.set(k, String(v));
   return params;
 }
@@ -45,26 +49,6 @@ function wlReportText(report) {
 }
 
 function wlKey(d) { return `${d.item_id}:${d.label}`; }
-
-const WL_SORTS = {
-  study: (d) => d.accession_number || d.study_instance_uid || "",
-  image: (d) => d.item,
-  finding: (d) => d.label,
-  report: (d) => d.report.status,
-  model: (d) => d.image.probability ?? -1,
-  review: (d) => (d.review && d.review.decision) || "",
-};
-
-function wlSorted() {
-  const { key, dir } = worklist.sort;
-  if (!key) return worklist.rows;
-  const get = WL_SORTS[key];
-  return [...worklist.rows].sort((a, b) => {
-    const x = get(a);
-    const y = get(b);
-    return (x < y ? -1 : x > y ? 1 : 0) * dir;
-  });
-}
 
 function wlStack(main, detail, cls) {
   // Long details (UIDs) stay on one line, ellipsised; the whole text is the tooltip.
@@ -131,7 +115,14 @@ async function openRow(d) {
     view.truth = null;
     await showPrediction(p);
     if (d.label in p.heatmaps) await selectLabel(d.label);
-    setStatus("predict-status", `${d.item}: ${d.label}, ${d.reason}`);
+    await showRowReport(d);
+    // Shown smaller than the film (and than the 1024 px preview): the job's file is gone,
+    // so the image is the model input the batch kept.
+    const base = $("base-image");
+    const small = Math.max(base.naturalWidth, base.naturalHeight) <
+      Math.min(1024, Math.max(p.image.rows, p.image.columns));
+    setStatus("predict-status", `${d.item}: ${d.label}, ${d.reason}` + (small ?
+      " (shown at the model's input size: the job's file is no longer on the server)" : ""));
     for (const row of $("worklist-table").querySelectorAll("tbody tr")) {
       row.classList.toggle("selected", row.dataset.row === wlKey(d));
     }
@@ -142,6 +133,36 @@ async function openRow(d) {
   }
 }
 
+async function showRowReport(d) {
+  // Batch results keep no report text: it is read again from the job's source (reports
+  // CSV or structured report) and labeled now; when the source is gone, the page says so.
+  const panel = $("row-report");
+  const box = $("row-report-text");
+  $("row-report-title").textContent = `Report: ${d.label} (${d.report.status})`;
+  let r;
+  try {
+    r = await apiJson(`/v1/discrepancies/items/${d.item_id}/report?` +
+      new URLSearchParams({ label: d.label }));
+  } catch (error) {
+    r = { text: null, origin: null, missing: `The report could not be read: ${error.message}` };
+  }
+  panel.classList.toggle("missing", r.text === null);
+  if (r.text === null) {
+    box.replaceChildren(el("span", { text: `Report not available: ${r.missing}` }));
+    $("row-report-origin").textContent = r.origin ? `From the job's ${r.origin}.` : "";
+  } else {
+    renderHighlighted(box, r.text, r.labels.mentions, d.label);
+    const focus = box.querySelector("mark.focus");
+    const evidence = focus ? `; the ${d.label} evidence is outlined.` :
+      `; it does not mention ${d.label}.`;
+    $("row-report-origin").textContent = `Read again now from the job's ${r.origin}` +
+      (r.changed ? `; it now reads ${r.labels.labels[d.label]}, not ${r.status} as when ` +
+        "the batch ran." : evidence);
+    if (focus) box.scrollTop = Math.max(0, focus.offsetTop - box.offsetTop - 24);
+  }
+  panel.hidden = false;
+}
+
 function renderWorklist() {
   const body = $("worklist-table").querySelector("tbody");
   body.replaceChildren();
@@ -149,12 +170,13 @@ function renderWorklist() {
     body.append(el("tr", { class: "none" }, el("td", { colspan: 8,
       text: "No disagreements in the batch results read." })));
   }
-  for (const d of wlSorted()) {
+  for (const d of worklist.rows) {
     const model = wlDecision(d.image);
     const report = wlReportText(d.report);
     const side = d.image.side && d.image.side !== "unknown" ? `, ${d.image.side}` : "";
     const thumb = el("td", { class: "wl-thumb" });
-    const row = el("tr", { "data-row": wlKey(d), "data-item": d.item_id, "data-label": d.label },
+    const row = el("tr", { "data-row": wlKey(d), "data-item": d.item_id, "data-label": d.label,
+      "data-p": d.image.probability ?? "" },
       thumb,
       el("td", {}, wlStack(d.accession_number ? `Acc. ${d.accession_number}` : "no accession",
         d.study_instance_uid ? `Study UID ${d.study_instance_uid}` : "")),
@@ -198,7 +220,7 @@ async function loadWorklist(more) {
   const request = ++worklist.request;
   setStatus("worklist-status", "Loading…");
   try {
-    const extra = more && worklist.cursor !== null ? { before: worklist.cursor } : {};
+    const extra = more && worklist.cursor !== null ? { cursor: worklist.cursor } : {};
     const data = await apiJson(`/v1/discrepancies?${wlQuery(extra)}`);
     if (request !== worklist.request) return;
     worklist.rows = more ? worklist.rows.concat(data.items) : data.items;
@@ -228,6 +250,24 @@ async function exportWorklist() {
   }
 }
 
+const WL_DESCENDING = { newest: true, finding: false, probability: true, job: true,
+  review: false };
+
+function wlDescending() {
+  const { key, order } = worklist.sort;
+  return order ? order === "desc" : WL_DESCENDING[key];
+}
+
+function wlSortBy(key, order) {
+  worklist.sort = { key, order };
+  $("wl-sort").value = key;
+  for (const th of $("worklist-table").querySelectorAll("th[data-sort]")) {
+    th.setAttribute("aria-sort", th.dataset.sort !== key ? "none" :
+      (wlDescending() ? "descending" : "ascending"));
+  }
+  loadWorklist(false); // a new order starts from its first page (cursors are per sort)
+}
+
 function setupWorklist() {
   wlLabels();
   $("worklist-refresh").addEventListener("click", () => loadWorklist(false));
@@ -236,15 +276,13 @@ function setupWorklist() {
   for (const id of ["wl-filter-label", "wl-filter-job", "wl-filter-unreviewed"]) {
     $(id).addEventListener("change", () => loadWorklist(false));
   }
+  $("wl-sort").addEventListener("change", () => wlSortBy($("wl-sort").value, null));
   for (const th of $("worklist-table").querySelectorAll("th[data-sort]")) {
+    // A header sorts by its column; clicked again, the other way round.
     th.addEventListener("click", () => {
       const key = th.dataset.sort;
-      worklist.sort = { key, dir: worklist.sort.key === key ? -worklist.sort.dir : 1 };
-      for (const other of $("worklist-table").querySelectorAll("th[data-sort]")) {
-        other.setAttribute("aria-sort", other === th ?
-          (worklist.sort.dir > 0 ? "ascending" : "descending") : "none");
-      }
-      renderWorklist();
+      const again = worklist.sort.key === key;
+      wlSortBy(key, again ? (wlDescending() ? "asc" : "desc") : null);
     });
   }
   loadWorklist(false);
