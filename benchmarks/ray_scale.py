@@ -4,9 +4,11 @@ process with N workers, in the same run.
 Each path runs two sizes of distinct inputs (the first SMALL and the first LARGE OpenI
 reports; the first SMALL and LARGE NIH sample PNGs, predicted by a demo checkpoint at 128
 px), each from a cold start (workers and models loaded inside the timing). The marginal
-cost per item is the slope, (time(LARGE) - time(SMALL)) / (LARGE - SMALL), so the start-up
-cancels out; the start-up is the intercept, time(SMALL) - SMALL x marginal. Ray's own
-start (`ray.init` of a local Ray, timed apart) is added to the Ray path's start-up.
+cost per item is the slope of the time after the first result, (LARGE's time after its
+first result - SMALL's) / (LARGE - SMALL): the start-up and the first block cancel out
+within each run (see `_fit`); the start-up is the intercept, time(SMALL) - SMALL x
+marginal. Ray's own start (`ray.init` of a local Ray, timed apart) is added to the Ray
+path's start-up. Each figure is the median of `--repeat` runs, the paths interleaved.
 
 - one process, reports: `labeler.parallel.label_reports_parallel(workers=N)`, what
   `cxr label --workers N` runs.
@@ -18,7 +20,8 @@ start (`ray.init` of a local Ray, timed apart) is added to the Ray path's start-
   predict in the actor, blocks of 16 images).
 
 Usage:
-    python benchmarks/ray_scale.py [--reports 600 2400] [--images 48 144] [--cpus 2] [--repeat 2]
+    python benchmarks/ray_scale.py [--reports 600 2400] [--images 48 144] [--cpus 2] [--repeat 3]
+        [--units report image]
 
 Not a timed test: the figures depend on the machine and its load (the load average is
 printed; a shared machine inflates everything, Ray's many processes most). Exits 0 with a
@@ -30,10 +33,12 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -57,22 +62,40 @@ def _reports(data: Path, n: int) -> list[tuple[str, str]]:
     return out
 
 
-def _timed(run: Callable[[int], int], sizes: tuple[int, int]) -> tuple[float, float]:
-    """Seconds of `run(n)` for each size (each run must give n results)."""
+def _timed(run: Callable[[int], list[float]], sizes: tuple[int, int]) -> tuple[Run, Run]:
+    """Each size's run: `run(n)` returns the clock time at which each of its n results
+    arrived."""
     out = []
     for n in sizes:
         began = time.perf_counter()
-        done = run(n)
-        out.append(time.perf_counter() - began)
-        if done != n:
-            raise SystemExit(f"ray_scale: {done} results for {n} inputs")
+        arrived = run(n)
+        out.append(Run(n, arrived[0] - began if arrived else 0.0, time.perf_counter() - began))
+        if len(arrived) != n:
+            raise SystemExit(f"ray_scale: {len(arrived)} results for {n} inputs")
     return out[0], out[1]
 
 
-def _fit(sizes: tuple[int, int], seconds: tuple[float, float]) -> tuple[float, float]:
-    """(start-up s, marginal s per item) from two timings."""
-    marginal = (seconds[1] - seconds[0]) / (sizes[1] - sizes[0])
-    return seconds[0] - sizes[0] * marginal, marginal
+@dataclass(frozen=True)
+class Run:
+    """One timed run: items, seconds to the first result and to the end."""
+
+    n: int
+    first: float
+    total: float
+
+
+def _fit(small: Run, large: Run) -> tuple[float, float]:
+    """(start-up s, marginal s per item) from the runs of two sizes.
+
+    The marginal cost is the slope of the time after the first result, (large.total -
+    large.first - small.total + small.first) / (large.n - small.n): both runs reach their
+    first result after the same start-up and the same first block, so the start-up's
+    variation from run to run (actors start in 2 to 6 s on a loaded 2-core machine, as
+    much as the labelling of 2,000 reports) cancels out within each run instead of landing
+    in the slope. The start-up is the intercept, small.total - small.n x marginal.
+    """
+    marginal = (large.total - large.first - small.total + small.first) / (large.n - small.n)
+    return small.total - small.n * marginal, marginal
 
 
 def main() -> int:
@@ -80,7 +103,9 @@ def main() -> int:
     parser.add_argument("--reports", type=int, nargs=2, default=[600, 2400])
     parser.add_argument("--images", type=int, nargs=2, default=[48, 144])
     parser.add_argument("--cpus", type=int, default=2, help="Ray CPUs = one-process workers")
-    parser.add_argument("--repeat", type=int, default=2, help="runs of each; the fastest counts")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each; the median counts")
+    parser.add_argument("--units", nargs="+", choices=["report", "image"],
+                        default=["report", "image"], help="what to measure")  # fmt: skip
     args = parser.parse_args()
     data = _data()
     if data is None:
@@ -115,89 +140,97 @@ def main() -> int:
             (export / png.name).write_bytes(png.read_bytes())  # a folder source skips links
         exports[n] = export
 
-    def one_reports(n: int) -> int:
-        items = reports[:n]
-        found = label_reports_parallel(items, config=LabelerConfig(), workers=cpus, batch_size=64)
-        return sum(1 for _ in found)
+    def one_reports(n: int) -> list[float]:
+        found = label_reports_parallel(
+            reports[:n], config=LabelerConfig(), workers=cpus, batch_size=64
+        )
+        return [time.perf_counter() for _ in found]
 
-    def one_images(n: int) -> int:
+    def one_images(n: int) -> list[float]:
         spec = JobSpec(FolderInput(exports[n]), read_workers=cpus)
         predictor = load_predictor(model, device="cpu")
         job = build_job(spec, labeler=PipelineLabeler(), predictor=predictor)
         items = plan(list(job.source.scan()), [], job.processor)
-        counted = _Count()
-        run(items, job.processor, [counted], chunk_size=8)
-        return counted.n
+        clock = _Clock()
+        run(items, job.processor, [clock], chunk_size=8)
+        return clock.arrived
 
-    def ray_reports(n: int) -> int:
+    def ray_reports(n: int) -> list[float]:
         found = label_reports_on_ray(reports[:n], config=LabelerConfig(), actors=cpus)
-        return sum(1 for _ in found)
+        return [time.perf_counter() for _ in found]
 
-    def ray_images(n: int) -> int:
+    def ray_images(n: int) -> list[float]:
         spec = JobSpec(FolderInput(exports[n]))
         job = build_job(spec, labeler=PipelineLabeler(), predictor=None)
         items = plan(list(job.source.scan()), [], job.processor)
         blocks = run_on_ray(spec, items, [], model=model, chunk_size=8, actors=cpus)
-        return sum(len(block) for block in blocks)
+        return [now for block in blocks for now in [time.perf_counter()] * len(block)]
 
     # Ray is started once (timed apart); then each measurement runs `--repeat` times, the
-    # two paths interleaved so that both meet the same load, and the fastest run counts.
+    # two paths interleaved so that both meet the same load; the median run counts.
     began = time.perf_counter()
     connect(None, num_cpus=cpus, object_store_bytes=500 * 2**20)
     ray_start = time.perf_counter() - began
-    plan_runs = (
-        ("one process", "report", one_reports, report_sizes),
-        ("local Ray", "report", ray_reports, report_sizes),
-        ("one process", "image", one_images, image_sizes),
-        ("local Ray", "image", ray_images, image_sizes),
-    )
-    best: dict[tuple[str, str], list[float]] = {}
+    plan_runs = [
+        (name, unit, fn, sizes)
+        for name, unit, fn, sizes in (
+            ("one process", "report", one_reports, report_sizes),
+            ("local Ray", "report", ray_reports, report_sizes),
+            ("one process", "image", one_images, image_sizes),
+            ("local Ray", "image", ray_images, image_sizes),
+        )
+        if unit in args.units
+    ]
+    fits: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    loads = [os.getloadavg()[0]]
     try:
         for _ in range(args.repeat):
             for name, unit, fn, sizes in plan_runs:
-                seconds = _timed(fn, sizes)
-                kept = best.setdefault((name, unit), list(seconds))
-                best[name, unit] = [min(a, b) for a, b in zip(kept, seconds, strict=True)]
+                small, large = _timed(fn, sizes)
+                fits.setdefault((name, unit), []).append(_fit(small, large))
+            loads.append(os.getloadavg()[0])
     finally:
         disconnect()
     assert not ray.is_initialized()
-    rows: list[tuple[str, str, float, float, tuple[float, float]]] = []
-    for name, unit, _, sizes in plan_runs:
-        seconds = (best[name, unit][0], best[name, unit][1])
-        start, marginal = _fit(sizes, seconds)
+    rows: list[tuple[str, str, float, float, list[float]]] = []
+    for name, unit, _, _ in plan_runs:
+        found = fits[name, unit]
+        start = statistics.median(f[0] for f in found)
+        marginal = statistics.median(f[1] for f in found)
         if name == "local Ray":
             start += ray_start
-        rows.append((name, unit, start, marginal, seconds))
+        rows.append((name, unit, start, marginal, [f[1] for f in found]))
 
     out = sys.stdout
     out.write(
         f"{cpus} CPUs each: one process with {cpus} workers vs a local Ray with {cpus} CPUs; "
         f"reports {report_sizes}, images {image_sizes} (NIH PNGs, demo model 128 px); "
         f"ray.init {ray_start:.1f} s (in Ray's start-up); load average "
-        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; fastest of {args.repeat} runs\n"
+        f"{' / '.join(f'{x:.1f}' for x in loads)} (before, after each round) on "
+        f"{os.cpu_count()} CPUs; median of {args.repeat} runs\n"
     )
-    out.write(f"{'path':<12} {'per':<7} {'start-up s':>10} {'marginal ms':>12} {'runs s':>14}\n")
-    for name, unit, start, marginal, seconds in rows:
-        runs = f"{seconds[0]:.1f} / {seconds[1]:.1f}"
-        out.write(f"{name:<12} {unit:<7} {start:>10.1f} {marginal * 1000:>12.1f} {runs:>14}\n")
-    for unit in ("report", "image"):
+    out.write(f"{'path':<12} {'per':<7} {'start-up s':>10} {'marginal ms':>12}  each run ms\n")
+    for name, unit, start, marginal, each in rows:
+        runs = " / ".join(f"{x * 1000:.2f}" for x in each)
+        out.write(f"{name:<12} {unit:<7} {start:>10.1f} {marginal * 1000:>12.2f}  {runs}\n")
+    for unit in args.units:
         here = next(r for r in rows if r[0] == "one process" and r[1] == unit)
         there = next(r for r in rows if r[0] == "local Ray" and r[1] == unit)
         out.write(f"marginal cost per {unit}, Ray / one process: {there[3] / here[3]:.2f}x\n")
     return 0
 
 
-class _Count:
-    """A sink that counts outcomes."""
+class _Clock:
+    """A sink that notes when each outcome arrived."""
 
     def __init__(self) -> None:
-        self.n = 0
+        self.arrived: list[float] = []
 
     def begin(self, items: object) -> None:
         pass
 
     def write(self, outcomes: list[object]) -> None:
-        self.n += len(outcomes)
+        self.arrived += [time.perf_counter()] * len(outcomes)
 
     def close(self) -> None:
         pass

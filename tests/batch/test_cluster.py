@@ -353,7 +353,7 @@ def test_copies_awaiting_first_hold_release_and_retry() -> None:
 def test_cluster_batch_dataset_same_training_set_as_one_machine(
     tmp_path: Path, demo_checkpoint: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # The workers keep a display copy; the driver names and writes the PNGs.
+    # The workers encode the PNGs; the driver names and writes them: the same files.
     from service_fixtures import write_reports_csv
 
     export = build_export(tmp_path / "export")
@@ -368,11 +368,12 @@ def test_cluster_batch_dataset_same_training_set_as_one_machine(
         assert main(["batch", str(export), "-o", str(out), "--dataset", str(dataset), *common,
                      *extra]) == 1  # fmt: skip
         entry = (dataset / "Data_Entry.csv").read_text().splitlines()
-        runs[name] = (_lines(out), entry, sorted(p.name for p in (dataset / "images").iterdir()))
+        pngs = {p.name: p.read_bytes() for p in (dataset / "images").iterdir()}
+        runs[name] = (_lines(out), entry, pngs)
     capsys.readouterr()
     _assert_same_rows(runs["ray"][0], runs["one"][0])
     assert runs["ray"][1] == runs["one"][1] and len(runs["one"][1]) > 2  # rows, sorted
-    assert runs["ray"][2] == runs["one"][2]
+    assert runs["ray"][2] == runs["one"][2]  # names and bytes
 
 
 @pytest.mark.issue(45)
@@ -471,12 +472,53 @@ def test_cluster_gpu_path_readers_then_predict_worker_give_one_machines_rows(
     srs = [i for i in items if i.kind == "sr"]
     reader = FileWorker(WorkerJob(folder=export), keep_pixels=True,
                         input_spec=_input_spec(demo_checkpoint))  # fmt: skip
-    read = reader.process(srs)
+    read, fitted = reader.read(srs)
     reader.restore([r.line for r in read])  # the SRs' labels, as the driver broadcasts them
-    read += reader.process([i for i in items if i.kind != "sr"])
-    assert any(r.prepared for r in read)
-    lines = [r.line for r in PredictWorker(demo_checkpoint, "cpu").predict(read)]
+    images, fitted_images = reader.read([i for i in items if i.kind != "sr"])
+    assert not fitted and len(fitted_images) == sum(r.fitted for r in images) > 1
+    lines = [r.line for r in read]
+    lines += [r.line for r in PredictWorker(demo_checkpoint, "cpu").predict(images, fitted_images)]
     _assert_same_rows({str(x["path"]): x for x in lines}, _lines(one))
+
+
+@pytest.mark.issue(45)
+def test_cluster_two_stage_run_hands_fitted_images_to_the_predict_pool_by_reference(
+    tmp_path: Path,
+    demo_checkpoint: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The GPU cluster's path through Ray, with a predict worker on the CPU: the readers'
+    # fitted images reach it as an ObjectRef (`returns=2`), the driver never fetches them,
+    # and the rows are one machine's.
+    from batch.cluster.job_runner import PredictStage
+    from batch.cluster.workers import FittedImage, ItemResult
+    from batch.engine import plan
+
+    export = build_export(tmp_path / "export")
+    one = tmp_path / "one.jsonl"
+    assert main(["batch", str(export), "-o", str(one), "--model", str(demo_checkpoint)]) == 1
+    capsys.readouterr()
+    job = build_job(JobSpec(FolderInput(export)), labeler=PipelineLabeler(), predictor=None)
+    items = plan(list(job.source.scan()), [], job.processor)
+    fetched: list[Any] = []  # every value the driver fetches
+    real_get = ray.get
+
+    def recording_get(refs: Any, *args: Any, **kwargs: Any) -> Any:
+        value = real_get(refs, *args, **kwargs)
+        fetched.append(value)
+        return value
+
+    monkeypatch.setattr(ray, "get", recording_get)
+    stage = PredictStage(1, options=(("num_cpus", 0),), device="cpu")
+    outcomes = [o for block in run_on_ray(JobSpec(FolderInput(export)), items, [],
+                model=demo_checkpoint, actors=2, block_size=2, predict_stage=stage)
+                for o in block]  # fmt: skip
+    got = {str(x["path"]): x for x in map(outcome_line, outcomes)}
+    _assert_same_rows(got, _lines(one))
+    results = [r for v in fetched if isinstance(v, list) for r in v]
+    assert any(isinstance(r, ItemResult) and r.fitted for r in results)  # read, then predicted
+    assert not any(isinstance(r, FittedImage) for r in results)
 
 
 @pytest.mark.issue(45)
