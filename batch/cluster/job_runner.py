@@ -83,8 +83,8 @@ def worker_job(spec: JobSpec, dicomweb: DicomwebServer | None = None) -> WorkerJ
         dicomweb: the server of a `DicomwebInput` (the workers open their own clients).
 
     Raises:
-        BatchInputError: the input cannot be read on Ray (a C-STORE inbox: a folder on the
-            listener's machine), or a DICOMweb input without `dicomweb`.
+        BatchInputError: the input cannot be read on Ray (a C-STORE inbox: `cxr listen`'s
+            queue, on its machine), or a DICOMweb input without `dicomweb`.
     """
     given = spec.input
     folder = None
@@ -95,8 +95,12 @@ def worker_job(spec: JobSpec, dicomweb: DicomwebServer | None = None) -> WorkerJ
     elif isinstance(given, DicomwebInput):
         if dicomweb is None:
             raise BatchInputError("a DICOMweb job on Ray needs the server's settings")
-    else:
-        raise BatchInputError("--ray reads a folder, a zip or a DICOMweb server")
+    else:  # a C-STORE inbox (docs/cluster.md, "The C-STORE inbox")
+        raise BatchInputError(
+            "a C-STORE inbox is processed by the `cxr listen` that receives into it (a live "
+            "queue on that machine's disk, its files removed as their lines are recorded); "
+            "on Ray, read a folder, a zip, or the instances from the archive with --dicomweb"
+        )
     return WorkerJob(
         folder=folder,
         dicomweb=dicomweb if isinstance(given, DicomwebInput) else None,

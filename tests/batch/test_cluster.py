@@ -231,11 +231,13 @@ def _reader(folder: Path, registry: Any) -> Any:
                       input_spec=InputSpec(64, "letterbox"), registry=registry)  # fmt: skip
 
 
-def _read(reader: Any, key: str) -> tuple[dict[str, Any], bytes]:
+def _read(reader: Any, key: str) -> tuple[dict[str, Any], bool]:
+    """The reader's line and whether it handed on a fitted image."""
     from batch.interfaces import SourceItem
 
-    out = reader.process([SourceItem(key, "image")])
-    return out[0].line, out[0].prepared
+    out, fitted = reader.read([SourceItem(key, "image")])
+    assert out[0].fitted == bool(fitted)
+    return out[0].line, out[0].fitted
 
 
 def test_cluster_readers_skip_a_copy_that_another_reader_decoded_first(tmp_path: Path) -> None:
@@ -254,7 +256,7 @@ def test_cluster_readers_skip_a_copy_that_another_reader_decoded_first(tmp_path:
     assert first["state"] == "done" and first_pixels  # on to the predict actors
     copy, copy_pixels = _read(_reader(tmp_path, registry), "B/1.dcm")  # another actor
     assert copy["state"] == "skipped" and copy["duplicate_of"] == "A/1.dcm"
-    assert copy["pixel_fingerprint"] == first["pixel_fingerprint"] and copy_pixels == b""
+    assert copy["pixel_fingerprint"] == first["pixel_fingerprint"] and not copy_pixels
     # A block retried after its reader died reads its own files again: not copies.
     again, _ = _read(_reader(tmp_path, registry), "A/1.dcm")
     assert again["state"] == "done"
@@ -555,3 +557,15 @@ def test_cluster_block_given_up_is_split_so_a_poison_file_fails_alone() -> None:
     assert by_key["poison.dcm"].error.startswith("readers: worker lost 2 times on this block")
     assert all(o.state == "done" for key, o in by_key.items() if key != "poison.dcm")
     assert pool.lost == 3  # twice on the block of four, once on the poison alone
+
+
+@pytest.mark.issue(45)
+def test_cluster_refuses_a_c_store_inbox_and_names_what_to_read_instead(tmp_path: Path) -> None:
+    # The inbox is `cxr listen`'s live queue on its own disk (docs/cluster.md): the
+    # cluster reads the same instances from the archive instead.
+    from batch.interfaces import BatchInputError
+    from batch.job import InboxInput
+
+    (tmp_path / "inbox").mkdir()
+    with pytest.raises(BatchInputError, match=r"processed by the `cxr listen`.*--dicomweb"):
+        list(run_on_ray(JobSpec(InboxInput(tmp_path / "inbox")), [], [], model=None))
