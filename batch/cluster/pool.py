@@ -5,6 +5,8 @@
     pool.submit(7, "process", rows)               # a block of work, tagged
     for done in wait_for([pool]):                  # as blocks finish, in any order
         tag, value = done.tag, done.value          # value: the method's return or a BlockFailure
+    pool.submit(8, "read", rows, returns=2)       # (lines, images): the images stay in Ray's
+    other.submit(8, "predict", lines, done.rest[0])  # store, handed on by reference
     pool.close()
 
 Ray Data starts a new actor pool for every dataset it executes, so a run of several phases
