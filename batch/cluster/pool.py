@@ -307,10 +307,11 @@ class ActorPool:
                 self._rest.pop(ref, None)
                 self._load[number].remove(ref)
                 self.failed_blocks += 1
-                if isinstance(exc, ray.exceptions.RayTaskError):
-                    reason = f"{self.name}: {type(exc.cause).__name__}: {exc.cause}"
+                cause = exc.cause if isinstance(exc, ray.exceptions.RayTaskError) else exc
+                if isinstance(cause, ray.exceptions.ObjectLostError):
+                    reason = f"{self.name}: its input was lost ({_reason(cause)})"
                 else:
-                    reason = f"{self.name}: {_reason(exc)}"
+                    reason = f"{self.name}: {type(cause).__name__}: {cause}"
                 finished.append(Finished(self, block.tag, BlockFailure(reason)))
                 continue
             except ray.exceptions.RayError as exc:  # the actor or its node is gone

@@ -8,6 +8,7 @@ import json
 import os
 import random
 import signal
+import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -420,6 +421,84 @@ def test_cluster_pool_gives_up_a_block_after_its_attempts_and_redoes_no_finished
     # two deaths on the poison block; a third when a death was first charged to a block that
     # had ended but whose result Ray had not handed back yet (it then runs alone and passes)
     assert pool.lost in (2, 3) and pool.failed_blocks == 1
+
+
+@pytest.mark.issue(45)
+def test_cluster_pool_block_whose_input_was_lost_fails_alone_and_keeps_its_worker() -> None:
+    # A predict block's fitted images are an ObjectRef made by a file worker; if they are
+    # lost (their node or owner gone), that block fails with the reason, and the predict
+    # worker, which is fine, is neither charged nor replaced.
+    from batch.cluster.pool import ActorPool, BlockFailure, wait_for
+
+    class _Holder:
+        def hold(self) -> list[Any]:
+            return [ray.put(bytes(300_000))]  # in the object store, owned by this actor
+
+    class _Sizer:
+        def ready(self) -> str:
+            return str(ray.get_runtime_context().get_node_id())
+
+        def size(self, data: bytes) -> int:
+            return len(data)
+
+    holder = ray.remote(_Holder).options(num_cpus=0).remote()
+    lost = ray.get(holder.hold.remote())[0]
+    ray.kill(holder)  # the object's owner gone: the object with it, once Ray has seen it
+    for _ in range(300):
+        try:
+            ray.get(lost, timeout=10)
+        except ray.exceptions.ObjectLostError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the object outlived its owner for 30 s")
+    pool = ActorPool(_Sizer, size=1, options={"num_cpus": 0}, name="sizers")
+    pool.submit("lost", "size", lost)
+    pool.submit("fine", "size", b"abc")
+    results: dict[str, object] = {}
+    try:
+        while pool.busy:
+            for finished in wait_for([pool], timeout_s=60):
+                results[finished.tag] = finished.value
+    finally:
+        pool.close()
+    assert results["fine"] == 3
+    failure = results["lost"]
+    assert isinstance(failure, BlockFailure)
+    assert failure.reason.startswith("sizers: its input was lost (OwnerDiedError: ")
+    assert "\n" not in failure.reason
+    assert pool.lost == 0 and pool.failed_blocks == 1
+
+
+@pytest.mark.issue(45)
+def test_cluster_pool_hands_a_second_return_on_by_reference() -> None:
+    from batch.cluster.pool import ActorPool, wait_for
+
+    class _Two:
+        def ready(self) -> str:
+            return str(ray.get_runtime_context().get_node_id())
+
+        def make(self, n: int) -> tuple[int, bytes]:
+            return n, bytes(n)
+
+        def size(self, data: bytes) -> int:
+            return len(data)
+
+    pool = ActorPool(_Two, size=1, options={"num_cpus": 0}, name="two")
+    try:
+        pool.submit("make", "make", 200_000, returns=2)
+        made: list[Any] = []
+        while not made:
+            made = wait_for([pool], timeout_s=60)
+        assert made[0].value == 200_000 and len(made[0].rest) == 1
+        assert isinstance(made[0].rest[0], ray.ObjectRef)
+        pool.submit("size", "size", made[0].rest[0])  # the bytes go actor to actor
+        sized: list[Any] = []
+        while not sized:
+            sized = wait_for([pool], timeout_s=60)
+        assert sized[0].value == 200_000 and sized[0].rest == ()
+    finally:
+        pool.close()
 
 
 @pytest.mark.issue(45)
