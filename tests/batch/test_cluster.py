@@ -185,12 +185,34 @@ def test_cluster_label_2000_reports_same_rows_as_cxr_label(
         writer = csv.writer(f)
         writer.writerow(["id", "report"])
         writer.writerows(_reports(2000))
-    here, there = tmp_path / "here.jsonl", tmp_path / "there.jsonl"
-    status = main(["label", str(source), "-o", str(here), "-q"])
-    assert main(["label", str(source), "-o", str(there), "-q", "--ray"]) == status
-    assert there.read_text() == here.read_text()
-    assert len(here.read_text().splitlines()) == 2000
+    # JSON Lines written by the actors (the driver writes their text), and a CSV written
+    # here from the results: both as one machine writes them, with the same rejects
+    for suffix in ("jsonl", "csv"):
+        here, there = tmp_path / f"here.{suffix}", tmp_path / f"there.{suffix}"
+        rejects = {p: p.with_suffix(".rejects.csv") for p in (here, there)}
+        status = main(["label", str(source), "-o", str(here), "-q", "--rejects",
+                       str(rejects[here])])  # fmt: skip
+        assert status == main(["label", str(source), "-o", str(there), "-q", "--ray",
+                               "--rejects", str(rejects[there])])  # fmt: skip
+        assert there.read_text() == here.read_text()
+        assert rejects[there].read_text() == rejects[here].read_text()
+        assert len(rejects[here].read_text().splitlines()) == 1 + len(range(0, 2000, 97))
+    assert len((tmp_path / "here.jsonl").read_text().splitlines()) == 2000
     capsys.readouterr()
+
+
+@pytest.mark.issue(45)
+def test_cluster_label_strict_writes_the_lines_before_the_first_failure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "reports.csv"
+    with source.open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([["id", "report"], ["a", "No effusion."], ["b", "Cardiomegaly."],
+                                 ["c", "   "], ["d", "Small effusion."]])  # fmt: skip
+    out = tmp_path / "out.jsonl"
+    assert main(["label", str(source), "-o", str(out), "-q", "--ray", "--strict"]) != 0
+    assert "report c:" in capsys.readouterr().err
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["a", "b"]
 
 
 def test_cluster_driver_records_a_copy_read_by_another_reader_as_a_duplicate() -> None:
