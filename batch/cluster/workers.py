@@ -12,8 +12,9 @@ not a dead actor.
 What crosses back to the driver per item (`ItemResult`): the result line; with a training
 set, each image with mined labels as its PNG, encoded here at the set's size, and its facts
 (the driver only names and writes the files, as the names number each patient's images in
-order); on a GPU cluster the fitted image and, with `--push`, the image's header, for the
-predict worker.
+order). On a GPU cluster the fitted images, and with `--push` their headers, go apart
+(`FittedImage`, `FileWorker.read`): from the file worker's node to a predict worker's,
+through Ray's object store, not through the driver.
 """
 
 from __future__ import annotations
