@@ -12,7 +12,7 @@ from batch.interfaces import Outcome, Sink, SourceItem
 from batch.results import dump_line, outcome_line
 from batch.training_set import DatasetImage, DatasetWriter
 
-__all__ = ["DatasetSink", "JsonlSink", "TallySink", "in_flight_path"]
+__all__ = ["DatasetSink", "JsonlSink", "TallySink", "in_flight_path", "training_labels"]
 
 
 def in_flight_path(out: Path) -> Path:
@@ -97,6 +97,15 @@ class JsonlSink(Sink):
             self._file = None
 
 
+def training_labels(outcome: Outcome) -> dict[str, str] | None:
+    """The mined report labels a done image enters the training set with (None: it has
+    none and stays out)."""
+    report = outcome.result.get("report")
+    if outcome.state != "done" or not report or "labels" not in report:
+        return None
+    return dict(report["labels"])
+
+
 class DatasetSink(Sink):
     """Images with mined report labels written as a training set (PNG + Data_Entry.csv).
 
@@ -113,9 +122,9 @@ class DatasetSink(Sink):
         chosen: list[Outcome] = []
         images: list[DatasetImage] = []
         for outcome in outcomes:
-            report = outcome.result.get("report")
+            labels = training_labels(outcome)
             image = outcome.image
-            if outcome.state != "done" or image is None or not report or "labels" not in report:
+            if labels is None or image is None:
                 continue  # no mined labels, nothing to train on
             meta = image.meta
             patient = (
@@ -127,7 +136,7 @@ class DatasetSink(Sink):
             images.append(
                 DatasetImage(
                     image.display,
-                    report["labels"],
+                    labels,
                     str(patient),
                     getattr(meta, "view_position", None),
                 )

@@ -30,7 +30,7 @@ import numpy as np
 
 from models.data import DATA_ENTRY_COLUMNS
 
-__all__ = ["DatasetImage", "DatasetWriter"]
+__all__ = ["DatasetImage", "DatasetWriter", "EncodedPng", "encode_png"]
 
 # Threads encoding PNGs (OpenCV releases the interpreter lock while it compresses): one
 # 1024 px PNG is 17 ms of a core, so a GPU host writing the set from one thread topped out
@@ -39,17 +39,60 @@ PNG_THREADS = 4
 
 
 @dataclass(frozen=True)
+class EncodedPng:
+    """A training-set image resized and encoded already (by a Ray worker, so that the
+    driver only names and writes it).
+
+    Attributes:
+        data: the PNG file's bytes.
+        size: the side of the square PNG.
+        shape: (rows, cols) of the image it was made from (the `OriginalImage` columns).
+    """
+
+    data: bytes
+    size: int
+    shape: tuple[int, int]
+
+
+def encode_png(pixels: np.ndarray, size: int) -> EncodedPng:
+    """Resize an image to `size` x `size` (a plain resize, as Wang et al.) and encode it
+    as a grey PNG: the bytes `DatasetWriter` writes for it.
+
+    Args:
+        pixels: float32 (rows, cols) in [0, 1], or uint8 grey (a display copy).
+        size: the side of the square output.
+
+    Raises:
+        ValueError: OpenCV could not encode the image.
+    """
+    import cv2
+
+    rows, cols = pixels.shape
+    if pixels.dtype == np.uint8:
+        grey = pixels
+    else:
+        grey = np.clip(np.rint(pixels * 255.0), 0, 255).astype(np.uint8)
+    interp = cv2.INTER_AREA if max(rows, cols) > size else cv2.INTER_LINEAR
+    resized = cv2.resize(grey, (size, size), interpolation=interp)
+    ok, data = cv2.imencode(".png", resized)
+    if not ok:
+        raise ValueError(f"could not encode a {rows} x {cols} image as a PNG")
+    return EncodedPng(data.tobytes(), size, (rows, cols))
+
+
+@dataclass(frozen=True)
 class DatasetImage:
     """One image for the training set.
 
     Attributes:
-        pixels: float32 (rows, cols) in [0, 1], or uint8 grey (a display copy).
+        pixels: float32 (rows, cols) in [0, 1], or uint8 grey (a display copy), or the PNG
+            made from one already (`encode_png`, at the writer's size).
         labels: label -> status from the report's labels.
         patient_key: identifier grouping a patient's images (hashed before writing).
         view_position: PA/AP/LL when known.
     """
 
-    pixels: np.ndarray
+    pixels: np.ndarray | EncodedPng
     labels: dict[str, str]
     patient_key: str
     view_position: str | None = None
@@ -171,7 +214,8 @@ class DatasetWriter:
         writes = [threads.submit(self._write_png, p[0].pixels, p[1]) for p in planned]
         for write, (image, name, patient, follow_up) in zip(writes, planned, strict=True):
             write.result()  # its OSError, after the rows of the images before it
-            rows, cols = image.pixels.shape
+            pixels = image.pixels
+            rows, cols = pixels.shape
             self._remember(
                 {
                     "Image Index": name,
@@ -194,18 +238,18 @@ class DatasetWriter:
             self._pool = ThreadPoolExecutor(PNG_THREADS, thread_name_prefix="cxr-dataset-png")
         return self._pool
 
-    def _write_png(self, pixels: np.ndarray, name: str) -> None:
-        import cv2
-
-        rows, cols = pixels.shape
-        if pixels.dtype == np.uint8:
-            grey = pixels
-        else:
-            grey = np.clip(np.rint(pixels * 255.0), 0, 255).astype(np.uint8)
-        interp = cv2.INTER_AREA if max(rows, cols) > self.size else cv2.INTER_LINEAR
-        resized = cv2.resize(grey, (self.size, self.size), interpolation=interp)
-        if not cv2.imwrite(str(self.out_dir / "images" / name), resized):
-            raise OSError(f"could not write {self.out_dir / 'images' / name}")
+    def _write_png(self, pixels: np.ndarray | EncodedPng, name: str) -> None:
+        if isinstance(pixels, EncodedPng) and pixels.size != self.size:
+            raise ValueError(
+                f"{name}: an image encoded at {pixels.size} px for a training set of "
+                f"{self.size} px; encode it with encode_png(pixels, {self.size})"
+            )
+        png = pixels if isinstance(pixels, EncodedPng) else encode_png(pixels, self.size)
+        path = self.out_dir / "images" / name
+        try:
+            path.write_bytes(png.data)
+        except OSError as exc:
+            raise OSError(f"could not write {path}: {exc.strerror or exc}") from exc
 
     def _remember(self, row: dict[str, Any]) -> None:
         self._rows.append(row)

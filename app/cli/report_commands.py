@@ -252,10 +252,21 @@ def _label_from(args: argparse.Namespace, source: Path) -> int:
             explained=args.explain,
             texts=texts,
         )
-        results = _label_reports(args, items, config, workers)
         bar = stack.enter_context(
             tqdm(total=total, unit="report", file=sys.stderr, disable=args.quiet or None)
         )
+        if args.ray is not None and out_format == "jsonl" and not args.explain:
+            # the lines written by the Ray actors; this process only writes text
+            try:
+                labelled, failed = _write_lines_from_ray(args, items, config, out, rejects, bar)
+            except LabelerError as exc:  # --strict: the first report that cannot be labelled
+                return fail("label", str(exc))
+            except BrokenPipeError:
+                return _EXIT_OK
+            out.flush()
+            sys.stderr.write(_label_summary(args, labelled, failed, time.perf_counter() - started))
+            return _EXIT_FAILED_REPORTS if failed else _EXIT_OK
+        results = _label_reports(args, items, config, workers)
         try:
             for result in results:
                 write(result)
@@ -429,6 +440,43 @@ def _label_on_ray(
             if strict and result.error is not None:
                 raise LabelerError(f"report {result.id}: {result.error}")
             yield result
+
+
+def _write_lines_from_ray(
+    args: argparse.Namespace,
+    items: Iterable[tuple[str, Any]],
+    config: LabelerConfig,
+    out: IO[str],
+    rejects: IO[str] | None,
+    bar: Any,
+) -> tuple[int, int]:
+    """`cxr label --ray` to JSON Lines: the actors write each block's lines, this process
+    writes them out in input order (and the failures to `rejects`, whose header is
+    written); returns (labelled, failed).
+
+    Raises:
+        LabelerError: `--strict` and a report failed (the lines before it are written).
+    """
+    import csv
+
+    from batch.cluster import label_report_lines_on_ray, ray_session
+    from labeler import LabelerError
+
+    reject_writer = csv.writer(rejects) if rejects else None
+    labelled = failed = 0
+    with ray_session(args.ray or None, verbose=args.verbose):
+        for block in label_report_lines_on_ray(items, config=config, batch_size=args.batch_size):
+            if args.strict and block.failures:
+                index, report_id, error = block.failures[0]
+                out.write("".join(block.lines.splitlines(keepends=True)[:index]))
+                raise LabelerError(f"report {report_id}: {error}")
+            out.write(block.lines)
+            if reject_writer is not None:
+                reject_writer.writerows([rid, error] for _, rid, error in block.failures)
+            failed += len(block.failures)
+            labelled += block.count - len(block.failures)
+            bar.update(block.count)
+    return labelled, failed
 
 
 def _label_summary(args: argparse.Namespace, labelled: int, failed: int, seconds: float) -> str:

@@ -21,12 +21,13 @@ from batch.cluster.connection import connect, disconnect, ray_session
 
 if TYPE_CHECKING:
     from batch.cluster.job_runner import ClusterReport, run_on_ray
-    from batch.cluster.report_labeling import label_reports_on_ray
+    from batch.cluster.report_labeling import label_report_lines_on_ray, label_reports_on_ray
 
 __all__ = [
     "ClusterReport",
     "connect",
     "disconnect",
+    "label_report_lines_on_ray",
     "label_reports_on_ray",
     "ray_session",
     "run_on_ray",
@@ -38,6 +39,7 @@ _LAZY = {
     "ClusterReport": "batch.cluster.job_runner",
     "run_on_ray": "batch.cluster.job_runner",
     "label_reports_on_ray": "batch.cluster.report_labeling",
+    "label_report_lines_on_ray": "batch.cluster.report_labeling",
 }
 
 

@@ -11,9 +11,11 @@ extracted zip, or a DICOMweb search, paged and capped as on one machine) and pla
 workers, then the images, then any copy to read again. Each worker reads (a folder at the
 same path on every node, or WADO-RS from the server), labels, and on a CPU cluster
 predicts and pushes (STOW-RS) in the same actor; on a GPU cluster a second pool, one actor
-per GPU, predicts and pushes. The driver writes what comes back, block by block as blocks
-finish: the JSONL lines, the Parquet shards and the training set (its PNGs named in the
-order the images arrive, as `DatasetWriter` numbers each patient's images).
+per GPU, predicts and pushes (the fitted images go from one pool to the other through Ray's
+object store: the driver receives the lines and hands on an ObjectRef). The driver writes
+what comes back, block by block as blocks finish: the JSONL lines, the Parquet shards and
+the training set (the workers encode its PNGs; the driver names them in the order the
+images arrive, as `DatasetWriter` numbers each patient's images, and writes them).
 
 A worker lost (the OOM killer, a node gone) costs its block one attempt; after
 `max_attempts` the block's items fail with the reason, and blocks already received are
@@ -41,7 +43,7 @@ if TYPE_CHECKING:
     from models.image_pipeline import InputSpec
     from models.precision import Precision
 
-__all__ = ["ClusterReport", "run_on_ray", "worker_job"]
+__all__ = ["ClusterReport", "PredictStage", "run_on_ray", "worker_job"]
 
 
 @dataclass
@@ -57,6 +59,22 @@ class ClusterReport:
     pools: list[ActorPool] = field(default_factory=list, repr=False)
 
 
+@dataclass(frozen=True)
+class PredictStage:
+    """The second pool of a two-stage run: the file workers fit the images, these workers
+    predict them (and push the results).
+
+    Attributes:
+        workers: predict workers (one per GPU).
+        options: each one's Ray resources.
+        device: where each one's model runs.
+    """
+
+    workers: int
+    options: tuple[tuple[str, float], ...] = (("num_gpus", 1), ("num_cpus", 0))
+    device: str = "cuda"
+
+
 def worker_job(spec: JobSpec, dicomweb: DicomwebServer | None = None) -> WorkerJob:
     """The picklable part of `spec` the workers build their jobs from.
 
@@ -65,8 +83,8 @@ def worker_job(spec: JobSpec, dicomweb: DicomwebServer | None = None) -> WorkerJ
         dicomweb: the server of a `DicomwebInput` (the workers open their own clients).
 
     Raises:
-        BatchInputError: the input cannot be read on Ray (a C-STORE inbox: a folder on the
-            listener's machine), or a DICOMweb input without `dicomweb`.
+        BatchInputError: the input cannot be read on Ray (a C-STORE inbox: `cxr listen`'s
+            queue, on its machine), or a DICOMweb input without `dicomweb`.
     """
     given = spec.input
     folder = None
@@ -77,8 +95,12 @@ def worker_job(spec: JobSpec, dicomweb: DicomwebServer | None = None) -> WorkerJ
     elif isinstance(given, DicomwebInput):
         if dicomweb is None:
             raise BatchInputError("a DICOMweb job on Ray needs the server's settings")
-    else:
-        raise BatchInputError("--ray reads a folder, a zip or a DICOMweb server")
+    else:  # a C-STORE inbox (docs/cluster.md, "The C-STORE inbox")
+        raise BatchInputError(
+            "a C-STORE inbox is processed by the `cxr listen` that receives into it (a live "
+            "queue on that machine's disk, its files removed as their lines are recorded); "
+            "on Ray, read a folder, a zip, or the instances from the archive with --dicomweb"
+        )
     return WorkerJob(
         folder=folder,
         dicomweb=dicomweb if isinstance(given, DicomwebInput) else None,
@@ -106,6 +128,7 @@ def run_on_ray(
     dicomweb: DicomwebServer | None = None,
     report: ClusterReport | None = None,
     after_block: Callable[[int], None] | None = None,
+    predict_stage: PredictStage | None = None,
 ) -> Iterator[list[Outcome]]:
     """Process planned items on Ray (connected already); yields each block's outcomes.
 
@@ -123,6 +146,8 @@ def run_on_ray(
         dicomweb: the server of a DICOMweb input (see `worker_job`).
         report: filled with the workers lost and the blocks given up.
         after_block: called with the number of blocks yielded (tests kill a worker here).
+        predict_stage: the predict pool (None: one predict worker per GPU of the cluster
+            when it has GPUs, else the file workers predict).
 
     Yields:
         The outcomes of a block, as blocks finish; `image` holds a `DisplayCopy` for the
@@ -139,7 +164,13 @@ def run_on_ray(
     rest = [i for i in items if i.kind != "sr"]
     if not items:
         return
-    gpus = cluster_gpus() if model is not None else 0
+    if model is None:
+        stage = None
+    elif predict_stage is not None:
+        stage = predict_stage
+    else:
+        gpus = cluster_gpus()
+        stage = PredictStage(gpus) if gpus else None
     registry = start_registry(recorded) if rest else None
     size = actors or cluster_cpus()
     readers = ActorPool(
@@ -148,11 +179,11 @@ def run_on_ray(
         init={
             "job": job,
             "recorded": [line for line in recorded if line.get("kind") == "sr"],
-            "model": None if gpus else model,
+            "model": None if stage is not None else model,
             "device": device,
             "precision": precision,
-            "input_spec": _input_spec(model) if gpus and model is not None else None,
-            "keep_pixels": bool(gpus),
+            "input_spec": _input_spec(model) if stage is not None and model is not None else None,
+            "keep_pixels": stage is not None,
             "registry": registry,
             "chunk_size": chunk_size,
         },
@@ -162,23 +193,23 @@ def run_on_ray(
     )
     pools = [readers]
     predictors = None
-    if gpus and model is not None:
+    if stage is not None and model is not None:
         predictors = ActorPool(
             PredictWorker,
-            size=gpus,
+            size=stage.workers,
             init={
                 "model": model,
-                "device": "cuda",
+                "device": stage.device,
                 "precision": precision,
                 "job": job,
                 "registry": registry,
             },  # fmt: skip
-            options={"num_gpus": 1, "num_cpus": 0},
+            options=dict(stage.options),
             max_attempts=max_attempts,
             name="predict workers",
         )
         pools.append(predictors)
-    report.workers = size + (gpus if predictors is not None else 0)
+    report.workers = size + (predictors.size if predictors is not None else 0)
     report.pools = pools
     instances = InstanceIndex()
     for line in recorded:
@@ -256,8 +287,15 @@ def _run_phase(
         n: items[start : start + block_size]
         for n, start in enumerate(range(0, len(items), block_size))
     }
+
+    def submit(tag: Any, block: Sequence[SourceItem], attempts_left: int | None = None) -> None:
+        if predictors is None:
+            readers.submit(tag, "process", list(block), attempts_left=attempts_left)
+        else:  # the fitted images stay in the object store, for the predict pool
+            readers.submit(tag, "read", list(block), attempts_left=attempts_left, returns=2)
+
     for n, block in blocks.items():
-        readers.submit(n, "process", list(block))
+        submit(n, block)
     read: dict[Any, list[ItemResult]] = {}  # blocks at the predict pool, as read
     left = len(blocks)
     pools = [readers] if predictors is None else [readers, predictors]
@@ -271,14 +309,16 @@ def _run_phase(
                 if isinstance(value, BlockFailure) and len(block) > 1:
                     for i, item in enumerate(block):  # one last try each, alone
                         blocks[tag, i] = [item]
-                        readers.submit((tag, i), "process", [item], attempts_left=1)
+                        submit((tag, i), [item], attempts_left=1)
                     left += len(block) - 1
                     continue
                 if isinstance(value, BlockFailure):
                     outcomes = [_failed(item, value.reason) for item in block]
-                elif predictors is not None and any(r.prepared for r in value):
+                elif predictors is not None and any(r.fitted for r in value):
                     read[tag] = value
-                    predictors.submit(tag, "predict", value)
+                    # the ObjectRef of the fitted images: the predict worker's node fetches
+                    # them from the reader's, the driver never does
+                    predictors.submit(tag, "predict", value, finished.rest[0])
                     continue
                 else:
                     outcomes = [_outcome(r) for r in value]
@@ -299,7 +339,7 @@ def _failed(item: SourceItem, reason: str) -> Outcome:
 
 def _failed_prediction(result: ItemResult, reason: str) -> Outcome:
     outcome = _outcome(result)
-    if result.prepared and outcome.state == "done":
+    if result.fitted and outcome.state == "done":
         outcome.state, outcome.error, outcome.image = "failed", reason, None
     return outcome
 

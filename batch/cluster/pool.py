@@ -5,6 +5,8 @@
     pool.submit(7, "process", rows)               # a block of work, tagged
     for done in wait_for([pool]):                  # as blocks finish, in any order
         tag, value = done.tag, done.value          # value: the method's return or a BlockFailure
+    pool.submit(8, "read", rows, returns=2)       # (lines, images): the images stay in Ray's
+    other.submit(8, "predict", lines, done.rest[0])  # store, handed on by reference
     pool.close()
 
 Ray Data starts a new actor pool for every dataset it executes, so a run of several phases
@@ -58,6 +60,9 @@ class Finished:
     tag: Any
     value: Any
     node: str | None = None
+    #: the block's other return values (`submit(..., returns=n)`), left where the actor put
+    #: them: ObjectRefs to hand to another pool's block, never fetched by the driver
+    rest: tuple[Any, ...] = ()
 
 
 @dataclass
@@ -65,6 +70,7 @@ class _Block:
     tag: Any
     method: str
     args: tuple[Any, ...]
+    returns: int = 1
     attempts: int = 0
     reasons: list[str] = field(default_factory=list)
     #: on an actor when it died: it runs alone from then on, so a loss is charged to the
@@ -116,6 +122,7 @@ class ActorPool:
         self._load: dict[int, list[Any]] = {}  # an actor's running refs, oldest first
         self.nodes: dict[int, str] = {}  # actor number -> its Ray node
         self._running: dict[Any, tuple[_Block, int]] = {}
+        self._rest: dict[Any, tuple[Any, ...]] = {}  # a running block's other return refs
         self._queue: collections.deque[_Block] = collections.deque()
         self._numbers = 0
         self.replacements_left = size * max_attempts
@@ -151,13 +158,15 @@ class ActorPool:
         charged = False
         for ref in refs:
             block, _ = self._running.pop(ref)
+            rest = self._rest.pop(ref, ())
             if ref in done:
                 try:
                     value = ray.get(ref)
                 except ray.exceptions.RayError:
                     pass  # lost with the actor
                 else:
-                    finished.append(Finished(self, block.tag, value, self.nodes.get(number)))
+                    node = self.nodes.get(number)
+                    finished.append(Finished(self, block.tag, value, node, rest))
                     continue
             if not charged:  # the block it was working on (actor tasks run in order)
                 charged = True
@@ -203,19 +212,25 @@ class ActorPool:
         for handle in [*self._actors.values(), *self._pending.values()]:
             getattr(handle, method).remote(*args)
 
-    def submit(self, tag: Any, method: str, *args: Any, attempts_left: int | None = None) -> None:
+    def submit(
+        self, tag: Any, method: str, *args: Any, attempts_left: int | None = None, returns: int = 1
+    ) -> None:
         """Queue a block: `method(*args)` on one of the actors; its result comes back from
         `wait_for` with `tag`.
 
         Args:
+            args: the method's arguments; an ObjectRef among them (another block's `rest`)
+                reaches the actor as its value, fetched by the actor's node, not the driver.
             attempts_left: tries for this block (default `max_attempts`).
+            returns: values the method returns (a tuple of that many): the first comes
+                back as `Finished.value`, the others as ObjectRefs in `Finished.rest`.
         """
         if self._gone is not None:  # handed back by the next `wait_for`
             self.failed_blocks += 1
             self._failed_now.append(Finished(self, tag, BlockFailure(self._gone)))
             return
         left = self.max_attempts if attempts_left is None else max(1, attempts_left)
-        self._queue.append(_Block(tag, method, args, attempts=self.max_attempts - left))
+        self._queue.append(_Block(tag, method, args, returns, self.max_attempts - left))
         self._dispatch()
 
     def _dispatch(self) -> None:
@@ -230,7 +245,12 @@ class ActorPool:
             if load >= self.depth or (self._queue[0].suspect and load):
                 return
             block = self._queue.popleft()
-            ref = getattr(self._actors[number], block.method).remote(*block.args)
+            method = getattr(self._actors[number], block.method)
+            if block.returns > 1:
+                ref, *rest = method.options(num_returns=block.returns).remote(*block.args)
+                self._rest[ref] = tuple(rest)
+            else:
+                ref = method.remote(*block.args)
             self._running[ref] = (block, number)
             self._load.setdefault(number, []).append(ref)
 
@@ -280,11 +300,18 @@ class ActorPool:
             block, number = entry
             try:
                 value = ray.get(ref)
-            except ray.exceptions.RayTaskError as exc:  # the method raised: no retry helps
+            except (ray.exceptions.RayTaskError, ray.exceptions.ObjectLostError) as exc:
+                # the method raised (no retry helps), or an argument handed on from another
+                # pool was lost with its node: the block fails, the actor stays
                 self._running.pop(ref)
+                self._rest.pop(ref, None)
                 self._load[number].remove(ref)
                 self.failed_blocks += 1
-                reason = f"{self.name}: {type(exc.cause).__name__}: {exc.cause}"
+                cause = exc.cause if isinstance(exc, ray.exceptions.RayTaskError) else exc
+                if isinstance(cause, ray.exceptions.ObjectLostError):
+                    reason = f"{self.name}: its input was lost ({_reason(cause)})"
+                else:
+                    reason = f"{self.name}: {type(cause).__name__}: {cause}"
                 finished.append(Finished(self, block.tag, BlockFailure(reason)))
                 continue
             except ray.exceptions.RayError as exc:  # the actor or its node is gone
@@ -292,11 +319,13 @@ class ActorPool:
                     finished += self._lose(number, _reason(exc))
                 else:
                     self._running.pop(ref, None)
+                    self._rest.pop(ref, None)
                     self._queue.appendleft(block)
                 continue
             self._running.pop(ref)
             self._load[number].remove(ref)
-            finished.append(Finished(self, block.tag, value, self.nodes.get(number)))
+            rest = self._rest.pop(ref, ())
+            finished.append(Finished(self, block.tag, value, self.nodes.get(number), rest))
         self._dispatch()
         return finished
 
@@ -324,6 +353,7 @@ class ActorPool:
         self._pending.clear()
         self._starting.clear()
         self._running.clear()
+        self._rest.clear()
         self._load.clear()
         self._queue.clear()
 

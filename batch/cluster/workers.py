@@ -9,15 +9,16 @@ boundary by the processor, and decoding runs in a child process
 (`batch.processor.decode_pool`), so a file that crashes the decoder is that file's failure,
 not a dead actor.
 
-What crosses back to the driver per item (`ItemResult`): the result line; the image's
-display copy and facts when the job writes a training set (the driver names and writes
-the PNGs, as the names number each patient's images in order); on a GPU cluster the fitted
-image and, with `--push`, the image's header, for the predict worker.
+What crosses back to the driver per item (`ItemResult`): the result line; with a training
+set, each image with mined labels as its PNG, encoded here at the set's size, and its facts
+(the driver only names and writes the files, as the names number each patient's images in
+order). On a GPU cluster the fitted images, and with `--push` their headers, go apart
+(`FittedImage`, `FileWorker.read`): from the file worker's node to a predict worker's,
+through Ray's object store, not through the driver.
 """
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 from batch.interfaces import Outcome, Sink, Source, SourceItem
 from batch.job import DicomwebInput, FolderInput, JobSpec, PushOutput, build_job
 from batch.results import outcome_line
+from batch.sinks import training_labels
+from batch.training_set import EncodedPng, encode_png
 
 if TYPE_CHECKING:
     from pydicom.dataset import Dataset
@@ -36,7 +39,7 @@ if TYPE_CHECKING:
     from models.image_pipeline import InputSpec, PreparedImage
     from models.precision import Precision
 
-__all__ = ["DisplayCopy", "FileWorker", "ItemResult", "PredictWorker", "WorkerJob"]
+__all__ = ["DisplayCopy", "FileWorker", "FittedImage", "ItemResult", "PredictWorker", "WorkerJob"]
 
 
 @dataclass(frozen=True)
@@ -84,20 +87,42 @@ class WorkerJob:
 
 @dataclass
 class DisplayCopy:
-    """What the training-set writer reads of a decoded image (`batch.sinks.DatasetSink`)."""
+    """What the training-set writer reads of a decoded image (`batch.sinks.DatasetSink`):
+    its PNG, encoded by the worker at the set's size, and its facts."""
 
-    display: Any
+    display: EncodedPng
     meta: ImageMeta
 
 
 @dataclass
 class ItemResult:
-    """One item's result as it crosses to the driver (or to a predict worker)."""
+    """One item's result as it crosses to the driver (and through it to a predict worker).
+
+    Attributes:
+        line: the result line.
+        image: a training-set image's PNG and facts (`DisplayCopy`), or None.
+        fitted: its fitted image went to the predict pool (`FileWorker.read`).
+    """
 
     line: dict[str, Any]
     image: DisplayCopy | None = None
-    prepared: bytes = b""  # the fitted image, for a predict worker (pickled)
-    header: Dataset | None = None  # for the push sink of a predict worker
+    fitted: bool = False
+
+
+@dataclass(frozen=True)
+class FittedImage:
+    """An image a file worker fitted for the model, for a predict worker (on a GPU cluster);
+    it goes from one to the other in Ray's object store, never through the driver.
+
+    Attributes:
+        key: the item's key (its line's `path`).
+        prepared: the fitted image.
+        header: the instance's header, for the predict worker's push sink (or None).
+    """
+
+    key: str
+    prepared: PreparedImage
+    header: Dataset | None = None
 
 
 def _line_outcome(line: dict[str, Any]) -> Outcome:
@@ -149,7 +174,7 @@ class FileWorker:
         processor = self.job.processor
         if job.display_size is not None:
             processor.input_spec = replace(processor.input_spec, display_size=job.display_size)
-        self.display = job.display_size is not None
+        self.display_size = job.display_size
         self.headers = bool(job.push_kinds) and keep_pixels  # pushed by the predict worker
         # Decoding in a child process: a file that crashes the decoder fails alone, once,
         # instead of killing this actor (whose block would be charged an attempt).
@@ -172,29 +197,49 @@ class FileWorker:
 
     def process(self, rows: Sequence[SourceItem]) -> list[ItemResult]:
         """Process a block, chunk by chunk; one result per item, in order."""
+        return self.read(rows)[0]
+
+    def read(self, rows: Sequence[SourceItem]) -> tuple[list[ItemResult], list[FittedImage]]:
+        """Process a block (`process`), and with `keep_pixels` also return its fitted images
+        apart: on a GPU cluster the driver receives the results and hands the images, as
+        an ObjectRef (`ActorPool.submit(..., returns=2)`), to a predict worker.
+
+        Returns:
+            One result per item, in order; the fitted images of those marked `fitted`.
+        """
         out: list[ItemResult] = []
+        fitted: list[FittedImage] = []
         source = self.job.source
         for start in range(0, len(rows), self.chunk_size):
             outcomes = self.job.processor.process(rows[start : start + self.chunk_size])
             for sink in self.job.sinks:  # the push sink (no training-set writer here)
                 sink.write(outcomes)
             for outcome in outcomes:
-                out.append(self._result(outcome, source))
-        return out
+                result = self._result(outcome)
+                if self.keep_pixels and outcome.state == "done" and outcome.image is not None:
+                    result.fitted = True
+                    fitted.append(self._fitted(outcome.key, outcome.image.prepared, source))
+                out.append(result)
+        return out, fitted
 
-    def _result(self, outcome: Outcome, source: Source) -> ItemResult:
+    def _result(self, outcome: Outcome) -> ItemResult:
         image = outcome.image
         result = ItemResult(outcome_line(outcome))
         if image is None or outcome.state != "done":
             return result
-        if self.display and image.display is not None:
-            result.image = DisplayCopy(image.display, image.meta)
-        if self.keep_pixels:
-            result.prepared = pickle.dumps(image.prepared, protocol=pickle.HIGHEST_PROTOCOL)
-            if self.headers:
-                pop = getattr(source, "pop_header", None)
-                result.header = pop(outcome.key) if pop is not None else None
+        size = self.display_size
+        labels = training_labels(outcome)
+        if size is not None and image.display is not None and labels is not None:
+            # a training-set image: its PNG made here, not on the driver
+            result.image = DisplayCopy(encode_png(image.display, size), image.meta)
         return result
+
+    def _fitted(self, key: str, prepared: PreparedImage, source: Source) -> FittedImage:
+        header = None
+        if self.headers:
+            pop = getattr(source, "pop_header", None)
+            header = pop(key) if pop is not None else None
+        return FittedImage(key, prepared, header)
 
 
 class PredictWorker:
@@ -237,27 +282,34 @@ class PredictWorker:
 
         return str(ray.get_runtime_context().get_node_id())
 
-    def predict(self, results: list[ItemResult]) -> list[ItemResult]:
-        """Predict the images the readers fitted; the other items pass through."""
+    def predict(self, results: list[ItemResult], fitted: list[FittedImage]) -> list[ItemResult]:
+        """Predict the images the readers fitted; the other items pass through.
+
+        Args:
+            results: a file worker's block results (from the driver).
+            fitted: its fitted images (an ObjectRef on the driver, the value here).
+        """
+        images = {image.key: image for image in fitted}
         loaded: list[Outcome] = []
         for item in results:
             line = item.line
-            if line["state"] == "done" and item.prepared:
+            image = images.get(str(line["path"]))
+            if line["state"] == "done" and item.fitted and image is not None:
                 # the reader's "no model loaded" note does not hold here
                 outcome = _line_outcome({k: v for k, v in line.items() if k != "note"})
                 outcome.result["model"] = self.processor.model_name
                 outcome.result["demo"] = self.processor.demo
-                outcome.image = _Prepared(pickle.loads(item.prepared))  # noqa: S301 - ours
-                if item.header is not None:
-                    self.headers[outcome.key] = item.header
+                outcome.image = _Prepared(image.prepared)
+                if image.header is not None:
+                    self.headers[outcome.key] = image.header
                 loaded.append(outcome)
         if loaded:
             self.processor._predict(loaded)
             if self.push is not None:
                 self.push.write(loaded)
         by_key = {o.key: outcome_line(o) for o in loaded}
-        return [replace(item, line=by_key.get(str(item.line["path"]), item.line), prepared=b"",
-                        header=None) for item in results]  # fmt: skip
+        return [replace(item, line=by_key.get(str(item.line["path"]), item.line), fitted=False)
+                for item in results]  # fmt: skip
 
 
 class _Prepared:

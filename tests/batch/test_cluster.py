@@ -8,6 +8,7 @@ import json
 import os
 import random
 import signal
+import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -184,12 +185,34 @@ def test_cluster_label_2000_reports_same_rows_as_cxr_label(
         writer = csv.writer(f)
         writer.writerow(["id", "report"])
         writer.writerows(_reports(2000))
-    here, there = tmp_path / "here.jsonl", tmp_path / "there.jsonl"
-    status = main(["label", str(source), "-o", str(here), "-q"])
-    assert main(["label", str(source), "-o", str(there), "-q", "--ray"]) == status
-    assert there.read_text() == here.read_text()
-    assert len(here.read_text().splitlines()) == 2000
+    # JSON Lines written by the actors (the driver writes their text), and a CSV written
+    # here from the results: both as one machine writes them, with the same rejects
+    for suffix in ("jsonl", "csv"):
+        here, there = tmp_path / f"here.{suffix}", tmp_path / f"there.{suffix}"
+        rejects = {p: p.with_suffix(".rejects.csv") for p in (here, there)}
+        status = main(["label", str(source), "-o", str(here), "-q", "--rejects",
+                       str(rejects[here])])  # fmt: skip
+        assert status == main(["label", str(source), "-o", str(there), "-q", "--ray",
+                               "--rejects", str(rejects[there])])  # fmt: skip
+        assert there.read_text() == here.read_text()
+        assert rejects[there].read_text() == rejects[here].read_text()
+        assert len(rejects[here].read_text().splitlines()) == 1 + len(range(0, 2000, 97))
+    assert len((tmp_path / "here.jsonl").read_text().splitlines()) == 2000
     capsys.readouterr()
+
+
+@pytest.mark.issue(45)
+def test_cluster_label_strict_writes_the_lines_before_the_first_failure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "reports.csv"
+    with source.open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([["id", "report"], ["a", "No effusion."], ["b", "Cardiomegaly."],
+                                 ["c", "   "], ["d", "Small effusion."]])  # fmt: skip
+    out = tmp_path / "out.jsonl"
+    assert main(["label", str(source), "-o", str(out), "-q", "--ray", "--strict"]) != 0
+    assert "report c:" in capsys.readouterr().err
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["a", "b"]
 
 
 def test_cluster_driver_records_a_copy_read_by_another_reader_as_a_duplicate() -> None:
@@ -231,11 +254,13 @@ def _reader(folder: Path, registry: Any) -> Any:
                       input_spec=InputSpec(64, "letterbox"), registry=registry)  # fmt: skip
 
 
-def _read(reader: Any, key: str) -> tuple[dict[str, Any], bytes]:
+def _read(reader: Any, key: str) -> tuple[dict[str, Any], bool]:
+    """The reader's line and whether it handed on a fitted image."""
     from batch.interfaces import SourceItem
 
-    out = reader.process([SourceItem(key, "image")])
-    return out[0].line, out[0].prepared
+    out, fitted = reader.read([SourceItem(key, "image")])
+    assert out[0].fitted == bool(fitted)
+    return out[0].line, out[0].fitted
 
 
 def test_cluster_readers_skip_a_copy_that_another_reader_decoded_first(tmp_path: Path) -> None:
@@ -254,7 +279,7 @@ def test_cluster_readers_skip_a_copy_that_another_reader_decoded_first(tmp_path:
     assert first["state"] == "done" and first_pixels  # on to the predict actors
     copy, copy_pixels = _read(_reader(tmp_path, registry), "B/1.dcm")  # another actor
     assert copy["state"] == "skipped" and copy["duplicate_of"] == "A/1.dcm"
-    assert copy["pixel_fingerprint"] == first["pixel_fingerprint"] and copy_pixels == b""
+    assert copy["pixel_fingerprint"] == first["pixel_fingerprint"] and not copy_pixels
     # A block retried after its reader died reads its own files again: not copies.
     again, _ = _read(_reader(tmp_path, registry), "A/1.dcm")
     assert again["state"] == "done"
@@ -353,7 +378,7 @@ def test_copies_awaiting_first_hold_release_and_retry() -> None:
 def test_cluster_batch_dataset_same_training_set_as_one_machine(
     tmp_path: Path, demo_checkpoint: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # The workers keep a display copy; the driver names and writes the PNGs.
+    # The workers encode the PNGs; the driver names and writes them: the same files.
     from service_fixtures import write_reports_csv
 
     export = build_export(tmp_path / "export")
@@ -368,11 +393,12 @@ def test_cluster_batch_dataset_same_training_set_as_one_machine(
         assert main(["batch", str(export), "-o", str(out), "--dataset", str(dataset), *common,
                      *extra]) == 1  # fmt: skip
         entry = (dataset / "Data_Entry.csv").read_text().splitlines()
-        runs[name] = (_lines(out), entry, sorted(p.name for p in (dataset / "images").iterdir()))
+        pngs = {p.name: p.read_bytes() for p in (dataset / "images").iterdir()}
+        runs[name] = (_lines(out), entry, pngs)
     capsys.readouterr()
     _assert_same_rows(runs["ray"][0], runs["one"][0])
     assert runs["ray"][1] == runs["one"][1] and len(runs["one"][1]) > 2  # rows, sorted
-    assert runs["ray"][2] == runs["one"][2]
+    assert runs["ray"][2] == runs["one"][2]  # names and bytes
 
 
 @pytest.mark.issue(45)
@@ -417,6 +443,84 @@ def test_cluster_pool_gives_up_a_block_after_its_attempts_and_redoes_no_finished
     # two deaths on the poison block; a third when a death was first charged to a block that
     # had ended but whose result Ray had not handed back yet (it then runs alone and passes)
     assert pool.lost in (2, 3) and pool.failed_blocks == 1
+
+
+@pytest.mark.issue(45)
+def test_cluster_pool_block_whose_input_was_lost_fails_alone_and_keeps_its_worker() -> None:
+    # A predict block's fitted images are an ObjectRef made by a file worker; if they are
+    # lost (their node or owner gone), that block fails with the reason, and the predict
+    # worker, which is fine, is neither charged nor replaced.
+    from batch.cluster.pool import ActorPool, BlockFailure, wait_for
+
+    class _Holder:
+        def hold(self) -> list[Any]:
+            return [ray.put(bytes(300_000))]  # in the object store, owned by this actor
+
+    class _Sizer:
+        def ready(self) -> str:
+            return str(ray.get_runtime_context().get_node_id())
+
+        def size(self, data: bytes) -> int:
+            return len(data)
+
+    holder = ray.remote(_Holder).options(num_cpus=0).remote()
+    lost = ray.get(holder.hold.remote())[0]
+    ray.kill(holder)  # the object's owner gone: the object with it, once Ray has seen it
+    for _ in range(300):
+        try:
+            ray.get(lost, timeout=10)
+        except ray.exceptions.ObjectLostError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the object outlived its owner for 30 s")
+    pool = ActorPool(_Sizer, size=1, options={"num_cpus": 0}, name="sizers")
+    pool.submit("lost", "size", lost)
+    pool.submit("fine", "size", b"abc")
+    results: dict[str, object] = {}
+    try:
+        while pool.busy:
+            for finished in wait_for([pool], timeout_s=60):
+                results[finished.tag] = finished.value
+    finally:
+        pool.close()
+    assert results["fine"] == 3
+    failure = results["lost"]
+    assert isinstance(failure, BlockFailure)
+    assert failure.reason.startswith("sizers: its input was lost (OwnerDiedError: ")
+    assert "\n" not in failure.reason
+    assert pool.lost == 0 and pool.failed_blocks == 1
+
+
+@pytest.mark.issue(45)
+def test_cluster_pool_hands_a_second_return_on_by_reference() -> None:
+    from batch.cluster.pool import ActorPool, wait_for
+
+    class _Two:
+        def ready(self) -> str:
+            return str(ray.get_runtime_context().get_node_id())
+
+        def make(self, n: int) -> tuple[int, bytes]:
+            return n, bytes(n)
+
+        def size(self, data: bytes) -> int:
+            return len(data)
+
+    pool = ActorPool(_Two, size=1, options={"num_cpus": 0}, name="two")
+    try:
+        pool.submit("make", "make", 200_000, returns=2)
+        made: list[Any] = []
+        while not made:
+            made = wait_for([pool], timeout_s=60)
+        assert made[0].value == 200_000 and len(made[0].rest) == 1
+        assert isinstance(made[0].rest[0], ray.ObjectRef)
+        pool.submit("size", "size", made[0].rest[0])  # the bytes go actor to actor
+        sized: list[Any] = []
+        while not sized:
+            sized = wait_for([pool], timeout_s=60)
+        assert sized[0].value == 200_000 and sized[0].rest == ()
+    finally:
+        pool.close()
 
 
 @pytest.mark.issue(45)
@@ -471,12 +575,53 @@ def test_cluster_gpu_path_readers_then_predict_worker_give_one_machines_rows(
     srs = [i for i in items if i.kind == "sr"]
     reader = FileWorker(WorkerJob(folder=export), keep_pixels=True,
                         input_spec=_input_spec(demo_checkpoint))  # fmt: skip
-    read = reader.process(srs)
+    read, fitted = reader.read(srs)
     reader.restore([r.line for r in read])  # the SRs' labels, as the driver broadcasts them
-    read += reader.process([i for i in items if i.kind != "sr"])
-    assert any(r.prepared for r in read)
-    lines = [r.line for r in PredictWorker(demo_checkpoint, "cpu").predict(read)]
+    images, fitted_images = reader.read([i for i in items if i.kind != "sr"])
+    assert not fitted and len(fitted_images) == sum(r.fitted for r in images) > 1
+    lines = [r.line for r in read]
+    lines += [r.line for r in PredictWorker(demo_checkpoint, "cpu").predict(images, fitted_images)]
     _assert_same_rows({str(x["path"]): x for x in lines}, _lines(one))
+
+
+@pytest.mark.issue(45)
+def test_cluster_two_stage_run_hands_fitted_images_to_the_predict_pool_by_reference(
+    tmp_path: Path,
+    demo_checkpoint: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The GPU cluster's path through Ray, with a predict worker on the CPU: the readers'
+    # fitted images reach it as an ObjectRef (`returns=2`), the driver never fetches them,
+    # and the rows are one machine's.
+    from batch.cluster.job_runner import PredictStage
+    from batch.cluster.workers import FittedImage, ItemResult
+    from batch.engine import plan
+
+    export = build_export(tmp_path / "export")
+    one = tmp_path / "one.jsonl"
+    assert main(["batch", str(export), "-o", str(one), "--model", str(demo_checkpoint)]) == 1
+    capsys.readouterr()
+    job = build_job(JobSpec(FolderInput(export)), labeler=PipelineLabeler(), predictor=None)
+    items = plan(list(job.source.scan()), [], job.processor)
+    fetched: list[Any] = []  # every value the driver fetches
+    real_get = ray.get
+
+    def recording_get(refs: Any, *args: Any, **kwargs: Any) -> Any:
+        value = real_get(refs, *args, **kwargs)
+        fetched.append(value)
+        return value
+
+    monkeypatch.setattr(ray, "get", recording_get)
+    stage = PredictStage(1, options=(("num_cpus", 0),), device="cpu")
+    outcomes = [o for block in run_on_ray(JobSpec(FolderInput(export)), items, [],
+                model=demo_checkpoint, actors=2, block_size=2, predict_stage=stage)
+                for o in block]  # fmt: skip
+    got = {str(x["path"]): x for x in map(outcome_line, outcomes)}
+    _assert_same_rows(got, _lines(one))
+    results = [r for v in fetched if isinstance(v, list) for r in v]
+    assert any(isinstance(r, ItemResult) and r.fitted for r in results)  # read, then predicted
+    assert not any(isinstance(r, FittedImage) for r in results)
 
 
 @pytest.mark.issue(45)
@@ -513,3 +658,15 @@ def test_cluster_block_given_up_is_split_so_a_poison_file_fails_alone() -> None:
     assert by_key["poison.dcm"].error.startswith("readers: worker lost 2 times on this block")
     assert all(o.state == "done" for key, o in by_key.items() if key != "poison.dcm")
     assert pool.lost == 3  # twice on the block of four, once on the poison alone
+
+
+@pytest.mark.issue(45)
+def test_cluster_refuses_a_c_store_inbox_and_names_what_to_read_instead(tmp_path: Path) -> None:
+    # The inbox is `cxr listen`'s live queue on its own disk (docs/cluster.md): the
+    # cluster reads the same instances from the archive instead.
+    from batch.interfaces import BatchInputError
+    from batch.job import InboxInput
+
+    (tmp_path / "inbox").mkdir()
+    with pytest.raises(BatchInputError, match=r"processed by the `cxr listen`.*--dicomweb"):
+        list(run_on_ray(JobSpec(InboxInput(tmp_path / "inbox")), [], [], model=None))

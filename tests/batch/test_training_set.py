@@ -74,3 +74,40 @@ def test_add_many_stops_at_a_png_it_cannot_write(tmp_path: Path) -> None:
         f"{writer.pseudonym(i.patient_key)}_000.png" for i in images[:2]
     ]
     writer.close()
+
+
+@pytest.mark.issue(45)
+def test_add_many_writes_pngs_encoded_elsewhere_as_it_encodes_them(tmp_path: Path) -> None:
+    # A Ray worker encodes the PNG (encode_png); the driver's writer only names and writes
+    # it: the same files and rows as when the writer encodes.
+    from dataclasses import replace
+
+    from batch.training_set import encode_png
+
+    images = _images(5)
+    here = DatasetWriter(tmp_path / "here", size=32, key=KEY)
+    names = here.add_many(images)
+    there = DatasetWriter(tmp_path / "there", size=32, key=KEY)
+    encoded = [replace(i, pixels=encode_png(i.pixels, 32)) for i in images]
+    assert there.add_many(encoded) == names
+    here.close(), there.close()
+    assert _rows(tmp_path / "here") == _rows(tmp_path / "there")
+    assert {r["OriginalImage[Width"] for r in _rows(tmp_path / "there")} == {"30"}
+    for name in names:
+        png = (tmp_path / "there" / "images" / name).read_bytes()
+        assert png == (tmp_path / "here" / "images" / name).read_bytes()
+        assert png.startswith(b"\x89PNG")
+
+
+@pytest.mark.issue(45)
+def test_add_many_refuses_a_png_encoded_at_another_size(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from batch.training_set import encode_png
+
+    image = _images(1)[0]
+    writer = DatasetWriter(tmp_path / "set", size=32, key=KEY)
+    with pytest.raises(ValueError, match="encoded at 64 px for a training set of 32 px"):
+        writer.add_many([replace(image, pixels=encode_png(image.pixels, 64))])
+    writer.close()
+    assert _rows(tmp_path / "set") == []
