@@ -219,6 +219,18 @@ class _Pending(NamedTuple):
     stated: tuple[_Found, ...]
 
 
+@dataclass
+class _Queued:
+    """A sentence that waits for the parse: its doc, lower-cased words, attribute terms
+    (None: not read yet) and, per reader still undecided, what the parse must decide.
+    The words and terms are the same for every reader and before or after the parse."""
+
+    doc: Doc
+    words: list[str]
+    terms: list[tuple[Span, AttributeEvidence]] | None
+    pending: list[tuple[int, _Pending]] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class _Plan:
     """A valid report and its labelled sentences.
@@ -499,7 +511,7 @@ class _Engine:
         caches = [self._cache_of(reader) for reader in readers]
         found: list[dict[str, tuple[_Found, ...]]] = [{} for _ in readers]
         # sentence -> its doc and, per reader still undecided, what the parse must decide
-        to_parse: dict[str, tuple[Doc, list[tuple[int, _Pending]]]] = {}
+        to_parse: dict[str, _Queued] = {}
         for sent in sentences:
             todo = []
             for r, cache in enumerate(caches):
@@ -531,7 +543,7 @@ class _Engine:
         sent: str,
         readers: list[tuple[int, int]],
         found: list[dict[str, tuple[_Found, ...]]],
-        to_parse: dict[str, tuple[Doc, list[tuple[int, _Pending]]]],
+        to_parse: dict[str, _Queued],
     ) -> None:
         """Decide a sentence for `readers` ((position in `found`, reader) pairs) by matching
         alone, or queue it for the parse."""
@@ -558,13 +570,20 @@ class _Engine:
         # one NegEx run for every reader's spans: its verdict on a span ignores the others
         negex = self._negex(doc, words, [sp for _, spans, _ in matched for sp in spans])
         cue_word = self.rules.may_apply(words)
+        terms = None
         for r, spans, stated in matched:
             ngs, negex = negex[: len(spans)], negex[len(spans) :]
-            attrs = [] if cue_word else self.attributes.find(doc, spans, words, sent)
+            attrs = []
+            if not cue_word:
+                if terms is None:  # one reading of the terms for every reader's spans
+                    terms = self.attributes.terms(doc, words, sent)
+                attrs = self.attributes.find(doc, spans, terms=terms)
             if not attrs or any(conflicting(ev) for _, ev in attrs):
                 # a cue word may negate or hedge, or the attributes need the tree
-                pending = to_parse.setdefault(sent, (doc, []))[1]
-                pending.append((r, _Pending(spans, ngs, stated)))
+                queued = to_parse.get(sent)
+                if queued is None:
+                    queued = to_parse[sent] = _Queued(doc, words, terms)
+                queued.pending.append((r, _Pending(spans, ngs, stated)))
             else:  # no cue word: nothing can negate or hedge these mentions
                 found[r][sent] = stated + tuple(
                     _Found(sp.label_, sp.start_char, sp.end_char, *_plain(sp), ng, *at)
@@ -613,24 +632,30 @@ class _Engine:
         return verdicts
 
     def _parse_and_decide(
-        self, to_parse: dict[str, tuple[Doc, list[tuple[int, _Pending]]]]
+        self, to_parse: dict[str, _Queued]
     ) -> dict[str, list[tuple[int, tuple[_Found, ...]]]]:
         if not to_parse:
             return {}
-        docs: Iterable[Doc] = [doc for doc, _ in to_parse.values()]
+        docs: Iterable[Doc] = [queued.doc for queued in to_parse.values()]
         for name in _PARSE_PIPES:
             if name in self.nlp.pipe_names:
                 docs = self.nlp.get_pipe(name).pipe(docs, batch_size=256)  # type: ignore[attr-defined]
         out: dict[str, list[tuple[int, tuple[_Found, ...]]]] = {}
-        for (sent, (_, pending)), doc in zip(to_parse.items(), docs, strict=True):
+        for (sent, queued), doc in zip(to_parse.items(), docs, strict=True):
             out[sent] = []
-            for reader, (spans, negex, stated) in pending:
+            cues: list[list[Span]] | None = None
+            terms = queued.terms
+            if terms is None:
+                terms = queued.terms = self.attributes.terms(doc, queued.words, sent)
+            for reader, (spans, negex, stated) in queued.pending:
                 # the rules look at the sentence's other mentions (lists, scope): the
-                # reader's own spans, with cues found afresh for them
+                # reader's own spans; the cue matches are the same for every reader
                 doc.spans[MENTIONS_KEY] = spans
                 spans = list(doc.spans[MENTIONS_KEY])
-                cues = self.rules.cues(doc)
-                attrs = self.attributes.find(doc, spans, text=sent)
+                cues = (
+                    self.rules.cues(doc) if cues is None else self.rules.cues_for_new_mentions(cues)
+                )
+                attrs = self.attributes.find(doc, spans, terms=terms)
                 out[sent].append(
                     (
                         reader,
