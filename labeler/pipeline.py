@@ -21,6 +21,7 @@ from typing import Literal, NamedTuple, TypeVar
 import spacy
 from spacy.language import Language
 from spacy.tokens import Doc, Span
+from thinc.api import use_ops
 
 from labeler.aggregate import aggregate, deciding_first, implied, is_no_finding
 from labeler.attributes import (
@@ -58,6 +59,10 @@ def build_nlp(config: LabelerConfig) -> Language:
     `negex` last, so `nlp(text)` also runs the whole labeler on one text.
     Expensive (about a second): build once and reuse.
 
+    The model's matrix products go through NumPy's BLAS (`NumpyOps(use_blis=False)`),
+    which uses as many threads as its own setting allows (`OPENBLAS_NUM_THREADS`; the
+    `cxr` command sets 1 unless told otherwise).
+
     Args:
         config: labeler configuration (model, pattern sets, negex).
 
@@ -69,7 +74,14 @@ def build_nlp(config: LabelerConfig) -> Language:
     """
     register()
     try:
-        nlp = spacy.load(config.model, exclude=["ner", "lemmatizer", "attribute_ruler", "senter"])
+        # thinc multiplies through BLIS by default; the BLIS build it ships falls back to
+        # its generic reference kernel on CPUs newer than the build (AMD Zen 3 and 4),
+        # where that made the parse of a sentence 40% slower. NumPy's BLAS parsed every
+        # distinct sentence of OpenI dev identically (benchmarks/parse_ops.py).
+        with use_ops("numpy", use_blis=False):
+            nlp = spacy.load(
+                config.model, exclude=["ner", "lemmatizer", "attribute_ruler", "senter"]
+            )
     except OSError as exc:
         raise LabelerError(
             f"cannot load spaCy pipeline {config.model!r}: {exc}. "

@@ -260,3 +260,19 @@ def test_report_labels_to_dict_covers_every_mention_field(
         {k: v for k, v in asdict(m).items() if k != "sentence_start"} for m in result.mentions
     ]
     assert result.to_dict()["mentions"] == fields
+
+
+def test_pipeline_multiplies_through_numpy_and_leaves_thinc_default_alone(nlp: Language) -> None:
+    """The model runs on NumPy's BLAS (benchmarks/parse_ops.py: the same trees, faster
+    where thinc's BLIS falls back to its reference kernel); thinc's default is untouched."""
+    from thinc.api import NumpyOps, get_current_ops
+
+    for name in ("tok2vec", "tagger", "parser"):
+        model = nlp.get_pipe(name).model  # type: ignore[attr-defined]
+        # spaCy builds the parser's output layer on its own default ops; the greedy parse
+        # reads that layer's weights directly
+        upper = model.get_ref("upper") if model.has_ref("upper") else None
+        nodes = [node for node in model.walk() if node is not upper]
+        assert nodes
+        assert all(isinstance(n.ops, NumpyOps) and n.ops.use_blis is False for n in nodes)
+    assert getattr(get_current_ops(), "use_blis", None) is True
