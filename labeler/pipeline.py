@@ -10,6 +10,7 @@ pneumothorax."). The result is the same as running the full pipeline.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import dataclasses
 import functools
 import weakref
@@ -59,9 +60,8 @@ def build_nlp(config: LabelerConfig) -> Language:
     `negex` last, so `nlp(text)` also runs the whole labeler on one text.
     Expensive (about a second): build once and reuse.
 
-    The model's matrix products go through NumPy's BLAS (`NumpyOps(use_blis=False)`),
-    which uses as many threads as its own setting allows (`OPENBLAS_NUM_THREADS`; the
-    `cxr` command sets 1 unless told otherwise).
+    With `config.blas` "numpy" the model's matrix products go through NumPy's BLAS
+    (`NumpyOps(use_blis=False)`) instead of thinc's current ops.
 
     Args:
         config: labeler configuration (model, pattern sets, negex).
@@ -73,12 +73,9 @@ def build_nlp(config: LabelerConfig) -> Language:
         LabelerError: the spaCy model is not installed, or a pattern file is bad.
     """
     register()
+    ops = use_ops("numpy", use_blis=False) if config.blas == "numpy" else contextlib.nullcontext()
     try:
-        # thinc multiplies through BLIS by default; the BLIS build it ships falls back to
-        # its generic reference kernel on CPUs newer than the build (AMD Zen 3 and 4),
-        # where that made the parse of a sentence 40% slower. NumPy's BLAS parsed every
-        # distinct sentence of OpenI dev identically (benchmarks/parse_ops.py).
-        with use_ops("numpy", use_blis=False):
+        with ops:  # a model's layers keep the ops current when they are built
             nlp = spacy.load(
                 config.model, exclude=["ner", "lemmatizer", "attribute_ruler", "senter"]
             )
