@@ -16,7 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import accumulate
+from typing import Any
 
+from spacy.attrs import LOWER
 from spacy.language import Language
 from spacy.matcher import Matcher, PhraseMatcher
 from spacy.tokens import Doc, Span, Token
@@ -82,7 +84,8 @@ class ConceptMatcher:
         self.concepts = concepts
         self.phrases = PhraseMatcher(nlp.vocab, attr="LOWER")
         self.tokens = Matcher(nlp.vocab)
-        for concept in load_concepts(concepts, profile).concepts:
+        concept_set = load_concepts(concepts, profile).concepts
+        for concept in concept_set:
             if concept.phrases:
                 self.phrases.add(concept.label, [nlp.make_doc(p) for p in concept.phrases])
             if concept.hedged:
@@ -96,6 +99,12 @@ class ConceptMatcher:
             if concept.patterns:
                 self.tokens.add(concept.label, [list(p) for p in concept.patterns])
         self._strings = nlp.vocab.strings
+        # the token patterns run only on a sentence that holds a word one of their
+        # required tokens must be: most sentences hold none (None: a pattern without one)
+        words = _required_words(p for c in concept_set for p in c.patterns)
+        self._pattern_words = (
+            None if words is None else frozenset(self._strings.add(w) for w in words)
+        )
 
     def find(self, doc: Doc) -> list[Span]:
         """Mentions in `doc`, longest match per label, minus excluded phrases.
@@ -103,7 +112,9 @@ class ConceptMatcher:
         Returns:
             Spans labelled with the label name (or `Other`), in text order.
         """
-        matches = [*self.phrases(doc), *self.tokens(doc)]
+        matches = self.phrases(doc)
+        if self._may_match_tokens(doc):
+            matches = [*matches, *self.tokens(doc)]
         if not matches:
             return []
         found: dict[str, list[Span]] = {}
@@ -126,9 +137,35 @@ class ConceptMatcher:
         out.sort(key=lambda s: (s.start, s.end))
         return out
 
+    def _may_match_tokens(self, doc: Doc) -> bool:
+        """Whether a token pattern may match `doc`: it holds a word that one of each
+        pattern's required tokens must be (lower-cased)."""
+        if self._pattern_words is None:
+            return True
+        return not self._pattern_words.isdisjoint(doc.to_array(LOWER).tolist())
+
     def __call__(self, doc: Doc) -> Doc:
         doc.spans[MENTIONS_KEY] = self.find(doc)
         return doc
+
+
+def _required_words(patterns: Iterable[Iterable[dict[str, Any]]]) -> set[str] | None:
+    """Words of which every match of a pattern holds one: for each pattern, the lower-cased
+    words its first required token (no `OP`, or "+") may be. None when a pattern has no
+    such token (its matches may hold any word)."""
+    words: set[str] = set()
+    for pattern in patterns:
+        for token in pattern:
+            value = token.get("LOWER") if token.get("OP", "+") == "+" else None
+            if isinstance(value, str):
+                words.add(value)
+                break
+            if isinstance(value, dict) and set(value) == {"IN"} and isinstance(value["IN"], list):
+                words.update(str(w) for w in value["IN"])
+                break
+        else:
+            return None
+    return words
 
 
 class DependencyRules:
