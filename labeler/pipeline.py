@@ -396,6 +396,7 @@ class _Engine:
     ) -> list[ReportFinding]:
         """The findings of `plan`'s sentences, with the lexicon's names and MeSH codes."""
         out: list[ReportFinding] = []
+        last_device: int | None = None  # where in `out` the report's last device is
         for section, s, e, key in plan.sentences:
             sentence = []
             for f in read[key.text]:
@@ -422,30 +423,41 @@ class _Engine:
                         mesh="/".join(parts),
                     )  # fmt: skip
                 )
-            out.extend(self._leveled(self._placed(sentence, out, plan.text, s, e), plan.text, s, e))
+            if not sentence and last_device is None:
+                continue  # nothing to place or to level
+            start = len(out)
+            placed = self._placed(sentence, out, last_device, plan.text, s, e)
+            out.extend(self._leveled(placed, plan.text, s, e))
+            for i in range(len(out) - 1, start - 1, -1):
+                if out[i].kind == "device":
+                    last_device = i
+                    break
         return out
 
     def _placed(
-        self, sentence: list[ReportFinding], before: list[ReportFinding], text: str, s: int, e: int
+        self,
+        sentence: list[ReportFinding],
+        before: list[ReportFinding],
+        last_device: int | None,
+        text: str,
+        s: int,
+        e: int,
     ) -> list[ReportFinding]:
         """A sentence's findings with each device's tip (`labeler.device_tips`): the first
         landmark after the device and before the next one. A sentence that names no device
-        but a tip ("The tip has moved into ...") places the report's last device in
-        `before` (changed in place)."""
+        but a tip ("The tip has moved into ...") places the report's last device, which is
+        `before[last_device]` (changed in place)."""
         assert self.tips is not None
         devices = [i for i, f in enumerate(sentence) if f.kind == "device"]
         if not devices:
-            # the cheap test first: a long report's earlier findings are searched only for a
-            # sentence that speaks of a tip
-            if not self.tips.refers_back(text[s:e]):
-                return sentence
-            last = next(
-                (i for i in range(len(before) - 1, -1, -1) if before[i].kind == "device"), None
-            )
-            if last is not None and before[last].status != "negative":
+            if (
+                last_device is not None
+                and before[last_device].status != "negative"
+                and self.tips.refers_back(text[s:e])
+            ):
                 tip = self.tips.find(text, s, e)
                 if tip is not None:
-                    before[last] = _with_tip(before[last], tip)
+                    before[last_device] = _with_tip(before[last_device], tip)
             return sentence
         for n, i in enumerate(devices):
             f = sentence[i]
