@@ -251,12 +251,38 @@ class AttributeFinder:
         """Whether a sentence of these lower-cased words can hold any attribute."""
         return any(w in self.trigger_words or w[:1].isdigit() for w in words)
 
+    def terms(
+        self, doc: Doc, words: Sequence[str] | None = None, text: str | None = None
+    ) -> list[tuple[Span, AttributeEvidence]]:
+        """The attribute terms and sizes of a sentence, before they go to its mentions.
+
+        They depend on the words alone, not on the parse nor on the mentions: `find`
+        takes them back (`terms=`) for each set of mentions of the same doc, parsed since
+        or not.
+
+        Args:
+            doc: a sentence; parsed or only tokenized.
+            words: the lower-cased words of `doc`, when the caller has them.
+            text: `doc.text`, when the caller has it (spaCy rebuilds it from the
+                tokens on every access, the slowest step here).
+
+        Returns:
+            (token span, evidence) pairs; sizes win over counts in the same words.
+        """
+        if words is None:
+            words = [t.lower_ for t in doc]
+        if not self.may_apply(words):
+            return []
+        return self._terms_in(doc, doc.text if text is None else text)
+
     def find(
         self,
         doc: Doc,
         mentions: Sequence[Span],
         words: Sequence[str] | None = None,
         text: str | None = None,
+        *,
+        terms: list[tuple[Span, AttributeEvidence]] | None = None,
     ) -> list[tuple[dict[str, Any], tuple[AttributeEvidence, ...]]]:
         """Attributes of each mention of `doc` (offsets relative to `doc.text`).
 
@@ -266,6 +292,8 @@ class AttributeFinder:
             words: the lower-cased words of `doc`, when the caller has them.
             text: `doc.text`, when the caller has it (spaCy rebuilds it from the
                 tokens on every access, the slowest step here).
+            terms: `self.terms(doc)`, when the caller has them (several sets of
+                mentions of one sentence).
 
         Returns:
             Per mention, in order: the attribute values (keys with no value
@@ -273,11 +301,7 @@ class AttributeFinder:
         """
         if not mentions:
             return []
-        if words is None:
-            words = [t.lower_ for t in doc]
-        found = (
-            self._terms_in(doc, doc.text if text is None else text) if self.may_apply(words) else []
-        )
+        found = self.terms(doc, words, text) if terms is None else terms
         if not found:
             return [_values([], self.rules.severity_order, self._plural(m)) for m in mentions]
         parsed = doc.has_annotation("DEP")

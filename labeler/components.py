@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import accumulate
+from typing import Any
 
+from spacy.attrs import LOWER
 from spacy.language import Language
 from spacy.matcher import Matcher, PhraseMatcher
 from spacy.tokens import Doc, Span, Token
@@ -81,7 +84,8 @@ class ConceptMatcher:
         self.concepts = concepts
         self.phrases = PhraseMatcher(nlp.vocab, attr="LOWER")
         self.tokens = Matcher(nlp.vocab)
-        for concept in load_concepts(concepts, profile).concepts:
+        concept_set = load_concepts(concepts, profile).concepts
+        for concept in concept_set:
             if concept.phrases:
                 self.phrases.add(concept.label, [nlp.make_doc(p) for p in concept.phrases])
             if concept.hedged:
@@ -95,6 +99,12 @@ class ConceptMatcher:
             if concept.patterns:
                 self.tokens.add(concept.label, [list(p) for p in concept.patterns])
         self._strings = nlp.vocab.strings
+        # the token patterns run only on a sentence that holds a word one of their
+        # required tokens must be: most sentences hold none (None: a pattern without one)
+        words = _required_words(p for c in concept_set for p in c.patterns)
+        self._pattern_words = (
+            None if words is None else frozenset(self._strings.add(w) for w in words)
+        )
 
     def find(self, doc: Doc) -> list[Span]:
         """Mentions in `doc`, longest match per label, minus excluded phrases.
@@ -102,7 +112,9 @@ class ConceptMatcher:
         Returns:
             Spans labelled with the label name (or `Other`), in text order.
         """
-        matches = [*self.phrases(doc), *self.tokens(doc)]
+        matches = self.phrases(doc)
+        if self._may_match_tokens(doc):
+            matches = [*matches, *self.tokens(doc)]
         if not matches:
             return []
         found: dict[str, list[Span]] = {}
@@ -125,9 +137,35 @@ class ConceptMatcher:
         out.sort(key=lambda s: (s.start, s.end))
         return out
 
+    def _may_match_tokens(self, doc: Doc) -> bool:
+        """Whether a token pattern may match `doc`: it holds a word that one of each
+        pattern's required tokens must be (lower-cased)."""
+        if self._pattern_words is None:
+            return True
+        return not self._pattern_words.isdisjoint(doc.to_array(LOWER).tolist())
+
     def __call__(self, doc: Doc) -> Doc:
         doc.spans[MENTIONS_KEY] = self.find(doc)
         return doc
+
+
+def _required_words(patterns: Iterable[Iterable[dict[str, Any]]]) -> set[str] | None:
+    """Words of which every match of a pattern holds one: for each pattern, the lower-cased
+    words its first required token (no `OP`, or "+") may be. None when a pattern has no
+    such token (its matches may hold any word)."""
+    words: set[str] = set()
+    for pattern in patterns:
+        for token in pattern:
+            value = token.get("LOWER") if token.get("OP", "+") == "+" else None
+            if isinstance(value, str):
+                words.add(value)
+                break
+            if isinstance(value, dict) and set(value) == {"IN"} and isinstance(value["IN"], list):
+                words.update(str(w) for w in value["IN"])
+                break
+        else:
+            return None
+    return words
 
 
 class DependencyRules:
@@ -186,6 +224,12 @@ class DependencyRules:
             per_rule[int(self._strings[match_id])].append(doc[start:end])
         return per_rule
 
+    def cues_for_new_mentions(self, cues: list[list[Span]]) -> list[list[Span]]:
+        """`cues` of a doc (from `self.cues`) for another set of its mentions, put in
+        `doc.spans` since: the cue matches, which do not depend on the mentions, are
+        kept, and so are the tables of the list index that do not."""
+        return cues.for_other_mentions() if isinstance(cues, _DocCues) else cues
+
     def decide(self, mention: Span, cues: list[list[Span]] | None = None) -> Verdict:
         """The verdict for one mention of a parsed doc.
 
@@ -202,8 +246,12 @@ class DependencyRules:
         if isinstance(cues, _DocCues):
             if cues.list_index is None:
                 cues.list_index = _ListIndex(
-                    mention.doc, self.rule_set.list_breakers, self.rule_set.clause_breakers
+                    mention.doc,
+                    self.rule_set.list_breakers,
+                    self.rule_set.clause_breakers,
+                    tokens=cues.tokens,
                 )
+                cues.tokens = cues.list_index.tokens
             index = cues.list_index
         else:
             index = _ListIndex(
@@ -336,20 +384,73 @@ class _DocCues(list[list[Span]]):
     """Cue matches per rule, plus the doc's `_ListIndex` once built."""
 
     list_index: _ListIndex | None = None
+    #: the list index's tables that hold for any mentions of the doc, once built
+    tokens: _TokenTables | None = None
+
+    def for_other_mentions(self) -> _DocCues:
+        """The same cue matches, for another set of mentions of the same doc (set in
+        `doc.spans` before deciding them): their list index is built afresh when first
+        needed, from the token tables already built."""
+        other = _DocCues(self)
+        other.tokens = self.tokens
+        return other
 
 
-class _ListIndex:
-    """Per-doc prefix tables that answer the list and field questions in O(1).
+class _TokenTables:
+    """The prefix tables of a parsed doc that do not depend on its mentions.
 
-    Built once per parsed doc (O(tokens + mention tokens)), so deciding all
-    mentions of a sentence with a long list ("no A, B, C, ... or Z") stays
-    linear instead of re-walking the list from every mention.
+    Built once per doc, however many sets of mentions (readers) are decided on it.
     """
 
     def __init__(
         self, doc: Doc, breakers: frozenset[str], clause_breakers: frozenset[str] = frozenset()
     ):
         n = len(doc)
+        self.n = n
+        # one walk over the tokens: spaCy builds a Token object on every access
+        toks = [(t.text, t.lower_, t.tag_, t.is_alpha, t.is_punct or t.is_space) for t in doc]
+        texts = [text for text, *_ in toks]
+        lowers = [lower for _, lower, *_ in toks]
+        # list items by their own words; the doc's mentions are items too (`_ListIndex`)
+        self.item = [tag in _LIST_TAGS or lower in _LIST_WORDS for _, lower, tag, _, _ in toks]
+        # prefix counts: p[i] = count over tokens [0, i)
+        self.comma = _prefix(text == "," for text in texts)
+        self.or_nor = _prefix(w in _LIST_CLOSERS and w != "and" for w in lowers)
+        self.and_ = _prefix(w == "and" for w in lowers)
+        self.breaker = _prefix(w in breakers for w in lowers)
+        self.clause = _prefix(w in clause_breakers for w in lowers)
+        self.next_comma = [n] * (n + 1)
+        self.next_sep = [n] * (n + 1)
+        for i in range(n - 1, -1, -1):
+            text = texts[i]
+            self.next_comma[i] = i if text == "," else self.next_comma[i + 1]
+            self.next_sep[i] = i if text in _FIELD_SEPARATORS else self.next_sep[i + 1]
+        # field names hold only words, "-" and "/"; field values end the text
+        self.not_name = _prefix(not (alpha or text in "-/") for text, _, _, alpha, _ in toks)
+        self.not_punct = _prefix(not punct for *_, punct in toks)
+
+
+class _ListIndex:
+    """Per-doc prefix tables that answer the list and field questions in O(1).
+
+    Built once per parsed doc and set of mentions (O(tokens + mention tokens)), so
+    deciding all mentions of a sentence with a long list ("no A, B, C, ... or Z") stays
+    linear instead of re-walking the list from every mention. The tables that do not
+    depend on the mentions (`_TokenTables`) are shared with other sets of mentions.
+    """
+
+    def __init__(
+        self,
+        doc: Doc,
+        breakers: frozenset[str] = frozenset(),
+        clause_breakers: frozenset[str] = frozenset(),
+        *,
+        tokens: _TokenTables | None = None,
+    ):
+        if tokens is None:
+            tokens = _TokenTables(doc, breakers, clause_breakers)
+        self.tokens = tokens
+        n = tokens.n
         self.n = n
         # other mentions are list items whatever their tag ("infiltrates" is
         # often tagged as a verb)
@@ -358,33 +459,21 @@ class _ListIndex:
             for i in range(sp.start, sp.end):
                 in_mentions[i] = True
         self.in_mention = in_mentions
-        # one walk over the tokens: spaCy builds a Token object on every access
-        toks = [(t.text, t.lower_, t.tag_, t.is_alpha, t.is_punct or t.is_space) for t in doc]
-        texts = [text for text, *_ in toks]
-        lowers = [lower for _, lower, *_ in toks]
-        item = [
-            tag in _LIST_TAGS or lower in _LIST_WORDS or in_mentions[i]
-            for i, (_, lower, tag, _, _) in enumerate(toks)
-        ]
-        # prefix counts: p[i] = count over tokens [0, i)
+        item = [x or m for x, m in zip(tokens.item, in_mentions, strict=True)]
         self.nonitem = _prefix(not x for x in item)
-        self.comma = _prefix(text == "," for text in texts)
-        self.or_nor = _prefix(w in _LIST_CLOSERS and w != "and" for w in lowers)
-        self.and_ = _prefix(w == "and" for w in lowers)
-        self.breaker = _prefix(w in breakers for w in lowers)
-        self.clause = _prefix(w in clause_breakers for w in lowers)
+        self.comma = tokens.comma
+        self.or_nor = tokens.or_nor
+        self.and_ = tokens.and_
+        self.breaker = tokens.breaker
+        self.clause = tokens.clause
+        self.next_comma = tokens.next_comma
+        self.next_sep = tokens.next_sep
+        self.not_name = tokens.not_name
+        self.not_punct = tokens.not_punct
         # next_nonitem[i]: first j >= i that is not a list item (n if none)
         self.next_nonitem = [n] * (n + 1)
-        self.next_comma = [n] * (n + 1)
-        self.next_sep = [n] * (n + 1)
         for i in range(n - 1, -1, -1):
-            text = texts[i]
             self.next_nonitem[i] = self.next_nonitem[i + 1] if item[i] else i
-            self.next_comma[i] = i if text == "," else self.next_comma[i + 1]
-            self.next_sep[i] = i if text in _FIELD_SEPARATORS else self.next_sep[i + 1]
-        # field names hold only words, "-" and "/"; field values end the text
-        self.not_name = _prefix(not (alpha or text in "-/") for text, _, _, alpha, _ in toks)
-        self.not_punct = _prefix(not punct for *_, punct in toks)
 
     def has_comma(self, start: int, end: int) -> bool:
         """Whether a comma lies in tokens [start, end)."""
@@ -435,10 +524,7 @@ class _ListIndex:
 
 def _prefix(flags: Iterable[bool]) -> list[int]:
     """Prefix counts of `flags`: out[i] = how many of the first i are true."""
-    out = [0]
-    for f in flags:
-        out.append(out[-1] + f)
-    return out
+    return list(accumulate(map(int, flags), initial=0))
 
 
 def register() -> None:

@@ -55,6 +55,13 @@ class LabelerConfig:
         lexicon: name of the chest lexicon in `labeler/patterns/` (or a path).
         tips: name of the device-tip landmarks (`patterns/tips.v1.yaml`, or a path): where
             a line, tube or lead found with `findings` ends.
+        blas: what multiplies the spaCy model's matrices: "blis", thinc's default, or
+            "numpy", NumPy's BLAS with as many threads as its own setting allows
+            (`OPENBLAS_NUM_THREADS`; the `cxr` command sets one). The BLIS build thinc
+            ships runs its generic reference kernel on CPUs newer than the build (AMD
+            Zen 3 and 4), where "numpy" parses 40% faster; both gave the same tags and
+            trees on every OpenI dev sentence (`benchmarks/parse_ops.py`). With several
+            threads of its own, "numpy" spends more CPU than it saves on these matrices.
     """
 
     label_set: str = "chestxray14"
@@ -75,6 +82,7 @@ class LabelerConfig:
     findings: bool = False
     lexicon: str = "lexicon.v1"
     tips: str = "tips.v1"
+    blas: str = "blis"
 
     def __post_init__(self) -> None:
         labels = load_label_set(self.label_set)  # raises naming the valid sets
@@ -91,5 +99,7 @@ class LabelerConfig:
             raise ValueError(f"max_sentence_chars must be >= 100, got {self.max_sentence_chars}")
         if self.max_mentions < 1:
             raise ValueError(f"max_mentions must be >= 1, got {self.max_mentions}")
+        if self.blas not in ("blis", "numpy"):
+            raise ValueError(f"blas must be 'blis' or 'numpy', got {self.blas!r}")
         if self.cache_size < 0:
             raise ValueError(f"cache_size must be >= 0, got {self.cache_size}")

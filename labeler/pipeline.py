@@ -10,6 +10,7 @@ pneumothorax."). The result is the same as running the full pipeline.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import dataclasses
 import functools
 import weakref
@@ -21,6 +22,7 @@ from typing import Literal, NamedTuple, TypeVar
 import spacy
 from spacy.language import Language
 from spacy.tokens import Doc, Span
+from thinc.api import use_ops
 
 from labeler.aggregate import aggregate, deciding_first, implied, is_no_finding
 from labeler.attributes import (
@@ -59,6 +61,9 @@ def build_nlp(config: LabelerConfig) -> Language:
     `negex` last, so `nlp(text)` also runs the whole labeler on one text.
     Expensive (about a second): build once and reuse.
 
+    With `config.blas` "numpy" the model's matrix products go through NumPy's BLAS
+    (`NumpyOps(use_blis=False)`) instead of thinc's current ops.
+
     Args:
         config: labeler configuration (model, pattern sets, negex).
 
@@ -69,8 +74,12 @@ def build_nlp(config: LabelerConfig) -> Language:
         LabelerError: the spaCy model is not installed, or a pattern file is bad.
     """
     register()
+    ops = use_ops("numpy", use_blis=False) if config.blas == "numpy" else contextlib.nullcontext()
     try:
-        nlp = spacy.load(config.model, exclude=["ner", "lemmatizer", "attribute_ruler", "senter"])
+        with ops:  # a model's layers keep the ops current when they are built
+            nlp = spacy.load(
+                config.model, exclude=["ner", "lemmatizer", "attribute_ruler", "senter"]
+            )
     except OSError as exc:
         raise LabelerError(
             f"cannot load spaCy pipeline {config.model!r}: {exc}. "
@@ -218,6 +227,18 @@ class _Pending(NamedTuple):
     spans: list[Span]
     negex: list[str | None]
     stated: tuple[_Found, ...]
+
+
+@dataclass
+class _Queued:
+    """A sentence that waits for the parse: its doc, lower-cased words, attribute terms
+    (None: not read yet) and, per reader still undecided, what the parse must decide.
+    The words and terms are the same for every reader and before or after the parse."""
+
+    doc: Doc
+    words: list[str]
+    terms: list[tuple[Span, AttributeEvidence]] | None
+    pending: list[tuple[int, _Pending]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -378,6 +399,7 @@ class _Engine:
     ) -> list[ReportFinding]:
         """The findings of `plan`'s sentences, with the lexicon's names and MeSH codes."""
         out: list[ReportFinding] = []
+        last_device: int | None = None  # where in `out` the report's last device is
         for section, s, e, key in plan.sentences:
             sentence = []
             for f in read[key.text]:
@@ -404,31 +426,42 @@ class _Engine:
                         mesh="/".join(parts),
                     )  # fmt: skip
                 )
-            out.extend(self._leveled(self._placed(sentence, out, plan.text, s, e), plan.text, s, e))
+            if not sentence and last_device is None:
+                continue  # nothing to place or to level
+            start = len(out)
+            placed = self._placed(sentence, out, last_device, plan.text, s, e)
+            out.extend(self._leveled(placed, plan.text, s, e))
+            for i in range(len(out) - 1, start - 1, -1):
+                if out[i].kind == "device":
+                    last_device = i
+                    break
         spans = [(s, e) for _, s, e, _ in plan.sentences]
         return sizes_referred_back(out, spans, plan.text, self.attributes.rules)
 
     def _placed(
-        self, sentence: list[ReportFinding], before: list[ReportFinding], text: str, s: int, e: int
+        self,
+        sentence: list[ReportFinding],
+        before: list[ReportFinding],
+        last_device: int | None,
+        text: str,
+        s: int,
+        e: int,
     ) -> list[ReportFinding]:
         """A sentence's findings with each device's tip (`labeler.device_tips`): the first
         landmark after the device and before the next one. A sentence that names no device
-        but a tip ("The tip has moved into ...") places the report's last device in
-        `before` (changed in place)."""
+        but a tip ("The tip has moved into ...") places the report's last device, which is
+        `before[last_device]` (changed in place)."""
         assert self.tips is not None
         devices = [i for i, f in enumerate(sentence) if f.kind == "device"]
         if not devices:
-            # the cheap test first: a long report's earlier findings are searched only for a
-            # sentence that speaks of a tip
-            if not self.tips.refers_back(text[s:e]):
-                return sentence
-            last = next(
-                (i for i in range(len(before) - 1, -1, -1) if before[i].kind == "device"), None
-            )
-            if last is not None and before[last].status != "negative":
+            if (
+                last_device is not None
+                and before[last_device].status != "negative"
+                and self.tips.refers_back(text[s:e])
+            ):
                 tip = self.tips.find(text, s, e)
                 if tip is not None:
-                    before[last] = _with_tip(before[last], tip)
+                    before[last_device] = _with_tip(before[last_device], tip)
             return sentence
         for n, i in enumerate(devices):
             f = sentence[i]
@@ -503,7 +536,7 @@ class _Engine:
         caches = [self._cache_of(reader) for reader in readers]
         found: list[dict[str, tuple[_Found, ...]]] = [{} for _ in readers]
         # sentence -> its doc and, per reader still undecided, what the parse must decide
-        to_parse: dict[str, tuple[Doc, list[tuple[int, _Pending]]]] = {}
+        to_parse: dict[str, _Queued] = {}
         for sent in sentences:
             todo = []
             for r, cache in enumerate(caches):
@@ -535,7 +568,7 @@ class _Engine:
         sent: str,
         readers: list[tuple[int, int]],
         found: list[dict[str, tuple[_Found, ...]]],
-        to_parse: dict[str, tuple[Doc, list[tuple[int, _Pending]]]],
+        to_parse: dict[str, _Queued],
     ) -> None:
         """Decide a sentence for `readers` ((position in `found`, reader) pairs) by matching
         alone, or queue it for the parse."""
@@ -562,13 +595,20 @@ class _Engine:
         # one NegEx run for every reader's spans: its verdict on a span ignores the others
         negex = self._negex(doc, words, [sp for _, spans, _ in matched for sp in spans])
         cue_word = self.rules.may_apply(words)
+        terms = None
         for r, spans, stated in matched:
             ngs, negex = negex[: len(spans)], negex[len(spans) :]
-            attrs = [] if cue_word else self.attributes.find(doc, spans, words, sent)
+            attrs = []
+            if not cue_word:
+                if terms is None:  # one reading of the terms for every reader's spans
+                    terms = self.attributes.terms(doc, words, sent)
+                attrs = self.attributes.find(doc, spans, terms=terms)
             if not attrs or any(conflicting(ev) for _, ev in attrs):
                 # a cue word may negate or hedge, or the attributes need the tree
-                pending = to_parse.setdefault(sent, (doc, []))[1]
-                pending.append((r, _Pending(spans, ngs, stated)))
+                queued = to_parse.get(sent)
+                if queued is None:
+                    queued = to_parse[sent] = _Queued(doc, words, terms)
+                queued.pending.append((r, _Pending(spans, ngs, stated)))
             else:  # no cue word: nothing can negate or hedge these mentions
                 found[r][sent] = stated + tuple(
                     _Found(sp.label_, sp.start_char, sp.end_char, *_plain(sp), ng, *at)
@@ -617,24 +657,30 @@ class _Engine:
         return verdicts
 
     def _parse_and_decide(
-        self, to_parse: dict[str, tuple[Doc, list[tuple[int, _Pending]]]]
+        self, to_parse: dict[str, _Queued]
     ) -> dict[str, list[tuple[int, tuple[_Found, ...]]]]:
         if not to_parse:
             return {}
-        docs: Iterable[Doc] = [doc for doc, _ in to_parse.values()]
+        docs: Iterable[Doc] = [queued.doc for queued in to_parse.values()]
         for name in _PARSE_PIPES:
             if name in self.nlp.pipe_names:
                 docs = self.nlp.get_pipe(name).pipe(docs, batch_size=256)  # type: ignore[attr-defined]
         out: dict[str, list[tuple[int, tuple[_Found, ...]]]] = {}
-        for (sent, (_, pending)), doc in zip(to_parse.items(), docs, strict=True):
+        for (sent, queued), doc in zip(to_parse.items(), docs, strict=True):
             out[sent] = []
-            for reader, (spans, negex, stated) in pending:
+            cues: list[list[Span]] | None = None
+            terms = queued.terms
+            if terms is None:
+                terms = queued.terms = self.attributes.terms(doc, queued.words, sent)
+            for reader, (spans, negex, stated) in queued.pending:
                 # the rules look at the sentence's other mentions (lists, scope): the
-                # reader's own spans, with cues found afresh for them
+                # reader's own spans; the cue matches are the same for every reader
                 doc.spans[MENTIONS_KEY] = spans
                 spans = list(doc.spans[MENTIONS_KEY])
-                cues = self.rules.cues(doc)
-                attrs = self.attributes.find(doc, spans, text=sent)
+                cues = (
+                    self.rules.cues(doc) if cues is None else self.rules.cues_for_new_mentions(cues)
+                )
+                attrs = self.attributes.find(doc, spans, terms=terms)
                 out[sent].append(
                     (
                         reader,

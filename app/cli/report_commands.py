@@ -299,6 +299,10 @@ def _labeler_config(args: argparse.Namespace) -> LabelerConfig:
         use_sections=not args.whole_report,
         cache_size=args.cache_size,
         findings=args.findings,
+        # NumPy's BLAS: one thread in this process (`app.cli.run`) unless the caller set
+        # OPENBLAS_NUM_THREADS, and faster than thinc's BLIS where BLIS has no kernel for
+        # the CPU (LabelerConfig.blas)
+        blas="numpy",
         **{
             k: v
             for k, v in (

@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from spacy.language import Language
 
 from labeler.attributes import (
     AttributeEvidence,
+    AttributeFinder,
     aggregate_findings,
     load_attribute_rules,
     merge_attributes,
@@ -463,3 +465,19 @@ def test_stated_count_prefers_a_number_to_a_plural(
         for count, rule in counts
     ]  # fmt: skip
     assert stated_count(mentions, PLURAL_RULE) == expected
+
+
+def test_attribute_terms_read_once_serve_every_set_of_mentions(nlp: Language) -> None:
+    """`find(terms=...)` with the sentence's terms, read before the parse, is `find()`."""
+    finder = AttributeFinder(nlp.make_doc, nlp.vocab, load_attribute_rules())
+    text = "Small left effusion and 2 right upper lobe nodules measuring up to 8 mm."
+    doc = nlp.make_doc(text)
+    terms = finder.terms(doc)
+    assert {ev.attribute for _, ev in terms} >= {"severity", "laterality", "count", "size_mm"}
+    readers = [[doc[2:3]], [doc[7:8]], [doc[2:3], doc[7:8]]]
+    for mentions in readers:
+        assert finder.find(doc, mentions, terms=terms) == finder.find(doc, mentions)
+    for name in ("tok2vec", "tagger", "parser"):
+        doc = nlp.get_pipe(name)(doc)
+    for mentions in readers:
+        assert finder.find(doc, mentions, terms=terms) == finder.find(doc, mentions)

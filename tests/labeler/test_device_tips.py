@@ -81,6 +81,18 @@ def test_one_device_named_twice_in_a_row_and_a_tip_in_the_next_sentence(nlp: Lan
     assert picc.attributes["tip_text"] == "left innominate vein"
 
 
+def test_a_tip_in_a_later_sentence_goes_to_the_last_device_named_before_it(nlp: Language) -> None:
+    picc, tube = _devices(
+        nlp,
+        "FINDINGS: The tip is in the SVC. Right PICC. Small left effusion. "
+        "The tip is now in the right atrium. NG tube in the stomach.",
+    )
+    assert (picc.concept, picc.attributes["tip"]) == ("picc", "right atrium")
+    assert (tube.concept, tube.attributes["tip"]) == ("nasogastric_tube", "stomach")
+    (line,) = _devices(nlp, "FINDINGS: No central line. The tip is in the SVC.")
+    assert "tip" not in line.attributes
+
+
 def test_an_absent_device_has_no_tip(nlp: Language) -> None:
     (line,) = _devices(nlp, "FINDINGS: No central line in the SVC.")
     assert line.status == "negative" and "tip" not in line.attributes

@@ -11,7 +11,7 @@ from labeler import LabelerError, ReportLabels, label_report
 from labeler.components import MENTIONS_KEY
 from labeler.config import LabelerConfig
 from labeler.errors import EmptyReportError, NotTextError, ReportTooLongError
-from labeler.pipeline import label_reports
+from labeler.pipeline import build_nlp, label_reports
 
 REPORT = (
     "INDICATION: Cough, rule out pneumonia.\n"
@@ -260,3 +260,38 @@ def test_report_labels_to_dict_covers_every_mention_field(
         {k: v for k, v in asdict(m).items() if k != "sentence_start"} for m in result.mentions
     ]
     assert result.to_dict()["mentions"] == fields
+
+
+def _parse_ops(nlp: Language) -> set[tuple[str, bool]]:
+    """(ops name, uses BLIS) of every layer of the parse components."""
+    out = set()
+    for name in ("tok2vec", "tagger", "parser"):
+        model = nlp.get_pipe(name).model  # type: ignore[attr-defined]
+        # spaCy builds the parser's output layer on its own default ops; the greedy parse
+        # reads that layer's weights directly
+        upper = model.get_ref("upper") if model.has_ref("upper") else None
+        out |= {
+            (type(n.ops).__name__, getattr(n.ops, "use_blis", False))
+            for n in model.walk()
+            if n is not upper
+        }
+    return out
+
+
+def test_pipeline_blas_numpy_multiplies_through_numpy(nlp: Language) -> None:
+    """`blas="numpy"`: the model on NumPy's BLAS (benchmarks/parse_ops.py: the same trees,
+    faster where thinc's BLIS has no kernel for the CPU); thinc's default stays BLIS."""
+    from thinc.api import get_current_ops
+
+    assert _parse_ops(nlp) == {("NumpyOps", True)}  # the default: thinc's
+    numpy_nlp = build_nlp(LabelerConfig(blas="numpy"))
+    assert _parse_ops(numpy_nlp) == {("NumpyOps", False)}
+    assert getattr(get_current_ops(), "use_blis", None) is True
+    text = "No focal consolidation, pleural effusion or pneumothorax; mild cardiomegaly."
+    trees = [[(t.tag_, t.head.i, t.dep_) for t in p(text)] for p in (nlp, numpy_nlp)]
+    assert trees[0] == trees[1]
+
+
+def test_pipeline_blas_must_be_known() -> None:
+    with pytest.raises(ValueError, match="blas must be 'blis' or 'numpy'"):
+        LabelerConfig(blas="mkl")

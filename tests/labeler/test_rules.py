@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from spacy.language import Language
 
+from labeler.components import MENTIONS_KEY, DependencyRules
 from labeler.schema import Mention
 from labeler.vocabulary import load_rules
 
@@ -311,3 +313,18 @@ def test_rules_closed_or_bare_list_keeps_negating(
 ) -> None:
     # a list closed by a conjunction, or one of bare findings, stays negated
     assert mention_of(sentence, label_name).status == "negative"
+
+
+def test_rules_cues_for_new_mentions_decide_as_fresh_cues(nlp: Language) -> None:
+    """Two readers decide their own mentions of one parsed sentence with one cue match."""
+    rules: DependencyRules = nlp.get_pipe("cxr_dep_rules")  # type: ignore[assignment]
+    doc = nlp("There is mild cardiomegaly without pleural effusion or pneumothorax.")
+    first, second = [doc[5:7], doc[8:9]], [doc[3:4], doc[8:9]]
+    doc.spans[MENTIONS_KEY] = first
+    cues = rules.cues(doc)
+    assert [rules.decide(sp, cues).status for sp in first] == ["negative", "negative"]
+    doc.spans[MENTIONS_KEY] = second
+    shared = rules.cues_for_new_mentions(cues)
+    verdicts = [rules.decide(sp, shared) for sp in second]
+    assert verdicts == [rules.decide(sp, rules.cues(doc)) for sp in second]
+    assert [v.status for v in verdicts] == ["positive", "negative"]
