@@ -23,6 +23,11 @@ timed out for 80 s and the log grew 400 MB in 90 s. Here:
   slower than `min_send_rate` bytes a second once it has been written to for that long,
   is closed. Before, a client that pipelined requests for a large static file and never
   read held its connection, "busy with a request", for ever.
+- The response budget: what is written to a connection must have been read by its client
+  within `response_timeout_s` of the first byte of it (the count restarts whenever the
+  client has caught up, its write buffer empty). A client reading just above the
+  minimum rate held its connection for as long as its responses lasted (6 x 1.5 MB
+  pipelined: about 9 minutes); now for at most this long.
 - `BodyTimeoutMiddleware`: 408 when a request body stalls (no data for `idle_timeout_s`)
   or trickles below `min_rate` bytes a second.
 - `connection_budget`: raises the soft open-file limit to the hard one and sizes the
@@ -198,6 +203,7 @@ def guarded_protocol(
     max_connections: int,
     send_timeout_s: float = 30.0,
     min_send_rate: float = 0.0,
+    response_timeout_s: float = 0.0,
     max_head_bytes: int = MAX_HEAD_BYTES,
     max_pipelined: int = MAX_PIPELINED,
     health_reserve: int = HEALTH_RESERVE,
@@ -219,6 +225,10 @@ def guarded_protocol(
         min_send_rate: once a connection has been writing for `send_timeout_s`, its
             client must have read at least this many bytes a second of it on average
             (0: no minimum); checked whenever the write buffer fills.
+        response_timeout_s: what is written to a connection must have been read (its
+            write buffer empty) within this many seconds of its first byte, else the
+            connection is closed (0: no budget). Checked once that long after the first
+            write; a client that caught up by then starts afresh with the next write.
         max_head_bytes: a request head (request line and headers) larger than this is
             answered 431 and the connection closed. A head that is still incomplete is
             counted from the read after the one it began in, so it may grow by one read
@@ -236,6 +246,7 @@ def guarded_protocol(
         max_head_bytes=max_head_bytes,
         send_timeout_s=send_timeout_s,
         min_send_rate=min_send_rate,
+        response_timeout_s=response_timeout_s,
         max_pipelined=max_pipelined,
         health_reserve=health_reserve,
         timeout_408=_raw_response(
@@ -272,6 +283,7 @@ class _Guard:
     max_head_bytes: int
     send_timeout_s: float
     min_send_rate: float
+    response_timeout_s: float
     max_pipelined: int
     health_reserve: int
     timeout_408: bytes
@@ -301,17 +313,20 @@ class _Guard:
 
 class _CountingTransport:
     """A transport that counts the bytes written through it since `since` (for the send
-    rate): from the first write after the last `restart`."""
+    rate and the response budget): from the first write after the last `restart`, which
+    calls `on_first_write`."""
 
     def __init__(
         self,
         transport: asyncio.Transport,
         clock: Callable[[], float],
         on_close: Callable[[], None],
+        on_first_write: Callable[[], None],
     ) -> None:
         self._transport = transport
         self._clock = clock
         self._on_close = on_close
+        self._on_first_write = on_first_write
         self.written = 0
         self.since: float | None = None
 
@@ -322,12 +337,16 @@ class _CountingTransport:
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if self.since is None:
             self.since = self._clock()
+            self._on_first_write()
         self.written += len(data)
         self._transport.write(data)
 
-    def restart(self) -> None:
+    def restart(self) -> bool:
+        """Count afresh from the next write if everything written was sent; whether so."""
         if self._transport.get_write_buffer_size() == 0:
             self.written, self.since = 0, None
+            return True
+        return False
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._transport, name)
@@ -350,6 +369,7 @@ class _GuardedConnection(_ProtocolBase):
     _reserve_head: bytes | None = b""  # its first bytes, until its request line is in
     _counter: _CountingTransport
     _send_timer: asyncio.TimerHandle | None = None
+    _budget_timer: asyncio.TimerHandle | None = None
     _running: RequestResponseCycle | None = None  # the cycle being answered
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -369,7 +389,9 @@ class _GuardedConnection(_ProtocolBase):
                 self._refuse(transport)
                 return
         super().connection_made(transport)  # type: ignore[arg-type]
-        self._counter = _CountingTransport(self.transport, self.loop.time, self._closing)
+        self._counter = _CountingTransport(
+            self.transport, self.loop.time, self._closing, self._writing
+        )
         self.transport = self._counter  # type: ignore[assignment]
         self._await_head()
 
@@ -529,6 +551,21 @@ class _GuardedConnection(_ProtocolBase):
         if self._send_timer is None and self.transport.get_write_buffer_size() > 0:
             self._send_timer = self.loop.call_later(self._guard.send_timeout_s, self._send_timeout)
 
+    def _writing(self) -> None:
+        # The first write since the client last caught up: the response budget starts.
+        budget = self._guard.response_timeout_s
+        if budget and self._budget_timer is None:
+            self._budget_timer = self.loop.call_later(budget, self._response_timeout)
+
+    def _response_timeout(self) -> None:
+        self._budget_timer = None
+        if self._counter.restart():  # the client caught up: the next write starts afresh
+            return
+        self._abort(
+            "closed a connection whose client had not read its responses "
+            f"{self._guard.response_timeout_s:g} s after they began (CXR_RESPONSE_TIMEOUT_S)"
+        )
+
     def _send_timeout(self) -> None:
         # Also when closing: the buffer is still unwritten (or the timer would be off).
         self._send_timer = None
@@ -550,7 +587,9 @@ class _GuardedConnection(_ProtocolBase):
     def _await_head(self) -> None:
         self._guard.idle[self] = None
         self._guard.idle.move_to_end(self)
-        self._counter.restart()
+        if self._counter.restart() and self._budget_timer is not None:
+            self._budget_timer.cancel()
+            self._budget_timer = None
         self._cancel_head_timer()
         self._head_timer = self.loop.call_later(self._guard.header_timeout_s, self._head_timeout)
 
@@ -599,6 +638,9 @@ class _GuardedConnection(_ProtocolBase):
         if self._send_timer is not None:
             self._send_timer.cancel()
             self._send_timer = None
+        if self._budget_timer is not None:
+            self._budget_timer.cancel()
+            self._budget_timer = None
 
 
 # --- file descriptors ----------------------------------------------------------------------

@@ -305,6 +305,15 @@ class Settings(BaseSettings):
         "connection has been writing for longer than CXR_SEND_TIMEOUT_S (closed below); 0: "
         "no minimum.",
     )
+    response_timeout_s: float = Field(
+        default=120.0,
+        ge=0,
+        description="What the server writes to a connection must have been read by its "
+        "client within this many seconds of its first byte (the count restarts whenever "
+        "the client has caught up), else the connection is closed; 0: no budget. At "
+        "CXR_SEND_MIN_RATE this is about 1.9 MB: a larger response (a big batch export) "
+        "needs a client that reads faster.",
+    )
     max_connections: int = Field(
         default=1024,
         gt=0,
