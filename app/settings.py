@@ -268,6 +268,13 @@ class Settings(BaseSettings):
     listen_max_association_s: float = Field(
         default=3600.0, gt=0, description="`cxr listen`: abort an association open this long."
     )
+    listen_evict_quiet_s: float = Field(
+        default=10.0,
+        ge=0,
+        description="`cxr listen`: at the association cap, a new association aborts the "
+        "open one that has received no instance (C-STORE) for longest, if for at least "
+        "this long (keep-alive associations give way to senders with work).",
+    )
     listen_min_free_mb: float = Field(
         default=1024.0,
         ge=0,
