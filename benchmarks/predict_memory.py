@@ -18,7 +18,7 @@ Cases (--cases; default all):
   rescale16   a 7070 x 7070 16-bit uncompressed DICOM with Rescale Slope/Intercept and a
               window (100 MB, just under the default CXR_MAX_PIXELS), posted once
   j2k16       the same image as 16-bit JPEG 2000 lossless (pylibjpeg-openjpeg), posted once
-  j2knoise    16-bit noise as JPEG 2000 lossless, one per --noise-sides (noise hardly
+  j2knoise    12-bit noise as JPEG 2000 lossless, one per --noise-sides (noise hardly
               compresses: the decoder's worst case per pixel), posted once; the status is
               shown when the server refuses it
   concurrent  --concurrent (8) simultaneous posts of the rescale16 file
@@ -102,12 +102,14 @@ def write_16bit_dicom(path: Path, side: int, *, jpeg2000: bool = False) -> Path:
 
 
 def write_noise_j2k(path: Path, side: int) -> Path:
-    """A side x side 16-bit DICOM of uniform noise, JPEG 2000 lossless."""
+    """A side x side 12-bit DICOM of uniform noise (a radiograph's bit depth; it codes to
+    about 1.6 bytes a pixel, 80 MB at 50 megapixels, under CXR_MAX_UPLOAD_MB), JPEG 2000
+    lossless."""
     import numpy as np
     from pydicom.uid import JPEG2000Lossless
 
-    pixels = np.random.default_rng(0).integers(0, 65536, (side, side), dtype=np.uint16)
-    ds: Any = dx_dataset(side, side, bits=16)
+    pixels = np.random.default_rng(0).integers(0, 4096, (side, side), dtype=np.uint16)
+    ds: Any = dx_dataset(side, side, bits=16, stored=12)
     ds.compress(JPEG2000Lossless, pixels, encoding_plugin="pylibjpeg")
     ds.save_as(path, enforce_file_format=True)
     return path

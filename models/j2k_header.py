@@ -3,15 +3,16 @@
 Two costs of a JPEG 2000 decode are set by the codestream, not by the image's size alone:
 
 - Memory. OpenJPEG holds every sample as 32 bits while it decodes, and copies the coded
-  data into its code-blocks: a decode peaked at about 6.6 bytes per sample plus three
-  times the codestream's size (the dataset's copy, the frame pydicom hands over, the
-  decoder's segments). Smooth 16-bit content compresses to a few percent and costs 6.6
-  bytes a pixel; a radiograph compresses losslessly to about one byte a pixel and costs
-  up to about 10; 16-bit noise hardly compresses (2.1 bytes a pixel) and at the default
-  pixel limit (50 megapixels) peaked near +520 MB and more, against the 350 MB the other
-  encodings stay within. `check_codestream` refuses a codestream whose estimate
+  data into its code-blocks: a decode in the service's worker peaked at about 7.2 bytes
+  per sample plus 3.7 times the codestream's size (the dataset's copy, the frame pydicom
+  hands over, the decoder's segments; `python benchmarks/predict_memory.py --cases j2k16
+  j2knoise`). Smooth 16-bit content compresses to a few percent and costs about 7.9
+  bytes a pixel; 12-bit noise hardly compresses (1.6 bytes a pixel) and costs 13, at the
+  default pixel limit (50 megapixels) about 660 MB where the other encodings stay within
+  about 6 bytes a pixel (300 MB). `check_codestream` refuses a codestream whose estimate
   (`decode_bytes`) exceeds `BYTES_PER_PIXEL_BUDGET` bytes per pixel of the pixel limit
-  (500 MB at 50 megapixels): every radiograph the pixel limit admits, not noise at it.
+  (425 MB at 50 megapixels): any smooth image up to the limit, a radiograph coded at one
+  byte a pixel up to 39 megapixels, noise up to 32.
 - Structure. The number of tiles, quality layers and decomposition levels multiplies the
   decoder's bookkeeping (tiles, precincts, packets) whatever the image: the standard
   allows 65,535 tiles and layers and 32 levels; a radiograph uses one tile or a few
@@ -44,13 +45,12 @@ __all__ = [
 MAX_TILES = 4096  # a 50-megapixel image cut into 128 x 128 tiles has about 3,000
 MAX_LAYERS = 256  # encoders write one, or a handful for progressive quality
 MAX_LEVELS = 16  # 2^16 is beyond any side the readers accept (`MAX_DIMENSION`)
-# JPEG 2000 decode memory, per pixel of the pixel limit: a radiograph at the limit coded at
-# 1 byte a pixel needs 6.6 + 3 = 9.6 (other encodings: at most about 7, uncompressed
-# 16-bit 6; docs/security/server.md).
-BYTES_PER_PIXEL_BUDGET = 10.0
-# The decode's measured cost: bytes per sample, and per byte of codestream.
-_PER_SAMPLE = 6.6
-_PER_CODED_BYTE = 3.0
+# JPEG 2000 decode memory, per pixel of the pixel limit (other encodings: about 6;
+# docs/security/server.md).
+BYTES_PER_PIXEL_BUDGET = 8.5
+# The decode's measured cost in a decoding worker: bytes per sample, and per coded byte.
+_PER_SAMPLE = 7.2
+_PER_CODED_BYTE = 3.7
 
 _SOC_SIZ = b"\xff\x4f\xff\x51"
 _SIZ, _COD, _COC, _SOT, _SOD, _EOC = 0x51, 0x52, 0x53, 0x90, 0x93, 0xD9
