@@ -519,6 +519,10 @@ class _GuardedConnection(_ProtocolBase):
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
         self._running = cycle
+        # A response begun once the client has read everything before it has a budget of
+        # its own (a keep-alive client that reads each answer is never cut off by an
+        # earlier one's timer).
+        self._restart_counting()
         super()._start_asgi_task(cycle, app)
 
     # Flow control from the transport: the client is (not) reading what is written.
@@ -550,6 +554,12 @@ class _GuardedConnection(_ProtocolBase):
         # does not read, for ever (and below the high-water mark, never paused).
         if self._send_timer is None and self.transport.get_write_buffer_size() > 0:
             self._send_timer = self.loop.call_later(self._guard.send_timeout_s, self._send_timeout)
+
+    def _restart_counting(self) -> None:
+        # Everything written was sent: the read rate and the response budget start afresh.
+        if self._counter.restart() and self._budget_timer is not None:
+            self._budget_timer.cancel()
+            self._budget_timer = None
 
     def _writing(self) -> None:
         # The first write since the client last caught up: the response budget starts.
@@ -587,9 +597,7 @@ class _GuardedConnection(_ProtocolBase):
     def _await_head(self) -> None:
         self._guard.idle[self] = None
         self._guard.idle.move_to_end(self)
-        if self._counter.restart() and self._budget_timer is not None:
-            self._budget_timer.cancel()
-            self._budget_timer = None
+        self._restart_counting()
         self._cancel_head_timer()
         self._head_timer = self.loop.call_later(self._guard.header_timeout_s, self._head_timeout)
 
