@@ -24,10 +24,11 @@ timed out for 80 s and the log grew 400 MB in 90 s. Here:
   is closed. Before, a client that pipelined requests for a large static file and never
   read held its connection, "busy with a request", for ever.
 - The response budget: what is written to a connection must have been read by its client
-  within `response_timeout_s` of the first byte of it (the count restarts whenever the
-  client has caught up, its write buffer empty). A client reading just above the
-  minimum rate held its connection for as long as its responses lasted (6 x 1.5 MB
-  pipelined: about 9 minutes); now for at most this long.
+  within `response_timeout_s` of the first byte of it (the count restarts with a request
+  that starts once everything before it was sent; pipelined requests share one budget).
+  A client reading just above the minimum rate held its connection for as long as its
+  responses lasted (16 x 1.5 MB pipelined at 128 KiB/s: over 3 minutes); now for at most
+  this long.
 - `BodyTimeoutMiddleware`: 408 when a request body stalls (no data for `idle_timeout_s`)
   or trickles below `min_rate` bytes a second.
 - `connection_budget`: raises the soft open-file limit to the hard one and sizes the
@@ -227,8 +228,9 @@ def guarded_protocol(
             (0: no minimum); checked whenever the write buffer fills.
         response_timeout_s: what is written to a connection must have been read (its
             write buffer empty) within this many seconds of its first byte, else the
-            connection is closed (0: no budget). Checked once that long after the first
-            write; a client that caught up by then starts afresh with the next write.
+            connection is reset (0: no budget). Checked once that long after the first
+            write; a client that caught up by then, or a request that starts with
+            everything before it sent, starts afresh. Pipelined requests share one.
         max_head_bytes: a request head (request line and headers) larger than this is
             answered 431 and the connection closed. A head that is still incomplete is
             counted from the read after the one it began in, so it may grow by one read
@@ -465,6 +467,11 @@ class _GuardedConnection(_ProtocolBase):
             # RFC 9112 3.2: a 1.1 request without Host gets 400 (h11 did so; llhttp
             # does not). Raised through the parser: uvicorn's 400 and close.
             raise _MissingHost
+        if not self._busy():
+            # A request that starts at once, with everything before it written out, has a
+            # response budget of its own (a keep-alive client that read each answer is not
+            # cut off by an earlier one's timer). Pipelined requests share one budget.
+            self._restart_counting()
         super().on_headers_complete()
         if self._busy():
             self._guard.idle.pop(self, None)
@@ -519,10 +526,6 @@ class _GuardedConnection(_ProtocolBase):
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
         self._running = cycle
-        # A response begun once the client has read everything before it has a budget of
-        # its own (a keep-alive client that reads each answer is never cut off by an
-        # earlier one's timer).
-        self._restart_counting()
         super()._start_asgi_task(cycle, app)
 
     # Flow control from the transport: the client is (not) reading what is written.

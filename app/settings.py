@@ -316,8 +316,9 @@ class Settings(BaseSettings):
         default=120.0,
         ge=0,
         description="What the server writes to a connection must have been read by its "
-        "client within this many seconds of its first byte (the count restarts whenever "
-        "the client has caught up), else the connection is closed; 0: no budget. At "
+        "client within this many seconds of its first byte (the count restarts with a "
+        "request that starts once everything before it was sent; pipelined requests share "
+        "one budget), else the connection is reset; 0: no budget. At "
         "CXR_SEND_MIN_RATE this is about 1.9 MB: a larger response (a big batch export) "
         "needs a client that reads faster.",
     )
