@@ -10,8 +10,10 @@ An upload is never whole in memory (issue 18 item 13). Its decode waits for one 
 process (`models.upload_decoding`, CXR_DECODE_IN_WORKERS, with CXR_DECODE_TIMEOUT_S), so a
 file that crashes or hangs its decoder fails its own request, 422 `DecoderFailedError`, on
 every route alike (issue 39: the study-question route had decoded in the service's threads).
-The wait for a slot is bounded in all and per client address, and an upload whose client
-closed its connection while it waited is dropped undecoded (issue 42).
+The wait for a slot is bounded in all and per client address; an upload whose client
+closed its connection while it waited is dropped undecoded, and one whose client closes
+it while it decodes has its decoding worker killed (issue 42), so a slow codestream whose
+sender leaves holds its slot no longer than that.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
     from app.inference import InferenceQueue
     from models.image_pipeline import LoadedImage
     from models.predict import Predictor
-    from models.upload_decoding import UploadDecoders
+    from models.upload_decoding import Cancellation, UploadDecoders
 
 __all__ = ["RAW_IMAGE_TYPES", "Upload", "decode_upload", "form_upload", "received_upload"]
 
@@ -181,7 +183,8 @@ async def decode_upload(
             the header, before decoding: 413); `DecoderFailedError` when the decoder
             crashed or ran past CXR_DECODE_TIMEOUT_S (422).
         DecodeQueueFull: too many uploads wait, in all or from this client (503).
-        ClientGone: the client closed its connection while the upload waited (499).
+        ClientGone: the client closed its connection while the upload waited or decoded
+            (499).
     """
 
     async def gone() -> None:
@@ -189,6 +192,11 @@ async def decode_upload(
         while (await request.receive())["type"] != "http.disconnect":
             pass
 
+    cancellation = None
+    if inference.decoders is not None:  # a worker can be killed; a thread cannot
+        from models.upload_decoding import Cancellation
+
+        cancellation = Cancellation()
     return await inference.decode(
         _load,
         inference.predictor,
@@ -196,8 +204,10 @@ async def decode_upload(
         display_size,
         max_pixels,
         inference.decoders,
+        cancellation,
         client=request.client.host if request.client else "",
         gone=gone,
+        cancel=cancellation.cancel if cancellation is not None else None,
     )
 
 
@@ -207,11 +217,12 @@ def _load(
     display_size: int,
     max_pixels: int | None,
     decoders: UploadDecoders | None,
+    cancellation: Cancellation | None = None,
 ) -> LoadedImage:
     from models.image_pipeline import InputSpec, load_for_model
 
     spec = InputSpec.of(predictor, display_size=display_size, max_pixels=max_pixels)
     # Beside a GPU the shrink runs there (a 2500 x 2048 DICOM: 17.6 -> 13.8 ms on an H200).
     if decoders is not None:
-        return decoders.load(upload.file, upload.name, spec, predictor.device)
+        return decoders.load(upload.file, upload.name, spec, predictor.device, cancellation)
     return load_for_model(upload.file, spec, filename=upload.name, device=predictor.device)

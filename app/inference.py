@@ -125,6 +125,34 @@ async def _acquire(slots: asyncio.Semaphore, gone: Callable[[], Awaitable[object
             slots.release()
 
 
+async def _unless_gone(
+    work: Awaitable[T], gone: Callable[[], Awaitable[object]], cancel: Callable[[], None]
+) -> T:
+    """`work`'s result, or `ClientGone` once `gone` returns (or fails) first, after `cancel`
+    stopped the work. Cancelled itself, it cancels the work too. Either way it returns only
+    once the work has ended, so the decode slot its caller holds is never freed early."""
+    from app.errors import ClientGone
+
+    task = asyncio.ensure_future(work)
+    watch = asyncio.ensure_future(gone())
+    left = False
+    try:
+        await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+        left = not task.done()
+    finally:
+        watch.cancel()
+        if not task.done():
+            cancel()  # the client has gone, or this request was cancelled
+            while not task.done():  # the worker is killed: the thread ends at once
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait({task})
+            if not task.cancelled():
+                task.exception()  # seen: the answer goes to nobody
+    if left:
+        raise ClientGone("the client closed its connection while its upload was decoded")
+    return task.result()
+
+
 class InferenceQueue:
     """Micro-batching front of a predictor; start() and stop() inside the event loop.
 
@@ -176,6 +204,7 @@ class InferenceQueue:
         *args: Any,
         client: str = "",
         gone: Callable[[], Awaitable[object]] | None = None,
+        cancel: Callable[[], None] | None = None,
     ) -> T:
         """Run `fn(*args)`, a full-resolution decode, in a worker thread once a slot is free.
 
@@ -185,13 +214,17 @@ class InferenceQueue:
         The wait is bounded too: at most `max_waiting` uploads wait, and `client` (when
         named) has at most `max_per_client` decoding or waiting (issue 42: 50 decode bombs
         from one client held image prediction for 25 minutes). An upload whose client has
-        gone (`gone` returned) while it waited is dropped undecoded. A cancelled request keeps
-        its slot until its thread is done (anyio waits for it). Once the decodes stop, the
-        memory they freed is handed back (`trim_when_idle`).
+        gone (`gone` returned) while it waited is dropped undecoded; with `cancel`, one
+        whose client goes while it decodes is stopped (`cancel` is called: it kills the
+        decoding worker), so a slow file whose sender leaves frees its slot at once rather
+        than at CXR_DECODE_TIMEOUT_S. A cancelled request keeps its slot until its thread
+        is done. Once the decodes stop, the memory they freed is handed back
+        (`trim_when_idle`).
 
         Raises:
             DecodeQueueFull: the queue, or this client's share of it, is full (503).
-            ClientGone: `gone` returned before a slot was free (499).
+            ClientGone: `gone` returned before a slot was free, or (with `cancel`) before
+                the decode ended (499).
         """
         from starlette.concurrency import run_in_threadpool
 
@@ -219,7 +252,9 @@ class InferenceQueue:
             finally:
                 self._waiting -= 1
             try:
-                return await run_in_threadpool(fn, *args)
+                if gone is None or cancel is None:
+                    return await run_in_threadpool(fn, *args)
+                return await _unless_gone(run_in_threadpool(fn, *args), gone, cancel)
             finally:
                 slots.release()
         finally:

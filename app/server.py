@@ -23,6 +23,12 @@ timed out for 80 s and the log grew 400 MB in 90 s. Here:
   slower than `min_send_rate` bytes a second once it has been written to for that long,
   is closed. Before, a client that pipelined requests for a large static file and never
   read held its connection, "busy with a request", for ever.
+- The response budget: what is written to a connection must have been read by its client
+  within `response_timeout_s` of the first byte of it (the count restarts with a request
+  that starts once everything before it was sent; pipelined requests share one budget).
+  A client reading just above the minimum rate held its connection for as long as its
+  responses lasted (16 x 1.5 MB pipelined at 128 KiB/s: over 3 minutes); now for at most
+  this long.
 - `BodyTimeoutMiddleware`: 408 when a request body stalls (no data for `idle_timeout_s`)
   or trickles below `min_rate` bytes a second.
 - `connection_budget`: raises the soft open-file limit to the hard one and sizes the
@@ -198,6 +204,7 @@ def guarded_protocol(
     max_connections: int,
     send_timeout_s: float = 30.0,
     min_send_rate: float = 0.0,
+    response_timeout_s: float = 0.0,
     max_head_bytes: int = MAX_HEAD_BYTES,
     max_pipelined: int = MAX_PIPELINED,
     health_reserve: int = HEALTH_RESERVE,
@@ -219,6 +226,11 @@ def guarded_protocol(
         min_send_rate: once a connection has been writing for `send_timeout_s`, its
             client must have read at least this many bytes a second of it on average
             (0: no minimum); checked whenever the write buffer fills.
+        response_timeout_s: what is written to a connection must have been read (its
+            write buffer empty) within this many seconds of its first byte, else the
+            connection is reset (0: no budget). Checked once that long after the first
+            write; a client that caught up by then, or a request that starts with
+            everything before it sent, starts afresh. Pipelined requests share one.
         max_head_bytes: a request head (request line and headers) larger than this is
             answered 431 and the connection closed. A head that is still incomplete is
             counted from the read after the one it began in, so it may grow by one read
@@ -236,6 +248,7 @@ def guarded_protocol(
         max_head_bytes=max_head_bytes,
         send_timeout_s=send_timeout_s,
         min_send_rate=min_send_rate,
+        response_timeout_s=response_timeout_s,
         max_pipelined=max_pipelined,
         health_reserve=health_reserve,
         timeout_408=_raw_response(
@@ -272,6 +285,7 @@ class _Guard:
     max_head_bytes: int
     send_timeout_s: float
     min_send_rate: float
+    response_timeout_s: float
     max_pipelined: int
     health_reserve: int
     timeout_408: bytes
@@ -301,17 +315,20 @@ class _Guard:
 
 class _CountingTransport:
     """A transport that counts the bytes written through it since `since` (for the send
-    rate): from the first write after the last `restart`."""
+    rate and the response budget): from the first write after the last `restart`, which
+    calls `on_first_write`."""
 
     def __init__(
         self,
         transport: asyncio.Transport,
         clock: Callable[[], float],
         on_close: Callable[[], None],
+        on_first_write: Callable[[], None],
     ) -> None:
         self._transport = transport
         self._clock = clock
         self._on_close = on_close
+        self._on_first_write = on_first_write
         self.written = 0
         self.since: float | None = None
 
@@ -322,12 +339,16 @@ class _CountingTransport:
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if self.since is None:
             self.since = self._clock()
+            self._on_first_write()
         self.written += len(data)
         self._transport.write(data)
 
-    def restart(self) -> None:
+    def restart(self) -> bool:
+        """Count afresh from the next write if everything written was sent; whether so."""
         if self._transport.get_write_buffer_size() == 0:
             self.written, self.since = 0, None
+            return True
+        return False
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._transport, name)
@@ -350,6 +371,7 @@ class _GuardedConnection(_ProtocolBase):
     _reserve_head: bytes | None = b""  # its first bytes, until its request line is in
     _counter: _CountingTransport
     _send_timer: asyncio.TimerHandle | None = None
+    _budget_timer: asyncio.TimerHandle | None = None
     _running: RequestResponseCycle | None = None  # the cycle being answered
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -369,7 +391,9 @@ class _GuardedConnection(_ProtocolBase):
                 self._refuse(transport)
                 return
         super().connection_made(transport)  # type: ignore[arg-type]
-        self._counter = _CountingTransport(self.transport, self.loop.time, self._closing)
+        self._counter = _CountingTransport(
+            self.transport, self.loop.time, self._closing, self._writing
+        )
         self.transport = self._counter  # type: ignore[assignment]
         self._await_head()
 
@@ -443,6 +467,11 @@ class _GuardedConnection(_ProtocolBase):
             # RFC 9112 3.2: a 1.1 request without Host gets 400 (h11 did so; llhttp
             # does not). Raised through the parser: uvicorn's 400 and close.
             raise _MissingHost
+        if not self._busy():
+            # A request that starts at once, with everything before it written out, has a
+            # response budget of its own (a keep-alive client that read each answer is not
+            # cut off by an earlier one's timer). Pipelined requests share one budget.
+            self._restart_counting()
         super().on_headers_complete()
         if self._busy():
             self._guard.idle.pop(self, None)
@@ -529,6 +558,27 @@ class _GuardedConnection(_ProtocolBase):
         if self._send_timer is None and self.transport.get_write_buffer_size() > 0:
             self._send_timer = self.loop.call_later(self._guard.send_timeout_s, self._send_timeout)
 
+    def _restart_counting(self) -> None:
+        # Everything written was sent: the read rate and the response budget start afresh.
+        if self._counter.restart() and self._budget_timer is not None:
+            self._budget_timer.cancel()
+            self._budget_timer = None
+
+    def _writing(self) -> None:
+        # The first write since the client last caught up: the response budget starts.
+        budget = self._guard.response_timeout_s
+        if budget and self._budget_timer is None:
+            self._budget_timer = self.loop.call_later(budget, self._response_timeout)
+
+    def _response_timeout(self) -> None:
+        self._budget_timer = None
+        if self._counter.restart():  # the client caught up: the next write starts afresh
+            return
+        self._abort(
+            "closed a connection whose client had not read its responses "
+            f"{self._guard.response_timeout_s:g} s after they began (CXR_RESPONSE_TIMEOUT_S)"
+        )
+
     def _send_timeout(self) -> None:
         # Also when closing: the buffer is still unwritten (or the timer would be off).
         self._send_timer = None
@@ -550,7 +600,7 @@ class _GuardedConnection(_ProtocolBase):
     def _await_head(self) -> None:
         self._guard.idle[self] = None
         self._guard.idle.move_to_end(self)
-        self._counter.restart()
+        self._restart_counting()
         self._cancel_head_timer()
         self._head_timer = self.loop.call_later(self._guard.header_timeout_s, self._head_timeout)
 
@@ -599,6 +649,9 @@ class _GuardedConnection(_ProtocolBase):
         if self._send_timer is not None:
             self._send_timer.cancel()
             self._send_timer = None
+        if self._budget_timer is not None:
+            self._budget_timer.cancel()
+            self._budget_timer = None
 
 
 # --- file descriptors ----------------------------------------------------------------------

@@ -268,6 +268,13 @@ class Settings(BaseSettings):
     listen_max_association_s: float = Field(
         default=3600.0, gt=0, description="`cxr listen`: abort an association open this long."
     )
+    listen_evict_quiet_s: float = Field(
+        default=10.0,
+        ge=0,
+        description="`cxr listen`: at the association cap, a new association aborts the "
+        "open one that has received no instance (C-STORE) for longest, if for at least "
+        "this long (keep-alive associations give way to senders with work).",
+    )
     listen_min_free_mb: float = Field(
         default=1024.0,
         ge=0,
@@ -304,6 +311,16 @@ class Settings(BaseSettings):
         description="Bytes a second a client must read of its responses on average once a "
         "connection has been writing for longer than CXR_SEND_TIMEOUT_S (closed below); 0: "
         "no minimum.",
+    )
+    response_timeout_s: float = Field(
+        default=120.0,
+        ge=0,
+        description="What the server writes to a connection must have been read by its "
+        "client within this many seconds of its first byte (the count restarts with a "
+        "request that starts once everything before it was sent; pipelined requests share "
+        "one budget), else the connection is reset; 0: no budget. At "
+        "CXR_SEND_MIN_RATE this is about 1.9 MB: a larger response (a big batch export) "
+        "needs a client that reads faster.",
     )
     max_connections: int = Field(
         default=1024,

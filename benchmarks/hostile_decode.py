@@ -12,6 +12,11 @@ per scan. Two scenarios, each run with the code of `--code` (default: this check
   `--bombs` bomb uploads are posted at once, each client giving up after `--give-up`
   seconds, and the real upload is sent again while they are queued: its time, the
   bombs' statuses, and the time until a third real upload answers at its normal speed.
+- `leave`: `cxr serve` with the demo model and one decode slot (CXR_MAX_CONCURRENT_DECODES
+  =1, CXR_DECODE_TIMEOUT_S=120). A slow upload that passes every check (16-bit noise as
+  JPEG 2000 lossless, `--slow-side` pixels a side: the decoder's worst content) is
+  posted by a client that gives up after 1.5 s; then a real upload is timed: it waits for
+  the abandoned decode unless that decode is stopped when its client leaves.
 
     nice -n 10 python benchmarks/hostile_decode.py                    # this checkout
     nice -n 10 python benchmarks/hostile_decode.py --code /work/base   # before
@@ -133,10 +138,41 @@ def scenario_service(
     return result
 
 
+def scenario_leave(code: Path, args: argparse.Namespace, paths: dict[str, Path]) -> dict[str, Any]:
+    from predict_memory import write_noise_j2k
+
+    real = paths["real"].read_bytes()
+    extra = {
+        "CXR_MODEL": str(ROOT / "models" / "configs" / "demo_phantoms.v3.pt"),
+        "CXR_MAX_CONCURRENT_DECODES": "1",
+        "CXR_DECODE_TIMEOUT_S": "120",
+    }
+    with tempfile.TemporaryDirectory(prefix="cxr-leave-") as tmp:
+        slow = write_noise_j2k(Path(tmp) / "slow.dcm", args.slow_side).read_bytes()
+        result: dict[str, Any] = {"slow_mb": round(len(slow) / 1e6, 1), "side": args.slow_side}
+        server = Server(code, Path(tmp), args.startup_timeout, extra)
+        try:
+            _post(server.port, real, 60)  # warm: the worker and the model
+            result["real_alone_s"] = round(_post(server.port, real, 60)[1], 3)
+            result["slow_alone"] = _post(server.port, slow, 300)
+            result["slow_alone"] = [result["slow_alone"][0], round(result["slow_alone"][1], 2)]
+            status, _ = _post(server.port, slow, 1.5)  # the client gives up while it decodes
+            result["left_status"] = status
+            status, seconds = _post(server.port, real, 300)
+            result["real_after_leave"] = [status, round(seconds, 2)]
+        finally:
+            server.stop()
+    return result
+
+
+SCENARIOS = {"file": scenario_file, "service": scenario_service, "leave": scenario_leave}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--code", type=Path, default=ROOT, help="checkout to run (PYTHONPATH)")
-    parser.add_argument("--only", choices=["file", "service"], action="append")
+    parser.add_argument("--only", choices=sorted(SCENARIOS), action="append")
+    parser.add_argument("--slow-side", type=int, default=5000, help="side of `leave`'s image")
     parser.add_argument("--repeats", type=int, default=3000, help="repeats of the bomb's scan")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds for `file`")
     parser.add_argument("--bombs", type=int, default=20, help="bomb uploads of `service`")
@@ -147,9 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     figures: dict[str, Any] = {"code": str(code)}
     with tempfile.TemporaryDirectory(prefix="cxr-bombs-") as tmp:
         paths = _inputs(Path(tmp), args.repeats)
-        for name in args.only or ["file", "service"]:
-            run = scenario_file if name == "file" else scenario_service
-            figures[name] = run(code, args, paths)
+        for name in args.only or list(SCENARIOS):
+            figures[name] = SCENARIOS[name](code, args, paths)
             sys.stdout.write(f"{name}: {json.dumps(figures[name], sort_keys=True)}\n")
             sys.stdout.flush()
     return 0

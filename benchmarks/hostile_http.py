@@ -27,6 +27,12 @@ peak RSS (VmHWM from /proc/<pid>/status) is that scenario's own:
   statuses and worst times.
 - `slowbody` (issue 42 M1): the same, with connections that send a 2 MB report body at
   1,400 bytes a second.
+- `trickle` (issue 42): one client under the connection cap pipelines `--trickle-requests`
+  (16, the pipelining cap) GETs of the 1.5 MB Swagger bundle and reads them at
+  `--trickle-rate` bytes a second (131,072: eight times CXR_SEND_MIN_RATE, and fast
+  enough that the write buffer moves before CXR_SEND_TIMEOUT_S on loopback, whose kernel
+  buffers hold megabytes) for at most `--trickle-seconds`: how long the server keeps the
+  connection, and how much of the 24 MB the client read.
 - `amplify`: small text, large answers: 256 reports of 3,900 characters repeating one
   finding (just under CXR_MAX_REPORT_CHARS_PER_REQUEST) to POST /v1/reports/label, and 100
   questions about a 99,000-character one to POST /v1/studies/ask: answer size per request
@@ -522,6 +528,44 @@ def _under_attack(code: Path, args: argparse.Namespace, kind: str) -> dict[str, 
     return result
 
 
+def scenario_trickle(code: Path, args: argparse.Namespace) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "rate": args.trickle_rate,
+        "requests": args.trickle_requests,
+        "wait_s": args.trickle_seconds,
+    }
+    with tempfile.TemporaryDirectory(prefix="cxr-hostile-") as tmp:
+        server = Server(code, Path(tmp), args.startup_timeout)
+        try:
+            sock = socket.socket()
+            sock.settimeout(5.0)
+            sock.connect(("127.0.0.1", server.port))
+            sock.sendall(DOCS_ASSET * args.trickle_requests)
+            start = time.monotonic()
+            got, closed = 0, False
+            step = 0.25
+            while time.monotonic() - start < args.trickle_seconds:
+                time.sleep(step)
+                try:
+                    chunk = sock.recv(int(args.trickle_rate * step))
+                except (ConnectionResetError, TimeoutError):
+                    closed = True
+                    break
+                if not chunk:
+                    closed = True
+                    break
+                got += len(chunk)
+            sock.close()
+            result.update(
+                closed_by_server=closed,
+                held_s=round(time.monotonic() - start, 1),
+                read_mb=round(got / 1e6, 2),
+            )
+        finally:
+            server.stop()
+    return result
+
+
 def scenario_slowread(code: Path, args: argparse.Namespace) -> dict[str, Any]:
     return _under_attack(code, args, "slowread")
 
@@ -538,6 +582,7 @@ SCENARIOS = {
     "amplify": scenario_amplify,
     "slowread": scenario_slowread,
     "slowbody": scenario_slowbody,
+    "trickle": scenario_trickle,
 }
 
 
@@ -554,6 +599,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--attackers", type=int, default=80, help="slowread/slowbody clients")
     parser.add_argument("--attack-cap", type=int, default=64, help="CXR_MAX_CONNECTIONS then")
     parser.add_argument("--attack-seconds", type=float, default=40.0)
+    parser.add_argument("--trickle-rate", type=float, default=131072.0, help="`trickle` B/s")
+    parser.add_argument("--trickle-requests", type=int, default=16)
+    parser.add_argument("--trickle-seconds", type=float, default=180.0)
     parser.add_argument("--startup-timeout", type=float, default=180.0)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)

@@ -12,6 +12,10 @@ prints one line per scenario:
   announces 200 and stay open (a slow handshake rather than a lying one).
 - keepalive: 10 associations from 127.0.0.2 each send a C-ECHO every 5 s; can a real
   sender from 127.0.0.1 associate within --wait seconds?
+- keepalive-many (issue 42 M2): 8 addresses (127.0.0.2-9) each open 4 associations (the
+  per-address cap), 32 in all against 32 slots, and send a C-ECHO on each every 5 s; a
+  real sender from 127.0.0.1 tries a C-ECHO every second for --wait seconds: when it is
+  first accepted, and how many of the 32 are still open at the end.
 - handshake-many (issue 42 M2): 10 addresses (127.0.0.2-11) each keep 4 connections that
   send 10 bytes of an A-ASSOCIATE-RQ announcing 200 and stall (reopened when closed), 40
   in all against 32 slots; a real sender from 127.0.0.1 tries a C-ECHO every second for
@@ -63,6 +67,7 @@ SCENARIOS = (
     "flood-stall",
     "flood-partial",
     "keepalive",
+    "keepalive-many",
     "handshake-many",
     "bombs",
     "store",
@@ -189,6 +194,52 @@ def _keepalive(port: int, wait: float) -> str:
     return (
         f"{len(held)} of 10 keep-alive associations from 127.0.0.2 held; real sender "
         f"(127.0.0.1) accepted {_seconds(result, wait)}"
+    )
+
+
+def _keepalive_many(port: int, wait: float) -> str:
+    stop = threading.Event()
+    held = []
+    for host in range(2, 10):
+        for _ in range(4):
+            ae = AE(ae_title="KEEPALIVE")
+            ae.add_requested_context(Verification)
+            ae.acse_timeout = ae.network_timeout = 10
+            bind = (f"127.0.0.{host}", 0)
+            assoc = ae.associate("127.0.0.1", port, ae_title="CXR", bind_address=bind)
+            if assoc.is_established:
+                held.append(assoc)
+
+    def ping() -> None:
+        while not stop.wait(5):
+            for assoc in held:
+                if assoc.is_established:
+                    assoc.send_c_echo()
+
+    pinger = threading.Thread(target=ping, daemon=True)
+    pinger.start()
+    began = time.monotonic()
+    first: float | None = None
+    accepted = tries = 0
+    try:
+        while time.monotonic() - began < wait:
+            tries += 1
+            if _echo(port) == "ok":
+                accepted += 1
+                if first is None:
+                    first = time.monotonic() - began
+            time.sleep(1.0)
+    finally:
+        stop.set()
+        pinger.join()
+        still = sum(a.is_established for a in held)
+        for assoc in held:
+            if assoc.is_established:
+                assoc.release()
+    return (
+        f"{len(held)} keep-alive associations from 8 addresses; real sender (127.0.0.1) "
+        f"first accepted {_seconds(first, wait)}, {accepted} of {tries} C-ECHOs accepted; "
+        f"{still} keep-alive associations still open at the end"
     )
 
 
@@ -368,6 +419,8 @@ def main() -> int:
                     line = _flood(port, args.wait, close=False, partial=True)
                 elif scenario == "keepalive":
                     line = _keepalive(port, args.wait)
+                elif scenario == "keepalive-many":
+                    line = _keepalive_many(port, args.wait)
                 elif scenario == "handshake-many":
                     line = _handshake_many(port, args.wait)
                 else:

@@ -18,6 +18,9 @@ Cases (--cases; default all):
   rescale16   a 7070 x 7070 16-bit uncompressed DICOM with Rescale Slope/Intercept and a
               window (100 MB, just under the default CXR_MAX_PIXELS), posted once
   j2k16       the same image as 16-bit JPEG 2000 lossless (pylibjpeg-openjpeg), posted once
+  j2knoise    12-bit noise as JPEG 2000 lossless, one per --noise-sides (noise hardly
+              compresses: the decoder's worst case per pixel), posted once; the status is
+              shown when the server refuses it
   concurrent  --concurrent (8) simultaneous posts of the rescale16 file
 
 A fresh process per case keeps the high-water marks apart. CXR_MAX_PIXELS is raised to
@@ -51,7 +54,7 @@ from typing import Any
 from bench_kit import dx_dataset, free_port, say
 
 ROOT = Path(__file__).resolve().parents[1]
-CASES = ("jpeg", "rescale16", "j2k16", "concurrent")
+CASES = ("jpeg", "rescale16", "j2k16", "concurrent", "j2knoise")
 
 
 def write_jpeg_dicom(path: Path, side: int) -> Path:
@@ -94,6 +97,20 @@ def write_16bit_dicom(path: Path, side: int, *, jpeg2000: bool = False) -> Path:
         ds.compress(JPEG2000Lossless, pixels, encoding_plugin="pylibjpeg")
     else:
         ds.PixelData = pixels.tobytes()
+    ds.save_as(path, enforce_file_format=True)
+    return path
+
+
+def write_noise_j2k(path: Path, side: int) -> Path:
+    """A side x side 12-bit DICOM of uniform noise (a radiograph's bit depth; it codes to
+    about 1.6 bytes a pixel, 80 MB at 50 megapixels, under CXR_MAX_UPLOAD_MB), JPEG 2000
+    lossless."""
+    import numpy as np
+    from pydicom.uid import JPEG2000Lossless
+
+    pixels = np.random.default_rng(0).integers(0, 4096, (side, side), dtype=np.uint16)
+    ds: Any = dx_dataset(side, side, bits=16, stored=12)
+    ds.compress(JPEG2000Lossless, pixels, encoding_plugin="pylibjpeg")
     ds.save_as(path, enforce_file_format=True)
     return path
 
@@ -208,6 +225,7 @@ def measure(
         idle = _status_kb(server.pid)["VmRSS"]
         workers_idle = _workers_kb(server.pid)["VmRSS"]
         data = dicom.read_bytes()
+        status = 200
         t0 = time.perf_counter()
         if concurrent > 1:
             errors: list[str] = []
@@ -227,7 +245,10 @@ def measure(
                 raise RuntimeError(f"{len(errors)} of {concurrent} requests failed: {errors[0]}")
             body: dict[str, object] = {}
         else:
-            body = _post(f"{base}/v1/images/predict", data)
+            try:
+                body = _post(f"{base}/v1/images/predict", data)
+            except urllib.error.HTTPError as exc:  # refused: the figures say what it cost
+                body, posts, status = {}, 1, exc.code
         seconds = time.perf_counter() - t0
         first = _status_kb(server.pid)
         workers = _workers_kb(server.pid)
@@ -256,10 +277,13 @@ def measure(
         # above their idle RSS; an older checkout decodes in the server and has none.
         "workers": (workers["VmHWM"] - workers_idle) / 1024,
         "workers_after": (workers_after - workers_idle) / 1024,
+        "status": float(status),
     }
 
 
 def _row(label: str, r: dict[str, float], posts: int) -> str:
+    if r.get("status", 200) != 200:
+        label = f"{label} ({r['status']:.0f})"
     second = f"{r['peak2']:>9.0f} {r['after2']:>9.0f}" if posts > 1 else f"{'-':>9} {'-':>9}"
     return (
         f"{label:<22} {r['file_mb']:>8.1f} {r['idle']:>7.0f} {r['peak']:>7.0f} "
@@ -275,6 +299,9 @@ def main() -> int:
     parser.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
     parser.add_argument("--sizes", type=int, nargs="+", default=[1024, 3000, 10000])
     parser.add_argument("--side16", type=int, default=7070, help="side of the 16-bit images")
+    parser.add_argument(
+        "--noise-sides", type=int, nargs="+", default=[7070, 5000], help="j2knoise sides"
+    )
     parser.add_argument("--concurrent", type=int, default=8, help="posts at once (concurrent)")
     parser.add_argument("--image-size", type=int, default=512, help="model input side")
     parser.add_argument("--code", type=Path, default=ROOT, help="checkout the server runs")
@@ -314,6 +341,12 @@ def main() -> int:
             j2k = write_16bit_dicom(work / f"j2k16-{side}.dcm", side, jpeg2000=True)
             r = measure(j2k, checkpoint, work, code, posts=1)
             say(_row(f"{side}x{side} 16-bit JPEG 2000", r, 1))
+        if "j2knoise" in args.cases:
+            for noise_side in args.noise_sides:
+                noise = write_noise_j2k(work / f"j2knoise-{noise_side}.dcm", noise_side)
+                r = measure(noise, checkpoint, work, code, posts=1)
+                say(_row(f"{noise_side}x{noise_side} noise J2K", r, 1))
+                noise.unlink()
     return 0
 
 

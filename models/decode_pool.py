@@ -8,7 +8,9 @@ failure and nothing else's:
 - `fn` raises: the item's result is `on_error(item, the exception)`;
 - the worker dies (a decoder crash, the kernel's OOM killer): the same with a
   `WorkerCrashed`, and a fresh worker takes its place;
-- the item runs past `timeout_s`: its worker is killed, the same with a `WorkerTimeout`.
+- the item runs past `timeout_s`: its worker is killed, the same with a `WorkerTimeout`;
+- the caller no longer wants it (`abandon`, from another thread): its worker is killed
+  and replaced, and `map` returns without its result.
 
 Workers start with the "forkserver" method: they are forked from a small clean process
 that has imported only the decoding modules, never from a parent holding CUDA, a model,
@@ -327,7 +329,10 @@ class DecodePool(Generic[T, R]):
             self._ctx.set_forkserver_preload(_PRELOAD)
         # `interrupt` writes here, waking a `map` that waits on its workers.
         self._interrupted = False
+        self._abandoned = False  # `abandon`: until `resume`
         self._wake_read, self._wake_write = os.pipe() if workers else (-1, -1)
+        if self._wake_read >= 0:
+            os.set_blocking(self._wake_read, False)
 
     def __enter__(self) -> DecodePool[T, R]:
         return self
@@ -353,9 +358,40 @@ class DecodePool(Generic[T, R]):
         workers abandoned (a caller closing the pool while one waits on a hung file);
         the pool then takes no more work. Call `close` after the mapping thread ended."""
         self._interrupted = True
+        self._wake()
+
+    def abandon(self) -> None:
+        """Make the `map` running in another thread return at once, its items abandoned
+        and their workers killed and replaced (the next `map` gets fresh ones); a `map`
+        that starts before `resume` returns at once too.
+
+        For a caller whose item is no longer wanted while it decodes (an upload whose
+        client has gone): the decode stops at once instead of running on to `timeout_s`.
+        Unlike `interrupt`, the pool stays usable: call `resume` once the mapping thread
+        has returned.
+        """
+        self._abandoned = True
+        for w in list(self._workers):
+            if w.task is not None:
+                with contextlib.suppress(OSError, ValueError, AttributeError):
+                    w.process.kill()
+        self._wake()
+
+    def resume(self) -> None:
+        """Take work again after `abandon` (call it once the abandoned `map` returned)."""
+        self._abandoned = False
+        self._drain_wake()
+
+    def _wake(self) -> None:
         if self._wake_write >= 0:
             with contextlib.suppress(OSError):
                 os.write(self._wake_write, b"x")
+
+    def _drain_wake(self) -> None:
+        if self._wake_read >= 0:
+            with contextlib.suppress(OSError):
+                while os.read(self._wake_read, 64):
+                    pass
 
     def close(self) -> None:
         """Stop the workers (idempotent)."""
@@ -389,6 +425,10 @@ class DecodePool(Generic[T, R]):
             return
         while len(self._workers) < self._n:
             self._workers.append(self._start())
+        for i, w in enumerate(self._workers):  # killed idle (by `abandon`): replace it
+            if w.task is None and not w.process.is_alive():
+                w.conn.close()
+                self._workers[i] = self._start(w.slot)
         source = iter(enumerate(items))
         given: dict[int, T] = {}
         done: dict[int, R] = {}
@@ -396,7 +436,7 @@ class DecodePool(Generic[T, R]):
         following = 0  # index of the next result to yield
         upcoming = 0  # index of the next item to hand out
         try:
-            while not self._interrupted:
+            while not self._interrupted and not self._abandoned:
                 # Hand out work while workers are idle and the window allows it.
                 for w in self._workers:
                     if w.task is not None or exhausted:
@@ -446,10 +486,13 @@ class DecodePool(Generic[T, R]):
             by_handle[w.conn] = by_handle[w.process.sentinel] = w
             handles += [w.conn, w.process.sentinel]
         ready = wait(handles, timeout=wait_s)
-        if self._interrupted:
+        if self._interrupted or self._abandoned:
             return
         handled: set[int] = set()
         for handle in ready:
+            if handle == self._wake_read:  # a stale wake-up (an `abandon` after its map)
+                self._drain_wake()
+                continue
             w = by_handle[handle]
             if id(w) in handled or w.task is None:
                 continue

@@ -35,6 +35,7 @@ from models.errors import (
     UnsupportedImageError,
     UnsupportedTransferSyntax,
 )
+from models.j2k_header import check_codestream, read_main_header
 from models.jpeg_scans import check_scans
 from models.stored_pixels import StoredPixels
 
@@ -562,7 +563,7 @@ def _decoded(
         )
     _check_pixel_module(name, ds, meta)
     _check_native_length(name, ds, meta)
-    _check_codestream_size(name, ds, meta)
+    _check_codestream_size(name, ds, meta, max_pixels)
     if photometric.startswith("MONOCHROME"):
         _check_luts(name, ds)
     pixels = _decode(name, ds)
@@ -627,8 +628,12 @@ _ITEM_TAG = b"\xfe\xff\x00\xe0"
 _SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC} | {0xF7}
 
 
-def _check_codestream_size(name: str, ds: Any, meta: ImageMeta) -> None:
-    """Compare the size in the JPEG/JPEG 2000 frame header with Rows x Columns, undecoded.
+def _check_codestream_size(
+    name: str, ds: Any, meta: ImageMeta, max_pixels: int | None = None
+) -> None:
+    """Compare the size in the JPEG/JPEG 2000 frame header with Rows x Columns, undecoded,
+    and refuse a JPEG whose scans repeat (`models.jpeg_scans`) or a JPEG 2000 codestream
+    whose structure or decode memory is implausible (`models.j2k_header`).
 
     The decoders allocate what the codestream announces, so a header that says 64x64 over a
     10000x10000 JPEG would slip past `check_dimensions` and the pixel limit.
@@ -658,6 +663,14 @@ def _check_codestream_size(name: str, ds: Any, meta: ImageMeta) -> None:
     if tsuid in _JPEG_SYNTAXES:
         frames = _int(name, ds, "NumberOfFrames", 1) or 1
         check_scans(name, b"".join(_fragments(ds.PixelData)), frames=frames)
+        return
+    header = read_main_header(fragment)
+    if header is None:
+        raise InvalidDicomError(
+            f"{name}: the JPEG 2000 main header (SIZ, COD) is missing or cut off; the file "
+            "is corrupt. Re-export it."
+        )
+    check_codestream(name, header, len(ds.PixelData), max_pixels)
 
 
 def _first_fragment(pixel_data: bytes, limit: int = 1 << 20) -> bytes | None:

@@ -12,14 +12,19 @@ service's own threads.
 Decoded in the service's own process, an upload that crashed a codec (a signal in a C
 decoder) took the service down with every request in flight, and one that hung its decoder
 held a decode slot for good: two of them, and no image could be predicted until a restart.
+
+A decode nobody waits for any more (its client has gone) is stopped through a
+`Cancellation`: its worker is killed and replaced, so a slow codestream whose sender
+disconnects frees its slot at once instead of at the time limit.
 """
 
 from __future__ import annotations
 
 import contextlib
 import queue
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, BinaryIO
 
 from models.decode_pool import DecodePool, named_failure
@@ -36,7 +41,7 @@ from models.image_pipeline import (
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["UploadDecoders"]
+__all__ = ["Cancellation", "DecodeCancelled", "UploadDecoders"]
 
 UploadResult = LoadedImage | ReadImage | Exception
 
@@ -44,6 +49,46 @@ UploadResult = LoadedImage | ReadImage | Exception
 def _failure(task: UploadTask, exc: Exception) -> Exception:
     """A worker's crash or timeout as the upload's own image error (422), by its name."""
     return named_failure(task[1], exc)
+
+
+class DecodeCancelled(RuntimeError):
+    """The upload's decode was stopped through its `Cancellation` (nobody wants it)."""
+
+
+class Cancellation:
+    """Lets another thread stop one upload's decode (`UploadDecoders.load(cancel=...)`).
+
+    `cancel()` kills the worker decoding the upload (it is replaced: `DecodePool.abandon`),
+    or, called before the decode began, keeps it from starting; `load` then raises
+    `DecodeCancelled`.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pool: DecodePool[UploadTask, UploadResult] | None = None
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        """Stop the decode now (idempotent; after the decode ended, nothing happens)."""
+        with self._lock:
+            self.cancelled = True
+            if self._pool is not None:
+                self._pool.abandon()
+
+    @contextlib.contextmanager
+    def running_in(self, pool: DecodePool[UploadTask, UploadResult], name: str) -> Iterator[None]:
+        """While the block runs, `cancel` kills `pool`'s busy worker."""
+        with self._lock:
+            if self.cancelled:
+                raise DecodeCancelled(f"{name}: not decoded, it was cancelled")
+            self._pool = pool
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._pool = None
+                if self.cancelled:
+                    pool.resume()
 
 
 class UploadDecoders:
@@ -75,20 +120,35 @@ class UploadDecoders:
         for pool in self._pools:
             self._free.put(pool)
 
-    def load(self, file: BinaryIO, name: str, spec: InputSpec, device: torch.device) -> LoadedImage:
+    def load(
+        self,
+        file: BinaryIO,
+        name: str,
+        spec: InputSpec,
+        device: torch.device,
+        cancel: Cancellation | None = None,
+    ) -> LoadedImage:
         """Decode, fit and make the display copy of an open upload, as `load_for_model`
         does (blocking: call it from a thread holding a decode slot).
+
+        Args:
+            cancel: stops the decode from another thread (its worker is killed).
 
         Raises:
             ImageError: (a subclass) the upload is unreadable, unsupported or too large;
                 `DecoderFailedError`: its decoder crashed or ran past the time limit.
+            DecodeCancelled: `cancel` stopped it.
         """
         on_device = device.type == "cuda"  # fitted where `load_for_model` fits it
         pool = self._take(name)
+        task = (OpenFile(file.fileno()), name, spec, not on_device)
         try:
-            results = list(pool.map([(OpenFile(file.fileno()), name, spec, not on_device)]))
+            with cancel.running_in(pool, name) if cancel else contextlib.nullcontext():
+                results = list(pool.map([task]))
         finally:
             self._free.put(pool)
+        if cancel is not None and cancel.cancelled:
+            raise DecodeCancelled(f"{name}: its decode was stopped, nobody waits for it")
         if not results:  # `close` interrupted it
             raise RuntimeError(f"{name}: not decoded, the service is stopping")
         (result,) = results

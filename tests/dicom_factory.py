@@ -207,3 +207,34 @@ def jpeg_dicom(jpeg: bytes, rows: int, columns: int) -> Dataset:
     ds.PixelData = encapsulate([jpeg])
     ds["PixelData"].VR = "OB"
     return ds
+
+
+def j2k_codestream(pixels: np.ndarray, **options: Any) -> bytes:
+    """A lossless JPEG 2000 codestream (no JP2 wrapper) of 16-bit grey `pixels`, encoded by
+    Pillow's OpenJPEG with its `options` (tile_size, num_resolutions, ...)."""
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(np.asarray(pixels, np.uint16)).save(
+        buffer, format="JPEG2000", no_jp2=True, **options
+    )
+    return buffer.getvalue()
+
+
+def j2k_dicom(codestream: bytes, rows: int, columns: int, bits_stored: int = 16) -> Dataset:
+    """A DX dataset whose Pixel Data is `codestream`, under JPEG 2000 Lossless."""
+    from pydicom.encaps import encapsulate
+    from pydicom.uid import JPEG2000Lossless
+
+    ds = build_dataset()
+    ds.file_meta.TransferSyntaxUID = JPEG2000Lossless
+    ds.Rows, ds.Columns = rows, columns
+    ds.SamplesPerPixel = 1
+    ds.PhotometricInterpretation = "MONOCHROME2"
+    ds.BitsAllocated = 16
+    ds.BitsStored = bits_stored
+    ds.HighBit = bits_stored - 1
+    ds.PixelRepresentation = 0
+    ds.PixelData = encapsulate([codestream])
+    ds["PixelData"].VR = "OB"
+    return ds

@@ -149,6 +149,13 @@ def _add_limit_arguments(p: argparse.ArgumentParser) -> None:
         help="abort an association open this long (CXR_LISTEN_MAX_ASSOCIATION_S, 3600)",
     )
     limits.add_argument(
+        "--evict-quiet-after",
+        type=float,
+        metavar="S",
+        help="at the association cap, abort the association that has received no instance "
+        "for longest, if for at least this long, for a new one (CXR_LISTEN_EVICT_QUIET_S, 10)",
+    )
+    limits.add_argument(
         "--min-free-mb",
         type=float,
         metavar="MB",
@@ -239,5 +246,6 @@ def _listener_limits(args: argparse.Namespace, settings: Settings) -> ListenerLi
         association_timeout_s=pick(args.association_timeout, settings.listen_association_timeout_s),
         idle_timeout_s=pick(args.idle_timeout, settings.listen_idle_timeout_s),
         max_association_s=pick(args.max_association_duration, settings.listen_max_association_s),
+        evict_quiet_s=pick(args.evict_quiet_after, settings.listen_evict_quiet_s),
         min_free_bytes=int(pick(args.min_free_mb, settings.listen_min_free_mb) * 1024 * 1024),
     )

@@ -126,6 +126,7 @@ def _serve(args: argparse.Namespace) -> int:
                 max_connections=budget.max_connections,
                 send_timeout_s=settings.send_timeout_s,
                 min_send_rate=settings.send_min_rate,
+                response_timeout_s=settings.response_timeout_s,
             ),
             backlog=budget.backlog,
         )

@@ -13,7 +13,8 @@ pynetdicom's acceptor trusts its peer in four places (issue 18, measured at 3.0.
    `STORE_RECV_CHUNKED_DATASET`, in a temporary file) without limit, and a temporary file
    is left behind when the association ends half-way.
 4. Duration. An association that sends a C-ECHO now and then is never idle, so ten of
-   them blocked every other sender indefinitely.
+   them blocked every other sender indefinitely (issue 42: from eight addresses, four
+   each, they filled all 32 slots for the hour an association may last).
 
 This module closes them in front of pynetdicom, in the network layer, where a DICOM
 server such as Orthanc or dcm4chee keeps its own limits:
@@ -31,7 +32,10 @@ server such as Orthanc or dcm4chee keeps its own limits:
   stalls or lies about the length never reaches pynetdicom's slot count and its thread
   ends when it closes or at the deadline. The handler then waits for the association and
   aborts it after `max_association_s`, and deletes what a half-received C-STORE left on
-  disk.
+  disk. When every association slot is taken, a new association aborts the open one
+  that has gone longest without receiving an instance (C-STORE), if that is at least
+  `evict_quiet_s`: keep-alive associations (C-ECHO only) hold a slot only while no one
+  else needs it, as `cxr serve` closes its longest idle connection at its cap.
 - `_LimitedSocket`, the association's socket, checks each PDU header before reading the
   PDU: a P-DATA-TF longer than the `max_pdu` we advertised (PS3.8 9.3.1: the peer must not
   send more) or another PDU longer than `MAX_CONTROL_PDU` aborts the association at once,
@@ -127,8 +131,14 @@ class ListenerLimits:
         max_association_s: an association open this long is aborted. Default one hour:
             longer than any legitimate push a listener for chest radiographs receives (a
             PACS may send a day's backlog over one association), short enough that a
-            stuck or keep-alive association does not hold a slot for days. The per-host cap
-            is what keeps keep-alive associations from starving other senders.
+            stuck or keep-alive association does not hold a slot for days.
+        evict_quiet_s: at the association cap, a new association aborts the one that has
+            received no instance (C-STORE) for longest, if for at least this long (from
+            its start when it never sent one). Default 10 s: a sender pushing a study
+            sends its next instance within a fraction of that, while an association kept
+            open with C-ECHOs only, or idle between exams, gives its slot to a sender
+            with work. With the per-host cap, this is what keeps keep-alive
+            associations from many addresses from starving other senders.
         min_free_bytes: an instance is refused (0xA700, out of resources: the sender
             retries later) while the inbox's file system has less than this free. Default
             1 GiB, so a sender faster than the model, or a flood, stops short of filling the
@@ -145,6 +155,7 @@ class ListenerLimits:
     association_timeout_s: float = 10.0
     idle_timeout_s: float = 60.0
     max_association_s: float = 3600.0
+    evict_quiet_s: float = 10.0
     min_free_bytes: int = 1024 * 1024 * 1024
 
     def __post_init__(self) -> None:
@@ -156,6 +167,7 @@ class ListenerLimits:
             ("--association-timeout", self.association_timeout_s, 0.1, 600),
             ("--idle-timeout", self.idle_timeout_s, 0.1, 86_400),
             ("--max-association-duration", self.max_association_s, 0.1, 7 * 86_400),
+            ("--evict-quiet-after", self.evict_quiet_s, 0, 7 * 86_400),
             ("--min-free-mb (bytes)", self.min_free_bytes, 0, 2**50),
         ]
         for flag, value, low, high in checks:
@@ -402,6 +414,8 @@ class _LimitedSocket(AssociationSocket):
         self._dataset_limit = MAX_OTHER_DATASET
         self._dataset_bytes = 0
         self._refused = False
+        # When this association last received part of an instance (C-STORE), or began.
+        self.last_store = time.monotonic()
 
     @property
     def ready(self) -> bool:
@@ -471,6 +485,8 @@ class _LimitedSocket(AssociationSocket):
                 if header & 2:  # last one: a C-STORE-RQ may carry a large dataset
                     field = _command_field(bytes(self._command))
                     store = field == _C_STORE_RQ
+                    if store:
+                        self.last_store = time.monotonic()
                     self._dataset_limit = (
                         self._server.limits.max_dataset_bytes if store else MAX_OTHER_DATASET
                     )
@@ -478,6 +494,8 @@ class _LimitedSocket(AssociationSocket):
                     self._dataset_bytes = 0
             else:
                 self._dataset_bytes += size
+                if self._dataset_limit != MAX_OTHER_DATASET:  # a C-STORE's dataset
+                    self.last_store = time.monotonic()
                 if self._dataset_bytes > self._dataset_limit:
                     return (
                         f"a dataset over {self._dataset_limit:,} bytes "
@@ -548,6 +566,7 @@ class _GuardedRequestHandler(RequestHandler):
                 return
             stage = "associated"
             assoc = self._create_guarded_association(sock, request, peer)
+            server.opened(peer, sock, assoc)
             evt.trigger(assoc, evt.EVT_CONN_OPEN, {"address": self.client_address})
             assoc.start()
             assoc.join(server.limits.max_association_s)
@@ -629,6 +648,9 @@ class GuardedAssociationServer(ThreadedAssociationServer):
         self._handshakes: OrderedDict[socket.socket, str] = OrderedDict()
         self._handshakes_per_host: Counter[str] = Counter()
         self._associated = 0
+        # Open associations, and those aborted for a newer one (their slot given already).
+        self._open: dict[socket.socket, tuple[str, Association]] = {}
+        self._evicted: set[socket.socket] = set()
         self._warned: dict[str, tuple[float, int]] = {}
         # Refused connections drained at once (each for up to _DRAIN_S); more are closed
         # without the drain, so a flood of refusals cannot pile up threads.
@@ -702,27 +724,72 @@ class GuardedAssociationServer(ThreadedAssociationServer):
         return None
 
     def promote(self, peer: str, sock: socket.socket) -> str | None:
-        """Turn `peer`'s handshake slot into an association slot; the refusal, or None."""
+        """Turn `peer`'s handshake slot into an association slot; the refusal, or None.
+
+        At the association cap, the open association that has received no instance for
+        longest gives its slot, if for at least `evict_quiet_s` (it is aborted)."""
+        evicted: tuple[str, Association] | None = None
         with self._slots_lock:
             if sock not in self._handshakes:
                 return "its handshake slot was given to a newer connection"
             if self._associated >= self.limits.max_associations:
-                return (
-                    f"{self._associated} associations already open "
-                    f"(--max-associations {self.limits.max_associations})"
-                )
+                evicted = self._quietest()
+                if evicted is None:
+                    return (
+                        f"{self._associated} associations already open, none quiet for "
+                        f"{self.limits.evict_quiet_s:g} s "
+                        f"(--max-associations {self.limits.max_associations})"
+                    )
             del self._handshakes[sock]
             self._handshakes_per_host[peer] -= 1
             if self._handshakes_per_host[peer] <= 0:
                 del self._handshakes_per_host[peer]
             self._associated += 1
+        if evicted is not None:
+            other, assoc = evicted
+            self.warn(
+                other,
+                "association from %s aborted: %s",
+                "every association slot was taken and it had received no instance for "
+                f"longest (at least {self.limits.evict_quiet_s:g} s, --evict-quiet-after)",
+            )
+            self.report("aborted")
+            # Aborted from a thread of its own: A-ABORT waits for pynetdicom's reactor.
+            threading.Thread(target=assoc.abort, name="cxr-listen-evict", daemon=True).start()
         return None
+
+    def _quietest(self) -> tuple[str, Association] | None:
+        """Under the lock: take the open association quiet longest (at least
+        `evict_quiet_s`) off the count, or None."""
+        now = time.monotonic()
+        best: tuple[float, socket.socket] | None = None
+        for sock, (_, assoc) in self._open.items():
+            wrapper = assoc.dul.socket
+            last = getattr(wrapper, "last_store", now)
+            if now - last >= self.limits.evict_quiet_s and (best is None or last < best[0]):
+                best = (last, sock)
+        if best is None:
+            return None
+        sock = best[1]
+        self._evicted.add(sock)
+        self._associated -= 1
+        return self._open.pop(sock)
+
+    def opened(self, peer: str, sock: socket.socket, assoc: Association) -> None:
+        """Record `peer`'s association on `sock` (promoted), a candidate to give its slot
+        at the cap."""
+        with self._slots_lock:
+            self._open[sock] = (peer, assoc)
 
     def release(self, peer: str, stage: str, sock: socket.socket) -> None:
         """Give back `peer`'s slot, handshake or association, when its connection ends."""
         with self._slots_lock:
             if stage == "associated":
-                self._associated -= 1
+                if sock in self._evicted:  # its slot was given to a newer one already
+                    self._evicted.discard(sock)
+                else:
+                    self._associated -= 1
+                self._open.pop(sock, None)
             else:
                 self._handshakes.pop(sock, None)  # gone already if it was closed for another
                 self._handshakes_per_host[peer] -= 1

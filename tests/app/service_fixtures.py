@@ -92,6 +92,7 @@ class LiveServer:
             max_connections=settings.max_connections,
             send_timeout_s=settings.send_timeout_s,
             min_send_rate=settings.send_min_rate,
+            response_timeout_s=settings.response_timeout_s,
         )
         self.app = create_app(settings, predictor=predictor)
         config = uvicorn.Config(

@@ -22,6 +22,7 @@ def test_listener_limits_validate_and_match_the_settings_defaults() -> None:
     assert defaults.association_timeout_s == settings.listen_association_timeout_s
     assert defaults.idle_timeout_s == settings.listen_idle_timeout_s
     assert defaults.max_association_s == settings.listen_max_association_s
+    assert defaults.evict_quiet_s == settings.listen_evict_quiet_s
     assert defaults.min_free_bytes == settings.listen_min_free_mb * 1024 * 1024
     with pytest.raises(ValueError, match="--max-pdu 0: must be between 4096"):
         ListenerLimits(max_pdu=0)

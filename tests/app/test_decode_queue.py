@@ -129,3 +129,65 @@ def test_waiting_uploads_are_bounded(
         for sock in (running, waiting):
             with sock:
                 assert _status(sock)[0] == 200
+
+
+def _send_named_upload(port: int, name: str, route: str = "predict") -> socket.socket:
+    """POST a multipart upload sent under `name` to an image route (`predict` or `ask`)
+    on a raw socket; return it unanswered."""
+    body = dx_bytes()
+    boundary = b"cxrtestboundary"
+    question = b""
+    if route == "ask":
+        question = (
+            b"--" + boundary + b'\r\nContent-Disposition: form-data; name="question"\r\n\r\n'
+            b"Is there an effusion?\r\n"
+        )
+    form = question + (
+        b"--" + boundary + b"\r\n"
+        b'Content-Disposition: form-data; name="file"; filename="' + name.encode() + b'"\r\n'
+        b"Content-Type: application/dicom\r\n\r\n" + body + b"\r\n--" + boundary + b"--\r\n"
+    )
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    sock.sendall(
+        ("POST /v1/images/predict" if route == "predict" else "POST /v1/studies/ask").encode()
+        + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: multipart/form-data; boundary="
+        + boundary
+        + b"\r\n"
+        + f"Content-Length: {len(form)}\r\n\r\n".encode()
+        + form
+    )
+    return sock
+
+
+@pytest.mark.parametrize("route", ["predict", "ask"])
+def test_a_running_decode_whose_client_left_is_stopped(
+    make_settings: Callable[..., Settings], demo_predictor: Any, route: str
+) -> None:
+    """A decode that would run for a minute (a worker that hangs, as a slow codestream
+    would) is killed once its client disconnects: its slot serves the next upload within
+    seconds, not at CXR_DECODE_TIMEOUT_S."""
+    from troubled_decoder import troubled_upload_load
+
+    from models.upload_decoding import UploadDecoders
+
+    settings = make_settings(
+        max_concurrent_decodes=1, decode_in_workers=True, decode_timeout_s=120.0,
+        run_batch_jobs=False,
+    )  # fmt: skip
+    with LiveServer(settings, predictor=demo_predictor) as live:
+        inference = live.app.state.cxr.inference
+        inference.decoders.close()
+        inference.decoders = UploadDecoders(1, timeout_s=120.0, fn=troubled_upload_load)
+        hung = _send_named_upload(live.port, "hang.dcm", route)
+        _until(lambda: inference._decoding == 1 and inference._waiting == 0)
+        time.sleep(0.5)  # the worker is decoding (sleeping) now
+        start = time.monotonic()
+        hung.close()  # the client gives up
+        _until(lambda: inference._decoding == 0, seconds=10)
+        freed = time.monotonic() - start
+        with _send_named_upload(live.port, "chest.dcm", route) as real:
+            assert _status(real)[0] == 200
+        answered = time.monotonic() - start
+    assert freed < 5, f"the slot was freed {freed:.1f} s after the client left"
+    assert answered < 20, f"the next upload was answered {answered:.1f} s after"

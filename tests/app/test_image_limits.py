@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from dicom_factory import jpeg_dicom, scan_bomb_jpeg
+from dicom_factory import j2k_codestream, j2k_dicom, jpeg_dicom, scan_bomb_jpeg
 from fastapi.testclient import TestClient
 from pydicom.dataset import Dataset
 from pydicom.encaps import encapsulate
@@ -184,3 +184,17 @@ def test_predict_refuses_a_jpeg_scan_bomb_before_decoding(client: TestClient) ->
         assert response.json()["error"] == "ImageTooComplexError"
         assert "decode-time bomb" in response.json()["detail"]
         assert time.perf_counter() - start < 2.0
+
+
+@pytest.mark.issue(42)
+def test_predict_refuses_a_jpeg_2000_codestream_of_tiny_tiles_before_decoding(
+    client: TestClient,
+) -> None:
+    pixels = (np.add.outer(np.arange(2048), np.arange(2048)) % 4096).astype(np.uint16)
+    body = to_bytes(j2k_dicom(j2k_codestream(pixels, tile_size=(16, 16)), 2048, 2048))
+    start = time.perf_counter()
+    response = client.post("/v1/images/predict", content=body, headers=DICOM)
+    assert response.status_code == 413, response.text
+    assert response.json()["error"] == "ImageTooComplexError"
+    assert "16,384 tiles" in response.json()["detail"]
+    assert time.perf_counter() - start < 2.0

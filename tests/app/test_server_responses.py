@@ -10,11 +10,13 @@ without bound, and when every connection was busy `/healthz` got 503 like the re
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from service_fixtures import free_port
@@ -100,20 +102,29 @@ def _closed_within(sock: socket.socket, seconds: float) -> float | None:
     return None
 
 
+LIMITS = {
+    "header_timeout_s": 5,
+    "max_connections": 4,
+    "send_timeout_s": 1.0,
+    "min_send_rate": 200_000,
+    "max_pipelined": 4,
+    "health_reserve": 2,
+}
+
+
 @pytest.fixture
 def served() -> Iterator[Served]:
+    with _serve(**LIMITS) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def _serve(**limits: Any) -> Iterator[Served]:
     import uvicorn
 
     app = ToyApp()
     port = free_port()
-    protocol = guarded_protocol(
-        header_timeout_s=5,
-        max_connections=4,
-        send_timeout_s=1.0,
-        min_send_rate=200_000,
-        max_pipelined=4,
-        health_reserve=2,
-    )
+    protocol = guarded_protocol(**limits)
     config = uvicorn.Config(
         app, host="127.0.0.1", port=port, http=protocol, log_level="warning", lifespan="off"
     )
@@ -217,3 +228,40 @@ def test_guarded_protocol_keeps_connections_for_the_health_check(served: Served)
         served.release_slow()
         for sock in busy:
             sock.close()
+
+
+def test_guarded_protocol_closes_a_reader_above_the_minimum_rate_at_its_response_budget() -> None:
+    """A client that reads fast enough for the minimum rate but would take about 14 s for
+    its 4 MB answer is closed at the 3 s response budget; a client that reads at once
+    gets the whole answer, and its next request starts a budget of its own."""
+    limits = {**LIMITS, "send_timeout_s": 15.0, "min_send_rate": 1000, "response_timeout_s": 3.0}
+    with _serve(**limits) as served:
+        with served.connect(rcvbuf=4096) as sock:
+            sock.sendall(b"GET /big HTTP/1.1\r\nHost: t\r\n\r\n")
+            got = 0
+            start = time.monotonic()
+            try:
+                while time.monotonic() - start < 20:
+                    chunk = sock.recv(4096)
+                    if not chunk:
+                        break
+                    got += len(chunk)
+                    time.sleep(0.01)  # at most 400 KB/s: about 10 s for the answer
+            except ConnectionResetError:
+                pass
+            waited = time.monotonic() - start
+        assert got < BIG and 2.5 < waited < 8, (got, waited)
+        with served.connect(rcvbuf=65536) as sock:
+            # 3 x 4 MB on one connection, each read within its budget, the three in more
+            # than one budget: the last one slowly, at about 2 MB/s.
+            start = time.monotonic()
+            for pace in (0.0, 0.0, 0.03):
+                sock.sendall(b"GET /big HTTP/1.1\r\nHost: t\r\n\r\n")
+                data = b""
+                while len(data) < BIG:
+                    chunk = sock.recv(65536)
+                    assert chunk, (len(data), time.monotonic() - start)
+                    data += chunk
+                    time.sleep(pace)
+                time.sleep(1.4)
+            assert time.monotonic() - start > 3.0

@@ -60,6 +60,28 @@ def test_pool_interrupt_ends_a_map_waiting_on_a_hung_item_at_once() -> None:
     assert got == [0]  # what came before; the rest is abandoned
 
 
+@pytest.mark.issue(42)
+def test_pool_abandon_stops_a_hung_item_and_the_pool_goes_on() -> None:
+    """An item nobody wants any more (an upload whose client left) stops at once, not at
+    the time limit, and the pool serves the next map with a fresh worker; an `abandon`
+    that comes before the map hands out its item stops it as well."""
+    got: list[object] = []
+    with DecodePool(_work, workers=1, on_error=_why, timeout_s=60) as pool:
+        mapping = threading.Thread(target=lambda: got.extend(pool.map([5])))
+        mapping.start()
+        time.sleep(1.0)  # item 5 hangs its worker
+        began = time.monotonic()
+        pool.abandon()
+        mapping.join(10)
+        assert not mapping.is_alive() and time.monotonic() - began < 3
+        pool.resume()
+        assert got == [] and list(pool.map([1, 2])) == [10, 20]
+        pool.abandon()  # before the map: it takes nothing
+        assert list(pool.map([5])) == []
+        pool.resume()
+        assert list(pool.map([4])) == [40]
+
+
 def test_pool_closed_and_used_again_starts_fresh_workers() -> None:
     pool = DecodePool(_double, workers=1, on_error=_why)
     assert list(pool.map([1, 2])) == [2, 4]
