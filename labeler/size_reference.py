@@ -48,8 +48,8 @@ def sizes_referred_back(
         return out
     named = {m.sentence_start for m in out}
     for (before, _), (s, e) in zip(sentences, sentences[1:], strict=False):
-        if s in named:
-            continue  # the sentence names its own finding: its size is that one's
+        if s in named or not any(c.isdigit() for c in text[s:e]):
+            continue  # it names its own finding (the size is that one's), or states no size
         sentence = text[s:e]
         lead = sentence[_LEAD.match(sentence).end() :].lower()  # type: ignore[union-attr]
         if not any(lead == w or lead.startswith(w + " ") for w in starts):
