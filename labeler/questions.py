@@ -134,6 +134,8 @@ class QuestionPatterns:
     dominance_patterns: tuple[re.Pattern[str], ...] = ()
     #: findings of which there is one on each side at most (a pleural effusion)
     one_per_side: frozenset[str] = frozenset()
+    #: words that offer a finding as one of two readings ("X or Y", "X and/or Y")
+    alternatives: frozenset[str] = frozenset()
 
 
 def _entries(name: str, data: object, key: str, *, values: bool = False) -> tuple[_Entry, ...]:
@@ -236,6 +238,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         dominance_comparatives=dominance[1],
         dominance_patterns=dominance[2],
         one_per_side=frozenset(str(w) for w in data.get("one_per_side") or ()),
+        alternatives=frozenset(str(w).lower() for w in data.get("alternatives") or ()),
     )
 
 
@@ -1241,7 +1244,30 @@ def answer_from_report(
         target = _label_target(label, report, keys)
         if report.report_findings:
             target = _with_findings_attributes(target, report.report_findings)
+    if (
+        target.status == "positive"
+        and target.deciding
+        and all(_one_of_alternatives(m, patterns.alternatives) for m in target.deciding)
+    ):
+        # "airspace disease and/or pleural effusion", "atelectasis or scar": the report
+        # offers it as one of two readings (the labels count it, as the coders do)
+        target = dataclasses.replace(target, status="uncertain")
     return _answer(question, target, patterns)
+
+
+_ALT_WORD = re.compile(r"[a-z]+(?:/[a-z]+)?|[,;:.]")
+
+
+def _one_of_alternatives(m: Mention, words: frozenset[str]) -> bool:
+    """Whether the mention stands as one side of "X or Y" / "X and/or Y": an alternative
+    word right after it or right before it ("new or increased effusion" offers no other
+    reading of the effusion)."""
+    if m.sentence_start is None or not words:
+        return False
+    a, b = m.start - m.sentence_start, m.end - m.sentence_start
+    after = _ALT_WORD.findall(m.sentence[b:].lower())[:1]
+    before = _ALT_WORD.findall(m.sentence[:a].lower())[-1:]
+    return any(w in words for w in (*after, *before))
 
 
 def _answer_several(

@@ -350,6 +350,16 @@ CLINICIANS = [
      "metastatic disease.", "presence", "yes"),
     ("Is there metastatic disease?", "IMPRESSION: No evidence of metastases.", "presence",
      "no"),
+    # a finding offered as one of two readings is uncertain; "or" elsewhere changes nothing
+    ("Is there a pleural effusion?", "FINDINGS: Left basilar airspace disease and/or "
+     "pleural effusion.", "presence", "uncertain"),
+    ("Is there atelectasis?", "FINDINGS: Left basilar atelectasis or scar.", "presence",
+     "uncertain"),
+    ("Is there a pleural effusion?", "FINDINGS: New or increased left pleural effusion.",
+     "presence", "yes"),
+    ("Is there pneumonia?", "FINDINGS: Right upper or middle lobe pneumonia.", "presence",
+     "yes"),
+    ("Is there a pneumothorax?", "FINDINGS: No pneumothorax or effusion.", "presence", "no"),
     # out of a report's reach
     ("What is the prognosis?", _PICC, "unsupported", None),
     ("What is the heart rate?", _PICC, "unsupported", None),
