@@ -471,7 +471,10 @@ def test_web_phantom_shows_its_true_boxes_dashed(server: LiveServer, page: Any) 
     assert page.locator("#truth-control").is_visible()
     page.locator("#truth-toggle").uncheck()
     assert page.locator("#box-layer rect.truth:visible").count() == 0
-    assert "true boxes dashed" in page.locator("#predict-status").inner_text()
+    # the true boxes come with the sample, the status line once its prediction is back
+    page.wait_for_function(
+        "() => document.querySelector('#predict-status').innerText.includes('true boxes dashed')"
+    )
     # An uploaded image has no truth: none drawn, no control.
     dicom = dx_bytes(pixels=chest_pixels(240, 180, seed=3))
     page.locator("#predict-file").set_input_files(
