@@ -388,7 +388,9 @@ class _Engine:
             mentions_omitted=len(mentions) - len(kept),
         )
         if read is not None:
-            result.report_findings = self._report_findings(plan, read)
+            result.report_findings = sizes_referred_back(
+                self._report_findings(plan, read), spans, plan.text, self.attributes.rules
+            )
             result.normal = not any(
                 f.status != "negative" and is_abnormal(f.kind) for f in result.report_findings
             ) and all(status not in ("positive", "uncertain") for status in statuses.values())
@@ -435,8 +437,7 @@ class _Engine:
                 if out[i].kind == "device":
                     last_device = i
                     break
-        spans = [(s, e) for _, s, e, _ in plan.sentences]
-        return sizes_referred_back(out, spans, plan.text, self.attributes.rules)
+        return out
 
     def _placed(
         self,

@@ -505,20 +505,7 @@ class QuestionParser:
                     rules=(cue.entry.id, where[0].entry.id),
                 )  # fmt: skip
             asks = cue.entry.get("asks")
-            places = tuple(
-                Qualifier(
-                    kind=h.group,
-                    value=h.entry.value,
-                    accepts=(h.entry.get("side"), h.entry.get("zone"))
-                    if h.group == "lobe"
-                    else h.entry.accepts,
-                    rule=h.entry.id,
-                    start=doc[h.start].idx,
-                    end=doc[h.end - 1].idx + len(doc[h.end - 1]),
-                )
-                for h in hits
-                if h.group in ("side", "zone", "lobe")
-            )
+            places = tuple(_qualifier(doc, h) for h in hits if h.group in ("side", "zone", "lobe"))
             if places and asks not in ("normal", "abnormal"):
                 return ParsedQuestion(
                     text, "unsupported",
@@ -674,18 +661,7 @@ class QuestionParser:
             r.taken.append((h.start, h.end))
             e = h.entry
             kind_values.setdefault(h.group, set()).add(e.value)
-            quals.append(
-                Qualifier(
-                    kind=h.group,
-                    value=e.value,
-                    accepts=(e.get("side"), e.get("zone")) if h.group == "lobe" else e.accepts,
-                    op="eq",
-                    rule=e.id,
-                    start=doc[h.start].idx,
-                    end=doc[h.end - 1].idx + len(doc[h.end - 1]),
-                    rejects=e.rejects,
-                )
-            )
+            quals.append(_qualifier(doc, h))
         return quals, kind_values
 
     def _closed_question(
@@ -974,6 +950,22 @@ def _concept_words(
 
 _SUFFIXES = ("ations", "ation", "ments", "ment", "ings", "ing", "ies", "ied", "ed", "es", "al",
              "um", "ic", "s", "y", "e")  # fmt: skip
+
+
+def _qualifier(doc: Doc, h: _Hit) -> Qualifier:
+    """The qualifier a pattern hit names: a lobe accepts its side and zone, any other kind
+    its entry's report values."""
+    e = h.entry
+    return Qualifier(
+        kind=h.group,
+        value=e.value,
+        accepts=(e.get("side"), e.get("zone")) if h.group == "lobe" else e.accepts,
+        op="eq",
+        rule=e.id,
+        start=doc[h.start].idx,
+        end=doc[h.end - 1].idx + len(doc[h.end - 1]),
+        rejects=e.rejects,
+    )
 
 
 def site_words(lexicon: Lexicon, generic: Collection[str] = ()) -> dict[str, frozenset[str]]:
