@@ -83,6 +83,11 @@ def main() -> int:
     parser.add_argument("--min-steps", type=int, help="default: cxr train's default")
     parser.add_argument("--hflip", type=float, help="default: cxr train's default (0.5)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+        help="a trainer option other than its default, for recipe candidates (repeatable;\n"
+        "VALUE is read as JSON, else as text): --set labels=auto --set lse_r=20",
+    )  # fmt: skip
     parser.add_argument("--base", type=Path, help="another checkout whose trainer runs too")
     parser.add_argument("--work", type=Path, default=REPO / "runs" / "phantom")
     parser.add_argument("--results", type=Path, help="default: WORK/results")
@@ -102,8 +107,11 @@ def main() -> int:
 
     base = args.base.resolve() if args.base else None
     codes = [(_code_name(REPO), REPO)] + ([(_code_name(base), base)] if base else [])
+    args.overrides = dict(_override(item) for item in args.overrides)
     recipe = {k: getattr(args, k) for k in ("n", "test_n", "size", "image_size", "epochs",
                                             "min_steps", "hflip", "device")}  # fmt: skip
+    if args.overrides:  # absent from the key when unused, so earlier results stay valid
+        recipe["overrides"] = args.overrides
     digest = hashlib.sha1(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:8]
     results_dir = args.results or args.work / "results"
     results_dir.mkdir(parents=True, exist_ok=True)
@@ -128,6 +136,17 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
     return 0 if all(_meets_targets(r) for r in rows if r["tree"] == str(REPO)) else 1
+
+
+def _override(item: str) -> tuple[str, Any]:
+    """KEY=VALUE from --set, VALUE as JSON when it parses (numbers, true), else as text."""
+    key, sep, text = item.partition("=")
+    if not sep or not key:
+        raise SystemExit(f"--set wants KEY=VALUE, got {item!r}")
+    try:
+        return key, json.loads(text)
+    except json.JSONDecodeError:
+        return key, text
 
 
 def _code_name(tree: Path) -> str:
@@ -164,12 +183,13 @@ def _run(
     test_dir: Path,
 ) -> dict[str, Any]:
     """Train with `tree`'s trainer in a child process, then score with this code."""
-    checkpoint = args.work / f"seed{seed}" / f"{code}-init{init}.pt"
+    tag = "".join(f"-{k}{v}" for k, v in sorted(args.overrides.items()))
+    checkpoint = args.work / f"seed{seed}" / f"{code}-init{init}{tag}.pt"
     config = {
         "data": str(train_dir), "out": str(checkpoint), "arch": "resnet18",
         "image_size": args.image_size, "weights": "none", "epochs": args.epochs,
         "min_steps": args.min_steps, "hflip": args.hflip, "device": args.device,
-        "threads": args.threads, "seed": init, "progress": False,
+        "threads": args.threads, "seed": init, "progress": False, **args.overrides,
     }  # fmt: skip
     say(f"training: {code} ({tree}), data seed {seed}, training seed {init}")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -186,7 +206,7 @@ def _run(
     scored = _score(checkpoint, test_dir, args.device, cam=args.cam)
     return {
         "code": code, "tree": str(tree), "seed": seed, "init": init,
-        "checkpoint": str(checkpoint), "train_wall_s": round(wall, 1),
+        "overrides": args.overrides, "checkpoint": str(checkpoint), "train_wall_s": round(wall, 1),
         "train_cpu_s": round(cpu, 1), "images_per_s": trained["images_per_s"],
         "validation_mean_auc": trained["validation"], **scored,
     }  # fmt: skip
@@ -238,6 +258,12 @@ def _cell(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def _recipe_name(row: dict[str, Any]) -> str:
+    """The code, and the trainer options set other than their defaults."""
+    extra = " ".join(f"{k}={v}" for k, v in sorted(row.get("overrides", {}).items()))
+    return f"{row['code']} {extra}".strip()
+
+
 def _print_table(rows: list[dict[str, Any]]) -> None:
     short = ("Card", "Eff", "Mass", "Nod", "Ptx")
     say(
@@ -250,7 +276,7 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
         hits = " / ".join(_cell(r["iobb_05_per_label"][name]) for name in LABELS)
         cpu = r.get("train_cpu_s", "-")
         say(
-            f"| {r['seed']} | {r['init']} | {r['code']} | {r['mean_auc']:.3f} | {aucs} | "
+            f"| {r['seed']} | {r['init']} | {_recipe_name(r)} | {r['mean_auc']:.3f} | {aucs} | "
             f"{r['iobb_05']:.2f} | {hits} | {cpu} | {'met' if _meets_targets(r) else 'MISSED'} |"
         )
 
