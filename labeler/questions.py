@@ -85,6 +85,8 @@ _TYPE_OF_KIND: dict[str, QuestionType] = {
     "descriptor": "presence",
     "site": "presence",
 }
+# the qualifiers that say where a finding is: of several, they name the one asked about
+_PLACE_KINDS = ("side", "zone", "lobe")
 _KIND_ORDER = ("size", "change", "count", "severity", "lobe", "side", "zone", "descriptor", "site")
 
 
@@ -136,6 +138,9 @@ class QuestionPatterns:
     one_per_side: frozenset[str] = frozenset()
     #: words that offer a finding as one of two readings ("X or Y", "X and/or Y")
     alternatives: frozenset[str] = frozenset()
+    #: what the words before a finding in its clause match when they give it as the
+    #: report's probable reading only ("probable atelectasis", "XXXX representing")
+    probable_readings: tuple[re.Pattern[str], ...] = ()
 
 
 def _entries(name: str, data: object, key: str, *, values: bool = False) -> tuple[_Entry, ...]:
@@ -239,7 +244,23 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         dominance_patterns=dominance[2],
         one_per_side=frozenset(str(w) for w in data.get("one_per_side") or ()),
         alternatives=frozenset(str(w).lower() for w in data.get("alternatives") or ()),
+        probable_readings=_compiled(name, "probable_readings", data.get("probable_readings")),
     )
+
+
+def _compiled(name: str, key: str, data: object) -> tuple[re.Pattern[str], ...]:
+    """A list of regular expressions, compiled (case-insensitive)."""
+    if data is None:
+        return ()
+    if not isinstance(data, list):
+        raise PatternFileError(f"{name}: {key} must be a list")
+    out = []
+    for raw in data:
+        try:
+            out.append(re.compile(str(raw), re.IGNORECASE))
+        except re.error as exc:
+            raise PatternFileError(f"{name}: {key} pattern {raw!r}: {exc}") from None
+    return tuple(out)
 
 
 def _dominance(
@@ -307,6 +328,8 @@ class ParsedQuestion:
             large is the mass in centimetres?"); None: millimetres.
         also, joined: the other findings of a presence question about several, and "or"
             (yes when any is) or "and" (yes when all are).
+        where: for an open question, the place it names the finding by ("How large is the
+            left effusion?"): of several findings, the one there is asked about.
         rules: ids of the pattern entries that decided the parse.
         message: why the question is unsupported.
     """
@@ -325,6 +348,7 @@ class ParsedQuestion:
     #: findings after `label`, and how they are joined ("or": any; "and": all)
     also: tuple[str, ...] = ()
     joined: str | None = None
+    where: tuple[Qualifier, ...] = ()
 
 
 #: unit words a size question may ask its answer in -> the short unit name
@@ -634,14 +658,20 @@ class QuestionParser:
             ),
             None,
         )
+        where = tuple(
+            _qualifier(r.doc, h)
+            for h in hits
+            if h.group in _PLACE_KINDS and free(h) and qtype != "position"
+        )
         return ParsedQuestion(
             r.text,
             qtype,  # type: ignore[arg-type]
             label=r.label,
             open=True,
             asks=best.entry.get("asks") or None,
-            rules=(*r.rules, best.entry.id),
+            rules=(*r.rules, best.entry.id, *(q.rule for q in where)),
             unit=unit if qtype == "size" else None,
+            where=where,
         )
 
     def _qualifiers(
@@ -800,6 +830,10 @@ class QuestionParser:
             # failure?" is not about the heart's size)
             asked = {i for h in hits if h.group in _QUALIFIER_KINDS for i in range(h.start, h.end)}
             concepts = self._concepts_named(doc, asked)
+            if not concepts and not spans and asked:
+                # "Are the pulmonary arteries enlarged?": a qualifier's word that is the
+                # concept's own ("enlarged pulmonary artery") belongs to its name
+                concepts = self._concepts_named(doc, set())
             if concepts and (
                 not spans
                 or all(c[1] == "lexicon" and c[2] <= s[2] and s[3] <= c[3]
@@ -1236,6 +1270,7 @@ def answer_from_report(
         target = _label_target(label, report, keys)
         if report.report_findings:
             target = _with_findings_attributes(target, report.report_findings)
+    target = _narrowed_to_place(question, target, patterns)
     if (
         target.status == "positive"
         and target.deciding
@@ -1244,7 +1279,41 @@ def answer_from_report(
         # "airspace disease and/or pleural effusion", "atelectasis or scar": the report
         # offers it as one of two readings (the labels count it, as the coders do)
         target = dataclasses.replace(target, status="uncertain")
+    if (
+        target.status == "positive"
+        and target.deciding
+        and all(_probable_reading(m, patterns.probable_readings) for m in target.deciding)
+    ):
+        # "probable left basilar atelectasis", "opacities XXXX representing pneumonia": the
+        # report's likely reading, not a finding it states (the labels count it positive)
+        target = dataclasses.replace(target, status="uncertain")
     return _answer(question, target, patterns)
+
+
+def _probable_reading(m: Mention, patterns: Sequence[re.Pattern[str]]) -> bool:
+    """Whether the words before the mention in its sentence give it as a probable reading."""
+    if m.sentence_start is None or not patterns:
+        return False
+    before = m.sentence[: m.start - m.sentence_start]
+    return any(p.search(before) for p in patterns)
+
+
+def _narrowed_to_place(
+    question: ParsedQuestion, target: _Target, patterns: QuestionPatterns
+) -> _Target:
+    """Of several mentions, those in the place the question names, when some are there and
+    some are not: "Has the right midlung opacity improved?" over a left and a right opacity
+    asks about the right one, "How large is the left effusion?" about the left one."""
+    places = question.where or tuple(q for q in question.qualifiers if q.kind in _PLACE_KINDS)
+    if not places or len(target.deciding) < 2:
+        return target
+    zones = patterns.zone_includes
+    there = [
+        m for m in target.deciding if all(_check(q, m.attributes, zones) == "yes" for q in places)
+    ]
+    if not there or len(there) == len(target.deciding):
+        return target
+    return dataclasses.replace(target, finding=_merged(there), deciding=there)
 
 
 _ALT_WORD = re.compile(r"[a-z]+(?:/[a-z]+)?|[,;:.]")
@@ -1517,7 +1586,7 @@ def _finding_evidence(f: ReportFinding) -> dict[str, object]:
     }
 
 
-def _merged(findings: Sequence[ReportFinding]) -> dict[str, object]:
+def _merged(findings: Sequence[Mention]) -> dict[str, object]:
     """The attributes of several mentions of one concept, as one finding's."""
     out: dict[str, object] = {}
     sides = {str(f.attributes["laterality"]) for f in findings if f.attributes.get("laterality")}
@@ -1541,7 +1610,7 @@ def _merged(findings: Sequence[ReportFinding]) -> dict[str, object]:
         described: dict[str, set[tuple[object, ...]]] = {}
         for f in findings:
             a = f.attributes
-            described.setdefault(f.concept, set()).add(
+            described.setdefault(f.label, set()).add(
                 (a.get("laterality"), a.get("size_mm"), tuple(a.get("location") or ()))
             )
         total = sum(max(1, len(kinds - {(None, None, ())})) for kinds in described.values())

@@ -360,6 +360,53 @@ CLINICIANS = [
     ("Is there pneumonia?", "FINDINGS: Right upper or middle lobe pneumonia.", "presence",
      "yes"),
     ("Is there a pneumothorax?", "FINDINGS: No pneumothorax or effusion.", "presence", "no"),
+    # a finding given only as the report's likely reading is uncertain; stated, it is yes
+    # (the OpenI de-identification masked every "likely": "XXXX representing")
+    ("Is there atelectasis?", "IMPRESSION: Probable left basilar atelectasis.", "presence",
+     "uncertain"),
+    ("Is there pneumonia?", "IMPRESSION: Left lower lobe opacities XXXX representing "
+     "pneumonia.", "presence", "uncertain"),
+    ("Is there atelectasis?", "FINDINGS: Left basilar opacity XXXX atelectasis.", "presence",
+     "uncertain"),
+    ("Is there pulmonary edema?", "IMPRESSION: Cardiomegaly with suspected pulmonary edema.",
+     "presence", "uncertain"),
+    ("Is there pneumonia?", "FINDINGS: Opacity, probably atelectasis. IMPRESSION: Left lower "
+     "lobe pneumonia.", "presence", "yes"),
+    ("Is there atelectasis?", "FINDINGS: Probably no atelectasis.", "presence", "no"),
+    # "resolving or developing": one of two phases, not a resolution
+    ("Is there pneumonia?", "IMPRESSION: This may represent resolving or developing "
+     "pneumonia.", "presence", "uncertain"),
+    ("Is there pneumonia?", "IMPRESSION: Resolving pneumonia.", "presence", "no"),
+    # of several findings, the one in the place the question names
+    ("Has the right midlung opacity improved?", "FINDINGS: Left midlung airspace opacity is "
+     "unchanged. There is improved right midlung opacity.", "change", "yes"),
+    ("Has the left midlung opacity improved?", "FINDINGS: Left midlung airspace opacity is "
+     "unchanged. There is improved right midlung opacity.", "change", "no"),
+    ("How large is the left effusion?", "FINDINGS: Small right pleural effusion measuring "
+     "1 cm. Left pleural effusion measuring 3 cm.", "size", 30.0),
+    ("How large is the right effusion?", "FINDINGS: Small right pleural effusion measuring "
+     "1 cm. Left pleural effusion measuring 3 cm.", "size", 10.0),
+    # "the largest" refers back to the findings before it
+    ("Is the largest nodule over 5 mm?", "FINDINGS: Three nodules in the left lower lobe. "
+     "The largest measures 3.5 mm.", "size", "no"),
+    # a shift or curve named by its direction
+    ("Which way is the mediastinum shifted?", "FINDINGS: Minimal right-to-left "
+     "cardiomediastinal shift.", "position", ["left"]),
+    ("Is the mediastinum shifted?", "FINDINGS: Minimal right-to-left cardiomediastinal "
+     "shift.", "presence", "yes"),
+    ("Is the mediastinum shifted?", "FINDINGS: No mediastinal shift.", "presence", "no"),
+    ("Which way does the spine curve?", "FINDINGS: Mild spine dextrocurvature.", "position",
+     ["right"]),
+    ("Is the spine curved?", "FINDINGS: The spine is straight. No scoliosis.", "presence",
+     "no"),
+    # a qualifier's word that is the concept's own
+    ("Are the pulmonary arteries enlarged?", "IMPRESSION: Enlargement of the central "
+     "pulmonary arteries.", "presence", "yes"),
+    ("Are the pulmonary arteries enlarged?", "FINDINGS: Normal heart size.", "presence", "no"),
+    # the OpenI de-identification's "XXXX-A-XXXX" is a Port-A-Cath
+    ("Where does the catheter terminate?", "FINDINGS: There is a XXXX-A-XXXX terminating at "
+     "the caval atrial junction.", "position", ["caval atrial junction",
+     "cavoatrial junction"]),
     # out of a report's reach
     ("What is the prognosis?", _PICC, "unsupported", None),
     ("What is the heart rate?", _PICC, "unsupported", None),

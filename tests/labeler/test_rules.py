@@ -32,6 +32,10 @@ FIRES: dict[str, list[tuple[str, str, str]]] = {
     "unc.cannot_exclude_head": [
         ("Small effusion not excluded.", "Effusion", "uncertain"),
     ],
+    "unc.phase_alternatives": [
+        ("Resolving or developing pneumonia in the left lower lobe.", "Pneumonia", "uncertain"),
+        ("This could be developing or resolving pneumonia.", "Pneumonia", "uncertain"),
+    ],
     "neg.resolved": [
         ("The left pleural effusion has resolved.", "Effusion", "negative"),
         ("Interval resolution of the right lower lobe pneumonia.", "Pneumonia", "negative"),
@@ -146,6 +150,10 @@ SPARED: dict[str, list[tuple[str, str, str]]] = {
     "pseudo.no_change": [("No effusion.", "Effusion", "negative")],
     "unc.cannot_exclude": [("Small effusion. Cannot exclude edema.", "Effusion", "positive")],
     "unc.cannot_exclude_head": [("Edema is present.", "Edema", "positive")],
+    "unc.phase_alternatives": [
+        ("Resolving pneumonia in the left lower lobe.", "Pneumonia", "negative"),
+        ("Developing pneumonia in the left lower lobe.", "Pneumonia", "positive"),
+    ],
     "neg.resolved": [
         ("The effusion has resolved but atelectasis persists.", "Atelectasis", "positive"),
     ],
