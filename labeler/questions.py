@@ -138,6 +138,12 @@ class QuestionPatterns:
     one_per_side: frozenset[str] = frozenset()
     #: words that offer a finding as one of two readings ("X or Y", "X and/or Y")
     alternatives: frozenset[str] = frozenset()
+    #: label -> the lexicon's normal statement that rules it out ("heart size within normal
+    #: limits"): a change question about the label reads the statement's change
+    stated_normal: Mapping[str, str] = field(default_factory=dict)
+    #: label -> lexicon concepts read as it where the report names the label nowhere
+    #: ("17 mm nodular opacity" is the nodule a clinician asks about)
+    read_as_label: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: what the words before a finding in its clause match when they give it as the
     #: report's probable reading only ("probable atelectasis", "XXXX representing")
     probable_readings: tuple[re.Pattern[str], ...] = ()
@@ -245,6 +251,10 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         one_per_side=frozenset(str(w) for w in data.get("one_per_side") or ()),
         alternatives=frozenset(str(w).lower() for w in data.get("alternatives") or ()),
         probable_readings=_compiled(name, "probable_readings", data.get("probable_readings")),
+        stated_normal={str(k): str(v) for k, v in (data.get("stated_normal") or {}).items()},
+        read_as_label={
+            str(k): tuple(str(c) for c in v) for k, v in (data.get("read_as_label") or {}).items()
+        },
     )
 
 
@@ -1270,6 +1280,10 @@ def answer_from_report(
         target = _label_target(label, report, keys)
         if report.report_findings:
             target = _with_findings_attributes(target, report.report_findings)
+            if question.type == "change" and target.status in ("negative", "absent"):
+                target = _normal_change(target, label, report.report_findings, patterns)
+            if target.status == "absent" and label in patterns.read_as_label:
+                target = _read_as_label(target, label, report, lexicon, patterns)
     target = _narrowed_to_place(question, target, patterns)
     if (
         target.status == "positive"
@@ -1288,6 +1302,43 @@ def answer_from_report(
         # report's likely reading, not a finding it states (the labels count it positive)
         target = dataclasses.replace(target, status="uncertain")
     return _answer(question, target, patterns)
+
+
+def _read_as_label(
+    target: _Target,
+    label: str,
+    report: ReportLabels,
+    lexicon: Lexicon | None,
+    patterns: QuestionPatterns,
+) -> _Target:
+    """A label the report names nowhere, read from the concepts that stand for it in a
+    clinician's words (`read_as_label`), the first the report names."""
+    if lexicon is None:
+        from labeler.lexicon import load_lexicon
+
+        lexicon = load_lexicon()
+    for concept in patterns.read_as_label[label]:
+        if concept in lexicon.concepts:
+            found = _concept_target(concept, report, lexicon, patterns)
+            if found.status != "absent":
+                return found
+    return target
+
+
+def _normal_change(
+    target: _Target, label: str, findings: Sequence[ReportFinding], patterns: QuestionPatterns
+) -> _Target:
+    """A label the report rules out by a normal statement that says how it compares ("heart
+    size within normal limits and stable"): the statement's change is the finding's."""
+    concept = patterns.stated_normal.get(label)
+    said = [f for f in findings if f.label == concept and f.status == "positive"]
+    change = next((f.attributes["change"] for f in said if f.attributes.get("change")), None)
+    if change is None:
+        return target
+    evidence = [*target.evidence, *(_finding_evidence(f) for f in said[:1])]
+    return dataclasses.replace(
+        target, finding={**target.finding, "change": change}, evidence=evidence
+    )
 
 
 def _probable_reading(m: Mention, patterns: Sequence[re.Pattern[str]]) -> bool:

@@ -407,6 +407,17 @@ CLINICIANS = [
     ("Where does the catheter terminate?", "FINDINGS: There is a XXXX-A-XXXX terminating at "
      "the caval atrial junction.", "position", ["caval atrial junction",
      "cavoatrial junction"]),
+    # a change question about a label ruled out by a normal statement reads its change
+    ("Has the heart size changed?", "FINDINGS: Heart size within normal limits and stable.",
+     "change", "unchanged"),
+    ("Has the heart size changed?", "FINDINGS: Heart size within normal limits.", "change",
+     "unknown"),
+    # a nodular opacity is the nodule a clinician asks about, where no nodule is named
+    ("How large is the left lung nodule?", "IMPRESSION: 17 mm nodular opacity in the left "
+     "lung and 10 mm nodular opacity in the right lung.", "size", 17.0),
+    ("Is there a lung nodule?", "FINDINGS: No nodular opacity.", "presence", "no"),
+    ("How large is the nodule?", "FINDINGS: 8 mm nodule in the right upper lobe. 17 mm "
+     "nodular opacity in the left lung.", "size", 8.0),
     # out of a report's reach
     ("What is the prognosis?", _PICC, "unsupported", None),
     ("What is the heart rate?", _PICC, "unsupported", None),
