@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from spacy.matcher import PhraseMatcher
@@ -130,12 +130,22 @@ class AttributeRules:
     #: to the previous sentence's finding ("This measures 3.2 cm"), under this rule id
     refer_back_starts: tuple[str, ...] = ()
     refer_back_rule: str = ""
+    #: the same for a change ("These were not present on the prior study"): every change
+    #: term's phrases and the extra ones of `change_refers_back`, each to its value
+    change_phrases: Mapping[str, str] = field(default_factory=dict)
+    change_refer_back_rule: str = ""
 
     def size_mm(self, match: re.Match[str]) -> float:
         """The largest dimension of a `size_pattern` match, in millimetres."""
         unit = self.units[match.group(2).lower()]
         numbers = [float(x.replace(",", ".")) for x in re.findall(_NUMBER, match.group(1))]
         return round(max(numbers) * unit, 1)
+
+    @functools.cached_property
+    def change_pattern(self) -> re.Pattern[str]:
+        """Any of `change_phrases` as whole words, the longest first."""
+        words = sorted(map(re.escape, self.change_phrases), key=len, reverse=True)
+        return re.compile(rf"(?<![\w-])(?:{'|'.join(words) or '(?!)'})(?![\w-])", re.IGNORECASE)
 
     @functools.cached_property
     def size_pattern(self) -> re.Pattern[str]:
@@ -189,6 +199,13 @@ def load_attribute_rules(name: str = "attributes.v1") -> AttributeRules:
     plural = data.get("plural_means_multiple") or {}
     prior = data.get("prior_state") or {}
     refer = size.get("refers_back") or {}
+    change_back = data.get("change_refers_back") or {}
+    change_phrases = {
+        p: str(v) for t in terms for k, v in t.sets if k == "change" for p in t.phrases
+    }
+    for value, phrases in (change_back.get("phrases") or {}).items():
+        _check_value(f"{name}: change_refers_back", "phrases", "change", value, order)
+        change_phrases.update({str(p).lower(): str(value) for p in phrases})
     return AttributeRules(
         name=name,
         terms=tuple(terms),
@@ -204,6 +221,8 @@ def load_attribute_rules(name: str = "attributes.v1") -> AttributeRules:
         degree_words=frozenset(str(x).lower() for x in data.get("degree_of_change") or ()),
         refer_back_starts=tuple(str(x).lower() for x in refer.get("starts") or ()),
         refer_back_rule=str(refer.get("id") or ""),
+        change_phrases=change_phrases,
+        change_refer_back_rule=str(change_back.get("id") or ""),
     )
 
 

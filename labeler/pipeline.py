@@ -42,9 +42,9 @@ from labeler.labelsets import LabelSet, load_label_set
 from labeler.levels import LevelFinder, load_level_finder
 from labeler.lexicon import load_lexicon
 from labeler.normalize import ParseText, clean_text, parse_text
+from labeler.reference_back import attributes_referred_back
 from labeler.schema import Mention, ReportFinding, ReportLabels
 from labeler.sections import labelled_spans, split_sentences
-from labeler.size_reference import sizes_referred_back
 from labeler.statements import StatementMatcher
 from labeler.vocabulary import load_sections
 
@@ -370,7 +370,7 @@ class _Engine:
             if (f.label, f.rule) not in self.label_set.absent_when
         ]
         spans = [(s, e) for _, s, e, _ in plan.sentences]
-        mentions = sizes_referred_back(mentions, spans, plan.text, self.attributes.rules)
+        mentions = attributes_referred_back(mentions, spans, plan.text, self.attributes.rules)
         extra = implied(mentions, self.label_set.implies)
         statuses = aggregate([*mentions, *extra], labels)
         kept = deciding_first(mentions, statuses, self.config.max_mentions)
@@ -388,7 +388,7 @@ class _Engine:
             mentions_omitted=len(mentions) - len(kept),
         )
         if read is not None:
-            result.report_findings = sizes_referred_back(
+            result.report_findings = attributes_referred_back(
                 self._report_findings(plan, read), spans, plan.text, self.attributes.rules
             )
             result.normal = not any(

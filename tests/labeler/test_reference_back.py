@@ -1,4 +1,4 @@
-"""Sizes stated in the sentence after their finding (`labeler.size_reference`), through the
+"""Sizes stated in the sentence after their finding (`labeler.reference_back`), through the
 labeler: the label's finding and the report's findings both take them, with evidence."""
 
 from __future__ import annotations
@@ -54,3 +54,41 @@ def test_a_referred_size_keeps_its_evidence(read: Callable[[str], ReportLabels])
     ev = next(e for e in mass.attribute_evidence if e["attribute"] == "size_mm")
     assert ev["rule"] == "size.refers_back"
     assert text[ev["start"] : ev["end"]] == "3.2 cm"
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
+    ("text", "label", "change"),
+    [
+        ("FINDINGS: Small right pleural effusion. This is new since the prior study.",
+         "Effusion", "new"),
+        ("IMPRESSION: Bilateral pulmonary nodules. These were not present on the prior study.",
+         "Nodule", "new"),
+        ("FINDINGS: Small left pleural effusion. This is unchanged as compared to the prior.",
+         "Effusion", "unchanged"),
+        ("FINDINGS: Moderate cardiomegaly. This shows interval increase in size.",
+         "Cardiomegaly", "increased"),
+        # negated, its own change, a ruled-out finding, a sentence with a finding of its own
+        ("FINDINGS: Small left pleural effusion. This is not new.", "Effusion", None),
+        ("FINDINGS: Stable small left pleural effusion. This is new.", "Effusion", "unchanged"),
+        ("FINDINGS: No pleural effusion. This is new.", "Effusion", None),
+        ("FINDINGS: Small left pleural effusion. It is new atelectasis.", "Effusion", None),
+        ("FINDINGS: Small left pleural effusion. The heart is unchanged.", "Effusion", None),
+    ],
+)  # fmt: skip
+def test_a_change_in_the_next_sentence_goes_to_the_finding_before(
+    read: Callable[[str], ReportLabels], text: str, label: str, change: str | None
+) -> None:
+    result = read(text)
+    assert result.findings.get(label, {}).get("change") == change
+    found = [f for f in result.report_findings or [] if f.start < text.index(".")]
+    assert found[0].attributes.get("change") == change
+
+
+@pytest.mark.issue(40)
+def test_a_referred_change_keeps_its_evidence(read: Callable[[str], ReportLabels]) -> None:
+    text = "IMPRESSION: Bilateral pulmonary nodules. These were not present on the prior study."
+    nodule = next(m for m in read(text).mentions if m.label == "Nodule")
+    ev = next(e for e in nodule.attribute_evidence if e["attribute"] == "change")
+    assert ev["rule"] == "change.refers_back"
+    assert text[ev["start"] : ev["end"]] == "not present on the prior study"

@@ -1,0 +1,102 @@
+"""Sizes and changes given in the sentence after their finding: "A mass is present in the
+left midlung. This measures approximately 3.2 cm in diameter.", "Bilateral nodules. These
+were not present on the prior study."
+
+The attribute rules (`labeler.attributes`) read a size or a change beside its finding,
+inside one sentence. A sentence that starts with a word that refers back
+(`size.refers_back.starts` in `patterns/attributes.v1.yaml`: "This", "It") and names no
+finding of its own gives the size it states, and the change it states
+(`change_refers_back`), to the first finding of the sentence before it, when that finding
+is not ruled out and has no such attribute of its own. A change after a negation word of
+the sentence ("This is not new") is not read. Each value keeps its evidence: the rule id
+and the report offsets of the words that state it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+from typing import TypeVar
+
+from labeler.attributes import AttributeRules
+from labeler.schema import Mention
+
+__all__ = ["attributes_referred_back"]
+
+_M = TypeVar("_M", bound=Mention)
+_LEAD = re.compile(r"^[\W\d]*")  # list numbers and punctuation before the first word
+_NEGATION = re.compile(r"\b(?:not|no|without|never)\b", re.IGNORECASE)
+
+
+def attributes_referred_back(
+    mentions: Sequence[_M],
+    sentences: Sequence[tuple[int, int]],
+    text: str,
+    rules: AttributeRules,
+) -> list[_M]:
+    """`mentions` with the sizes and changes that later sentences give them.
+
+    Args:
+        mentions: the report's mentions (or findings), with report offsets.
+        sentences: (start, end) report offsets of the report's sentences, in order.
+        text: the report.
+        rules: the attribute rules (size pattern, units, change phrases, the words that
+            refer back).
+
+    Returns:
+        A new list; a mention that takes a value is replaced by a copy.
+    """
+    out = list(mentions)
+    starts = rules.refer_back_starts
+    if not starts or len(sentences) < 2:
+        return out
+    named = {m.sentence_start for m in out}
+    for (before, _), (s, e) in zip(sentences, sentences[1:], strict=False):
+        if s in named:
+            continue  # it names its own finding: what it states is that one's
+        sentence = text[s:e]
+        lead = sentence[_LEAD.match(sentence).end() :].lower()  # type: ignore[union-attr]
+        if not any(lead == w or lead.startswith(w + " ") for w in starts):
+            continue
+        target = next(
+            (i for i, m in enumerate(out) if m.sentence_start == before and m.status != "negative"),
+            None,
+        )
+        if target is None:
+            continue
+        size = rules.size_pattern.search(sentence) if any(c.isdigit() for c in sentence) else None
+        if size is not None:
+            _give(out, target, "size_mm", rules.size_mm(size), rules.refer_back_rule, s, size)
+        change = rules.change_pattern.search(sentence) if rules.change_refer_back_rule else None
+        if change is not None and not _NEGATION.search(sentence, 0, change.start()):
+            value = rules.change_phrases[change.group(0).lower()]
+            _give(out, target, "change", value, rules.change_refer_back_rule, s, change)
+    return out
+
+
+def _give(
+    out: list[_M],
+    i: int,
+    key: str,
+    value: str | float,
+    rule: str,
+    offset: int,
+    match: re.Match[str],
+) -> None:
+    """Mention `i` takes `key` unless it has it already, with its evidence."""
+    m = out[i]
+    if key in m.attributes:
+        return
+    evidence = {
+        "attribute": key,
+        "value": value,
+        "rule": rule,
+        "start": offset + match.start(),
+        "end": offset + match.end(),
+    }
+    out[i] = dataclasses.replace(
+        m,
+        attributes={**m.attributes, key: value},
+        attribute_evidence=[*m.attribute_evidence, evidence],
+    )
