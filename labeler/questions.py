@@ -1637,6 +1637,39 @@ def _finding_evidence(f: ReportFinding) -> dict[str, object]:
     }
 
 
+def _count_by_place(findings: Sequence[Mention]) -> int | None:
+    """How many there are where the report counts them place by place ("Three nodules in
+    the left lower lobe ... Another nodule near the right hilum": four): the sum over the
+    distinct places (a side and a lobe or zone) of each place's count; None when fewer than
+    two places are named or one place says only "multiple". A mention without a place of
+    its own ("multiple nodules in both lungs") is one of the others."""
+    groups: list[tuple[str, set[str], set[float], list[Mention]]] = []
+    for f in findings:
+        side, places = f.attributes.get("laterality"), f.attributes.get("location")
+        if side not in ("left", "right") or not places:
+            continue
+        where = {str(p) for p in places}
+        size = f.attributes.get("size_mm")
+        sizes = {float(size)} if isinstance(size, int | float) else set()
+        # one place on one side, or one size on one side, is one finding however the other
+        # is put ("left lung base" in the findings, "left lower lobe" in the impression)
+        same = next((g for g in groups if g[0] == side and (g[1] == where or g[2] & sizes)), None)
+        if same is None:
+            groups.append((str(side), where, sizes, [f]))
+        else:
+            same[2].update(sizes)
+            same[3].append(f)
+    if len(groups) < 2:
+        return None
+    total = 0
+    for *_, members in groups:
+        count = stated_count(members, PLURAL_RULE)
+        if not isinstance(count, int) and count is not None:
+            return None
+        total += count or 1
+    return total
+
+
 def _merged(findings: Sequence[Mention]) -> dict[str, object]:
     """The attributes of several mentions of one concept, as one finding's."""
     out: dict[str, object] = {}
@@ -1729,6 +1762,9 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
             return out("unknown", False)
         if qtype == "count":
             count = finding.get("count")
+            by_place = _count_by_place(target.deciding)
+            if by_place is not None and (not isinstance(count, int) or by_place > count):
+                count = by_place
             if (
                 lat == "bilateral"
                 and question.label in patterns.one_per_side

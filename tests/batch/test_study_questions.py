@@ -418,6 +418,16 @@ CLINICIANS = [
     ("Is there a lung nodule?", "FINDINGS: No nodular opacity.", "presence", "no"),
     ("How large is the nodule?", "FINDINGS: 8 mm nodule in the right upper lobe. 17 mm "
      "nodular opacity in the left lung.", "size", 8.0),
+    # counted place by place; one finding named twice in other words is one
+    ("How many nodules are there?", "FINDINGS: Three nodules are present in the left lower "
+     "lobe. Another nodule is present near the right hilum. IMPRESSION: Multiple nodules in "
+     "both lungs.", "count", 4),
+    ("How many nodules are there?", "FINDINGS: In the left lung base there is a 9 mm nodule. "
+     "IMPRESSION: 9 mm left lower lobe pulmonary nodule.", "count", 1),
+    ("How many nodules are there?", "FINDINGS: A 2 cm nodule in the left lower lobe. "
+     "IMPRESSION: Left lower lobe nodule.", "count", 1),
+    ("How many nodules are there?", "FINDINGS: Nodules in the left lower lobe. A nodule in "
+     "the right upper lobe.", "count", "multiple"),
     # out of a report's reach
     ("What is the prognosis?", _PICC, "unsupported", None),
     ("What is the heart rate?", _PICC, "unsupported", None),
