@@ -977,6 +977,9 @@ class QuestionParser:
         return None
 
 
+_SIDE_WORDS = frozenset({"left", "right", "bilateral"})
+
+
 def _concept_words(
     nlp: Language, lexicon: Lexicon, *, normal: bool = False
 ) -> list[tuple[str, frozenset[str]]]:
@@ -986,7 +989,12 @@ def _concept_words(
     skip = set(KINDS) - {"normal"} if normal else {"anatomy", "normal"}
     for concept_id, phrases in lexicon.phrases_by_concept(skip).items():
         for phrase in phrases:
-            words = [w for w in nlp.make_doc(phrase) if not (w.is_stop or w.is_punct)]
+            # a side in a phrase ("clear left lung") is the question's qualifier to ask
+            words = [
+                w
+                for w in nlp.make_doc(phrase)
+                if not (w.is_stop or w.is_punct or w.lower_ in _SIDE_WORDS)
+            ]
             if len(words) >= 2:
                 out.append((concept_id, frozenset(_stem(w.lower_) for w in words)))
     return out

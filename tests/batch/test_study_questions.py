@@ -428,6 +428,13 @@ CLINICIANS = [
      "IMPRESSION: Left lower lobe nodule.", "count", 1),
     ("How many nodules are there?", "FINDINGS: Nodules in the left lower lobe. A nodule in "
      "the right upper lobe.", "count", "multiple"),
+    # the OpenI de-identification's "Cardiac XXXX generator" is a pacemaker's
+    ("Is there a pacemaker?", "FINDINGS: Cardiac XXXX generator leads over the right atrium "
+     "and right ventricle.", "presence", "yes"),
+    ("Is the left lung clear?", "FINDINGS: Clear left lung. Right middle lobe infiltrate.",
+     "position", "yes"),
+    ("Is the right lung clear?", "FINDINGS: Clear left lung. Right middle lobe infiltrate.",
+     "position", "no"),
     # out of a report's reach
     ("What is the prognosis?", _PICC, "unsupported", None),
     ("What is the heart rate?", _PICC, "unsupported", None),
