@@ -9,15 +9,18 @@ presence or side, whatever the question's type.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from labeler.questions import (
+    CONCEPT_PREFIX,
     AnswerValue,
     ParsedQuestion,
     QuestionParser,
     ReportAnswer,
+    abnormal_findings_named,
     answer_from_report,
     answer_study,
 )
@@ -146,24 +149,61 @@ class StudyQuestions:
         report: ReportLabels | None = None,
         image: ImageFindings | None = None,
         question_id: str = "",
+        referent: str | None = None,
     ) -> Answer:
         """Answer one question from a labelled report, an image's findings, or both.
+
+        A question whose finding is a pronoun ("Has it grown?") asks about `referent`, the
+        finding of the question before it about the same study; without one, about the
+        report's only abnormal finding. Where the report has several, it is refused with
+        their names.
 
         Args:
             question: the question, plain English.
             report: the labelled report (`label_reports`), or None.
             image: the image's findings (`image_findings`), or None.
             question_id: copied to the answer's `id`.
+            referent: the label (or `concept:<id>`) the previous question about this study
+                asked about, if any.
 
         Returns:
             The answer; `type == "unsupported"` with a message when the question is not
             understood (never a guess), `answer == "unknown"` when the study does not say.
         """
         with self.labeler.pipeline():
-            parsed = self.parser.parse(question)
+            parsed = self.parser.parse(question, referent=referent)
+            if parsed.label is None and parsed.type == "unsupported" and report is not None:
+                parsed = self._sole_referent(question, parsed, report)
         return answer_question(
             parsed, report=report, image=image, question_id=question_id, lexicon=self.lexicon
         )
+
+    def _sole_referent(
+        self, question: str, parsed: ParsedQuestion, report: ReportLabels
+    ) -> ParsedQuestion:
+        """The question read as about the report's only abnormal finding, where it stands
+        a pronoun for its finding; else `parsed`, with the candidates named when several."""
+        if not self.parser.refers_back(question):
+            return parsed
+        named = abnormal_findings_named(report, self.lexicon)
+        if len(named) == 1:
+            again = self.parser.parse(question, referent=named[0])
+            if again.label is not None:
+                rules = tuple("referent.sole" if r == "referent" else r for r in again.rules)
+                return dataclasses.replace(again, rules=rules)
+            return parsed
+        if len(named) > 1:
+            names = ", ".join(self.lexicon.concepts[c[len(CONCEPT_PREFIX) :]].name for c in named)
+            message = (
+                f"the question does not say which finding it asks about, and the report names "
+                f"several ({names}); name the finding"
+            )
+            return dataclasses.replace(parsed, message=message)
+        message = (
+            "the question does not say which finding it asks about, and the report names no "
+            "abnormal finding it could be; name the finding"
+        )
+        return dataclasses.replace(parsed, message=message)
 
 
 def answer_question(

@@ -48,6 +48,7 @@ __all__ = [
     "QuestionType",
     "ParsedQuestion",
     "ReportAnswer",
+    "abnormal_findings_named",
     "answer_from_report",
     "answer_study",
     "compare",
@@ -469,15 +470,53 @@ class QuestionParser:
         """Parse questions in order (repeated questions come from a cache)."""
         return [self.parse(t) for t in texts]
 
-    def parse(self, text: str) -> ParsedQuestion:
+    def parse(self, text: str, *, referent: str | None = None) -> ParsedQuestion:
         """Parse one question.
 
         Args:
             text: the question, in plain English.
+            referent: the finding (a label, or `concept:<id>`) that a pronoun of a
+                question naming none stands for ("Has it grown?" after a question about
+                the nodule); ignored when the question names its finding.
 
         Returns:
             The parse; `type == "unsupported"` with a `message` when it cannot be read.
         """
+        parsed = self._parse_cached(text)
+        if referent is None or parsed.label is not None or parsed.type != "unsupported":
+            return parsed
+        return self._with_referent(text, parsed, referent)
+
+    def refers_back(self, text: str) -> bool:
+        """Whether the question stands a pronoun where its finding would be ("Has it
+        grown?", "Is this new?")."""
+        return _pronoun_at(self.nlp.make_doc(text)) is not None
+
+    def _with_referent(self, text: str, parsed: ParsedQuestion, referent: str) -> ParsedQuestion:
+        """The question read with its pronoun replaced by the referent's name, when that
+        reading is supported; else `parsed`."""
+        doc = self.nlp.make_doc(text)
+        at = _pronoun_at(doc)
+        name = self._finding_name(referent)
+        if at is None or name is None:
+            return parsed
+        token = doc[at]
+        named = f"{text[: token.idx]}the {name}{text[token.idx + len(token) :]}"
+        again = self._parse_cached(named)
+        if again.type == "unsupported" or again.label is None:
+            return parsed
+        return dataclasses.replace(again, text=text, rules=(*again.rules, "referent"))
+
+    def _finding_name(self, label: str) -> str | None:
+        """The words a question names a label or a lexicon concept by."""
+        if label.startswith(CONCEPT_PREFIX):
+            entry = (
+                self.lexicon.concepts.get(label[len(CONCEPT_PREFIX) :]) if self.lexicon else None
+            )
+            return entry.name if entry is not None else None
+        return label.replace("_", " ").lower() if label in self.labels else None
+
+    def _parse_cached(self, text: str) -> ParsedQuestion:
         hit = self._cache.get(text)
         if hit is None:
             # Read as a report's sentence is (invisible and look-alike characters); the
@@ -978,6 +1017,49 @@ class QuestionParser:
 
 
 _SIDE_WORDS = frozenset({"left", "right", "bilateral"})
+_PRONOUNS = frozenset({"it", "they", "them"})
+_DEMONSTRATIVES = frozenset({"this", "that", "these", "those"})
+# the words after "this" that show it stands alone ("Is this new?"), not before its noun
+# ("Is this chest X-ray normal?")
+_AFTER_PRONOUN = frozenset(
+    {"is", "are", "was", "were", "has", "have", "had", "does", "do", "did", "look", "looks",
+     "appear", "appears", "seem", "seems", "measure", "measures", "new", "old", "larger",
+     "smaller", "bigger", "grown", "changed", "increased", "decreased", "unchanged", "stable",
+     "located", "on", "in", "at", "since", "compared", "worse", "better", "improved"}
+)  # fmt: skip
+
+
+# ... and before it: a question's own words, not a noun it would relate to ("anything that")
+_BEFORE_PRONOUN = frozenset(
+    {"is", "are", "was", "were", "has", "have", "had", "does", "do", "did", "where", "how",
+     "why", "what", "when", "which", "about", "of", "and", "so"}
+)  # fmt: skip
+
+
+def abnormal_findings_named(report: ReportLabels, lexicon: Lexicon) -> list[str]:
+    """The findings a question's "it" may stand for: the report's abnormal findings not
+    ruled out, as `concept:<id>`, each once, a concept under another one named counting as
+    that one ("basilar opacity" beside "opacity")."""
+    named = {
+        f.label
+        for f in report.report_findings or ()
+        if f.status != "negative" and is_abnormal(f.kind) and f.label in lexicon.concepts
+    }
+    kept = sorted(c for c in named if not any(a in named for a in lexicon.ancestors(c)))
+    return [CONCEPT_PREFIX + c for c in kept]
+
+
+def _pronoun_at(doc: Doc) -> int | None:
+    """The index of the first token that stands for a finding the question does not name."""
+    for t in doc:
+        word = t.lower_
+        if word in _PRONOUNS:
+            return t.i
+        if word in _DEMONSTRATIVES and (t.i == 0 or doc[t.i - 1].lower_ in _BEFORE_PRONOUN):
+            after = doc[t.i + 1] if t.i + 1 < len(doc) else None
+            if after is None or after.is_punct or after.lower_ in _AFTER_PRONOUN:
+                return t.i
+    return None
 
 
 def _concept_words(

@@ -182,6 +182,8 @@ def _ask(args: argparse.Namespace) -> int:
                 (r.get("report") or "").strip() for r in chunk if not _row_error(r)
             )
             lines = []
+            # a row about the same study as the row before: its "it" is that row's finding
+            previous: tuple[str, str, str | None] = ("", "", None)
             for r in chunk:
                 bad_row = _row_error(r)
                 if bad_row:
@@ -195,12 +197,15 @@ def _ask(args: argparse.Namespace) -> int:
                     error, report = f"the report cannot be read: {report.error}", None
                 elif given and not text:
                     error = "the report is empty"
+                study = (text, (r.get("image") or "").strip())
                 answer = engine.ask(
                     r.get("question") or "",
                     report=report,
                     image=image,
                     question_id=str(r.get("id") or ""),
+                    referent=previous[2] if study == previous[:2] else None,
                 )
+                previous = (*study, answer.label)
                 answer.demo_model = image is not None and images.demo
                 if error:
                     failed += 1

@@ -26,7 +26,7 @@ from models.image_findings import LUNG_FIELD_SIDE
 
 if TYPE_CHECKING:
     from app.report_labeler import ReportLabeler
-    from batch.study_questions import StudyQuestions
+    from batch.study_questions import Answer, StudyQuestions
     from models.image_findings import ImageFindings
     from models.image_pipeline import LoadedImage
     from models.predict import Prediction
@@ -200,13 +200,15 @@ async def ask_study(request: Request, state: StateDep, labeler: NlpDep) -> Study
     engine = await run_in_threadpool(_engine, state, labeler)
 
     def answer_all() -> list[dict[str, Any]]:
+        answers: list[Answer] = []
         with _ENGINE_LOCK:
-            answers = [
-                engine.ask(
-                    q, report=report, image=image, question_id=_qid(body.id, i, len(questions))
+            for i, q in enumerate(questions):
+                # "Has it grown?" after a question about the nodule asks about the nodule
+                referent = answers[-1].label if answers else None
+                qid = _qid(body.id, i, len(questions))
+                answers.append(
+                    engine.ask(q, report=report, image=image, question_id=qid, referent=referent)
                 )
-                for i, q in enumerate(questions)
-            ]
         for answer in answers:
             answer.demo_model = demo
         return [a.to_dict() for a in answers]

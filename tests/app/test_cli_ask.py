@@ -169,3 +169,24 @@ def test_cxr_ask_questions_one_bad_row_fails_alone(tmp_path: Path) -> None:
     assert rows[0]["answer"] == rows[3]["answer"] == "yes"
     assert "200,000 characters" in rows[1]["message"]
     assert "not valid UTF-8" in rows[2]["message"]
+
+
+@pytest.mark.issue(40)
+def test_cxr_ask_it_is_the_finding_of_the_row_before_about_the_same_study(
+    tmp_path: Path,
+) -> None:
+    src = tmp_path / "q.csv"
+    grown = "FINDINGS: A 2 cm nodule in the right upper lobe. Small left effusion, increased."
+    with src.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "report", "image", "question"])
+        w.writerow(["a", grown, "", "How big is the effusion?"])
+        w.writerow(["b", grown, "", "Has it grown?"])  # the effusion, not the nodule
+        w.writerow(["c", REPORT, "", "Has it grown?"])  # another study: no referent
+    out = tmp_path / "answers.jsonl"
+    assert main(["ask", "--questions", str(src), "-o", str(out), "-q"]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert (rows[1]["label"], rows[1]["answer"]) == ("Effusion", "yes")
+    assert "referent" in rows[1]["evidence"]["question"]["rules"]
+    assert rows[2]["type"] == "unsupported"
+    assert "several" in rows[2]["message"]  # the mass and the effusion: which one?

@@ -31,6 +31,19 @@ def test_post_studies_ask_json(make_client: Callable[..., TestClient]) -> None:
     assert answers[0]["answer"] == "yes" and answers[1]["type"] == "unsupported"
 
 
+def test_post_studies_ask_it_is_the_finding_of_the_question_before(
+    make_client: Callable[..., TestClient],
+) -> None:
+    client = make_client(model=False)
+    questions = ["How big is the mass?", "Where is it?", "Is it on the left?"]
+    r = client.post("/v1/studies/ask", json={"report": REPORT, "questions": questions})
+    assert r.status_code == 200, r.text
+    answers = r.json()["answers"]
+    assert [a["label"] for a in answers] == ["Mass", "Mass", "Mass"]
+    assert answers[1]["answer"] == ["right", "right upper lobe"]
+    assert answers[2]["answer"] == "no"
+
+
 def test_post_studies_ask_with_image(client: TestClient) -> None:
     from PIL import Image
 

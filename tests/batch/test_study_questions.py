@@ -487,3 +487,53 @@ def test_a_longer_concept_wins_over_a_label_and_the_study_needs_its_report(
     assert engine.ask("Is there heart failure?").label == "concept:heart_failure"
     answer = engine.ask("Is this chest X-ray normal?", image=_image([], []))
     assert answer.answer == "unknown" and answer.message and "report" in answer.message
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
+    ("question", "report", "referent", "label", "answer"),
+    [
+        # the finding of the question before
+        ("Has it grown?", "FINDINGS: Nodule in the right upper lobe. Left effusion, increased.",
+         "Effusion", "Effusion", "yes"),
+        ("How big is it?", "FINDINGS: A 2 cm mass. A 1 cm nodule.", "Nodule", "Nodule", 10.0),
+        ("Are they new?", "FINDINGS: New bilateral effusions.", "Effusion", "Effusion", "yes"),
+        # without one, the report's only abnormal finding
+        ("Has it grown?", "FINDINGS: A 2 cm nodule in the right upper lobe, increased from "
+         "1.5 cm. Heart size normal.", None, "Nodule", "yes"),
+        ("Is this new?", "FINDINGS: New left pleural effusion.", None, "Effusion", "yes"),
+        ("Where is it?", "FINDINGS: Left basilar opacity. Opacity at the left base.", None,
+         "concept:opacity", ["left", "basilar", "base"]),
+        # several, or none: refused, never guessed
+        ("Has it grown?", "FINDINGS: A 2 cm mass. Small left effusion.", None, None, None),
+        ("Has it grown?", "FINDINGS: Normal chest.", None, None, None),
+        # a question that names its finding keeps it
+        ("Is there a pneumothorax?", "FINDINGS: Small left effusion.", "Effusion",
+         "Pneumothorax", "no"),
+    ],
+)  # fmt: skip
+def test_a_pronoun_stands_for_the_previous_or_the_only_finding(
+    engine: StudyQuestions,
+    question: str,
+    report: str,
+    referent: str | None,
+    label: str | None,
+    answer: object,
+) -> None:
+    got = engine.ask(question, report=engine.label_reports([report])[report], referent=referent)
+    assert (got.label, got.answer) == (label, answer)
+    if label is None:
+        assert got.type == "unsupported" and "name the finding" in (got.message or "")
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
+    "question",
+    ["Is this chest X-ray normal?", "Is there anything that has changed?", "What is it?"],
+)
+def test_a_pronoun_that_is_not_a_finding_is_not_replaced(
+    engine: StudyQuestions, question: str
+) -> None:
+    report = "FINDINGS: A 2 cm nodule in the right upper lobe."
+    got = engine.ask(question, report=engine.label_reports([report])[report], referent="Effusion")
+    assert "referent" not in str(got.evidence.get("question"))
