@@ -877,7 +877,15 @@ class QuestionParser:
             # or by its words in another order or form ("Are the lung volumes low?"), where
             # no label is named or the concept's words hold the label's ("Is there heart
             # failure?" is not about the heart's size)
-            asked = {i for h in hits if h.group in _QUALIFIER_KINDS for i in range(h.start, h.end)}
+            # the words of what is asked, and of a comparison ("since the prior film"), name
+            # no concept ("prior" is not the healed fracture's)
+            asked = {
+                i
+                for h in hits
+                if h.group in _QUALIFIER_KINDS
+                or (h.group == "open" and h.entry.get("type") == "change")
+                for i in range(h.start, h.end)
+            }
             concepts = self._concepts_named(doc, asked)
             if not concepts and not spans and asked:
                 # "Are the pulmonary arteries enlarged?": a qualifier's word that is the

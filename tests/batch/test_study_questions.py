@@ -435,6 +435,13 @@ CLINICIANS = [
      "position", "yes"),
     ("Is the right lung clear?", "FINDINGS: Clear left lung. Right middle lobe infiltrate.",
      "position", "no"),
+    # a comparison's "prior" names no concept (not the healed fracture's); "The appearance
+    # is similar" refers back
+    ("Have the rib fractures changed since the prior film?", "FINDINGS: Several bilateral "
+     "rib fractures with callus formation. The appearance is similar to the prior chest "
+     "radiograph.", "change", "unchanged"),
+    ("Have the rib fractures changed since the prior film?", "FINDINGS: Several bilateral "
+     "rib fractures.", "change", "unknown"),
     # out of a report's reach
     ("What is the prognosis?", _PICC, "unsupported", None),
     ("What is the heart rate?", _PICC, "unsupported", None),
