@@ -1476,8 +1476,18 @@ def _one_of_alternatives(m: Mention, words: frozenset[str]) -> bool:
         return False
     a, b = m.start - m.sentence_start, m.end - m.sentence_start
     after = _ALT_WORD.findall(m.sentence[b:].lower())[:1]
-    before = _ALT_WORD.findall(m.sentence[:a].lower())[-1:]
-    return any(w in words for w in (*after, *before))
+    # a degree word does not part the finding from its alternative ("normal or mildly
+    # enlarged heart")
+    before = [w for w in _ALT_WORD.findall(m.sentence[:a].lower()) if w not in _DEGREE][-1:]
+    # a statement that holds both readings ("heart size is upper normal or mildly enlarged")
+    inside = _ALT_WORD.findall(m.text.lower())[1:-1]
+    return any(w in words for w in (*after, *before, *inside))
+
+
+_DEGREE = frozenset(
+    {"mildly", "slightly", "minimally", "moderately", "markedly", "severely", "mild", "slight",
+     "minimal", "moderate", "marked", "severe", "small", "large", "tiny", "trace"}
+)  # fmt: skip
 
 
 def _answer_several(

@@ -357,6 +357,11 @@ CLINICIANS = [
      "uncertain"),
     ("Is there a pleural effusion?", "FINDINGS: New or increased left pleural effusion.",
      "presence", "yes"),
+    ("Is the heart enlarged?", "FINDINGS: The heart size is upper limits normal or mildly "
+     "enlarged.", "presence", "uncertain"),
+    ("Is the heart enlarged?", "FINDINGS: Normal or mildly enlarged heart.", "presence",
+     "uncertain"),
+    ("Is the heart enlarged?", "FINDINGS: Mildly enlarged heart.", "presence", "yes"),
     ("Is there pneumonia?", "FINDINGS: Right upper or middle lobe pneumonia.", "presence",
      "yes"),
     ("Is there a pneumothorax?", "FINDINGS: No pneumothorax or effusion.", "presence", "no"),
