@@ -447,6 +447,14 @@ CLINICIANS = [
      "radiograph.", "change", "unchanged"),
     ("Have the rib fractures changed since the prior film?", "FINDINGS: Several bilateral "
      "rib fractures.", "change", "unknown"),
+    # "in good position": the report's word for a line well or badly placed, else unknown
+    ("Is the PICC in good position?", "FINDINGS: Right PICC with tip in satisfactory "
+     "position in the SVC.", "presence", "yes"),
+    ("Is the PICC line in good position?", "IMPRESSION: Malpositioned right PICC line tip.",
+     "presence", "no"),
+    ("Is the ET tube appropriately positioned?", "FINDINGS: Endotracheal tube 4 cm above the "
+     "carina.", "presence", "unknown"),
+    ("Is the PICC in good position?", "FINDINGS: No lines or tubes.", "presence", "no"),
     # out of a report's reach
     ("What is the prognosis?", _PICC, "unsupported", None),
     ("What is the heart rate?", _PICC, "unsupported", None),
