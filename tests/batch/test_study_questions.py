@@ -423,6 +423,9 @@ CLINICIANS = [
     ("Is there a lung nodule?", "FINDINGS: No nodular opacity.", "presence", "no"),
     ("How large is the nodule?", "FINDINGS: 8 mm nodule in the right upper lobe. 17 mm "
      "nodular opacity in the left lung.", "size", 8.0),
+    ("Is there pneumonia?", "IMPRESSION: Left base opacity may represent early infection.",
+     "presence", "uncertain"),
+    ("Is there pneumonia?", "IMPRESSION: No evidence of infection.", "presence", "no"),
     # counted place by place; one finding named twice in other words is one
     ("How many nodules are there?", "FINDINGS: Three nodules are present in the left lower "
      "lobe. Another nodule is present near the right hilum. IMPRESSION: Multiple nodules in "
