@@ -142,6 +142,8 @@ class QuestionPatterns:
     #: label -> the lexicon's normal statement that rules it out ("heart size within normal
     #: limits"): a change question about the label reads the statement's change
     stated_normal: Mapping[str, str] = field(default_factory=dict)
+    #: normal statements that say the study shows no acute disease (concept ids)
+    no_acute_statements: frozenset[str] = frozenset()
     #: label -> lexicon concepts read as it where the report names the label nowhere
     #: ("17 mm nodular opacity" is the nodule a clinician asks about)
     read_as_label: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -253,6 +255,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         alternatives=frozenset(str(w).lower() for w in data.get("alternatives") or ()),
         probable_readings=_compiled(name, "probable_readings", data.get("probable_readings")),
         stated_normal={str(k): str(v) for k, v in (data.get("stated_normal") or {}).items()},
+        no_acute_statements=frozenset(str(c) for c in data.get("no_acute_statements") or ()),
         read_as_label={
             str(k): tuple(str(c) for c in v) for k, v in (data.get("read_as_label") or {}).items()
         },
@@ -1584,9 +1587,11 @@ def answer_study(
         seen = [f for f in abnormal if f.kind == "finding"]
         if "positive" in acute:
             return out("yes", seen)
-        if "uncertain" in acute:
+        said_none = [f for f in stated if f.label in patterns.no_acute_statements]
+        if "uncertain" in acute and not said_none:
             return out("uncertain", seen)
-        return out("no", stated)
+        # a hedge ("could obscure a small nodule") under the reader's own "no acute disease"
+        return out("no", said_none or stated)
     if asks == "change":
         changed = [f for f in findings if f.attributes.get("change") in _CHANGED]
         if changed:
@@ -1713,10 +1718,14 @@ def _described_parent(
         accepts: list[Collection[str]] = []
         for word in extra:
             match = next((d for d in patterns.qualifiers["descriptor"] if word in d.phrases), None)
+            zone = next((z for z in patterns.qualifiers["zone"] if word in z.phrases), None)
             if match is not None:
                 accepts.append(match.accepts)
             elif word in sites:
                 accepts.append(sites[word])
+            elif zone is not None:
+                # "basal opacities": an opacity whose place lies in the zone
+                accepts.append(patterns.zone_includes.get(str(zone.value), frozenset()))
             else:
                 break  # a word nothing explains: not this concept
         else:
@@ -1727,10 +1736,15 @@ def _described_parent(
                 f
                 for f in report.report_findings or ()
                 if f.concept in kinds
-                for near in (_near_words([f]),)
+                for near in (_near_words([f]) | _place_values(f),)
                 if all(any(w in near for w in words) for words in accepts)
             ]
     return []
+
+
+def _place_values(f: Mention) -> frozenset[str]:
+    """The finding's places as its attributes give them ("basilar", "right lower lobe")."""
+    return frozenset(str(p) for p in f.attributes.get("location") or ())
 
 
 def _finding_evidence(f: ReportFinding) -> dict[str, object]:

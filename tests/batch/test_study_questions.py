@@ -458,6 +458,18 @@ CLINICIANS = [
     ("Is the ET tube appropriately positioned?", "FINDINGS: Endotracheal tube 4 cm above the "
      "carina.", "presence", "unknown"),
     ("Is the PICC in good position?", "FINDINGS: No lines or tubes.", "presence", "no"),
+    # a zone word a concept's name adds is read in the finding's place
+    ("Are the basal opacities getting worse?", "FINDINGS: Worsening opacities at both lung "
+     "bases.", "change", "yes"),
+    ("Are the basal opacities getting worse?", "FINDINGS: Worsening opacities in both upper "
+     "lobes.", "change", "no"),
+    # a hedge under the reader's own "no acute disease"; a positive finding still counts
+    ("Is there acute disease?", "FINDINGS: Bony overlap could obscure a small nodule. "
+     "IMPRESSION: No acute cardio pulmonary disease.", "study", "no"),
+    ("Is there acute disease?", "FINDINGS: Bony overlap could obscure a small nodule.",
+     "study", "uncertain"),
+    ("Is there acute disease?", "FINDINGS: Left lower lobe pneumonia. IMPRESSION: No acute "
+     "cardiopulmonary disease.", "study", "yes"),
     # out of a report's reach
     ("What is the prognosis?", _PICC, "unsupported", None),
     ("What is the heart rate?", _PICC, "unsupported", None),
