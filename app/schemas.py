@@ -160,6 +160,7 @@ class ReportFindingRead(MentionRead):
     name: str
     kind: str = Field(description="finding, device, postop, bone, soft_tissue, normal...")
     mesh: str = Field(description="heading/qualifiers/side as the OpenI coders write it")
+    radlex: str = Field(default="", description="the concept's RadLex id; empty where none")
 
 
 class ReportLabelsRead(BaseModel):

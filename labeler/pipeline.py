@@ -274,7 +274,7 @@ class _Engine:
     tips: TipFinder | None = None
     levels: LevelFinder | None = None
     finding_cache: dict[str, tuple[_Found, ...]] = field(default_factory=dict)
-    finding_names: dict[str, tuple[str, str, tuple[str, ...]]] = field(default_factory=dict)
+    finding_names: dict[str, tuple[str, str, tuple[str, ...], str]] = field(default_factory=dict)
 
     def label_batch(
         self, batch: list[tuple[str, str]], on_error: Literal["raise", "skip"]
@@ -405,7 +405,7 @@ class _Engine:
         for section, s, e, key in plan.sentences:
             sentence = []
             for f in read[key.text]:
-                name, kind, parts = self._concept_naming(f.label)
+                name, kind, parts, radlex = self._concept_naming(f.label)
                 if kind == "normal" and f.status == "negative":
                     a, b = key.span(f.start, f.end)
                     if _cue_inside(f.cue, plan.text[s + a : s + b]):
@@ -426,6 +426,7 @@ class _Engine:
                         name=name,
                         kind=kind,
                         mesh="/".join(parts),
+                        radlex=radlex,
                     )  # fmt: skip
                 )
             if not sentence and last_device is None:
@@ -501,30 +502,31 @@ class _Engine:
             concept = self.levels.specific_concept(f.label, levels)
             known = self.findings.lexicon.concepts if self.findings is not None else {}
             if concept is not None and concept in known:
-                name, kind, parts = self._concept_naming(concept)
+                name, kind, parts, radlex = self._concept_naming(concept)
                 side = f.attributes.get("laterality")
                 if parts and isinstance(side, str) and side:
                     parts = (*parts, side)
                 f = dataclasses.replace(
-                    f, label=concept, name=name, kind=kind, mesh="/".join(parts)
+                    f, label=concept, name=name, kind=kind, mesh="/".join(parts), radlex=radlex
                 )
             sentence[i] = f
         return sentence
 
-    def _concept_naming(self, label: str) -> tuple[str, str, tuple[str, ...]]:
-        """A finding label's name, kind and MeSH parts (heading, qualifiers); no parts where
-        the coders have no heading (open findings, most surgery)."""
+    def _concept_naming(self, label: str) -> tuple[str, str, tuple[str, ...], str]:
+        """A finding label's name, kind, MeSH parts (heading, qualifiers) and RadLex id; no
+        parts where the coders have no heading (open findings, most surgery), no id where the
+        lexicon gives none."""
         naming = self.finding_names.get(label)
         if naming is None:
             assert self.findings is not None
             lexicon = self.findings.lexicon
             if label.startswith(OPEN_PREFIX):
-                naming = (label[len(OPEN_PREFIX) :], "finding", ())
+                naming = (label[len(OPEN_PREFIX) :], "finding", (), "")
             else:
                 concept = lexicon.concepts[label]
                 mesh = lexicon.mesh_of(label)
                 parts = (mesh.heading, *mesh.qualifiers) if mesh else ()
-                naming = (concept.name, concept.kind, parts)
+                naming = (concept.name, concept.kind, parts, concept.radlex or "")
             self.finding_names[label] = naming
         return naming
 

@@ -151,12 +151,14 @@ class ReportFinding(Mention):
     (a finding word such as "opacity" outside any concept).
 
     `mesh` is the heading as the OpenI coders write it, with the concept's qualifiers and
-    the side ("Catheters, Indwelling/right"); empty where they have no heading.
+    the side ("Catheters, Indwelling/right"); empty where they have no heading. `radlex` is
+    the concept's RadLex id ("RID5581"); empty where the lexicon gives none.
     """
 
     name: str = ""
     kind: str = "finding"
     mesh: str = ""
+    radlex: str = ""
 
     @property
     def concept(self) -> str:
@@ -170,6 +172,7 @@ class ReportFinding(Mention):
             "name": self.name,
             "kind": self.kind,
             "mesh": self.mesh,
+            "radlex": self.radlex,
             **super().to_dict(),
         }
 

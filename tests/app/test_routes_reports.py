@@ -229,6 +229,7 @@ def test_label_reads_every_finding_when_asked(client: TestClient) -> None:
     body = asked.json()
     read = {f["concept"]: f for f in body["report_findings"]}
     assert read["picc"]["mesh"] == "Catheters, Indwelling/right"
+    assert (read["picc"]["radlex"], read["calcified_granuloma"]["radlex"]) == ("RID5581", "")
     assert read["calcified_granuloma"]["status"] == "positive"
     assert read["pneumothorax"]["status"] == "negative"
     assert body["normal"] is False

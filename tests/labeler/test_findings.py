@@ -42,6 +42,26 @@ def test_a_device_is_read_with_its_heading_and_side(read: Read) -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "concept", "radlex"),
+    [
+        ("FINDINGS: Small right pleural effusion.", "pleural_effusion", "RID34539"),
+        ("FINDINGS: Right PICC with tip in the SVC.", "picc", "RID5581"),
+        ("FINDINGS: Retrocardiac opacity.", "retrocardiac_opacity", ""),  # none in the lexicon
+        ("FINDINGS: Fluid collection in the right axilla.", "open:collection", ""),
+        # the rib level makes the fracture a rib fracture, which has no id of its own
+        ("FINDINGS: Fracture of the left 5th rib.", "rib_fracture", ""),
+        ("FINDINGS: Fracture of the T11 vertebra.", "vertebral_fracture", "RID49608"),
+    ],
+)
+def test_a_finding_carries_its_concepts_radlex_id(
+    read: Read, text: str, concept: str, radlex: str
+) -> None:
+    finding = _one(read(text), concept)
+    assert finding.radlex == radlex
+    assert finding.to_dict()["radlex"] == radlex
+
+
+@pytest.mark.parametrize(
     ("text", "concept", "status"),
     [
         ("FINDINGS: Calcified granuloma, left upper lobe.", "calcified_granuloma", "positive"),

@@ -143,6 +143,48 @@ def test_lexicon_mesh_headings(lexicon: Lexicon) -> None:
     assert lexicon.mesh_of("normal_study") == Mesh("normal")
 
 
+@pytest.mark.parametrize(
+    ("concept_id", "rid"),
+    [
+        # each checked against a RadLex export that lists the class's preferred name
+        ("pneumothorax", "RID5352"),
+        ("pleural_effusion", "RID34539"),
+        ("atelectasis", "RID28493"),
+        ("consolidation", "RID43255"),
+        ("nodule", "RID50149"),  # pulmonary nodule
+        ("endotracheal_tube", "RID5557"),
+        ("chest_tube", "RID5573"),  # thoracostomy tube
+        ("pacemaker", "RID5436"),
+        ("lung", "RID1301"),
+        ("pulmonary_artery", "RID974"),  # RID874 is a palmar digital artery
+    ],
+)
+def test_lexicon_radlex_ids(lexicon: Lexicon, concept_id: str, rid: str) -> None:
+    assert lexicon.concepts[concept_id].radlex == rid
+
+
+@pytest.mark.parametrize(
+    "concept_id",
+    [
+        "opacity",  # lung opacity: RadLex's opacity is not only the lung's
+        "loculated_effusion",  # narrower than RadLex's pleural effusion
+        "cardiomegaly",  # no RadLex class
+        "stent",  # RadLex's class is obsolete
+    ],
+)
+def test_lexicon_radlex_left_out_without_the_same_concept(
+    lexicon: Lexicon, concept_id: str
+) -> None:
+    assert lexicon.concepts[concept_id].radlex is None
+
+
+def test_lexicon_radlex_id_names_one_concept(lexicon: Lexicon) -> None:
+    # a narrower concept never borrows its parent's id
+    ids = Counter(c.radlex for c in lexicon.concepts.values() if c.radlex is not None)
+    assert len(ids) > 100
+    assert [rid for rid, n in ids.items() if n > 1] == []
+
+
 def test_lexicon_open_finding_heads(lexicon: Lexicon) -> None:
     assert {"opacity", "opacities", "density", "lesion", "collection"} <= (
         lexicon.open_finding_heads
