@@ -142,6 +142,8 @@ class QuestionPatterns:
     #: label -> the lexicon's normal statement that rules it out ("heart size within normal
     #: limits"): a change question about the label reads the statement's change
     stated_normal: Mapping[str, str] = field(default_factory=dict)
+    #: words of a narrower concept's name that say where it is ("thoracic")
+    place_parts: frozenset[str] = frozenset()
     #: normal statements that say the study shows no acute disease (concept ids)
     no_acute_statements: frozenset[str] = frozenset()
     #: label -> lexicon concepts read as it where the report names the label nowhere
@@ -256,6 +258,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         probable_readings=_compiled(name, "probable_readings", data.get("probable_readings")),
         stated_normal={str(k): str(v) for k, v in (data.get("stated_normal") or {}).items()},
         no_acute_statements=frozenset(str(c) for c in data.get("no_acute_statements") or ()),
+        place_parts=frozenset(str(w).lower() for w in data.get("place_parts") or ()),
         read_as_label={
             str(k): tuple(str(c) for c in v) for k, v in (data.get("read_as_label") or {}).items()
         },
@@ -937,7 +940,13 @@ class QuestionParser:
         if by_words and (not found or by_words[0][3] - by_words[0][2] > max(
             e - s for _, _, s, e in found
         )):  # fmt: skip
-            found = by_words
+            # the words of a phrase it overlaps are its own too ("spine ... degenerative
+            # change" names degenerative spine; "change" is not asked)
+            concept, rule, start, end = by_words[0]
+            for _, _, s, e in found:
+                if s < end and start < e:
+                    start, end = min(start, s), max(end, e)
+            found = [(concept, rule, start, end)]
         found.sort(key=lambda c: -(c[3] - c[2]))
         return found
 
@@ -1694,6 +1703,20 @@ def _concept_target(
     finding = _merged(deciding)
     if lexicon.concepts[concept].kind == "normal" and "laterality" not in finding:
         finding["laterality"] = "bilateral"  # "the lungs are clear": both of them
+    # "Which part of the spine?" over degenerative thoracic spine: the words a narrower
+    # concept's name adds say where ("thoracic")
+    asked = set(lexicon.concepts[concept].name.split())
+    parts = [
+        " ".join(
+            w
+            for w in lexicon.concepts[f.label].name.split()
+            if w not in asked and w in patterns.place_parts
+        )
+        for f in deciding
+        if f.label != concept and f.label in lexicon.concepts
+    ]
+    if any(parts):
+        finding["parts"] = list(dict.fromkeys(p for p in parts if p))
     return _Target(status, finding, evidence, deciding)
 
 
@@ -1869,6 +1892,8 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
             terms: list[str] = [lat] if lat else []
             if question.asks != "side":
                 terms += [str(p) for p in finding.get("location") or ()]  # type: ignore[attr-defined]
+                if not finding.get("location"):
+                    terms += [str(p) for p in finding.get("parts") or ()]  # type: ignore[attr-defined]
                 # then the report's own words for them ("left base" for "basilar")
                 said = _place_words(target.deciding)
                 terms += [w for w in said if w.lower() not in {t.lower() for t in terms}]

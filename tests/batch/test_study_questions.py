@@ -470,6 +470,10 @@ CLINICIANS = [
      "study", "uncertain"),
     ("Is there acute disease?", "FINDINGS: Left lower lobe pneumonia. IMPRESSION: No acute "
      "cardiopulmonary disease.", "study", "yes"),
+    # the place a narrower concept's name adds; a describing word is no place
+    ("Which part of the spine shows degenerative change?", "FINDINGS: Degenerative changes "
+     "of the thoracic spine.", "position", ["thoracic"]),
+    ("Where is the granuloma?", "FINDINGS: Calcified granuloma.", "position", "unknown"),
     # out of a report's reach
     ("What is the prognosis?", _PICC, "unsupported", None),
     ("What is the heart rate?", _PICC, "unsupported", None),
