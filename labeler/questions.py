@@ -713,6 +713,8 @@ class QuestionParser:
             ),
             None,
         )
+        if qtype == "count" and unit is not None:
+            qtype = "size"  # "How many centimetres is the granuloma?"
         where = tuple(
             _qualifier(r.doc, h)
             for h in hits
@@ -1904,7 +1906,8 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
             if finding.get("tip_distance_mm") is not None:
                 # "How far above the carina is the ET tube tip?"
                 return out(float(finding["tip_distance_mm"]))  # type: ignore[arg-type]
-            if finding.get("severity"):
+            if finding.get("severity") and not question.unit:
+                # a size word, unless the question asks for a measurement in its unit
                 return out(str(finding["severity"]))
             return out("unknown", False)
         if qtype == "count":

@@ -474,6 +474,13 @@ CLINICIANS = [
     ("Which part of the spine shows degenerative change?", "FINDINGS: Degenerative changes "
      "of the thoracic spine.", "position", ["thoracic"]),
     ("Where is the granuloma?", "FINDINGS: Calcified granuloma.", "position", "unknown"),
+    # "how many" with a unit asks a size; a size word is no measurement in that unit
+    ("How many centimetres is the granuloma?", "FINDINGS: Large calcified granuloma in the "
+     "right lower lobe.", "size", "unknown"),
+    ("How many cm is the mass?", "FINDINGS: A 3 cm mass in the right upper lobe.", "size",
+     3.0),
+    ("How big is the granuloma?", "FINDINGS: Large calcified granuloma in the right lower "
+     "lobe.", "size", "severe"),
     # out of a report's reach
     ("What is the prognosis?", _PICC, "unsupported", None),
     ("What is the heart rate?", _PICC, "unsupported", None),
