@@ -134,6 +134,8 @@ class AttributeRules:
     #: term's phrases and the extra ones of `change_refers_back`, each to its value
     change_phrases: Mapping[str, str] = field(default_factory=dict)
     change_refer_back_rule: str = ""
+    #: a sentence's one size to its one finding when the parse gave it to none (rule id)
+    sole_size_rule: str = ""
 
     def size_mm(self, match: re.Match[str]) -> float:
         """The largest dimension of a `size_pattern` match, in millimetres."""
@@ -223,6 +225,7 @@ def load_attribute_rules(name: str = "attributes.v1") -> AttributeRules:
         refer_back_rule=str(refer.get("id") or ""),
         change_phrases=change_phrases,
         change_refer_back_rule=str(change_back.get("id") or ""),
+        sole_size_rule=str((size.get("sole_in_sentence") or {}).get("id") or ""),
     )
 
 

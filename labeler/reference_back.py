@@ -1,6 +1,7 @@
-"""Sizes and changes given in the sentence after their finding: "A mass is present in the
-left midlung. This measures approximately 3.2 cm in diameter.", "Bilateral nodules. These
-were not present on the prior study."
+"""Sizes and changes the parse does not reach: given in the sentence after their finding
+("A mass is present in the left midlung. This measures approximately 3.2 cm in diameter.",
+"Bilateral nodules. These were not present on the prior study."), or a sentence's one size
+beside its one finding ("nodules measure approximately 5 mm").
 
 The attribute rules (`labeler.attributes`) read a size or a change beside its finding,
 inside one sentence. A sentence that starts with a word that refers back
@@ -47,7 +48,7 @@ def attributes_referred_back(
     Returns:
         A new list; a mention that takes a value is replaced by a copy.
     """
-    out = list(mentions)
+    out = _sole_sizes(list(mentions), text, rules)
     starts = rules.refer_back_starts
     if not starts or len(sentences) < 2:
         return out
@@ -73,6 +74,36 @@ def attributes_referred_back(
             value = rules.change_phrases[change.group(0).lower()]
             _give(out, target, "change", value, rules.change_refer_back_rule, s, change)
     return out
+
+
+def _sole_sizes(out: list[_M], text: str, rules: AttributeRules) -> list[_M]:
+    """A sentence's one size goes to its one finding when the parse gave it to none ("small
+    bilateral pulmonary nodules measure approximately 5 mm"): the finding is not ruled out,
+    is the sentence's only mention but for normal statements and devices, and has no size."""
+    if not rules.sole_size_rule:
+        return out
+    by_sentence: dict[int, list[int]] = {}
+    for i, m in enumerate(out):
+        if m.sentence_start is not None and getattr(m, "kind", "finding") not in _NOT_SIZED:
+            by_sentence.setdefault(m.sentence_start, []).append(i)
+    for start, members in by_sentence.items():
+        if len({(out[i].start, out[i].end) for i in members}) != 1:
+            continue
+        m = out[members[0]]
+        if m.status == "negative" or "size_mm" in m.attributes:
+            continue
+        sentence = m.sentence
+        if not any(c.isdigit() for c in sentence):
+            continue
+        sizes = list(rules.size_pattern.finditer(sentence))
+        if len(sizes) != 1:
+            continue
+        for i in members:
+            _give(out, i, "size_mm", rules.size_mm(sizes[0]), rules.sole_size_rule, start, sizes[0])
+    return out
+
+
+_NOT_SIZED = frozenset({"normal", "device", "technique"})
 
 
 def _give(

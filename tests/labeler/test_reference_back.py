@@ -92,3 +92,27 @@ def test_a_referred_change_keeps_its_evidence(read: Callable[[str], ReportLabels
     ev = next(e for e in nodule.attribute_evidence if e["attribute"] == "change")
     assert ev["rule"] == "change.refers_back"
     assert text[ev["start"] : ev["end"]] == "not present on the prior study"
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
+    ("text", "given"),
+    [
+        ("FINDINGS: There are small bilateral pulmonary nodules measure approximately 5 mm in "
+         "size in the right midlung.", True),
+        # two sizes, a ruled-out finding, two findings: none given by this rule
+        ("FINDINGS: There are small bilateral pulmonary nodules measure approximately 5 mm and "
+         "7 mm in size in the right midlung.", False),
+        ("FINDINGS: There are no pulmonary nodules measure approximately 5 mm in size.", False),
+        ("FINDINGS: There are small nodules and masses measure approximately 5 mm in size.",
+         False),
+    ],
+)  # fmt: skip
+def test_a_sentences_one_size_goes_to_its_one_finding(
+    read: Callable[[str], ReportLabels], text: str, given: bool
+) -> None:
+    result = read(text)
+    rules = [ev["rule"] for m in result.mentions for ev in m.attribute_evidence]
+    assert ("size.sole_in_sentence" in rules) == given
+    if given:
+        assert result.findings["Nodule"]["size_mm"] == 5.0
