@@ -27,6 +27,7 @@ __all__ = ["attributes_referred_back"]
 
 _M = TypeVar("_M", bound=Mention)
 _LEAD = re.compile(r"^[\W\d]*")  # list numbers and punctuation before the first word
+_WORD = re.compile(r"[a-z]+")
 _NEGATION = re.compile(r"\b(?:not|no|without|never)\b", re.IGNORECASE)
 
 
@@ -96,8 +97,8 @@ def _sole_sizes(out: list[_M], text: str, rules: AttributeRules) -> list[_M]:
         if not any(c.isdigit() for c in sentence):
             continue
         sizes = list(rules.size_pattern.finditer(sentence))
-        if len(sizes) != 1:
-            continue
+        if len(sizes) != 1 or set(_WORD.findall(sentence.lower())) & rules.prior_cues:
+            continue  # two sizes, or one that may be an earlier study's ("3 cm previously")
         for i in members:
             _give(out, i, "size_mm", rules.size_mm(sizes[0]), rules.sole_size_rule, start, sizes[0])
     return out
