@@ -29,7 +29,7 @@ from labeler.aggregate import deciding_first
 from labeler.attributes import PLURAL_RULE, stated_count
 from labeler.components import ConceptMatcher
 from labeler.errors import PatternFileError
-from labeler.findings import is_abnormal, lexicon_matcher
+from labeler.findings import OPEN_PREFIX, is_abnormal, lexicon_matcher
 from labeler.lexicon import KINDS
 from labeler.normalize import normalize_text
 from labeler.schema import Mention, ReportFinding, ReportLabels
@@ -334,9 +334,9 @@ class ParsedQuestion:
     Attributes:
         text: the question.
         type: presence, position, size, count, change, severity or unsupported.
-        label: the finding: a label of the label set, or `concept:<id>` for a concept of
-            the chest lexicon outside the labels (devices, granulomas, fractures...);
-            None when unsupported.
+        label: the finding: a label of the label set, `concept:<id>` for a concept of
+            the chest lexicon outside the labels (devices, granulomas, fractures...), or
+            `open:<word>` for a general finding word ("lesion"); None when unsupported.
         open: True for an open question ("Where ...?"), False for yes/no.
         asks: for open position questions, `side` or `place`.
         qualifiers: what a closed question asks to be true; all must hold.
@@ -433,6 +433,11 @@ class QuestionParser:
             lexicon_matcher(nlp, lexicon, skip_kinds={"anatomy", "normal"}) if lexicon else None
         )
         self._concept_words = _concept_words(nlp, lexicon) if lexicon else []
+        # general finding words a question may name a finding by, less those that name the
+        # whole study or say nothing of what is seen
+        self._open_heads = (
+            frozenset(lexicon.open_finding_heads) - _NOT_OPEN_HEADS if lexicon else frozenset()
+        )
         # "Are the lungs clear?": a normal statement, asked about when nothing else is named
         self._normal_words = _concept_words(nlp, lexicon, normal=True) if lexicon else []
         self.labels = frozenset(labels)
@@ -914,6 +919,14 @@ class QuestionParser:
         if not kept and self._normal_words and not any(h.group == "study" for h in hits):
             # the qualifier's words count here: "the left lung" names the lung asked about
             kept = self._concept_by_words(doc, set(), self._normal_words)
+        if not kept and self.lexicon is not None and not any(h.group == "study" for h in hits):
+            # a general finding word ("Where is the lesion?", "Is there a density?")
+            heads = self._open_heads
+            kept = [
+                (OPEN_PREFIX + _singular_word(t.lower_), "open.head", t.i, t.i + 1)
+                for t in doc
+                if t.lower_ in heads
+            ][:1]
         if self.lexicon is not None and len(kept) > 1:
             # "the chest port catheter": a concept beside one of its own kinds is that one
             lexicon = self.lexicon
@@ -1039,6 +1052,7 @@ class QuestionParser:
 
 
 _SIDE_WORDS = frozenset({"left", "right", "bilateral"})
+_NOT_OPEN_HEADS = frozenset({"abnormality", "abnormalities", "disease"})
 _PRONOUNS = frozenset({"it", "they", "them"})
 _DEMONSTRATIVES = frozenset({"this", "that", "these", "those"})
 # the words after "this" that show it stands alone ("Is this new?"), not before its noun
@@ -1379,15 +1393,20 @@ def answer_from_report(
         return _answer_several(question, report, patterns, lexicon)
     label = question.label or ""
     keys = _ATTRS_OF.get(question.type, ())
-    if label.startswith(CONCEPT_PREFIX) and report.report_findings is None:
+    from_findings = label.startswith((CONCEPT_PREFIX, OPEN_PREFIX))
+    if from_findings and report.report_findings is None:
         why = "the report was labelled without its findings (LabelerConfig(findings=True))"
         return ReportAnswer("unknown", False, "absent", None, [{"kind": "absent", "text": why}])
-    if label.startswith(CONCEPT_PREFIX):
-        if lexicon is None:
-            from labeler.lexicon import load_lexicon
+    if from_findings and lexicon is None:
+        from labeler.lexicon import load_lexicon
 
-            lexicon = load_lexicon()
+        lexicon = load_lexicon()
+    if label.startswith(CONCEPT_PREFIX):
+        assert lexicon is not None
         target = _concept_target(label[len(CONCEPT_PREFIX) :], report, lexicon, patterns)
+    elif label.startswith(OPEN_PREFIX):
+        assert lexicon is not None
+        target = _open_target(label[len(OPEN_PREFIX) :], report, lexicon)
     else:
         target = _label_target(label, report, keys)
         if report.report_findings:
@@ -1720,6 +1739,56 @@ def _concept_target(
     if any(parts):
         finding["parts"] = list(dict.fromkeys(p for p in parts if p))
     return _Target(status, finding, evidence, deciding)
+
+
+def _open_target(word: str, report: ReportLabels, lexicon: Lexicon) -> _Target:
+    """A finding the question names by a general word ("Where is the lesion?"): the report's
+    open findings of that word, and its concepts whose name or a phrase ends in it, with
+    every concept below them ("lung lesion": a nodule, a mass)."""
+    wanted = {OPEN_PREFIX + word}
+    for concept in _concepts_headed(lexicon).get(word, ()):
+        wanted.update((concept, *lexicon.descendants(concept)))
+    found = [f for f in report.report_findings or () if f.label in wanted]
+    status = next((s for s in _STATUS_ORDER if any(f.status == s for f in found)), "absent")
+    deciding = [f for f in found if f.status == status]
+    shown = sorted(found, key=lambda f: f.status != status)[:_MAX_SHOWN]
+    evidence = [_finding_evidence(f) for f in shown] or [
+        {"kind": "absent", "text": f"no {word} is mentioned in the report"}
+    ]
+    return _Target(status, _merged(deciding), evidence, deciding)
+
+
+def _concepts_headed(lexicon: Lexicon) -> dict[str, frozenset[str]]:
+    """Each last word of a concept's name or phrases (singular) -> those concepts, findings
+    and bone findings only; built once per lexicon."""
+    cached = _HEADED.get(id(lexicon))
+    if cached is not None and cached[0] is lexicon:
+        return cached[1]
+    heads: dict[str, set[str]] = {}
+    for cid, entry in lexicon.concepts.items():
+        if entry.kind not in ("finding", "bone", "soft_tissue"):
+            continue
+        for phrase in (entry.name, *entry.phrases):
+            words = phrase.lower().split()
+            if words:
+                heads.setdefault(_singular_word(words[-1]), set()).add(cid)
+    out = {k: frozenset(v) for k, v in heads.items()}
+    if len(_HEADED) >= 8:
+        _HEADED.clear()
+    _HEADED[id(lexicon)] = (lexicon, out)
+    return out
+
+
+_HEADED: dict[int, tuple[Lexicon, dict[str, frozenset[str]]]] = {}
+
+
+def _singular_word(word: str) -> str:
+    # "lesions" -> "lesion", "densities" -> "density"
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith("s") and not word.endswith("ss") and len(word) > 3:
+        return word[:-1]
+    return word
 
 
 def _described_parent(

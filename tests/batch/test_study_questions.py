@@ -481,6 +481,15 @@ CLINICIANS = [
      3.0),
     ("How big is the granuloma?", "FINDINGS: Large calcified granuloma in the right lower "
      "lobe.", "size", "severe"),
+    # a general finding word: the report's findings of that word or of a concept it heads
+    ("Where is the lesion located?", "FINDINGS: A 2 cm mass in the right upper lobe.",
+     "position", ["right", "right upper lobe"]),
+    ("How big is the lesion?", "FINDINGS: A 2 cm mass in the right upper lobe.", "size",
+     20.0),
+    ("Is there a lesion?", "FINDINGS: There is a lesion in the left upper lobe.", "presence",
+     "yes"),
+    ("Is there a lesion?", "FINDINGS: Small left pleural effusion.", "presence", "no"),
+    ("Is there any abnormality?", "FINDINGS: Small left pleural effusion.", "study", "yes"),
     # out of a report's reach
     ("What is the prognosis?", _PICC, "unsupported", None),
     ("What is the heart rate?", _PICC, "unsupported", None),
