@@ -28,6 +28,7 @@ from spacy.tokens import Doc, Token
 from labeler.aggregate import deciding_first
 from labeler.attributes import PLURAL_RULE, stated_count
 from labeler.components import ConceptMatcher
+from labeler.device_tips import load_tip_finder
 from labeler.errors import PatternFileError
 from labeler.findings import OPEN_PREFIX, is_abnormal, lexicon_matcher
 from labeler.lexicon import KINDS
@@ -433,6 +434,7 @@ class QuestionParser:
             lexicon_matcher(nlp, lexicon, skip_kinds={"anatomy", "normal"}) if lexicon else None
         )
         self._concept_words = _concept_words(nlp, lexicon) if lexicon else []
+        self._tips = load_tip_finder()
         # general finding words a question may name a finding by, less those that name the
         # whole study or say nothing of what is seen
         self._open_heads = (
@@ -641,6 +643,12 @@ class QuestionParser:
                 text, "position", label=label, open=True, asks="dominant",
                 rules=(*r.rules, "position.dominant"),
             )  # fmt: skip
+        tip = self._tip_asked(r)
+        if tip is not None and not joined:
+            # "Is the PICC tip in the SVC?": where the device ends, yes or no
+            return ParsedQuestion(
+                text, "position", label=label, qualifiers=(tip,), rules=(*r.rules, tip.rule)
+            )
         comparison = self._comparison(doc, r.hits, r.words, r.free)
         opened = self._open_question(r, comparison)
         if opened is not None:
@@ -653,6 +661,21 @@ class QuestionParser:
                 return several
             return dataclasses.replace(parsed, also=tuple(labels[1:]), joined=joined)
         return parsed
+
+    def _tip_asked(self, r: _Reading) -> Qualifier | None:
+        """The landmark a yes/no question about a device asks its tip to be at, if any."""
+        if self.lexicon is None or not r.words or r.words[0] not in self.patterns.yes_no_starts:
+            return None
+        entry = self.lexicon.concepts.get(_concept_id(r.label))
+        if entry is None or entry.kind != "device":
+            return None
+        tip = self._tips.find(r.text)
+        if tip is None:
+            return None
+        return Qualifier(
+            kind="tip", value=tip.name, accepts=(tip.name,), rule=tip.rule,
+            start=tip.start, end=tip.end,
+        )  # fmt: skip
 
     def _joined(self, doc: Doc, found: list[tuple[str, str, int, int]]) -> str | None:
         """ "or" / "and" when the findings named stand in a plain list ("effusion,
@@ -1297,6 +1320,10 @@ def _check(q: Qualifier, finding: Mapping[str, object], zones: Mapping[str, froz
         if q.op == "eq":
             return _yes(float(count) == float(q.value))  # type: ignore[arg-type]
         return _yes(compare(float(count), q.op, float(q.value)))  # type: ignore[arg-type]
+    if q.kind == "tip":
+        # a device's landmark, with its side where it has one ("left brachiocephalic vein")
+        tip = finding.get("tip")
+        return _yes(str(tip) in q.accepts) if tip else "unknown"
     if q.kind in ("descriptor", "site"):
         # "Is the nodule calcified?", "Is there a shoulder fracture?": a word of the report
         # that says so, next to the finding

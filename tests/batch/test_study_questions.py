@@ -490,6 +490,20 @@ CLINICIANS = [
      "yes"),
     ("Is there a lesion?", "FINDINGS: Small left pleural effusion.", "presence", "no"),
     ("Is there any abnormality?", "FINDINGS: Small left pleural effusion.", "study", "yes"),
+    # "intubated": an ET tube; "too low": the other way round from "in good position"
+    ("Is this patient intubated?", "FINDINGS: The patient is intubated.", "presence", "yes"),
+    ("Is the ET tube too low?", "FINDINGS: Malpositioned endotracheal tube in the right main "
+     "bronchus.", "presence", "yes"),
+    ("Is the ET tube too low?", "FINDINGS: Endotracheal tube in satisfactory position.",
+     "presence", "no"),
+    # where a device ends, yes or no
+    ("Is the PICC tip in the SVC?", "FINDINGS: Right PICC with tip in the SVC.", "position",
+     "yes"),
+    ("Is the catheter tip in the right atrium?", "FINDINGS: Right PICC with tip in the SVC.",
+     "position", "no"),
+    ("Is the PICC in the superior vena cava?", "FINDINGS: Right PICC.", "position",
+     "unknown"),
+    ("Is the PICC tip in the SVC?", "FINDINGS: No lines or tubes.", "position", "no"),
     # out of a report's reach
     ("What is the prognosis?", _PICC, "unsupported", None),
     ("What is the heart rate?", _PICC, "unsupported", None),
