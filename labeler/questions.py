@@ -143,6 +143,8 @@ class QuestionPatterns:
     #: label -> the lexicon's normal statement that rules it out ("heart size within normal
     #: limits"): a change question about the label reads the statement's change
     stated_normal: Mapping[str, str] = field(default_factory=dict)
+    #: words that ask whether something is wrong with a part of the body ("problem with")
+    problem_cues: tuple[str, ...] = ()
     #: words of a narrower concept's name that say where it is ("thoracic")
     place_parts: frozenset[str] = frozenset()
     #: normal statements that say the study shows no acute disease (concept ids)
@@ -260,6 +262,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         stated_normal={str(k): str(v) for k, v in (data.get("stated_normal") or {}).items()},
         no_acute_statements=frozenset(str(c) for c in data.get("no_acute_statements") or ()),
         place_parts=frozenset(str(w).lower() for w in data.get("place_parts") or ()),
+        problem_cues=tuple(str(w).lower() for w in data.get("problem_cues") or ()),
         read_as_label={
             str(k): tuple(str(c) for c in v) for k, v in (data.get("read_as_label") or {}).items()
         },
@@ -434,6 +437,9 @@ class QuestionParser:
             lexicon_matcher(nlp, lexicon, skip_kinds={"anatomy", "normal"}) if lexicon else None
         )
         self._concept_words = _concept_words(nlp, lexicon) if lexicon else []
+        self._anatomy_matcher = (
+            lexicon_matcher(nlp, lexicon, skip_kinds=set(KINDS) - {"anatomy"}) if lexicon else None
+        )
         self._tips = load_tip_finder()
         # general finding words a question may name a finding by, less those that name the
         # whole study or say nothing of what is seen
@@ -576,6 +582,12 @@ class QuestionParser:
                 message=f"questions about {doc[b.start : b.end].text!r} are not answered; "
                 "supported: presence, position, size, count, change and severity of a finding",
             )
+        organ = self._organ_problem(doc)
+        fallback = {e.id for e in self.patterns.fallback_findings}
+        if organ is not None and all(rule in fallback for _, rule, *_ in found):
+            # "Is there a problem with the spine?", "Is something wrong with the heart?": any
+            # finding of that part of the body (its own word is no finding here)
+            return ParsedQuestion(text, "presence", label=organ, rules=("organ.problem",))
         labels = list(dict.fromkeys(lab for lab, *_ in found))
         study = [h for h in hits if h.group == "study"]
         if not labels and study:
@@ -661,6 +673,17 @@ class QuestionParser:
                 return several
             return dataclasses.replace(parsed, also=tuple(labels[1:]), joined=joined)
         return parsed
+
+    def _organ_problem(self, doc: Doc) -> str | None:
+        """`concept:<anatomy>` for a question that asks whether something is wrong with a
+        part of the body the lexicon names ("a problem with the spine"), else None."""
+        if self._anatomy_matcher is None:
+            return None
+        text = " ".join(t.lower_ for t in doc)
+        if not any(f" {cue} " in f" {text} " for cue in self.patterns.problem_cues):
+            return None
+        found = [self._strings[m] for m, _, _ in self._anatomy_matcher(doc)]
+        return CONCEPT_PREFIX + found[0] if len(set(found)) == 1 else None
 
     def _tip_asked(self, r: _Reading) -> Qualifier | None:
         """The landmark a yes/no question about a device asks its tip to be at, if any."""

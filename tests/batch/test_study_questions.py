@@ -496,6 +496,11 @@ CLINICIANS = [
      "bronchus.", "presence", "yes"),
     ("Is the ET tube too low?", "FINDINGS: Endotracheal tube in satisfactory position.",
      "presence", "no"),
+    # "a problem with the spine": any finding of that part of the body
+    ("Is there a problem with the spine?", "FINDINGS: Minimal retrolisthesis of two lower "
+     "thoracic vertebral bodies.", "presence", "yes"),
+    ("Is there a problem with the spine?", "FINDINGS: Mild cardiomegaly.", "presence", "no"),
+    ("Is something wrong with the heart?", "FINDINGS: Mild cardiomegaly.", "presence", "yes"),
     # where a device ends, yes or no
     ("Is the PICC tip in the SVC?", "FINDINGS: Right PICC with tip in the SVC.", "position",
      "yes"),
