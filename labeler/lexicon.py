@@ -129,7 +129,7 @@ class Lexicon:
         what a matcher of the lexicon adds, concept by concept."""
         out: dict[str, list[str]] = {}
         for phrase, ids in self.by_phrase.items():
-            named = max(ids, key=self.depth)
+            named = ids[0] if len(ids) == 1 else max(ids, key=self.depth)
             if self.concepts[named].kind not in skip_kinds:
                 out.setdefault(named, []).append(phrase)
         return out

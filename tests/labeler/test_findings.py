@@ -5,11 +5,16 @@ the label outputs do not change."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from spacy.language import Language
+from spacy.tokens import Doc, Span
+from spacy.util import filter_spans
 
 from labeler.config import LabelerConfig
+from labeler.findings import PhraseIndex, lexicon_matcher
+from labeler.lexicon import Lexicon, load_lexicon
 from labeler.pipeline import label_report
 from labeler.schema import ReportFinding, ReportLabels
 
@@ -112,3 +117,74 @@ def test_reading_findings_leaves_the_labels_as_they_were(nlp: Language) -> None:
         both.pop("normal")
         assert both == plain
     assert "report_findings" not in plain and "normal" not in plain  # only when asked
+
+
+@pytest.fixture(scope="module")
+def lexicon() -> Lexicon:
+    return load_lexicon()
+
+
+def _phrase_matcher_reading(
+    nlp: Language, lexicon: Lexicon, doc: Doc
+) -> list[tuple[str, int, int]]:
+    """What spaCy's PhraseMatcher on LOWER, then filter_spans, finds: the reference."""
+    matcher = lexicon_matcher(nlp, lexicon, skip_kinds={"anatomy"})
+    spans = [Span(doc, s, e, label=nlp.vocab.strings[m]) for m, s, e in matcher(doc)]
+    return [(sp.label_, sp.start, sp.end) for sp in filter_spans(spans)]
+
+
+def test_the_phrase_index_splits_each_phrase_as_the_tokenizer(
+    nlp: Language, lexicon: Lexicon
+) -> None:
+    index = PhraseIndex(nlp, lexicon, skip_kinds={"anatomy"})
+    indexed = {phrase for found in index.by_first.values() for phrase, _ in found}
+    tokenized = {
+        tuple(t.lower_ for t in nlp.make_doc(p))
+        for ps in lexicon.phrases_by_concept({"anatomy"}).values()
+        for p in ps
+    }
+    assert indexed == tokenized
+    # the hyphenated and possessive phrases went through the tokenizer
+    assert ("ground", "-", "glass", "opacity") in indexed
+    assert any(len(p) > 1 and p[1] == "'s" for p in indexed)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Calcified granuloma in the left upper lobe and a right PICC.",
+        "Ground-glass opacities with tree-in-bud nodules; no pleural effusions.",
+        "Left IJ central venous catheter tip in the SVC, chest tube in place.",
+        "Kerley B-lines. Hampton's hump. Old healed left rib fractures.",
+        "No acute cardiopulmonary abnormality.",
+        "",
+    ],
+)
+def test_the_phrase_index_finds_what_the_phrase_matcher_finds(
+    nlp: Language, lexicon: Lexicon, text: str
+) -> None:
+    doc = nlp.make_doc(text)
+    index = PhraseIndex(nlp, lexicon, skip_kinds={"anatomy"})
+    found = index([t.lower_ for t in doc])
+    assert found == _phrase_matcher_reading(nlp, lexicon, doc)
+    assert bool(found) == bool(text)
+
+
+def test_the_phrase_index_keeps_the_longest_then_the_first_match(
+    nlp: Language, tmp_path: Path
+) -> None:
+    path = tmp_path / "lexicon.yaml"
+    path.write_text(
+        "concepts:\n"
+        "  - {id: effusion, name: Effusion, kind: finding, phrases: [pleural effusion]}\n"
+        "  - {id: pleura, name: Pleura, kind: finding, phrases: [pleura, pleural]}\n"
+        "  - {id: thickening, name: Thickening, kind: finding,\n"
+        "     phrases: [effusion thickening]}\n",
+        encoding="utf-8",
+    )
+    index = PhraseIndex(nlp, load_lexicon(str(path)))
+    words = ["left", "pleural", "effusion", "thickening", "and", "pleura"]
+    # "pleural effusion" and "effusion thickening" overlap: equally long, the first wins
+    assert index(words) == [("effusion", 1, 3), ("pleura", 5, 6)]
+    assert index(["pleural"]) == [("pleura", 0, 1)]
+    assert index([]) == []
