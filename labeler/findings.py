@@ -66,7 +66,7 @@ class FindingMatcher:
 
 
 class PhraseIndex:
-    """The lexicon's phrases filed by their first word, matched on a sentence's lower-cased
+    """The lexicon's phrases as a trie of their words, matched on a sentence's lower-cased
     words: the longest match wins, as spaCy's `PhraseMatcher(attr="LOWER")` followed by
     `filter_spans` gives it, without a Doc per phrase.
 
@@ -87,7 +87,10 @@ class PhraseIndex:
     ) -> None:
         whole_word = _whole_word_test(nlp)
         whole: dict[str, bool] = {}  # each word tested once
-        by_first: dict[str, dict[tuple[str, ...], str]] = {}
+        #: a trie of the phrases' words: (state, next word) -> state; state 0 is the root
+        self.steps: dict[tuple[int, str], int] = {}
+        #: state at a phrase's last word -> its concept id
+        self.ends: dict[int, str] = {}
         for concept_id, phrases in lexicon.phrases_by_concept(skip_kinds).items():
             for phrase in phrases:
                 words = phrase.split(" ")
@@ -95,11 +98,14 @@ class PhraseIndex:
                     whole[w] if w in whole else whole.setdefault(w, whole_word(w)) for w in words
                 ):
                     words = [t.lower_ for t in nlp.make_doc(phrase)]
-                if words:
-                    # two phrases that tokenize alike: the first concept keeps it
-                    by_first.setdefault(words[0], {}).setdefault(tuple(words), concept_id)
-        #: first word -> (phrase words, concept id), each phrase once
-        self.by_first = {w: tuple(found.items()) for w, found in by_first.items()}
+                state = 0
+                for word in words:
+                    state = self.steps.setdefault((state, word), len(self.steps) + 1)
+                # two phrases that tokenize alike: the first concept keeps it
+                if state:
+                    self.ends.setdefault(state, concept_id)
+        #: a phrase's first word -> its state (the root's steps, without a tuple each)
+        self.first = {word: state for (at, word), state in self.steps.items() if at == 0}
 
     def __call__(self, words: Sequence[str]) -> list[tuple[str, int, int]]:
         """The phrases in `words` as (concept id, start, end) token offsets, in text order:
@@ -109,16 +115,19 @@ class PhraseIndex:
             words: a sentence's tokens, lower-cased.
         """
         found = []
-        by_first = self.by_first
+        first, steps, ends = self.first, self.steps, self.ends
         n = len(words)
-        for i, word in enumerate(words):
-            candidates = by_first.get(word)
-            if candidates is None:
-                continue
-            for phrase, concept_id in candidates:
-                end = i + len(phrase)
-                if end <= n and (end == i + 1 or tuple(words[i:end]) == phrase):
+        for i in [i for i, word in enumerate(words) if word in first]:
+            state: int | None = first[words[i]]
+            end = i + 1
+            while state is not None:
+                concept_id = ends.get(state)
+                if concept_id is not None:
                     found.append((concept_id, i, end))
+                if end == n:
+                    break
+                state = steps.get((state, words[end]))
+                end += 1
         if len(found) > 1:
             # spacy.util.filter_spans on (label, start, end): longest, then first, wins
             found.sort(key=lambda m: (m[2] - m[1], -m[1]), reverse=True)
