@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Literal, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 import spacy
 from spacy.language import Language
@@ -723,22 +723,30 @@ def _mention(
 ) -> _M:
     """The mention (or finding) `f` of the sentence `text[start:end]`, in report offsets."""
     a, b = key.span(f.start, f.end)
-    return cls(
-        label=f.label,
-        text=text[start + a : start + b],
-        start=start + a,
-        end=start + b,
-        sentence=text[start:end],
-        status=f.status,  # type: ignore[arg-type]
-        rule=f.rule,
-        negex=f.negex,
-        section=section,
-        cue=f.cue,
-        attributes=f.attributes,
-        attribute_evidence=[_evidence_dict(ev, start, key) for ev in f.evidence],
-        sentence_start=start,
+    fields: dict[str, Any] = {
+        "label": f.label,
+        "text": text[start + a : start + b],
+        "start": start + a,
+        "end": start + b,
+        "sentence": text[start:end],
+        "status": f.status,
+        "rule": f.rule,
+        "negex": f.negex,
+        "section": section,
+        "cue": f.cue,
+        "attributes": f.attributes,
+        "attribute_evidence": [_evidence_dict(ev, start, key) for ev in f.evidence],
+        "sentence_start": start,
         **naming,
-    )
+    }
+    if len(fields) != len(cls.__dataclass_fields__) or hasattr(cls, "__post_init__"):
+        return cls(**fields)  # a field left to its default, or a check to run
+    # Every field given: filled at once. A frozen dataclass's __init__ sets each field
+    # through object.__setattr__ (2.2 us for a finding's 16, against 0.3 us; 34,000
+    # mentions and findings in 3,000 reports); the object is the same.
+    made = object.__new__(cls)
+    made.__dict__.update(fields)
+    return made
 
 
 def _with_tip(finding: ReportFinding, tip: Tip) -> ReportFinding:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import pytest
@@ -295,3 +296,21 @@ def test_pipeline_blas_numpy_multiplies_through_numpy(nlp: Language) -> None:
 def test_pipeline_blas_must_be_known() -> None:
     with pytest.raises(ValueError, match="blas must be 'blis' or 'numpy'"):
         LabelerConfig(blas="mkl")
+
+
+def test_pipeline_mentions_and_findings_are_whole_dataclasses(nlp: Language) -> None:
+    # the engine fills a mention's fields at once (not through its __init__): each object
+    # must hold every field and equal the one its constructor builds
+    result = label_report(
+        "FINDINGS: Right PICC with tip in the SVC. No pneumothorax. Possible left effusion.",
+        nlp=nlp,
+        config=LabelerConfig(findings=True),
+    )
+    assert result.mentions and result.report_findings
+    for made in [*result.mentions, *result.report_findings]:
+        names = {f.name for f in dataclasses.fields(made)}
+        assert set(vars(made)) == names
+        assert dataclasses.replace(made) == made
+        assert type(dataclasses.replace(made)) is type(made)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.label = "changed"  # type: ignore[misc]
