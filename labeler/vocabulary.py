@@ -15,6 +15,7 @@ from typing import Any, Literal
 import yaml
 
 from labeler.errors import PatternFileError
+from labeler.pattern_cache import load_cached
 
 __all__ = [
     "OTHER_LABEL",
@@ -114,24 +115,26 @@ class SectionSet:
 
 
 def read_pattern_file(name: str) -> tuple[str, dict[str, Any]]:
-    """Read a packaged pattern file by name, or a YAML file by path: (name, mapping)."""
+    """Read a packaged pattern file by name, or a YAML file by path: (name, mapping).
+
+    A packaged file's parsed data is cached beside it (`labeler.pattern_cache`); a file
+    given by path is parsed each time."""
+    packaged: Path | None = None
     if name.endswith((".yaml", ".yml")):
         path = Path(name)
         if not path.is_file():
             raise PatternFileError(f"pattern file {name!r} does not exist")
         text = path.read_text(encoding="utf-8")
     else:
-        ref = _PATTERN_DIR / f"{name}.yaml"
-        if not ref.is_file():
+        packaged = _PATTERN_DIR / f"{name}.yaml"
+        if not packaged.is_file():
             raise PatternFileError(
                 f"no packaged pattern set {name!r}; expected labeler/patterns/{name}.yaml "
                 "or a path to a .yaml file"
             )
-        text = ref.read_text(encoding="utf-8")
+        text = packaged.read_text(encoding="utf-8")
     try:
-        # libyaml's safe loader when PyYAML was built with it: the pattern files
-        # are read at every start, and the pure-Python parser is most of that time
-        data = yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a safe loader
+        data = _parse_yaml(text) if packaged is None else load_cached(packaged, text, _parse_yaml)
     except yaml.YAMLError as exc:
         # one line, with where it broke: PyYAML's own message spans several
         mark = getattr(exc, "problem_mark", None)
@@ -143,6 +146,12 @@ def read_pattern_file(name: str) -> tuple[str, dict[str, Any]]:
     if not isinstance(data, dict):
         raise PatternFileError(f"pattern file {name!r} must hold a mapping at top level")
     return name, data
+
+
+def _parse_yaml(text: str) -> Any:
+    # libyaml's safe loader when PyYAML was built with it: the pattern files
+    # are read at every start, and the pure-Python parser is most of that time
+    return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a safe loader
 
 
 def plural_phrase(phrase: str) -> str | None:
