@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import chain
 
 from labeler.vocabulary import SectionSet
 
@@ -40,6 +42,38 @@ def _header_regex(sections: SectionSet) -> re.Pattern[str]:
     return _CACHE[key]
 
 
+_LOOKUPS: dict[str, dict[str, str]] = {}
+
+
+def _lookup(sections: SectionSet) -> dict[str, str]:
+    """Each header variant's canonical name."""
+    key = sections.name
+    if key not in _LOOKUPS:
+        _LOOKUPS[key] = {v: name for name, vals in sections.headers.items() for v in vals}
+    return _LOOKUPS[key]
+
+
+# where a header may start: the text's start, or after a line break or a sentence end
+_HEADER_STARTS = re.compile(r"[\n.!?]")
+
+
+def _headers(text: str, header: re.Pattern[str]) -> Iterator[re.Match[str]]:
+    """`header.finditer(text)`, trying only where a match may start.
+
+    Each alternative of the header pattern starts at the text's start, after a line
+    break or after ".", "!" or "?"; trying those few positions, leftmost first, finds
+    the same matches as trying every character (a third of the sectioning time).
+    """
+    pos = 0  # where the next match may start: after the last one
+    for start in chain((0,), (m.end() for m in _HEADER_STARTS.finditer(text))):
+        if start < pos:
+            continue
+        m = header.match(text, start)
+        if m is not None:
+            yield m
+            pos = m.end()
+
+
 def find_sections(text: str, sections: SectionSet) -> list[Section]:
     """Find the sections of a report.
 
@@ -50,10 +84,10 @@ def find_sections(text: str, sections: SectionSet) -> list[Section]:
     Returns:
         Sections in text order; text before the first header is a section named None.
     """
-    lookup = {v: name for name, vals in sections.headers.items() for v in vals}
+    lookup = _lookup(sections)
     out: list[Section] = []
     cursor, name, header_start = 0, None, 0
-    for m in _header_regex(sections).finditer(text):
+    for m in _headers(text, _header_regex(sections)):
         header = m.group("h1") or m.group("h2")
         canonical = lookup[" ".join(header.lower().split())]
         if m.start() > cursor or name is not None:

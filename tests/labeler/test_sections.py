@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from labeler.sections import find_sections, labelled_spans, split_sentences
+from labeler.sections import _header_regex, _headers, find_sections, labelled_spans, split_sentences
 from labeler.vocabulary import load_sections
 
 SECTIONS = load_sections()
@@ -81,3 +83,16 @@ def test_split_sentences_keeps_decimals_and_offsets() -> None:
         "mild atelectasis!",
         "Clear",
     ]
+
+
+# pieces of which header-like text is made: headers, their separators, sentence ends
+_PIECES = ["FINDINGS", "Impression", "comparison", "History", ":", " :", ".", "!", "?", "\n",
+           "\r\n", "\n\n", " ", "\t", "1.", "none", "x", "FINDINGS:", "\u2028"]  # fmt: skip
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=14).map("".join))
+def test_headers_are_those_of_trying_every_character(text: str) -> None:
+    # only the start, line starts and sentence ends are tried: the same matches
+    header = _header_regex(SECTIONS)
+    assert [m.span() for m in _headers(text, header)] == [m.span() for m in header.finditer(text)]
