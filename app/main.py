@@ -84,10 +84,15 @@ def _startup(settings: Settings, metrics: Metrics, predictor: Predictor | None) 
         zip_limits=zip_limits(settings),
         dicomweb=_dicomweb_server(settings),
     )
+    from app.blas import labeler_blas
     from labeler.config import LabelerConfig
 
     state.labeler = load_report_labeler(
-        LabelerConfig(max_chars=settings.max_report_chars, label_set=settings.label_set)
+        LabelerConfig(
+            max_chars=settings.max_report_chars,
+            label_set=settings.label_set,
+            blas=labeler_blas(),  # NumPy's OpenBLAS where it runs one thread (app.blas)
+        )
     )
     state.labeler.max_waiting = settings.max_waiting_label_requests
     if predictor is None and settings.model is not None:

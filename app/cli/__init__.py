@@ -20,6 +20,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from app.blas import one_blas_thread
 from app.cli import (
     ask_command,
     batch_command,
@@ -142,11 +143,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run() -> NoReturn:
     """The `cxr` console script: `main`, then exit with its status."""
-    # numpy's OpenBLAS multiplies only small matrices here (overlay projections), yet after
-    # each call its idle threads spin on the cores torch's threads compute on: 0.3 s of CPU
-    # in a 7 s `cxr predict` on two cores. One thread unless the caller chose; read when
-    # numpy loads, which nothing above has done yet. Child processes inherit it.
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # numpy's OpenBLAS multiplies only small matrices here (overlay projections, the
+    # labeler's parser: `app.blas`), yet after each call its idle threads spin on the cores
+    # torch's threads compute on: 0.3 s of CPU in a 7 s `cxr predict` on two cores. One
+    # thread unless the caller chose; read when numpy loads, which nothing above has done
+    # yet. Child processes inherit it.
+    one_blas_thread()
     status = main()
     # The command is done and has closed what it opened. The interpreter's last garbage
     # collection would walk the million objects torch and its dependencies create (0.3 s of

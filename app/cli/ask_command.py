@@ -166,11 +166,12 @@ def _ask(args: argparse.Namespace) -> int:
         )
 
     import_spacy_without_torch()
+    from app.blas import labeler_blas
     from batch.labeling import PipelineLabeler
     from batch.study_questions import StudyQuestions
     from labeler.config import LabelerConfig
 
-    labeler = PipelineLabeler(LabelerConfig(label_set=args.labels))
+    labeler = PipelineLabeler(LabelerConfig(label_set=args.labels, blas=labeler_blas()))
     engine = StudyQuestions(labeler, patterns=args.patterns)
     images = _ImageReader(args, base_dir, contained=args.questions is not None)
     failed = 0

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from app.settings import Settings
     from batch.interfaces import Outcome
     from batch.job import DicomwebInput, JobSpec, PushOutput
+    from batch.labeling import PipelineLabeler
     from batch.sinks import JsonlSink, TallySink
     from models.predict import Predictor
 
@@ -354,10 +355,9 @@ def _run_batch(
     from batch.engine import plan, run_resumed
     from batch.interfaces import BatchInputError, Sink
     from batch.job import build_job
-    from batch.labeling import PipelineLabeler
 
     try:
-        job = build_job(spec, labeler=PipelineLabeler(), predictor=predictor)
+        job = build_job(spec, labeler=_labeler(), predictor=predictor)
     except BatchInputError as exc:
         raise CommandError(str(exc)) from None
     try:
@@ -492,12 +492,12 @@ def _run_batch_on_ray(
     from batch.engine import plan
     from batch.interfaces import BatchInputError
     from batch.job import build_job
-    from batch.labeling import PipelineLabeler
     from batch.results import outcome_line
 
     server = dicomweb_server_from_args(args.dicomweb, args) if args.dicomweb else None
+    labeler = _labeler()
     try:
-        job = build_job(spec, labeler=PipelineLabeler(), predictor=predictor)
+        job = build_job(spec, labeler=labeler, predictor=predictor)
     except BatchInputError as exc:
         raise CommandError(str(exc)) from None
     report = ClusterReport()
@@ -527,6 +527,7 @@ def _run_batch_on_ray(
                 chunk_size=args.chunk_size,
                 dicomweb=server,
                 report=report,
+                labeler=labeler.config,
             ):
                 bar.set_postfix_str("")
                 if dataset is not None:
@@ -585,3 +586,13 @@ class _ParquetShards:
         )
         pq.write_table(table, self.folder / f"part-{self.count:05d}.parquet")
         self.count += 1
+
+
+def _labeler() -> PipelineLabeler:
+    """The report labeler of a batch job, its parser on the process's BLAS (`app.blas`);
+    Ray's workers build theirs from its `config`."""
+    from app.blas import labeler_blas
+    from batch.labeling import PipelineLabeler
+    from labeler.config import LabelerConfig
+
+    return PipelineLabeler(LabelerConfig(blas=labeler_blas()))

@@ -21,6 +21,7 @@ from app.cli.common import (
 
 if TYPE_CHECKING:
     from app.settings import Settings
+    from batch.labeling import PipelineLabeler
     from batch.listen.association_guard import ListenerLimits
 
 T = TypeVar("T")
@@ -198,6 +199,7 @@ def _listen(args: argparse.Namespace) -> int:
         max_pixels=args.max_pixels or None,
         limits=limits,
         log_uids=settings.log_patient_data,
+        labeler=_labeler(),
     )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -249,3 +251,13 @@ def _listener_limits(args: argparse.Namespace, settings: Settings) -> ListenerLi
         evict_quiet_s=pick(args.evict_quiet_after, settings.listen_evict_quiet_s),
         min_free_bytes=int(pick(args.min_free_mb, settings.listen_min_free_mb) * 1024 * 1024),
     )
+
+
+def _labeler() -> PipelineLabeler:
+    """The report labeler of received reports, its parser on the process's BLAS
+    (`app.blas`); built at its first report."""
+    from app.blas import labeler_blas
+    from batch.labeling import PipelineLabeler
+    from labeler.config import LabelerConfig
+
+    return PipelineLabeler(LabelerConfig(blas=labeler_blas()))

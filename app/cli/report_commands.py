@@ -287,6 +287,7 @@ def _label_from(args: argparse.Namespace, source: Path) -> int:
 def _labeler_config(args: argparse.Namespace) -> LabelerConfig:
     """The labeler's configuration from the options, its pattern files loaded now so that a
     bad file fails before any work (LabelerError, ValueError or OSError)."""
+    from app.blas import labeler_blas
     from labeler.config import LabelerConfig
     from labeler.vocabulary import load_concepts, load_rules, load_sections, load_statements
 
@@ -299,10 +300,7 @@ def _labeler_config(args: argparse.Namespace) -> LabelerConfig:
         use_sections=not args.whole_report,
         cache_size=args.cache_size,
         findings=args.findings,
-        # NumPy's BLAS: one thread in this process (`app.cli.run`) unless the caller set
-        # OPENBLAS_NUM_THREADS, and faster than thinc's BLIS where BLIS has no kernel for
-        # the CPU (LabelerConfig.blas)
-        blas="numpy",
+        blas=labeler_blas(),  # NumPy's OpenBLAS where it runs one thread (app.blas)
         **{
             k: v
             for k, v in (

@@ -40,6 +40,7 @@ from batch.results import result_line
 
 if TYPE_CHECKING:
     from batch.pacs.dicomweb import DicomwebServer
+    from labeler.config import LabelerConfig
     from models.image_pipeline import InputSpec
     from models.precision import Precision
 
@@ -75,12 +76,15 @@ class PredictStage:
     device: str = "cuda"
 
 
-def worker_job(spec: JobSpec, dicomweb: DicomwebServer | None = None) -> WorkerJob:
+def worker_job(
+    spec: JobSpec, dicomweb: DicomwebServer | None = None, labeler: LabelerConfig | None = None
+) -> WorkerJob:
     """The picklable part of `spec` the workers build their jobs from.
 
     Args:
         spec: the driver's job.
         dicomweb: the server of a `DicomwebInput` (the workers open their own clients).
+        labeler: the report labeler's configuration (None: `LabelerConfig()`).
 
     Raises:
         BatchInputError: the input cannot be read on Ray (a C-STORE inbox: `cxr listen`'s
@@ -110,6 +114,7 @@ def worker_job(spec: JobSpec, dicomweb: DicomwebServer | None = None) -> WorkerJ
         file_timeout_s=spec.file_timeout_s,
         max_pixels=spec.max_pixels,
         display_size=spec.dataset.size if spec.dataset is not None else None,
+        labeler=labeler,
     )
 
 
@@ -129,6 +134,7 @@ def run_on_ray(
     report: ClusterReport | None = None,
     after_block: Callable[[int], None] | None = None,
     predict_stage: PredictStage | None = None,
+    labeler: LabelerConfig | None = None,
 ) -> Iterator[list[Outcome]]:
     """Process planned items on Ray (connected already); yields each block's outcomes.
 
@@ -148,6 +154,7 @@ def run_on_ray(
         after_block: called with the number of blocks yielded (tests kill a worker here).
         predict_stage: the predict pool (None: one predict worker per GPU of the cluster
             when it has GPUs, else the file workers predict).
+        labeler: the workers' report labeler configuration (None: `LabelerConfig()`).
 
     Yields:
         The outcomes of a block, as blocks finish; `image` holds a `DisplayCopy` for the
@@ -158,7 +165,7 @@ def run_on_ray(
     """
     from batch.cluster.connection import cluster_cpus, cluster_gpus
 
-    job = worker_job(spec, dicomweb)
+    job = worker_job(spec, dicomweb, labeler)
     report = report if report is not None else ClusterReport()
     srs = [i for i in items if i.kind == "sr"]
     rest = [i for i in items if i.kind != "sr"]

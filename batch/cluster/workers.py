@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
     from batch.pacs.dicomweb import DicomwebServer
     from labeler import ReportLabels
+    from labeler.config import LabelerConfig
     from models.dicom import ImageMeta
     from models.image_pipeline import InputSpec, PreparedImage
     from models.precision import Precision
@@ -53,6 +54,8 @@ class WorkerJob:
         push_kinds: "sr" and/or "gsps" pushed by the worker that predicts (empty: none).
         reports, reports_name, file_timeout_s, max_pixels: as in `batch.job.JobSpec`.
         display_size: keep a display copy this large for the training set (None: none).
+        labeler: the report labeler's configuration (None: `LabelerConfig()`): the
+            driver's, so that the workers read reports as one machine would.
     """
 
     folder: Path | None = None
@@ -63,6 +66,7 @@ class WorkerJob:
     file_timeout_s: float | None = None
     max_pixels: int | None = None
     display_size: int | None = None
+    labeler: LabelerConfig | None = None
 
     def spec(self) -> JobSpec:
         """The worker's own `JobSpec` (its own DICOMweb clients; no training-set writer)."""
@@ -167,7 +171,10 @@ class FileWorker:
         self.keep_pixels = keep_pixels
         self.chunk_size = chunk_size
         self.job = build_job(
-            job.spec(), labeler=PipelineLabeler(), predictor=predictor, input_spec=input_spec
+            job.spec(),
+            labeler=PipelineLabeler(job.labeler),
+            predictor=predictor,
+            input_spec=input_spec,
         )
         if keep_pixels:  # the predict worker pushes; this one keeps the headers for it
             self.job.sinks = []
