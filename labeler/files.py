@@ -230,7 +230,9 @@ def write_jsonl(
     obj = result.to_dict()
     if explanation is not None:
         obj["explanation"] = explanation
-    out.write(json.dumps(obj, ensure_ascii=False))
+    # a result is a tree of fresh dicts and lists: no cycle for the encoder to look for
+    # (its check records every container; 8% of the encoding of `cxr label --findings`)
+    out.write(json.dumps(obj, ensure_ascii=False, check_circular=False))
     out.write("\n")
 
 
