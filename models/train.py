@@ -131,7 +131,12 @@ class TrainConfig:
     transition_channels: int | None = None  # None: 1024 (resnet50), 128 (resnet18 to layer3)
     output_stride: int = 16  # 16: dilated last stage (finer CAM); 32: the paper
     body_stages: int | None = None  # None: 4 for resnet50, 3 (stop after layer3) for resnet18
-    labels: str = "chestxray14"  # "chestxray14" | "chestxray8" | "auto" | "A,B,C"
+    # "auto": the findings the data has (a resumed run keeps its checkpoint's); a named set
+    # ("chestxray14", "chestxray8") or "A,B,C" trains exactly those. A label no image shows
+    # learns nothing, and under the weighted loss its negatives raise every batch's positive
+    # weight (beta_P): on 420 phantoms with 5 findings the 9 empty ChestX-ray14 labels left
+    # the nodule unlearned on some seeds (docs/classifier.md, "Data seeds and chance").
+    labels: str = "auto"
     # optimisation
     epochs: int | None = None  # None: `epochs_for` rule (base_epochs, more for small data)
     base_epochs: int = 10
@@ -809,17 +814,23 @@ def _load_data(cfg: TrainConfig, proc: _Process, out: Path) -> tuple[_Data, Chec
     root = Path(cfg.data) if Path(cfg.data).is_dir() else None
     train_records = split_records(records, "train", root=root, seed=cfg.seed)
     val_records = split_records(records, "val", root=root, seed=cfg.seed)
-    labels = resolve_labels(cfg.labels, records)
-    data_warnings = label_coverage(cfg.labels, labels, records)
     if out.is_dir():  # found before the run, not when its first checkpoint is written
         raise ModelsError(
             f"--out {out} is a folder; give the checkpoint's file, e.g. {out / 'model.pt'}"
         )
     resumed: Checkpoint | None = None
-    if cfg.resume and out.is_file():
+    if cfg.resume and out.is_file() and cfg.labels == "auto":
+        # the run goes on with the labels it started with
+        resumed = load_checkpoint(out, map_location="cpu")
+        labels = list(resumed.card.labels)
+        data_warnings = label_coverage("auto", labels, records)
+    else:
+        labels = resolve_labels(cfg.labels, records)
+        data_warnings = label_coverage(cfg.labels, labels, records)
+    if cfg.resume and out.is_file() and resumed is None:
         resumed = load_checkpoint(out, labels=labels, map_location="cpu")
-        if resumed.train_state is None:
-            raise ModelsError(f"{out}: checkpoint has no training state; cannot resume")
+    if resumed is not None and resumed.train_state is None:
+        raise ModelsError(f"{out}: checkpoint has no training state; cannot resume")
     dtype = np.uint16 if cfg.input_bits == 16 else np.uint8
     train_set: LabelledImages
     val_set: LabelledImages

@@ -58,7 +58,11 @@ def _register_train(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--out", help="checkpoint to write (and to resume from)")
     p.add_argument("--config", help="TOML file of TrainConfig keys (options given here win)")
     _add_network_arguments(p)
-    p.add_argument("--labels", help="chestxray14 (default), chestxray8, auto, or A,B,C")
+    p.add_argument(
+        "--labels",
+        help="auto (default: the findings the data has; a resumed run keeps its own), "
+        "chestxray14, chestxray8, or A,B,C",
+    )
     _add_optimization_arguments(p)
     p.add_argument(
         "--workers",

@@ -303,3 +303,28 @@ def test_the_next_epoch_starts_loading_while_this_one_is_validated(
     during = [t for n, t in loads if int(n) == train_size and start <= float(t) <= end]
     assert during, "no training image was loaded while the first epoch was validated"
     assert load_checkpoint(tmp_path / "run.pt").card.metrics["train_input_wait_s"] >= 0
+
+
+@pytest.mark.issue(43)
+def test_the_default_trains_the_findings_the_data_has(phantom_dir: Path, tmp_path: Path) -> None:
+    """Labels no image shows learn nothing, and their negatives raise the weighted loss's
+    positive weight on every batch; with them the phantom nodule went unlearned on some
+    seeds. The default trains the data's own findings; a run that named a set and is resumed
+    with the default keeps its labels."""
+    common = dict(
+        data=str(phantom_dir), arch="resnet18", weights="none", image_size=64, batch_size=4,
+        accum=1, workers=0, transition_channels=16, progress=False, threads=1, lr=1e-3,
+    )  # fmt: skip
+    out = tmp_path / "auto.pt"
+    train(load_train_config(None, out=str(out), epochs=1, max_steps=1, **common))
+    phantom_labels = ["Cardiomegaly", "Effusion", "Mass", "Nodule", "Pneumothorax"]
+    assert load_checkpoint(out).card.labels == phantom_labels
+
+    named = tmp_path / "named.pt"
+    train(load_train_config(None, out=str(named), labels="chestxray14", epochs=1, max_steps=1,
+                            **common))  # fmt: skip
+    assert len(load_checkpoint(named).card.labels) == 14
+    train(load_train_config(None, out=str(named), resume=True, epochs=2, max_steps=2, **common))
+    resumed = load_checkpoint(named)
+    assert len(resumed.card.labels) == 14 and resumed.train_state is not None
+    assert resumed.train_state["step"] == 2
