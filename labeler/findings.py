@@ -21,7 +21,14 @@ if TYPE_CHECKING:
 
     from labeler.lexicon import Lexicon
 
-__all__ = ["OPEN_PREFIX", "FindingMatcher", "PhraseIndex", "is_abnormal", "lexicon_matcher"]
+__all__ = [
+    "OPEN_PREFIX",
+    "FindingMatcher",
+    "PhraseIndex",
+    "is_abnormal",
+    "lexicon_matcher",
+    "singular",
+]
 
 #: Span label prefix of an open finding: "open:opacity".
 OPEN_PREFIX = "open:"
@@ -60,7 +67,7 @@ class FindingMatcher:
         heads = self.open_heads
         for i, word in enumerate(words):
             if word in heads and i not in taken:
-                kept.append(Span(doc, i, i + 1, label=OPEN_PREFIX + _singular(word)))
+                kept.append(Span(doc, i, i + 1, label=OPEN_PREFIX + singular(word)))
         kept.sort(key=lambda s: (s.start, s.end))
         return kept
 
@@ -183,8 +190,8 @@ def is_abnormal(kind: str) -> bool:
     return kind not in _NOT_ABNORMAL
 
 
-def _singular(word: str) -> str:
-    # "opacities" -> "opacity", "densities" -> "density", "lesions" -> "lesion"
+def singular(word: str) -> str:
+    """An open finding word's singular: "opacities" -> "opacity", "lesions" -> "lesion"."""
     if word.endswith("ies") and len(word) > 4:
         return word[:-3] + "y"
     if word.endswith("s") and not word.endswith("ss") and len(word) > 3:

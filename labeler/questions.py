@@ -30,7 +30,7 @@ from labeler.attributes import PLURAL_RULE, stated_count
 from labeler.components import ConceptMatcher
 from labeler.device_tips import load_tip_finder
 from labeler.errors import PatternFileError
-from labeler.findings import OPEN_PREFIX, is_abnormal, lexicon_matcher
+from labeler.findings import OPEN_PREFIX, is_abnormal, lexicon_matcher, singular
 from labeler.lexicon import KINDS
 from labeler.normalize import normalize_text
 from labeler.schema import Mention, ReportFinding, ReportLabels
@@ -969,7 +969,7 @@ class QuestionParser:
             # a general finding word ("Where is the lesion?", "Is there a density?")
             heads = self._open_heads
             kept = [
-                (OPEN_PREFIX + _singular_word(t.lower_), "open.head", t.i, t.i + 1)
+                (OPEN_PREFIX + singular(t.lower_), "open.head", t.i, t.i + 1)
                 for t in doc
                 if t.lower_ in heads
             ][:1]
@@ -1821,7 +1821,7 @@ def _concepts_headed(lexicon: Lexicon) -> dict[str, frozenset[str]]:
         for phrase in (entry.name, *entry.phrases):
             words = phrase.lower().split()
             if words:
-                heads.setdefault(_singular_word(words[-1]), set()).add(cid)
+                heads.setdefault(singular(words[-1]), set()).add(cid)
     out = {k: frozenset(v) for k, v in heads.items()}
     if len(_HEADED) >= 8:
         _HEADED.clear()
@@ -1830,15 +1830,6 @@ def _concepts_headed(lexicon: Lexicon) -> dict[str, frozenset[str]]:
 
 
 _HEADED: dict[int, tuple[Lexicon, dict[str, frozenset[str]]]] = {}
-
-
-def _singular_word(word: str) -> str:
-    # "lesions" -> "lesion", "densities" -> "density"
-    if word.endswith("ies") and len(word) > 4:
-        return word[:-3] + "y"
-    if word.endswith("s") and not word.endswith("ss") and len(word) > 3:
-        return word[:-1]
-    return word
 
 
 def _described_parent(
