@@ -143,6 +143,13 @@ class QuestionPatterns:
     #: label -> the lexicon's normal statement that rules it out ("heart size within normal
     #: limits"): a change question about the label reads the statement's change
     stated_normal: Mapping[str, str] = field(default_factory=dict)
+    #: a yes/no question about a device asks where its tip is when it holds one of these
+    #: words, or when the device is (under) one of `tip_devices` ("Is the PICC in the SVC?")
+    tip_words: frozenset[str] = frozenset()
+    #: concept -> other concepts (and those below them) that answer a question about it
+    #: ("heart surgery" by a CABG, which the lexicon places under the sternotomy)
+    answered_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    tip_devices: frozenset[str] = frozenset()
     #: words that ask whether something is wrong with a part of the body ("problem with")
     problem_cues: tuple[str, ...] = ()
     #: words of a narrower concept's name that say where it is ("thoracic")
@@ -263,6 +270,11 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         no_acute_statements=frozenset(str(c) for c in data.get("no_acute_statements") or ()),
         place_parts=frozenset(str(w).lower() for w in data.get("place_parts") or ()),
         problem_cues=tuple(str(w).lower() for w in data.get("problem_cues") or ()),
+        tip_words=frozenset(str(w).lower() for w in data.get("tip_words") or ()),
+        answered_by={
+            str(k): tuple(str(c) for c in v) for k, v in (data.get("answered_by") or {}).items()
+        },
+        tip_devices=frozenset(str(w) for w in data.get("tip_devices") or ()),
         read_as_label={
             str(k): tuple(str(c) for c in v) for k, v in (data.get("read_as_label") or {}).items()
         },
@@ -689,9 +701,14 @@ class QuestionParser:
         """The landmark a yes/no question about a device asks its tip to be at, if any."""
         if self.lexicon is None or not r.words or r.words[0] not in self.patterns.yes_no_starts:
             return None
-        entry = self.lexicon.concepts.get(_concept_id(r.label))
+        concept = _concept_id(r.label)
+        entry = self.lexicon.concepts.get(concept)
         if entry is None or entry.kind != "device":
             return None
+        tip_word = any(w in self.patterns.tip_words for w in r.words)
+        lines = self.patterns.tip_devices
+        if not tip_word and not ({concept, *self.lexicon.ancestors(concept)} & lines):
+            return None  # "Is there a drain in the abdomen?" asks where it is, not its tip
         tip = self._tips.find(r.text)
         if tip is None:
             return None
@@ -747,6 +764,13 @@ class QuestionParser:
             and (free(h) or r.free_at(h.start))
             and not (comparison is not None and h.entry.get("type") in ("size", "count"))
             and not (h.entry.get("weak") and has_qualifier)
+            # "Is the heart normal in size?": the size word belongs to the polarity
+            and not (
+                h.entry.get("weak")
+                and any(
+                    n.group == "negation" and n.start <= h.start and h.end <= n.end for n in hits
+                )
+            )
             and h.entry.get("type") not in closed_types
         ]
         if not opens:
@@ -1453,7 +1477,18 @@ def answer_from_report(
         lexicon = load_lexicon()
     if label.startswith(CONCEPT_PREFIX):
         assert lexicon is not None
-        target = _concept_target(label[len(CONCEPT_PREFIX) :], report, lexicon, patterns)
+        concept = label[len(CONCEPT_PREFIX) :]
+        target = _concept_target(concept, report, lexicon, patterns)
+        parent = lexicon.concepts[concept].parent
+        if (
+            target.status == "absent"
+            and question.asks == "tip"
+            and parent is not None
+            and lexicon.concepts[parent].kind == "device"
+        ):
+            # "Where do the pacemaker leads end?" over "cardiac device ... leads in the right
+            # heart": the tip the device they belong to was given
+            target = _concept_target(parent, report, lexicon, patterns)
     elif label.startswith(OPEN_PREFIX):
         assert lexicon is not None
         target = _open_target(label[len(OPEN_PREFIX) :], report, lexicon)
@@ -1528,6 +1563,12 @@ def _probable_reading(m: Mention, patterns: Sequence[re.Pattern[str]]) -> bool:
         return False
     before = m.sentence[: m.start - m.sentence_start]
     return any(p.search(before) for p in patterns)
+
+
+def _plural(text: str) -> bool:
+    """Whether a mention's last word is a plural ("rib fractures")."""
+    words = text.lower().split()
+    return bool(words) and singular(words[-1]) != words[-1]
 
 
 def _narrowed_to_place(
@@ -1761,6 +1802,8 @@ def _concept_target(
     fractures"), from the pattern file's descriptors.
     """
     wanted = {concept, *lexicon.descendants(concept)}
+    for other in patterns.answered_by.get(concept, ()):
+        wanted.update((other, *lexicon.descendants(other)))
     found = [f for f in report.report_findings or () if f.concept in wanted]
     if not found:
         found = _described_parent(concept, report, lexicon, patterns)
@@ -2031,6 +2074,8 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
                 and count in (None, "multiple", 1)
             ):
                 count = 2  # "bilateral pleural effusions": one in each pleural space
+            if count is None and any(_plural(m.text) for m in target.deciding):
+                count = "multiple"  # "chronic left-sided rib fractures", no number
             return out(count if count is not None else 1)  # type: ignore[arg-type]
         if qtype == "change":
             change = finding.get("change")

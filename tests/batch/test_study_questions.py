@@ -501,6 +501,28 @@ CLINICIANS = [
      "thoracic vertebral bodies.", "presence", "yes"),
     ("Is there a problem with the spine?", "FINDINGS: Mild cardiomegaly.", "presence", "no"),
     ("Is something wrong with the heart?", "FINDINGS: Mild cardiomegaly.", "presence", "yes"),
+    # a cardiac device's leads end where the device's tip was given
+    ("Where do the pacemaker leads end?", "FINDINGS: Electronic cardiac device over the left "
+     "chest wall with intact distal leads in the right heart.", "position", ["right heart"]),
+    ("Is there a pacemaker?", "FINDINGS: Electronic cardiac device over the left chest wall.",
+     "presence", "yes"),
+    # "normal size" is the heart's polarity, not a size question; congestion is not edema
+    ("Is the heart normal size?", "FINDINGS: The heart is normal in size.", "presence", "yes"),
+    ("Is the heart normal size?", "FINDINGS: Moderate cardiomegaly.", "presence", "no"),
+    ("How bad is the congestion?", "FINDINGS: Mild central pulmonary vascular congestion.",
+     "severity", "mild"),
+    ("Is there pulmonary edema?", "FINDINGS: Mild central pulmonary vascular congestion.",
+     "presence", "no"),
+    # a plural without a number is several
+    ("How many rib fractures are there?", "FINDINGS: Chronic left-sided rib fractures.",
+     "count", "multiple"),
+    # surgery and other devices
+    ("Has the patient had bypass surgery?", "FINDINGS: Status post CABG.", "presence", "yes"),
+    ("Has the patient had heart surgery?", "FINDINGS: Status post CABG.", "presence", "yes"),
+    ("Are there ureteral stents?", "FINDINGS: Ureteral stents are noted on the right.",
+     "presence", "yes"),
+    ("Is there a drain in the abdomen?", "FINDINGS: Drainage catheter overlying the right "
+     "upper quadrant.", "presence", "yes"),
     # where a device ends, yes or no
     ("Is the PICC tip in the SVC?", "FINDINGS: Right PICC with tip in the SVC.", "position",
      "yes"),
