@@ -154,6 +154,8 @@ class QuestionPatterns:
     problem_cues: tuple[str, ...] = ()
     #: words of a narrower concept's name that say where it is ("thoracic")
     place_parts: frozenset[str] = frozenset()
+    #: acute labels a report's own "no acute disease" outweighs (minor or often chronic)
+    minor_acute_labels: frozenset[str] = frozenset()
     #: normal statements that say the study shows no acute disease (concept ids)
     no_acute_statements: frozenset[str] = frozenset()
     #: label -> lexicon concepts read as it where the report names the label nowhere
@@ -268,6 +270,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         probable_readings=_compiled(name, "probable_readings", data.get("probable_readings")),
         stated_normal={str(k): str(v) for k, v in (data.get("stated_normal") or {}).items()},
         no_acute_statements=frozenset(str(c) for c in data.get("no_acute_statements") or ()),
+        minor_acute_labels=frozenset(str(c) for c in data.get("minor_acute_labels") or ()),
         place_parts=frozenset(str(w).lower() for w in data.get("place_parts") or ()),
         problem_cues=tuple(str(w).lower() for w in data.get("problem_cues") or ()),
         tip_words=frozenset(str(w).lower() for w in data.get("tip_words") or ()),
@@ -1706,9 +1709,16 @@ def answer_study(
     if asks == "acute":
         acute = [v for k, v in report.labels.items() if k in patterns.acute_labels]
         seen = [f for f in abnormal if f.kind == "finding"]
-        if "positive" in acute:
-            return out("yes", seen)
         said_none = [f for f in stated if f.label in patterns.no_acute_statements]
+        # the reader's own "no acute process" outweighs a finding it may call chronic or
+        # minor ("patchy basilar atelectasis"), not a pneumonia
+        acute_now = [
+            v
+            for k, v in report.labels.items()
+            if k in patterns.acute_labels and not (said_none and k in patterns.minor_acute_labels)
+        ]
+        if "positive" in acute_now:
+            return out("yes", seen)
         if "uncertain" in acute and not said_none:
             return out("uncertain", seen)
         # a hedge ("could obscure a small nodule") under the reader's own "no acute disease"

@@ -470,6 +470,9 @@ CLINICIANS = [
      "study", "uncertain"),
     ("Is there acute disease?", "FINDINGS: Left lower lobe pneumonia. IMPRESSION: No acute "
      "cardiopulmonary disease.", "study", "yes"),
+    ("Is there any acute process?", "FINDINGS: Patchy basilar atelectasis. IMPRESSION: Low "
+     "volume study without definite acute process.", "study", "no"),
+    ("Is there any acute process?", "FINDINGS: Patchy basilar atelectasis.", "study", "yes"),
     # the place a narrower concept's name adds; a describing word is no place
     ("Which part of the spine shows degenerative change?", "FINDINGS: Degenerative changes "
      "of the thoracic spine.", "position", ["thoracic"]),
