@@ -1817,19 +1817,15 @@ def _concept_target(
     found = [f for f in report.report_findings or () if f.concept in wanted]
     if not found:
         found = _described_parent(concept, report, lexicon, patterns)
-    status = next((s for s in _STATUS_ORDER if any(f.status == s for f in found)), "absent")
-    deciding = [f for f in found if f.status == status]
-    shown = sorted(found, key=lambda f: f.status != status)[:_MAX_SHOWN]
-    evidence = [_finding_evidence(f) for f in shown]
-    if not found:
-        name = lexicon.concepts[concept].name
-        evidence = [{"kind": "absent", "text": f"{name} is not mentioned in the report"}]
-    finding = _merged(deciding)
+    name = lexicon.concepts[concept].name
+    target = _findings_target(found, f"{name} is not mentioned in the report")
+    deciding = target.deciding
+    finding = dict(target.finding)
     if lexicon.concepts[concept].kind == "normal" and "laterality" not in finding:
         finding["laterality"] = "bilateral"  # "the lungs are clear": both of them
     # "Which part of the spine?" over degenerative thoracic spine: the words a narrower
     # concept's name adds say where ("thoracic")
-    asked = set(lexicon.concepts[concept].name.split())
+    asked = set(name.split())
     parts = [
         " ".join(
             w
@@ -1841,7 +1837,17 @@ def _concept_target(
     ]
     if any(parts):
         finding["parts"] = list(dict.fromkeys(p for p in parts if p))
-    return _Target(status, finding, evidence, deciding)
+    return dataclasses.replace(target, finding=finding)
+
+
+def _findings_target(found: Sequence[ReportFinding], absent: str) -> _Target:
+    """The findings of a question's target as one: the strongest status found, the
+    attributes of its findings merged, and their evidence (`absent` when none is found)."""
+    status = next((s for s in _STATUS_ORDER if any(f.status == s for f in found)), "absent")
+    deciding = [f for f in found if f.status == status]
+    shown = sorted(found, key=lambda f: f.status != status)[:_MAX_SHOWN]
+    evidence = [_finding_evidence(f) for f in shown] or [{"kind": "absent", "text": absent}]
+    return _Target(status, _merged(deciding), evidence, deciding)
 
 
 def _open_target(word: str, report: ReportLabels, lexicon: Lexicon) -> _Target:
@@ -1852,13 +1858,7 @@ def _open_target(word: str, report: ReportLabels, lexicon: Lexicon) -> _Target:
     for concept in _concepts_headed(lexicon).get(word, ()):
         wanted.update((concept, *lexicon.descendants(concept)))
     found = [f for f in report.report_findings or () if f.label in wanted]
-    status = next((s for s in _STATUS_ORDER if any(f.status == s for f in found)), "absent")
-    deciding = [f for f in found if f.status == status]
-    shown = sorted(found, key=lambda f: f.status != status)[:_MAX_SHOWN]
-    evidence = [_finding_evidence(f) for f in shown] or [
-        {"kind": "absent", "text": f"no {word} is mentioned in the report"}
-    ]
-    return _Target(status, _merged(deciding), evidence, deciding)
+    return _findings_target(found, f"no {word} is mentioned in the report")
 
 
 def _concepts_headed(lexicon: Lexicon) -> dict[str, frozenset[str]]:
