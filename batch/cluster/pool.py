@@ -267,6 +267,11 @@ class ActorPool:
         failed, self._failed_now = self._failed_now, []
         return failed
 
+    @property
+    def queued(self) -> int:
+        """Blocks waiting for an actor."""
+        return len(self._queue)
+
     def busy_nodes(self) -> set[str]:
         """The Ray nodes whose actors hold blocks now."""
         return {self.nodes[n] for n, refs in self._load.items() if refs and n in self.nodes}

@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 # `ray start`, except that a node given 127.0.0.1 keeps it: Ray otherwise swaps a loopback
@@ -122,12 +123,23 @@ def drive(address: str, export: Path, second_port: int, out: Path) -> None:
     items = plan(list(job.source.scan()), [], job.processor)
     report = ClusterReport()
     killed: list[int] = []
+    at_kill: dict[str, int] = {}
 
     def kill_second(blocks: int) -> None:
-        # Once the second node has finished a block and holds more: mid-run, mid-block.
-        busy = report.pools[0].busy_nodes()
-        if not killed and report.blocks_by_node[second] and second in busy:
+        # Once the second node has finished a block and holds more, with blocks still
+        # waiting: its worker may have finished what it held before it dies (the results
+        # reach the driver), but a waiting block is then handed to it, and the pool sees
+        # it gone. Killed with nothing left to hand out, nothing would notice.
+        pool = report.pools[0]
+        if not report.blocks_by_node[second]:
+            # The second node's worker takes seconds to start (it loads the labeler): the
+            # head, held back one second a block meanwhile, cannot run out the queue alone.
+            time.sleep(1.0)
+            return
+        if (not killed and report.blocks_by_node[second] and second in pool.busy_nodes()
+                and pool.queued >= 3):  # fmt: skip
             killed.extend(kill_under(f"--node_manager_port={second_port}"))
+            at_kill.update(blocks=blocks, queued=pool.queued)
 
     blocks = run_on_ray(spec, items, [], model=None, block_size=2, report=report,
                         after_block=kill_second)  # fmt: skip
@@ -136,7 +148,7 @@ def drive(address: str, export: Path, second_port: int, out: Path) -> None:
     by_node = {"second" if n == second else "head": count
                for n, count in report.blocks_by_node.items()}  # fmt: skip
     result = {"nodes": nodes, "items": [i.key for i in items], "lines": lines,
-              "killed": killed, "lost": report.lost,
+              "killed": killed, "at_kill": at_kill, "lost": report.lost,
               "blocks_by_node": by_node}  # fmt: skip
     out.write_text(json.dumps(result))
 
