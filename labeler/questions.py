@@ -164,6 +164,23 @@ class QuestionPatterns:
     #: what the words before a finding in its clause match when they give it as the
     #: report's probable reading only ("probable atelectasis", "XXXX representing")
     probable_readings: tuple[re.Pattern[str], ...] = ()
+    #: words a question refers back with ("Has it grown?"; "Is this new?")
+    pronouns: frozenset[str] = frozenset()
+    demonstratives: frozenset[str] = frozenset()
+    #: the words after "this" that show it stands alone ("Is this new?"), not before its
+    #: noun ("Is this chest X-ray normal?"); and before it: a question's own words, not a
+    #: noun it would relate to ("anything that")
+    after_pronoun: frozenset[str] = frozenset()
+    before_pronoun: frozenset[str] = frozenset()
+    #: the lexicon's open finding heads too general to ask about ("disease")
+    not_open_heads: frozenset[str] = frozenset()
+    #: degree words, which do not part a finding from its alternative ("normal or mildly
+    #: enlarged heart")
+    degree_words: frozenset[str] = frozenset()
+    #: words a bare finding question may hold besides the finding ("Any effusion?")
+    bare_fillers: frozenset[str] = frozenset()
+    #: words that deny the word after them ("not calcified")
+    denying_words: frozenset[str] = frozenset()
 
 
 def _entries(name: str, data: object, key: str, *, values: bool = False) -> tuple[_Entry, ...]:
@@ -249,31 +266,31 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         number_words={
             str(k).lower(): float(v) for k, v in (data.get("number_words") or {}).items()
         },
-        prior_words=frozenset(str(w).lower() for w in data.get("comparison_prior_words") or ()),
+        prior_words=_words(data, "comparison_prior_words"),
         presence=_entries(name, data.get("presence"), "presence"),
         negations=_entries(name, data.get("negations"), "negations"),
-        question_words=frozenset(str(w).lower() for w in data.get("question_words") or ()),
+        question_words=_words(data, "question_words"),
         study=_entries(name, data.get("study"), "study"),
         acute_labels=frozenset(str(w) for w in data.get("acute_labels") or ()),
-        yes_no_starts=frozenset(str(w).lower() for w in data.get("yes_no_starts") or ()),
-        context_words=frozenset(str(w).lower() for w in data.get("context_words") or ()),
+        yes_no_starts=_words(data, "yes_no_starts"),
+        context_words=_words(data, "context_words"),
         zone_includes={str(e.value): frozenset(e.accepts) for e in qualifiers["zone"]},
         absorbed={
             str(k): frozenset(str(i) for i in v) for k, v in (data.get("absorbed") or {}).items()
         },
-        site_generic_words=frozenset(str(w).lower() for w in data.get("site_generic_words") or ()),
+        site_generic_words=_words(data, "site_generic_words"),
         dominance_starts=dominance[0],
         dominance_comparatives=dominance[1],
         dominance_patterns=dominance[2],
         one_per_side=frozenset(str(w) for w in data.get("one_per_side") or ()),
-        alternatives=frozenset(str(w).lower() for w in data.get("alternatives") or ()),
+        alternatives=_words(data, "alternatives"),
         probable_readings=_compiled(name, "probable_readings", data.get("probable_readings")),
         stated_normal={str(k): str(v) for k, v in (data.get("stated_normal") or {}).items()},
         no_acute_statements=frozenset(str(c) for c in data.get("no_acute_statements") or ()),
         minor_acute_labels=frozenset(str(c) for c in data.get("minor_acute_labels") or ()),
-        place_parts=frozenset(str(w).lower() for w in data.get("place_parts") or ()),
+        place_parts=_words(data, "place_parts"),
         problem_cues=tuple(str(w).lower() for w in data.get("problem_cues") or ()),
-        tip_words=frozenset(str(w).lower() for w in data.get("tip_words") or ()),
+        tip_words=_words(data, "tip_words"),
         answered_by={
             str(k): tuple(str(c) for c in v) for k, v in (data.get("answered_by") or {}).items()
         },
@@ -281,11 +298,27 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         read_as_label={
             str(k): tuple(str(c) for c in v) for k, v in (data.get("read_as_label") or {}).items()
         },
+        pronouns=_words(data, "pronouns"),
+        demonstratives=_words(data, "demonstratives"),
+        after_pronoun=_words(data, "after_pronoun"),
+        before_pronoun=_words(data, "before_pronoun"),
+        not_open_heads=_words(data, "not_open_heads"),
+        degree_words=_words(data, "degree_words"),
+        bare_fillers=_words(data, "bare_fillers"),
+        denying_words=_words(data, "denying_words"),
     )
 
 
-def _compiled(name: str, key: str, data: object) -> tuple[re.Pattern[str], ...]:
-    """A list of regular expressions, compiled (case-insensitive)."""
+def _words(data: Mapping[str, object], key: str) -> frozenset[str]:
+    """A list of words of the pattern file, lower-cased."""
+    raw = data.get(key) or ()
+    return frozenset(str(w).lower() for w in raw) if isinstance(raw, list | tuple) else frozenset()
+
+
+def _compiled(
+    name: str, key: str, data: object, *, flags: int = re.IGNORECASE, group: str | None = None
+) -> tuple[re.Pattern[str], ...]:
+    """A list of regular expressions, compiled; each must have the named `group`, if any."""
     if data is None:
         return ()
     if not isinstance(data, list):
@@ -293,9 +326,12 @@ def _compiled(name: str, key: str, data: object) -> tuple[re.Pattern[str], ...]:
     out = []
     for raw in data:
         try:
-            out.append(re.compile(str(raw), re.IGNORECASE))
+            pattern = re.compile(str(raw), flags)
         except re.error as exc:
             raise PatternFileError(f"{name}: {key} pattern {raw!r}: {exc}") from None
+        if group is not None and group not in pattern.groupindex:
+            raise PatternFileError(f"{name}: {key} pattern {raw!r} has no group `{group}`")
+        out.append(pattern)
     return tuple(out)
 
 
@@ -305,19 +341,11 @@ def _dominance(
     """The `dominance` section: starts, comparatives and compiled report patterns."""
     if not isinstance(data, dict):
         raise PatternFileError(f"{name}: `dominance` must be a mapping")
-    patterns = []
-    for raw in data.get("report_patterns") or ():
-        try:
-            pattern = re.compile(str(raw))
-        except re.error as exc:
-            raise PatternFileError(f"{name}: dominance pattern {raw!r}: {exc}") from None
-        if "side" not in pattern.groupindex:
-            raise PatternFileError(f"{name}: dominance pattern {raw!r} has no group `side`")
-        patterns.append(pattern)
+    patterns = _compiled(name, "dominance", data.get("report_patterns"), flags=0, group="side")
     return (
         tuple(str(w).lower() for w in data.get("starts") or ()),
-        frozenset(str(w).lower() for w in data.get("comparatives") or ()),
-        tuple(patterns),
+        _words(data, "comparatives"),
+        patterns,
     )
 
 
@@ -456,15 +484,17 @@ class QuestionParser:
             lexicon_matcher(nlp, lexicon, skip_kinds=set(KINDS) - {"anatomy"}) if lexicon else None
         )
         self._tips = load_tip_finder()
+        self.patterns = load_question_patterns(patterns)
         # general finding words a question may name a finding by, less those that name the
         # whole study or say nothing of what is seen
         self._open_heads = (
-            frozenset(lexicon.open_finding_heads) - _NOT_OPEN_HEADS if lexicon else frozenset()
+            frozenset(lexicon.open_finding_heads) - self.patterns.not_open_heads
+            if lexicon
+            else frozenset()
         )
         # "Are the lungs clear?": a normal statement, asked about when nothing else is named
         self._normal_words = _concept_words(nlp, lexicon, normal=True) if lexicon else []
         self.labels = frozenset(labels)
-        self.patterns = load_question_patterns(patterns)
         self._sites = site_words(lexicon, self.patterns.site_generic_words) if lexicon else {}
         self.cache_size = cache_size
         self._cache: dict[str, ParsedQuestion] = {}
@@ -524,13 +554,13 @@ class QuestionParser:
     def refers_back(self, text: str) -> bool:
         """Whether the question stands a pronoun where its finding would be ("Has it
         grown?", "Is this new?")."""
-        return _pronoun_at(self.nlp.make_doc(text)) is not None
+        return _pronoun_at(self.nlp.make_doc(text), self.patterns) is not None
 
     def _with_referent(self, text: str, parsed: ParsedQuestion, referent: str) -> ParsedQuestion:
         """The question read with its pronoun replaced by the referent's name, when that
         reading is supported; else `parsed`."""
         doc = self.nlp.make_doc(text)
-        at = _pronoun_at(doc)
+        at = _pronoun_at(doc, self.patterns)
         name = self._finding_name(referent)
         if at is None or name is None:
             return parsed
@@ -905,7 +935,7 @@ class QuestionParser:
             )
         frames = [h for h in r.hits if h.group == "presence" and r.free(h)]
         starts_open = words[0] in self.patterns.question_words
-        if starts_open or not (frames or _is_bare(doc, r.taken)):
+        if starts_open or not (frames or _is_bare(doc, r.taken, self.patterns.bare_fillers)):
             return ParsedQuestion(
                 text,
                 "unsupported",
@@ -1125,24 +1155,6 @@ class QuestionParser:
 
 
 _SIDE_WORDS = frozenset({"left", "right", "bilateral"})
-_NOT_OPEN_HEADS = frozenset({"abnormality", "abnormalities", "disease"})
-_PRONOUNS = frozenset({"it", "they", "them"})
-_DEMONSTRATIVES = frozenset({"this", "that", "these", "those"})
-# the words after "this" that show it stands alone ("Is this new?"), not before its noun
-# ("Is this chest X-ray normal?")
-_AFTER_PRONOUN = frozenset(
-    {"is", "are", "was", "were", "has", "have", "had", "does", "do", "did", "look", "looks",
-     "appear", "appears", "seem", "seems", "measure", "measures", "new", "old", "larger",
-     "smaller", "bigger", "grown", "changed", "increased", "decreased", "unchanged", "stable",
-     "located", "on", "in", "at", "since", "compared", "worse", "better", "improved"}
-)  # fmt: skip
-
-
-# ... and before it: a question's own words, not a noun it would relate to ("anything that")
-_BEFORE_PRONOUN = frozenset(
-    {"is", "are", "was", "were", "has", "have", "had", "does", "do", "did", "where", "how",
-     "why", "what", "when", "which", "about", "of", "and", "so"}
-)  # fmt: skip
 
 
 def abnormal_findings_named(report: ReportLabels, lexicon: Lexicon) -> list[str]:
@@ -1158,15 +1170,17 @@ def abnormal_findings_named(report: ReportLabels, lexicon: Lexicon) -> list[str]
     return [CONCEPT_PREFIX + c for c in kept]
 
 
-def _pronoun_at(doc: Doc) -> int | None:
+def _pronoun_at(doc: Doc, patterns: QuestionPatterns) -> int | None:
     """The index of the first token that stands for a finding the question does not name."""
     for t in doc:
         word = t.lower_
-        if word in _PRONOUNS:
+        if word in patterns.pronouns:
             return t.i
-        if word in _DEMONSTRATIVES and (t.i == 0 or doc[t.i - 1].lower_ in _BEFORE_PRONOUN):
+        if word in patterns.demonstratives and (
+            t.i == 0 or doc[t.i - 1].lower_ in patterns.before_pronoun
+        ):
             after = doc[t.i + 1] if t.i + 1 < len(doc) else None
-            if after is None or after.is_punct or after.lower_ in _AFTER_PRONOUN:
+            if after is None or after.is_punct or after.lower_ in patterns.after_pronoun:
                 return t.i
     return None
 
@@ -1271,17 +1285,14 @@ def _number(word: str, words: Mapping[str, float]) -> float | None:
     return words.get(word)
 
 
-def _is_bare(doc: Doc, taken: list[tuple[int, int]]) -> bool:
+def _is_bare(doc: Doc, taken: list[tuple[int, int]], fillers: frozenset[str]) -> bool:
     """A question that is just a finding ("Pleural effusion?", "Effusion present")."""
     rest = [
         t
         for t in doc
-        if not any(s <= t.i < e for s, e in taken) and not t.is_punct and t.lower_ not in _FILLERS
+        if not any(s <= t.i < e for s, e in taken) and not t.is_punct and t.lower_ not in fillers
     ]
     return not rest
-
-
-_FILLERS = frozenset({"a", "an", "the", "any", "of", "please", "?"})
 
 
 # --- answering from a report ---------------------------------------------------------------
@@ -1507,7 +1518,7 @@ def answer_from_report(
     if (
         target.status == "positive"
         and target.deciding
-        and all(_one_of_alternatives(m, patterns.alternatives) for m in target.deciding)
+        and all(_one_of_alternatives(m, patterns) for m in target.deciding)
     ):
         # "airspace disease and/or pleural effusion", "atelectasis or scar": the report
         # offers it as one of two readings (the labels count it, as the coders do)
@@ -1595,26 +1606,22 @@ def _narrowed_to_place(
 _ALT_WORD = re.compile(r"[a-z]+(?:/[a-z]+)?|[,;:.]")
 
 
-def _one_of_alternatives(m: Mention, words: frozenset[str]) -> bool:
+def _one_of_alternatives(m: Mention, patterns: QuestionPatterns) -> bool:
     """Whether the mention stands as one side of "X or Y" / "X and/or Y": an alternative
     word right after it or right before it ("new or increased effusion" offers no other
     reading of the effusion)."""
+    words = patterns.alternatives
     if m.sentence_start is None or not words:
         return False
     a, b = m.start - m.sentence_start, m.end - m.sentence_start
     after = _ALT_WORD.findall(m.sentence[b:].lower())[:1]
     # a degree word does not part the finding from its alternative ("normal or mildly
     # enlarged heart")
-    before = [w for w in _ALT_WORD.findall(m.sentence[:a].lower()) if w not in _DEGREE][-1:]
+    degree = patterns.degree_words
+    before = [w for w in _ALT_WORD.findall(m.sentence[:a].lower()) if w not in degree][-1:]
     # a statement that holds both readings ("heart size is upper normal or mildly enlarged")
     inside = _ALT_WORD.findall(m.text.lower())[1:-1]
     return any(w in words for w in (*after, *before, *inside))
-
-
-_DEGREE = frozenset(
-    {"mildly", "slightly", "minimally", "moderately", "markedly", "severely", "mild", "slight",
-     "minimal", "moderate", "marked", "severe", "small", "large", "tiny", "trace"}
-)  # fmt: skip
 
 
 def _answer_several(
@@ -1747,10 +1754,9 @@ _WORD = re.compile(r"[a-z][a-z-]*")
 #: words before and after a finding that may describe it ("old right rib fractures",
 #: "nodule is calcified")
 _NEAR, _AFTER = 4, 10
-_NOT = frozenset({"not", "non", "no", "without"})
 
 
-def _near_words(mentions: Iterable[Mention]) -> frozenset[str]:
+def _near_words(mentions: Iterable[Mention], denying: frozenset[str]) -> frozenset[str]:
     """The words of each mention, up to four before it and ten after it within its clause."""
     out: set[str] = set()
     for m in mentions:
@@ -1762,7 +1768,7 @@ def _near_words(mentions: Iterable[Mention]) -> frozenset[str]:
         # its predicate may come later ("nodule ... is unchanged and appears calcified")
         words = [*before[-_NEAR:], *_WORD.findall(m.sentence[a:b].lower()), *after[:_AFTER]]
         # "not calcified" describes the finding as not calcified
-        kept = [w for i, w in enumerate(words) if i == 0 or words[i - 1] not in _NOT]
+        kept = [w for i, w in enumerate(words) if i == 0 or words[i - 1] not in denying]
         out.update(kept)
         # and each part of a hyphenated word ("T-spine", "fracture-dislocation")
         out.update(part for w in kept if "-" in w for part in w.split("-") if part)
@@ -1924,7 +1930,7 @@ def _described_parent(
                 f
                 for f in report.report_findings or ()
                 if f.concept in kinds
-                for near in (_near_words([f]) | _place_values(f),)
+                for near in (_near_words([f], patterns.denying_words) | _place_values(f),)
                 if all(any(w in near for w in words) for words in accepts)
             ]
     return []
@@ -2097,7 +2103,7 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
     # closed: every qualifier must hold
     if any(q.kind in ("descriptor", "site") for q in question.qualifiers):
         # the words beside the finding, and its change as read ("stable": "unchanged")
-        near = _near_words(target.deciding)
+        near = _near_words(target.deciding, patterns.denying_words)
         change = finding.get("change")
         finding = {**finding, "near_words": near | {str(change)} if change else near}
     changes = [q for q in question.qualifiers if q.kind == "change"]
