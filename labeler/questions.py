@@ -73,6 +73,9 @@ QUESTION_TYPES: tuple[str, ...] = (
 AnswerValue = str | int | float | list[str]
 #: `ParsedQuestion.label` of a question about a lexicon concept: "concept:picc"
 CONCEPT_PREFIX = "concept:"
+#: the rule of a normal statement named without its denial ("Any acute bony findings?"):
+#: the question asks the other way round
+DENIED_NORMAL_RULE = "normal.denied"
 
 _QUALIFIER_KINDS = ("lobe", "side", "zone", "severity", "change", "count", "descriptor")
 # which qualifier decides the question's type, first wins
@@ -125,6 +128,8 @@ class QuestionPatterns:
     question_words: frozenset[str]
     study: tuple[_Entry, ...] = ()
     acute_labels: frozenset[str] = frozenset()
+    #: the change values that make a study worse ("Is the chest worse than before?")
+    worse_changes: frozenset[str] = frozenset()
     yes_no_starts: frozenset[str] = frozenset()
     context_words: frozenset[str] = frozenset()
     zone_includes: Mapping[str, frozenset[str]] = field(default_factory=dict)
@@ -272,6 +277,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         question_words=_words(data, "question_words"),
         study=_entries(name, data.get("study"), "study"),
         acute_labels=frozenset(str(w) for w in data.get("acute_labels") or ()),
+        worse_changes=_words(data, "worse_changes"),
         yes_no_starts=_words(data, "yes_no_starts"),
         context_words=_words(data, "context_words"),
         zone_includes={str(e.value): frozenset(e.accepts) for e in qualifiers["zone"]},
@@ -493,7 +499,16 @@ class QuestionParser:
             else frozenset()
         )
         # "Are the lungs clear?": a normal statement, asked about when nothing else is named
-        self._normal_words = _concept_words(nlp, lexicon, normal=True) if lexicon else []
+        # "Any acute bony findings?" names "no acute bony findings" without its "no": it asks
+        # about the abnormality that statement rules out
+        self._normal_words, self._denied_normal_words = (
+            (
+                _concept_words(nlp, lexicon, normal=True, denying=deny, denied=False),
+                _concept_words(nlp, lexicon, normal=True, denying=deny, denied=True),
+            )
+            if lexicon and (deny := self.patterns.denying_words) is not None
+            else ([], [])
+        )
         self.labels = frozenset(labels)
         self._sites = site_words(lexicon, self.patterns.site_generic_words) if lexicon else {}
         self.cache_size = cache_size
@@ -648,6 +663,16 @@ class QuestionParser:
                     rules=(cue.entry.id, where[0].entry.id),
                 )  # fmt: skip
             asks = cue.entry.get("asks")
+            measured = [
+                h for h in hits
+                if h.group == "open" and h.entry.get("type") in ("size", "count", "severity")
+            ]  # fmt: skip
+            if measured:
+                # "How many lobes are involved?": a measure of the whole study is not read
+                return ParsedQuestion(
+                    text, "unsupported", rules=(cue.entry.id, measured[0].entry.id),
+                    message="a size, count or severity is asked only of a finding",
+                )  # fmt: skip
             places = tuple(_qualifier(doc, h) for h in hits if h.group in ("side", "zone", "lobe"))
             if places and asks not in ("normal", "abnormal"):
                 return ParsedQuestion(
@@ -947,7 +972,7 @@ class QuestionParser:
             text,
             "presence",
             label=label,
-            negated=bool(negs),
+            negated=bool(negs) != (DENIED_NORMAL_RULE in rules),
             rules=(
                 *rules,
                 *(h.entry.id for h in frames[:1]),
@@ -1022,6 +1047,9 @@ class QuestionParser:
         if not kept and self._normal_words and not any(h.group == "study" for h in hits):
             # the qualifier's words count here: "the left lung" names the lung asked about
             kept = self._concept_by_words(doc, set(), self._normal_words)
+            denied = self._concept_by_words(doc, set(), self._denied_normal_words)
+            if denied and (not kept or denied[0][3] - denied[0][2] > kept[0][3] - kept[0][2]):
+                kept = [(denied[0][0], DENIED_NORMAL_RULE, denied[0][2], denied[0][3])]
         if not kept and self.lexicon is not None and not any(h.group == "study" for h in hits):
             # a general finding word ("Where is the lesion?", "Is there a density?")
             heads = self._open_heads
@@ -1186,14 +1214,22 @@ def _pronoun_at(doc: Doc, patterns: QuestionPatterns) -> int | None:
 
 
 def _concept_words(
-    nlp: Language, lexicon: Lexicon, *, normal: bool = False
+    nlp: Language,
+    lexicon: Lexicon,
+    *,
+    normal: bool = False,
+    denying: frozenset[str] = frozenset(),
+    denied: bool = False,
 ) -> list[tuple[str, frozenset[str]]]:
     """(concept, the stems of a phrase's content words) for every phrase of two or more;
-    with `normal`, of the normal statements only."""
+    with `normal`, of the normal statements only, those with a word of `denying` ("no
+    acute bony findings") when `denied`, else the others."""
     out = []
     skip = set(KINDS) - {"normal"} if normal else {"anatomy", "normal"}
     for concept_id, phrases in lexicon.phrases_by_concept(skip).items():
         for phrase in phrases:
+            if normal and denied != bool(set(phrase.split()) & denying):
+                continue
             # a side in a phrase ("clear left lung") is the question's qualifier to ask
             words = [
                 w
@@ -1682,7 +1718,9 @@ def answer_study(
     normal: yes when no abnormal finding is read (`ReportLabels.normal`); abnormal: the
     reverse; acute: yes when a label of the pattern file's `acute_labels` is positive,
     uncertain when one is only hedged; change: yes when a finding is new or changed, no
-    when findings are called unchanged and none changed, else unknown.
+    when findings are called unchanged and none changed, else unknown; worse: yes when a
+    finding is new or worse, no when the report compares and none is; better: yes when
+    one improved and none is worse.
     """
     patterns = patterns or load_question_patterns()
     findings = report.report_findings or []
@@ -1736,6 +1774,15 @@ def answer_study(
             return out("yes", changed)
         same = [f for f in findings if f.attributes.get("change") == "unchanged"]
         return out("no", same) if same else out("unknown", [], False)
+    if asks in ("worse", "better"):
+        compared = [f for f in findings if f.attributes.get("change")]
+        if not compared:
+            return out("unknown", [], False)
+        worse = [f for f in compared if f.attributes["change"] in patterns.worse_changes]
+        better = [f for f in compared if f.attributes["change"] in _CHANGED and f not in worse]
+        if asks == "worse":
+            return out("yes", worse) if worse else out("no", compared)
+        return out("yes", better) if better and not worse else out("no", worse or compared)
     if asks in ("side", "place"):
         # where the abnormal findings are (devices and post-operative changes are not
         # abnormalities here); the positive ones, else the hedged ones
@@ -2035,6 +2082,10 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
 
     qtype = question.type
     if qtype == "presence" and not question.qualifiers:
+        if status == "absent" and DENIED_NORMAL_RULE in question.rules:
+            # "Any acute bony findings?" over a report that says nothing of the bones: its
+            # findings may still be there
+            return out("unknown", False)
         if status == "positive":
             ans = "yes"
         elif status == "uncertain":

@@ -537,6 +537,32 @@ CLINICIANS = [
     # out of a report's reach
     ("What is the prognosis?", _PICC, "unsupported", None),
     ("What is the heart rate?", _PICC, "unsupported", None),
+    # a normal statement named without its "no" asks about the abnormality it rules out;
+    # over a report silent on it the answer is unknown
+    ("Any acute bony findings?", "FINDINGS: No acute bony findings.", "presence", "no"),
+    ("Any acute bony findings?", "FINDINGS: The lungs are clear.", "presence", "unknown"),
+    ("Are the lungs clear?", "FINDINGS: The lungs are clear.", "presence", "yes"),
+    # a lay word or a spelling for a concept; a describing word of a finding not there
+    ("Any broken bones?", "FINDINGS: Displaced fracture of the left clavicle.", "presence",
+     "yes"),
+    ("Any air space consolidation?", "FINDINGS: No air space consolidation.", "presence", "no"),
+    ("Which arm is the PICC in?", "FINDINGS: Right upper extremity PIC catheter, tip in the "
+     "SVC.", "position", ["right"]),
+    ("Any suspicious lung lesion?", "FINDINGS: The lungs are clear.", "presence", "no"),
+    # how much of a finding, in the finding's own adjective
+    ("How low are the lung volumes?", "FINDINGS: Mildly low lung volumes.", "severity", "mild"),
+    ("How hyperinflated are the lungs?", "FINDINGS: The lungs are markedly hyperinflated.",
+     "severity", "severe"),
+    # the whole study: acute in lay words; worse or better by the direction of its changes;
+    # a measure of the study is refused, not answered yes
+    ("Is there anything acute on this X-ray?", "IMPRESSION: No acute cardiopulmonary disease.",
+     "study", "no"),
+    ("Is the chest worse than before?", _EFFUSION, "study", "yes"),
+    ("Is the chest worse than before?", "FINDINGS: Left effusion has decreased.", "study", "no"),
+    ("Is the patient getting better?", "FINDINGS: Left effusion has decreased.", "study", "yes"),
+    ("Is the chest worse than before?", "FINDINGS: Small left effusion.", "study", "unknown"),
+    ("How many lobes are involved?", "FINDINGS: Right upper lobe pneumonia.", "unsupported",
+     None),
 ]  # fmt: skip
 
 
