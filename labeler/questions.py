@@ -1550,6 +1550,8 @@ def answer_from_report(
                 target = _normal_change(target, label, report.report_findings, patterns)
             if target.status == "absent" and label in patterns.read_as_label:
                 target = _read_as_label(target, label, report, lexicon, patterns)
+            elif question.type in _LENT and label in patterns.read_as_label:
+                target = _measured_as_label(question, target, report, lexicon, patterns)
     target = _narrowed_to_place(question, target, patterns)
     if (
         target.status == "positive"
@@ -1589,6 +1591,37 @@ def _read_as_label(
             if found.status != "absent":
                 return found
     return target
+
+
+#: question type -> what a finding read as the label may lend the label's own mentions
+#: (the first: what they must lack)
+_LENT = {"size": ("size_mm", "size_text"), "position": ("location", "laterality")}
+
+
+def _measured_as_label(
+    question: ParsedQuestion,
+    target: _Target,
+    report: ReportLabels,
+    lexicon: Lexicon | None,
+    patterns: QuestionPatterns,
+) -> _Target:
+    """A label the report names without a size or place ("true pulmonary nodule is a
+    possibility") takes them from the finding it reads as the label that has them ("6 mm
+    nodular opacity in the right upper lobe"), when that one is positive and on no other
+    side."""
+    keys = _LENT[question.type]
+    if keys[0] in target.finding or question.label is None:
+        return target
+    read = _read_as_label(target, question.label, report, lexicon, patterns)
+    side, other = target.finding.get("laterality"), read.finding.get("laterality")
+    if read is target or read.status != "positive" or (side and other and side != other):
+        return target
+    lent = {k: v for k, v in read.finding.items() if k in keys and k not in target.finding}
+    if not lent:
+        return target
+    return dataclasses.replace(
+        target, finding={**target.finding, **lent}, evidence=[*target.evidence, *read.evidence]
+    )
 
 
 def _normal_change(
@@ -1877,16 +1910,18 @@ def _concept_target(
     if lexicon.concepts[concept].kind == "normal" and "laterality" not in finding:
         finding["laterality"] = "bilateral"  # "the lungs are clear": both of them
     # "Which part of the spine?" over degenerative thoracic spine: the words a narrower
-    # concept's name adds say where ("thoracic")
+    # concept's name adds say where ("thoracic"), or the report's own words beside it
+    # ("thoracic spondylosis", "degenerative changes throughout the thoracic spine")
     asked = set(name.split())
     parts = [
         " ".join(
             w
-            for w in lexicon.concepts[f.label].name.split()
+            for w in dict.fromkeys([*words.split(), *f.text.lower().split()])
             if w not in asked and w in patterns.place_parts
         )
+        or " ".join(sorted(_near_words([f], patterns.denying_words) & patterns.place_parts))
         for f in deciding
-        if f.label != concept and f.label in lexicon.concepts
+        for words in (lexicon.concepts[f.label].name if f.label in lexicon.concepts else "",)
     ]
     if any(parts):
         finding["parts"] = list(dict.fromkeys(p for p in parts if p))

@@ -145,6 +145,8 @@ _PICC = "FINDINGS: Right PICC with tip in the SVC."
 _EFFUSION = "FINDINGS: Mild cardiomegaly. Mild left pleural effusion, increased since the prior."
 _NODULE = "FINDINGS: 12 mm left lower lobe nodule."
 _ETT = "FINDINGS: Endotracheal tube with tip 4.5 cm above the carina."
+_POSSIBLE_NODULE = ("FINDINGS: 6 mm nodular opacity in the right upper lobe. IMPRESSION: "
+                    "This may be a true pulmonary nodule.")  # fmt: skip
 
 # (question, report, type, answer): one row per class of question a clinician asks
 CLINICIANS = [
@@ -563,6 +565,17 @@ CLINICIANS = [
     ("Is the chest worse than before?", "FINDINGS: Small left effusion.", "study", "unknown"),
     ("How many lobes are involved?", "FINDINGS: Right upper lobe pneumonia.", "unsupported",
      None),
+    # where a finding with no side or zone is: the place words of its own name or beside it
+    ("Where is the spondylosis?", "FINDINGS: Thoracic spondylosis.", "position", ["thoracic"]),
+    ("Where are the degenerative changes?", "FINDINGS: There are degenerative changes "
+     "throughout the lumbar spine.", "position", ["lumbar"]),
+    # a nodule named only as a possibility takes the size and place of the nodular opacity
+    # the report measures; not one on the other side
+    ("How big is the nodule in mm?", _POSSIBLE_NODULE, "size", 6.0),
+    ("Is the nodule bigger than 1 cm?", _POSSIBLE_NODULE, "size", "no"),
+    ("Which lobe is the nodule in?", _POSSIBLE_NODULE, "position", ["right", "right upper lobe"]),
+    ("How big is the nodule in mm?", "FINDINGS: 6 mm nodular opacity in the right upper lobe. "
+     "IMPRESSION: Possible left lower lobe nodule.", "size", "unknown"),
 ]  # fmt: skip
 
 
