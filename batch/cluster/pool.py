@@ -78,6 +78,10 @@ class _Block:
     suspect: bool = False
 
 
+#: seconds a dead actor's other refs get to settle before the block it ran is charged
+_SETTLE_S = 10.0
+
+
 class ActorPool:
     """`size` actors of `actor_class` for one kind of work, reused for the whole run.
 
@@ -153,8 +157,11 @@ class ActorPool:
         self.lost += 1
         log.warning("%s: a worker died (%s); its blocks go to the others", self.name, reason)
         finished: list[Finished] = []
-        # blocks it finished before it died, whose results were not collected yet, are done
-        done = set(ray.wait(refs, num_returns=len(refs), timeout=0)[0]) if refs else set()
+        # blocks it finished before it died, whose results were not collected yet, are done.
+        # Every ref of a dead actor settles (a value, or its death), but a result sent just
+        # before the death may reach this process a moment after it: waiting for them all
+        # (bounded) keeps a finished block from being charged with the death.
+        done = set(ray.wait(refs, num_returns=len(refs), timeout=_SETTLE_S)[0]) if refs else set()
         charged = False
         for ref in refs:
             block, _ = self._running.pop(ref)
