@@ -158,7 +158,9 @@ class ReportFindingRead(MentionRead):
 
     concept: str = Field(description="the lexicon's concept id, or `open:<word>`")
     name: str
-    kind: str = Field(description="finding, device, postop, bone, soft_tissue, normal...")
+    kind: str = Field(
+        description="finding, device, postop, bone, soft_tissue, anatomy, normal, technique, view"
+    )
     mesh: str = Field(description="heading/qualifiers/side as the OpenI coders write it")
     radlex: str = Field(default="", description="the concept's RadLex id; empty where none")
 

@@ -33,7 +33,7 @@ __all__ = [
 #: Span label prefix of an open finding: "open:opacity".
 OPEN_PREFIX = "open:"
 #: Kinds whose positive reading does not make a report abnormal.
-_NOT_ABNORMAL = frozenset({"normal", "anatomy"})
+_NOT_ABNORMAL = frozenset({"normal", "anatomy", "view"})
 
 
 class FindingMatcher:

@@ -23,7 +23,7 @@ from labeler.vocabulary import plural_phrase, read_pattern_file
 __all__ = ["KINDS", "Kind", "Lexicon", "LexiconConcept", "Mesh", "load_lexicon"]
 
 Kind = Literal[
-    "finding", "device", "postop", "bone", "soft_tissue", "anatomy", "normal", "technique"
+    "finding", "device", "postop", "bone", "soft_tissue", "anatomy", "normal", "technique", "view"
 ]
 #: The kinds a concept may have.
 KINDS: tuple[Kind, ...] = get_args(Kind)

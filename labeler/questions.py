@@ -186,6 +186,8 @@ class QuestionPatterns:
     bare_fillers: frozenset[str] = frozenset()
     #: words that deny the word after them ("not calcified")
     denying_words: frozenset[str] = frozenset()
+    #: verbs that ask for a finding's reading ("Does the opacity represent pneumonia?")
+    reading_words: frozenset[str] = frozenset()
 
 
 def _entries(name: str, data: object, key: str, *, values: bool = False) -> tuple[_Entry, ...]:
@@ -312,6 +314,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         degree_words=_words(data, "degree_words"),
         bare_fillers=_words(data, "bare_fillers"),
         denying_words=_words(data, "denying_words"),
+        reading_words=_words(data, "reading_words"),
     )
 
 
@@ -988,6 +991,16 @@ class QuestionParser:
         covered = {i for h in hits for i in range(h.start, h.end)}
         covered.update(i for _, _, s, e in found for i in range(s, e))
         p = self.patterns
+        # "Could the opacity be pneumonia?", "Is that density a nodule?": the finding the
+        # report may have seen, by its general word, asked to be read as the one named
+        covered.update(
+            t.i
+            for t in doc
+            if t.i > 0
+            and doc[t.i - 1].lower_ in p.demonstratives | {"the"}
+            and t.lower_ in self._open_heads
+            or t.lower_ in p.reading_words
+        )
         context = p.context_words | p.units.keys() | p.number_words.keys() | {"than", "a"}
         return [
             t

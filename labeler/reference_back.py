@@ -104,7 +104,7 @@ def _sole_sizes(out: list[_M], text: str, rules: AttributeRules) -> list[_M]:
     return out
 
 
-_NOT_SIZED = frozenset({"normal", "device", "technique"})
+_NOT_SIZED = frozenset({"normal", "device", "technique", "view"})
 
 
 def _give(

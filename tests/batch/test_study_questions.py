@@ -145,6 +145,7 @@ _PICC = "FINDINGS: Right PICC with tip in the SVC."
 _EFFUSION = "FINDINGS: Mild cardiomegaly. Mild left pleural effusion, increased since the prior."
 _NODULE = "FINDINGS: 12 mm left lower lobe nodule."
 _ETT = "FINDINGS: Endotracheal tube with tip 4.5 cm above the carina."
+_TWO_VIEWS = "FINDINGS: PA and lateral views of the chest. The lungs are clear. Normal heart size."
 _POSSIBLE_NODULE = ("FINDINGS: 6 mm nodular opacity in the right upper lobe. IMPRESSION: "
                     "This may be a true pulmonary nodule.")  # fmt: skip
 
@@ -576,6 +577,20 @@ CLINICIANS = [
     ("Which lobe is the nodule in?", _POSSIBLE_NODULE, "position", ["right", "right upper lobe"]),
     ("How big is the nodule in mm?", "FINDINGS: 6 mm nodular opacity in the right upper lobe. "
      "IMPRESSION: Possible left lower lobe nodule.", "size", "unknown"),
+    # a finding seen, by its general word, asked to be read as the one named
+    ("Could the opacity be pneumonia?", "FINDINGS: Right basilar opacity, possibly pneumonia.",
+     "presence", "uncertain"),
+    ("Does the opacity represent pneumonia?", "FINDINGS: Right basilar opacity. No pneumonia.",
+     "presence", "no"),
+    ("Is that density a lung nodule?", "FINDINGS: Round density in the left upper lobe, may "
+     "represent a pulmonary nodule.", "presence", "uncertain"),
+    # the views taken; they leave a normal study normal
+    ("Was a lateral view done?", _TWO_VIEWS, "presence", "yes"),
+    ("Were frontal and lateral views obtained?", _TWO_VIEWS, "presence", "yes"),
+    ("Was a frontal view done?", _TWO_VIEWS, "presence", "yes"),
+    ("Was a lateral view done?", "FINDINGS: Single frontal view. The lungs are clear.",
+     "presence", "no"),
+    ("Is this a normal chest film?", _TWO_VIEWS, "study", "yes"),
 ]  # fmt: skip
 
 
