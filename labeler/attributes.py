@@ -89,6 +89,9 @@ _MAX_UP = 4
 _MAX_PATH = 12
 # what stands between the items of a bare list ("A and B", "A, B or C")
 _LIST_JOINERS = frozenset({"and", "or", ",", "&", "and/or"})
+#: the words between two readings offered for one finding ("scarring or atelectasis")
+_READINGS_JOINED = (["or"], ["and/or"], ["and", "/", "or"])
+_DENIALS = frozenset({"no", "not", "without", "negative"})
 
 # "4.5", ".8" and a decimal comma ("1,2 cm", as many European sites write it)
 _NUMBER = r"(?:\d+(?:\.\d+|,\d{1,2}(?![\d,]))?|\.\d+)"
@@ -552,6 +555,11 @@ def _own_phrase(root: Token, other_roots: set[int]) -> set[int]:
     return keep
 
 
+#: the dependencies of the words before a list's first item that describe its other items
+#: too, when the list offers readings ("X or Y")
+_SHARED_PREMODIFIERS = frozenset({"amod", "advmod", "nummod"})
+
+
 def _scope(
     mention: Span, mention_roots: set[int], links: frozenset[str] = frozenset()
 ) -> tuple[set[int], set[int], set[int]]:
@@ -573,6 +581,20 @@ def _scope(
     head = root
     while head.dep_ == "conj" and head.head.i != head.i:
         head = head.head
+    doc = mention.doc
+    if (
+        head.i != root.i
+        and mention.start >= 2
+        and doc[mention.start - 1].lower_ == "or"
+        and doc[mention.start - 2].i == head.i  # "X or Y", not a list ("A, B, or C")
+        and not any(t.lower_ in _DENIALS for t in doc[: head.i])
+    ):
+        # "minimal scarring or atelectasis": two readings of one finding share the first's
+        # describing words
+        shared = {c.i for c in head.children if c.i < head.i and c.dep_ in _SHARED_PREMODIFIERS}
+        scope |= shared
+        np_left |= shared
+        anchors.add(head.i)
     for _ in range(_MAX_UP):
         parent = head.head
         if parent.i == head.i:
@@ -685,6 +707,25 @@ def _window(doc: Doc, mentions: Sequence[Span], idx: int) -> tuple[set[int], set
             if doc[i].is_punct or doc[i].lower_ in ("and", "or", "with", "but"):
                 break
             scope.add(i)
+    # "minimal scarring or atelectasis": readings offered for one finding share the words
+    # before the first
+    first = idx
+    while (
+        first > 0
+        and [doc[i].lower_ for i in range(mentions[first - 1].end, mentions[first].start)]
+        in _READINGS_JOINED
+    ):
+        first -= 1
+    if first < idx:
+        floor = mentions[first - 1].end if first > 0 else 0
+        run: list[int] = []
+        for i in range(mentions[first].start - 1, floor - 1, -1):
+            if doc[i].is_punct or doc[i].lower_ in ("and", "or", "with", "but"):
+                break
+            run.append(i)
+        # "no consolidation, large effusion or pneumothorax" lists what is not there
+        if not any(t.lower_ in _DENIALS for t in doc[: mentions[first].start]):
+            scope.update(run)
     np_left = set()
     for i in range(mention.start - 1, lo - 1, -1):
         if doc[i].is_punct or doc[i].lower_ in ("of", "in", "with", "and", "or", "is", "are"):

@@ -1846,11 +1846,11 @@ def answer_study(
 _WORD = re.compile(r"[a-z][a-z-]*")
 #: words before and after a finding that may describe it ("old right rib fractures",
 #: "nodule is calcified")
-_NEAR, _AFTER = 4, 10
+_NEAR, _AFTER = 4, 14
 
 
 def _near_words(mentions: Iterable[Mention], denying: frozenset[str]) -> frozenset[str]:
-    """The words of each mention, up to four before it and ten after it within its clause."""
+    """The words of each mention, up to four before it and fourteen after it within its clause."""
     out: set[str] = set()
     for m in mentions:
         if m.sentence_start is None:  # a mention without its sentence: nothing beside it

@@ -481,3 +481,26 @@ def test_attribute_terms_read_once_serve_every_set_of_mentions(nlp: Language) ->
         doc = nlp.get_pipe(name)(doc)
     for mentions in readers:
         assert finder.find(doc, mentions, terms=terms) == finder.find(doc, mentions)
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
+    ("text", "name", "expected"),
+    [
+        # two readings offered for one finding share the words before the first
+        ("Minimal scarring or atelectasis at the left base.", "Atelectasis",
+         {"severity": "minimal", "laterality": "left"}),
+        ("Improved left basilar atelectasis or infiltrate.", "Infiltration",
+         {"change": "improved", "laterality": "left"}),
+        # a list of what is not there, and a list joined by "and", share nothing
+        ("No consolidation, large pleural effusion or pneumothorax.", "Pneumothorax",
+         {"severity": None}),
+        ("No large pleural effusion or pneumothorax.", "Pneumothorax", {"severity": None}),
+        ("Mild cardiomegaly and pleural effusion.", "Effusion", {"severity": None}),
+    ],
+)  # fmt: skip
+def test_readings_joined_by_or_share_their_describing_words(
+    attrs: Attrs, text: str, name: str, expected: dict[str, object]
+) -> None:
+    found = attrs(text, name)
+    assert {k: found.get(k) for k in expected} == expected
