@@ -141,6 +141,8 @@ class QuestionPatterns:
     dominance_starts: tuple[str, ...] = ()
     dominance_comparatives: frozenset[str] = frozenset()
     dominance_patterns: tuple[re.Pattern[str], ...] = ()
+    #: ... and those that ask it of the whole study ("Which lung is worse?")
+    dominance_study_comparatives: frozenset[str] = frozenset()
     #: findings of which there is one on each side at most (a pleural effusion)
     one_per_side: frozenset[str] = frozenset()
     #: words that offer a finding as one of two readings ("X or Y", "X and/or Y")
@@ -290,6 +292,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         dominance_starts=dominance[0],
         dominance_comparatives=dominance[1],
         dominance_patterns=dominance[2],
+        dominance_study_comparatives=_words(data.get("dominance") or {}, "study_comparatives"),
         one_per_side=frozenset(str(w) for w in data.get("one_per_side") or ()),
         alternatives=_words(data, "alternatives"),
         probable_readings=_compiled(name, "probable_readings", data.get("probable_readings")),
@@ -661,8 +664,13 @@ class QuestionParser:
                 # "Which side is the abnormality on?", "Which lobe is affected?": where the
                 # report's abnormal findings are
                 side = any(h.entry.get("asks") == "side" for h in where)
+                words = [t.lower_ for t in doc]
+                more = self._asks_dominant(words) and any(
+                    w in self.patterns.dominance_study_comparatives for w in words
+                )
                 return ParsedQuestion(
-                    text, "study", open=True, asks="side" if side else "place",
+                    text, "study", open=True,
+                    asks=("dominant" if more else "side") if side else "place",
                     rules=(cue.entry.id, where[0].entry.id),
                 )  # fmt: skip
             asks = cue.entry.get("asks")
@@ -687,6 +695,18 @@ class QuestionParser:
                 text, "study", asks=asks, qualifiers=places,
                 rules=(cue.entry.id, *(q.rule for q in places)),
             )  # fmt: skip
+        words = [t.lower_ for t in doc]
+        if (
+            not labels
+            and self._asks_dominant(words)
+            and any(w in self.patterns.dominance_study_comparatives for w in words)
+        ):
+            # "Which lung is worse?": the side the report's abnormal findings are more of
+            side_cues = [h for h in hits if h.group == "open" and h.entry.get("asks") == "side"]
+            if side_cues:
+                return ParsedQuestion(
+                    text, "study", open=True, asks="dominant", rules=(side_cues[0].entry.id,)
+                )
         if not labels:
             return ParsedQuestion(
                 text,
@@ -1829,11 +1849,17 @@ def answer_study(
         if asks == "worse":
             return out("yes", worse) if worse else out("no", compared)
         return out("yes", better) if better and not worse else out("no", worse or compared)
-    if asks in ("side", "place"):
+    if asks in ("side", "place", "dominant"):
         # where the abnormal findings are (devices and post-operative changes are not
         # abnormalities here); the positive ones, else the hedged ones
         seen = [f for f in abnormal if f.kind not in ("device", "postop", "technique")]
         seen = [f for f in seen if f.status == "positive"] or seen
+        if asks == "dominant":
+            target = _findings_target(seen, "no abnormal finding is read")
+            side_more = target.finding.get("laterality")
+            if side_more not in ("left", "right"):
+                side_more = _dominant_side(target, patterns)
+            return out([str(side_more)], seen) if side_more else out("unknown", seen, False)
         where = _merged(seen)
         side = where.get("laterality")
         terms = [str(side)] if side else []

@@ -591,6 +591,14 @@ CLINICIANS = [
     ("Was a lateral view done?", "FINDINGS: Single frontal view. The lungs are clear.",
      "presence", "no"),
     ("Is this a normal chest film?", _TWO_VIEWS, "study", "yes"),
+    # the side a device sits on, though its leads end on the other ("chest wall" is a place)
+    ("Which side is the pacemaker on?", "FINDINGS: Electronic cardiac device overlying the "
+     "left chest wall with leads in the right heart.", "position", ["left"]),
+    # which side is worse, no finding named: the report's own comparison, else the one side
+    ("Which lung is worse?", "IMPRESSION: Bilateral upper lobe consolidation, right greater "
+     "than left.", "study", ["right"]),
+    ("Which side is more affected?", "FINDINGS: Left lower lobe pneumonia.", "study", ["left"]),
+    ("Which lung is bigger?", "FINDINGS: Left lower lobe pneumonia.", "unsupported", None),
 ]  # fmt: skip
 
 
