@@ -599,6 +599,9 @@ CLINICIANS = [
      "than left.", "study", ["right"]),
     ("Which side is more affected?", "FINDINGS: Left lower lobe pneumonia.", "study", ["left"]),
     ("Which lung is bigger?", "FINDINGS: Left lower lobe pneumonia.", "unsupported", None),
+    # a normal structure called stable is unchanged
+    ("Has anything changed since the prior film?", "FINDINGS: Stable cardiomediastinal "
+     "silhouette. No pleural effusion.", "study", "no"),
 ]  # fmt: skip
 
 
