@@ -1,0 +1,92 @@
+"""Sloppy, truncated and hostile questions through every question path: each is answered
+or refused, never an exception, and an answer has the shape of its type.
+
+The words are drawn (seeded) from the pattern file's own vocabularies (pronouns, study
+cues, comparatives, views, readings) mixed with findings, places, numbers, punctuation
+and characters from other scripts, so the new paths (pronoun referents, whole-study worse
+or better, which side is worse, a normal statement named without its "no", a general
+word read as the finding named) are all reached with broken input.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from batch.labeling import PipelineLabeler
+from batch.study_questions import StudyQuestions
+from labeler.config import LabelerConfig
+from labeler.questions import QUESTION_TYPES
+
+pytestmark = pytest.mark.issue(40)
+
+_PLAIN = (
+    "is are was were has have it this that these they which what where how many much big "
+    "worse better than before prior since changed new stable any anything acute normal "
+    "lung lungs side left right both bilateral upper lower lobe base apex tip line PICC "
+    "pacemaker effusion pneumothorax nodule mass opacity density lesion pneumonia heart "
+    "size enlarged bony findings no not without lateral frontal view views done obtained "
+    "could represent be a the of in on mm cm 2 3.5 0 -1 1e9 ? ? , . ; : / or and and/or XXXX"
+)
+# other scripts, a zero-width space, a right-to-left override, a byte-order mark
+_ODD = (
+    "\u00e9panchement",
+    "\u043b\u0435\u0432\u044b\u0439",
+    "\u80ba",
+    "\u200b",
+    "\u202e",
+    "\ufeff",
+)
+_WORDS = (*_PLAIN.split(), *_ODD)
+
+_REPORTS = (
+    "FINDINGS: Small left pleural effusion, increased. Minimal scarring or atelectasis at the "
+    "right base. IMPRESSION: 6 mm nodular opacity in the right upper lobe, may be a nodule.",
+    "FINDINGS: PA and lateral views. Stable cardiomediastinal silhouette. No acute bony "
+    "findings. Right PICC with tip in the SVC.",
+    "IMPRESSION: Bilateral upper lobe consolidation, right greater than left.",
+    "FINDINGS: .",
+)
+
+_SHAPES = {
+    "presence": {"yes", "no", "uncertain", "unknown"},
+    "study": None,  # yes/no/uncertain/unknown or a list of places
+}
+
+
+def _question(rng: random.Random) -> str:
+    words = [rng.choice(_WORDS) for _ in range(rng.randint(0, 14))]
+    text = " ".join(words)
+    cut = rng.random()
+    if cut < 0.2:
+        text = text[: rng.randint(0, len(text))]  # truncated mid-word
+    elif cut < 0.3:
+        text = text.upper()
+    elif cut < 0.35:
+        text = text * rng.randint(20, 60)  # over the length limit
+    return text + rng.choice(("?", "", "??", " ?", "\n"))
+
+
+def test_hostile_questions_are_answered_or_refused() -> None:
+    engine = StudyQuestions(PipelineLabeler(LabelerConfig()))
+    reports = engine.label_reports(list(_REPORTS))
+    rng = random.Random(20261205)
+    previous: str | None = None
+    answered = 0
+    for _ in range(1500):
+        question = _question(rng)
+        report = reports[rng.choice(_REPORTS)]
+        got = engine.ask(question, report=report, referent=previous)
+        assert got.type in QUESTION_TYPES
+        if got.type == "unsupported":
+            continue
+        answered += 1
+        if got.type == "presence":
+            assert got.answer in _SHAPES["presence"], (question, got.answer)
+        elif got.type in ("position", "study") and isinstance(got.answer, list):
+            assert all(isinstance(t, str) and t for t in got.answer), (question, got.answer)
+        elif got.type in ("size", "count") and not isinstance(got.answer, str):
+            assert isinstance(got.answer, int | float) and got.answer >= 0, (question, got)
+        previous = got.label if isinstance(got.label, str) else previous
+    assert answered > 100  # the paths were reached, not all refused at the door
