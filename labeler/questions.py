@@ -397,7 +397,8 @@ class ParsedQuestion:
             the chest lexicon outside the labels (devices, granulomas, fractures...), or
             `open:<word>` for a general finding word ("lesion"); None when unsupported.
         open: True for an open question ("Where ...?"), False for yes/no.
-        asks: for open position questions, `side` or `place`.
+        asks: for open position questions, `side`, `place`, `tip`, `level` or `dominant`;
+            `state` for "What is the heart size?"; for study questions, what they ask.
         qualifiers: what a closed question asks to be true; all must hold.
         negated: a presence question asked the other way round ("Is the heart normal?").
         unit: for an open size question, the unit it asks the answer in ("cm" for "How
@@ -588,7 +589,8 @@ class QuestionParser:
         token = doc[at]
         named = f"{text[: token.idx]}the {name}{text[token.idx + len(token) :]}"
         again = self._parse_cached(named)
-        if again.type == "unsupported" or again.label is None:
+        # "What is it?" asks what a thing is, not the state of the finding before
+        if again.type == "unsupported" or again.label is None or again.asks == "state":
             return parsed
         return dataclasses.replace(again, text=text, rules=(*again.rules, "referent"))
 
@@ -1577,6 +1579,8 @@ def answer_from_report(
         target = _open_target(label[len(OPEN_PREFIX) :], report, lexicon)
     else:
         target = _label_target(label, report, keys)
+        if question.type in ("size", "severity") and target.status in ("negative", "absent"):
+            target = _stated_normal(target, label, report.report_findings or (), patterns)
         if report.report_findings:
             target = _with_findings_attributes(target, report.report_findings)
             if question.type == "change" and target.status in ("negative", "absent"):
@@ -1654,6 +1658,23 @@ def _measured_as_label(
         return target
     return dataclasses.replace(
         target, finding={**target.finding, **lent}, evidence=[*target.evidence, *read.evidence]
+    )
+
+
+def _stated_normal(
+    target: _Target, label: str, findings: Sequence[ReportFinding], patterns: QuestionPatterns
+) -> _Target:
+    """A label with a normal state the report gives ("normal heart size"), or rules out
+    ("the heart is not enlarged"): "How big is the heart?" is answered "normal"."""
+    if label not in patterns.stated_normal:
+        return target
+    concept = patterns.stated_normal[label]
+    said = [f for f in findings if f.label == concept and f.status == "positive"]
+    if not said and target.status != "negative":
+        return target
+    evidence = [*target.evidence, *(_finding_evidence(f) for f in said[:1])]
+    return dataclasses.replace(
+        target, finding={**target.finding, "stated_normal": True}, evidence=evidence
     )
 
 
@@ -2173,6 +2194,8 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
         if status in ("negative", "absent") and qtype != "change":
             if qtype == "count":
                 return out(0)
+            if finding.get("stated_normal") and qtype in ("size", "severity"):
+                return out("normal")
             return out("unknown", False)
         if qtype == "position" and question.asks == "dominant":
             side_more = lat if lat in ("left", "right") else _dominant_side(target, patterns)

@@ -599,6 +599,11 @@ CLINICIANS = [
      "than left.", "study", ["right"]),
     ("Which side is more affected?", "FINDINGS: Left lower lobe pneumonia.", "study", ["left"]),
     ("Which lung is bigger?", "FINDINGS: Left lower lobe pneumonia.", "unsupported", None),
+    # the state of a finding with a normal state: normal, its grade, or unknown if unsaid
+    ("How big is the heart?", "FINDINGS: The heart is normal in size.", "size", "normal"),
+    ("What is the heart size?", "FINDINGS: The heart is not enlarged.", "severity", "normal"),
+    ("What is the heart size?", "FINDINGS: Mild cardiomegaly.", "severity", "mild"),
+    ("What is the heart size?", "FINDINGS: Small left effusion.", "severity", "unknown"),
     # a normal structure called stable is unchanged
     ("Has anything changed since the prior film?", "FINDINGS: Stable cardiomediastinal "
      "silhouette. No pleural effusion.", "study", "no"),
