@@ -1581,6 +1581,7 @@ def answer_from_report(
         target = _label_target(label, report, keys)
         if question.type in ("size", "severity") and target.status in ("negative", "absent"):
             target = _stated_normal(target, label, report.report_findings or (), patterns)
+        target = _side_named_alone(question, target, label, report)
         if report.report_findings:
             target = _with_findings_attributes(target, report.report_findings)
             if question.type == "change" and target.status in ("negative", "absent"):
@@ -1946,6 +1947,30 @@ def _label_target(label: str, report: ReportLabels, keys: Iterable[str]) -> _Tar
 
 
 _STATUS_ORDER = ("positive", "uncertain", "negative")
+
+
+def _side_named_alone(
+    question: ParsedQuestion, target: _Target, label: str, report: ReportLabels
+) -> _Target:
+    """A question about one side ("Is there a right effusion?") where the deciding mentions
+    reach that side only as "bilateral" or with no side, and others name it alone
+    ("bilateral small effusions ... questionable small right effusion"): those decide."""
+    sides = [str(q.value) for q in question.qualifiers if q.kind == "side"]
+    if len(sides) != 1 or sides[0] not in ("left", "right"):
+        return target
+    side = sides[0]
+    if any(m.attributes.get("laterality") == side for m in target.deciding):
+        return target
+    own = [
+        m
+        for m in report.mentions
+        if m.label == label and m.status != "negative" and m.attributes.get("laterality") == side
+    ]
+    if not own:
+        return target
+    status = next(s for s in _STATUS_ORDER if any(m.status == s for m in own))
+    deciding = [m for m in own if m.status == status]
+    return dataclasses.replace(target, status=status, finding=_merged(deciding), deciding=deciding)
 
 
 def _concept_target(

@@ -145,6 +145,8 @@ _PICC = "FINDINGS: Right PICC with tip in the SVC."
 _EFFUSION = "FINDINGS: Mild cardiomegaly. Mild left pleural effusion, increased since the prior."
 _NODULE = "FINDINGS: 12 mm left lower lobe nodule."
 _ETT = "FINDINGS: Endotracheal tube with tip 4.5 cm above the carina."
+_ONE_SIDE_HEDGED = ("FINDINGS: Bilateral small pleural effusions. IMPRESSION: Residual small left "
+                    "effusion and questionable small right pleural effusion.")  # fmt: skip
 _TWO_VIEWS = "FINDINGS: PA and lateral views of the chest. The lungs are clear. Normal heart size."
 _POSSIBLE_NODULE = ("FINDINGS: 6 mm nodular opacity in the right upper lobe. IMPRESSION: "
                     "This may be a true pulmonary nodule.")  # fmt: skip
@@ -604,6 +606,9 @@ CLINICIANS = [
     ("What is the heart size?", "FINDINGS: The heart is not enlarged.", "severity", "normal"),
     ("What is the heart size?", "FINDINGS: Mild cardiomegaly.", "severity", "mild"),
     ("What is the heart size?", "FINDINGS: Small left effusion.", "severity", "unknown"),
+    # one side asked: a mention of that side alone decides over a bilateral one
+    ("Is there a right pleural effusion?", _ONE_SIDE_HEDGED, "position", "uncertain"),
+    ("Is there a left pleural effusion?", _ONE_SIDE_HEDGED, "position", "yes"),
     # a normal structure called stable is unchanged
     ("Has anything changed since the prior film?", "FINDINGS: Stable cardiomediastinal "
      "silhouette. No pleural effusion.", "study", "no"),
