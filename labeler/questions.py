@@ -302,13 +302,9 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         place_parts=_words(data, "place_parts"),
         problem_cues=tuple(str(w).lower() for w in data.get("problem_cues") or ()),
         tip_words=_words(data, "tip_words"),
-        answered_by={
-            str(k): tuple(str(c) for c in v) for k, v in (data.get("answered_by") or {}).items()
-        },
+        answered_by=_lists(data, "answered_by"),
         tip_devices=frozenset(str(w) for w in data.get("tip_devices") or ()),
-        read_as_label={
-            str(k): tuple(str(c) for c in v) for k, v in (data.get("read_as_label") or {}).items()
-        },
+        read_as_label=_lists(data, "read_as_label"),
         pronouns=_words(data, "pronouns"),
         demonstratives=_words(data, "demonstratives"),
         after_pronoun=_words(data, "after_pronoun"),
@@ -319,6 +315,14 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         denying_words=_words(data, "denying_words"),
         reading_words=_words(data, "reading_words"),
     )
+
+
+def _lists(data: Mapping[str, object], key: str) -> dict[str, tuple[str, ...]]:
+    """A mapping of the pattern file from a name to a list of names."""
+    raw = data.get(key) or {}
+    if not isinstance(raw, dict):
+        raise PatternFileError(f"`{key}` must map names to lists")
+    return {str(k): tuple(str(c) for c in v or ()) for k, v in raw.items()}
 
 
 def _words(data: Mapping[str, object], key: str) -> frozenset[str]:
