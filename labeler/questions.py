@@ -130,6 +130,8 @@ class QuestionPatterns:
     acute_labels: frozenset[str] = frozenset()
     #: the change values that make a study worse ("Is the chest worse than before?")
     worse_changes: frozenset[str] = frozenset()
+    #: words that count lobes ("How many lobes are involved?")
+    lobe_words: frozenset[str] = frozenset()
     yes_no_starts: frozenset[str] = frozenset()
     context_words: frozenset[str] = frozenset()
     zone_includes: Mapping[str, frozenset[str]] = field(default_factory=dict)
@@ -149,7 +151,10 @@ class QuestionPatterns:
     alternatives: frozenset[str] = frozenset()
     #: label -> the lexicon's normal statement that rules it out ("heart size within normal
     #: limits"): a change question about the label reads the statement's change
-    stated_normal: Mapping[str, str] = field(default_factory=dict)
+    stated_normal: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: anatomy concept -> the normal statements that say how it compares ("Has the
+    #: mediastinum changed?" over "stable cardiomediastinal silhouette")
+    anatomy_normals: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: a yes/no question about a device asks where its tip is when it holds one of these
     #: words, or when the device is (under) one of `tip_devices` ("Is the PICC in the SVC?")
     tip_words: frozenset[str] = frozenset()
@@ -282,6 +287,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         study=_entries(name, data.get("study"), "study"),
         acute_labels=frozenset(str(w) for w in data.get("acute_labels") or ()),
         worse_changes=_words(data, "worse_changes"),
+        lobe_words=_words(data, "lobe_words"),
         yes_no_starts=_words(data, "yes_no_starts"),
         context_words=_words(data, "context_words"),
         zone_includes={str(e.value): frozenset(e.accepts) for e in qualifiers["zone"]},
@@ -296,7 +302,8 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         one_per_side=frozenset(str(w) for w in data.get("one_per_side") or ()),
         alternatives=_words(data, "alternatives"),
         probable_readings=_compiled(name, "probable_readings", data.get("probable_readings")),
-        stated_normal={str(k): str(v) for k, v in (data.get("stated_normal") or {}).items()},
+        stated_normal=_lists(data, "stated_normal"),
+        anatomy_normals=_lists(data, "anatomy_normals"),
         no_acute_statements=frozenset(str(c) for c in data.get("no_acute_statements") or ()),
         minor_acute_labels=frozenset(str(c) for c in data.get("minor_acute_labels") or ()),
         place_parts=_words(data, "place_parts"),
@@ -684,8 +691,19 @@ class QuestionParser:
                 h for h in hits
                 if h.group == "open" and h.entry.get("type") in ("size", "count", "severity")
             ]  # fmt: skip
+            words = [t.lower_ for t in doc]
+            if (
+                measured
+                and measured[0].entry.get("type") == "count"
+                and any(w in self.patterns.lobe_words for w in words)
+            ):
+                # "How many lobes are involved?": the lobes the abnormal findings name
+                return ParsedQuestion(
+                    text, "study", open=True, asks="lobes",
+                    rules=(cue.entry.id, measured[0].entry.id),
+                )  # fmt: skip
             if measured:
-                # "How many lobes are involved?": a measure of the whole study is not read
+                # "How big is the abnormality?": another measure of the whole study is not read
                 return ParsedQuestion(
                     text, "unsupported", rules=(cue.entry.id, measured[0].entry.id),
                     message="a size, count or severity is asked only of a finding",
@@ -713,6 +731,10 @@ class QuestionParser:
                 return ParsedQuestion(
                     text, "study", open=True, asks="dominant", rules=(side_cues[0].entry.id,)
                 )
+        part = self._part_changed(doc, hits) if not labels else None
+        if part is not None:
+            # "Has the mediastinum changed?": what the report says of that part's change
+            return ParsedQuestion(text, "change", label=part, open=True, rules=("part.change",))
         if not labels:
             return ParsedQuestion(
                 text,
@@ -772,6 +794,19 @@ class QuestionParser:
                 return several
             return dataclasses.replace(parsed, also=tuple(labels[1:]), joined=joined)
         return parsed
+
+    def _part_changed(self, doc: Doc, hits: list[_Hit]) -> str | None:
+        """`concept:<anatomy>` for a change question about a part of the body whose normal
+        statements say how it compares (`anatomy_normals`), else None."""
+        if self._anatomy_matcher is None or not any(
+            h.group == "change" or (h.group == "open" and h.entry.get("type") == "change")
+            for h in hits
+        ):
+            return None
+        found = {self._strings[m] for m, _, _ in self._anatomy_matcher(doc)}
+        if len(found) != 1 or next(iter(found)) not in self.patterns.anatomy_normals:
+            return None
+        return CONCEPT_PREFIX + found.pop()
 
     def _organ_problem(self, doc: Doc) -> str | None:
         """`concept:<anatomy>` for a question that asks whether something is wrong with a
@@ -1568,6 +1603,9 @@ def answer_from_report(
         assert lexicon is not None
         concept = label[len(CONCEPT_PREFIX) :]
         target = _concept_target(concept, report, lexicon, patterns)
+        if question.type == "change" and target.status in ("negative", "absent"):
+            normals = patterns.anatomy_normals.get(concept, ())
+            target = _normal_change(target, normals, report.report_findings or (), patterns)
         parent = lexicon.concepts[concept].parent
         if (
             target.status == "absent"
@@ -1589,7 +1627,8 @@ def answer_from_report(
         if report.report_findings:
             target = _with_findings_attributes(target, report.report_findings)
             if question.type == "change" and target.status in ("negative", "absent"):
-                target = _normal_change(target, label, report.report_findings, patterns)
+                normals = patterns.stated_normal.get(label, ())
+                target = _normal_change(target, normals, report.report_findings, patterns)
             if target.status == "absent" and label in patterns.read_as_label:
                 target = _read_as_label(target, label, report, lexicon, patterns)
             elif question.type in _LENT and label in patterns.read_as_label:
@@ -1673,8 +1712,8 @@ def _stated_normal(
     ("the heart is not enlarged"): "How big is the heart?" is answered "normal"."""
     if label not in patterns.stated_normal:
         return target
-    concept = patterns.stated_normal[label]
-    said = [f for f in findings if f.label == concept and f.status == "positive"]
+    concepts = patterns.stated_normal[label]
+    said = [f for f in findings if f.label in concepts and f.status == "positive"]
     if not said and target.status != "negative":
         return target
     evidence = [*target.evidence, *(_finding_evidence(f) for f in said[:1])]
@@ -1684,12 +1723,15 @@ def _stated_normal(
 
 
 def _normal_change(
-    target: _Target, label: str, findings: Sequence[ReportFinding], patterns: QuestionPatterns
+    target: _Target,
+    normals: Collection[str],
+    findings: Sequence[ReportFinding],
+    patterns: QuestionPatterns,
 ) -> _Target:
-    """A label the report rules out by a normal statement that says how it compares ("heart
-    size within normal limits and stable"): the statement's change is the finding's."""
-    concept = patterns.stated_normal.get(label)
-    said = [f for f in findings if f.label == concept and f.status == "positive"]
+    """A finding the report rules out, or a part of the body, with a normal statement
+    (`normals`) that says how it compares ("heart size within normal limits and stable"):
+    the statement's change is the finding's."""
+    said = [f for f in findings if f.label in normals and f.status == "positive"]
     change = next((f.attributes["change"] for f in said if f.attributes.get("change")), None)
     if change is None:
         return target
@@ -1866,6 +1908,15 @@ def answer_study(
             return out("yes", changed)
         same = [f for f in findings if f.attributes.get("change") == "unchanged"]
         return out("no", same) if same else out("unknown", [], False)
+    if asks == "lobes":
+        seen = [f for f in abnormal if f.kind == "finding" and f.status == "positive"]
+        lobes = {
+            str(place)
+            for f in seen
+            for place in f.attributes.get("location") or ()
+            if str(place).endswith(" lobe") or str(place) == "lingula"
+        }
+        return out(len(lobes), seen) if lobes else out("unknown", seen, False)
     if asks in ("worse", "better"):
         compared = [f for f in findings if f.attributes.get("change")]
         if not compared:

@@ -566,8 +566,8 @@ CLINICIANS = [
     ("Is the chest worse than before?", "FINDINGS: Left effusion has decreased.", "study", "no"),
     ("Is the patient getting better?", "FINDINGS: Left effusion has decreased.", "study", "yes"),
     ("Is the chest worse than before?", "FINDINGS: Small left effusion.", "study", "unknown"),
-    ("How many lobes are involved?", "FINDINGS: Right upper lobe pneumonia.", "unsupported",
-     None),
+    ("How severe is the abnormality?", "FINDINGS: Right upper lobe pneumonia.",
+     "unsupported", None),
     # where a finding with no side or zone is: the place words of its own name or beside it
     ("Where is the spondylosis?", "FINDINGS: Thoracic spondylosis.", "position", ["thoracic"]),
     ("Where are the degenerative changes?", "FINDINGS: There are degenerative changes "
@@ -609,6 +609,21 @@ CLINICIANS = [
     # one side asked: a mention of that side alone decides over a bilateral one
     ("Is there a right pleural effusion?", _ONE_SIDE_HEDGED, "position", "uncertain"),
     ("Is there a left pleural effusion?", _ONE_SIDE_HEDGED, "position", "yes"),
+    # the lobes the abnormal findings name
+    ("How many lobes are involved?", "FINDINGS: Consolidation in the left lower lobe. Patchy "
+     "infiltrate in the right lower lobe.", "study", 2),
+    # a reading in lay words; a predicate form; surgery by what it leaves; a hedge "perhaps"
+    ("Does this fit with COPD?", "IMPRESSION: COPD.", "presence", "yes"),
+    ("Is the aorta tortuous?", "FINDINGS: The thoracic aorta is tortuous.", "presence", "yes"),
+    ("Has the gallbladder been taken out?", "FINDINGS: Cholecystectomy clips.", "presence",
+     "yes"),
+    ("Has the gallbladder been removed?", "FINDINGS: Surgical clips, perhaps from "
+     "cholecystectomy.", "presence", "uncertain"),
+    # a part of the body, changed or not: its normal statements' change
+    ("Has the mediastinum changed?", "FINDINGS: Stable cardiomediastinal silhouette.",
+     "change", "unchanged"),
+    ("Has the mediastinum changed?", "FINDINGS: Normal cardiomediastinal silhouette.",
+     "change", "unknown"),
     # a normal structure called stable is unchanged
     ("Has anything changed since the prior film?", "FINDINGS: Stable cardiomediastinal "
      "silhouette. No pleural effusion.", "study", "no"),
