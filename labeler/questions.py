@@ -2053,16 +2053,18 @@ def _concept_target(
     # concept's name adds say where ("thoracic"), or the report's own words beside it
     # ("thoracic spondylosis", "degenerative changes throughout the thoracic spine")
     asked = set(name.split())
-    parts = [
-        " ".join(
+    parts: list[str] = []
+    for f in deciding:
+        words = lexicon.concepts[f.label].name if f.label in lexicon.concepts else ""
+        own = " ".join(
             w
             for w in dict.fromkeys([*words.split(), *f.text.lower().split()])
             if w not in asked and w in patterns.place_parts
         )
-        or " ".join(sorted(_near_words([f], patterns.denying_words) & patterns.place_parts))
-        for f in deciding
-        for words in (lexicon.concepts[f.label].name if f.label in lexicon.concepts else "",)
-    ]
+        near = _near_words([f], patterns.denying_words) & patterns.place_parts
+        # each word beside it a term of its own, in the report's order ("lower thoracic or
+        # upper lumbar vertebra": thoracic, lumbar)
+        parts += [own] if own else sorted(near, key=(f.sentence or "").lower().find)
     if any(parts):
         finding["parts"] = list(dict.fromkeys(p for p in parts if p))
     return dataclasses.replace(target, finding=finding)

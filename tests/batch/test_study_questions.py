@@ -145,6 +145,8 @@ _PICC = "FINDINGS: Right PICC with tip in the SVC."
 _EFFUSION = "FINDINGS: Mild cardiomegaly. Mild left pleural effusion, increased since the prior."
 _NODULE = "FINDINGS: 12 mm left lower lobe nodule."
 _ETT = "FINDINGS: Endotracheal tube with tip 4.5 cm above the carina."
+_WEDGE = ("FINDINGS: Mild age-indeterminate anterior wedging of a lower thoracic or upper "
+          "lumbar vertebra.")  # fmt: skip
 _ONE_SIDE_HEDGED = ("FINDINGS: Bilateral small pleural effusions. IMPRESSION: Residual small left "
                     "effusion and questionable small right pleural effusion.")  # fmt: skip
 _TWO_VIEWS = "FINDINGS: PA and lateral views of the chest. The lungs are clear. Normal heart size."
@@ -624,6 +626,12 @@ CLINICIANS = [
      "change", "unchanged"),
     ("Has the mediastinum changed?", "FINDINGS: Normal cardiomediastinal silhouette.",
      "change", "unknown"),
+    # an age not known is no hedge on the finding; a vertebra "wedged"; the spine's parts
+    # beside it, each a term
+    ("Is there a compression deformity?", "FINDINGS: Age-indeterminate compression deformity "
+     "of T12.", "presence", "yes"),
+    ("Is one of the vertebrae wedged?", _WEDGE, "count", "yes"),
+    ("At what level is the wedged vertebra?", _WEDGE, "position", ["thoracic", "lumbar"]),
     # a normal structure called stable is unchanged
     ("Has anything changed since the prior film?", "FINDINGS: Stable cardiomediastinal "
      "silhouette. No pleural effusion.", "study", "no"),

@@ -22,6 +22,10 @@ FIRES: dict[str, list[tuple[str, str, str]]] = {
         ("No change in the small left pleural effusion.", "Effusion", "positive"),
         ("Without interval change in the right basilar atelectasis.", "Atelectasis", "positive"),
     ],
+    "pseudo.age_indeterminate": [
+        ("Age-indeterminate nodule in the right upper lobe.", "Nodule", "positive"),
+        ("Nodule of indeterminate age in the left lung.", "Nodule", "positive"),
+    ],
     "unc.cannot_exclude": [
         ("Cannot exclude a small left pneumothorax.", "Pneumothorax", "uncertain"),
         ("Early pneumonia cannot be excluded.", "Pneumonia", "uncertain"),
@@ -148,6 +152,9 @@ SPARED: dict[str, list[tuple[str, str, str]]] = {
         ("Pleura: small left effusion.", "Effusion", "positive"),
     ],
     "pseudo.no_change": [("No effusion.", "Effusion", "negative")],
+    "pseudo.age_indeterminate": [
+        ("Indeterminate nodule in the right upper lobe.", "Nodule", "uncertain")
+    ],
     "unc.cannot_exclude": [("Small effusion. Cannot exclude edema.", "Effusion", "positive")],
     "unc.cannot_exclude_head": [("Edema is present.", "Edema", "positive")],
     "unc.phase_alternatives": [
