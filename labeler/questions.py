@@ -765,7 +765,19 @@ class QuestionParser:
                 h
                 for h in hits
                 if not (
-                    h.group in _QUALIFIER_KINDS and doc[h.start : h.end].text.lower() in absorbed
+                    h.group in _QUALIFIER_KINDS
+                    and (
+                        doc[h.start : h.end].text.lower() in absorbed
+                        # "in one lung or both": the count word is the open cue's
+                        or any(
+                            o.group == "open"
+                            and o.start <= h.start
+                            and h.end <= o.end
+                            and o.end - o.start > h.end - h.start
+                            and o.entry.get("asks") == "side"
+                            for o in hits
+                        )
+                    )
                 )
             ],
             taken=[(s, e) for _, _, s, e in found],
@@ -1225,7 +1237,9 @@ class QuestionParser:
                 i += 1
             if i >= len(words):
                 continue
-            value = _number(words[i], p.number_words)
+            # "over a centimetre": one of the unit
+            one = words[i] in ("a", "an") and i + 1 < len(words) and words[i + 1] in p.units
+            value = 1.0 if one else _number(words[i], p.number_words)
             if value is None:
                 continue
             j = i + 1

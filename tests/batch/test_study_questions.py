@@ -632,6 +632,14 @@ CLINICIANS = [
      "of T12.", "presence", "yes"),
     ("Is one of the vertebrae wedged?", _WEDGE, "count", "yes"),
     ("At what level is the wedged vertebra?", _WEDGE, "position", ["thoracic", "lumbar"]),
+    # "changed in size" asks how it changed; "a centimetre" is one; "one lung or both" asks
+    # the side
+    ("Has the hiatal hernia changed in size?", "FINDINGS: Large hiatal hernia, unchanged.",
+     "change", "unchanged"),
+    ("Is the granuloma over a centimetre?", "FINDINGS: 8 mm calcified granuloma in the right "
+     "base.", "size", "no"),
+    ("Are the interstitial opacities in one lung or both?", "FINDINGS: Bilateral interstitial "
+     "opacities.", "position", ["bilateral"]),
     # a normal structure called stable is unchanged
     ("Has anything changed since the prior film?", "FINDINGS: Stable cardiomediastinal "
      "silhouette. No pleural effusion.", "study", "no"),
