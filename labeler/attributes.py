@@ -24,6 +24,7 @@ words that gave it.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -91,7 +92,8 @@ _MAX_PATH = 12
 _LIST_JOINERS = frozenset({"and", "or", ",", "&", "and/or"})
 #: the words between two readings offered for one finding ("scarring or atelectasis")
 _READINGS_JOINED = (["or"], ["and/or"], ["and", "/", "or"])
-_DENIALS = frozenset({"no", "not", "without", "negative"})
+#: what ends the stretch of words a mention may take without a parse
+_BREAKS = frozenset({"and", "or", "with", "but"})
 
 # "4.5", ".8" and a decimal comma ("1,2 cm", as many European sites write it)
 _NUMBER = r"(?:\d+(?:\.\d+|,\d{1,2}(?![\d,]))?|\.\d+)"
@@ -126,6 +128,9 @@ class AttributeRules:
     plural_labels: frozenset[str]
     place_nouns: frozenset[str] = frozenset()
     links: frozenset[str] = frozenset()
+    #: words before "X or Y" that make it a list of what is not there, not two readings
+    #: of one finding ("no consolidation, large effusion or pneumothorax")
+    denials: frozenset[str] = frozenset()
     prior_cues: frozenset[str] = frozenset()
     prior_skip: frozenset[str] = frozenset()
     degree_words: frozenset[str] = frozenset()
@@ -221,6 +226,7 @@ def load_attribute_rules(name: str = "attributes.v1") -> AttributeRules:
         plural_labels=frozenset(str(x) for x in plural.get("labels") or ()),
         place_nouns=frozenset(str(x).lower() for x in data.get("place_nouns") or ()),
         links=frozenset(str(x).lower() for x in data.get("same_finding_links") or ()),
+        denials=frozenset(str(x).lower() for x in data.get("readings_denied_by") or ()),
         prior_cues=frozenset(str(x).lower() for x in prior.get("cues") or ()),
         prior_skip=frozenset(str(x).lower() for x in prior.get("skip") or ()),
         degree_words=frozenset(str(x).lower() for x in data.get("degree_of_change") or ()),
@@ -341,9 +347,11 @@ class AttributeFinder:
         for idx, mention in enumerate(mentions):
             anchors = set(range(mention.start, mention.end))
             if parsed:
-                scope, np_left, anchors = _scope(mention, roots, self.rules.links)
+                scope, np_left, anchors = _scope(
+                    mention, roots, self.rules.links, self.rules.denials
+                )
             else:
-                scope, np_left = _window(doc, mentions, idx)
+                scope, np_left = _window(doc, mentions, idx, self.rules.denials)
                 # "opacities consistent with atelectasis": one finding, two names
                 if idx and any(
                     doc[i].lower_ in self.rules.links
@@ -561,7 +569,10 @@ _SHARED_PREMODIFIERS = frozenset({"amod", "advmod", "nummod"})
 
 
 def _scope(
-    mention: Span, mention_roots: set[int], links: frozenset[str] = frozenset()
+    mention: Span,
+    mention_roots: set[int],
+    links: frozenset[str] = frozenset(),
+    denials: frozenset[str] = frozenset(),
 ) -> tuple[set[int], set[int], set[int]]:
     """Tokens that may describe `mention` on the parse, its own pre-modifiers, and anchors.
 
@@ -586,8 +597,8 @@ def _scope(
         head.i != root.i
         and mention.start >= 2
         and doc[mention.start - 1].lower_ == "or"
-        and doc[mention.start - 2].i == head.i  # "X or Y", not a list ("A, B, or C")
-        and not any(t.lower_ in _DENIALS for t in doc[: head.i])
+        and mention.start - 2 == head.i  # "X or Y", not a list ("A, B, or C")
+        and not any(t.lower_ in denials for t in doc[: head.i])
     ):
         # "minimal scarring or atelectasis": two readings of one finding share the first's
         # describing words
@@ -676,19 +687,30 @@ def _left_modifier(tok: Token, root: Token) -> bool:
     return True
 
 
-def _window(doc: Doc, mentions: Sequence[Span], idx: int) -> tuple[set[int], set[int]]:
+def _is_break(token: Token) -> bool:
+    return token.is_punct or token.lower_ in _BREAKS
+
+
+def _unbroken(doc: Doc, indices: Iterable[int]) -> list[int]:
+    """The indices taken in order up to the first break."""
+    return list(itertools.takewhile(lambda i: not _is_break(doc[i]), indices))
+
+
+def _window(
+    doc: Doc, mentions: Sequence[Span], idx: int, denials: frozenset[str] = frozenset()
+) -> tuple[set[int], set[int]]:
     """Without a parse: the stretch between the neighbouring mentions, split at punctuation."""
     mention = mentions[idx]
     lo = mentions[idx - 1].end if idx > 0 else 0
     hi = mentions[idx + 1].start if idx + 1 < len(mentions) else len(doc)
     if idx > 0:  # words between two mentions go to the following one up to a break
         for i in range(mention.start - 1, lo - 1, -1):
-            if doc[i].is_punct or doc[i].lower_ in ("and", "or", "with", "but"):
+            if _is_break(doc[i]):
                 lo = i + 1
                 break
     if idx + 1 < len(mentions):
         for i in range(mention.end, hi):
-            if doc[i].is_punct or doc[i].lower_ in ("and", "or", "with", "but"):
+            if _is_break(doc[i]):
                 hi = i
                 break
         else:
@@ -703,10 +725,7 @@ def _window(doc: Doc, mentions: Sequence[Span], idx: int) -> tuple[set[int], set
         last += 1
     if last > idx:
         tail_end = mentions[last + 1].start if last + 1 < len(mentions) else len(doc)
-        for i in range(mentions[last].end, tail_end):
-            if doc[i].is_punct or doc[i].lower_ in ("and", "or", "with", "but"):
-                break
-            scope.add(i)
+        scope.update(_unbroken(doc, range(mentions[last].end, tail_end)))
     # "minimal scarring or atelectasis": readings offered for one finding share the words
     # before the first
     first = idx
@@ -716,16 +735,10 @@ def _window(doc: Doc, mentions: Sequence[Span], idx: int) -> tuple[set[int], set
         in _READINGS_JOINED
     ):
         first -= 1
-    if first < idx:
+    # ... not "no consolidation, large effusion or pneumothorax", a list of what is not there
+    if first < idx and not any(t.lower_ in denials for t in doc[: mentions[first].start]):
         floor = mentions[first - 1].end if first > 0 else 0
-        run: list[int] = []
-        for i in range(mentions[first].start - 1, floor - 1, -1):
-            if doc[i].is_punct or doc[i].lower_ in ("and", "or", "with", "but"):
-                break
-            run.append(i)
-        # "no consolidation, large effusion or pneumothorax" lists what is not there
-        if not any(t.lower_ in _DENIALS for t in doc[: mentions[first].start]):
-            scope.update(run)
+        scope.update(_unbroken(doc, range(mentions[first].start - 1, floor - 1, -1)))
     np_left = set()
     for i in range(mention.start - 1, lo - 1, -1):
         if doc[i].is_punct or doc[i].lower_ in ("of", "in", "with", "and", "or", "is", "are"):
