@@ -519,12 +519,13 @@ class QuestionParser:
         # "Are the lungs clear?": a normal statement, asked about when nothing else is named
         # "Any acute bony findings?" names "no acute bony findings" without its "no": it asks
         # about the abnormality that statement rules out
+        deny = self.patterns.denying_words
         self._normal_words, self._denied_normal_words = (
             (
                 _concept_words(nlp, lexicon, normal=True, denying=deny, denied=False),
                 _concept_words(nlp, lexicon, normal=True, denying=deny, denied=True),
             )
-            if lexicon and (deny := self.patterns.denying_words) is not None
+            if lexicon
             else ([], [])
         )
         self.labels = frozenset(labels)
@@ -644,6 +645,7 @@ class QuestionParser:
                 text, "unsupported", message="the question is longer than 500 characters"
             )
         doc = self.nlp.make_doc(clean)
+        words = [t.lower_ for t in doc]
         hits = self._hits(doc)
         found = self._findings(doc, hits)
         # a blocker's word inside a finding's name is the finding's ("chest drain")
@@ -677,10 +679,7 @@ class QuestionParser:
                 # "Which side is the abnormality on?", "Which lobe is affected?": where the
                 # report's abnormal findings are
                 side = any(h.entry.get("asks") == "side" for h in where)
-                words = [t.lower_ for t in doc]
-                more = self._asks_dominant(words) and any(
-                    w in self.patterns.dominance_study_comparatives for w in words
-                )
+                more = self._asks_study_dominant(words)
                 return ParsedQuestion(
                     text, "study", open=True,
                     asks=("dominant" if more else "side") if side else "place",
@@ -691,7 +690,6 @@ class QuestionParser:
                 h for h in hits
                 if h.group == "open" and h.entry.get("type") in ("size", "count", "severity")
             ]  # fmt: skip
-            words = [t.lower_ for t in doc]
             if (
                 measured
                 and measured[0].entry.get("type") == "count"
@@ -719,12 +717,7 @@ class QuestionParser:
                 text, "study", asks=asks, qualifiers=places,
                 rules=(cue.entry.id, *(q.rule for q in places)),
             )  # fmt: skip
-        words = [t.lower_ for t in doc]
-        if (
-            not labels
-            and self._asks_dominant(words)
-            and any(w in self.patterns.dominance_study_comparatives for w in words)
-        ):
+        if not labels and self._asks_study_dominant(words):
             # "Which lung is worse?": the side the report's abnormal findings are more of
             side_cues = [h for h in hits if h.group == "open" and h.entry.get("asks") == "side"]
             if side_cues:
@@ -756,7 +749,7 @@ class QuestionParser:
         r = _Reading(
             text=text,
             doc=doc,
-            words=[t.lower_ for t in doc],
+            words=words,
             label=label,
             rules=[rid for _, rid, _, _ in found[:1]],
             found=found,
@@ -806,6 +799,13 @@ class QuestionParser:
                 return several
             return dataclasses.replace(parsed, also=tuple(labels[1:]), joined=joined)
         return parsed
+
+    def _asks_study_dominant(self, words: list[str]) -> bool:
+        """Whether the question asks which side of the whole study is worse ("Which lung is
+        worse?")."""
+        return self._asks_dominant(words) and any(
+            w in self.patterns.dominance_study_comparatives for w in words
+        )
 
     def _part_changed(self, doc: Doc, hits: list[_Hit]) -> str | None:
         """`concept:<anatomy>` for a change question about a part of the body whose normal
@@ -1066,11 +1066,12 @@ class QuestionParser:
         p = self.patterns
         # "Could the opacity be pneumonia?", "Is that density a nodule?": the finding the
         # report may have seen, by its general word, asked to be read as the one named
+        pointing = p.demonstratives | {"the"}
         covered.update(
             t.i
             for t in doc
             if t.i > 0
-            and doc[t.i - 1].lower_ in p.demonstratives | {"the"}
+            and doc[t.i - 1].lower_ in pointing
             and t.lower_ in self._open_heads
             or t.lower_ in p.reading_words
         )
