@@ -661,6 +661,9 @@ def _matches(want: str, answer: object, unit: object) -> bool:
     if isinstance(answer, list):
         w = _place(w)
         said = _position_terms([str(t) for t in answer])
+        if " and " in w and w not in said:
+            # "T9 and T12": every place named, each a term of the answer
+            return all(_matches(part, answer, unit) for part in w.split(" and "))
         for side in _SIDES_WORDS:  # the other side named as well: not this answer
             other = "right" if side == "left" else "left"
             if side in w.split() and any(other in t.split() for t in said):
@@ -676,7 +679,8 @@ def openi_right(expected: str, accept: str, got: dict[str, object]) -> bool:
     "possible" and "stable" as "unchanged"; a number matches within 0.05, in the expected
     unit (mm and cm converted; the engine gives sizes in mm); a position answer (a list)
     matches when one of its terms, its sides (both sides: "bilateral") or a side with a bare
-    zone gives the expected place, and it names no side the expected answer does not;
+    zone gives the expected place, and it names no side the expected answer does not (an
+    expected "A and B" wants both);
     place words are compared in one spelling ("basilar", "lung base" and "base" alike;
     "midlung", "mid lung" and "middle" alike).
     "unsupported" is right when the engine refuses (type unsupported or no answer).

@@ -191,7 +191,10 @@ def is_abnormal(kind: str) -> bool:
 
 
 def singular(word: str) -> str:
-    """An open finding word's singular: "opacities" -> "opacity", "lesions" -> "lesion"."""
+    """An open finding word's singular: "opacities" -> "opacity", "lesions" -> "lesion",
+    and the Greek and Latin plurals of report nouns ("granulomata", "bullae")."""
+    if word.endswith(("omata", "ae")) and len(word) > 5:
+        return word[:-2] if word.endswith("ata") else word[:-1]
     if word.endswith("ies") and len(word) > 4:
         return word[:-3] + "y"
     if word.endswith("s") and not word.endswith("ss") and len(word) > 3:

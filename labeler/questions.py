@@ -132,6 +132,9 @@ class QuestionPatterns:
     worse_changes: frozenset[str] = frozenset()
     #: words that count lobes ("How many lobes are involved?")
     lobe_words: frozenset[str] = frozenset()
+    #: "How many views were taken?": view concepts and the number of views each says, in
+    #: the order they are looked for
+    view_counts: Mapping[str, int] = field(default_factory=dict)
     yes_no_starts: frozenset[str] = frozenset()
     context_words: frozenset[str] = frozenset()
     zone_includes: Mapping[str, frozenset[str]] = field(default_factory=dict)
@@ -288,6 +291,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         acute_labels=frozenset(str(w) for w in data.get("acute_labels") or ()),
         worse_changes=_words(data, "worse_changes"),
         lobe_words=_words(data, "lobe_words"),
+        view_counts={str(k): int(v) for k, v in (data.get("view_counts") or {}).items()},
         yes_no_starts=_words(data, "yes_no_starts"),
         context_words=_words(data, "context_words"),
         zone_includes={str(e.value): frozenset(e.accepts) for e in qualifiers["zone"]},
@@ -686,6 +690,9 @@ class QuestionParser:
                     rules=(cue.entry.id, where[0].entry.id),
                 )  # fmt: skip
             asks = cue.entry.get("asks")
+            if asks == "views":
+                # "How many views were taken?": the views the report names
+                return ParsedQuestion(text, "study", open=True, asks="views", rules=(cue.entry.id,))
             measured = [
                 h for h in hits
                 if h.group == "open" and h.entry.get("type") in ("size", "count", "severity")
@@ -1923,6 +1930,12 @@ def answer_study(
             return out("yes", changed)
         same = [f for f in findings if f.attributes.get("change") == "unchanged"]
         return out("no", same) if same else out("unknown", [], False)
+    if asks == "views":
+        named = {f.concept: f for f in findings if f.status == "positive"}
+        for concept, count in patterns.view_counts.items():
+            if concept in named:
+                return out(count, [named[concept]])
+        return out("unknown", [], False)
     if asks == "lobes":
         seen = [f for f in abnormal if f.kind == "finding" and f.status == "positive"]
         lobes = {
@@ -2219,6 +2232,8 @@ def _count_by_place(findings: Sequence[Mention]) -> int | None:
     total = 0
     for *_, members in groups:
         count = stated_count(members, PLURAL_RULE)
+        if count is None and any(_plural(m.text) for m in members):
+            return None  # "left hilar granulomas": more than one there, how many unsaid
         if not isinstance(count, int) and count is not None:
             return None
         total += count or 1
@@ -2254,6 +2269,9 @@ def _merged(findings: Sequence[Mention]) -> dict[str, object]:
             )
         total = sum(max(1, len(kinds - {(None, None, ())})) for kinds in described.values())
         count = total if total > 1 else None
+        if count is not None and any(_plural(f.text) for f in findings):
+            # "a 5 mm granuloma and left hilar granulomas": more than two, how many unsaid
+            count = "multiple"
     levels = list(dict.fromkeys(str(v) for f in findings for v in f.attributes.get("levels") or ()))
     if levels:
         out["levels"] = levels

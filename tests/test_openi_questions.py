@@ -86,6 +86,8 @@ def test_openi_questions_copy_no_report_text(rows: list[dict[str, str]], shared_
         ("left lung base", "", {"type": "position", "answer": ["left", "basilar"]}, True),
         ("right upper lobe", "", {"type": "position", "answer": ["right"]}, False),
         ("right upper lobe", "", {"type": "position", "answer": ["left upper lobe"]}, False),
+        ("T9 and T12", "", {"type": "position", "answer": ["T9", "T12"]}, True),
+        ("T9 and T12", "", {"type": "position", "answer": ["T9"]}, False),
         ("unsupported", "", {"type": "unsupported", "answer": None}, True),
         ("unsupported", "", {"type": "presence", "answer": "no"}, False),
         ("no", "", {"type": "unsupported", "answer": None}, False),

@@ -643,6 +643,57 @@ CLINICIANS = [
     # a normal structure called stable is unchanged
     ("Has anything changed since the prior film?", "FINDINGS: Stable cardiomediastinal "
      "silhouette. No pleural effusion.", "study", "no"),
+    # "acute lung problem" is the whole study's acute question
+    ("Any acute lung problem on this film?", "FINDINGS: Clear lungs. IMPRESSION: No acute "
+     "disease.", "study", "no"),
+    ("Any acute lung problem on this film?", "FINDINGS: Right lower lobe pneumonia.",
+     "study", "yes"),
+    # "multilevel" and a plural beside a single one are several; Latin plurals are plurals
+    ("How many levels of the spine are degenerate?", "FINDINGS: Multilevel degenerative "
+     "changes of the spine.", "count", "multiple"),
+    ("How many granulomas are there?", "FINDINGS: A 4 mm granuloma in the right apex and "
+     "left hilar granulomas.", "count", "multiple"),
+    ("How many granulomas are there?", "FINDINGS: Calcified granulomata in the left lung.",
+     "count", "multiple"),
+    ("How many granulomas are there?", "FINDINGS: Calcified granuloma in the left lung.",
+     "count", 1),
+    # a fracture's age: "fresh" asks whether it is acute; "prior" surgery is surgery
+    ("Is the rib fracture a fresh injury?", "FINDINGS: Old left rib fracture.", "presence",
+     "no"),
+    ("Any evidence of prior coronary bypass surgery?", "FINDINGS: Status post CABG.",
+     "presence", "yes"),
+    ("Any evidence of prior coronary bypass surgery?", "FINDINGS: Clear lungs.", "presence",
+     "no"),
+    # plural place cues; a lay word for degenerative change; a word from the concept's own name
+    ("Which lobes are affected by the bronchial thickening?", "FINDINGS: Bronchial wall "
+     "thickening in both lower lobes.", "position", ["bilateral", "lower", "lower lobes"]),
+    ("At what levels are the spine fractures?", "FINDINGS: Compression fractures of T7 and "
+     "T11.", "position", ["T7", "T11"]),
+    ("Any wear and tear in the spine?", "FINDINGS: Mild degenerative changes of the spine.",
+     "presence", "yes"),
+    ("Is there an atrial septal closure device?", "FINDINGS: Septal occluder in place.",
+     "presence", "yes"),
+    # the aorta's calcification is also said as its atherosclerosis; plurals of -ar nouns
+    ("Is there calcification of the aorta?", "FINDINGS: Atherosclerotic calcifications of "
+     "the aorta.", "presence", "yes"),
+    ("Is there calcification of the aorta?", "FINDINGS: Normal aorta.", "presence", "no"),
+    ("Is there any scarring in the lungs?", "FINDINGS: Apical scars, unchanged.", "presence",
+     "yes"),
+    # a borderline heart is hedged; "significantly" grades it
+    ("Is the heart enlarged?", "FINDINGS: Borderline enlarged heart.", "presence",
+     "uncertain"),
+    ("Is the heart enlarged?", "FINDINGS: The heart is enlarged.", "presence", "yes"),
+    ("How enlarged is the heart: mild, moderate or severe?", "FINDINGS: The heart is "
+     "significantly enlarged.", "severity", "moderate"),
+    # a granuloma the report gives as granulomatous disease
+    ("Is there a granuloma?", "FINDINGS: Nodule in the left base, suggesting prior "
+     "granulomatous disease.", "presence", "uncertain"),
+    # how many views: as the report names them
+    ("How many views were taken?", "FINDINGS: PA and lateral views of the chest. Clear "
+     "lungs.", "study", 2),
+    ("How many views were taken?", "FINDINGS: Single AP view of the chest. Clear lungs.",
+     "study", 1),
+    ("How many views were taken?", "FINDINGS: Clear lungs.", "study", "unknown"),
 ]  # fmt: skip
 
 
