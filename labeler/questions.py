@@ -161,6 +161,8 @@ class QuestionPatterns:
     #: a yes/no question about a device asks where its tip is when it holds one of these
     #: words, or when the device is (under) one of `tip_devices` ("Is the PICC in the SVC?")
     tip_words: frozenset[str] = frozenset()
+    #: "Where was the line inserted?" asks where it goes in, not where it ends
+    insertion_words: frozenset[str] = frozenset()
     #: concept -> other concepts (and those below them) that answer a question about it
     #: ("heart surgery" by a CABG, which the lexicon places under the sternotomy)
     answered_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -176,6 +178,9 @@ class QuestionPatterns:
     #: label -> lexicon concepts read as it where the report names the label nowhere
     #: ("17 mm nodular opacity" is the nodule a clinician asks about)
     read_as_label: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: label -> lexicon concepts that only suggest it: read where the report names the label
+    #: nowhere, as possible at most ("Is there pneumonia?" over "atelectasis or infiltrate")
+    suggested_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: what the words before a finding in its clause match when they give it as the
     #: report's probable reading only ("probable atelectasis", "XXXX representing")
     probable_readings: tuple[re.Pattern[str], ...] = ()
@@ -313,9 +318,11 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         place_parts=_words(data, "place_parts"),
         problem_cues=tuple(str(w).lower() for w in data.get("problem_cues") or ()),
         tip_words=_words(data, "tip_words"),
+        insertion_words=_words(data, "insertion_words"),
         answered_by=_lists(data, "answered_by"),
         tip_devices=frozenset(str(w) for w in data.get("tip_devices") or ()),
         read_as_label=_lists(data, "read_as_label"),
+        suggested_by=_lists(data, "suggested_by"),
         pronouns=_words(data, "pronouns"),
         demonstratives=_words(data, "demonstratives"),
         after_pronoun=_words(data, "after_pronoun"),
@@ -1398,6 +1405,8 @@ def _stem(word: str) -> str:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             word = word[: -len(suffix)]
             break
+    if word.endswith("e") and len(word) > 4:
+        word = word[:-1]  # "replacement" and "replaced", "enlargement" and "enlarged"
     return word[:7]
 
 
@@ -1653,6 +1662,12 @@ def answer_from_report(
                 target = _normal_change(target, normals, report.report_findings, patterns)
             if target.status == "absent" and label in patterns.read_as_label:
                 target = _read_as_label(target, label, report, lexicon, patterns)
+            if target.status == "absent" and label in patterns.suggested_by:
+                suggested = _read_as_label(
+                    target, label, report, lexicon, patterns, patterns.suggested_by
+                )
+                if suggested.status in ("positive", "uncertain"):
+                    target = dataclasses.replace(suggested, status="uncertain")
             elif question.type in _LENT and label in patterns.read_as_label:
                 target = _measured_as_label(question, target, report, lexicon, patterns)
     target = _narrowed_to_place(question, target, patterns)
@@ -1681,14 +1696,15 @@ def _read_as_label(
     report: ReportLabels,
     lexicon: Lexicon | None,
     patterns: QuestionPatterns,
+    standing_for: Mapping[str, tuple[str, ...]] | None = None,
 ) -> _Target:
     """A label the report names nowhere, read from the concepts that stand for it in a
-    clinician's words (`read_as_label`), the first the report names."""
+    clinician's words (`read_as_label`, or `standing_for`), the first the report names."""
     if lexicon is None:
         from labeler.lexicon import load_lexicon
 
         lexicon = load_lexicon()
-    for concept in patterns.read_as_label[label]:
+    for concept in (standing_for or patterns.read_as_label)[label]:
         if concept in lexicon.concepts:
             found = _concept_target(concept, report, lexicon, patterns)
             if found.status != "absent":
@@ -2318,7 +2334,20 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
         if qtype == "position" and question.asks == "level" and finding.get("levels"):
             # "Which rib is fractured?": the side, then each rib or vertebra named
             return out([*([lat] if lat else []), *map(str, finding["levels"])])  # type: ignore[call-overload]
-        if qtype == "position" and question.asks == "tip" and finding.get("tip"):
+        if (
+            qtype == "position"
+            and finding.get("tip")
+            and (
+                question.asks == "tip"
+                or (
+                    question.asks == "place"
+                    and not finding.get("location")
+                    and not patterns.insertion_words & set(_WORD.findall(question.text.lower()))
+                )
+            )
+        ):
+            # "Where are the pacemaker leads?": a line, tube or lead is where it ends (not
+            # "Where was the line inserted?")
             # the report's words first ("upper SVC"), then the landmark's name
             words = [str(finding.get("tip_text") or ""), str(finding["tip"])]
             return out(list(dict.fromkeys(w for w in words if w)))

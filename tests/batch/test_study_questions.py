@@ -694,6 +694,24 @@ CLINICIANS = [
     ("How many views were taken?", "FINDINGS: Single AP view of the chest. Clear lungs.",
      "study", 1),
     ("How many views were taken?", "FINDINGS: Clear lungs.", "study", "unknown"),
+    # an infiltrate offered as a reading is a possible pneumonia; airspace opacity called
+    # atelectasis is not
+    ("Is there pneumonia?", "FINDINGS: Streaky right basilar opacity, atelectasis or "
+     "infiltrate.", "presence", "uncertain"),
+    ("Is there pneumonia?", "FINDINGS: Bibasilar airspace opacities compatible with "
+     "atelectasis.", "presence", "no"),
+    ("Is there pneumonia?", "FINDINGS: No pneumonia. Streaky right basilar atelectasis or "
+     "infiltrate.", "presence", "no"),
+    # a part named with what was done to it ("replaced": its replacement); which valve
+    ("Which shoulder has been replaced?", "FINDINGS: Right shoulder replacement.", "position",
+     ["right"]),
+    ("Which valve has been replaced?", "FINDINGS: Prior mitral valve replacement.",
+     "position", ["mitral"]),
+    # a lead or line is where it ends, unless the question asks its way in
+    ("Where are the pacemaker leads?", "FINDINGS: Pacemaker leads in the right ventricle.",
+     "position", ["right ventricle"]),
+    ("Where was the central line inserted?", "FINDINGS: Left internal jugular catheter with "
+     "its tip in the SVC.", "position", ["left", "internal jugular"]),
 ]  # fmt: skip
 
 
