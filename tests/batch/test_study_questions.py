@@ -712,6 +712,12 @@ CLINICIANS = [
      "position", ["right ventricle"]),
     ("Where was the central line inserted?", "FINDINGS: Left internal jugular catheter with "
      "its tip in the SVC.", "position", ["left", "internal jugular"]),
+    # a part called stable in a predicate; lungs "expanded" have not changed
+    ("Has the mediastinum changed?", "FINDINGS: The mediastinum is stable. Clear lungs.",
+     "change", "unchanged"),
+    ("Have the hila changed?", "FINDINGS: Hilar contours are stable.", "change", "unchanged"),
+    ("Any interval change?", "FINDINGS: Both lungs are clear and expanded.", "study",
+     "unknown"),
 ]  # fmt: skip
 
 

@@ -108,6 +108,7 @@ def test_location(attrs: Attrs, text: str, name: str, expected: list[str] | None
         ("Extensive consolidation.", "Consolidation", "severe"),
         ("Massive cardiomegaly.", "Cardiomegaly", "severe"),
         ("Small to moderate left effusion.", "Effusion", "moderate"),
+        ("The heart is significantly enlarged.", "Cardiomegaly", "moderate"),
         ("Left pleural effusion.", "Effusion", None),
     ],
 )
@@ -148,6 +149,7 @@ def test_size_mm_is_the_largest_dimension(
         ("A single nodule in the right lung.", "Nodule", 1),
         ("Solitary pulmonary nodule.", "Nodule", 1),
         ("A nodule measuring 8 mm.", "Nodule", None),  # 8 is a size, not a count
+        ("Multilevel mass-like opacities.", "Mass", "multiple"),
         ("Left pleural effusion.", "Effusion", None),
     ],
 )
