@@ -161,6 +161,9 @@ class QuestionPatterns:
     #: a yes/no question about a device asks where its tip is when it holds one of these
     #: words, or when the device is (under) one of `tip_devices` ("Is the PICC in the SVC?")
     tip_words: frozenset[str] = frozenset()
+    #: the report's words for a size ("small", "large"): a size question without a
+    #: measurement is answered with one, in the report's word
+    size_words: frozenset[str] = frozenset()
     #: "Where was the line inserted?" asks where it goes in, not where it ends
     insertion_words: frozenset[str] = frozenset()
     #: concept -> other concepts (and those below them) that answer a question about it
@@ -319,6 +322,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         problem_cues=tuple(str(w).lower() for w in data.get("problem_cues") or ()),
         tip_words=_words(data, "tip_words"),
         insertion_words=_words(data, "insertion_words"),
+        size_words=_words(data, "size_words"),
         answered_by=_lists(data, "answered_by"),
         tip_devices=frozenset(str(w) for w in data.get("tip_devices") or ()),
         read_as_label=_lists(data, "read_as_label"),
@@ -943,12 +947,19 @@ class QuestionParser:
             for h in hits
             if h.group in _PLACE_KINDS and free(h) and qtype != "position"
         )
+        # "How big is it: small, medium or large?": the grades offered, to answer in
+        choices = tuple(
+            _qualifier(r.doc, h)
+            for h in hits
+            if h.group == "severity" and free(h) and qtype in ("size", "severity")
+        )
         return ParsedQuestion(
             r.text,
             qtype,  # type: ignore[arg-type]
             label=r.label,
             open=True,
             asks=best.entry.get("asks") or None,
+            qualifiers=choices if len(choices) > 1 else (),
             rules=(*r.rules, best.entry.id, *(q.rule for q in where)),
             unit=unit if qtype == "size" else None,
             where=where,
@@ -2367,9 +2378,15 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
             if finding.get("tip_distance_mm") is not None:
                 # "How far above the carina is the ET tube tip?"
                 return out(float(finding["tip_distance_mm"]))  # type: ignore[arg-type]
-            if finding.get("severity") and not question.unit:
-                # a size word, unless the question asks for a measurement in its unit
-                return out(str(finding["severity"]))
+            if finding.get("severity") and not question.unit and question.asks != "measure":
+                # the report's size word ("small", "large") or its grade ("mild cardiomegaly"),
+                # unless the question asks for a measurement ("in cm", "What does it measure?")
+                grade = str(finding["severity"])
+                offered = _offered(question, grade)
+                if offered != grade or any(q.kind == "severity" for q in question.qualifiers):
+                    return out(offered)  # "small, moderate or large?": one of those offered
+                word = _severity_word(target.deciding)
+                return out(word if word in patterns.size_words else grade)
             return out("unknown", False)
         if qtype == "count":
             count = finding.get("count")
@@ -2410,6 +2427,19 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
     if combined == "yes" and status == "uncertain":
         return out("uncertain")
     return out(combined, combined != "unknown")
+
+
+def _severity_word(mentions: Sequence[Mention]) -> str | None:
+    """The report's own word for a finding's severity ("small" where it was read as mild)."""
+    for m in mentions:
+        if m.sentence_start is None:
+            continue
+        for ev in m.attribute_evidence:
+            if ev.get("attribute") == "severity":
+                a, b = int(ev["start"]) - m.sentence_start, int(ev["end"]) - m.sentence_start
+                if 0 <= a < b <= len(m.sentence):
+                    return m.sentence[a:b].lower()
+    return None
 
 
 def _dominant_side(target: _Target, patterns: QuestionPatterns) -> str | None:

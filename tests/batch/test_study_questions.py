@@ -490,7 +490,9 @@ CLINICIANS = [
     ("How many cm is the mass?", "FINDINGS: A 3 cm mass in the right upper lobe.", "size",
      3.0),
     ("How big is the granuloma?", "FINDINGS: Large calcified granuloma in the right lower "
-     "lobe.", "size", "severe"),
+     "lobe.", "size", "large"),
+    ("How big is the granuloma: small, medium or large?", "FINDINGS: Huge calcified "
+     "granuloma in the right lower lobe.", "size", "large"),
     # a general finding word: the report's findings of that word or of a concept it heads
     ("Where is the lesion located?", "FINDINGS: A 2 cm mass in the right upper lobe.",
      "position", ["right", "right upper lobe"]),
@@ -718,6 +720,12 @@ CLINICIANS = [
     ("Have the hila changed?", "FINDINGS: Hilar contours are stable.", "change", "unchanged"),
     ("Any interval change?", "FINDINGS: Both lungs are clear and expanded.", "study",
      "unknown"),
+    # a size without a measurement: the report's size word, else the grade; a measurement
+    # asked for is not a word
+    ("How big is the effusion?", "FINDINGS: Small left pleural effusion.", "size", "small"),
+    ("How big is the heart?", "FINDINGS: Mild cardiomegaly.", "size", "mild"),
+    ("What does the hernia measure?", "FINDINGS: Large hiatal hernia.", "size", "unknown"),
+    ("What does the hernia measure?", "FINDINGS: A 6 cm hiatal hernia.", "size", 60.0),
 ]  # fmt: skip
 
 

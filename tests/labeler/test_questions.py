@@ -122,7 +122,7 @@ def test_position_answers(
     [
         ("How big is the mass?", 25.0),
         ("What is the size of the mass?", 25.0),
-        ("How large is the effusion?", "mild"),  # no measurement: the report's size word
+        ("How large is the effusion?", "small"),  # no measurement: the report's size word
         ("Is the mass larger than 3 cm?", "no"),
         ("Is the mass larger than 2 cm?", "yes"),
         ("Is the mass smaller than 30 mm?", "yes"),
