@@ -726,6 +726,14 @@ CLINICIANS = [
     ("How big is the heart?", "FINDINGS: Mild cardiomegaly.", "size", "mild"),
     ("What does the hernia measure?", "FINDINGS: Large hiatal hernia.", "size", "unknown"),
     ("What does the hernia measure?", "FINDINGS: A 6 cm hiatal hernia.", "size", 60.0),
+    # predicate forms of a finding: a raised hemidiaphragm, a prominent left ventricle
+    ("Which hemidiaphragm is raised?", "FINDINGS: The right hemidiaphragm is mildly "
+     "elevated.", "position", ["right"]),
+    ("Is the left ventricle prominent?", "FINDINGS: Normal heart size with prominent left "
+     "ventricular contour.", "position", "yes"),
+    # spondylosis is degenerative disease of the spine
+    ("Is there spondylosis?", "FINDINGS: Mild degenerative changes of the thoracic spine.",
+     "presence", "yes"),
 ]  # fmt: skip
 
 

@@ -104,6 +104,26 @@ def test_normal_statements_make_a_normal_report(read: Read) -> None:
     assert read("FINDINGS: Possible small left effusion.").normal is False  # hedged counts
 
 
+@pytest.mark.parametrize(
+    ("text", "concept", "changed"),
+    [
+        # a predicate form, a degree inside it; a plural the loader cannot make
+        ("The right hemidiaphragm is mildly elevated.", "elevated_hemidiaphragm", None),
+        ("Apical scars, unchanged.", "apical_scarring", "unchanged"),
+        ("Atherosclerotic calcifications of the aorta.", "aortic_atherosclerosis", None),
+        # a stable part is the normal statement, and lungs "expanded" have not grown
+        ("The mediastinum is stable.", "normal_mediastinum", "unchanged"),
+        ("Both lungs are clear and expanded.", "clear_lungs", None),
+    ],
+)
+def test_findings_in_the_reports_words(
+    read: Read, text: str, concept: str, changed: str | None
+) -> None:
+    found = _one(read(f"FINDINGS: {text}"), concept)
+    assert found.status == "positive"
+    assert found.attributes.get("change") == changed
+
+
 def test_reading_findings_leaves_the_labels_as_they_were(nlp: Language) -> None:
     reports = [
         "FINDINGS: No focal consolidation, effusion or pneumothorax. Right PICC.",
