@@ -150,12 +150,15 @@ class PhraseIndex:
 
 
 def lexicon_matcher(
-    nlp: Language, lexicon: Lexicon, *, skip_kinds: Collection[str] = ()
+    nlp: Language, lexicon: Lexicon, *, skip_kinds: Collection[str] = (), predicates: bool = True
 ) -> PhraseMatcher:
     """A matcher of the lexicon's phrases on lower-cased tokens, each match named by the most
-    specific concept the phrase belongs to; concepts of `skip_kinds` left out."""
+    specific concept the phrase belongs to; concepts of `skip_kinds` left out, and the
+    predicate forms ("aorta is tortuous") unless `predicates`."""
     matcher = PhraseMatcher(nlp.vocab, attr="LOWER")
-    for concept_id, phrases in lexicon.phrases_by_concept(skip_kinds).items():
+    for concept_id, phrases in lexicon.phrases_by_concept(
+        skip_kinds, predicates=predicates
+    ).items():
         matcher.add(concept_id, [nlp.make_doc(p) for p in phrases])
     return matcher
 

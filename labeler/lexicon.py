@@ -72,6 +72,9 @@ class Lexicon:
     by_phrase: Mapping[str, tuple[str, ...]]
     #: generic head nouns of open findings ("opacity", "opacities", "density"), as listed
     open_finding_heads: frozenset[str]
+    #: the phrases `by_phrase` holds as the predicate form of a listed one ("aorta is
+    #: tortuous" of "tortuous aorta"): a report's words, never a question's
+    predicate_phrases: frozenset[str] = frozenset()
 
     def _get(self, concept_id: str) -> LexiconConcept:
         try:
@@ -123,12 +126,17 @@ class Lexicon:
                 below.setdefault(ancestor, []).append(cid)
         return {k: tuple(v) for k, v in below.items()}
 
-    def phrases_by_concept(self, skip_kinds: Collection[str] = ()) -> dict[str, list[str]]:
+    def phrases_by_concept(
+        self, skip_kinds: Collection[str] = (), *, predicates: bool = True
+    ) -> dict[str, list[str]]:
         """Every phrase under the most specific concept that names it (a phrase a concept
-        shares with its ancestor names the descendant), concepts of `skip_kinds` left out:
-        what a matcher of the lexicon adds, concept by concept."""
+        shares with its ancestor names the descendant), concepts of `skip_kinds` left out
+        (and the predicate forms unless `predicates`): what a matcher of the lexicon adds,
+        concept by concept."""
         out: dict[str, list[str]] = {}
         for phrase, ids in self.by_phrase.items():
+            if not predicates and phrase in self.predicate_phrases:
+                continue
             named = ids[0] if len(ids) == 1 else max(ids, key=self.depth)
             if self.concepts[named].kind not in skip_kinds:
                 out.setdefault(named, []).append(phrase)
@@ -196,15 +204,47 @@ def load_lexicon(name: str = "lexicon.v1") -> Lexicon:
     for concept in concepts.values():
         for phrase in concept.phrases:
             by_phrase.setdefault(phrase, []).append(concept.id)
+    predicates = _predicate_phrases(concepts, data.get("predicates"), where)
+    for phrase, cid in predicates.items():
+        by_phrase.setdefault(phrase, [cid])  # a listed phrase keeps its own concept
     lexicon = Lexicon(
         name=where,
         version=int(data.get("version") or 1),
         concepts=MappingProxyType(concepts),
         by_phrase=MappingProxyType({p: tuple(ids) for p, ids in by_phrase.items()}),
         open_finding_heads=_heads(data.get("open_finding_heads"), where),
+        predicate_phrases=frozenset(p for p in predicates if by_phrase[p] == [predicates[p]]),
     )
     _check_clashes(lexicon, where)
     return lexicon
+
+
+def _predicate_phrases(
+    concepts: Mapping[str, LexiconConcept], value: Any, where: str
+) -> dict[str, str]:
+    """The predicate forms of the phrases that start with one of `predicates.adjectives`:
+    "tortuous aorta" -> "aorta is tortuous", "aorta remains mildly tortuous" (each verb,
+    with and without each degree word), to the concept that lists the phrase."""
+    if value is None:
+        return {}
+    lists = {}
+    for key in ("adjectives", "verbs", "degrees"):
+        words = value.get(key) if isinstance(value, dict) else None
+        if not isinstance(words, list) or not all(isinstance(w, str) and w.strip() for w in words):
+            raise PatternFileError(f"{where}: `predicates.{key}` must be a list of words")
+        lists[key] = [" ".join(w.lower().split()) for w in words]
+    adjectives = set(lists["adjectives"])
+    out: dict[str, str] = {}
+    for concept in concepts.values():
+        for phrase in concept.phrases:
+            first, _, rest = phrase.partition(" ")
+            if first not in adjectives or not rest:
+                continue
+            for verb in lists["verbs"]:
+                for degree in ("", *lists["degrees"]):
+                    form = " ".join(f"{rest} {verb} {degree} {first}".split())
+                    out.setdefault(form, concept.id)
+    return out
 
 
 def _parse_concept(entry: Any, index: int, where: str) -> LexiconConcept:

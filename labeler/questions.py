@@ -516,7 +516,9 @@ class QuestionParser:
         self.nlp = nlp
         self.lexicon = lexicon
         self._lexicon_matcher = (
-            lexicon_matcher(nlp, lexicon, skip_kinds={"anatomy", "normal"}) if lexicon else None
+            lexicon_matcher(nlp, lexicon, skip_kinds={"anatomy", "normal"}, predicates=False)
+            if lexicon
+            else None
         )
         self._concept_words = _concept_words(nlp, lexicon) if lexicon else []
         self._anatomy_matcher = (
@@ -1340,7 +1342,7 @@ def _concept_words(
     acute bony findings") when `denied`, else the others."""
     out = []
     skip = set(KINDS) - {"normal"} if normal else {"anatomy", "normal"}
-    for concept_id, phrases in lexicon.phrases_by_concept(skip).items():
+    for concept_id, phrases in lexicon.phrases_by_concept(skip, predicates=False).items():
         for phrase in phrases:
             if normal and denied != bool(set(phrase.split()) & denying):
                 continue

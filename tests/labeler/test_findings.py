@@ -114,6 +114,10 @@ def test_normal_statements_make_a_normal_report(read: Read) -> None:
         # a stable part is the normal statement, and lungs "expanded" have not grown
         ("The mediastinum is stable.", "normal_mediastinum", "unchanged"),
         ("Both lungs are clear and expanded.", "clear_lungs", None),
+        # the predicate forms of "<adjective> <noun>" phrases
+        ("The thoracic aorta remains tortuous.", "tortuous_thoracic_aorta", "unchanged"),
+        ("The aorta is unfolded.", "unfolded_aorta", None),
+        ("Heart and mediastinum are normal.", "normal_mediastinum", None),
     ],
 )
 def test_findings_in_the_reports_words(

@@ -210,6 +210,33 @@ def test_lexicon_loads_a_path(tmp_path: Path) -> None:
     assert lexicon.open_finding_heads == frozenset()
 
 
+def test_lexicon_predicates_add_the_predicate_forms_of_a_phrase(tmp_path: Path) -> None:
+    path = tmp_path / "lexicon.yaml"
+    path.write_text(
+        "predicates: {adjectives: [tortuous], verbs: [is, remains], degrees: [mildly]}\n"
+        "concepts:\n"
+        "  - {id: tortuous_aorta, name: a, kind: finding, phrases: [tortuous aorta]}\n"
+        "  - {id: other, name: b, kind: finding, phrases: [aorta is tortuous]}\n",
+        encoding="utf-8",
+    )
+    lexicon = load_lexicon(str(path))
+    assert lexicon.by_phrase["aorta remains mildly tortuous"] == ("tortuous_aorta",)
+    assert lexicon.by_phrase["aortas is tortuous"] == ("tortuous_aorta",)  # of the plural
+    assert lexicon.by_phrase["aorta is tortuous"] == ("other",)  # a listed phrase keeps its own
+    assert "aorta remains tortuous" in lexicon.predicate_phrases
+    assert "aorta is tortuous" not in lexicon.predicate_phrases
+    assert "aorta remains tortuous" not in lexicon.phrases_by_concept(predicates=False)[
+        "tortuous_aorta"
+    ]
+    path.write_text(
+        "predicates: {adjectives: [tortuous], verbs: is}\nconcepts:\n"
+        "  - {id: a, name: a, kind: finding, phrases: [tortuous aorta]}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(PatternFileError, match="`predicates.verbs` must be a list of words"):
+        load_lexicon.__wrapped__(str(path))
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [
