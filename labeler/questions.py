@@ -1121,7 +1121,8 @@ class QuestionParser:
             (sp.label_, f"concept.{sp.label_}", sp.start, sp.end) for sp in self._concepts.find(doc)
         )
         spans = [s for s in spans if s[0] in self.labels]
-        if not spans:
+        fallback = not spans
+        if fallback:
             spans = [
                 (str(h.entry.value), h.entry.id, h.start, h.end)
                 for h in hits
@@ -1148,6 +1149,9 @@ class QuestionParser:
                 concepts = self._concepts_named(doc, set())
             if concepts and (
                 not spans
+                # "Which heart valve has been replaced?": the heart's size only by default,
+                # not where the question names a device or an operation
+                or (fallback and self._kind(concepts[0][0]) in ("device", "postop"))
                 or all(c[1] == "lexicon" and c[2] <= s[2] and s[3] <= c[3]
                        and c[3] - c[2] > s[3] - s[2] for s in spans for c in concepts[:1])
             ):  # fmt: skip
@@ -1186,6 +1190,11 @@ class QuestionParser:
                 )
             ]
         return kept
+
+    def _kind(self, label: str) -> str | None:
+        """The lexicon kind of a `concept:<id>` label (None for another label)."""
+        concept = self.lexicon.concepts.get(_concept_id(label)) if self.lexicon else None
+        return concept.kind if concept is not None else None
 
     def _concepts_named(self, doc: Doc, asked: set[int]) -> list[tuple[str, str, int, int]]:
         """The lexicon concepts a question names, the longest first: by a phrase as

@@ -734,6 +734,14 @@ CLINICIANS = [
     # spondylosis is degenerative disease of the spine
     ("Is there spondylosis?", "FINDINGS: Mild degenerative changes of the thoracic spine.",
      "presence", "yes"),
+    # the heart's size is the default reading of "heart", not where a device is named
+    ("Which heart valve has been replaced?", "FINDINGS: Aortic valve replacement.",
+     "position", ["aortic"]),
+    ("Is the heart normal size?", "FINDINGS: Normal heart size.", "presence", "yes"),
+    # atherosclerosis is what a radiograph sees as calcification
+    ("Is the aorta calcified?", "FINDINGS: Tortuous aorta with atherosclerotic "
+     "calcification.", "presence", "yes"),
+    ("Is the aorta calcified?", "FINDINGS: Tortuous aorta.", "presence", "no"),
 ]  # fmt: skip
 
 
