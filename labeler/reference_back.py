@@ -5,9 +5,10 @@ beside its one finding ("nodules measure approximately 5 mm").
 
 The attribute rules (`labeler.attributes`) read a size or a change beside its finding,
 inside one sentence. A sentence that starts with a word that refers back
-(`size.refers_back.starts` in `patterns/attributes.v1.yaml`: "This", "It") and names no
-finding of its own gives the size it states, and the change it states
-(`change_refers_back`), to the first finding of the sentence before it, when that finding
+(`size.refers_back.starts` in `patterns/attributes.v1.yaml`: "This", "It") gives the size
+it states, and the change it states (`change_refers_back`), before any finding of its own
+("These were not present on the prior study and may represent infection"), to the first
+finding of the sentence before it, when that finding
 is not ruled out and has no such attribute of its own. A change after a negation word of
 the sentence ("This is not new") is not read. Each value keeps its evidence: the rule id
 and the report offsets of the words that state it.
@@ -53,10 +54,16 @@ def attributes_referred_back(
     starts = rules.refer_back_starts
     if not starts or len(sentences) < 2:
         return out
-    named = {m.sentence_start for m in out}
+    # where each sentence's first finding starts: what a sentence states before its own
+    # finding is the one before's ("These were not present on the prior study and may
+    # represent infection"); what it states after it is its own
+    named: dict[int | None, int] = {}
+    for m in out:
+        named[m.sentence_start] = min(m.start, named.get(m.sentence_start, m.start))
     for (before, _), (s, e) in zip(sentences, sentences[1:], strict=False):
-        if s in named:
-            continue  # it names its own finding: what it states is that one's
+        own = named.get(s, e) - s
+        if own <= 0:
+            continue  # it starts with its own finding: what it states is that one's
         sentence = text[s:e]
         lead = sentence[_LEAD.match(sentence).end() :].lower()  # type: ignore[union-attr]
         if not any(lead == w or lead.startswith(w + " ") for w in starts):
@@ -68,13 +75,25 @@ def attributes_referred_back(
         if target is None:
             continue
         size = rules.size_pattern.search(sentence) if any(c.isdigit() for c in sentence) else None
-        if size is not None:
+        if size is not None and _before_own(sentence, size.end(), own, e - s):
             _give(out, target, "size_mm", rules.size_mm(size), rules.refer_back_rule, s, size)
         change = rules.change_pattern.search(sentence) if rules.change_refer_back_rule else None
-        if change is not None and not _NEGATION.search(sentence, 0, change.start()):
+        if (
+            change is not None
+            and _before_own(sentence, change.end(), own, e - s)
+            and not _NEGATION.search(sentence, 0, change.start())
+        ):
             value = rules.change_phrases[change.group(0).lower()]
             _give(out, target, "change", value, rules.change_refer_back_rule, s, change)
     return out
+
+
+def _before_own(sentence: str, end: int, own: int, length: int) -> bool:
+    """Whether words ending at `end` are said before the sentence's own finding (at `own`;
+    `length` where it has none), not of it: "This is new and may represent infection", not
+    "It is near a 3 cm mass" or "This may represent resolving or developing pneumonia" (two
+    words or fewer between them describe that finding)."""
+    return own == length or (end <= own and len(_WORD.findall(sentence[end:own].lower())) > 2)
 
 
 def _sole_sizes(out: list[_M], text: str, rules: AttributeRules) -> list[_M]:

@@ -74,6 +74,12 @@ def test_a_referred_size_keeps_its_evidence(read: Callable[[str], ReportLabels])
         ("FINDINGS: No pleural effusion. This is new.", "Effusion", None),
         ("FINDINGS: Small left pleural effusion. It is new atelectasis.", "Effusion", None),
         ("FINDINGS: Small left pleural effusion. The heart is unchanged.", "Effusion", None),
+        # what it says before a finding of its own is the one before's, unless it is that
+        # finding's own word
+        ("IMPRESSION: Bilateral pulmonary nodules. These were not present on the prior "
+         "study and may represent infection.", "Nodule", "new"),
+        ("FINDINGS: Right basilar atelectasis. This may represent resolving pneumonia.",
+         "Atelectasis", None),
     ],
 )  # fmt: skip
 def test_a_change_in_the_next_sentence_goes_to_the_finding_before(
