@@ -742,6 +742,11 @@ CLINICIANS = [
     ("Is the aorta calcified?", "FINDINGS: Tortuous aorta with atherosclerotic "
      "calcification.", "presence", "yes"),
     ("Is the aorta calcified?", "FINDINGS: Tortuous aorta.", "presence", "no"),
+    # a line or lead that moved: how it changed
+    ("Have the pacer leads moved?", "FINDINGS: Stable position of the pacemaker leads.",
+     "change", "unchanged"),
+    ("Has the mediastinum shifted?", "FINDINGS: Mediastinal shift to the left.", "presence",
+     "yes"),
 ]  # fmt: skip
 
 
