@@ -747,6 +747,9 @@ CLINICIANS = [
      "change", "unchanged"),
     ("Has the mediastinum shifted?", "FINDINGS: Mediastinal shift to the left.", "presence",
      "yes"),
+    # "compressed" vertebrae are a compression deformity
+    ("How many vertebrae are compressed?", "FINDINGS: Compression deformity of T8.", "count",
+     1),
 ]  # fmt: skip
 
 

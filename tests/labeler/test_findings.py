@@ -118,6 +118,12 @@ def test_normal_statements_make_a_normal_report(read: Read) -> None:
         ("The thoracic aorta remains tortuous.", "tortuous_thoracic_aorta", "unchanged"),
         ("The aorta is unfolded.", "unfolded_aorta", None),
         ("Heart and mediastinum are normal.", "normal_mediastinum", None),
+        # the OpenI de-identification's mask for "compression"
+        (
+            "Stable wedge XXXX deformity of a midthoracic vertebral body.",
+            "vertebral_compression_deformity",
+            "unchanged",
+        ),
     ],
 )
 def test_findings_in_the_reports_words(
