@@ -124,6 +124,7 @@ def test_normal_statements_make_a_normal_report(read: Read) -> None:
             "vertebral_compression_deformity",
             "unchanged",
         ),
+        ("Calcified mediastinal lymph XXXX.", "calcified_lymph_node", None),
     ],
 )
 def test_findings_in_the_reports_words(

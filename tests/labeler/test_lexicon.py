@@ -225,9 +225,10 @@ def test_lexicon_predicates_add_the_predicate_forms_of_a_phrase(tmp_path: Path) 
     assert lexicon.by_phrase["aorta is tortuous"] == ("other",)  # a listed phrase keeps its own
     assert "aorta remains tortuous" in lexicon.predicate_phrases
     assert "aorta is tortuous" not in lexicon.predicate_phrases
-    assert "aorta remains tortuous" not in lexicon.phrases_by_concept(predicates=False)[
-        "tortuous_aorta"
-    ]
+    assert (
+        "aorta remains tortuous"
+        not in lexicon.phrases_by_concept(predicates=False)["tortuous_aorta"]
+    )
     path.write_text(
         "predicates: {adjectives: [tortuous], verbs: is}\nconcepts:\n"
         "  - {id: a, name: a, kind: finding, phrases: [tortuous aorta]}\n",
