@@ -1205,6 +1205,10 @@ class QuestionParser:
             (CONCEPT_PREFIX + self._strings[match_id], "lexicon", start, end)
             for match_id, start, end in self._lexicon_matcher(doc)
         ]
+        if any(not set(range(s, e)) <= asked for _, _, s, e in found):
+            # "Is the granuloma calcified?": a describing word asked about names no concept
+            # of its own beside the one it describes
+            found = [c for c in found if not set(range(c[2], c[3])) <= asked]
         by_words = self._concept_by_words(doc, asked)
         if by_words and (not found or by_words[0][3] - by_words[0][2] > max(
             e - s for _, _, s, e in found

@@ -633,7 +633,8 @@ CLINICIANS = [
     ("Is there a compression deformity?", "FINDINGS: Age-indeterminate compression deformity "
      "of T12.", "presence", "yes"),
     ("Is one of the vertebrae wedged?", _WEDGE, "count", "yes"),
-    ("At what level is the wedged vertebra?", _WEDGE, "position", ["thoracic", "lumbar"]),
+    ("At what level is the wedged vertebra?", _WEDGE, "position",
+     ["lower thoracic spine", "lower thoracic"]),
     # "changed in size" asks how it changed; "a centimetre" is one; "one lung or both" asks
     # the side
     ("Has the hiatal hernia changed in size?", "FINDINGS: Large hiatal hernia, unchanged.",
@@ -750,6 +751,13 @@ CLINICIANS = [
     # "compressed" vertebrae are a compression deformity
     ("How many vertebrae are compressed?", "FINDINGS: Compression deformity of T8.", "count",
      1),
+    # a describing word names no second finding; a spine finding's place is in the spine
+    ("Is the granuloma calcified?", "FINDINGS: 8 mm calcified granuloma in the right base.",
+     "presence", "yes"),
+    ("Is the granuloma calcified?", "FINDINGS: 8 mm granuloma in the right base.",
+     "presence", "no"),
+    ("Where in the spine is the wedge deformity?", "FINDINGS: Mild wedge deformity of a "
+     "midthoracic vertebral body.", "position", ["mid thoracic spine", "midthoracic"]),
 ]  # fmt: skip
 
 

@@ -135,6 +135,24 @@ def test_findings_in_the_reports_words(
     assert found.attributes.get("change") == changed
 
 
+@pytest.mark.parametrize(
+    ("text", "concept", "where"),
+    [
+        ("Mild wedge deformity of a midthoracic vertebral body.",
+         "vertebral_compression_deformity", ["mid thoracic spine"]),
+        ("Degenerative disc disease at the thoracolumbar junction.", "degenerative_spine",
+         ["thoracolumbar junction"]),
+        ("Retrolisthesis of two lower thoracic vertebral bodies.", "retrolisthesis",
+         ["lower thoracic spine"]),
+        ("Nodule in the left lower lobe.", "nodule", ["left lower lobe"]),
+    ],
+)  # fmt: skip
+def test_a_spine_finding_is_placed_in_the_spine(
+    read: Read, text: str, concept: str, where: list[str]
+) -> None:
+    assert _one(read(f"FINDINGS: {text}"), concept).attributes.get("location") == where
+
+
 def test_reading_findings_leaves_the_labels_as_they_were(nlp: Language) -> None:
     reports = [
         "FINDINGS: No focal consolidation, effusion or pneumothorax. Right PICC.",
