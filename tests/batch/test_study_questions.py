@@ -758,6 +758,12 @@ CLINICIANS = [
      "presence", "no"),
     ("Where in the spine is the wedge deformity?", "FINDINGS: Mild wedge deformity of a "
      "midthoracic vertebral body.", "position", ["mid thoracic spine", "midthoracic"]),
+    # "features of" is "evidence of"; "how hyperexpanded" asks how much; a finding named
+    # with "post" is still in the list "no evidence of" denies
+    ("Any features of tuberculosis?", "IMPRESSION: No evidence of pneumonia or post primary "
+     "tuberculosis infection.", "presence", "no"),
+    ("How hyperexpanded are the lungs?", "FINDINGS: The lungs are mildly hyperexpanded.",
+     "severity", "mild"),
 ]  # fmt: skip
 
 
