@@ -98,8 +98,10 @@ def _before_own(sentence: str, end: int, own: int, length: int) -> bool:
 
 def _sole_sizes(out: list[_M], text: str, rules: AttributeRules) -> list[_M]:
     """A sentence's one size goes to its one finding when the parse gave it to none ("small
-    bilateral pulmonary nodules measure approximately 5 mm"): the finding is not ruled out,
-    is the sentence's only mention but for normal statements and devices, and has no size."""
+    bilateral pulmonary nodules measure approximately 5 mm"), and the largest of its sizes to
+    a plural one ("Two nodules ... measuring 13 mm and one measuring 16 mm"): the finding is
+    not ruled out, is the sentence's only mention but for normal statements and devices, and
+    has no size."""
     if not rules.sole_size_rule:
         return out
     by_sentence: dict[int, list[int]] = {}
@@ -116,10 +118,19 @@ def _sole_sizes(out: list[_M], text: str, rules: AttributeRules) -> list[_M]:
         if not any(c.isdigit() for c in sentence):
             continue
         sizes = list(rules.size_pattern.finditer(sentence))
-        if len(sizes) != 1 or set(_WORD.findall(sentence.lower())) & rules.prior_cues:
-            continue  # two sizes, or one that may be an earlier study's ("3 cm previously")
+        plural = m.text.lower().endswith("s") and not m.text.lower().endswith(("ss", "is", "us"))
+        if (len(sizes) > 1 and not plural) or set(
+            _WORD.findall(sentence.lower())
+        ) & rules.prior_cues:
+            # two sizes of one finding, or one that may be an earlier study's ("3 cm
+            # previously"); several findings' sizes ("Two nodules measuring 13 mm and 16 mm")
+            # give the largest, as a finding's size is
+            continue
+        size = max(sizes, key=rules.size_mm, default=None)
+        if size is None:
+            continue
         for i in members:
-            _give(out, i, "size_mm", rules.size_mm(sizes[0]), rules.sole_size_rule, start, sizes[0])
+            _give(out, i, "size_mm", rules.size_mm(size), rules.sole_size_rule, start, size)
     return out
 
 

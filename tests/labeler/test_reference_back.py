@@ -105,20 +105,24 @@ def test_a_referred_change_keeps_its_evidence(read: Callable[[str], ReportLabels
     ("text", "given"),
     [
         ("FINDINGS: There are small bilateral pulmonary nodules measure approximately 5 mm in "
-         "size in the right midlung.", True),
-        # two sizes, a ruled-out finding, two findings: none given by this rule
+         "size in the right midlung.", 5.0),
+        # several findings' sizes: the largest, as a finding's size is
         ("FINDINGS: There are small bilateral pulmonary nodules measure approximately 5 mm and "
-         "7 mm in size in the right midlung.", False),
-        ("FINDINGS: There are no pulmonary nodules measure approximately 5 mm in size.", False),
+         "7 mm in size in the right midlung.", 7.0),
+        ("FINDINGS: Two nodules are noted in the right XXXX XXXX measuring 13 mm and one "
+         "measuring 16 mm in diameter.", 16.0),
+        # two sizes of one finding, a ruled-out finding, two findings: none given by this rule
+        ("FINDINGS: There is a pulmonary nodule XXXX 5 mm XXXX 7 mm in size.", None),
+        ("FINDINGS: There are no pulmonary nodules measure approximately 5 mm in size.", None),
         ("FINDINGS: There are small nodules and masses measure approximately 5 mm in size.",
-         False),
+         None),
     ],
 )  # fmt: skip
 def test_a_sentences_one_size_goes_to_its_one_finding(
-    read: Callable[[str], ReportLabels], text: str, given: bool
+    read: Callable[[str], ReportLabels], text: str, given: float | None
 ) -> None:
     result = read(text)
     rules = [ev["rule"] for m in result.mentions for ev in m.attribute_evidence]
-    assert ("size.sole_in_sentence" in rules) == given
-    if given:
-        assert result.findings["Nodule"]["size_mm"] == 5.0
+    assert ("size.sole_in_sentence" in rules) == (given is not None)
+    if given is not None:
+        assert result.findings["Nodule"]["size_mm"] == given
