@@ -703,9 +703,16 @@ class QuestionParser:
                     rules=(cue.entry.id, where[0].entry.id),
                 )  # fmt: skip
             asks = cue.entry.get("asks")
-            if asks == "views":
-                # "How many views were taken?": the views the report names
-                return ParsedQuestion(text, "study", open=True, asks="views", rules=(cue.entry.id,))
+            if asks in ("views", "list"):
+                # "How many views were taken?", "What is abnormal in the left lung?": read off
+                # the report (the abnormal findings of the place it names)
+                places = tuple(
+                    _qualifier(doc, h) for h in hits if h.group in ("side", "zone", "lobe")
+                )
+                return ParsedQuestion(
+                    text, "study", open=True, asks=asks, qualifiers=places,
+                    rules=(cue.entry.id, *(q.rule for q in places)),
+                )  # fmt: skip
             measured = [
                 h for h in hits
                 if h.group == "open" and h.entry.get("type") in ("size", "count", "severity")
@@ -1972,6 +1979,20 @@ def answer_study(
             return out("yes", changed)
         same = [f for f in findings if f.attributes.get("change") == "unchanged"]
         return out("no", same) if same else out("unknown", [], False)
+    if asks == "list":
+        # the abnormal findings by name, those stated before those hedged; devices and
+        # operations are no abnormality
+        zones = patterns.zone_includes
+        seen = [
+            f
+            for f in abnormal
+            if f.kind not in ("device", "postop", "technique")
+            and all(_check(q, f.attributes, zones) == "yes" for q in question.qualifiers)
+        ]
+        seen = sorted(seen, key=lambda f: f.status != "positive")
+        names = [f.name if f.status == "positive" else f"possible {f.name}" for f in seen]
+        names = list(dict.fromkeys(names))[:_MAX_SHOWN]
+        return out(names, seen) if names else out("normal", stated)
     if asks == "views":
         named = {f.concept: f for f in findings if f.status == "positive"}
         for concept, count in patterns.view_counts.items():
@@ -2016,7 +2037,7 @@ def answer_study(
     return out("unknown", [], False)
 
 
-_WORD = re.compile(r"[a-z][a-z-]*")
+_WORD = re.compile(r"\b[a-z][a-z-]*\b")  # "5th" is no word: "old healed right 5th rib"
 #: words before and after a finding that may describe it ("old right rib fractures",
 #: "nodule is calcified")
 _NEAR, _AFTER = 4, 14

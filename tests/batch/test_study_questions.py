@@ -764,6 +764,19 @@ CLINICIANS = [
      "tuberculosis infection.", "presence", "no"),
     ("How hyperexpanded are the lungs?", "FINDINGS: The lungs are mildly hyperexpanded.",
      "severity", "mild"),
+    # "What is abnormal?": the abnormal findings by name (hedged ones as possible), of the
+    # place named; "normal" when there are none
+    ("What is abnormal in this x-ray?", "FINDINGS: Heart is mildly enlarged. Small left "
+     "pleural effusion. Right IJ central venous catheter. Possible right basilar "
+     "atelectasis.", "study", ["cardiomegaly", "pleural effusion",
+                               "possible basilar atelectasis"]),
+    ("What is abnormal on the left?", "FINDINGS: Small left pleural effusion. Right basilar "
+     "atelectasis.", "study", ["pleural effusion"]),
+    ("What are the findings?", "FINDINGS: The lungs are clear. IMPRESSION: No acute "
+     "cardiopulmonary abnormality.", "study", "normal"),
+    # an ordinal is no word: "old" still stands beside the fractures
+    ("Are the rib fractures acute?", "FINDINGS: Old healed right 5th and 6th rib fractures.",
+     "presence", "no"),
 ]  # fmt: skip
 
 

@@ -197,7 +197,6 @@ def test_resolved_finding_answers_change(
         "What caused the pneumothorax?",
         "How old is the patient?",
         "Should the effusion be drained?",
-        "What is seen in the left lung?",
         "Which side are the effusion and the pneumothorax on?",  # several: presence only
         "What is the effusion made of?",
         "Is the mass malignant?",
