@@ -417,10 +417,14 @@ class _Engine:
         """The findings of `plan`'s sentences, with the lexicon's names and MeSH codes."""
         out: list[ReportFinding] = []
         last_device: int | None = None  # where in `out` the report's last device is
+        names, naming_of = self.finding_names, self._concept_naming
         for section, s, e, key in plan.sentences:
             sentence = []
+            devices = bones = False
             for f in read[key.text]:
-                name, kind, parts, radlex = self._concept_naming(f.label)
+                name, kind, parts, radlex = names.get(f.label) or naming_of(f.label)
+                devices = devices or kind == "device"
+                bones = bones or kind == "bone"
                 if kind == "normal" and f.status == "negative":
                     a, b = key.span(f.start, f.end)
                     if _cue_inside(f.cue, plan.text[s + a : s + b]):
@@ -444,15 +448,18 @@ class _Engine:
                         radlex=radlex,
                     )  # fmt: skip
                 )
-            if not sentence and last_device is None:
-                continue  # nothing to place or to level
+            # most sentences have no device to place and no bone to level: no calls for them
+            if devices or last_device is not None:
+                sentence = self._placed(sentence, out, last_device, plan.text, s, e)
+            if bones:  # placing keeps each finding's kind; leveling may name a bone anew
+                sentence = self._leveled(sentence, plan.text, s, e)
             start = len(out)
-            placed = self._placed(sentence, out, last_device, plan.text, s, e)
-            out.extend(self._leveled(placed, plan.text, s, e))
-            for i in range(len(out) - 1, start - 1, -1):
-                if out[i].kind == "device":
-                    last_device = i
-                    break
+            out.extend(sentence)
+            if devices or bones:
+                for i in range(len(out) - 1, start - 1, -1):
+                    if out[i].kind == "device":
+                        last_device = i
+                        break
         return out
 
     def _placed(

@@ -60,13 +60,15 @@ def attributes_referred_back(
     named: dict[int | None, int] = {}
     for m in out:
         named[m.sentence_start] = min(m.start, named.get(m.sentence_start, m.start))
+    # "lead == w or lead.startswith(w + ' ')" for each w, in one C call each
+    whole, heads = frozenset(starts), tuple(w + " " for w in starts)
     for (before, _), (s, e) in zip(sentences, sentences[1:], strict=False):
         own = named.get(s, e) - s
         if own <= 0:
             continue  # it starts with its own finding: what it states is that one's
         sentence = text[s:e]
         lead = sentence[_LEAD.match(sentence).end() :].lower()  # type: ignore[union-attr]
-        if not any(lead == w or lead.startswith(w + " ") for w in starts):
+        if lead not in whole and not lead.startswith(heads):
             continue
         target = next(
             (i for i, m in enumerate(out) if m.sentence_start == before and m.status != "negative"),
@@ -74,7 +76,7 @@ def attributes_referred_back(
         )
         if target is None:
             continue
-        size = rules.size_pattern.search(sentence) if any(c.isdigit() for c in sentence) else None
+        size = rules.size_pattern.search(sentence) if _has_digit(sentence) else None
         if size is not None and _before_own(sentence, size.end(), own, e - s):
             _give(out, target, "size_mm", rules.size_mm(size), rules.refer_back_rule, s, size)
         change = rules.change_pattern.search(sentence) if rules.change_refer_back_rule else None
@@ -115,7 +117,7 @@ def _sole_sizes(out: list[_M], text: str, rules: AttributeRules) -> list[_M]:
         if m.status == "negative" or "size_mm" in m.attributes:
             continue
         sentence = m.sentence
-        if not any(c.isdigit() for c in sentence):
+        if not _has_digit(sentence):
             continue
         sizes = list(rules.size_pattern.finditer(sentence))
         plural = m.text.lower().endswith("s") and not m.text.lower().endswith(("ss", "is", "us"))
@@ -135,6 +137,12 @@ def _sole_sizes(out: list[_M], text: str, rules: AttributeRules) -> list[_M]:
 
 
 _NOT_SIZED = frozenset({"normal", "device", "technique", "view"})
+
+
+def _has_digit(text: str) -> bool:
+    """Whether any character of `text` is a digit (`str.isdigit`, which `\\d` is not: "²"):
+    mapped in C, a fifth of the time of a generator over the characters."""
+    return any(map(str.isdigit, text))
 
 
 def _give(

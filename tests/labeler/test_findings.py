@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from spacy.language import Language
@@ -241,7 +242,13 @@ def test_the_phrase_index_keeps_the_longest_then_the_first_match(
 
 def _phrases_of(index: PhraseIndex) -> list[list[str]]:
     """The word lists the index's trie spells, one per phrase end."""
-    words_to: dict[int, list[str]] = {0: []}
-    for (state, word), child in sorted(index.steps.items(), key=lambda kv: kv[1]):
-        words_to[child] = [*words_to[state], word]
-    return [words_to[state] for state in index.ends]
+    out: list[list[str]] = []
+    todo: list[tuple[list[str], dict[str, Any]]] = [([], index.root)]
+    while todo:
+        words, node = todo.pop()
+        for word, child in node.items():
+            if word == "":
+                out.append(words)
+            else:
+                todo.append(([*words, word], child))
+    return out
