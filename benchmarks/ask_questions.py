@@ -403,7 +403,7 @@ _UNSUPPORTED = [
     "Should the effusion be drained?",
     "What is the diagnosis?",
     "Is this cancer?",
-    "What is seen in the left lung?",
+    "Has the patient had pneumonia?",  # "What is seen in the left lung?" is answered now
     "What is the patient's prognosis?",  # "Is the study normal?" is answered now (study)
     "Who read this film?",
     "Is the effusion worse than the pneumothorax?",

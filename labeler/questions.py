@@ -172,6 +172,10 @@ class QuestionPatterns:
     tip_devices: frozenset[str] = frozenset()
     #: words that ask whether something is wrong with a part of the body ("problem with")
     problem_cues: tuple[str, ...] = ()
+    #: "Has the patient had TB?": the patient's history, which a radiograph shows only for
+    #: concepts of `history_kinds` (an operation, a device)
+    history_cues: tuple[str, ...] = ()
+    history_kinds: frozenset[str] = frozenset()
     #: words of a narrower concept's name that say where it is ("thoracic")
     place_parts: frozenset[str] = frozenset()
     #: acute labels a report's own "no acute disease" outweighs (minor or often chronic)
@@ -320,6 +324,8 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         minor_acute_labels=frozenset(str(c) for c in data.get("minor_acute_labels") or ()),
         place_parts=_words(data, "place_parts"),
         problem_cues=tuple(str(w).lower() for w in data.get("problem_cues") or ()),
+        history_cues=tuple(str(w).lower() for w in data.get("history_cues") or ()),
+        history_kinds=_words(data, "history_kinds"),
         tip_words=_words(data, "tip_words"),
         insertion_words=_words(data, "insertion_words"),
         size_words=_words(data, "size_words"),
@@ -772,6 +778,15 @@ class QuestionParser:
         if len(labels) > 1 and joined is None:
             return several
         label = labels[0]
+        lowered = " ".join(words)
+        if self._kind(label) not in self.patterns.history_kinds and any(
+            f" {cue} " in f" {lowered} " for cue in self.patterns.history_cues
+        ):
+            return ParsedQuestion(
+                text, "unsupported", label=label, rules=("history",),
+                message="the patient's history of a disease is not in a radiograph's report; "
+                "ask whether the study shows it",
+            )  # fmt: skip
         absorbed = self.patterns.absorbed.get(label, frozenset())
         r = _Reading(
             text=text,
@@ -2457,6 +2472,10 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
             # "Has the effusion resolved?" -- a resolved finding is negative
             verdicts = [_check(q, finding, patterns.zone_includes) for q in changes]
             return out(_combine(verdicts), "unknown" not in verdicts)
+        if changes and question.label in patterns.stated_normal:
+            # "Has the heart got bigger?" over a normal heart compared with nothing: a heart
+            # is always there, so whether it grew is not said
+            return out("unknown", False)
         return out("no")
     verdicts = [_check(q, finding, patterns.zone_includes) for q in question.qualifiers]
     combined = _combine(verdicts)

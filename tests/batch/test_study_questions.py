@@ -777,6 +777,31 @@ CLINICIANS = [
     # an ordinal is no word: "old" still stands beside the fractures
     ("Are the rib fractures acute?", "FINDINGS: Old healed right 5th and 6th rib fractures.",
      "presence", "no"),
+    # a heart compared with nothing has not said whether it grew; "recent" asks the age
+    ("Has the heart got bigger since last time?", "FINDINGS: Heart is at the upper limits "
+     "of normal size.", "change", "unknown"),
+    ("Are the rib fractures recent?", "FINDINGS: Old left rib fractures.", "presence", "no"),
+    ("Are the rib fractures recent?", "FINDINGS: Acute left rib fracture.", "presence", "yes"),
+    # new in the report's other words
+    ("Is the nodule new?", "FINDINGS: There is a 9 mm nodule in the right lower lobe, not "
+     "seen on prior exams.", "change", "yes"),
+    ("Are these nodules new?", "FINDINGS: There has been development of multiple nodules in "
+     "both lungs.", "change", "yes"),
+    # other names of the same thing
+    ("How many calcified granulomas are there?", "FINDINGS: Scattered calcified nodules "
+     "compatible with granulomatous disease.", "count", "multiple"),
+    ("Is there a coronary stent?", "FINDINGS: Coronary vascular stent.", "presence", "yes"),
+    ("Is there calcium in the aorta?", "FINDINGS: Aortic calcification.", "presence", "yes"),
+    ("Which lungs have nodules?", "FINDINGS: Nodules in both lungs.", "position",
+     ["bilateral"]),
+    ("Which breast was removed?", "FINDINGS: Left mastectomy.", "position", ["left"]),
+    ("Could there be fluid around the heart?", "FINDINGS: Question pericardial effusion.",
+     "presence", "uncertain"),
+    ("How raised is the right diaphragm?", "FINDINGS: The right hemidiaphragm is mildly "
+     "elevated.", "severity", "mild"),
+    # a disease's history is not the study's; an operation's is
+    ("Has the patient had TB?", "FINDINGS: Calcified granulomas.", "unsupported", None),
+    ("Has the patient had a mastectomy?", "FINDINGS: Left mastectomy.", "presence", "yes"),
 ]  # fmt: skip
 
 

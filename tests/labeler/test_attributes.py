@@ -175,6 +175,8 @@ def test_count(attrs: Attrs, text: str, name: str, expected: int | str | None) -
         ("Improved pulmonary edema.", "Edema", "improved"),
         ("Resolving right lower lobe pneumonia.", "Pneumonia", "improved"),
         ("Worsening bilateral pulmonary edema.", "Edema", "worsened"),
+        ("A 9 mm nodule in the right lung, not seen on prior exams.", "Nodule", "new"),
+        ("There has been development of multiple nodules.", "Nodule", "new"),
         ("Left pleural effusion.", "Effusion", None),
     ],
 )

@@ -102,6 +102,7 @@ FIRES: dict[str, list[tuple[str, str, str]]] = {
         ("Possible right lower lobe pneumonia.", "Pneumonia", "uncertain"),
         ("Atelectasis versus pneumonia in the left base.", "Atelectasis", "uncertain"),
         ("Questionable small nodule in the right apex.", "Nodule", "uncertain"),
+        ("Question mild pulmonary edema.", "Edema", "uncertain"),
     ],
     "unc.hedge_relation": [
         ("Left basilar opacity, concerning for pneumonia.", "Pneumonia", "uncertain"),
