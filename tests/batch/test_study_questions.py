@@ -802,6 +802,8 @@ CLINICIANS = [
     # a disease's history is not the study's; an operation's is
     ("Has the patient had TB?", "FINDINGS: Calcified granulomas.", "unsupported", None),
     ("Has the patient had a mastectomy?", "FINDINGS: Left mastectomy.", "presence", "yes"),
+    # the cardiothoracic ratio is a measurement of the heart a report rarely gives
+    ("What is the cardiothoracic ratio?", "FINDINGS: Mild cardiomegaly.", "size", "unknown"),
 ]  # fmt: skip
 
 
