@@ -804,6 +804,8 @@ CLINICIANS = [
     ("Has the patient had a mastectomy?", "FINDINGS: Left mastectomy.", "presence", "yes"),
     # the cardiothoracic ratio is a measurement of the heart a report rarely gives
     ("What is the cardiothoracic ratio?", "FINDINGS: Mild cardiomegaly.", "size", "unknown"),
+    ("Which arm is broken?", "FINDINGS: Fracture of the left humeral neck.", "position",
+     ["left"]),
 ]  # fmt: skip
 
 
