@@ -831,6 +831,9 @@ class QuestionParser:
             )
         comparison = self._comparison(doc, r.hits, r.words, r.free)
         opened = self._open_question(r, comparison)
+        if opened is not None and joined == "or" and opened.type in _OF_EITHER:
+            # "Where is the atelectasis or infiltrate?": the report's reading, either name
+            return dataclasses.replace(opened, also=tuple(labels[1:]), joined=joined)
         if opened is not None:
             return several if joined else opened
         quals, kind_values = self._qualifiers(r, comparison)
@@ -1880,6 +1883,10 @@ def _one_of_alternatives(m: Mention, patterns: QuestionPatterns) -> bool:
     return any(w in words for w in (*after, *before, *inside))
 
 
+#: open question types asked of one finding by either of two names
+_OF_EITHER = frozenset({"position", "size", "severity", "change"})
+
+
 def _answer_several(
     question: ParsedQuestion,
     report: ReportLabels,
@@ -1887,7 +1894,9 @@ def _answer_several(
     lexicon: Lexicon | None,
 ) -> ReportAnswer:
     """A presence question about several findings: "or" is yes when any is present, no
-    when none is, else uncertain; "and" is yes when all are, no when one is not."""
+    when none is, else uncertain; "and" is yes when all are, no when one is not. An open
+    question about one finding by either of two names ("Where is the atelectasis or
+    infiltrate?") is answered from the first the report names."""
     answers = [
         answer_from_report(
             dataclasses.replace(question, label=label, also=(), joined=None),
@@ -1897,6 +1906,8 @@ def _answer_several(
         )
         for label in (question.label or "", *question.also)
     ]
+    if question.open:
+        return next((a for a in answers if a.status in ("positive", "uncertain")), answers[0])
     said = [str(a.answer) for a in answers]
     if question.joined == "and":
         answer = "no" if "no" in said else ("yes" if all(s == "yes" for s in said) else "uncertain")

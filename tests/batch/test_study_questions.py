@@ -806,6 +806,12 @@ CLINICIANS = [
     ("What is the cardiothoracic ratio?", "FINDINGS: Mild cardiomegaly.", "size", "unknown"),
     ("Which arm is broken?", "FINDINGS: Fracture of the left humeral neck.", "position",
      ["left"]),
+    # one finding by either of two names: where the report's reading is
+    ("Where is the area of atelectasis or infiltrate?", "FINDINGS: Small area of "
+     "atelectasis or infiltrate in the right lower lobe.", "position",
+     ["right", "right lower lobe"]),
+    ("Where are the effusion and the pneumothorax?", "FINDINGS: Small left effusion. Small "
+     "right pneumothorax.", "unsupported", None),
 ]  # fmt: skip
 
 
