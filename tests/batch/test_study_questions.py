@@ -812,6 +812,9 @@ CLINICIANS = [
      ["right", "right lower lobe"]),
     ("Where are the effusion and the pneumothorax?", "FINDINGS: Small left effusion. Small "
      "right pneumothorax.", "unsupported", None),
+    # "early" narrows nothing a report's reading tells apart
+    ("Could this be an early pneumonia?", "FINDINGS: Left upper lobe opacity may represent "
+     "early infiltrate.", "presence", "uncertain"),
 ]  # fmt: skip
 
 
