@@ -191,6 +191,9 @@ class QuestionPatterns:
     #: what the words before a finding in its clause match when they give it as the
     #: report's probable reading only ("probable atelectasis", "XXXX representing")
     probable_readings: tuple[re.Pattern[str], ...] = ()
+    #: "Any pneumothorax after the line went in?": a clause that only dates the question,
+    #: left out before it is read
+    dating_clauses: tuple[re.Pattern[str], ...] = ()
     #: words a question refers back with ("Has it grown?"; "Is this new?")
     pronouns: frozenset[str] = frozenset()
     demonstratives: frozenset[str] = frozenset()
@@ -318,6 +321,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         one_per_side=frozenset(str(w) for w in data.get("one_per_side") or ()),
         alternatives=_words(data, "alternatives"),
         probable_readings=_compiled(name, "probable_readings", data.get("probable_readings")),
+        dating_clauses=_compiled(name, "dating_clauses", data.get("dating_clauses")),
         stated_normal=_lists(data, "stated_normal"),
         anatomy_normals=_lists(data, "anatomy_normals"),
         no_acute_statements=frozenset(str(c) for c in data.get("no_acute_statements") or ()),
@@ -667,6 +671,8 @@ class QuestionParser:
             return ParsedQuestion(
                 text, "unsupported", message="the question is longer than 500 characters"
             )
+        for clause in self.patterns.dating_clauses:
+            clean = clause.sub("", clean)
         doc = self.nlp.make_doc(clean)
         words = [t.lower_ for t in doc]
         hits = self._hits(doc)

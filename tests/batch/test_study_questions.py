@@ -815,6 +815,15 @@ CLINICIANS = [
     # "early" narrows nothing a report's reading tells apart
     ("Could this be an early pneumonia?", "FINDINGS: Left upper lobe opacity may represent "
      "early infiltrate.", "presence", "uncertain"),
+    # a clause that only dates the question by a device; "active"; arthritis of the spine
+    ("Is there a pneumothorax now the drains are out?", "FINDINGS: Chest tubes removed. No "
+     "pneumothorax.", "presence", "no"),
+    ("Any pneumothorax after the line went in?", "FINDINGS: Right PICC. Small right apical "
+     "pneumothorax.", "presence", "yes"),
+    ("Any sign of active TB?", "IMPRESSION: No evidence of active tuberculosis.", "presence",
+     "no"),
+    ("Any arthritis in the spine?", "FINDINGS: Degenerative changes of the thoracic spine.",
+     "presence", "yes"),
 ]  # fmt: skip
 
 
