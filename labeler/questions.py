@@ -2096,14 +2096,20 @@ def _near_words(mentions: Iterable[Mention], denying: frozenset[str]) -> frozens
 
 def _place_words(mentions: Iterable[Mention]) -> list[str]:
     """The report's own words for each place its location evidence names ("left base")."""
+    return _evidence_words(mentions, "location")
+
+
+def _evidence_words(mentions: Iterable[Mention], attribute: str) -> list[str]:
+    """The report's own words for each value of `attribute` its mentions' evidence gives,
+    in order, once each."""
     out: list[str] = []
     for m in mentions:
         if m.sentence_start is None:
             continue
         for ev in m.attribute_evidence:
-            if ev.get("attribute") == "location":
+            if ev.get("attribute") == attribute:
                 a, b = int(ev["start"]) - m.sentence_start, int(ev["end"]) - m.sentence_start
-                words = " ".join(m.sentence[a:b].split())
+                words = " ".join(m.sentence[a:b].split()) if 0 <= a < b else ""
                 if words:
                     out.append(words)
     return list(dict.fromkeys(out))
@@ -2503,15 +2509,8 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
 
 def _severity_word(mentions: Sequence[Mention]) -> str | None:
     """The report's own word for a finding's severity ("small" where it was read as mild)."""
-    for m in mentions:
-        if m.sentence_start is None:
-            continue
-        for ev in m.attribute_evidence:
-            if ev.get("attribute") == "severity":
-                a, b = int(ev["start"]) - m.sentence_start, int(ev["end"]) - m.sentence_start
-                if 0 <= a < b <= len(m.sentence):
-                    return m.sentence[a:b].lower()
-    return None
+    said = _evidence_words(mentions, "severity")
+    return said[0].lower() if said else None
 
 
 def _dominant_side(target: _Target, patterns: QuestionPatterns) -> str | None:
