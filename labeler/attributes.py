@@ -54,6 +54,8 @@ __all__ = [
 
 #: the rule id of a count read from a plural noun, unless the attribute file names another
 PLURAL_RULE = "count.plural"
+#: change values a finding's own name may hold ("increased markings", "decreased volumes")
+_NAMING_CHANGES = frozenset({"increased", "decreased"})
 _LATERALITIES = frozenset({"left", "right", "bilateral"})
 _CHANGES = frozenset(
     {"new", "increased", "decreased", "unchanged", "resolved", "improved", "worsened"}
@@ -366,6 +368,17 @@ class AttributeFinder:
             mine: list[AttributeEvidence] = []
             for span, ev in found:
                 tokens = range(span.start, span.end)
+                if (
+                    ev.attribute == "change"
+                    and ev.value in _NAMING_CHANGES
+                    and mention.start <= span.start < span.end <= mention.end
+                    and span[0].lower_.endswith("ed")
+                ):
+                    # an adjective of the finding's own name ("increased interstitial
+                    # markings", "decreased lung volumes") says what it is, not how it changed;
+                    # "stable" in "stable cardiomediastinal silhouette" and a noun ("increase
+                    # in heart size") still say so
+                    continue
                 if before and all(i in before for i in tokens):
                     mine.append(ev)
                     continue

@@ -2387,6 +2387,12 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
     status, finding, evidence = target.status, target.finding, target.evidence
     side = finding.get("laterality")
     lat = str(side) if side else None
+    if (
+        lat is None
+        and question.label in patterns.one_per_side
+        and any(_plural(m.text) for m in target.deciding if m.status == status)
+    ):
+        lat = "bilateral"  # "small volume effusions": one in each pleural space
 
     def out(answer: AnswerValue, known: bool = True) -> ReportAnswer:
         return ReportAnswer(answer, known, status, lat, evidence)

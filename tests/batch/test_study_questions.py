@@ -824,6 +824,11 @@ CLINICIANS = [
      "no"),
     ("Any arthritis in the spine?", "FINDINGS: Degenerative changes of the thoracic spine.",
      "presence", "yes"),
+    # effusions named in the plural are both; a reader's "no acute or active ... disease"
+    ("Are the effusions on one side or both?", "IMPRESSION: Small volume effusions.",
+     "position", ["bilateral"]),
+    ("Any acute process?", "FINDINGS: Reduced lung volumes with basilar atelectasis. "
+     "IMPRESSION: No acute or active cardiac, pulmonary or pleural disease.", "study", "no"),
 ]  # fmt: skip
 
 

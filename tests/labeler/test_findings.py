@@ -126,6 +126,10 @@ def test_normal_statements_make_a_normal_report(read: Read) -> None:
             "unchanged",
         ),
         ("Calcified mediastinal lymph XXXX.", "calcified_lymph_node", None),
+        # an adjective of the finding's own name is no change; a noun still is
+        ("Increased interstitial markings.", "interstitial_markings", None),
+        ("Decreased lung volumes.", "low_lung_volumes", None),
+        ("Increase in heart size since the prior study.", "cardiomegaly", "increased"),
     ],
 )
 def test_findings_in_the_reports_words(
