@@ -1719,14 +1719,14 @@ def answer_from_report(
                 target = _normal_change(target, normals, report.report_findings, patterns)
             if target.status == "absent" and label in patterns.read_as_label:
                 target = _read_as_label(target, label, report, lexicon, patterns)
+            elif question.type in _LENT and label in patterns.read_as_label:
+                target = _measured_as_label(question, target, report, lexicon, patterns)
             if target.status == "absent" and label in patterns.suggested_by:
                 suggested = _read_as_label(
                     target, label, report, lexicon, patterns, patterns.suggested_by
                 )
                 if suggested.status in ("positive", "uncertain"):
                     target = dataclasses.replace(suggested, status="uncertain")
-            elif question.type in _LENT and label in patterns.read_as_label:
-                target = _measured_as_label(question, target, report, lexicon, patterns)
     target = _narrowed_to_place(question, target, patterns)
     if (
         target.status == "positive"
