@@ -1976,13 +1976,7 @@ def answer_study(
         return out("unknown", [], False)
     if asks in ("normal", "abnormal") and question.qualifiers:
         # "Is the left lung affected?": an abnormal finding there
-        zones = patterns.zone_includes
-        there = [
-            f
-            for f in abnormal
-            if f.kind not in ("device", "postop", "technique")
-            and all(_check(q, f.attributes, zones) == "yes" for q in question.qualifiers)
-        ]
+        there = _abnormal_there(abnormal, question.qualifiers, patterns)
         found = bool(there)
         return out(_yes(found if asks == "abnormal" else not found), there)
     if asks in ("normal", "abnormal"):
@@ -2012,15 +2006,8 @@ def answer_study(
         same = [f for f in findings if f.attributes.get("change") == "unchanged"]
         return out("no", same) if same else out("unknown", [], False)
     if asks == "list":
-        # the abnormal findings by name, those stated before those hedged; devices and
-        # operations are no abnormality
-        zones = patterns.zone_includes
-        seen = [
-            f
-            for f in abnormal
-            if f.kind not in ("device", "postop", "technique")
-            and all(_check(q, f.attributes, zones) == "yes" for q in question.qualifiers)
-        ]
+        # the abnormal findings by name, those stated before those hedged
+        seen = _abnormal_there(abnormal, question.qualifiers, patterns)
         seen = sorted(seen, key=lambda f: f.status != "positive")
         names = [f.name if f.status == "positive" else f"possible {f.name}" for f in seen]
         names = list(dict.fromkeys(names))[:_MAX_SHOWN]
@@ -2052,7 +2039,7 @@ def answer_study(
     if asks in ("side", "place", "dominant"):
         # where the abnormal findings are (devices and post-operative changes are not
         # abnormalities here); the positive ones, else the hedged ones
-        seen = [f for f in abnormal if f.kind not in ("device", "postop", "technique")]
+        seen = _abnormal_there(abnormal, (), patterns)
         seen = [f for f in seen if f.status == "positive"] or seen
         if asks == "dominant":
             target = _findings_target(seen, "no abnormal finding is read")
@@ -2067,6 +2054,20 @@ def answer_study(
             terms += [str(p) for p in where.get("location") or ()]  # type: ignore[attr-defined]
         return out(terms, seen) if terms else out("unknown", seen, False)
     return out("unknown", [], False)
+
+
+def _abnormal_there(
+    abnormal: Sequence[ReportFinding], places: Sequence[Qualifier], patterns: QuestionPatterns
+) -> list[ReportFinding]:
+    """The abnormal findings in the places asked about (every one when none is); devices,
+    operations and technique are no abnormality here."""
+    zones = patterns.zone_includes
+    return [
+        f
+        for f in abnormal
+        if f.kind not in ("device", "postop", "technique")
+        and all(_check(q, f.attributes, zones) == "yes" for q in places)
+    ]
 
 
 _WORD = re.compile(r"\b[a-z][a-z-]*\b")  # "5th" is no word: "old healed right 5th rib"
