@@ -48,12 +48,15 @@ __all__ = [
     "aggregate_findings",
     "conflicting",
     "load_attribute_rules",
+    "looks_plural",
     "merge_attributes",
     "stated_count",
 ]
 
 #: the rule id of a count read from a plural noun, unless the attribute file names another
 PLURAL_RULE = "count.plural"
+#: endings of singular nouns in -s ("mass", "metastasis", "hilus")
+_SINGULAR_S = ("ss", "is", "us")
 #: change values a finding's own name may hold ("increased markings", "decreased volumes")
 _NAMING_CHANGES = frozenset({"increased", "decreased"})
 _LATERALITIES = frozenset({"left", "right", "bilateral"})
@@ -424,7 +427,7 @@ class AttributeFinder:
         root = mention.root if mention.doc.has_annotation("DEP") else mention[-1]
         text = root.lower_
         plural = root.tag_ in ("NNS", "NNPS") if root.tag_ else text.endswith("s")
-        if not plural or text.endswith(("ss", "is", "us")):
+        if not plural or text.endswith(_SINGULAR_S):
             return None
         return AttributeEvidence(
             "count", "multiple", self.rules.plural_rule, root.idx, root.idx + len(root.text)
@@ -825,6 +828,12 @@ def _larger_count(a: str | int, b: str | int) -> str | int:
     if a == "multiple" or b == "multiple":
         return "multiple"
     return max(int(a), int(b))
+
+
+def looks_plural(word: str) -> bool:
+    """Whether a lower-cased word reads as a plural by its ending alone ("nodules", not
+    "mass" or "metastasis")."""
+    return word.endswith("s") and not word.endswith(_SINGULAR_S)
 
 
 def stated_count(mentions: Iterable[Any], plural_rule: str) -> str | int | None:

@@ -21,7 +21,7 @@ import re
 from collections.abc import Sequence
 from typing import TypeVar
 
-from labeler.attributes import AttributeRules
+from labeler.attributes import AttributeRules, looks_plural
 from labeler.schema import Mention
 
 __all__ = ["attributes_referred_back"]
@@ -120,7 +120,7 @@ def _sole_sizes(out: list[_M], text: str, rules: AttributeRules) -> list[_M]:
         if not _has_digit(sentence):
             continue
         sizes = list(rules.size_pattern.finditer(sentence))
-        plural = m.text.lower().endswith("s") and not m.text.lower().endswith(("ss", "is", "us"))
+        plural = looks_plural(m.text.lower())
         if (len(sizes) > 1 and not plural) or set(
             _WORD.findall(sentence.lower())
         ) & rules.prior_cues:
