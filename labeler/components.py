@@ -312,6 +312,8 @@ class DependencyRules:
             # is one of its own, whatever the parse hangs on it
             return False
         if rule.scope == "list":
+            if rule.adjacent and index.has_comma(cue_span.end, mention.start):
+                return False
             return index.in_list(cue_span.end - 1, mention) == _ITEM
         if rule.scope == "field":
             return index.is_field_value(cue_span, mention)

@@ -82,6 +82,9 @@ class Rule:
     subject: Literal["yes", "no", "if_no_object"] = "yes"
     #: only mentions after the cue: a relation hedge governs its object, not its evidence
     after_cue: bool = False
+    #: `list` scope: only the list's first comma-free stretch ("No change chronic disease",
+    #: not "No change, no pneumothorax")
+    adjacent: bool = False
 
 
 @dataclass(frozen=True)
@@ -286,6 +289,7 @@ def load_rules(name: str = "rules.v1") -> RuleSet:
                 cue_dep=frozenset(r.get("cue_dep") or ()),
                 clausal_conj=bool(r.get("clausal_conj", False)),
                 after_cue=bool(r.get("after_cue", False)),
+                adjacent=bool(r.get("adjacent", False)),
                 subject=subject,  # type: ignore[arg-type]
             )
         )

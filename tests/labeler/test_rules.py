@@ -22,6 +22,9 @@ FIRES: dict[str, list[tuple[str, str, str]]] = {
         ("No change in the small left pleural effusion.", "Effusion", "positive"),
         ("Without interval change in the right basilar atelectasis.", "Atelectasis", "positive"),
     ],
+    "pseudo.no_change_list": [
+        ("No change chronic interstitial fibrosis.", "Fibrosis", "positive"),
+    ],
     "pseudo.age_indeterminate": [
         ("Age-indeterminate nodule in the right upper lobe.", "Nodule", "positive"),
         ("Nodule of indeterminate age in the left lung.", "Nodule", "positive"),
@@ -153,6 +156,8 @@ SPARED: dict[str, list[tuple[str, str, str]]] = {
         ("Pleura: small left effusion.", "Effusion", "positive"),
     ],
     "pseudo.no_change": [("No effusion.", "Effusion", "negative")],
+    # a comma ends the telegraphic form: the item after it is read on its own
+    "pseudo.no_change_list": [("No change, small right pleural effusion.", "Effusion", "positive")],
     "pseudo.age_indeterminate": [
         ("Indeterminate nodule in the right upper lobe.", "Nodule", "uncertain")
     ],
