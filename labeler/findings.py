@@ -38,6 +38,8 @@ OPEN_PREFIX = "open:"
 _Node = dict[str, Any]
 #: The key of a phrase's concept in its last node: no token is the empty string.
 _END = ""
+#: Side words a phrase may hold in its midst without listing them.
+_SIDES = frozenset({"right", "left", "bilateral"})
 #: Kinds whose positive reading does not make a report abnormal.
 _NOT_ABNORMAL = frozenset({"normal", "anatomy", "view"})
 
@@ -81,7 +83,9 @@ class FindingMatcher:
 class PhraseIndex:
     """The lexicon's phrases as a trie of their words, matched on a sentence's lower-cased
     words: the longest match wins, as spaCy's `PhraseMatcher(attr="LOWER")` followed by
-    `filter_spans` gives it, without a Doc per phrase.
+    `filter_spans` gives it, without a Doc per phrase. A side word inside a phrase is read
+    through ("degenerative changes of the right shoulder" is "degenerative changes of the
+    shoulder"), which a phrase matcher would need every phrase listed with each side for.
 
     A phrase's words are its tokens where the tokenizer would leave each word whole (no
     special case, prefix, suffix, infix, token or URL match: "pleural effusion"); the
@@ -144,7 +148,13 @@ class PhraseIndex:
                     found.append((concept_id, i, end))
                 if end == n:
                     break
-                node = node.get(words[end])
+                step = node.get(words[end])
+                if step is None and words[end] in _SIDES and end + 1 < n:
+                    # a side inside a phrase ("degenerative changes of the right shoulder",
+                    # "elevation of the left hemidiaphragm"): the phrase without it
+                    step = node.get(words[end + 1])
+                    end += step is not None
+                node = step
                 end += 1
         if len(found) > 1:
             # spacy.util.filter_spans on (label, start, end): longest, then first, wins

@@ -829,6 +829,27 @@ CLINICIANS = [
      "position", ["bilateral"]),
     ("Any acute process?", "FINDINGS: Reduced lung volumes with basilar atelectasis. "
      "IMPRESSION: No acute or active cardiac, pulmonary or pleural disease.", "study", "no"),
+    # a place of the mediastinum in the finding's own words or beside it
+    ("Where are the surgical clips?", "FINDINGS: Mediastinal clips are unchanged.", "position",
+     ["mediastinal"]),
+    ("Where is the calcified node?", "FINDINGS: Calcified aortopulmonary lymph node.",
+     "position", ["aortopulmonary"]),
+    # the higher hemidiaphragm is the elevated one; hypoinflated and over-expanded lungs
+    ("Which hemidiaphragm is higher?", "FINDINGS: Elevated right hemidiaphragm.", "position",
+     ["right"]),
+    ("How hypoinflated are the lungs?", "FINDINGS: The lungs are mildly hypoinflated.",
+     "severity", "mild"),
+    ("Are the lungs over-expanded?", "FINDINGS: Mild hyperexpansion.", "presence", "yes"),
+    ("Are the lungs over-expanded?", "FINDINGS: Lungs are clear and expanded.", "presence",
+     "no"),
+    # a side inside the report's phrase; the de-identified "aortic XXXX"; a telegraphic
+    # "No change <finding>" keeps the finding
+    ("How bad is the shoulder arthritis?", "FINDINGS: Severe degenerative changes of the "
+     "left shoulder.", "severity", "severe"),
+    ("Is there calcification of the aorta?", "FINDINGS: Calcifications of the aortic XXXX "
+     "are noted.", "presence", "yes"),
+    ("Is there interstitial lung disease?", "FINDINGS: No change chronic interstitial lung "
+     "disease.", "presence", "yes"),
 ]  # fmt: skip
 
 

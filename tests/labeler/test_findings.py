@@ -209,7 +209,8 @@ def test_the_phrase_index_splits_each_phrase_as_the_tokenizer(
         "Calcified granuloma in the left upper lobe and a right PICC.",
         "Ground-glass opacities with tree-in-bud nodules; no pleural effusions.",
         "Left IJ central venous catheter tip in the SVC, chest tube in place.",
-        "Kerley B-lines. Hampton's hump. Old healed left rib fractures.",
+        # (a side inside a phrase is the index's own reading: the test below)
+        "Kerley B-lines. Hampton's hump. Old healed rib fractures on the left.",
         "No acute cardiopulmonary abnormality.",
         "",
     ],
@@ -242,6 +243,28 @@ def test_the_phrase_index_keeps_the_longest_then_the_first_match(
     assert index(words) == [("effusion", 1, 3), ("pleura", 5, 6)]
     assert index(["pleural"]) == [("pleura", 0, 1)]
     assert index([]) == []
+
+
+def test_the_phrase_index_reads_a_phrase_with_a_side_in_its_midst(
+    nlp: Language, tmp_path: Path
+) -> None:
+    path = tmp_path / "lexicon.yaml"
+    path.write_text(
+        "concepts:\n"
+        "  - {id: shoulder, name: Shoulder, kind: bone,\n"
+        "     phrases: [degenerative changes of the shoulder]}\n"
+        "  - {id: change, name: Change, kind: bone, phrases: [degenerative changes]}\n",
+        encoding="utf-8",
+    )
+    index = PhraseIndex(nlp, load_lexicon(str(path)))
+    words = ["severe", "degenerative", "changes", "of", "the", "right", "shoulder"]
+    assert index(words) == [("shoulder", 1, 7)]
+    assert index(["degenerative", "changes", "of", "the", "bilateral", "shoulders"]) == [
+        ("shoulder", 0, 6)
+    ]
+    # a side the phrase does not go on after is not taken, nor a word other than a side
+    assert index(["degenerative", "changes", "of", "the", "right"]) == [("change", 0, 2)]
+    assert index(["degenerative", "changes", "of", "the", "old", "shoulder"]) == [("change", 0, 2)]
 
 
 def _phrases_of(index: PhraseIndex) -> list[list[str]]:
