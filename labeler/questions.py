@@ -1151,6 +1151,10 @@ class QuestionParser:
         spans.extend(
             (sp.label_, f"concept.{sp.label_}", sp.start, sp.end) for sp in self._concepts.find(doc)
         )
+        # an entry may name a lexicon concept ("lines": concept:vascular_catheter): it counts
+        # with the lexicon's own
+        known = self.lexicon.concepts if self.lexicon is not None else {}
+        named = [s for s in spans if s[0] not in self.labels and _concept_id(s[0]) in known]
         spans = [s for s in spans if s[0] in self.labels]
         fallback = not spans
         if fallback:
@@ -1173,7 +1177,7 @@ class QuestionParser:
                 or (h.group == "open" and h.entry.get("type") == "change")
                 for i in range(h.start, h.end)
             }
-            concepts = self._concepts_named(doc, asked)
+            concepts = self._concepts_named(doc, asked) + named
             if not concepts and not spans and asked:
                 # "Are the pulmonary arteries enlarged?": a qualifier's word that is the
                 # concept's own ("enlarged pulmonary artery") belongs to its name
@@ -1187,6 +1191,12 @@ class QuestionParser:
                        and c[3] - c[2] > s[3] - s[2] for s in spans for c in concepts[:1])
             ):  # fmt: skip
                 spans = concepts
+            elif concepts:
+                # "Is there an effusion or a pacemaker?": a concept listed with the labels
+                # named is a finding of its own (not "Is that density a nodule?")
+                apart = [c for c in concepts if not any(c[2] < s[3] and s[2] < c[3] for s in spans)]
+                if apart and self._joined(doc, spans + apart) is not None:
+                    spans += apart
         # longest span first; drop those inside a kept one
         spans.sort(key=lambda s: (-(s[3] - s[2]), s[2]))
         kept: list[tuple[str, str, int, int]] = []

@@ -850,6 +850,15 @@ CLINICIANS = [
      "are noted.", "presence", "yes"),
     ("Is there interstitial lung disease?", "FINDINGS: No change chronic interstitial lung "
      "disease.", "presence", "yes"),
+    # "lines" are vascular catheters; a concept listed with a label is asked of too;
+    # "collapse" alone is atelectasis
+    ("Any pacemaker or lines?", "FINDINGS: Clear lungs. No pneumothorax.", "presence", "no"),
+    ("Any pacemaker or lines?", "FINDINGS: Right PICC with tip in the SVC.", "presence",
+     "yes"),
+    ("Is there an effusion or a pacemaker?", "FINDINGS: Left chest wall pacemaker. No "
+     "effusion.", "presence", "yes"),
+    ("Is there an effusion or a pacemaker?", "FINDINGS: No effusion.", "presence", "no"),
+    ("Any collapse at the bases?", "FINDINGS: Bibasilar atelectasis.", "position", "yes"),
 ]  # fmt: skip
 
 
