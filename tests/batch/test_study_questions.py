@@ -859,6 +859,11 @@ CLINICIANS = [
      "effusion.", "presence", "yes"),
     ("Is there an effusion or a pacemaker?", "FINDINGS: No effusion.", "presence", "no"),
     ("Any collapse at the bases?", "FINDINGS: Bibasilar atelectasis.", "position", "yes"),
+    # an unchanged or stable silhouette and contours say how the part compares
+    ("Has the heart outline changed since before?", "FINDINGS: Frontal and lateral views "
+     "show an unchanged cardiomediastinal silhouette.", "change", "unchanged"),
+    ("Have the mediastinal contours changed?", "FINDINGS: Heart size within normal limits, "
+     "stable mediastinal and hilar contours.", "change", "unchanged"),
 ]  # fmt: skip
 
 
