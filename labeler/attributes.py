@@ -132,6 +132,8 @@ class AttributeRules:
     plural_rule: str
     plural_labels: frozenset[str]
     place_nouns: frozenset[str] = frozenset()
+    #: nouns a finding is counted in after "of" ("retrolisthesis of two vertebral bodies")
+    counted_nouns: frozenset[str] = frozenset()
     links: frozenset[str] = frozenset()
     #: words before "X or Y" that make it a list of what is not there, not two readings
     #: of one finding ("no consolidation, large effusion or pneumothorax")
@@ -230,6 +232,7 @@ def load_attribute_rules(name: str = "attributes.v1") -> AttributeRules:
         plural_rule=str(plural.get("id", PLURAL_RULE)),
         plural_labels=frozenset(str(x) for x in plural.get("labels") or ()),
         place_nouns=frozenset(str(x).lower() for x in data.get("place_nouns") or ()),
+        counted_nouns=frozenset(str(x).lower() for x in data.get("counted_nouns") or ()),
         links=frozenset(str(x).lower() for x in data.get("same_finding_links") or ()),
         denials=frozenset(str(x).lower() for x in data.get("readings_denied_by") or ()),
         prior_cues=frozenset(str(x).lower() for x in prior.get("cues") or ()),
@@ -386,7 +389,9 @@ class AttributeFinder:
                     mine.append(ev)
                     continue
                 if ev.attribute == "count":
-                    if not all(i in np_left for i in tokens):
+                    if not all(i in np_left for i in tokens) and not self._counted_in(
+                        mention, span
+                    ):
                         continue
                 elif not any(i in scope for i in tokens):
                     continue
@@ -395,6 +400,21 @@ class AttributeFinder:
                 mine.append(ev)
             out.append(_values(mine, self.rules.severity_order, self._plural(mention)))
         return out
+
+    def _counted_in(self, mention: Span, span: Span) -> bool:
+        """Whether a count after the finding says how many of a counted noun it takes:
+        "of" right after it, then the count, then a counted noun before any other noun
+        ("wedge deformities of 2 midthoracic vertebral bodies", "of the two lower ribs")."""
+        doc = mention.doc
+        between = [t.lower_ for t in doc[mention.end : span.start]]
+        if between not in (["of"], ["of", "the"]):
+            return False
+        for tok in doc[span.end : span.end + 4]:
+            if tok.lower_ in self.rules.counted_nouns:
+                return True
+            if tok.is_punct or tok.tag_.startswith("NN"):
+                return False
+        return False
 
     def _hangs_on_places(self, span: Span, anchors: set[int], term_tokens: set[int]) -> bool:
         """Whether the nouns between a term and the mention are places or sizes.

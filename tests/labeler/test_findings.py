@@ -158,6 +158,27 @@ def test_a_spine_finding_is_placed_in_the_spine(
     assert _one(read(f"FINDINGS: {text}"), concept).attributes.get("location") == where
 
 
+@pytest.mark.parametrize(
+    ("text", "concept", "count"),
+    [
+        # a count after "of", of vertebral bodies, ribs or levels, is the finding's
+        ("FINDINGS: Minimal retrolisthesis of two lower thoracic vertebral bodies.",
+         "retrolisthesis", 2),
+        ("FINDINGS: Wedge deformities of 3 midthoracic vertebral bodies.",
+         "vertebral_compression_deformity", 3),
+        ("FINDINGS: Healed fractures of several left anterior ribs.", "healed_fracture",
+         "multiple"),
+        # not a size, nor a count of something else
+        ("FINDINGS: Calcified granuloma of 2 cm.", "calcified_granuloma", None),
+        ("FINDINGS: Retrolisthesis of two years standing.", "retrolisthesis", None),
+    ],
+)  # fmt: skip
+def test_a_count_after_of_counts_the_finding(
+    read: Read, text: str, concept: str, count: object
+) -> None:
+    assert _one(read(text), concept).attributes.get("count") == count
+
+
 def test_reading_findings_leaves_the_labels_as_they_were(nlp: Language) -> None:
     reports = [
         "FINDINGS: No focal consolidation, effusion or pneumothorax. Right PICC.",
