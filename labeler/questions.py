@@ -150,6 +150,8 @@ class QuestionPatterns:
     dominance_study_comparatives: frozenset[str] = frozenset()
     #: findings of which there is one on each side at most (a pleural effusion)
     one_per_side: frozenset[str] = frozenset()
+    #: lexicon concepts that are a process, not things to count ("granulomatous disease")
+    uncounted: frozenset[str] = frozenset()
     #: words that offer a finding as one of two readings ("X or Y", "X and/or Y")
     alternatives: frozenset[str] = frozenset()
     #: label -> the lexicon's normal statement that rules it out ("heart size within normal
@@ -319,6 +321,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         dominance_patterns=dominance[2],
         dominance_study_comparatives=_words(data.get("dominance") or {}, "study_comparatives"),
         one_per_side=frozenset(str(w) for w in data.get("one_per_side") or ()),
+        uncounted=frozenset(str(w) for w in data.get("uncounted") or ()),
         alternatives=_words(data, "alternatives"),
         probable_readings=_compiled(name, "probable_readings", data.get("probable_readings")),
         dating_clauses=_compiled(name, "dating_clauses", data.get("dating_clauses")),
@@ -2492,6 +2495,9 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
                 count = 2  # "bilateral pleural effusions": one in each pleural space
             if count is None and any(_plural(m.text) for m in target.deciding):
                 count = "multiple"  # "chronic left-sided rib fractures", no number
+            if count is None and all(m.label in patterns.uncounted for m in target.deciding):
+                # "How many granulomas?" over "prior granulomatous disease": not said
+                return out("unknown", False)
             return out(count if count is not None else 1)  # type: ignore[arg-type]
         if qtype == "change":
             change = finding.get("change")

@@ -864,6 +864,14 @@ CLINICIANS = [
      "show an unchanged cardiomediastinal silhouette.", "change", "unchanged"),
     ("Have the mediastinal contours changed?", "FINDINGS: Heart size within normal limits, "
      "stable mediastinal and hilar contours.", "change", "unchanged"),
+    # a describing word of the report's own beside the broader finding; a process is not
+    # counted, things named in the plural are
+    ("Where are the streaky opacities?", "FINDINGS: Streaky perihilar opacities.",
+     "position", ["perihilar"]),
+    ("How many granulomas are there?", "FINDINGS: Residuals of prior granulomatous "
+     "infection.", "count", "unknown"),
+    ("How many granulomas are there?", "FINDINGS: Calcified granulomas.", "count",
+     "multiple"),
 ]  # fmt: skip
 
 

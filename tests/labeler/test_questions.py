@@ -8,6 +8,7 @@ import pytest
 from spacy.language import Language
 
 from labeler.errors import PatternFileError
+from labeler.lexicon import load_lexicon
 from labeler.questions import (
     ParsedQuestion,
     QuestionParser,
@@ -268,3 +269,22 @@ def test_report_evidence_is_bounded_and_shows_the_deciding_mention(
     assert len(mentions) == 10
     assert mentions[0]["status"] == "positive"  # the deciding one, though it comes last
     assert answer.evidence[-1] == {"kind": "omitted", "count": 21, "text": "21 more mentions"}
+
+
+def test_every_concept_the_question_patterns_name_is_in_the_lexicon() -> None:
+    # a misspelt concept id would only make a rule silently never apply
+    known = set(load_lexicon().concepts)
+    p = load_question_patterns()
+    named: set[str] = {
+        *p.view_counts,
+        *p.no_acute_statements,
+        *p.uncounted,
+        *p.tip_devices,
+        *p.answered_by,
+        *p.anatomy_normals,
+    }
+    for table in (p.stated_normal, p.anatomy_normals, p.answered_by, p.read_as_label,
+                  p.suggested_by):  # fmt: skip
+        for concepts in table.values():
+            named.update(concepts)
+    assert named - known == set()
