@@ -872,6 +872,9 @@ CLINICIANS = [
      "infection.", "count", "unknown"),
     ("How many granulomas are there?", "FINDINGS: Calcified granulomas.", "count",
      "multiple"),
+    # "instead" asks the same: is it read so?
+    ("Could it be pleural thickening instead?", "IMPRESSION: Small pleural effusion versus "
+     "minimal pleural thickening.", "presence", "uncertain"),
 ]  # fmt: skip
 
 
