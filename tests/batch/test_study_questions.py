@@ -872,6 +872,7 @@ CLINICIANS = [
      "infection.", "count", "unknown"),
     ("How many granulomas are there?", "FINDINGS: Calcified granulomas.", "count",
      "multiple"),
+    ("How many views were taken?", "FINDINGS: 2 images. Clear lungs.", "study", 2),
     # "instead" asks the same: is it read so?
     ("Could it be pleural thickening instead?", "IMPRESSION: Small pleural effusion versus "
      "minimal pleural thickening.", "presence", "uncertain"),
