@@ -35,6 +35,11 @@ FIRES: dict[str, list[tuple[str, str, str]]] = {
         ("Mild edema is not excluded.", "Edema", "uncertain"),
         ("It is difficult to exclude a small effusion.", "Effusion", "uncertain"),
         ("It is difficult to completely exclude early pneumonia.", "Pneumonia", "uncertain"),
+        (
+            "Recommend follow-up until cleared to ensure that there is no underlying mass.",
+            "Mass",
+            "uncertain",
+        ),
     ],
     "unc.cannot_exclude_head": [
         ("Small effusion not excluded.", "Effusion", "uncertain"),
