@@ -10,12 +10,19 @@ own, so the label outputs do not change when findings are read.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Callable, Collection, Sequence
 from itertools import chain
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import spacy.about
 from spacy.matcher import PhraseMatcher
 from spacy.tokens import Doc, Span
+
+from labeler.pattern_cache import cache_path, cached
+from labeler.vocabulary import packaged_file
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -92,7 +99,8 @@ class PhraseIndex:
     others ("ground-glass opacity", "hampton's hump") go through the tokenizer. Building
     5,600 phrase Docs for a `PhraseMatcher` made a Lexeme for each new word (0.09 s of
     every `cxr label --findings`); this builds the 26,000 phrases (predicate forms
-    included) in about 0.04 s.
+    included) in about 0.06 s, and keeps the trie of a packaged lexicon beside it
+    (`labeler.pattern_cache`, keyed by `_trie_key`), read back in 0.02 s.
 
     Args:
         nlp: the pipeline whose tokenizer splits the phrases.
@@ -103,31 +111,17 @@ class PhraseIndex:
     def __init__(
         self, nlp: Language, lexicon: Lexicon, *, skip_kinds: Collection[str] = ()
     ) -> None:
-        whole_word = _whole_word_test(nlp)
         by_concept = lexicon.phrases_by_concept(skip_kinds)
-        # Each distinct word is tested once, and a phrase then checked against the few
-        # (about 110 of 2,100) the tokenizer would split, in C: a test per word of each
-        # of the 26,000 phrases was a third of the build.
-        distinct = set(" ".join(chain.from_iterable(by_concept.values())).split(" "))
-        split = frozenset(w for w in distinct if not whole_word(w))
+        packaged = packaged_file(lexicon.name)
+        key = _trie_key(nlp, by_concept) if packaged is not None else None
         #: a trie of the phrases' words as nested dicts: word -> the node after it; a
         #: phrase's last node holds its concept id under `_END`. Nested dicts build in half
         #: the time of (state, word) -> state steps, and a step needs no tuple.
-        self.root: _Node = {}
-        for concept_id, phrases in by_concept.items():
-            for phrase in phrases:
-                words = phrase.split(" ")
-                if not split.isdisjoint(words):
-                    words = [t.lower_ for t in nlp.make_doc(phrase)]
-                node = self.root
-                for word in words:
-                    child = node.get(word)
-                    if child is None:
-                        child = node[word] = {}
-                    node = child
-                # two phrases that tokenize alike: the first concept keeps it
-                if node is not self.root:
-                    node.setdefault(_END, concept_id)
+        self.root: _Node = (
+            _trie(nlp, by_concept)
+            if packaged is None or key is None
+            else cached(cache_path(packaged, "phrases"), key, lambda: _trie(nlp, by_concept))
+        )
 
     def __call__(self, words: Sequence[str]) -> list[tuple[str, int, int]]:
         """The phrases in `words` as (concept id, start, end) token offsets, in text order:
@@ -168,6 +162,57 @@ class PhraseIndex:
                     seen.update(range(start, end))
             found = sorted(kept, key=lambda m: m[1])
         return found
+
+
+def _trie(nlp: Language, by_concept: dict[str, list[str]]) -> _Node:
+    """`PhraseIndex.root` of the phrases of each concept."""
+    whole_word = _whole_word_test(nlp)
+    # Each distinct word is tested once, and a phrase then checked against the few (about
+    # 110 of 2,100) the tokenizer would split, in C: a test per word of each of the 26,000
+    # phrases was a third of the build.
+    distinct = set(" ".join(chain.from_iterable(by_concept.values())).split(" "))
+    split = frozenset(w for w in distinct if not whole_word(w))
+    root: _Node = {}
+    for concept_id, phrases in by_concept.items():
+        for phrase in phrases:
+            words = phrase.split(" ")
+            if not split.isdisjoint(words):
+                words = [t.lower_ for t in nlp.make_doc(phrase)]
+            node = root
+            for word in words:
+                child = node.get(word)
+                if child is None:
+                    child = node[word] = {}
+                node = child
+            # two phrases that tokenize alike: the first concept keeps it
+            if node is not root:
+                node.setdefault(_END, concept_id)
+    return root
+
+
+def _trie_key(nlp: Language, by_concept: dict[str, list[str]]) -> str | None:
+    """What `_trie` of `by_concept` depends on, hashed (4 ms): the phrases, this module's
+    code, spaCy's version and the tokenizer's special cases and patterns; None where the
+    tokenizer is not spaCy's, or has a search function that is not a pattern's."""
+    tokenizer = nlp.tokenizer
+    if not hasattr(tokenizer, "rules") or not hasattr(tokenizer, "prefix_search"):
+        return None
+    patterns = []
+    for name in ("prefix_search", "suffix_search", "infix_finditer", "token_match", "url_match"):
+        search = getattr(tokenizer, name, None)
+        pattern = getattr(search, "__self__", None)
+        if search is not None and not isinstance(pattern, re.Pattern):
+            return None  # a function of its own: what it splits cannot be named
+        patterns.append((pattern.pattern, pattern.flags) if pattern is not None else None)
+    try:
+        digest = hashlib.sha256(Path(__file__).read_bytes())
+    except OSError:
+        return None
+    rules = [spacy.about.__version__, getattr(tokenizer, "faster_heuristics", None), patterns]
+    digest.update(repr([*rules, tokenizer.rules]).encode("utf-8", "surrogatepass"))
+    for concept_id, phrases in by_concept.items():
+        digest.update("\x1e".join([concept_id, *phrases, ""]).encode("utf-8", "surrogatepass"))
+    return f"phrases:{digest.hexdigest()}"
 
 
 def lexicon_matcher(

@@ -205,15 +205,18 @@ def load_lexicon(name: str = "lexicon.v1") -> Lexicon:
         for phrase in concept.phrases:
             by_phrase.setdefault(phrase, []).append(concept.id)
     predicates = _predicate_phrases(concepts, data.get("predicates"), where)
+    predicate_phrases: set[str] = set()
     for phrase, cid in predicates.items():
-        by_phrase.setdefault(phrase, [cid])  # a listed phrase keeps its own concept
+        # a listed phrase keeps its own concept
+        if by_phrase.setdefault(phrase, [cid]) == [cid]:
+            predicate_phrases.add(phrase)
     lexicon = Lexicon(
         name=where,
         version=int(data.get("version") or 1),
         concepts=MappingProxyType(concepts),
         by_phrase=MappingProxyType({p: tuple(ids) for p, ids in by_phrase.items()}),
         open_finding_heads=_heads(data.get("open_finding_heads"), where),
-        predicate_phrases=frozenset(p for p in predicates if by_phrase[p] == [predicates[p]]),
+        predicate_phrases=frozenset(predicate_phrases),
     )
     _check_clashes(lexicon, where)
     return lexicon
@@ -234,16 +237,19 @@ def _predicate_phrases(
             raise PatternFileError(f"{where}: `predicates.{key}` must be a list of words")
         lists[key] = [" ".join(w.lower().split()) for w in words]
     adjectives = set(lists["adjectives"])
+    # " is ", " is mildly ", " remains ", ...: each verb, without and with each degree word
+    links = [
+        f" {verb} {degree} " if degree else f" {verb} "
+        for verb in lists["verbs"]
+        for degree in ("", *lists["degrees"])
+    ]
     out: dict[str, str] = {}
     for concept in concepts.values():
         for phrase in concept.phrases:
             first, _, rest = phrase.partition(" ")
-            if first not in adjectives or not rest:
-                continue
-            for verb in lists["verbs"]:
-                for degree in ("", *lists["degrees"]):
-                    form = " ".join(f"{rest} {verb} {degree} {first}".split())
-                    out.setdefault(form, concept.id)
+            if first in adjectives and rest:
+                for link in links:
+                    out.setdefault(f"{rest}{link}{first}", concept.id)
     return out
 
 
@@ -380,6 +386,8 @@ def _check_parents(concepts: Mapping[str, LexiconConcept], where: str) -> None:
 def _check_clashes(lexicon: Lexicon, where: str) -> None:
     clashes = []
     for phrase, ids in lexicon.by_phrase.items():
+        if len(ids) == 1:
+            continue  # most phrases: one concept claims them
         for i, first in enumerate(ids):
             for second in ids[i + 1 :]:
                 if first not in lexicon.ancestors(second) and second not in lexicon.ancestors(

@@ -1,9 +1,12 @@
-"""The parsed data of each packaged pattern file, kept beside it as Python keeps bytecode.
+"""The parsed data of each packaged pattern file, and data built from it, kept beside it as
+Python keeps bytecode.
 
 Parsing YAML is most of the cost of loading a large pattern file: the chest lexicon's
 150 KB take 0.05 s at every `cxr label --findings`, the same data as JSON 1 ms. The data is
 stored in the `__pycache__` folder beside the file (`lexicon.v1.yaml.json`), keyed by the
-SHA-256 of the file's text and the PyYAML version that parsed it.
+SHA-256 of the file's text and the PyYAML version that parsed it. Data built from a file
+(`cached`) is kept the same way under a key of its builder's: the lexicon's phrase trie
+(`labeler.findings.PhraseIndex`, 0.05 s to build, 0.015 s to read) beside the lexicon.
 
 It is only a cache. A missing, stale, unreadable or corrupt copy is parsed again from the
 YAML (and replaced); where the folder cannot be written (a read-only install) nothing is
@@ -25,15 +28,16 @@ from typing import Any
 
 import yaml
 
-__all__ = ["cache_path", "load_cached"]
+__all__ = ["cache_path", "cached", "load_cached"]
 
 #: Bumped when what is stored changes.
 _FORMAT = 1
 
 
-def cache_path(path: Path) -> Path:
-    """Where the parsed data of the pattern file `path` is kept."""
-    return path.parent / "__pycache__" / f"{path.name}.json"
+def cache_path(path: Path, what: str = "") -> Path:
+    """Where the parsed data of the pattern file `path` is kept, or with `what` ("phrases")
+    the data of that name built from it."""
+    return path.parent / "__pycache__" / f"{path.name}{'.' if what else ''}{what}.json"
 
 
 def load_cached(path: Path, text: str, parse: Callable[[str], Any]) -> Any:
@@ -49,15 +53,28 @@ def load_cached(path: Path, text: str, parse: Callable[[str], Any]) -> Any:
         The parsed data: a fresh object on every call.
     """
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-    key = f"{_FORMAT}:{yaml.__version__}:{digest}"
-    cache = cache_path(path)
+    return cached(cache_path(path), f"{yaml.__version__}:{digest}", lambda: parse(text))
+
+
+def cached(cache: Path, key: str, build: Callable[[], Any]) -> Any:
+    """`build()`, from the JSON file `cache` when it holds the data stored under `key`.
+
+    Args:
+        cache: the cache file (`cache_path`).
+        key: what the data depends on, hashed, such that another key means other data.
+        build: makes the data; its errors propagate and nothing is stored.
+
+    Returns:
+        The data: a fresh object on every call.
+    """
+    key = f"{_FORMAT}:{key}"
     try:
         stored = json.loads(cache.read_text(encoding="utf-8"))
         if isinstance(stored, dict) and stored.get("key") == key and "data" in stored:
             return stored["data"]
     except (OSError, ValueError, RecursionError):
-        pass  # none yet, or unreadable: parse the YAML
-    data = parse(text)
+        pass  # none yet, or unreadable: build it
+    data = build()
     _store(cache, key, data)
     return data
 

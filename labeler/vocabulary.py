@@ -30,6 +30,7 @@ __all__ = [
     "load_rules",
     "load_sections",
     "load_statements",
+    "packaged_file",
     "plural_phrase",
     "read_pattern_file",
 ]
@@ -122,19 +123,18 @@ def read_pattern_file(name: str) -> tuple[str, dict[str, Any]]:
 
     A packaged file's parsed data is cached beside it (`labeler.pattern_cache`); a file
     given by path is parsed each time."""
-    packaged: Path | None = None
+    packaged = packaged_file(name)
     if name.endswith((".yaml", ".yml")):
         path = Path(name)
         if not path.is_file():
             raise PatternFileError(f"pattern file {name!r} does not exist")
         text = path.read_text(encoding="utf-8")
+    elif packaged is None:
+        raise PatternFileError(
+            f"no packaged pattern set {name!r}; expected labeler/patterns/{name}.yaml "
+            "or a path to a .yaml file"
+        )
     else:
-        packaged = _PATTERN_DIR / f"{name}.yaml"
-        if not packaged.is_file():
-            raise PatternFileError(
-                f"no packaged pattern set {name!r}; expected labeler/patterns/{name}.yaml "
-                "or a path to a .yaml file"
-            )
         text = packaged.read_text(encoding="utf-8")
     try:
         data = _parse_yaml(text) if packaged is None else load_cached(packaged, text, _parse_yaml)
@@ -149,6 +149,15 @@ def read_pattern_file(name: str) -> tuple[str, dict[str, Any]]:
     if not isinstance(data, dict):
         raise PatternFileError(f"pattern file {name!r} must hold a mapping at top level")
     return name, data
+
+
+def packaged_file(name: str) -> Path | None:
+    """The packaged pattern file a name (`lexicon.v1`) stands for; None for a path to a YAML
+    file, or a name no packaged file has."""
+    if name.endswith((".yaml", ".yml")):
+        return None
+    path = _PATTERN_DIR / f"{name}.yaml"
+    return path if path.is_file() else None
 
 
 def _parse_yaml(text: str) -> Any:

@@ -9,13 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import spacy
 from spacy.language import Language
 from spacy.tokens import Doc, Span
 from spacy.util import filter_spans
 
+from labeler import findings, vocabulary
 from labeler.config import LabelerConfig
 from labeler.findings import PhraseIndex, lexicon_matcher
 from labeler.lexicon import Lexicon, load_lexicon
+from labeler.pattern_cache import cache_path
 from labeler.pipeline import label_report
 from labeler.schema import ReportFinding, ReportLabels
 
@@ -286,6 +289,41 @@ def test_the_phrase_index_reads_a_phrase_with_a_side_in_its_midst(
     # a side the phrase does not go on after is not taken, nor a word other than a side
     assert index(["degenerative", "changes", "of", "the", "right"]) == [("change", 0, 2)]
     assert index(["degenerative", "changes", "of", "the", "old", "shoulder"]) == [("change", 0, 2)]
+
+
+def test_a_packaged_lexicons_phrase_index_is_kept_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vocabulary, "_PATTERN_DIR", tmp_path)
+    (tmp_path / "lexicon.cachetest.yaml").write_text(
+        "concepts:\n"
+        "  - {id: effusion, name: Effusion, kind: finding, phrases: [pleural effusion]}\n"
+        "  - {id: ggo, name: GGO, kind: finding, phrases: [ground-glass opacity]}\n",
+        encoding="utf-8",
+    )
+    load_lexicon.cache_clear()
+    lexicon = load_lexicon("lexicon.cachetest")
+    load_lexicon.cache_clear()
+    nlp = spacy.blank("en")
+    built = PhraseIndex(nlp, lexicon).root
+    assert cache_path(tmp_path / "lexicon.cachetest.yaml", "phrases").is_file()
+    assert built["ground"]["-"]["glass"]["opacity"] == {"": "ggo"}
+
+    def refuse(*args: object) -> Any:
+        raise AssertionError("built although the cache holds this lexicon's trie")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(findings, "_trie", refuse)
+        assert PhraseIndex(nlp, lexicon).root == built
+    # another tokenizer splits other words: the trie is built again
+    nlp.tokenizer.add_special_case("effusion", [{"ORTH": "effus"}, {"ORTH": "ion"}])
+    assert PhraseIndex(nlp, lexicon).root["pleural"]["effus"] == {"ion": {"": "effusion"}}
+    # a lexicon given by path is the user's: nothing is written beside it
+    user = tmp_path / "mine" / "lexicon.yaml"
+    user.parent.mkdir()
+    user.write_text((tmp_path / "lexicon.cachetest.yaml").read_text(), encoding="utf-8")
+    PhraseIndex(nlp, load_lexicon(str(user)))
+    assert [p.name for p in user.parent.iterdir()] == ["lexicon.yaml"]
 
 
 def _phrases_of(index: PhraseIndex) -> list[list[str]]:

@@ -1,4 +1,5 @@
-"""The parsed data of packaged pattern files, cached beside them (`labeler.pattern_cache`)."""
+"""The parsed data of packaged pattern files, and data built from them, cached beside them
+(`labeler.pattern_cache`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 import yaml
 
 from labeler import vocabulary
-from labeler.pattern_cache import cache_path, load_cached
+from labeler.pattern_cache import cache_path, cached, load_cached
 
 pytestmark = pytest.mark.issue(40)
 
@@ -98,3 +99,65 @@ def test_packaged_files_use_the_cache_and_paths_do_not(
     user.write_text(TEXT, encoding="utf-8")
     assert vocabulary.read_pattern_file(str(user))[1] == data
     assert sorted(p.name for p in user.parent.iterdir()) == ["set.yaml"]
+
+
+BUILT = {"a": {"b": {"": "x"}}, "c": {"": "y"}}
+
+
+def _build() -> Any:
+    return json.loads(json.dumps(BUILT))
+
+
+def _refuse_build() -> Any:
+    raise AssertionError("built although the cache holds this key")
+
+
+def test_built_data_is_stored_beside_the_file_and_read_back(tmp_path: Path) -> None:
+    cache = cache_path(tmp_path / "set.v1.yaml", "trie")
+    assert cache == tmp_path / "__pycache__" / "set.v1.yaml.trie.json"
+    assert cached(cache, "k1", _build) == BUILT and cache.is_file()
+    again = cached(cache, "k1", _refuse_build)
+    assert again == BUILT and again is not cached(cache, "k1", _refuse_build)
+
+
+def test_built_data_under_another_key_is_built_again_and_replaces_the_copy(
+    tmp_path: Path,
+) -> None:
+    cache = cache_path(tmp_path / "set.v1.yaml", "trie")
+    cached(cache, "k1", _build)
+    assert cached(cache, "k2", lambda: {"other": 1}) == {"other": 1}
+    assert cached(cache, "k2", _refuse_build) == {"other": 1}
+    assert cached(cache, "k1", _build) == BUILT  # the old key's copy is gone
+
+
+@pytest.mark.parametrize(
+    "stored", [b"\x00\xff not json", b'{"key": "1:k1"}', b'{"key": "1:k1", "data"', b""]
+)
+def test_a_corrupt_copy_of_built_data_is_built_again(tmp_path: Path, stored: bytes) -> None:
+    cache = cache_path(tmp_path / "set.v1.yaml", "trie")
+    cache.parent.mkdir()
+    cache.write_bytes(stored)
+    assert cached(cache, "k1", _build) == BUILT
+    assert cached(cache, "k1", _refuse_build) == BUILT  # and was replaced
+
+
+def test_built_data_in_an_unwritable_folder_is_built_each_time(tmp_path: Path) -> None:
+    (tmp_path / "__pycache__").write_text("a file where the folder would be")
+    cache = cache_path(tmp_path / "set.v1.yaml", "trie")
+    calls = []
+
+    def build() -> Any:
+        calls.append(1)
+        return _build()
+
+    assert cached(cache, "k1", build) == BUILT
+    assert cached(cache, "k1", build) == BUILT
+    assert len(calls) == 2
+    assert [p.name for p in tmp_path.iterdir()] == ["__pycache__"]
+
+
+def test_a_build_error_propagates_and_stores_nothing(tmp_path: Path) -> None:
+    cache = cache_path(tmp_path / "set.v1.yaml", "trie")
+    with pytest.raises(ZeroDivisionError):
+        cached(cache, "k1", lambda: 1 / 0)
+    assert not cache.exists()
