@@ -97,6 +97,8 @@ _MAX_PATH = 12
 _LIST_JOINERS = frozenset({"and", "or", ",", "&", "and/or"})
 #: the words between two readings offered for one finding ("scarring or atelectasis")
 _READINGS_JOINED = (["or"], ["and/or"], ["and", "/", "or"])
+#: a vertebra or rib level ("T12", "L1", "9th")
+_LEVEL = re.compile(r"(?:[TLC]\d{1,2}|\d{1,2}(?:st|nd|rd|th))$", re.IGNORECASE)
 #: what ends the stretch of words a mention may take without a parse
 _BREAKS = frozenset({"and", "or", "with", "but"})
 
@@ -727,6 +729,18 @@ def _is_break(token: Token) -> bool:
     return token.is_punct or token.lower_ in _BREAKS
 
 
+def _joins_levels(doc: Doc, i: int, mention: Span) -> bool:
+    """Whether the word at `i` joins two levels just before the mention ("stable T9 and T12
+    XXXX fractures": the levels are the finding's, and so is the word before them)."""
+    return (
+        doc[i].lower_ in ("and", "or")
+        and i > 0
+        and mention.start - i <= 3
+        and _LEVEL.match(doc[i - 1].text) is not None
+        and _LEVEL.match(doc[i + 1].text) is not None
+    )
+
+
 def _unbroken(doc: Doc, indices: Iterable[int]) -> list[int]:
     """The indices taken in order up to the first break."""
     return list(itertools.takewhile(lambda i: not _is_break(doc[i]), indices))
@@ -741,7 +755,7 @@ def _window(
     hi = mentions[idx + 1].start if idx + 1 < len(mentions) else len(doc)
     if idx > 0:  # words between two mentions go to the following one up to a break
         for i in range(mention.start - 1, lo - 1, -1):
-            if _is_break(doc[i]):
+            if _is_break(doc[i]) and not _joins_levels(doc, i, mention):
                 lo = i + 1
                 break
     if idx + 1 < len(mentions):

@@ -2495,7 +2495,10 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
                 count = 2  # "bilateral pleural effusions": one in each pleural space
             if count is None and any(_plural(m.text) for m in target.deciding):
                 count = "multiple"  # "chronic left-sided rib fractures", no number
-            if count is None and all(m.label in patterns.uncounted for m in target.deciding):
+            if count is None and (
+                _concept_id(question.label or "") in patterns.uncounted
+                or all(m.label in patterns.uncounted for m in target.deciding)
+            ):
                 # "How many granulomas?" over "prior granulomatous disease": not said
                 return out("unknown", False)
             return out(count if count is not None else 1)  # type: ignore[arg-type]

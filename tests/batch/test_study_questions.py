@@ -873,6 +873,9 @@ CLINICIANS = [
     ("How many granulomas are there?", "FINDINGS: Calcified granulomas.", "count",
      "multiple"),
     ("How many views were taken?", "FINDINGS: 2 images. Clear lungs.", "study", 2),
+    ("How many levels are degenerate?", "FINDINGS: Degenerative changes of the thoracic "
+     "spine.", "count", "unknown"),
+    ("Is there disc degeneration?", "FINDINGS: Normal thoracic spine.", "presence", "no"),
     # "instead" asks the same: is it read so?
     ("Could it be pleural thickening instead?", "IMPRESSION: Small pleural effusion versus "
      "minimal pleural thickening.", "presence", "uncertain"),

@@ -182,6 +182,20 @@ def test_a_count_after_of_counts_the_finding(
     assert _one(read(text), concept).attributes.get("count") == count
 
 
+def test_levels_joined_before_a_finding_keep_its_describing_words(read: Read) -> None:
+    # "and" between two levels does not end the words the fractures take ("stable")
+    text = "FINDINGS: Osteopenia, stable appearance of T9 and T12 XXXX fractures."
+    fracture = _one(read(text), "vertebral_fracture")
+    assert fracture.attributes.get("change") == "unchanged"
+    assert fracture.attributes.get("levels") == ["T9", "T12"]
+    # two levels further from the finding are another finding's: "right" stays the density's
+    text = (
+        "FINDINGS: Curvilinear density over the right anterior 3rd and 4th ribs beyond "
+        "which lung markings are seen."
+    )
+    assert _one(read(text), "density").attributes.get("laterality") == "right"
+
+
 def test_reading_findings_leaves_the_labels_as_they_were(nlp: Language) -> None:
     reports = [
         "FINDINGS: No focal consolidation, effusion or pneumothorax. Right PICC.",
