@@ -982,7 +982,7 @@ class QuestionParser:
             _qualifier(r.doc, h)
             for h in hits
             if h.group in _PLACE_KINDS and free(h) and qtype != "position"
-        )
+        ) + self._sites_named(r)
         # "How big is it: small, medium or large?": the grades offered, to answer in
         choices = tuple(
             _qualifier(r.doc, h)
@@ -999,6 +999,26 @@ class QuestionParser:
             rules=(*r.rules, best.entry.id, *(q.rule for q in where)),
             unit=unit if qtype == "size" else None,
             where=where,
+        )
+
+    def _sites_named(self, r: _Reading) -> tuple[Qualifier, ...]:
+        """The sites an open question names beside its finding ("Where is the mediastinal
+        opacity?"): they pick the findings there among several (`_narrowed_to_place`)."""
+        inside = {i for s, e in r.taken for i in range(s, e)}
+        return tuple(
+            Qualifier(
+                kind="site",
+                value=t.lower_,
+                accepts=tuple(sorted(self._sites[t.lower_])),
+                rule=f"site.{t.lower_}",
+                start=t.idx,
+                end=t.idx + len(t),
+            )
+            for t in r.doc
+            if t.lower_ in self._sites
+            and t.i not in inside
+            and t.lower_ not in self.patterns.site_generic_words
+            and not any(h.start <= t.i < h.end for h in r.all_hits)
         )
 
     def _qualifiers(
@@ -1874,7 +1894,10 @@ def _narrowed_to_place(
         return target
     zones = patterns.zone_includes
     there = [
-        m for m in target.deciding if all(_check(q, m.attributes, zones) == "yes" for q in places)
+        m
+        for m in target.deciding
+        for seen in ({**m.attributes, "near_words": _near_words([m], patterns.denying_words)},)
+        if all(_check(q, seen, zones) == "yes" for q in places)
     ]
     if not there or len(there) == len(target.deciding):
         return target

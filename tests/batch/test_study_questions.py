@@ -876,6 +876,9 @@ CLINICIANS = [
     ("How many levels are degenerate?", "FINDINGS: Degenerative changes of the thoracic "
      "spine.", "count", "unknown"),
     ("Is there disc degeneration?", "FINDINGS: Normal thoracic spine.", "presence", "no"),
+    # a site the question names picks the finding there among several
+    ("Where is the mediastinal opacity?", "FINDINGS: Bibasilar airspace opacities. Stable "
+     "right upper mediastinal opacity.", "position", ["right", "upper"]),
     # "instead" asks the same: is it read so?
     ("Could it be pleural thickening instead?", "IMPRESSION: Small pleural effusion versus "
      "minimal pleural thickening.", "presence", "uncertain"),
