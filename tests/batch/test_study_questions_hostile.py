@@ -33,7 +33,11 @@ _PLAIN = (
     # measurement, a part and what was done to it, an age
     "after now went drain drains out patient had TB history abnormal seen measure ratio "
     "cardiothoracic granuloma calcified replaced removed shoulder valve recent fresh "
-    "effusions multilevel"
+    "effusions multilevel "
+    # and the next round's: lines, collapse, a site beside the finding, instead, degenerate
+    # levels, over-expanded, higher
+    "lines collapse mediastinal aortopulmonary instead alternatively degenerate levels "
+    "over-expanded higher hypoinflated streaky"
 )
 # other scripts, a zero-width space, a right-to-left override, a byte-order mark
 _ODD = (
@@ -114,6 +118,14 @@ def engine_and_report() -> tuple[StudyQuestions, ReportLabels]:
         "Has the patient had",
         "What is abnormal in",
         "How many views",
+        # the next round's: a concept by a question entry, listed with a label; a site of
+        # an open question, alone, repeated; "instead" alone
+        "Any lines or",
+        "Is there an effusion or a pacemaker or any lines or " * 20,
+        "Where is the mediastinal?",
+        "Where is the " + "mediastinal " * 200 + "opacity?",
+        "instead?",
+        "How many levels are",
     ],
 )
 def test_this_rounds_cues_broken_are_answered_or_refused(
