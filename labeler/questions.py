@@ -1001,19 +1001,23 @@ class QuestionParser:
             where=where,
         )
 
+    def _site(self, t: Token) -> Qualifier:
+        """The site qualifier of a site word: every word that names the same site."""
+        return Qualifier(
+            kind="site",
+            value=t.lower_,
+            accepts=tuple(sorted(self._sites[t.lower_])),
+            rule=f"site.{t.lower_}",
+            start=t.idx,
+            end=t.idx + len(t),
+        )
+
     def _sites_named(self, r: _Reading) -> tuple[Qualifier, ...]:
         """The sites an open question names beside its finding ("Where is the mediastinal
         opacity?"): they pick the findings there among several (`_narrowed_to_place`)."""
         inside = {i for s, e in r.taken for i in range(s, e)}
         return tuple(
-            Qualifier(
-                kind="site",
-                value=t.lower_,
-                accepts=tuple(sorted(self._sites[t.lower_])),
-                rule=f"site.{t.lower_}",
-                start=t.idx,
-                end=t.idx + len(t),
-            )
+            self._site(t)
             for t in r.doc
             if t.lower_ in self._sites
             and t.i not in inside
@@ -1070,20 +1074,7 @@ class QuestionParser:
         if unknown and all(t.lower_ in self._sites for t in unknown):
             # "Is there a shoulder fracture?": the site is read in the words beside the
             # finding ("fracture-dislocation of the right shoulder")
-            quals = [
-                *quals,
-                *(
-                    Qualifier(
-                        kind="site",
-                        value=t.lower_,
-                        accepts=tuple(sorted(self._sites[t.lower_])),
-                        rule=f"site.{t.lower_}",
-                        start=t.idx,
-                        end=t.idx + len(t),
-                    )
-                    for t in unknown
-                ),
-            ]
+            quals = [*quals, *(self._site(t) for t in unknown)]
             unknown = []
         if unknown:
             return ParsedQuestion(
