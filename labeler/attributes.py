@@ -284,6 +284,13 @@ class AttributeFinder:
             self.matcher.add(term.id, [nlp_make_doc(p) for p in term.phrases])
         self._strings = vocab.strings
         self._lobe_terms = {p: t for t in rules.terms for p in t.phrases if p.endswith(" lobe")}
+        #: degree word -> its severity term ("mildly": severity.mild)
+        self._degrees = {
+            p: t
+            for t in rules.terms
+            for p in t.phrases
+            if p in rules.degree_words and any(key == "severity" for key, _ in t.sets)
+        }
         self.trigger_words = frozenset(
             w for t in rules.terms for p in t.phrases for w in p.split()
         ) | frozenset(rules.units)
@@ -385,7 +392,11 @@ class AttributeFinder:
                     # an adjective of the finding's own name ("increased interstitial
                     # markings", "decreased lung volumes") says what it is, not how it changed;
                     # "stable" in "stable cardiomediastinal silhouette" and a noun ("increase
-                    # in heart size") still say so
+                    # in heart size") still say so. A degree word before it grades the
+                    # finding ("mildly diminished lung volumes" are mildly low)
+                    graded = self._graded(doc, span.start - 1)
+                    if graded is not None:
+                        mine.append(graded)
                     continue
                 if before and all(i in before for i in tokens):
                     mine.append(ev)
@@ -402,6 +413,15 @@ class AttributeFinder:
                 mine.append(ev)
             out.append(_values(mine, self.rules.severity_order, self._plural(mention)))
         return out
+
+    def _graded(self, doc: Doc, i: int) -> AttributeEvidence | None:
+        """The severity a degree word at token `i` gives, if it is one."""
+        term = self._degrees.get(doc[i].lower_) if i >= 0 else None
+        if term is None:
+            return None
+        value = next(v for key, v in term.sets if key == "severity")
+        tok = doc[i]
+        return AttributeEvidence("severity", value, term.id, tok.idx, tok.idx + len(tok.text))
 
     def _counted_in(self, mention: Span, span: Span) -> bool:
         """Whether a count after the finding says how many of a counted noun it takes:

@@ -196,6 +196,32 @@ def test_levels_joined_before_a_finding_keep_its_describing_words(read: Read) ->
     assert _one(read(text), "density").attributes.get("laterality") == "right"
 
 
+@pytest.mark.parametrize(
+    ("text", "concept", "attributes"),
+    [
+        # a degree word before a change word of the finding's own name grades the finding
+        ("FINDINGS: Mildly diminished lung volumes.", "low_lung_volumes", {"severity": "mild"}),
+        ("FINDINGS: Markedly increased interstitial markings.", "interstitial_markings",
+         {"severity": "severe"}),
+        # ... and before a change the finding went through, how much it changed: no severity
+        ("FINDINGS: Slightly increased right pleural effusion.", "pleural_effusion",
+         {"laterality": "right", "change": "increased"}),
+        # other words of the lexicon's: "to" the aorta, hypoventilation, UK spellings
+        ("FINDINGS: There is mild tortuosity to the descending thoracic aorta.",
+         "tortuous_thoracic_aorta", {"severity": "mild"}),
+        ("IMPRESSION: Mild hypoventilation.", "low_lung_volumes", {"severity": "mild"}),
+        ("FINDINGS: Splenic artery embolisation coils.", "embolization_coils", {}),
+        ("FINDINGS: Dual-lumen catheter tip at the cavoatrial junction.",
+         "central_venous_catheter", {"tip": "cavoatrial junction",
+                                     "tip_text": "cavoatrial junction"}),
+    ],
+)  # fmt: skip
+def test_more_of_the_reports_words(
+    read: Read, text: str, concept: str, attributes: dict[str, object]
+) -> None:
+    assert _one(read(text), concept).attributes == attributes
+
+
 def test_reading_findings_leaves_the_labels_as_they_were(nlp: Language) -> None:
     reports = [
         "FINDINGS: No focal consolidation, effusion or pneumothorax. Right PICC.",
