@@ -1172,10 +1172,14 @@ class QuestionParser:
         spans = [s for s in spans if s[0] in self.labels]
         fallback = not spans
         if fallback:
+            # not a word of a place ("Any opacity behind the heart?")
+            placed = {i for h in hits if h.group in _PLACE_KINDS for i in range(h.start, h.end)}
             spans = [
                 (str(h.entry.value), h.entry.id, h.start, h.end)
                 for h in hits
-                if h.group == "fallback" and str(h.entry.value) in self.labels
+                if h.group == "fallback"
+                and str(h.entry.value) in self.labels
+                and placed.isdisjoint(range(h.start, h.end))
             ]
         if self._lexicon_matcher is not None:
             # a concept of the lexicon ("Is there a central line?"), by one of its phrases

@@ -879,6 +879,10 @@ CLINICIANS = [
     # a site the question names picks the finding there among several
     ("Where is the mediastinal opacity?", "FINDINGS: Bibasilar airspace opacities. Stable "
      "right upper mediastinal opacity.", "position", ["right", "upper"]),
+    # "behind the heart" is a place, not the heart's size
+    ("Any opacity behind the heart?", "FINDINGS: Subtle left retrocardiac density.",
+     "position", "yes"),
+    ("Any opacity behind the heart?", "FINDINGS: Right upper lobe opacity.", "position", "no"),
     # "instead" asks the same: is it read so?
     ("Could it be pleural thickening instead?", "IMPRESSION: Small pleural effusion versus "
      "minimal pleural thickening.", "presence", "uncertain"),
