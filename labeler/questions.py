@@ -978,11 +978,20 @@ class QuestionParser:
         )
         if qtype == "count" and unit is not None:
             qtype = "size"  # "How many centimetres is the granuloma?"
-        where = tuple(
-            _qualifier(r.doc, h)
-            for h in hits
-            if h.group in _PLACE_KINDS and free(h) and qtype != "position"
-        ) + self._sites_named(r)
+        where = (
+            tuple(
+                _qualifier(r.doc, h)
+                for h in hits
+                if h.group in _PLACE_KINDS and free(h) and qtype != "position"
+            )
+            + self._sites_named(r)
+            + tuple(
+                # "Where is the calcified nodule?": the one the report calls so
+                _qualifier(r.doc, h)
+                for h in hits
+                if h.group == "descriptor" and free(h)
+            )
+        )
         # "How big is it: small, medium or large?": the grades offered, to answer in
         choices = tuple(
             _qualifier(r.doc, h)

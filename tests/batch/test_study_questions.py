@@ -879,6 +879,12 @@ CLINICIANS = [
     # a site the question names picks the finding there among several
     ("Where is the mediastinal opacity?", "FINDINGS: Bibasilar airspace opacities. Stable "
      "right upper mediastinal opacity.", "position", ["right", "upper"]),
+    # a describing word of an open question picks the finding so described among several;
+    # supra- and infrahilar are perihilar places
+    ("Where is the calcified nodule?", "FINDINGS: Right upper lobe nodule. Calcified nodule "
+     "in the left lower lobe.", "position", ["left", "left lower lobe"]),
+    ("Where is the dense nodule?", "FINDINGS: Dense nodule in the left suprahilar lung.",
+     "position", ["left", "perihilar", "suprahilar"]),
     # "behind the heart" is a place, not the heart's size
     ("Any opacity behind the heart?", "FINDINGS: Subtle left retrocardiac density.",
      "position", "yes"),
