@@ -885,6 +885,10 @@ CLINICIANS = [
      "in the left lower lobe.", "position", ["left", "left lower lobe"]),
     ("Where is the dense nodule?", "FINDINGS: Dense nodule in the left suprahilar lung.",
      "position", ["left", "perihilar", "suprahilar"]),
+    # a change the next sentence gives in other words of the prior study
+    ("Is the opacity in the right midlung new?", "FINDINGS: There is a focal area of "
+     "opacity in the right midlung zone. This was not present on the recent prior study.",
+     "change", "yes"),
     # "behind the heart" is a place, not the heart's size
     ("Any opacity behind the heart?", "FINDINGS: Subtle left retrocardiac density.",
      "position", "yes"),
