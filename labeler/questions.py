@@ -184,6 +184,8 @@ class QuestionPatterns:
     minor_acute_labels: frozenset[str] = frozenset()
     #: normal statements that say the study shows no acute disease (concept ids)
     no_acute_statements: frozenset[str] = frozenset()
+    #: lexicon concepts that say the whole study is as before ("Stable chest.")
+    unchanged_statements: frozenset[str] = frozenset()
     #: label -> lexicon concepts read as it where the report names the label nowhere
     #: ("17 mm nodular opacity" is the nodule a clinician asks about)
     read_as_label: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -328,6 +330,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         stated_normal=_lists(data, "stated_normal"),
         anatomy_normals=_lists(data, "anatomy_normals"),
         no_acute_statements=frozenset(str(c) for c in data.get("no_acute_statements") or ()),
+        unchanged_statements=frozenset(str(c) for c in data.get("unchanged_statements") or ()),
         minor_acute_labels=frozenset(str(c) for c in data.get("minor_acute_labels") or ()),
         place_parts=_words(data, "place_parts"),
         problem_cues=tuple(str(w).lower() for w in data.get("problem_cues") or ()),
@@ -2043,7 +2046,12 @@ def answer_study(
         changed = [f for f in findings if f.attributes.get("change") in _CHANGED]
         if changed:
             return out("yes", changed)
-        same = [f for f in findings if f.attributes.get("change") == "unchanged"]
+        same = [
+            f
+            for f in findings
+            if f.attributes.get("change") == "unchanged"
+            or (f.concept in patterns.unchanged_statements and f.status == "positive")
+        ]
         return out("no", same) if same else out("unknown", [], False)
     if asks == "list":
         # the abnormal findings by name, those stated before those hedged

@@ -889,6 +889,12 @@ CLINICIANS = [
     ("Is the opacity in the right midlung new?", "FINDINGS: There is a focal area of "
      "opacity in the right midlung zone. This was not present on the recent prior study.",
      "change", "yes"),
+    # a sentence that says the whole study is as before
+    ("Has anything changed since the last film?", "FINDINGS: Heart size normal. "
+     "IMPRESSION: Stable chest.", "study", "no"),
+    ("Has anything changed since the last film?", "FINDINGS: Heart size normal. "
+     "IMPRESSION: Stable left chest wall pacemaker generator. New right effusion.", "study",
+     "yes"),
     # "behind the heart" is a place, not the heart's size
     ("Any opacity behind the heart?", "FINDINGS: Subtle left retrocardiac density.",
      "position", "yes"),

@@ -222,6 +222,19 @@ def test_more_of_the_reports_words(
     assert _one(read(text), concept).attributes == attributes
 
 
+def test_a_stable_study_is_a_whole_sentence_statement(read: Read) -> None:
+    def concepts(text: str) -> list[str]:
+        return [f.concept for f in read(text).report_findings or ()]
+
+    assert "stable_study" in concepts("IMPRESSION: Stable chest.")
+    # not a chest wall device's, nor a finding's change in the same sentence
+    assert "stable_study" not in concepts("FINDINGS: Stable left chest wall generator.")
+    found = read("FINDINGS: Cardiomegaly with no interval change.").report_findings or []
+    assert [(f.concept, f.attributes.get("change")) for f in found] == [
+        ("cardiomegaly", "unchanged")
+    ]
+
+
 def test_reading_findings_leaves_the_labels_as_they_were(nlp: Language) -> None:
     reports = [
         "FINDINGS: No focal consolidation, effusion or pneumothorax. Right PICC.",
