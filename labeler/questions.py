@@ -1900,10 +1900,17 @@ def _narrowed_to_place(
     if not places or len(target.deciding) < 2:
         return target
     zones = patterns.zone_includes
+    # a site or describing word is checked against the words beside each finding; a side,
+    # zone or lobe against its attributes alone
+    worded = any(q.kind in ("descriptor", "site") for q in places)
     there = [
         m
         for m in target.deciding
-        for seen in ({**m.attributes, "near_words": _near_words([m], patterns.denying_words)},)
+        for seen in (
+            {**m.attributes, "near_words": _near_words([m], patterns.denying_words)}
+            if worded
+            else m.attributes,
+        )
         if all(_check(q, seen, zones) == "yes" for q in places)
     ]
     if not there or len(there) == len(target.deciding):
