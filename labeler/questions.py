@@ -103,6 +103,9 @@ class _Entry:
     accepts: tuple[str, ...] = ()
     extra: tuple[tuple[str, str], ...] = ()
     rejects: tuple[str, ...] = ()
+    # a blocker's phrase followed by one of these words is no blocker ("compared with the
+    # last film" dates a change; "compared with the right side" compares two findings)
+    not_before: tuple[str, ...] = ()
 
     def get(self, key: str) -> str:
         return dict(self.extra).get(key, "")
@@ -217,6 +220,9 @@ class QuestionPatterns:
     denying_words: frozenset[str] = frozenset()
     #: verbs that ask for a finding's reading ("Does the opacity represent pneumonia?")
     reading_words: frozenset[str] = frozenset()
+    #: words between a finding pointed at and a reading asked of it ("Is the nodule a
+    #: granuloma?", "Could the nodule be a granuloma?")
+    reading_links: frozenset[str] = frozenset()
 
 
 def _entries(name: str, data: object, key: str, *, values: bool = False) -> tuple[_Entry, ...]:
@@ -253,6 +259,7 @@ def _entries(name: str, data: object, key: str, *, values: bool = False) -> tupl
                 accepts=tuple(str(a) for a in accepts),
                 extra=extra,
                 rejects=tuple(str(a) for a in raw.get("rejects") or ()),
+                not_before=tuple(str(a).lower() for a in raw.get("not_before") or ()),
             )
         )
     return tuple(out)
@@ -352,6 +359,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         bare_fillers=_words(data, "bare_fillers"),
         denying_words=_words(data, "denying_words"),
         reading_words=_words(data, "reading_words"),
+        reading_links=_words(data, "reading_words") | _words(data, "reading_links"),
     )
 
 
@@ -549,6 +557,7 @@ class QuestionParser:
             if lexicon
             else frozenset()
         )
+        self._pointing = self.patterns.demonstratives | {"the"}
         # "Are the lungs clear?": a normal statement, asked about when nothing else is named
         # "Any acute bony findings?" names "no acute bony findings" without its "no": it asks
         # about the abnormality that statement rules out
@@ -687,7 +696,9 @@ class QuestionParser:
         blockers = [
             h
             for h in hits
-            if h.group == "blocker" and not any(s <= h.start and h.end <= e for *_, s, e in found)
+            if h.group == "blocker"
+            and not any(s <= h.start and h.end <= e for *_, s, e in found)
+            and not (h.end < len(doc) and doc[h.end].lower_ in h.entry.not_before)
         ]
         if blockers:
             b = blockers[0]
@@ -923,6 +934,27 @@ class QuestionParser:
             return None
         return "or" if "or" in joins else "and"
 
+    def _read_as(
+        self,
+        doc: Doc,
+        spans: list[tuple[str, str, int, int]],
+        readings: list[tuple[str, str, int, int]],
+        hits: list[_Hit],
+    ) -> bool:
+        """Whether the one label finding named is pointed at ("the nodule") and asked to be
+        read as the concepts named after it ("... a granuloma", "... concerning for
+        metastases"), not listed with them."""
+        if len({(s, e) for _, _, s, e in spans}) != 1:
+            return False
+        _, _, start, end = spans[0]
+        first = min(r[2] for r in readings)
+        if start == 0 or doc[start - 1].lower_ not in self._pointing or first < end:
+            return False
+        asked = {i for h in hits if h.group in _QUALIFIER_KINDS for i in range(h.start, h.end)}
+        between = [t.lower_ for t in doc[end:first] if t.i not in asked]
+        links = self.patterns.reading_links
+        return bool(between) and all(w in links for w in between)
+
     def _asks_dominant(self, words: list[str]) -> bool:
         """Whether the question asks which side has more ("Which effusion is larger?")."""
         p = self.patterns
@@ -1150,15 +1182,27 @@ class QuestionParser:
         p = self.patterns
         # "Could the opacity be pneumonia?", "Is that density a nodule?": the finding the
         # report may have seen, by its general word, asked to be read as the one named
-        pointing = p.demonstratives | {"the"}
+        pointing = self._pointing
+        # "Is the nodule a granuloma?": the finding pointed at is the reading's subject
+        read = [
+            sp for sp in self._concepts.find(doc) if not set(range(sp.start, sp.end)) <= covered
+        ]
+
+        def pointed(t: Token) -> bool:
+            # "the opacity", and past words the question's hits explain ("the left-sided
+            # opacity", "that calcified density")
+            i = t.i - 1
+            while i >= 0 and (i in covered or doc[i].is_punct) and doc[i].lower_ not in pointing:
+                i -= 1
+            return i >= 0 and doc[i].lower_ in pointing
+
         covered.update(
             t.i
             for t in doc
-            if t.i > 0
-            and doc[t.i - 1].lower_ in pointing
-            and t.lower_ in self._open_heads
-            or t.lower_ in p.reading_words
+            if (t.lower_ in self._open_heads and pointed(t)) or t.lower_ in p.reading_words
         )
+        if len(found) == 1 and found[0][1] == "lexicon":
+            covered.update(i for sp in read if pointed(sp[0]) for i in range(sp.start, sp.end))
         context = p.context_words | p.units.keys() | p.number_words.keys() | {"than", "a"}
         return [
             t
@@ -1227,6 +1271,10 @@ class QuestionParser:
                 apart = [c for c in concepts if not any(c[2] < s[3] and s[2] < c[3] for s in spans)]
                 if apart and self._joined(doc, spans + apart) is not None:
                     spans += apart
+                elif apart and self._read_as(doc, spans, apart, hits):
+                    # "Is the nodule a granuloma?": the finding named after the one pointed
+                    # at is the reading asked about
+                    spans = apart
         # longest span first; drop those inside a kept one
         spans.sort(key=lambda s: (-(s[3] - s[2]), s[2]))
         kept: list[tuple[str, str, int, int]] = []
@@ -2030,8 +2078,13 @@ def answer_study(
         found = bool(there)
         return out(_yes(found if asks == "abnormal" else not found), there)
     if asks in ("normal", "abnormal"):
-        normal = bool(report.normal)
-        return out(_yes(normal if asks == "normal" else not normal), stated if normal else abnormal)
+        # how the film was taken ("patient is slightly rotated") says nothing of the patient;
+        # the coders' `normal` counts it (their "technical quality" heading), a clinician not
+        seen = [f for f in abnormal if f.kind != "technique"]
+        normal = bool(report.normal) or (
+            not seen and all(v not in ("positive", "uncertain") for v in report.labels.values())
+        )
+        return out(_yes(normal if asks == "normal" else not normal), stated if normal else seen)
     if asks == "acute":
         acute = [v for k, v in report.labels.items() if k in patterns.acute_labels]
         seen = [f for f in abnormal if f.kind == "finding"]

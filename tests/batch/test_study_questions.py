@@ -575,7 +575,7 @@ CLINICIANS = [
     # where a finding with no side or zone is: the place words of its own name or beside it
     ("Where is the spondylosis?", "FINDINGS: Thoracic spondylosis.", "position", ["thoracic"]),
     ("Where are the degenerative changes?", "FINDINGS: There are degenerative changes "
-     "throughout the lumbar spine.", "position", ["lumbar"]),
+     "throughout the lumbar spine.", "position", ["lumbar spine"]),
     # a nodule named only as a possibility takes the size and place of the nodular opacity
     # the report measures; not one on the other side
     ("How big is the nodule in mm?", _POSSIBLE_NODULE, "size", 6.0),
@@ -902,6 +902,42 @@ CLINICIANS = [
     # "instead" asks the same: is it read so?
     ("Could it be pleural thickening instead?", "IMPRESSION: Small pleural effusion versus "
      "minimal pleural thickening.", "presence", "uncertain"),
+    # the bone a bone finding is in; the side of a costophrenic angle
+    ("Which bone is fractured?", "FINDINGS: Old fracture, right mid clavicle.", "position",
+     ["right", "clavicle", "mid clavicle"]),
+    ("Which bone is fractured?", "FINDINGS: No acute fracture.", "position", "unknown"),
+    ("Which costophrenic angle is blunted?", "FINDINGS: Blunting of the left costophrenic "
+     "angle.", "position", ["left"]),
+    ("Where are the surgical clips?", "FINDINGS: Surgical clips in the right upper quadrant.",
+     "position", ["right", "right upper quadrant"]),
+    # a clinician's "spine changes"
+    ("How severe are the spine changes?", "FINDINGS: Mild degenerative changes of the "
+     "thoracic spine.", "severity", "mild"),
+    # "compared with the last film" dates a change; "compared with the right" still compares
+    # two findings, which is not answered
+    ("Is the density new compared with the last film?", "FINDINGS: New right basilar "
+     "density.", "change", "yes"),
+    ("Is the density new compared with the last film?", "FINDINGS: Right basilar density, "
+     "unchanged.", "change", "no"),
+    ("Is the left effusion larger compared with the right?", "FINDINGS: Bilateral effusions, "
+     "left larger than right.", "unsupported", None),
+    # how the film was taken is no abnormality of the study
+    ("Is this chest X-ray normal?", "FINDINGS: Patient is slightly rotated. Normal heart "
+     "size. The lungs are clear.", "study", "yes"),
+    ("Is this chest X-ray normal?", "FINDINGS: Patient is slightly rotated. Small left "
+     "pleural effusion.", "study", "no"),
+    # a reading asked of the finding pointed at, past the words describing it
+    ("Could the left-sided opacity be a lung nodule?", "IMPRESSION: 7 mm opacity over the "
+     "left lung may represent a lung nodule.", "position", "uncertain"),
+    ("Is the nodule a granuloma?", "FINDINGS: Left upper lobe nodule, likely a granuloma.",
+     "presence", "uncertain"),
+    ("Could the nodule be a granuloma?", "FINDINGS: Left upper lobe nodule, possibly a "
+     "granuloma.", "presence", "uncertain"),
+    ("Is the nodule a granuloma?", "FINDINGS: Left upper lobe nodule.", "presence", "no"),
+    # more of the reports' words: tortuosity, low volume lungs, a portacatheter
+    ("Is the aorta tortuous?", "FINDINGS: Mild aortic ectasia/tortuosity.", "presence", "yes"),
+    ("Are the lung volumes low?", "IMPRESSION: Low volume lungs.", "presence", "yes"),
+    ("Is there a port?", "IMPRESSION: Portacatheter tip in the SVC.", "presence", "yes"),
 ]  # fmt: skip
 
 

@@ -214,12 +214,46 @@ def test_levels_joined_before_a_finding_keep_its_describing_words(read: Read) ->
         ("FINDINGS: Dual-lumen catheter tip at the cavoatrial junction.",
          "central_venous_catheter", {"tip": "cavoatrial junction",
                                      "tip_text": "cavoatrial junction"}),
+        # tortuosity on its own is the aorta's, as the coders code it; "low volume lungs";
+        # a "portacatheter" is a port
+        ("FINDINGS: Mild aortic ectasia/tortuosity.", "tortuous_aorta", {}),
+        ("FINDINGS: There is tortuosity and/or ectasia of the thoracic aorta.",
+         "tortuous_aorta", {}),
+        ("IMPRESSION: Low volume lungs.", "low_lung_volumes", {}),
+        ("IMPRESSION: Portacatheter is noted.", "port", {}),
+        # a bone or joint is a finding's place; the zone word in a bone's name is the bone's
+        ("FINDINGS: Old fracture, right mid clavicle.", "healed_fracture",
+         {"laterality": "right", "location": ["clavicle"]}),
+        ("FINDINGS: Widening of the right acromioclavicular joint.", "open:widening",
+         {"laterality": "right", "location": ["acromioclavicular joint"]}),
+        ("FINDINGS: Left humeral neck fracture.", "humerus_fracture",
+         {"laterality": "left", "location": ["humerus"]}),
+        ("FINDINGS: Anterior cervical fusion.", "spinal_fusion_hardware",
+         {"location": ["cervical spine"]}),
+        # and the upper abdomen under the diaphragm
+        ("FINDINGS: Surgical clips in the right upper quadrant.", "cholecystectomy_clips",
+         {"laterality": "right", "location": ["right upper quadrant"]}),
     ],
 )  # fmt: skip
 def test_more_of_the_reports_words(
     read: Read, text: str, concept: str, attributes: dict[str, object]
 ) -> None:
     assert _one(read(text), concept).attributes == attributes
+
+
+def test_a_lung_zone_is_still_a_lung_zone(read: Read) -> None:
+    # the bones' names do not take the zones of the lungs
+    found = _one(read("FINDINGS: Right mid lung nodular opacity."), "nodular_opacity")
+    assert found.attributes.get("location") == ["middle"]
+    rib = _one(read("FINDINGS: Healed rib fracture."), "healed_rib_fracture")
+    assert "location" not in rib.attributes
+
+
+def test_maybe_is_a_hedge(read: Read) -> None:
+    found = read("IMPRESSION: Maybe due to pulmonary fibrosis.").report_findings or []
+    assert [(f.concept, f.status) for f in found] == [("pulmonary_fibrosis", "uncertain")]
+    found = read("IMPRESSION: Pulmonary fibrosis.").report_findings or []
+    assert [(f.concept, f.status) for f in found] == [("pulmonary_fibrosis", "positive")]
 
 
 def test_a_stable_study_is_a_whole_sentence_statement(read: Read) -> None:
