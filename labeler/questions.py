@@ -239,7 +239,8 @@ def _entries(name: str, data: object, key: str, *, values: bool = False) -> tupl
         extra = tuple(
             (str(k), str(v))
             for k, v in raw.items()
-            if k in ("type", "asks", "side", "zone", "label", "op", "weak") and v is not None
+            if k in ("type", "asks", "side", "zone", "label", "op", "weak", "narrows_only")
+            and v is not None
         )
         bad = [
             ph
@@ -1085,6 +1086,10 @@ class QuestionParser:
                 continue
             r.taken.append((h.start, h.end))
             e = h.entry
+            if e.get("narrows_only"):
+                # "Any focal opacity?" is asked of any opacity: the word only picks one of
+                # several in an open question ("Where is the focal airspace disease?")
+                continue
             kind_values.setdefault(h.group, set()).add(e.value)
             quals.append(_qualifier(doc, h))
         return quals, kind_values

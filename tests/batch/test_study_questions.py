@@ -938,6 +938,26 @@ CLINICIANS = [
     ("Is the aorta tortuous?", "FINDINGS: Mild aortic ectasia/tortuosity.", "presence", "yes"),
     ("Are the lung volumes low?", "IMPRESSION: Low volume lungs.", "presence", "yes"),
     ("Is there a port?", "IMPRESSION: Portacatheter tip in the SVC.", "presence", "yes"),
+    # a clinician's words: shadowing, aspirated, fluid overloaded, a fused neck
+    ("Is there any shadowing at the right base?", "FINDINGS: Patchy right basilar opacity.",
+     "position", "yes"),
+    ("Is there any shadowing at the right base?", "FINDINGS: The lungs are clear.",
+     "position", "no"),
+    ("Is the heart shadow enlarged?", "FINDINGS: The heart is enlarged.", "presence", "yes"),
+    ("Could the patient have aspirated?", "IMPRESSION: Right lower lobe opacity concerning "
+     "for pneumonia or aspiration.", "presence", "uncertain"),
+    ("Does the patient look fluid overloaded?", "FINDINGS: No pulmonary edema.", "presence",
+     "no"),
+    ("Has the neck been fused?", "FINDINGS: Anterior cervical fusion hardware.", "presence",
+     "yes"),
+    ("Has the neck been fused?", "FINDINGS: Degenerative changes of the cervical spine.",
+     "presence", "no"),
+    # "focal" picks the focal one of several in an open question, and asks nothing more of a
+    # closed one
+    ("Where is the focal airspace disease?", "IMPRESSION: Focal airspace disease in the right "
+     "lung base. Minimal airspace disease in the left lung base.", "position",
+     ["right", "basilar", "base"]),
+    ("Any focal opacity?", "FINDINGS: Right lower lobe opacity.", "presence", "yes"),
 ]  # fmt: skip
 
 
