@@ -169,6 +169,8 @@ class QuestionPatterns:
     #: the report's words for a size ("small", "large"): a size question without a
     #: measurement is answered with one, in the report's word
     size_words: frozenset[str] = frozenset()
+    #: findings whose grade is their size ("mild cardiomegaly": "How big is the heart?")
+    sized_by_grade: frozenset[str] = frozenset()
     #: "Where was the line inserted?" asks where it goes in, not where it ends
     insertion_words: frozenset[str] = frozenset()
     #: concept -> other concepts (and those below them) that answer a question about it
@@ -347,6 +349,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         tip_words=_words(data, "tip_words"),
         insertion_words=_words(data, "insertion_words"),
         size_words=_words(data, "size_words"),
+        sized_by_grade=frozenset(str(w) for w in data.get("sized_by_grade") or ()),
         answered_by=_lists(data, "answered_by"),
         tip_devices=frozenset(str(w) for w in data.get("tip_devices") or ()),
         read_as_label=_lists(data, "read_as_label"),
@@ -2580,7 +2583,12 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
                 if offered != grade or any(q.kind == "severity" for q in question.qualifiers):
                     return out(offered)  # "small, moderate or large?": one of those offered
                 word = _severity_word(target.deciding)
-                return out(word if word in patterns.size_words else grade)
+                if word in patterns.size_words:
+                    return out(word)
+                if question.label in patterns.sized_by_grade:
+                    return out(grade)
+                # "mild airspace disease" grades how much, not how big
+                return out("unknown", False)
             return out("unknown", False)
         if qtype == "count":
             count = finding.get("count")

@@ -958,6 +958,11 @@ CLINICIANS = [
      "lung base. Minimal airspace disease in the left lung base.", "position",
      ["right", "basilar", "base"]),
     ("Any focal opacity?", "FINDINGS: Right lower lobe opacity.", "presence", "yes"),
+    # a grade is a size where it grades an enlargement, not how much of a process there is
+    ("How big is the area of airspace disease?", "FINDINGS: Mild airspace disease at the "
+     "right base.", "size", "unknown"),
+    ("How big is the heart?", "FINDINGS: Mild cardiomegaly.", "size", "mild"),
+    ("How big is the effusion?", "FINDINGS: Small left pleural effusion.", "size", "small"),
 ]  # fmt: skip
 
 

@@ -287,4 +287,6 @@ def test_every_concept_the_question_patterns_name_is_in_the_lexicon() -> None:
                   p.suggested_by):  # fmt: skip
         for concepts in table.values():
             named.update(concepts)
+    # labels named as "concept:<id>" too
+    named.update(c.removeprefix("concept:") for c in p.sized_by_grade if c.startswith("concept:"))
     assert named - known == set()
