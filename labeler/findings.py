@@ -187,7 +187,36 @@ def _trie(nlp: Language, by_concept: dict[str, list[str]]) -> _Node:
             # two phrases that tokenize alike: the first concept keeps it
             if node is not root:
                 node.setdefault(_END, concept_id)
+    for word, child in root.items():
+        if word != _END:  # a side that starts a phrase is its first word, not read through
+            _through_sides(child)
     return root
+
+
+def _through_sides(node: _Node) -> None:
+    """Let a side a phrase spells out be read through as well: after "calcified right",
+    which "calcified right hilar lymph xxxx" spells, "hilar lymph node" goes on as after
+    "calcified" (`PhraseIndex.__call__` steps over a side only where the phrase has no word
+    for it). The phrase with the side spelt out keeps its own words."""
+    for word, child in node.items():
+        if word == _END:
+            continue
+        if word in _SIDES:
+            _merge_into(child, {w: c for w, c in node.items() if w != _END and w not in _SIDES})
+        _through_sides(child)
+
+
+def _merge_into(dst: _Node, src: _Node) -> None:
+    """Add `src`'s phrases to `dst`'s; where both go on with a word, `dst`'s concept wins."""
+    for word, child in src.items():
+        if word == _END:
+            dst.setdefault(_END, child)
+        elif word not in dst:
+            dst[word] = child
+        else:
+            mine = dst[word]
+            dst[word] = mine = dict(mine)  # a copy: `mine` may be another node's too
+            _merge_into(mine, child)
 
 
 def _trie_key(nlp: Language, by_concept: dict[str, list[str]]) -> str | None:

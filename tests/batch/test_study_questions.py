@@ -833,7 +833,7 @@ CLINICIANS = [
     ("Where are the surgical clips?", "FINDINGS: Mediastinal clips are unchanged.", "position",
      ["mediastinal"]),
     ("Where is the calcified node?", "FINDINGS: Calcified aortopulmonary lymph node.",
-     "position", ["aortopulmonary"]),
+     "position", ["aortopulmonary window", "aortopulmonary"]),
     # the higher hemidiaphragm is the elevated one; hypoinflated and over-expanded lungs
     ("Which hemidiaphragm is higher?", "FINDINGS: Elevated right hemidiaphragm.", "position",
      ["right"]),
