@@ -1951,9 +1951,11 @@ def _narrowed_to_place(
 ) -> _Target:
     """Of several mentions, those in the place the question names, when some are there and
     some are not: "Has the right midlung opacity improved?" over a left and a right opacity
-    asks about the right one, "How large is the left effusion?" about the left one."""
+    asks about the right one, "How large is the left effusion?" about the left one. One
+    deciding mention on the side, zone or lobe asked about answers with its own attributes
+    ("Has the left effusion changed?" is not answered by a resolved right one)."""
     places = question.where or tuple(q for q in question.qualifiers if q.kind in _PLACE_KINDS)
-    if not places or len(target.deciding) < 2:
+    if not places or not target.deciding:
         return target
     zones = patterns.zone_includes
     # a site or describing word is checked against the words beside each finding; a side,
@@ -1969,8 +1971,12 @@ def _narrowed_to_place(
         )
         if all(_check(q, seen, zones) == "yes" for q in places)
     ]
-    if not there or len(there) == len(target.deciding):
+    if not there or len(there) == len(target.deciding) > 1:
         return target
+    if len(target.deciding) == 1 and worded:
+        return target  # a site or describing word picks nothing among one
+    # the findings there, with their own attributes: not those the label's other mentions
+    # (a resolved effusion on the other side) lend its summary
     return dataclasses.replace(target, finding=_merged(there), deciding=there)
 
 
@@ -2255,18 +2261,23 @@ def _side_named_alone(
 ) -> _Target:
     """A question about one side ("Is there a right effusion?") where the deciding mentions
     reach that side only as "bilateral" or with no side, and others name it alone
-    ("bilateral small effusions ... questionable small right effusion"): those decide."""
+    ("bilateral small effusions ... questionable small right effusion"): those decide; where
+    the deciding ones are all on the other side, that side's negative mentions too."""
     sides = [str(q.value) for q in question.qualifiers if q.kind == "side"]
     if len(sides) != 1 or sides[0] not in ("left", "right"):
         return target
     side = sides[0]
     if any(m.attributes.get("laterality") == side for m in target.deciding):
         return target
-    own = [
-        m
-        for m in report.mentions
-        if m.label == label and m.status != "negative" and m.attributes.get("laterality") == side
+    named = [
+        m for m in report.mentions if m.label == label and m.attributes.get("laterality") == side
     ]
+    own = [m for m in named if m.status != "negative"]
+    other = "left" if side == "right" else "right"
+    if not own and all(m.attributes.get("laterality") == other for m in target.deciding):
+        # "Has the right effusion resolved?" over "no residual right effusion ... small left
+        # effusion": that side's mentions rule it out
+        own = named
     if not own:
         return target
     status = next(s for s in _STATUS_ORDER if any(m.status == s for m in own))

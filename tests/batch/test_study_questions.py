@@ -963,6 +963,17 @@ CLINICIANS = [
      "right base.", "size", "unknown"),
     ("How big is the heart?", "FINDINGS: Mild cardiomegaly.", "size", "mild"),
     ("How big is the effusion?", "FINDINGS: Small left pleural effusion.", "size", "small"),
+    # "no residual" effusion has resolved; one side's change is not the other side's
+    ("Has the right effusion resolved?", "IMPRESSION: No residual right pleural effusion. "
+     "Small left pleural effusion.", "change", "yes"),
+    ("Has the right effusion resolved?", "IMPRESSION: Small left pleural effusion.", "change",
+     "no"),
+    ("Has the left effusion changed?", "IMPRESSION: No residual right pleural effusion. Small "
+     "left pleural effusion.", "change", "unknown"),
+    ("Has the left effusion changed?", "IMPRESSION: Resolved right pleural effusion. Small "
+     "left pleural effusion.", "change", "unknown"),
+    ("Has the left effusion changed?", "IMPRESSION: Resolved right pleural effusion. Small "
+     "left pleural effusion, increased.", "change", "increased"),
 ]  # fmt: skip
 
 
