@@ -1256,7 +1256,9 @@ class QuestionParser:
                 i
                 for h in hits
                 if h.group in _QUALIFIER_KINDS
+                # nor those of a change or a side asked ("in one lung or both")
                 or (h.group == "open" and h.entry.get("type") == "change")
+                or (h.group == "open" and h.entry.get("asks") == "side")
                 for i in range(h.start, h.end)
             }
             concepts = self._concepts_named(doc, asked) + named

@@ -974,6 +974,14 @@ CLINICIANS = [
      "left pleural effusion.", "change", "unknown"),
     ("Has the left effusion changed?", "IMPRESSION: Resolved right pleural effusion. Small "
      "left pleural effusion, increased.", "change", "increased"),
+    # the words of a side asked ("in one lung or both", "which clavicle") name no concept
+    # ("lung granuloma", "clavicle fixation") that would swallow the question's cue
+    ("Are the granulomas in one lung or both?", "FINDINGS: Calcified granulomas in both "
+     "lungs.", "position", ["bilateral"]),
+    ("Are the granulomas in one lung or both?", "FINDINGS: Calcified granuloma in the left "
+     "upper lobe.", "position", ["left"]),
+    ("Which clavicle has fixation hardware?", "FINDINGS: Plate and screw fixation of the "
+     "right clavicle.", "position", ["right"]),
 ]  # fmt: skip
 
 
