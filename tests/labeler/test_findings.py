@@ -233,6 +233,9 @@ def test_levels_joined_before_a_finding_keep_its_describing_words(read: Read) ->
         # and the upper abdomen under the diaphragm
         ("FINDINGS: Surgical clips in the right upper quadrant.", "cholecystectomy_clips",
          {"laterality": "right", "location": ["right upper quadrant"]}),
+        # a line whose name the de-identification masked, known by its tip
+        ("FINDINGS: There is a left chest XXXX with tip in the mid SVC.", "vascular_catheter",
+         {"laterality": "left", "tip": "superior vena cava", "tip_text": "mid SVC"}),
     ],
 )  # fmt: skip
 def test_more_of_the_reports_words(
@@ -247,6 +250,11 @@ def test_a_lung_zone_is_still_a_lung_zone(read: Read) -> None:
     assert found.attributes.get("location") == ["middle"]
     rib = _one(read("FINDINGS: Healed rib fracture."), "healed_rib_fracture")
     assert "location" not in rib.attributes
+
+
+def test_a_masked_word_of_the_chest_is_no_line(read: Read) -> None:
+    found = read("FINDINGS: Visualized XXXX of the chest XXXX are within normal limits.")
+    assert "vascular_catheter" not in [f.concept for f in found.report_findings or ()]
 
 
 def test_maybe_is_a_hedge(read: Read) -> None:
