@@ -27,7 +27,7 @@ from labeler.vocabulary import packaged_file
 if TYPE_CHECKING:
     from spacy.language import Language
 
-    from labeler.lexicon import Lexicon
+    from labeler.lexicon import Described, Lexicon
 
 __all__ = [
     "OPEN_PREFIX",
@@ -77,7 +77,10 @@ class FindingMatcher:
         """
         if words is None:
             words = [t.lower_ for t in doc]
-        kept = [Span(doc, start, end, label=label) for label, start, end in self.phrases(words)]
+        matched = self.phrases(words)
+        if self.lexicon.described and len(matched) > 1:
+            matched = _described(matched, words, self.lexicon.described)
+        kept = [Span(doc, start, end, label=label) for label, start, end in matched]
         taken = {i for span in kept for i in range(span.start, span.end)}
         heads = self.open_heads
         for i, word in enumerate(words):
@@ -85,6 +88,43 @@ class FindingMatcher:
                 kept.append(Span(doc, i, i + 1, label=OPEN_PREFIX + singular(word)))
         kept.sort(key=lambda s: (s.start, s.end))
         return kept
+
+
+def _described(
+    matched: list[tuple[str, int, int]], words: Sequence[str], rules: Sequence[Described]
+) -> list[tuple[str, int, int]]:
+    """`matched` with each describing word and the finding it describes, across that
+    finding's place and size words, read as one ("calcified left upper lobe 5 mm
+    granuloma" is a calcified granuloma, not a calcification and a granuloma)."""
+    out: list[tuple[str, int, int]] = []
+    for concept, start, end in matched:
+        becomes = _becomes(out[-1], concept, start, words, rules) if out else None
+        if becomes is None:
+            out.append((concept, start, end))
+        else:
+            out[-1] = (becomes, out[-1][1], end)
+    return out
+
+
+def _becomes(
+    before: tuple[str, int, int],
+    concept: str,
+    start: int,
+    words: Sequence[str],
+    rules: Sequence[Described],
+) -> str | None:
+    """The concept `before` and the finding `concept` at `start` make together, if any."""
+    describing, b_start, b_end = before
+    between = words[b_end:start]
+    for rule in rules:
+        if (
+            describing == rule.by
+            and concept in rule.becomes
+            and " ".join(words[b_start:b_end]) in rule.words
+            and all(w in rule.between or w.replace(".", "", 1).isdigit() for w in between)
+        ):
+            return rule.becomes[concept]
+    return None
 
 
 class PhraseIndex:

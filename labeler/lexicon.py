@@ -62,6 +62,21 @@ class LexiconConcept:
 
 
 @dataclass(frozen=True)
+class Described:
+    """A describing word before its finding across the finding's own place and size words
+    ("calcified left upper lobe 5 mm granuloma"): the described concept (`described:`)."""
+
+    #: the words a describing finding's whole text may be ("calcified")
+    words: frozenset[str]
+    #: the describing concept ("calcification") and, per finding described, the concept it
+    #: becomes ("granuloma" -> "calcified_granuloma")
+    by: str
+    becomes: Mapping[str, str]
+    #: the words that may stand between them besides numbers
+    between: frozenset[str]
+
+
+@dataclass(frozen=True)
 class Lexicon:
     """The concepts of a lexicon file by id, with phrase look-up and the hierarchy."""
 
@@ -75,6 +90,8 @@ class Lexicon:
     #: the phrases `by_phrase` holds as the predicate form of a listed one ("aorta is
     #: tortuous" of "tortuous aorta"): a report's words, never a question's
     predicate_phrases: frozenset[str] = frozenset()
+    #: describing words read with the finding they describe (`Described`)
+    described: tuple[Described, ...] = ()
 
     def _get(self, concept_id: str) -> LexiconConcept:
         try:
@@ -217,9 +234,40 @@ def load_lexicon(name: str = "lexicon.v1") -> Lexicon:
         by_phrase=MappingProxyType({p: tuple(ids) for p, ids in by_phrase.items()}),
         open_finding_heads=_heads(data.get("open_finding_heads"), where),
         predicate_phrases=frozenset(predicate_phrases),
+        described=_described(concepts, data.get("described"), where),
     )
     _check_clashes(lexicon, where)
     return lexicon
+
+
+def _described(
+    concepts: Mapping[str, LexiconConcept], value: Any, where: str
+) -> tuple[Described, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise PatternFileError(f"{where}: `described` must be a list")
+    out = []
+    for i, entry in enumerate(value):
+        at = f"{where}: described[{i}]"
+        if not isinstance(entry, dict) or not {"words", "by", "becomes", "between"} <= entry.keys():
+            raise PatternFileError(f"{at} needs words, by, becomes and between")
+        becomes = entry["becomes"]
+        if not isinstance(becomes, dict):
+            raise PatternFileError(f"{at}: becomes must map a concept to a concept")
+        named = [str(entry["by"]), *map(str, becomes), *map(str, becomes.values())]
+        unknown = [c for c in named if c not in concepts]
+        if unknown:
+            raise PatternFileError(f"{at}: unknown concept {unknown[0]!r}")
+        out.append(
+            Described(
+                words=frozenset(str(w).lower() for w in entry["words"]),
+                by=str(entry["by"]),
+                becomes=MappingProxyType({str(k): str(v) for k, v in becomes.items()}),
+                between=frozenset(str(w).lower() for w in entry["between"]),
+            )
+        )
+    return tuple(out)
 
 
 def _predicate_phrases(

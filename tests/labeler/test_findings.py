@@ -257,6 +257,33 @@ def test_a_masked_word_of_the_chest_is_no_line(read: Read) -> None:
     assert "vascular_catheter" not in [f.concept for f in found.report_findings or ()]
 
 
+@pytest.mark.parametrize(
+    ("text", "concept", "attributes"),
+    [
+        ("FINDINGS: Calcified left upper lobe 5 mm peripheral granuloma.", "calcified_granuloma",
+         {"laterality": "left", "location": ["left upper lobe"], "size_mm": 5.0}),
+        ("FINDINGS: Calcified bilateral lung and perihilar granulomas.", "calcified_granuloma",
+         {"laterality": "bilateral", "location": ["perihilar"]}),
+        ("FINDINGS: Calcified right basilar nodule.", "calcified_nodule",
+         {"laterality": "right", "location": ["basilar"]}),
+    ],
+)  # fmt: skip
+def test_a_describing_word_reads_across_its_findings_place_and_size(
+    read: Read, text: str, concept: str, attributes: dict[str, object]
+) -> None:
+    found = read(text).report_findings or []
+    assert [f.concept for f in found] == [concept]
+    assert found[0].attributes == attributes
+
+
+def test_a_describing_word_of_another_finding_is_its_own(read: Read) -> None:
+    found = read("FINDINGS: Calcified aorta and right lung granuloma.").report_findings or []
+    assert [f.concept for f in found] == ["aortic_calcification", "granuloma"]
+    # a verb between them: two findings
+    found = read("FINDINGS: Calcification is seen near a granuloma.").report_findings or []
+    assert "calcified_granuloma" not in [f.concept for f in found]
+
+
 def test_maybe_is_a_hedge(read: Read) -> None:
     found = read("IMPRESSION: Maybe due to pulmonary fibrosis.").report_findings or []
     assert [(f.concept, f.status) for f in found] == [("pulmonary_fibrosis", "uncertain")]

@@ -238,6 +238,25 @@ def test_lexicon_predicates_add_the_predicate_forms_of_a_phrase(tmp_path: Path) 
         load_lexicon.__wrapped__(str(path))
 
 
+def test_described_findings_are_checked(tmp_path: Path) -> None:
+    path = tmp_path / "lexicon.yaml"
+    concepts = (
+        "concepts:\n"
+        "  - {id: calcification, name: a, kind: finding, phrases: [calcified]}\n"
+        "  - {id: granuloma, name: b, kind: finding, phrases: [granuloma]}\n"
+    )
+    path.write_text(
+        "described:\n  - {words: [calcified], by: calcification, "
+        "becomes: {granuloma: calcified_granuloma}, between: [left]}\n" + concepts,
+        encoding="utf-8",
+    )
+    with pytest.raises(PatternFileError, match="unknown concept 'calcified_granuloma'"):
+        load_lexicon.__wrapped__(str(path))
+    path.write_text("described:\n  - {words: [calcified]}\n" + concepts, encoding="utf-8")
+    with pytest.raises(PatternFileError, match="needs words, by, becomes and between"):
+        load_lexicon.__wrapped__(str(path))
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [
