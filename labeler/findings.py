@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +27,7 @@ from labeler.vocabulary import packaged_file
 if TYPE_CHECKING:
     from spacy.language import Language
 
-    from labeler.lexicon import Described, Lexicon
+    from labeler.lexicon import Described, Lexicon, Placed
 
 __all__ = [
     "OPEN_PREFIX",
@@ -80,6 +80,9 @@ class FindingMatcher:
         matched = self.phrases(words)
         if self.lexicon.described and len(matched) > 1:
             matched = _described(matched, words, self.lexicon.described)
+        placed = self.lexicon.placed
+        if placed and any(m[0] in placed for m in matched):
+            matched = _placed(matched, words, placed)
         kept = [Span(doc, start, end, label=label) for label, start, end in matched]
         taken = {i for span in kept for i in range(span.start, span.end)}
         heads = self.open_heads
@@ -103,6 +106,29 @@ def _described(
             out.append((concept, start, end))
         else:
             out[-1] = (becomes, out[-1][1], end)
+    return out
+
+
+def _placed(
+    matched: list[tuple[str, int, int]], words: Sequence[str], rules: Mapping[str, Placed]
+) -> list[tuple[str, int, int]]:
+    """`matched` with each finding a rule places read with the place named after it, up to
+    the place's last word ("degenerative changes are present in the spine" is the
+    degenerative spine); a finding matched in between keeps it apart."""
+    out = list(matched)
+    for i, (concept, start, end) in enumerate(matched):
+        rule = rules.get(concept)
+        if rule is None:
+            continue
+        at = end
+        while at < len(words) and words[at] in rule.between:
+            at += 1
+        nxt = matched[i + 1][1] if i + 1 < len(matched) else len(words)
+        for size in (3, 2, 1):
+            place = " ".join(words[at : at + size])
+            if at + size <= nxt and place in rule.places:
+                out[i] = (rule.places[place], start, at + size)
+                break
     return out
 
 

@@ -77,6 +77,19 @@ class Described:
 
 
 @dataclass(frozen=True)
+class Placed:
+    """A finding said to be in a place named after it ("degenerative changes are present in
+    the spine"): the concept of that place (`placed:`)."""
+
+    concept: str
+    #: the words that may stand between the finding and its place
+    between: frozenset[str]
+    #: place words -> the concept the finding there is ("thoracic spine" ->
+    #: "degenerative_thoracic_spine")
+    places: Mapping[str, str]
+
+
+@dataclass(frozen=True)
 class Lexicon:
     """The concepts of a lexicon file by id, with phrase look-up and the hierarchy."""
 
@@ -92,6 +105,8 @@ class Lexicon:
     predicate_phrases: frozenset[str] = frozenset()
     #: describing words read with the finding they describe (`Described`)
     described: tuple[Described, ...] = ()
+    #: findings read with the place named after them (`Placed`), by concept id
+    placed: Mapping[str, Placed] = field(default_factory=lambda: MappingProxyType({}))
 
     def _get(self, concept_id: str) -> LexiconConcept:
         try:
@@ -235,9 +250,36 @@ def load_lexicon(name: str = "lexicon.v1") -> Lexicon:
         open_finding_heads=_heads(data.get("open_finding_heads"), where),
         predicate_phrases=frozenset(predicate_phrases),
         described=_described(concepts, data.get("described"), where),
+        placed=_placed(concepts, data.get("placed"), where),
     )
     _check_clashes(lexicon, where)
     return lexicon
+
+
+def _placed(concepts: Mapping[str, LexiconConcept], value: Any, where: str) -> Mapping[str, Placed]:
+    if value is None:
+        return MappingProxyType({})
+    if not isinstance(value, list):
+        raise PatternFileError(f"{where}: `placed` must be a list")
+    out: dict[str, Placed] = {}
+    for i, entry in enumerate(value):
+        at = f"{where}: placed[{i}]"
+        if not isinstance(entry, dict) or not {"concept", "between", "places"} <= entry.keys():
+            raise PatternFileError(f"{at} needs concept, between and places")
+        places = entry["places"]
+        if not isinstance(places, dict):
+            raise PatternFileError(f"{at}: places must map place words to a concept")
+        unknown = [
+            c for c in (str(entry["concept"]), *map(str, places.values())) if c not in concepts
+        ]
+        if unknown:
+            raise PatternFileError(f"{at}: unknown concept {unknown[0]!r}")
+        out[str(entry["concept"])] = Placed(
+            concept=str(entry["concept"]),
+            between=frozenset(str(w).lower() for w in entry["between"]),
+            places=MappingProxyType({str(k).lower(): str(v) for k, v in places.items()}),
+        )
+    return MappingProxyType(out)
 
 
 def _described(

@@ -276,6 +276,25 @@ def test_a_describing_word_reads_across_its_findings_place_and_size(
     assert found[0].attributes == attributes
 
 
+@pytest.mark.parametrize(
+    ("text", "concept"),
+    [
+        ("FINDINGS: Degenerative changes are present in the spine.", "degenerative_spine"),
+        ("FINDINGS: Mild degenerative changes are present in the XXXX spine.",
+         "degenerative_spine"),
+        ("FINDINGS: Degenerative changes throughout the thoracic spine.",
+         "degenerative_thoracic_spine"),
+        # no place after it: the concept without one; a finding in between keeps them apart
+        ("FINDINGS: Degenerative changes.", "degenerative_change"),
+        ("FINDINGS: Degenerative changes, no pneumothorax in the spine.", "degenerative_change"),
+    ],
+)  # fmt: skip
+def test_a_finding_is_read_with_the_place_named_after_it(
+    read: Read, text: str, concept: str
+) -> None:
+    assert (read(text).report_findings or [])[0].concept == concept
+
+
 def test_a_describing_word_of_another_finding_is_its_own(read: Read) -> None:
     found = read("FINDINGS: Calcified aorta and right lung granuloma.").report_findings or []
     assert [f.concept for f in found] == ["aortic_calcification", "granuloma"]

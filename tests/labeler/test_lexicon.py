@@ -238,7 +238,7 @@ def test_lexicon_predicates_add_the_predicate_forms_of_a_phrase(tmp_path: Path) 
         load_lexicon.__wrapped__(str(path))
 
 
-def test_described_findings_are_checked(tmp_path: Path) -> None:
+def test_described_and_placed_findings_are_checked(tmp_path: Path) -> None:
     path = tmp_path / "lexicon.yaml"
     concepts = (
         "concepts:\n"
@@ -254,6 +254,13 @@ def test_described_findings_are_checked(tmp_path: Path) -> None:
         load_lexicon.__wrapped__(str(path))
     path.write_text("described:\n  - {words: [calcified]}\n" + concepts, encoding="utf-8")
     with pytest.raises(PatternFileError, match="needs words, by, becomes and between"):
+        load_lexicon.__wrapped__(str(path))
+    path.write_text(
+        "placed:\n  - {concept: granuloma, between: [in], places: {lung: lung_granuloma}}\n"
+        + concepts,
+        encoding="utf-8",
+    )
+    with pytest.raises(PatternFileError, match="unknown concept 'lung_granuloma'"):
         load_lexicon.__wrapped__(str(path))
 
 
