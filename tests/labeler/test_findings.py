@@ -233,6 +233,13 @@ def test_levels_joined_before_a_finding_keep_its_describing_words(read: Read) ->
         # and the upper abdomen under the diaphragm
         ("FINDINGS: Surgical clips in the right upper quadrant.", "cholecystectomy_clips",
          {"laterality": "right", "location": ["right upper quadrant"]}),
+        # lung volumes said low or decreased as a predicate; a hilum's prominence
+        ("FINDINGS: Lung volumes are mildly decreased.", "low_lung_volumes",
+         {"severity": "mild"}),
+        ("FINDINGS: The lung volumes are slightly on the low side.", "low_lung_volumes",
+         {"severity": "mild"}),
+        ("FINDINGS: Mild prominence left hilar contour.", "hilar_enlargement",
+         {"laterality": "left", "location": ["perihilar"], "severity": "mild"}),
         # a line whose name the de-identification masked, known by its tip
         ("FINDINGS: There is a left chest XXXX with tip in the mid SVC.", "vascular_catheter",
          {"laterality": "left", "tip": "superior vena cava", "tip_text": "mid SVC"}),
