@@ -347,11 +347,36 @@ class AttributeFinder:
             Per mention, in order: the attribute values (keys with no value
             left out) and their evidence.
         """
+        evidence = self.evidence(doc, mentions, words, text, terms=terms)
+        return [self.values(m, ev) for m, ev in zip(mentions, evidence, strict=True)]
+
+    def values(
+        self, mention: Span, evidence: Sequence[AttributeEvidence]
+    ) -> tuple[dict[str, Any], tuple[AttributeEvidence, ...]]:
+        """A mention's attribute values and their evidence (`find`), from what `evidence`
+        found for it: with the count its label reads in a plural ("nodules")."""
+        return _values(evidence, self.rules.severity_order, self._plural(mention))
+
+    def evidence(
+        self,
+        doc: Doc,
+        mentions: Sequence[Span],
+        words: Sequence[str] | None = None,
+        text: str | None = None,
+        *,
+        terms: list[tuple[Span, AttributeEvidence]] | None = None,
+    ) -> list[list[AttributeEvidence]]:
+        """The attribute evidence of each mention of `doc` (`find`), before `values` adds
+        its label's count. It depends on the mentions' token offsets, not on their labels:
+        it serves any set of mentions at the same offsets of the same doc.
+
+        Arguments as for `find`.
+        """
         if not mentions:
             return []
         found = self.terms(doc, words, text) if terms is None else terms
         if not found:
-            return [_values([], self.rules.severity_order, self._plural(m)) for m in mentions]
+            return [[] for _ in mentions]
         parsed = doc.has_annotation("DEP")
         roots = {m.root.i for m in mentions} if parsed else set()
         term_tokens = {i for span, _ in found for i in range(span.start, span.end)}
@@ -411,7 +436,7 @@ class AttributeFinder:
                 if parsed and not self._hangs_on_places(span, anchors, term_tokens):
                     continue
                 mine.append(ev)
-            out.append(_values(mine, self.rules.severity_order, self._plural(mention)))
+            out.append(mine)
         return out
 
     def _graded(self, doc: Doc, i: int) -> AttributeEvidence | None:
@@ -819,14 +844,15 @@ def _window(
 
 
 def _values(
-    evidence: list[AttributeEvidence],
+    evidence: Sequence[AttributeEvidence],
     severity_order: Sequence[str],
     plural: AttributeEvidence | None,
 ) -> tuple[dict[str, Any], tuple[AttributeEvidence, ...]]:
     if plural is not None and not any(e.attribute == "count" for e in evidence):
         evidence = [*evidence, plural]
-    evidence.sort(key=lambda e: (e.start, e.end))
-    return merge_attributes(evidence, severity_order), tuple(evidence)
+    # a new list: `evidence` may serve other mentions at the same offsets
+    ordered = sorted(evidence, key=lambda e: (e.start, e.end))
+    return merge_attributes(ordered, severity_order), tuple(ordered)
 
 
 def conflicting(evidence: Iterable[AttributeEvidence]) -> bool:

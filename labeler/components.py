@@ -13,7 +13,8 @@ sentences that need it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import operator
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
@@ -58,6 +59,7 @@ _LIST_TAGS = frozenset({"NN", "NNS", "NNP", "NNPS", "JJ", "JJR", "JJS", "VBN", "
 _LIST_WORDS = frozenset({"of", "/", "and", "or", "nor", "xxxx"})
 # coordinating conjunctions that close a comma list ("no A, B, or C")
 _LIST_CLOSERS = frozenset({"or", "nor", "and"})
+_OR_NOR = _LIST_CLOSERS - {"and"}
 _ITEM, _OPEN, _CUT = "item", "open", "cut"
 # "Pneumothorax: none", "Edema - none", "Pneumothorax? No."
 _FIELD_SEPARATORS = frozenset({":", "-", "\u2013", "\u2014", "?"})
@@ -114,18 +116,23 @@ class ConceptMatcher:
         # the token patterns run only on a sentence that holds a word one of their
         # required tokens must be: most sentences hold none (None: a pattern without one)
         words = _required_words(p for c in concept_set for p in c.patterns)
-        self._pattern_words = (
+        self._pattern_words = None if words is None else frozenset(words)
+        self._pattern_word_ids = (
             None if words is None else frozenset(self._strings.add(w) for w in words)
         )
 
-    def find(self, doc: Doc) -> list[Span]:
+    def find(self, doc: Doc, words: Sequence[str] | None = None) -> list[Span]:
         """Mentions in `doc`, longest match per label, minus excluded phrases.
+
+        Args:
+            doc: a tokenized sentence.
+            words: its lower-cased tokens, when the caller has them.
 
         Returns:
             Spans labelled with the label name (or `Other`), in text order.
         """
         matches = self.phrases(doc)
-        if self._may_match_tokens(doc):
+        if self._may_match_tokens(doc, words):
             matches = [*matches, *self.tokens(doc)]
         if not matches:
             return []
@@ -149,12 +156,14 @@ class ConceptMatcher:
         out.sort(key=lambda s: (s.start, s.end))
         return out
 
-    def _may_match_tokens(self, doc: Doc) -> bool:
-        """Whether a token pattern may match `doc`: it holds a word that one of each
-        pattern's required tokens must be (lower-cased)."""
-        if self._pattern_words is None:
+    def _may_match_tokens(self, doc: Doc, words: Sequence[str] | None) -> bool:
+        """Whether a token pattern may match `doc` (lower-cased `words`): it holds a word
+        that one of each pattern's required tokens must be."""
+        if self._pattern_words is None or self._pattern_word_ids is None:
             return True
-        return not self._pattern_words.isdisjoint(doc.to_array(LOWER).tolist())
+        if words is not None:
+            return not self._pattern_words.isdisjoint(words)
+        return not self._pattern_word_ids.isdisjoint(doc.to_array(LOWER).tolist())
 
     def __call__(self, doc: Doc) -> Doc:
         doc.spans[MENTIONS_KEY] = self.find(doc)
@@ -423,16 +432,17 @@ class _TokenTables:
         self.n = n
         # one walk over the tokens: spaCy builds a Token object on every access
         toks = [(t.text, t.lower_, t.tag_, t.is_alpha, t.is_punct or t.is_space) for t in doc]
-        texts = [text for text, *_ in toks]
-        lowers = [lower for _, lower, *_ in toks]
+        texts, lowers, tags, alphas, puncts = zip(*toks, strict=True) if toks else ((),) * 5
         # list items by their own words; the doc's mentions are items too (`_ListIndex`)
-        self.item = [tag in _LIST_TAGS or lower in _LIST_WORDS for _, lower, tag, _, _ in toks]
-        # prefix counts: p[i] = count over tokens [0, i)
-        self.comma = _prefix(text == "," for text in texts)
-        self.or_nor = _prefix(w in _LIST_CLOSERS and w != "and" for w in lowers)
-        self.and_ = _prefix(w == "and" for w in lowers)
-        self.breaker = _prefix(w in breakers for w in lowers)
-        self.clause = _prefix(w in clause_breakers for w in lowers)
+        self.item = [
+            tag in _LIST_TAGS or w in _LIST_WORDS for w, tag in zip(lowers, tags, strict=True)
+        ]
+        # prefix counts: p[i] = count over tokens [0, i); the tests mapped in C
+        self.comma = _prefix(map(",".__eq__, texts))
+        self.or_nor = _prefix(map(_OR_NOR.__contains__, lowers))
+        self.and_ = _prefix(map("and".__eq__, lowers))
+        self.breaker = _prefix(map(breakers.__contains__, lowers))
+        self.clause = _prefix(map(clause_breakers.__contains__, lowers))
         self.next_comma = [n] * (n + 1)
         self.next_sep = [n] * (n + 1)
         for i in range(n - 1, -1, -1):
@@ -440,8 +450,10 @@ class _TokenTables:
             self.next_comma[i] = i if text == "," else self.next_comma[i + 1]
             self.next_sep[i] = i if text in _FIELD_SEPARATORS else self.next_sep[i + 1]
         # field names hold only words, "-" and "/"; field values end the text
-        self.not_name = _prefix(not (alpha or text in "-/") for text, _, _, alpha, _ in toks)
-        self.not_punct = _prefix(not punct for *_, punct in toks)
+        self.not_name = _prefix(
+            not (alpha or text in "-/") for text, alpha in zip(texts, alphas, strict=True)
+        )
+        self.not_punct = _prefix(map(operator.not_, puncts))
 
 
 class _ListIndex:
@@ -474,7 +486,7 @@ class _ListIndex:
                 in_mentions[i] = True
         self.in_mention = in_mentions
         item = [x or m for x, m in zip(tokens.item, in_mentions, strict=True)]
-        self.nonitem = _prefix(not x for x in item)
+        self.nonitem = _prefix(map(operator.not_, item))
         self.comma = tokens.comma
         self.or_nor = tokens.or_nor
         self.and_ = tokens.and_

@@ -59,9 +59,14 @@ class StatementMatcher:
         """
         return bool(self.statements) and (self._anchor is None or bool(self._anchor.search(text)))
 
-    def find(self, doc: Doc) -> list[StatementMatch]:
-        """The statements in `doc`: the longest match of each statement where it overlaps itself."""
-        if not self.may_match(doc.text):
+    def find(self, doc: Doc, text: str | None = None) -> list[StatementMatch]:
+        """The statements in `doc`: the longest match of each statement where it overlaps itself.
+
+        Args:
+            doc: a tokenized sentence.
+            text: `doc.text`, when the caller has it (spaCy rebuilds it from the tokens).
+        """
+        if not self.may_match(doc.text if text is None else text):
             return []
         spans = [Span(doc, s, e, label=self._strings[mid]) for mid, s, e in self.matcher(doc)]
         by_id: dict[str, list[Span]] = {}

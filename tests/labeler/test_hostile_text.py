@@ -233,10 +233,10 @@ def test_a_third_party_exception_fails_one_report_and_not_the_batch(
 
     original = ConceptMatcher.find
 
-    def find(self: ConceptMatcher, doc: object) -> object:
+    def find(self: ConceptMatcher, doc: object, words: object = None) -> object:
         if "explode" in str(doc):
             raise ValueError("[E088] a third-party failure")
-        return original(self, doc)  # type: ignore[arg-type]
+        return original(self, doc, words)  # type: ignore[arg-type]
 
     monkeypatch.setattr(ConceptMatcher, "find", find)
     reports = [
