@@ -577,7 +577,7 @@ class AttributeFinder:
             )
         coordinated = self._coordinated_lobes(doc, text, out)
         spans = [Span(doc, s, e, label=self._strings[mid]) for mid, s, e in self.matcher(doc)]
-        kept = filter_spans(spans)
+        kept = filter_spans(spans) if len(spans) > 1 else spans  # one: its own longest
         change_starts = {
             span.start
             for span in kept
@@ -850,6 +850,8 @@ def _values(
 ) -> tuple[dict[str, Any], tuple[AttributeEvidence, ...]]:
     if plural is not None and not any(e.attribute == "count" for e in evidence):
         evidence = [*evidence, plural]
+    if not evidence:
+        return {}, ()  # most mentions: nothing to merge
     # a new list: `evidence` may serve other mentions at the same offsets
     ordered = sorted(evidence, key=lambda e: (e.start, e.end))
     return merge_attributes(ordered, severity_order), tuple(ordered)

@@ -77,15 +77,17 @@ class FindingMatcher:
         """
         if words is None:
             words = [t.lower_ for t in doc]
-        matched = self.phrases(words)
+        matched = self.phrases(words)  # in text order, none overlapping
         if self.lexicon.described and len(matched) > 1:
             matched = _described(matched, words, self.lexicon.described)
         placed = self.lexicon.placed
         if placed and any(m[0] in placed for m in matched):
             matched = _placed(matched, words, placed)
         kept = [Span(doc, start, end, label=label) for label, start, end in matched]
-        taken = {i for span in kept for i in range(span.start, span.end)}
         heads = self.open_heads
+        if heads.isdisjoint(words):
+            return kept  # no finding word (most sentences)
+        taken = {i for _, start, end in matched for i in range(start, end)}
         for i, word in enumerate(words):
             if word in heads and i not in taken:
                 kept.append(Span(doc, i, i + 1, label=OPEN_PREFIX + singular(word)))

@@ -17,6 +17,7 @@ and the report offsets of the words that state it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Sequence
 from typing import TypeVar
@@ -106,8 +107,7 @@ def sentences_referring_back(
     starts = rules.refer_back_starts
     if not starts or len(sentences) < 2:
         return []
-    # "lead == w or lead.startswith(w + ' ')" for each w, in one C call each
-    whole, heads = frozenset(starts), tuple(w + " " for w in starts)
+    whole, heads = _lead_words(starts)
     out = []
     for i in range(1, len(sentences)):
         s, e = sentences[i]
@@ -116,6 +116,13 @@ def sentences_referring_back(
         if lead in whole or lead.startswith(heads):
             out.append(i)
     return out
+
+
+@functools.lru_cache(maxsize=8)
+def _lead_words(starts: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The words that refer back, and each with the space after it: "lead == w or
+    lead.startswith(w + ' ')" for each w, in one C call each."""
+    return frozenset(starts), tuple(w + " " for w in starts)
 
 
 def _before_own(sentence: str, end: int, own: int, length: int) -> bool:
