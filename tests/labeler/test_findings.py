@@ -240,6 +240,11 @@ def test_levels_joined_before_a_finding_keep_its_describing_words(read: Read) ->
          {"severity": "mild"}),
         ("FINDINGS: Mild prominence left hilar contour.", "hilar_enlargement",
          {"laterality": "left", "location": ["perihilar"], "severity": "mild"}),
+        # sides compared are both sides, not a change; a masked word between two sides
+        ("FINDINGS: Pleural effusions, left larger than right.", "pleural_effusion",
+         {"laterality": "bilateral"}),
+        ("FINDINGS: There are small right and XXXX left pleural effusions.", "pleural_effusion",
+         {"laterality": "bilateral", "severity": "mild"}),
         # a line whose name the de-identification masked, known by its tip
         ("FINDINGS: There is a left chest XXXX with tip in the mid SVC.", "vascular_catheter",
          {"laterality": "left", "tip": "superior vena cava", "tip_text": "mid SVC"}),
