@@ -176,6 +176,8 @@ class QuestionPatterns:
     #: concept -> other concepts (and those below them) that answer a question about it
     #: ("heart surgery" by a CABG, which the lexicon places under the sternotomy)
     answered_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: parts of the body a whole-study "normal" cue may be said of ("Is the spine normal?")
+    part_normal_parts: frozenset[str] = frozenset()
     tip_devices: frozenset[str] = frozenset()
     #: words that ask whether something is wrong with a part of the body ("problem with")
     problem_cues: tuple[str, ...] = ()
@@ -351,6 +353,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         size_words=_words(data, "size_words"),
         sized_by_grade=frozenset(str(w) for w in data.get("sized_by_grade") or ()),
         answered_by=_lists(data, "answered_by"),
+        part_normal_parts=_words(data, "part_normal_parts"),
         tip_devices=frozenset(str(w) for w in data.get("tip_devices") or ()),
         read_as_label=_lists(data, "read_as_label"),
         suggested_by=_lists(data, "suggested_by"),
@@ -721,6 +724,15 @@ class QuestionParser:
             return ParsedQuestion(text, "presence", label=organ, rules=("organ.problem",))
         labels = list(dict.fromkeys(lab for lab, *_ in found))
         study = [h for h in hits if h.group == "study"]
+        part = self._part_normal(doc, hits) if not labels else None
+        if part is not None:
+            # "Is the spine normal?": whether a finding of the spine is read, the other way
+            # round; not the whole study
+            cue, concept = part
+            return ParsedQuestion(
+                text, "presence", label=concept, negated=cue.entry.get("asks") == "normal",
+                rules=("organ.normal", cue.entry.id),
+            )  # fmt: skip
         if not labels and study:
             # "Is this chest X-ray normal?": about the whole study; the longest cue wins
             cue = max(study, key=lambda h: h.end - h.start)
@@ -902,6 +914,27 @@ class QuestionParser:
             return None
         found = [self._strings[m] for m, _, _ in self._anatomy_matcher(doc)]
         return CONCEPT_PREFIX + found[0] if len(set(found)) == 1 else None
+
+    def _part_normal(self, doc: Doc, hits: list[_Hit]) -> tuple[_Hit, str] | None:
+        """The "normal"/"abnormal" cue and `concept:<anatomy>` of a yes/no question that says
+        it of one part of the body and nothing more ("Are the lungs normal?"), else None: a
+        place, another cue or an open question ("Any abnormality in the right lung?", "How
+        many vertebrae are affected?") keeps the whole-study reading."""
+        study = [h for h in hits if h.group == "study"]
+        cues = [h for h in study if h.entry.get("asks") in ("normal", "abnormal")]
+        if (
+            len(cues) != 1
+            or len(study) != 1
+            or self._anatomy_matcher is None
+            or any(h.group in _QUALIFIER_KINDS or h.group == "open" for h in hits)
+            # "wider than normal" compares with the normal
+            or (cues[0].start > 0 and doc[cues[0].start - 1].lower_ == "than")
+        ):
+            return None
+        found = {self._strings[m] for m, _, _ in self._anatomy_matcher(doc)}
+        if len(found) != 1 or not found <= self.patterns.part_normal_parts:
+            return None
+        return cues[0], CONCEPT_PREFIX + found.pop()
 
     def _tip_asked(self, r: _Reading) -> Qualifier | None:
         """The landmark a yes/no question about a device asks its tip to be at, if any."""

@@ -982,6 +982,17 @@ CLINICIANS = [
      "upper lobe.", "position", ["left"]),
     ("Which clavicle has fixation hardware?", "FINDINGS: Plate and screw fixation of the "
      "right clavicle.", "position", ["right"]),
+    # "normal" said of one part of the body asks about that part, not the whole study
+    ("Is the spine normal?", "FINDINGS: The lungs are clear. Degenerative changes of the "
+     "spine.", "presence", "no"),
+    ("Is the spine normal?", "FINDINGS: Right lower lobe pneumonia. The spine is "
+     "unremarkable.", "presence", "yes"),
+    ("Are the lungs normal?", "FINDINGS: The lungs are clear. Degenerative changes of the "
+     "spine.", "presence", "yes"),
+    ("Are the lungs normal?", "FINDINGS: Right lower lobe pneumonia.", "presence", "no"),
+    # ... but a place or another cue keeps the whole-study reading
+    ("Any abnormality in the right lung?", "FINDINGS: Left lower lobe pneumonia.", "study",
+     "no"),
 ]  # fmt: skip
 
 
