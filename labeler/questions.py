@@ -724,11 +724,11 @@ class QuestionParser:
             return ParsedQuestion(text, "presence", label=organ, rules=("organ.problem",))
         labels = list(dict.fromkeys(lab for lab, *_ in found))
         study = [h for h in hits if h.group == "study"]
-        part = self._part_normal(doc, hits) if not labels else None
-        if part is not None:
+        said_of = self._part_normal(doc, hits) if not labels else None
+        if said_of is not None:
             # "Is the spine normal?": whether a finding of the spine is read, the other way
             # round; not the whole study
-            cue, concept = part
+            cue, concept = said_of
             return ParsedQuestion(
                 text, "presence", label=concept, negated=cue.entry.get("asks") == "normal",
                 rules=("organ.normal", cue.entry.id),
