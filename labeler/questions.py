@@ -1338,6 +1338,11 @@ class QuestionParser:
                 for t in doc
                 if t.lower_ in heads
             ][:1]
+        if len(kept) == 2:
+            first, then = sorted(kept, key=lambda s: s[2])
+            if self._read_as(doc, [first], [then], hits):
+                # "Could the opacities be scarring?": the reading asked of the one pointed at
+                kept = [then]
         if self.lexicon is not None and len(kept) > 1:
             # "the chest port catheter": a concept beside one of its own kinds is that one
             lexicon = self.lexicon
@@ -2229,12 +2234,12 @@ def _abnormal_there(
 
 _WORD = re.compile(r"\b[a-z][a-z-]*\b")  # "5th" is no word: "old healed right 5th rib"
 #: words before and after a finding that may describe it ("old right rib fractures",
-#: "nodule is calcified")
-_NEAR, _AFTER = 4, 14
+#: "nodule is calcified", "thoracic aorta is mildly tortuous and calcified")
+_NEAR, _AFTER = 6, 14
 
 
 def _near_words(mentions: Iterable[Mention], denying: frozenset[str]) -> frozenset[str]:
-    """The words of each mention, up to four before it and fourteen after it within its clause."""
+    """The words of each mention, up to six before it and fourteen after it within its clause."""
     out: set[str] = set()
     for m in mentions:
         if m.sentence_start is None:  # a mention without its sentence: nothing beside it

@@ -993,6 +993,20 @@ CLINICIANS = [
     # ... but a place or another cue keeps the whole-study reading
     ("Any abnormality in the right lung?", "FINDINGS: Left lower lobe pneumonia.", "study",
      "no"),
+    # a describing word six words before ("tortuous and calcified"); a density is an opacity
+    ("Is the thoracic aorta calcified?", "FINDINGS: The thoracic aorta is mildly tortuous "
+     "and calcified.", "presence", "yes"),
+    ("Is the thoracic aorta calcified?", "FINDINGS: The thoracic aorta is mildly tortuous. "
+     "Calcified granuloma.", "presence", "no"),
+    ("Any density behind the heart?", "FINDINGS: Retrocardiac opacity.", "position", "yes"),
+    # words the de-identification masked: a cardiac device, a costophrenic angle
+    ("Is there a cardiac device?", "FINDINGS: There is a single cardiac XXXX projecting over "
+     "the right ventricle.", "presence", "yes"),
+    ("Which costophrenic angle is blunted?", "FINDINGS: There is blunting of the right "
+     "costophrenic XXXX.", "position", ["right"]),
+    # a reading asked of an open finding pointed at, named by the lexicon
+    ("Could the opacities be scarring?", "FINDINGS: Right lower lung opacities representing "
+     "atelectasis versus scarring.", "presence", "uncertain"),
 ]  # fmt: skip
 
 
