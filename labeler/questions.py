@@ -978,9 +978,9 @@ class QuestionParser:
         readings: list[tuple[str, str, int, int]],
         hits: list[_Hit],
     ) -> bool:
-        """Whether the one label finding named is pointed at ("the nodule") and asked to be
-        read as the concepts named after it ("... a granuloma", "... concerning for
-        metastases"), not listed with them."""
+        """Whether the one finding of `spans` is pointed at ("the nodule", "the opacities")
+        and asked to be read as the concepts named after it ("... a granuloma", "... be
+        scarring"), not listed with them."""
         if len({(s, e) for _, _, s, e in spans}) != 1:
             return False
         _, _, start, end = spans[0]
