@@ -1007,6 +1007,12 @@ CLINICIANS = [
     # a reading asked of an open finding pointed at, named by the lexicon
     ("Could the opacities be scarring?", "FINDINGS: Right lower lung opacities representing "
      "atelectasis versus scarring.", "presence", "uncertain"),
+    # a width or a curve's angle is a measurement the report may give, not a refusal
+    ("How wide is the aorta?", "FINDINGS: The thoracic aorta is ectatic.", "size", "unknown"),
+    ("How wide is the aorta in centimetres?", "FINDINGS: The ascending aorta is dilated, "
+     "measuring 4.5 cm.", "size", 4.5),
+    ("How many degrees is the curve?", "FINDINGS: Mild thoracic levoscoliosis.", "size",
+     "unknown"),
 ]  # fmt: skip
 
 
