@@ -1013,6 +1013,11 @@ CLINICIANS = [
      "measuring 4.5 cm.", "size", 4.5),
     ("How many degrees is the curve?", "FINDINGS: Mild thoracic levoscoliosis.", "size",
      "unknown"),
+    # the lungs' aeration as the report says it changed
+    ("Has the aeration changed since the prior film?", "IMPRESSION: Significantly improved "
+     "aeration.", "change", "improved"),
+    ("Has aeration at the lung bases improved?", "FINDINGS: There is improved aeration of the "
+     "lung bases with small residual left basilar effusion.", "change", "yes"),
 ]  # fmt: skip
 
 

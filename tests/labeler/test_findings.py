@@ -245,6 +245,9 @@ def test_levels_joined_before_a_finding_keep_its_describing_words(read: Read) ->
          {"laterality": "bilateral"}),
         ("FINDINGS: There are small right and XXXX left pleural effusions.", "pleural_effusion",
          {"laterality": "bilateral", "severity": "mild"}),
+        # improved aeration is the aeration's change, not the effusion's beside it
+        ("FINDINGS: There is improved aeration of the lung bases with small residual left "
+         "basilar effusion.", "lung_aeration", {"change": "improved", "location": ["basilar"]}),
         # a line whose name the de-identification masked, known by its tip
         ("FINDINGS: There is a left chest XXXX with tip in the mid SVC.", "vascular_catheter",
          {"laterality": "left", "tip": "superior vena cava", "tip_text": "mid SVC"}),
