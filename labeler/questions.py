@@ -2186,7 +2186,7 @@ def answer_study(
             str(place)
             for f in seen
             for place in f.attributes.get("location") or ()
-            if str(place).endswith(" lobe") or str(place) == "lingula"
+            if _is_lobe(str(place))
         }
         return out(len(lobes), seen) if lobes else out("unknown", seen, False)
     if asks in ("worse", "better"):
@@ -2457,6 +2457,18 @@ def _described_parent(
     return []
 
 
+def _counts_lobes(text: str, patterns: QuestionPatterns) -> bool:
+    """Whether a count question counts lobes ("How many lobes show collapse?"), not a
+    finding in one ("How many nodules are in the left lower lobe?")."""
+    words = _WORD.findall(text.lower())
+    pairs = zip(words, words[1:], strict=False)
+    return any(a == "many" and b in patterns.lobe_words for a, b in pairs)
+
+
+def _is_lobe(place: str) -> bool:
+    return place.endswith(" lobe") or place == "lingula"
+
+
 def _place_values(f: Mention) -> frozenset[str]:
     """The finding's places as its attributes give them ("basilar", "right lower lobe")."""
     return frozenset(str(p) for p in f.attributes.get("location") or ())
@@ -2641,6 +2653,10 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
                 # "mild airspace disease" grades how much, not how big
                 return out("unknown", False)
             return out("unknown", False)
+        if qtype == "count" and _counts_lobes(question.text, patterns):
+            # "How many lobes show collapse?": the lobes the finding's mentions name
+            lobes = {p for m in target.deciding for p in _place_values(m) if _is_lobe(p)}
+            return out(len(lobes)) if lobes else out("unknown", False)
         if qtype == "count":
             count = finding.get("count")
             by_place = _count_by_place(target.deciding)

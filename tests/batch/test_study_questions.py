@@ -1018,6 +1018,11 @@ CLINICIANS = [
      "aeration.", "change", "improved"),
     ("Has aeration at the lung bases improved?", "FINDINGS: There is improved aeration of the "
      "lung bases with small residual left basilar effusion.", "change", "yes"),
+    # the lobes a finding names, counted; not a finding counted in one lobe
+    ("How many lobes show collapse?", "FINDINGS: Large right pleural effusion with collapse "
+     "of the right middle lobe and partial collapse of the right lower lobe.", "count", 2),
+    ("How many nodules are in the left lower lobe?", "FINDINGS: Three nodules in the left "
+     "lower lobe.", "count", 3),
 ]  # fmt: skip
 
 
