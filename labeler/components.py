@@ -16,8 +16,9 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import accumulate
-from typing import Any
+from typing import TypeVar
 
 from spacy.language import Language
 from spacy.matcher import Matcher, PhraseMatcher
@@ -25,6 +26,7 @@ from spacy.tokenizer import Tokenizer
 from spacy.tokens import Doc, Span, Token
 from spacy.util import filter_spans, registry
 
+from labeler.required_words import RequiredWords
 from labeler.vocabulary import Rule, load_concepts, load_rules
 
 __all__ = [
@@ -64,6 +66,7 @@ _ITEM, _OPEN, _CUT = "item", "open", "cut"
 _FIELD_SEPARATORS = frozenset({":", "-", "\u2013", "\u2014", "?"})
 _SUBJECTS = frozenset({"nsubj", "nsubjpass", "csubj", "csubjpass", "expl"})
 _OBJECTS = frozenset({"dobj", "attr", "oprd"})
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -112,15 +115,8 @@ class ConceptMatcher:
             if concept.patterns:
                 self.tokens.add(concept.label, [list(p) for p in concept.patterns])
         self._strings = nlp.vocab.strings
-        # the token patterns run only on a sentence that holds, for each required token of
-        # one of them, a word that token may be (None: a pattern without one); most
-        # sentences hold no word a first required token may be
-        self._requirements = _required_words(p for c in concept_set for p in c.patterns)
-        self._first_words = (
-            None
-            if self._requirements is None
-            else frozenset(w for required in self._requirements for w in required[0])
-        )
+        # the token patterns run only on a sentence that may hold a match
+        self._token_words = RequiredWords(p for c in concept_set for p in c.patterns)
 
     def find(self, doc: Doc, words: Sequence[str] | None = None) -> list[Span]:
         """Mentions in `doc`, longest match per label, minus excluded phrases.
@@ -133,7 +129,7 @@ class ConceptMatcher:
             Spans labelled with the label name (or `Other`), in text order.
         """
         matches = self.phrases(doc)
-        if self._may_match_tokens([t.lower_ for t in doc] if words is None else words):
+        if self._token_words.may_match([t.lower_ for t in doc] if words is None else words):
             matches = [*matches, *self.tokens(doc)]
         if not matches:
             return []
@@ -158,45 +154,9 @@ class ConceptMatcher:
         out.sort(key=lambda s: (s.start, s.end))
         return out
 
-    def _may_match_tokens(self, words: Sequence[str]) -> bool:
-        """Whether a token pattern may match a sentence of these lower-cased words: it holds
-        a word that each required token of the pattern may be. (spaCy's Matcher calls a
-        Python predicate per token and pattern state: 150,000 calls in 3,000 OpenI
-        reports when every sentence with "heart" went through it.)"""
-        if self._requirements is None or self._first_words is None:
-            return True
-        if self._first_words.isdisjoint(words):
-            return False
-        present = set(words)
-        return any(
-            all(not allowed.isdisjoint(present) for allowed in required)
-            for required in self._requirements
-        )
-
     def __call__(self, doc: Doc) -> Doc:
         doc.spans[MENTIONS_KEY] = self.find(doc)
         return doc
-
-
-def _required_words(
-    patterns: Iterable[Iterable[dict[str, Any]]],
-) -> list[tuple[frozenset[str], ...]] | None:
-    """For each pattern, in token order, the lower-cased words each of its required tokens
-    (no `OP`, or "+") with a `LOWER` word or list may be: a match holds one word of each.
-    None when a pattern has no such token (its matches may hold any word)."""
-    out = []
-    for pattern in patterns:
-        required = []
-        for token in pattern:
-            value = token.get("LOWER") if token.get("OP", "+") == "+" else None
-            if isinstance(value, str):
-                required.append(frozenset({value}))
-            elif isinstance(value, dict) and set(value) == {"IN"} and isinstance(value["IN"], list):
-                required.append(frozenset(str(w) for w in value["IN"]))
-        if not required:
-            return None
-        out.append(tuple(required))
-    return out
 
 
 class DependencyRules:
@@ -244,13 +204,18 @@ class DependencyRules:
             for ws, needs in by_word.get(word, ())
         )
 
-    def cues(self, doc: Doc) -> list[list[Span]]:
+    def cues(self, doc: Doc, words: Sequence[str] | None = None) -> list[list[Span]]:
         """Cue matches of each rule in `doc` (index = rule order). `doc` must be parsed.
 
         The result also carries the doc's list index (built on first use), so
         deciding every mention of a long sentence stays linear in its length.
+
+        Args:
+            doc: a parsed doc.
+            words: its lower-cased tokens, when the caller has them.
         """
         per_rule = _DocCues([] for _ in self.rule_set.rules)
+        per_rule.words = words
         for match_id, start, end in self.matcher(doc):
             per_rule[int(self._strings[match_id])].append(doc[start:end])
         return per_rule
@@ -281,6 +246,7 @@ class DependencyRules:
                     self.rule_set.list_breakers,
                     self.rule_set.clause_breakers,
                     tokens=cues.tokens,
+                    words=cues.words,
                 )
                 cues.tokens = cues.list_index.tokens
             index = cues.list_index
@@ -325,7 +291,7 @@ class DependencyRules:
             return False  # "opacity suggestive of pneumonia": the opacity is seen
         if (
             mention.end <= cue_span.start
-            and index.clause[cue_span.start] > index.clause[mention.end]
+            and index.tokens.clause[cue_span.start] > index.tokens.clause[mention.end]
         ):
             # "opacities ..., however other etiologies cannot be excluded": the cue's clause
             # is one of its own, whatever the parse hangs on it
@@ -419,6 +385,8 @@ class _DocCues(list[list[Span]]):
     list_index: _ListIndex | None = None
     #: the list index's tables that hold for any mentions of the doc, once built
     tokens: _TokenTables | None = None
+    #: the doc's lower-cased tokens, when the caller gave them
+    words: Sequence[str] | None = None
 
     def for_other_mentions(self) -> _DocCues:
         """The same cue matches, for another set of mentions of the same doc (set in
@@ -426,44 +394,89 @@ class _DocCues(list[list[Span]]):
         needed, from the token tables already built."""
         other = _DocCues(self)
         other.tokens = self.tokens
+        other.words = self.words
         return other
 
 
 class _TokenTables:
     """The prefix tables of a parsed doc that do not depend on its mentions.
 
-    Built once per doc, however many sets of mentions (readers) are decided on it.
+    Built once per doc, however many sets of mentions (readers) are decided on it; each
+    table on first use, since most docs' rules ask for a few of them only (a field value's
+    tables where a field rule's cue is found, the list tables where a list rule's).
     """
 
     def __init__(
-        self, doc: Doc, breakers: frozenset[str], clause_breakers: frozenset[str] = frozenset()
+        self,
+        doc: Doc,
+        breakers: frozenset[str],
+        clause_breakers: frozenset[str] = frozenset(),
+        words: Sequence[str] | None = None,
     ):
-        n = len(doc)
-        self.n = n
-        # one walk over the tokens: spaCy builds a Token object on every access
-        toks = [(t.text, t.lower_, t.tag_, t.is_alpha, t.is_punct or t.is_space) for t in doc]
-        texts, lowers, tags, alphas, puncts = zip(*toks, strict=True) if toks else ((),) * 5
-        # list items by their own words; the doc's mentions are items too (`_ListIndex`)
-        self.item = [
-            tag in _LIST_TAGS or w in _LIST_WORDS for w, tag in zip(lowers, tags, strict=True)
+        self.n = len(doc)
+        self._doc = doc
+        # spaCy builds a Token object on every access: the lower-cased words come from
+        # the caller where it has them, the rest from a walk where a table needs it
+        self._lowers = [t.lower_ for t in doc] if words is None else words
+        self._breakers = breakers
+        self._clause_breakers = clause_breakers
+
+    @cached_property
+    def _tags(self) -> list[str]:
+        return [t.tag_ for t in self._doc]
+
+    # prefix counts: p[i] = count over tokens [0, i); the tests mapped in C
+
+    @cached_property
+    def item(self) -> list[bool]:
+        """List items by their own words; the doc's mentions are items too (`_ListIndex`)."""
+        return [
+            tag in _LIST_TAGS or w in _LIST_WORDS
+            for w, tag in zip(self._lowers, self._tags, strict=True)
         ]
-        # prefix counts: p[i] = count over tokens [0, i); the tests mapped in C
-        self.comma = _prefix(map(",".__eq__, texts))
-        self.or_nor = _prefix(map(_OR_NOR.__contains__, lowers))
-        self.and_ = _prefix(map("and".__eq__, lowers))
-        self.breaker = _prefix(map(breakers.__contains__, lowers))
-        self.clause = _prefix(map(clause_breakers.__contains__, lowers))
-        self.next_comma = [n] * (n + 1)
-        self.next_sep = [n] * (n + 1)
-        for i in range(n - 1, -1, -1):
-            text = texts[i]
-            self.next_comma[i] = i if text == "," else self.next_comma[i + 1]
-            self.next_sep[i] = i if text in _FIELD_SEPARATORS else self.next_sep[i + 1]
+
+    # The comma and the field separators are read on the lower-cased words: no other
+    # string lower-cases to one of them (str.lower never shortens a string, and no other
+    # code point lower-cases to one of these characters).
+
+    @cached_property
+    def comma(self) -> list[int]:
+        return _prefix(map(",".__eq__, self._lowers))
+
+    @cached_property
+    def or_nor(self) -> list[int]:
+        return _prefix(map(_OR_NOR.__contains__, self._lowers))
+
+    @cached_property
+    def and_(self) -> list[int]:
+        return _prefix(map("and".__eq__, self._lowers))
+
+    @cached_property
+    def breaker(self) -> list[int]:
+        return _prefix(map(self._breakers.__contains__, self._lowers))
+
+    @cached_property
+    def clause(self) -> list[int]:
+        return _prefix(map(self._clause_breakers.__contains__, self._lowers))
+
+    @cached_property
+    def next_comma(self) -> list[int]:
+        """next_comma[i]: the first comma at or after token i (n if none)."""
+        return _next_where(self._lowers, ",".__eq__)
+
+    @cached_property
+    def next_sep(self) -> list[int]:
+        """next_sep[i]: the first field separator at or after token i (n if none)."""
+        return _next_where(self._lowers, _FIELD_SEPARATORS.__contains__)
+
+    @cached_property
+    def not_name(self) -> list[int]:
         # field names hold only words, "-" and "/"; field values end the text
-        self.not_name = _prefix(
-            not (alpha or text in "-/") for text, alpha in zip(texts, alphas, strict=True)
-        )
-        self.not_punct = _prefix(map(operator.not_, puncts))
+        return _prefix(not (t.is_alpha or t.text in "-/") for t in self._doc)
+
+    @cached_property
+    def not_punct(self) -> list[int]:
+        return _prefix(not (t.is_punct or t.is_space) for t in self._doc)
 
 
 class _ListIndex:
@@ -472,7 +485,8 @@ class _ListIndex:
     Built once per parsed doc and set of mentions (O(tokens + mention tokens)), so
     deciding all mentions of a sentence with a long list ("no A, B, C, ... or Z") stays
     linear instead of re-walking the list from every mention. The tables that do not
-    depend on the mentions (`_TokenTables`) are shared with other sets of mentions.
+    depend on the mentions (`_TokenTables`) are shared with other sets of mentions; like
+    them, the tables here are built on first use.
     """
 
     def __init__(
@@ -482,38 +496,43 @@ class _ListIndex:
         clause_breakers: frozenset[str] = frozenset(),
         *,
         tokens: _TokenTables | None = None,
+        words: Sequence[str] | None = None,
     ):
         if tokens is None:
-            tokens = _TokenTables(doc, breakers, clause_breakers)
+            tokens = _TokenTables(doc, breakers, clause_breakers, words)
         self.tokens = tokens
-        n = tokens.n
-        self.n = n
+        self.n = tokens.n
+        # the doc's mentions now: a caller that decides another reader's puts a new group
+        # in `doc.spans`, which leaves this one as it is
+        self._mentions: Iterable[Span] = doc.spans.get(MENTIONS_KEY, ())
+
+    @cached_property
+    def in_mention(self) -> list[bool]:
         # other mentions are list items whatever their tag ("infiltrates" is
         # often tagged as a verb)
-        in_mentions = [False] * n
-        for sp in doc.spans.get(MENTIONS_KEY, []):
+        in_mentions = [False] * self.n
+        for sp in self._mentions:
             for i in range(sp.start, sp.end):
                 in_mentions[i] = True
-        self.in_mention = in_mentions
-        item = [x or m for x, m in zip(tokens.item, in_mentions, strict=True)]
-        self.nonitem = _prefix(map(operator.not_, item))
-        self.comma = tokens.comma
-        self.or_nor = tokens.or_nor
-        self.and_ = tokens.and_
-        self.breaker = tokens.breaker
-        self.clause = tokens.clause
-        self.next_comma = tokens.next_comma
-        self.next_sep = tokens.next_sep
-        self.not_name = tokens.not_name
-        self.not_punct = tokens.not_punct
-        # next_nonitem[i]: first j >= i that is not a list item (n if none)
-        self.next_nonitem = [n] * (n + 1)
-        for i in range(n - 1, -1, -1):
-            self.next_nonitem[i] = self.next_nonitem[i + 1] if item[i] else i
+        return in_mentions
+
+    @cached_property
+    def _item(self) -> list[bool]:
+        return [x or m for x, m in zip(self.tokens.item, self.in_mention, strict=True)]
+
+    @cached_property
+    def nonitem(self) -> list[int]:
+        return _prefix(map(operator.not_, self._item))
+
+    @cached_property
+    def next_nonitem(self) -> list[int]:
+        """next_nonitem[i]: first j >= i that is not a list item (n if none)."""
+        return _next_where(self._item, operator.not_)
 
     def has_comma(self, start: int, end: int) -> bool:
         """Whether a comma lies in tokens [start, end)."""
-        return end > start and self.comma[end] > self.comma[start]
+        comma = self.tokens.comma
+        return end > start and comma[end] > comma[start]
 
     def in_list(self, cue: int, mention: Span) -> str | None:
         """How `mention` sits in a noun list that follows the token `cue`.
@@ -525,6 +544,7 @@ class _ListIndex:
         holds a breaker word ("no A, mild B"), else `_OPEN` ("no A, B").
         """
         start = mention.start
+        tokens = self.tokens
         if cue >= start:
             return None
         if self.nonitem[start] != self.nonitem[cue + 1]:
@@ -532,16 +552,16 @@ class _ListIndex:
         if not self.has_comma(cue + 1, start):
             return _ITEM  # one noun phrase: "no focal lung infiltrates"
         end = self.next_nonitem[mention.end] if mention.end < self.n else self.n
-        if self.or_nor[end] > self.or_nor[cue + 1]:
+        if tokens.or_nor[end] > tokens.or_nor[cue + 1]:
             return _ITEM  # "no A, B, or large C": "or"/"nor" carry the negation to every item
         # "no A, mild B and C": from the first item after a comma that carries a
         # severity or course word on, the items are findings of their own
-        first_comma = self.next_comma[cue + 1]
+        first_comma = tokens.next_comma[cue + 1]
         if mention.end > first_comma + 1 and (
-            self.breaker[mention.end] > self.breaker[first_comma + 1]
+            tokens.breaker[mention.end] > tokens.breaker[first_comma + 1]
         ):
             return _CUT
-        return _ITEM if self.and_[end] > self.and_[cue + 1] else _OPEN
+        return _ITEM if tokens.and_[end] > tokens.and_[cue + 1] else _OPEN
 
     def is_field_value(self, cue: Span, mention: Span) -> bool:
         """Whether `cue` is the whole value of a template field that names `mention`.
@@ -550,17 +570,28 @@ class _ListIndex:
         the mention sits in the field name (only words up to the colon or
         dash), the cue right after it, and nothing but punctuation follows it.
         """
-        colon = self.next_sep[mention.end] if mention.end < self.n else self.n
+        tokens = self.tokens
+        colon = tokens.next_sep[mention.end] if mention.end < self.n else self.n
         if colon >= self.n or cue.start != colon + 1:
             return False
-        if self.not_name[colon] != self.not_name[mention.end]:
+        if tokens.not_name[colon] != tokens.not_name[mention.end]:
             return False
-        return self.not_punct[self.n] == self.not_punct[cue.end]
+        return tokens.not_punct[self.n] == tokens.not_punct[cue.end]
 
 
 def _prefix(flags: Iterable[bool]) -> list[int]:
     """Prefix counts of `flags`: out[i] = how many of the first i are true."""
     return list(accumulate(map(int, flags), initial=0))
+
+
+def _next_where(values: Sequence[_T], test: Callable[[_T], bool]) -> list[int]:
+    """out[i]: the first j >= i whose value passes `test` (len(values) if none), for
+    i in [0, len(values)]."""
+    n = len(values)
+    out = [n] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        out[i] = i if test(values[i]) else out[i + 1]
+    return out
 
 
 def register() -> None:

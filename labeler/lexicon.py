@@ -232,21 +232,26 @@ def load_lexicon(name: str = "lexicon.v1") -> Lexicon:
             )
         concepts[concept.id] = concept
     _check_parents(concepts, where)
-    by_phrase: dict[str, list[str]] = {}
+    listed: dict[str, list[str]] = {}
     for concept in concepts.values():
         for phrase in concept.phrases:
-            by_phrase.setdefault(phrase, []).append(concept.id)
+            listed.setdefault(phrase, []).append(concept.id)
+    by_phrase = {p: tuple(ids) for p, ids in listed.items()}
     predicates = _predicate_phrases(concepts, data.get("predicates"), where)
     predicate_phrases: set[str] = set()
+    # 26,000 predicate forms, most of them new phrases: one look-up each
     for phrase, cid in predicates.items():
-        # a listed phrase keeps its own concept
-        if by_phrase.setdefault(phrase, [cid]) == [cid]:
+        ids = by_phrase.get(phrase)
+        if ids is None:
+            by_phrase[phrase] = (cid,)
+            predicate_phrases.add(phrase)
+        elif ids == (cid,):  # a listed phrase keeps its own concept
             predicate_phrases.add(phrase)
     lexicon = Lexicon(
         name=where,
         version=int(data.get("version") or 1),
         concepts=MappingProxyType(concepts),
-        by_phrase=MappingProxyType({p: tuple(ids) for p, ids in by_phrase.items()}),
+        by_phrase=MappingProxyType(by_phrase),
         open_finding_heads=_heads(data.get("open_finding_heads"), where),
         predicate_phrases=frozenset(predicate_phrases),
         described=_described(concepts, data.get("described"), where),

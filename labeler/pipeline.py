@@ -627,7 +627,7 @@ class _Engine:
                 stated: tuple[_Found, ...] = ()
                 spans = self.findings.find(doc, words)
             else:
-                stated = self._stated(doc, sent)
+                stated = self._stated(doc, sent, words)
                 spans = self.concepts.find(doc, words)
             if spans:
                 matched.append((r, spans, stated))
@@ -673,12 +673,12 @@ class _Engine:
         assert self.findings is not None, "the engine was built without findings"
         return self.finding_cache
 
-    def _stated(self, doc: Doc, text: str) -> tuple[_Found, ...]:
+    def _stated(self, doc: Doc, text: str, words: list[str]) -> tuple[_Found, ...]:
         if self.statements is None:
             return ()
         return tuple(
             _Found(m.label, m.start, m.end, m.status, m.rule, None, {}, ())
-            for m in self.statements.find(doc, text)
+            for m in self.statements.find(doc, text, words)
         )
 
     def _negex(self, doc: Doc, words: list[str], spans: list[Span]) -> list[str | None]:
@@ -732,7 +732,7 @@ class _Engine:
                     doc.spans[MENTIONS_KEY] = spans
                     spans = list(doc.spans[MENTIONS_KEY])
                     cues = (
-                        self.rules.cues(doc)
+                        self.rules.cues(doc, queued.words)
                         if cues is None
                         else self.rules.cues_for_new_mentions(cues)
                     )

@@ -167,13 +167,26 @@ class ReportFinding(Mention):
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of one finding: the mention's, with its concept."""
+        # the mention's keys written out, not merged from `Mention.to_dict`: one dict
+        # instead of two, on the 20,000 findings of 3,000 reports
         return {
             "concept": self.label,
             "name": self.name,
             "kind": self.kind,
             "mesh": self.mesh,
             "radlex": self.radlex,
-            **super().to_dict(),
+            "label": self.label,
+            "text": self.text,
+            "start": self.start,
+            "end": self.end,
+            "sentence": self.context(),
+            "status": self.status,
+            "rule": self.rule,
+            "negex": self.negex,
+            "section": self.section,
+            "cue": self.cue,
+            "attributes": self.attributes,
+            "attribute_evidence": self.attribute_evidence,
         }
 
 

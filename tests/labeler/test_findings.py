@@ -20,7 +20,7 @@ from labeler.findings import PhraseIndex, lexicon_matcher
 from labeler.lexicon import Lexicon, load_lexicon
 from labeler.pattern_cache import cache_path
 from labeler.pipeline import label_report
-from labeler.schema import ReportFinding, ReportLabels
+from labeler.schema import Mention, ReportFinding, ReportLabels
 
 pytestmark = pytest.mark.issue(40)
 
@@ -68,6 +68,22 @@ def test_a_finding_carries_its_concepts_radlex_id(
     finding = _one(read(text), concept)
     assert finding.radlex == radlex
     assert finding.to_dict()["radlex"] == radlex
+
+
+def test_a_findings_json_is_its_mentions_with_its_concept() -> None:
+    # `ReportFinding.to_dict` writes the mention's keys out itself: a field added to
+    # `Mention` must show there too, after the concept's keys
+    finding = ReportFinding(
+        label="picc", text="PICC", start=17, end=21, sentence="Right PICC.", status="positive",
+        rule="r1", negex="affirmed", section="findings", cue="c", attributes={"x": 1},
+        attribute_evidence=[{"y": 2}], sentence_start=0, name="PICC line", kind="device",
+        mesh="Catheters, Indwelling", radlex="RID5581",
+    )  # fmt: skip
+    concept = {"concept": "picc", "name": "PICC line", "kind": "device",
+               "mesh": "Catheters, Indwelling", "radlex": "RID5581"}  # fmt: skip
+    out = finding.to_dict()
+    assert out == {**concept, **Mention.to_dict(finding)}
+    assert list(out) == [*concept, *Mention.to_dict(finding)]
 
 
 @pytest.mark.parametrize(
