@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
 import logging
@@ -166,3 +167,32 @@ def test_cli_set_up_logging_takes_each_commands_level_and_style(
     assert call["level"] == getattr(logging, level)
     assert call["format"] == cli._LOG_FORMATS[style]
     assert call["stream"] is sys.stderr
+
+
+def _commands(parser: argparse.ArgumentParser) -> list[str]:
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return list(sub.choices)
+
+
+def test_a_command_builds_the_parser_of_its_own_module_only() -> None:
+    every = _commands(cli.build_parser())
+    # the table of who registers what is the truth: each module registers just its names
+    assert every == [name for _, _, names in cli._REGISTRARS for name in names]
+    for _, _, names in cli._REGISTRARS:
+        for name in names:
+            assert _commands(cli.build_parser(name)) == list(names)
+    # --help and a mistyped command see every command
+    assert _commands(cli.build_parser("--help")) == every
+    assert _commands(cli.build_parser("lable")) == every
+
+
+def test_cxr_label_imports_no_other_commands_module() -> None:
+    code = (
+        "import sys\n"
+        "from app import cli\n"
+        "cli.build_parser('label').parse_args(['label', 'reports.csv'])\n"
+        "print(*sorted(m for m in sys.modules if m.startswith('app.cli.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["app.cli.common", "app.cli.report_commands"]
