@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, get_args
@@ -262,27 +262,14 @@ def load_lexicon(name: str = "lexicon.v1") -> Lexicon:
 
 
 def _placed(concepts: Mapping[str, LexiconConcept], value: Any, where: str) -> Mapping[str, Placed]:
-    if value is None:
-        return MappingProxyType({})
-    if not isinstance(value, list):
-        raise PatternFileError(f"{where}: `placed` must be a list")
     out: dict[str, Placed] = {}
-    for i, entry in enumerate(value):
-        at = f"{where}: placed[{i}]"
-        if not isinstance(entry, dict) or not {"concept", "between", "places"} <= entry.keys():
-            raise PatternFileError(f"{at} needs concept, between and places")
-        places = entry["places"]
-        if not isinstance(places, dict):
-            raise PatternFileError(f"{at}: places must map place words to a concept")
-        unknown = [
-            c for c in (str(entry["concept"]), *map(str, places.values())) if c not in concepts
-        ]
-        if unknown:
-            raise PatternFileError(f"{at}: unknown concept {unknown[0]!r}")
+    for at, entry in _rule_entries(value, "placed", ("concept", "between", "places"), where):
+        places = _concept_map(entry["places"], "places", at)
+        _check_known(concepts, [str(entry["concept"]), *places.values()], at)
         out[str(entry["concept"])] = Placed(
             concept=str(entry["concept"]),
             between=frozenset(str(w).lower() for w in entry["between"]),
-            places=MappingProxyType({str(k).lower(): str(v) for k, v in places.items()}),
+            places=MappingProxyType({k.lower(): v for k, v in places.items()}),
         )
     return MappingProxyType(out)
 
@@ -290,31 +277,50 @@ def _placed(concepts: Mapping[str, LexiconConcept], value: Any, where: str) -> M
 def _described(
     concepts: Mapping[str, LexiconConcept], value: Any, where: str
 ) -> tuple[Described, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise PatternFileError(f"{where}: `described` must be a list")
     out = []
-    for i, entry in enumerate(value):
-        at = f"{where}: described[{i}]"
-        if not isinstance(entry, dict) or not {"words", "by", "becomes", "between"} <= entry.keys():
-            raise PatternFileError(f"{at} needs words, by, becomes and between")
-        becomes = entry["becomes"]
-        if not isinstance(becomes, dict):
-            raise PatternFileError(f"{at}: becomes must map a concept to a concept")
-        named = [str(entry["by"]), *map(str, becomes), *map(str, becomes.values())]
-        unknown = [c for c in named if c not in concepts]
-        if unknown:
-            raise PatternFileError(f"{at}: unknown concept {unknown[0]!r}")
+    for at, entry in _rule_entries(
+        value, "described", ("words", "by", "becomes", "between"), where
+    ):
+        becomes = _concept_map(entry["becomes"], "becomes", at)
+        _check_known(concepts, [str(entry["by"]), *becomes, *becomes.values()], at)
         out.append(
             Described(
                 words=frozenset(str(w).lower() for w in entry["words"]),
                 by=str(entry["by"]),
-                becomes=MappingProxyType({str(k): str(v) for k, v in becomes.items()}),
+                becomes=MappingProxyType(becomes),
                 between=frozenset(str(w).lower() for w in entry["between"]),
             )
         )
     return tuple(out)
+
+
+def _rule_entries(
+    value: Any, section: str, needs: tuple[str, ...], where: str
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(where it is, entry) of each entry of a top-level rule section (`described`,
+    `placed`): a list of mappings that each hold `needs`."""
+    if value is None:
+        return
+    if not isinstance(value, list):
+        raise PatternFileError(f"{where}: `{section}` must be a list")
+    for i, entry in enumerate(value):
+        at = f"{where}: {section}[{i}]"
+        if not isinstance(entry, dict) or not set(needs) <= entry.keys():
+            raise PatternFileError(f"{at} needs {', '.join(needs[:-1])} and {needs[-1]}")
+        yield at, entry
+
+
+def _concept_map(value: Any, key: str, at: str) -> dict[str, str]:
+    """A rule entry's mapping to concept ids, as text."""
+    if not isinstance(value, dict):
+        raise PatternFileError(f"{at}: {key} must map words or a concept to a concept")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def _check_known(concepts: Mapping[str, LexiconConcept], ids: Iterable[str], at: str) -> None:
+    unknown = [c for c in ids if c not in concepts]
+    if unknown:
+        raise PatternFileError(f"{at}: unknown concept {unknown[0]!r}")
 
 
 def _predicate_phrases(
