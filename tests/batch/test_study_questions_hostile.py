@@ -37,7 +37,11 @@ _PLAIN = (
     # and the next round's: lines, collapse, a site beside the finding, instead, degenerate
     # levels, over-expanded, higher
     "lines collapse mediastinal aortopulmonary instead alternatively degenerate levels "
-    "over-expanded higher hypoinflated streaky"
+    "over-expanded higher hypoinflated streaky "
+    # and the round after: a bone, a reading of the finding pointed at, a part said
+    # normal, a width or angle, a prior film compared, lobes counted, focal, aeration
+    "bone bones clavicle costophrenic angle spine scarring granuloma wide degrees curve "
+    "compared with last film lobes focal aeration shadowing aspirated fused neck"
 )
 # other scripts, a zero-width space, a right-to-left override, a byte-order mark
 _ODD = (
@@ -56,6 +60,9 @@ _REPORTS = (
     "FINDINGS: PA and lateral views. Stable cardiomediastinal silhouette. No acute bony "
     "findings. Right PICC with tip in the SVC.",
     "IMPRESSION: Bilateral upper lobe consolidation, right greater than left.",
+    "FINDINGS: Calcified left upper lobe 5 mm granuloma. Degenerative changes are present in "
+    "the spine. Old fracture, right mid clavicle. Right chest XXXX tip at the cavoatrial "
+    "junction. Improved aeration of the lung bases.",
     "FINDINGS: .",
 )
 

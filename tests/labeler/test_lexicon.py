@@ -262,6 +262,17 @@ def test_described_and_placed_findings_are_checked(tmp_path: Path) -> None:
     )
     with pytest.raises(PatternFileError, match="unknown concept 'lung_granuloma'"):
         load_lexicon.__wrapped__(str(path))
+    # sloppy sections: not a list, a mapping that is a list
+    path.write_text("placed: calcified\n" + concepts, encoding="utf-8")
+    with pytest.raises(PatternFileError, match="`placed` must be a list"):
+        load_lexicon.__wrapped__(str(path))
+    path.write_text(
+        "described:\n  - {words: [calcified], by: calcification, becomes: [granuloma], "
+        "between: []}\n" + concepts,
+        encoding="utf-8",
+    )
+    with pytest.raises(PatternFileError, match="becomes must map"):
+        load_lexicon.__wrapped__(str(path))
 
 
 @pytest.mark.parametrize(
