@@ -153,6 +153,9 @@ class AttributeRules:
     change_refer_back_rule: str = ""
     #: a sentence's one size to its one finding when the parse gave it to none (rule id)
     sole_size_rule: str = ""
+    #: words of a comparison with an earlier study ("prior", "since"): a change no
+    #: mention's scope holds, followed by one, is the change of the mention before it
+    comparison_words: frozenset[str] = frozenset()
 
     def size_mm(self, match: re.Match[str]) -> float:
         """The largest dimension of a `size_pattern` match, in millimetres."""
@@ -245,6 +248,7 @@ def load_attribute_rules(name: str = "attributes.v1") -> AttributeRules:
         change_phrases=change_phrases,
         change_refer_back_rule=str(change_back.get("id") or ""),
         sole_size_rule=str((size.get("sole_in_sentence") or {}).get("id") or ""),
+        comparison_words=frozenset(str(x).lower() for x in data.get("comparison_words") or ()),
     )
 
 
@@ -437,6 +441,8 @@ class AttributeFinder:
                     continue
                 mine.append(ev)
             out.append(mine)
+        if len(mentions) > 1 and self.rules.comparison_words:
+            _orphan_changes(doc, mentions, found, out, self.rules.comparison_words)
         return out
 
     def _graded(self, doc: Doc, i: int) -> AttributeEvidence | None:
@@ -731,6 +737,38 @@ def _scope(
         scope |= _own_phrase(linked, others - {linked.i})
         anchors.add(linked.i)
     return scope, np_left, anchors
+
+
+#: how many words after a change term its comparison may come ("increased in size compared
+#: to prior study", "unchanged from prior")
+_COMPARED_WITHIN = 4
+
+
+def _orphan_changes(
+    doc: Doc,
+    mentions: Sequence[Span],
+    found: Sequence[tuple[Span, AttributeEvidence]],
+    out: list[list[AttributeEvidence]],
+    comparison_words: frozenset[str],
+) -> None:
+    """A change no mention's scope holds, compared with an earlier study, goes to the
+    nearest mention before it that has none: "mass measuring 6.8 cm, increased in size
+    compared to prior study, most compatible with neoplasm" (unparsed, the stretch of each
+    mention stops at a comma; a parse makes "increased" the sentence's root). With one
+    mention, its stretch is the whole sentence and the change is its own anyway; one with
+    no comparison ("to document resolution", "increased AP diameter") is no finding's."""
+    given = {id(ev) for mine in out for ev in mine}
+    for span, ev in found:
+        if ev.attribute != "change" or id(ev) in given:
+            continue
+        if any(m.start < span.end and span.start < m.end for m in mentions):
+            continue  # a word of a finding's own name ("increased markings")
+        after = doc[span.end : span.end + _COMPARED_WITHIN]
+        if not any(t.lower_ in comparison_words for t in after):
+            continue
+        before = [i for i, m in enumerate(mentions) if m.end <= span.start]
+        if before and not any(e.attribute == "change" for e in out[before[-1]]):
+            out[before[-1]].append(ev)
 
 
 def _linked_noun(root: Token, links: frozenset[str]) -> Token | None:

@@ -338,6 +338,7 @@ def _predicate_phrases(
             raise PatternFileError(f"{where}: `predicates.{key}` must be a list of words")
         lists[key] = [" ".join(w.lower().split()) for w in words]
     adjectives = set(lists["adjectives"])
+    nominals = _nominals(value.get("nominals"), f"{where}: `predicates.nominals`")
     # " is ", " is mildly ", " remains ", ...: each verb, without and with each degree word
     links = [
         f" {verb} {degree} " if degree else f" {verb} "
@@ -351,6 +352,26 @@ def _predicate_phrases(
             if first in adjectives and rest:
                 for link in links:
                     out.setdefault(f"{rest}{link}{first}", concept.id)
+            for noun in nominals.get(first, ()) if rest else ():
+                out.setdefault(f"{noun} of the {rest}", concept.id)
+                out.setdefault(f"{noun} of {rest}", concept.id)
+    return out
+
+
+def _nominals(value: Any, at: str) -> dict[str, tuple[str, ...]]:
+    """`predicates.nominals`: adjective -> the nouns that say it of what follows "of"
+    ("enlarged": [enlargement] reads "enlargement of the pulmonary arteries")."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise PatternFileError(f"{at} must map an adjective to a list of nouns")
+    out = {}
+    for adjective, nouns in value.items():
+        if not isinstance(nouns, list) or not all(isinstance(n, str) and n.strip() for n in nouns):
+            raise PatternFileError(f"{at}.{adjective} must be a list of nouns")
+        out[" ".join(str(adjective).lower().split())] = tuple(
+            " ".join(n.lower().split()) for n in nouns
+        )
     return out
 
 

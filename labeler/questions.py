@@ -155,6 +155,9 @@ class QuestionPatterns:
     one_per_side: frozenset[str] = frozenset()
     #: lexicon concepts that are a process, not things to count ("granulomatous disease")
     uncounted: frozenset[str] = frozenset()
+    #: lexicon concepts a report's silence does not rule out: "Is there cancer?" over a
+    #: report that names none is unknown, not no
+    unruled_by_silence: frozenset[str] = frozenset()
     #: words that offer a finding as one of two readings ("X or Y", "X and/or Y")
     alternatives: frozenset[str] = frozenset()
     #: label -> the lexicon's normal statement that rules it out ("heart size within normal
@@ -336,6 +339,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         dominance_study_comparatives=_words(data.get("dominance") or {}, "study_comparatives"),
         one_per_side=frozenset(str(w) for w in data.get("one_per_side") or ()),
         uncounted=frozenset(str(w) for w in data.get("uncounted") or ()),
+        unruled_by_silence=frozenset(str(w) for w in data.get("unruled_by_silence") or ()),
         alternatives=_words(data, "alternatives"),
         probable_readings=_compiled(name, "probable_readings", data.get("probable_readings")),
         dating_clauses=_compiled(name, "dating_clauses", data.get("dating_clauses")),
@@ -699,12 +703,17 @@ class QuestionParser:
         words = [t.lower_ for t in doc]
         hits = self._hits(doc)
         found = self._findings(doc, hits)
-        # a blocker's word inside a finding's name is the finding's ("chest drain")
+        # a blocker's word inside a finding's name is the finding's ("chest drain"), and one
+        # right after an operation's or a device's is its name too ("spinal fusion surgery")
         blockers = [
             h
             for h in hits
             if h.group == "blocker"
             and not any(s <= h.start and h.end <= e for *_, s, e in found)
+            and not any(
+                e == h.start and self._kind(label) in ("postop", "device")
+                for label, _, _, e in found
+            )
             and not (h.end < len(doc) and doc[h.end].lower_ in h.entry.not_before)
         ]
         if blockers:
@@ -1377,6 +1386,14 @@ class QuestionParser:
             # of its own beside the one it describes
             found = [c for c in found if not set(range(c[2], c[3])) <= asked]
         by_words = self._concept_by_words(doc, asked)
+        inside = sorted(
+            (c for c in found if by_words and by_words[0][2] <= c[2] <= c[3] <= by_words[0][3]),
+            key=lambda c: c[2],
+        )
+        if len(inside) == 2 and self._read_as(doc, inside[:1], inside[1:], []):
+            # a reading asked of the finding pointed at ("Could the nodule be a metastasis?")
+            # names two concepts, not one whose words they share ("metastatic nodules")
+            by_words = []
         if by_words and (not found or by_words[0][3] - by_words[0][2] > max(
             e - s for _, _, s, e in found
         )):  # fmt: skip
@@ -1400,7 +1417,7 @@ class QuestionParser:
         and form (`_stem`): the longest phrase wins, then the most specific concept."""
         at: dict[str, list[int]] = {}
         for t in doc:
-            if not (t.is_stop or t.is_punct or t.is_space or t.i in asked):
+            if _content_word(t) and t.i not in asked:
                 at.setdefault(_stem(t.lower_), []).append(t.i)
         best: tuple[int, int, str, frozenset[str]] | None = None
         for concept, stems in self._concept_words if concept_words is None else concept_words:
@@ -1528,13 +1545,22 @@ def _concept_words(
                 continue
             # a side in a phrase ("clear left lung") is the question's qualifier to ask
             words = [
-                w
-                for w in nlp.make_doc(phrase)
-                if not (w.is_stop or w.is_punct or w.lower_ in _SIDE_WORDS)
+                w for w in nlp.make_doc(phrase) if _content_word(w) and w.lower_ not in _SIDE_WORDS
             ]
             if len(words) >= 2:
                 out.append((concept_id, frozenset(_stem(w.lower_) for w in words)))
     return out
+
+
+def _content_word(t: Token) -> bool:
+    """Whether a word says what a phrase names: not a stop word, unless it is a prefix
+    joined by a hyphen ("over-expanded" is not "expanded")."""
+    if t.is_punct or t.is_space:
+        return False
+    if not t.is_stop:
+        return True
+    after = t.nbor(1) if t.i + 1 < len(t.doc) else None
+    return after is not None and after.text == "-" and not t.whitespace_
 
 
 _SUFFIXES = ("ations", "ation", "ments", "ment", "ings", "ing", "ies", "ied", "ed", "es", "al",
@@ -2579,9 +2605,12 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
 
     qtype = question.type
     if qtype == "presence" and not question.qualifiers:
-        if status == "absent" and DENIED_NORMAL_RULE in question.rules:
+        if status == "absent" and (
+            DENIED_NORMAL_RULE in question.rules
+            or _concept_id(question.label or "") in patterns.unruled_by_silence
+        ):
             # "Any acute bony findings?" over a report that says nothing of the bones: its
-            # findings may still be there
+            # findings may still be there; a cancer a report does not name is not ruled out
             return out("unknown", False)
         if status == "positive":
             ans = "yes"

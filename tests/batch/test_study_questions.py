@@ -1023,6 +1023,63 @@ CLINICIANS = [
      "of the right middle lobe and partial collapse of the right lower lobe.", "count", 2),
     ("How many nodules are in the left lower lobe?", "FINDINGS: Three nodules in the left "
      "lower lobe.", "count", 3),
+    # one statement of the mediastinum and the hila answers for both
+    ("Have the hila changed?", "FINDINGS: Normal heart. Stable mediastinal and hilar "
+     "contours.", "change", "unchanged"),
+    ("Has the mediastinum changed?", "FINDINGS: Stable mediastinal and hilar contours.",
+     "change", "unchanged"),
+    ("Have the hila changed?", "FINDINGS: Stable mediastinal contours.", "change", "unknown"),
+    # a finding said as a noun of what follows "of"
+    ("Are the pulmonary arteries dilated?", "FINDINGS: Possible dilatation of the central "
+     "pulmonary arteries.", "presence", "uncertain"),
+    ("Is the upper mediastinum widened?", "FINDINGS: Unchanged widening of the upper "
+     "mediastinum.", "position", "yes"),
+    ("Which acromioclavicular joint is widened?", "FINDINGS: Widening of the left "
+     "acromioclavicular joint.", "position", ["left"]),
+    # a malignancy the report hedges; one it never names is not ruled out; its kind or
+    # stage, or a diagnosis of the whole film, is not asked of a report
+    ("Could the nodule be cancer?", "IMPRESSION: Left apical nodule; malignancy is not "
+     "excluded.", "presence", "uncertain"),
+    ("Could the nodule be a metastasis?", "IMPRESSION: Left lower lobe nodule, infection "
+     "versus metastatic disease.", "presence", "uncertain"),
+    ("Is there cancer?", "FINDINGS: The lungs are clear.", "presence", "unknown"),
+    ("Is there cancer?", "IMPRESSION: No evidence of malignancy.", "presence", "no"),
+    ("What stage is the cancer?", "IMPRESSION: Large left hilar mass, likely malignancy.",
+     "unsupported", None),
+    ("Is this cancer?", "IMPRESSION: Large left hilar mass.", "unsupported", None),
+    # an operation's or a device's name takes "surgery" after it
+    ("Has the patient had spinal fusion surgery?", "FINDINGS: Posterior spinal fusion "
+     "hardware.", "presence", "yes"),
+    ("Should the patient have surgery?", "FINDINGS: Posterior spinal fusion hardware.",
+     "unsupported", None),
+    # "Which base": the side and the place
+    ("Which base has the scarring?", "FINDINGS: Left basilar scarring.", "position",
+     ["left", "basilar"]),
+    ("Which side is the scarring on?", "FINDINGS: Left basilar scarring.", "position",
+     ["left"]),
+    # volume loss is its own finding, and a report's atelectasis is volume loss
+    ("Is there volume loss?", "FINDINGS: Right-sided volume loss.", "presence", "yes"),
+    ("Is there volume loss?", "FINDINGS: Left basilar atelectasis.", "presence", "yes"),
+    ("Is there atelectasis?", "FINDINGS: Right-sided volume loss.", "presence", "no"),
+    # a hyphenated prefix is part of its word: expanded lungs are not over-expanded ones
+    ("Are the lungs expanded?", "FINDINGS: Both lungs are clear and expanded.", "presence",
+     "yes"),
+    ("Are the lungs over-expanded?", "FINDINGS: Both lungs are clear and expanded.",
+     "presence", "no"),
+    ("Are the lungs over-expanded?", "FINDINGS: The lungs are hyperexpanded.", "presence",
+     "yes"),
+    # more of a concept's words: lung vascularity, disc disease, a bypass graft, the T-spine
+    ("Is the pulmonary vascularity increased?", "FINDINGS: Mild cardiomegaly and increased "
+     "lung vascularity.", "presence", "yes"),
+    ("Is the disc disease mild, moderate or severe?", "FINDINGS: Moderate degenerative disc "
+     "disease of the thoracic spine.", "severity", "moderate"),
+    ("Is there evidence of bypass surgery?", "FINDINGS: Sternotomy and bypass graft "
+     "changes.", "presence", "yes"),
+    ("Where are the degenerative changes?", "FINDINGS: Mild T-spine degenerative changes.",
+     "position", ["thoracic"]),
+    # "interval enlargement" of a finding is its growth
+    ("Has the mass grown?", "IMPRESSION: Interval enlargement of the left upper lobe mass.",
+     "change", "yes"),
 ]  # fmt: skip
 
 

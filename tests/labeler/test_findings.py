@@ -240,7 +240,8 @@ def test_levels_joined_before_a_finding_keep_its_describing_words(read: Read) ->
         # a bone or joint is a finding's place; the zone word in a bone's name is the bone's
         ("FINDINGS: Old fracture, right mid clavicle.", "healed_fracture",
          {"laterality": "right", "location": ["clavicle"]}),
-        ("FINDINGS: Widening of the right acromioclavicular joint.", "open:widening",
+        ("FINDINGS: Widening of the right acromioclavicular joint.",
+         "acromioclavicular_separation",
          {"laterality": "right", "location": ["acromioclavicular joint"]}),
         ("FINDINGS: Left humeral neck fracture.", "humerus_fracture",
          {"laterality": "left", "location": ["humerus"]}),
@@ -267,6 +268,17 @@ def test_levels_joined_before_a_finding_keep_its_describing_words(read: Read) ->
         # a line whose name the de-identification masked, known by its tip
         ("FINDINGS: There is a left chest XXXX with tip in the mid SVC.", "vascular_catheter",
          {"laterality": "left", "tip": "superior vena cava", "tip_text": "mid SVC"}),
+        # a finding said as a noun of what follows "of"
+        ("FINDINGS: Mild prominence of the central pulmonary arteries.",
+         "pulmonary_artery_enlargement", {"severity": "mild"}),
+        ("FINDINGS: Tortuosity of the descending thoracic aorta.", "tortuous_thoracic_aorta", {}),
+        ("FINDINGS: Stable widening of the upper mediastinum.", "widened_mediastinum",
+         {"change": "unchanged", "location": ["upper"]}),
+        # a change compared with an earlier study that the reading after it would lose
+        ("FINDINGS: Right upper lobe mass measuring 5 cm, larger compared to the prior exam, "
+         "most consistent with malignancy.", "mass",
+         {"change": "increased", "laterality": "right", "location": ["right upper lobe"],
+          "size_mm": 50.0}),
     ],
 )  # fmt: skip
 def test_more_of_the_reports_words(
@@ -521,3 +533,34 @@ def _phrases_of(index: PhraseIndex) -> list[list[str]]:
             else:
                 todo.append(([*words, word], child))
     return out
+
+
+def test_a_malignancy_named_without_its_organ(read: Read) -> None:
+    found = read("IMPRESSION: Right hilar fullness, postoperative versus neoplastic.")
+    assert _one(found, "malignancy").status == "uncertain"
+    said = read("IMPRESSION: No evidence of malignancy.")
+    assert _one(said, "malignancy").status == "negative"
+    # a longer name keeps its own concept
+    lung = read("IMPRESSION: Findings concerning for lung cancer.")
+    assert "lung_cancer" in [f.concept for f in lung.report_findings or ()]
+
+
+def test_a_change_without_a_comparison_is_no_findings(read: Read) -> None:
+    found = read(
+        "FINDINGS: Patchy right basilar opacity, possibly pneumonia; followup is advised to "
+        "document resolution."
+    )
+    assert all("change" not in f.attributes for f in found.report_findings or ())
+
+
+def test_one_statement_of_the_mediastinum_and_the_hila(read: Read) -> None:
+    found = read("FINDINGS: Normal heart. Stable mediastinal and hilar contours.")
+    hila = _one(found, "normal_mediastinum_hila")
+    assert (hila.status, hila.attributes.get("change")) == ("positive", "unchanged")
+
+
+def test_expanded_lungs_keep_their_clear_lungs(read: Read) -> None:
+    found = read("FINDINGS: Both lungs are clear and expanded.")
+    assert {"clear_lungs", "normal_lung_volumes"} <= {
+        f.concept for f in found.report_findings or ()
+    }

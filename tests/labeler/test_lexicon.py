@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -236,6 +237,30 @@ def test_lexicon_predicates_add_the_predicate_forms_of_a_phrase(tmp_path: Path) 
     )
     with pytest.raises(PatternFileError, match="`predicates.verbs` must be a list of words"):
         load_lexicon.__wrapped__(str(path))
+
+
+def test_lexicon_nominals_add_the_noun_forms_of_a_phrase(tmp_path: Path) -> None:
+    path = tmp_path / "lexicon.yaml"
+    head = "predicates: {adjectives: [dilated], verbs: [is], degrees: [], nominals: "
+    concepts = (
+        "concepts:\n"
+        "  - {id: dilated_artery, name: a, kind: finding, phrases: [dilated artery]}\n"
+        "  - {id: other, name: b, kind: finding, phrases: [dilation of the artery]}\n"
+    )
+    path.write_text(head + "{dilated: [dilation, Dilatation]}}\n" + concepts, encoding="utf-8")
+    lexicon = load_lexicon.__wrapped__(str(path))
+    assert lexicon.by_phrase["dilatation of the artery"] == ("dilated_artery",)
+    assert lexicon.by_phrase["dilation of artery"] == ("dilated_artery",)
+    assert lexicon.by_phrase["dilation of the artery"] == ("other",)  # a listed phrase keeps it
+    assert "dilatation of the artery" in lexicon.predicate_phrases
+    for bad, why in (
+        ("[dilation]", "must map an adjective to a list of nouns"),
+        ("{dilated: dilation}", "`predicates.nominals`.dilated must be a list of nouns"),
+        ("{dilated: [1]}", "must be a list of nouns"),
+    ):
+        path.write_text(head + bad + "}\n" + concepts, encoding="utf-8")
+        with pytest.raises(PatternFileError, match=re.escape(why)):
+            load_lexicon.__wrapped__(str(path))
 
 
 def test_described_and_placed_findings_are_checked(tmp_path: Path) -> None:
