@@ -156,6 +156,8 @@ class AttributeRules:
     #: words of a comparison with an earlier study ("prior", "since"): a change no
     #: mention's scope holds, followed by one, is the change of the mention before it
     comparison_words: frozenset[str] = frozenset()
+    #: words after a length that make it a distance, not a size ("4.7 cm above the carina")
+    distance_words: frozenset[str] = frozenset()
 
     def size_mm(self, match: re.Match[str]) -> float:
         """The largest dimension of a `size_pattern` match, in millimetres."""
@@ -249,6 +251,7 @@ def load_attribute_rules(name: str = "attributes.v1") -> AttributeRules:
         change_refer_back_rule=str(change_back.get("id") or ""),
         sole_size_rule=str((size.get("sole_in_sentence") or {}).get("id") or ""),
         comparison_words=frozenset(str(x).lower() for x in data.get("comparison_words") or ()),
+        distance_words=frozenset(str(x).lower() for x in size.get("distance_before") or ()),
     )
 
 
@@ -578,6 +581,8 @@ class AttributeFinder:
             size_tokens.update(range(span.start, span.end))
             if size <= 0 or self._prior_state(span):
                 continue
+            if span.end < len(doc) and doc[span.end].lower_ in self.rules.distance_words:
+                continue  # "tip 4.7 cm above the carina": how far, not how big
             out.append(
                 (span, AttributeEvidence("size_mm", size, self.rules.size_rule, m.start(), m.end()))
             )
@@ -599,6 +604,8 @@ class AttributeFinder:
         for span in kept:
             if any(i in size_tokens for i in range(span.start, span.end)):
                 continue  # "8" in "8 mm" is a size, not a count
+            if _masked_unit(doc, span):
+                continue  # "10 XXXX nodule": the masked word after the number is its unit
             term = self._terms[span.label_]
             for key, value in term.sets:
                 if key == "location" and span.start in coordinated:
@@ -613,6 +620,15 @@ class AttributeFinder:
                     (span, AttributeEvidence(key, value, term.id, span.start_char, span.end_char))
                 )
         return out
+
+
+def _masked_unit(doc: Doc, span: Span) -> bool:
+    """Whether a number is followed by a masked word and then a singular noun ("10 XXXX
+    nodule": the de-identification hid "mm"), so it is no count; "2 XXXX masses" is one."""
+    if not span.text.isdigit() or span.end + 1 >= len(doc) or doc[span.end].lower_ != "xxxx":
+        return False
+    noun = doc[span.end + 1]
+    return noun.is_alpha and not looks_plural(noun.lower_)
 
 
 #: part-of-speech tags of the words a pre-modifier run may pass over ("2.3 cm spiculated

@@ -205,6 +205,8 @@ class QuestionPatterns:
     #: what the words before a finding in its clause match when they give it as the
     #: report's probable reading only ("probable atelectasis", "XXXX representing")
     probable_readings: tuple[re.Pattern[str], ...] = ()
+    #: ... and the words inside a mention that do ("heart size borderline enlarged")
+    probable_within: tuple[re.Pattern[str], ...] = ()
     #: "Any pneumothorax after the line went in?": a clause that only dates the question,
     #: left out before it is read
     dating_clauses: tuple[re.Pattern[str], ...] = ()
@@ -342,6 +344,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         unruled_by_silence=frozenset(str(w) for w in data.get("unruled_by_silence") or ()),
         alternatives=_words(data, "alternatives"),
         probable_readings=_compiled(name, "probable_readings", data.get("probable_readings")),
+        probable_within=_compiled(name, "probable_within", data.get("probable_within")),
         dating_clauses=_compiled(name, "dating_clauses", data.get("dating_clauses")),
         stated_normal=_lists(data, "stated_normal"),
         anatomy_normals=_lists(data, "anatomy_normals"),
@@ -994,12 +997,20 @@ class QuestionParser:
             return False
         _, _, start, end = spans[0]
         first = min(r[2] for r in readings)
-        if start == 0 or doc[start - 1].lower_ not in self._pointing or first < end:
-            return False
         asked = {i for h in hits if h.group in _QUALIFIER_KINDS for i in range(h.start, h.end)}
+        pointer = start - 1
+        while pointer in asked or (
+            pointer >= 0 and doc[pointer].lower_ in self.patterns.context_words
+        ):
+            pointer -= 1  # "the posterior basal opacity": the place asked stands between
+        if pointer < 0 or doc[pointer].lower_ not in self._pointing or first < end:
+            return False
         between = [t.lower_ for t in doc[end:first] if t.i not in asked]
         links = self.patterns.reading_links
-        return bool(between) and all(w in links for w in between)
+        if not between:
+            # "Is the basal opacity atelectasis?": a general finding word, then its reading
+            return first == end and doc[end - 1].lower_ in self._open_heads
+        return all(w in links for w in between)
 
     def _asks_dominant(self, words: list[str]) -> bool:
         """Whether the question asks which side has more ("Which effusion is larger?")."""
@@ -1242,7 +1253,11 @@ class QuestionParser:
             # "the opacity", and past words the question's hits explain ("the left-sided
             # opacity", "that calcified density")
             i = t.i - 1
-            while i >= 0 and (i in covered or doc[i].is_punct) and doc[i].lower_ not in pointing:
+            while (
+                i >= 0
+                and (i in covered or doc[i].is_punct or doc[i].lower_ in p.context_words)
+                and doc[i].lower_ not in pointing
+            ):
                 i -= 1
             return i >= 0 and doc[i].lower_ in pointing
 
@@ -1550,6 +1565,9 @@ def _concept_words(
             if len(words) >= 2:
                 out.append((concept_id, frozenset(_stem(w.lower_) for w in words)))
     return out
+
+
+_APPROXIMATELY = re.compile(r"^(?:approximately|about|roughly|approx\.?|~)\s*", re.IGNORECASE)
 
 
 def _content_word(t: Token) -> bool:
@@ -1862,6 +1880,8 @@ def answer_from_report(
             and question.asks == "tip"
             and parent is not None
             and lexicon.concepts[parent].kind == "device"
+            # not every device: "the tube" is no line
+            and lexicon.concepts[parent].parent is not None
         ):
             # "Where do the pacemaker leads end?" over "cardiac device ... leads in the right
             # heart": the tip the device they belong to was given
@@ -1901,7 +1921,7 @@ def answer_from_report(
     if (
         target.status == "positive"
         and target.deciding
-        and all(_probable_reading(m, patterns.probable_readings) for m in target.deciding)
+        and all(_probable_reading(m, patterns) for m in target.deciding)
     ):
         # "probable left basilar atelectasis", "opacities XXXX representing pneumonia": the
         # report's likely reading, not a finding it states (the labels count it positive)
@@ -1998,12 +2018,15 @@ def _normal_change(
     )
 
 
-def _probable_reading(m: Mention, patterns: Sequence[re.Pattern[str]]) -> bool:
-    """Whether the words before the mention in its sentence give it as a probable reading."""
-    if m.sentence_start is None or not patterns:
+def _probable_reading(m: Mention, patterns: QuestionPatterns) -> bool:
+    """Whether the words before the mention in its sentence give it as a probable reading
+    ("probable atelectasis"), or its own words do ("heart size borderline enlarged")."""
+    if any(p.search(m.text) for p in patterns.probable_within):
+        return True
+    if m.sentence_start is None or not patterns.probable_readings:
         return False
     before = m.sentence[: m.start - m.sentence_start]
-    return any(p.search(before) for p in patterns)
+    return any(p.search(before) for p in patterns.probable_readings)
 
 
 def _plural(text: str) -> bool:
@@ -2518,7 +2541,7 @@ def _count_by_place(findings: Sequence[Mention]) -> int | None:
     distinct places (a side and a lobe or zone) of each place's count; None when fewer than
     two places are named or one place says only "multiple". A mention without a place of
     its own ("multiple nodules in both lungs") is one of the others."""
-    groups: list[tuple[str, set[str], set[float], list[Mention]]] = []
+    groups: list[tuple[str, set[str], set[float], list[Mention]]] = []  # side, places, sizes
     for f in findings:
         side, places = f.attributes.get("laterality"), f.attributes.get("location")
         if side not in ("left", "right") or not places:
@@ -2528,10 +2551,14 @@ def _count_by_place(findings: Sequence[Mention]) -> int | None:
         sizes = {float(size)} if isinstance(size, int | float) else set()
         # one place on one side, or one size on one side, is one finding however the other
         # is put ("left lung base" in the findings, "left lower lobe" in the impression)
-        same = next((g for g in groups if g[0] == side and (g[1] == where or g[2] & sizes)), None)
+        same = next(
+            (g for g in groups if g[0] == side and (_places_agree(g[1], where) or g[2] & sizes)),
+            None,
+        )
         if same is None:
             groups.append((str(side), where, sizes, [f]))
         else:
+            same[1].update(where)
             same[2].update(sizes)
             same[3].append(f)
     if len(groups) < 2:
@@ -2545,6 +2572,38 @@ def _count_by_place(findings: Sequence[Mention]) -> int | None:
             return None
         total += count or 1
     return total
+
+
+def _distinct(described: Sequence[tuple[object, object, frozenset[str]]]) -> int:
+    """How many findings one concept's mentions describe, by side, size and place: a
+    mention that adds a size or a narrower place ("nodular opacity in the left upper lung
+    measuring 7 mm" ... "nodular opacity in the left upper lung"; "nodule in the right upper
+    lung" ... "right upper lobe nodule") is the same one; at least one."""
+    kept: list[tuple[object, object, frozenset[str]]] = []
+    for side, size, places in described:
+        if side is None and size is None and not places:
+            continue
+        for i, (k_side, k_size, k_places) in enumerate(kept):
+            if (
+                (side is None or k_side is None or side == k_side)
+                and (size is None or k_size is None or size == k_size)
+                and _places_agree(places, k_places)
+            ):
+                kept[i] = (k_side or side, k_size or size, k_places | places)
+                break
+        else:
+            kept.append((side, size, places))
+    return max(1, len(kept))
+
+
+def _places_agree(a: Collection[str], b: Collection[str]) -> bool:
+    """Whether two mentions' places may be one place: either is unsaid, they share one, or
+    one's word is in the other's name ("upper" and "right upper lobe")."""
+    if not a or not b or not set(a).isdisjoint(b):
+        return True
+    words_a = {w for p in a for w in p.split()}
+    words_b = {w for p in b for w in p.split()}
+    return any(p in words_b for p in a) or any(p in words_a for p in b)
 
 
 def _merged(findings: Sequence[Mention]) -> dict[str, object]:
@@ -2568,13 +2627,12 @@ def _merged(findings: Sequence[Mention]) -> dict[str, object]:
         # findings named one by one ("a 17 mm nodule on the left ... a 10 mm nodule on the
         # right", "a PICC ... an NG tube"): per concept, as many as differ in side, place or
         # size; a repeat in the impression is the same finding
-        described: dict[str, set[tuple[object, ...]]] = {}
+        described: dict[str, list[tuple[object, object, frozenset[str]]]] = {}
         for f in findings:
             a = f.attributes
-            described.setdefault(f.label, set()).add(
-                (a.get("laterality"), a.get("size_mm"), tuple(a.get("location") or ()))
-            )
-        total = sum(max(1, len(kinds - {(None, None, ())})) for kinds in described.values())
+            where = frozenset(str(p) for p in a.get("location") or ())
+            described.setdefault(f.label, []).append((a.get("laterality"), a.get("size_mm"), where))
+        total = sum(_distinct(kinds) for kinds in described.values())
         count = total if total > 1 else None
         if count is not None and any(_plural(f.text) for f in findings):
             # "a 5 mm granuloma and left hilar granulomas": more than two, how many unsaid
@@ -2649,7 +2707,10 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
             # "Where are the pacemaker leads?": a line, tube or lead is where it ends (not
             # "Where was the line inserted?")
             # the report's words first ("upper SVC"), then the landmark's name
-            words = [str(finding.get("tip_text") or ""), str(finding["tip"])]
+            # without the approximation a distance was given with ("approximately 4.7 cm
+            # above the carina"): the answer is the distance
+            tip_words = _APPROXIMATELY.sub("", str(finding.get("tip_text") or ""))
+            words = [tip_words, str(finding["tip"])]
             return out(list(dict.fromkeys(w for w in words if w)))
         if qtype == "position":
             terms: list[str] = [lat] if lat else []

@@ -1077,6 +1077,42 @@ CLINICIANS = [
      "changes.", "presence", "yes"),
     ("Where are the degenerative changes?", "FINDINGS: Mild T-spine degenerative changes.",
      "position", ["thoracic"]),
+    # a repeat of one finding in the impression, with a size or a narrower place added, is
+    # the same finding; findings that differ in place are not
+    ("How many nodules are there?", "FINDINGS: Small nodule in the right upper lung is "
+     "stable. IMPRESSION: Small right upper lobe nodule, stable.", "count", 1),
+    ("How many nodules are there in the left lung?", "FINDINGS: Nodular opacity in the left "
+     "upper lung measuring 7 mm. IMPRESSION: Nodular opacity in the left upper lung.",
+     "count", 1),
+    ("How many nodules are there?", "FINDINGS: Nodule in the right upper lobe. Nodule in the "
+     "right lower lobe.", "count", 2),
+    # a number before a masked word and a singular noun is its size ("10 XXXX"), not a count
+    ("How many nodules are seen?", "FINDINGS: There is a XXXX 10 XXXX nodule in the right "
+     "apex.", "count", 1),
+    ("How many masses are there?", "FINDINGS: There are 2 XXXX masses in the right chest.",
+     "count", 2),
+    # "the tube": whichever tube the report names; its distance, in the unit asked
+    ("How far from the carina is the tube tip?", "IMPRESSION: Tracheostomy tube tip 4.7 cm "
+     "above the carina.", "size", 47.0),
+    ("Is the tube tip more than 3 cm above the carina?", "IMPRESSION: Tracheostomy tube tip "
+     "4.7 cm above the carina.", "position", "yes"),
+    ("Where does the tube end?", "IMPRESSION: Endotracheal tube tip approximately 4.5 cm above "
+     "the carina.", "position", ["4.5 cm above the carina", "carina"]),
+    ("Where does the tube end?", "IMPRESSION: Right IJ line tip in the SVC.", "position",
+     "unknown"),
+    # a distance is no finding's size
+    ("How big is the heart?", "IMPRESSION: Heart size borderline enlarged, tracheostomy tube "
+     "tip 4.7 cm above the carina.", "size", "unknown"),
+    # a heart "borderline enlarged" is possibly enlarged; one at the upper limit is normal
+    ("Is the heart enlarged?", "IMPRESSION: Heart size borderline enlarged.", "presence",
+     "uncertain"),
+    ("Is the heart enlarged?", "FINDINGS: Heart size upper limits of normal.", "presence",
+     "no"),
+    # a general finding word pointed at, and its reading right after it
+    ("Is the posterior basal opacity atelectasis?", "FINDINGS: Posterior basilar opacity "
+     "representing atelectasis.", "position", "yes"),
+    ("Is the opacity pneumonia?", "FINDINGS: Right basilar opacity, likely atelectasis.",
+     "presence", "no"),
     # "interval enlargement" of a finding is its growth
     ("Has the mass grown?", "IMPRESSION: Interval enlargement of the left upper lobe mass.",
      "change", "yes"),

@@ -564,3 +564,25 @@ def test_expanded_lungs_keep_their_clear_lungs(read: Read) -> None:
     assert {"clear_lungs", "normal_lung_volumes"} <= {
         f.concept for f in found.report_findings or ()
     }
+
+
+def test_a_length_before_a_landmark_is_a_distance_not_a_size(read: Read) -> None:
+    found = read(
+        "IMPRESSION: Heart size borderline enlarged, tracheostomy tube tip 4.7 cm above the carina."
+    )
+    heart = _one(found, "borderline_cardiomegaly")
+    assert "size_mm" not in heart.attributes
+    tube = _one(found, "tracheostomy_tube")
+    assert "size_mm" not in tube.attributes and tube.attributes["tip"] == "carina"
+
+
+def test_a_number_before_a_masked_unit_is_no_count(read: Read) -> None:
+    one = _one(read("FINDINGS: There is a XXXX 10 XXXX nodule in the right apex."), "nodule")
+    assert "count" not in one.attributes
+    two = read("FINDINGS: There are 2 XXXX nodules in the right lung.")
+    assert _one(two, "nodule").attributes["count"] == 2
+
+
+def test_a_port_catheter_is_one_port(read: Read) -> None:
+    found = read("FINDINGS: Mediport catheter on the right with the tip in the mid SVC.")
+    assert [f.concept for f in found.report_findings or ()] == ["port"]
