@@ -444,7 +444,7 @@ class AttributeFinder:
                     continue
                 mine.append(ev)
             out.append(mine)
-        if len(mentions) > 1 and self.rules.comparison_words:
+        if self.rules.comparison_words:
             _orphan_changes(doc, mentions, found, out, self.rules.comparison_words)
         return out
 
@@ -779,8 +779,8 @@ def _orphan_changes(
             continue
         if any(m.start < span.end and span.start < m.end for m in mentions):
             continue  # a word of a finding's own name ("increased markings")
-        after = doc[span.end : span.end + _COMPARED_WITHIN]
-        if not any(t.lower_ in comparison_words for t in after):
+        compared = doc[span.start : span.end + _COMPARED_WITHIN]  # "not present on the prior"
+        if not any(t.lower_ in comparison_words for t in compared):
             continue
         before = [i for i, m in enumerate(mentions) if m.end <= span.start]
         if before and not any(e.attribute == "change" for e in out[before[-1]]):

@@ -2791,6 +2791,14 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
             # is always there, so whether it grew is not said
             return out("unknown", False)
         return out("no")
+    if (
+        status == "positive"
+        and not finding.get("change")
+        and changes
+        and all(q.value == "resolved" for q in changes)
+    ):
+        # "Has the mass gone away?" over a mass the report sees: not gone, whatever before
+        return out("no")
     verdicts = [_check(q, finding, patterns.zone_includes) for q in question.qualifiers]
     combined = _combine(verdicts)
     if combined == "yes" and status == "uncertain":

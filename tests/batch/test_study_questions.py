@@ -1113,6 +1113,27 @@ CLINICIANS = [
      "representing atelectasis.", "position", "yes"),
     ("Is the opacity pneumonia?", "FINDINGS: Right basilar opacity, likely atelectasis.",
      "presence", "no"),
+    # "look like", "suggest" ask whether the report reads it so
+    ("Does this look like emphysema?", "IMPRESSION: Hyperinflated lungs consistent with "
+     "emphysema.", "presence", "yes"),
+    ("Does the film suggest pulmonary hypertension?", "FINDINGS: Prominent central pulmonary "
+     "arteries suggesting pulmonary arterial hypertension.", "presence", "uncertain"),
+    # what the patient feels is not in a radiograph
+    ("Is the patient tender over the fracture?", "FINDINGS: Old left rib fracture.",
+     "unsupported", None),
+    ("Does the patient have a fever?", "FINDINGS: Right lower lobe pneumonia.", "unsupported",
+     None),
+    # a shift's direction
+    ("Which way is the mediastinum shifted?", "IMPRESSION: Left lung volume loss with "
+     "leftward shift of the heart and mediastinum.", "position", ["left"]),
+    # a finding the report sees now has not gone away, whatever it was before
+    ("Has the mass gone away completely?", "IMPRESSION: Residual right hilar mass.", "change",
+     "no"),
+    ("Has the mass gone away?", "IMPRESSION: The right hilar mass has resolved.", "change",
+     "yes"),
+    # a change compared with an earlier study after the finding's own words
+    ("Has the left effusion changed?", "IMPRESSION: Moderate left pleural effusion, increased "
+     "XXXX compared to prior chest radiograph.", "change", "increased"),
     # "interval enlargement" of a finding is its growth
     ("Has the mass grown?", "IMPRESSION: Interval enlargement of the left upper lobe mass.",
      "change", "yes"),

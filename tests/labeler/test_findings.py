@@ -586,3 +586,12 @@ def test_a_number_before_a_masked_unit_is_no_count(read: Read) -> None:
 def test_a_port_catheter_is_one_port(read: Read) -> None:
     found = read("FINDINGS: Mediport catheter on the right with the tip in the mid SVC.")
     assert [f.concept for f in found.report_findings or ()] == ["port"]
+
+
+def test_a_change_the_parse_leaves_alone_is_the_findings_before_it(read: Read) -> None:
+    # a relative clause far from its finding, with its comparison in the change's own words
+    found = read(
+        "FINDINGS: There is a 1 cm nodular density in the right midlung between the third and "
+        "fourth anterior ribs which does not appear to be present on the prior study."
+    )
+    assert _one(found, "nodular_opacity").attributes.get("change") == "new"
