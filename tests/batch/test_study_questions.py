@@ -1134,6 +1134,13 @@ CLINICIANS = [
     # a change compared with an earlier study after the finding's own words
     ("Has the left effusion changed?", "IMPRESSION: Moderate left pleural effusion, increased "
      "XXXX compared to prior chest radiograph.", "change", "increased"),
+    # a lobe removed is a lobectomy, and its lobe is the lobe named in it
+    ("Which lobe was removed?", "FINDINGS: Evidence of left lower lobectomy.", "position",
+     ["left", "left lower lobe", "left lower lobectomy"]),
+    ("Has a lobe been removed?", "FINDINGS: The lungs are clear.", "presence", "no"),
+    # one finding's describing word and its name read together
+    ("How severe are the endplate changes?", "FINDINGS: Moderate degenerative endplate "
+     "changes of the thoracic spine.", "severity", "moderate"),
     # "interval enlargement" of a finding is its growth
     ("Has the mass grown?", "IMPRESSION: Interval enlargement of the left upper lobe mass.",
      "change", "yes"),
