@@ -1141,6 +1141,28 @@ CLINICIANS = [
     # one finding's describing word and its name read together
     ("How severe are the endplate changes?", "FINDINGS: Moderate degenerative endplate "
      "changes of the thoracic spine.", "severity", "moderate"),
+    # the masked word after "lymph" is read as "nodes"; a masked word after "sternotomy" as
+    # "wires", whole or broken
+    ("How many calcified nodes are there?", "FINDINGS: Densely calcified mediastinal and right "
+     "hilar lymph XXXX.", "count", "multiple"),
+    ("How many sternotomy wires are there?", "FINDINGS: Multiple XXXX sternotomy XXXX are "
+     "noted.", "count", "multiple"),
+    ("Are the sternotomy wires broken?", "FINDINGS: The uppermost sternotomy XXXX is "
+     "fractured.", "presence", "yes"),
+    ("Are the sternotomy wires intact?", "FINDINGS: All of the sternotomy XXXX are broken.",
+     "presence", "no"),
+    ("Are the sternotomy wires intact?", "FINDINGS: Sternotomy wires remain intact.",
+     "presence", "yes"),
+    ("Which shoulder has a prosthesis?", "FINDINGS: Prosthetic left shoulder.", "position",
+     ["left"]),
+    # "anything" said of a place asks about the abnormal findings there
+    ("Anything in the left lung?", "FINDINGS: Right middle lobe infiltrate. Left lung is "
+     "clear.", "study", "no"),
+    ("Anything in the right lung?", "FINDINGS: Right middle lobe infiltrate. Left lung is "
+     "clear.", "study", "yes"),
+    # a finding pointed at, and its reading right after it
+    ("Are the calcified nodules granulomas?", "FINDINGS: Calcified nodules, likely calcified "
+     "granulomas.", "presence", "uncertain"),
     # "interval enlargement" of a finding is its growth
     ("Has the mass grown?", "IMPRESSION: Interval enlargement of the left upper lobe mass.",
      "change", "yes"),
