@@ -179,6 +179,8 @@ class QuestionPatterns:
     #: concept -> other concepts (and those below them) that answer a question about it
     #: ("heart surgery" by a CABG, which the lexicon places under the sternotomy)
     answered_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: device -> the concepts of its parts whose tip is the device's tip (its leads)
+    tips_of: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: parts of the body a whole-study "normal" cue may be said of ("Is the spine normal?")
     part_normal_parts: frozenset[str] = frozenset()
     tip_devices: frozenset[str] = frozenset()
@@ -360,6 +362,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         size_words=_words(data, "size_words"),
         sized_by_grade=frozenset(str(w) for w in data.get("sized_by_grade") or ()),
         answered_by=_lists(data, "answered_by"),
+        tips_of=_lists(data, "tips_of"),
         part_normal_parts=_words(data, "part_normal_parts"),
         tip_devices=frozenset(str(w) for w in data.get("tip_devices") or ()),
         read_as_label=_lists(data, "read_as_label"),
@@ -1887,6 +1890,8 @@ def answer_from_report(
             # "Where do the pacemaker leads end?" over "cardiac device ... leads in the right
             # heart": the tip the device they belong to was given
             target = _concept_target(parent, report, lexicon, patterns)
+        if question.asks == "tip" and not target.finding.get("tip"):
+            target = _tip_of_parts(target, concept, report, lexicon, patterns)
     elif label.startswith(OPEN_PREFIX):
         assert lexicon is not None
         target = _open_target(label[len(OPEN_PREFIX) :], report, lexicon)
@@ -2380,6 +2385,27 @@ def _side_named_alone(
     status = next(s for s in _STATUS_ORDER if any(m.status == s for m in own))
     deciding = [m for m in own if m.status == status]
     return dataclasses.replace(target, status=status, finding=_merged(deciding), deciding=deciding)
+
+
+def _tip_of_parts(
+    target: _Target,
+    concept: str,
+    report: ReportLabels,
+    lexicon: Lexicon,
+    patterns: QuestionPatterns,
+) -> _Target:
+    """A device's tip given to its parts ("pacemaker generator ... with leads in the right
+    atrium"): the parts' tip, where the device has none of its own (`tips_of`)."""
+    for part in patterns.tips_of.get(concept, ()):
+        found = _concept_target(part, report, lexicon, patterns)
+        tip = {k: found.finding[k] for k in ("tip", "tip_text") if found.finding.get(k)}
+        if tip:
+            return dataclasses.replace(
+                target,
+                finding={**target.finding, **tip},
+                evidence=[*target.evidence, *found.evidence],
+            )
+    return target
 
 
 def _concept_target(

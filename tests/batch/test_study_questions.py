@@ -1163,6 +1163,29 @@ CLINICIANS = [
     # a finding pointed at, and its reading right after it
     ("Are the calcified nodules granulomas?", "FINDINGS: Calcified nodules, likely calcified "
      "granulomas.", "presence", "uncertain"),
+    # a device's leads, and its tip given to them
+    ("Where do the leads end?", "FINDINGS: Cardiac XXXX with leads terminating in the right "
+     "atrium and right ventricle.", "position", ["right atrium"]),
+    ("Where is the tip of the pacemaker?", "FINDINGS: Left chest wall pacemaker generator with "
+     "leads in the right atrium and right ventricle.", "position", ["right atrium"]),
+    ("Which side is the pacemaker on?", "FINDINGS: Left chest wall pacemaker generator with "
+     "leads in the right atrium and right ventricle.", "position", ["left"]),
+    # a masked line known by its tip after a comma
+    ("Where does the tip of the right chest line sit?", "FINDINGS: There is right-sided chest "
+     "XXXX, the distal tip in the upper right atrium.", "position",
+     ["upper right atrium", "right atrium"]),
+    # an operation of any kind, a lobe resected, the projection, a deformed bone
+    ("Which side was the chest operated on?", "IMPRESSION: Left chest wall changes suggest "
+     "prior thoracotomy.", "position", ["left"]),
+    ("Which lobe has been resected?", "FINDINGS: Postoperative changes of right upper "
+     "lobectomy.", "position", ["right", "right upper lobe", "right upper lobectomy"]),
+    ("Was this taken AP?", "FINDINGS: Portable AP view of the chest. Lungs clear.", "presence",
+     "yes"),
+    ("Which vertebra is deformed?", "FINDINGS: Mild deformity of the T11 vertebral body.",
+     "position", ["T11"]),
+    # what a device is for is not in a radiograph's report
+    ("What is the catheter being used for?", "FINDINGS: Right PICC with tip in the SVC.",
+     "unsupported", None),
     # "interval enlargement" of a finding is its growth
     ("Has the mass grown?", "IMPRESSION: Interval enlargement of the left upper lobe mass.",
      "change", "yes"),
