@@ -894,7 +894,12 @@ class QuestionParser:
         parsed = self._closed_question(r, quals, kind_values)
         if joined:
             # "Is there any pleural effusion or pneumothorax?": presence of each
-            if parsed.type != "presence" or parsed.qualifiers or parsed.negated:
+            # ("Any suspicious nodule or mass?": a describing word said of them all)
+            if (
+                parsed.type != "presence"
+                or any(q.kind != "descriptor" for q in parsed.qualifiers)
+                or parsed.negated
+            ):
                 return several
             return dataclasses.replace(parsed, also=tuple(labels[1:]), joined=joined)
         return parsed
@@ -1916,6 +1921,7 @@ def answer_from_report(
                 if suggested.status in ("positive", "uncertain"):
                     target = dataclasses.replace(suggested, status="uncertain")
     target = _narrowed_to_place(question, target, patterns)
+    target = _narrowed_to_part(question, target, patterns)
     if (
         target.status == "positive"
         and target.deciding
@@ -2046,6 +2052,34 @@ def _plural(text: str) -> bool:
     lowered = text.lower()
     words = lowered.split()
     return bool(words) and (singular(words[-1]) != words[-1] or lowered.endswith(_MASKED_PLURALS))
+
+
+def _narrowed_to_part(
+    question: ParsedQuestion, target: _Target, patterns: QuestionPatterns
+) -> _Target:
+    """Of several mentions, those beside the part of a place the question names ("Which way
+    does the thoracic spine curve?" over a thoracic dextrocurvature and a lumbar
+    levocurvature), when some are there and some are not (`place_parts`)."""
+    if len(target.deciding) < 2:
+        return target
+    asked = set(_WORD.findall(question.text.lower())) & patterns.place_parts
+    if not asked:
+        return target
+    there = [m for m in target.deciding if asked & _own_place_words(m)]
+    if not there or len(there) == len(target.deciding):
+        return target
+    return dataclasses.replace(target, finding=_merged(there), deciding=there)
+
+
+def _own_place_words(m: Mention) -> set[str]:
+    """The words of a mention's own phrase: two before it in its list item and four after it
+    ("thoracic levoscoliosis", "dextrocurvature of the thoracic spine")."""
+    if m.sentence_start is None:
+        return set()
+    a, b = m.start - m.sentence_start, m.end - m.sentence_start
+    before = _WORD.findall(re.split(r"[,;:]|\band\b|\bor\b", m.sentence[:a])[-1].lower())
+    after = _WORD.findall(re.split(r"[,;:.]|\band\b", m.sentence[b:])[0].lower())
+    return {*before[-2:], *_WORD.findall(m.sentence[a:b].lower()), *after[:4]}
 
 
 def _narrowed_to_place(

@@ -1186,6 +1186,23 @@ CLINICIANS = [
     # what a device is for is not in a radiograph's report
     ("What is the catheter being used for?", "FINDINGS: Right PICC with tip in the SVC.",
      "unsupported", None),
+    # a describing word said of two findings asked together
+    ("Any suspicious nodule or mass in the lungs?", "FINDINGS: No suspicious pulmonary mass or "
+     "nodule is seen.", "presence", "no"),
+    ("Any suspicious nodule or mass?", "IMPRESSION: Left upper lobe mass concerning for "
+     "malignancy.", "presence", "yes"),
+    ("Any noncalcified lung nodules?", "FINDINGS: No noncalcified pulmonary nodules seen.",
+     "presence", "no"),
+    ("Any noncalcified lung nodules?", "FINDINGS: 8 mm noncalcified nodule in the right lower "
+     "lobe.", "presence", "yes"),
+    # the part of the spine asked picks its own curve
+    ("Which way does the thoracic spine curve?", "FINDINGS: Dextrocurvature of the thoracic "
+     "spine. Levocurvature of the lumbar spine.", "position", ["right"]),
+    ("Which way does the thoracic spine curve?", "IMPRESSION: Moderate thoracic levoscoliosis "
+     "and mild thoracolumbar dextroscoliosis.", "position", ["left"]),
+    # a diagnosis still to be ruled out is possible
+    ("Could this be tuberculosis?", "FINDINGS: Patchy left upper lobe opacity. Possibility of "
+     "tuberculosis should be excluded.", "presence", "uncertain"),
     # "interval enlargement" of a finding is its growth
     ("Has the mass grown?", "IMPRESSION: Interval enlargement of the left upper lobe mass.",
      "change", "yes"),
