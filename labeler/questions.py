@@ -179,6 +179,8 @@ class QuestionPatterns:
     #: concept -> other concepts (and those below them) that answer a question about it
     #: ("heart surgery" by a CABG, which the lexicon places under the sternotomy)
     answered_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: words beside a finding that say it is not new ("chronic", "old", "healed")
+    not_new_words: frozenset[str] = frozenset()
     #: device -> the concepts of its parts whose tip is the device's tip (its leads)
     tips_of: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: parts of the body a whole-study "normal" cue may be said of ("Is the spine normal?")
@@ -363,6 +365,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         sized_by_grade=frozenset(str(w) for w in data.get("sized_by_grade") or ()),
         answered_by=_lists(data, "answered_by"),
         tips_of=_lists(data, "tips_of"),
+        not_new_words=_words(data, "not_new_words"),
         part_normal_parts=_words(data, "part_normal_parts"),
         tip_devices=frozenset(str(w) for w in data.get("tip_devices") or ()),
         read_as_label=_lists(data, "read_as_label"),
@@ -2866,6 +2869,15 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
         and all(q.value == "resolved" for q in changes)
     ):
         # "Has the mass gone away?" over a mass the report sees: not gone, whatever before
+        return out("no")
+    if (
+        status in ("positive", "uncertain")
+        and not finding.get("change")
+        and changes
+        and all(q.value == "new" for q in changes)
+        and _near_words(target.deciding, patterns.denying_words) & patterns.not_new_words
+    ):
+        # "Is the scarring new?" over "chronic scarring", "old healed rib fracture": no
         return out("no")
     verdicts = [_check(q, finding, patterns.zone_includes) for q in question.qualifiers]
     combined = _combine(verdicts)

@@ -1203,6 +1203,11 @@ CLINICIANS = [
     # a diagnosis still to be ruled out is possible
     ("Could this be tuberculosis?", "FINDINGS: Patchy left upper lobe opacity. Possibility of "
      "tuberculosis should be excluded.", "presence", "uncertain"),
+    # a finding said to be old or chronic is not new; one said nothing of is unknown
+    ("Are the rib fractures new?", "FINDINGS: Old healed left rib fractures.", "change", "no"),
+    ("Is the scarring new?", "FINDINGS: Chronic scarring at the left base.", "change", "no"),
+    ("Is the effusion new?", "FINDINGS: Right pleural effusion.", "change", "unknown"),
+    ("Is the effusion new?", "FINDINGS: New right pleural effusion.", "change", "yes"),
     # "interval enlargement" of a finding is its growth
     ("Has the mass grown?", "IMPRESSION: Interval enlargement of the left upper lobe mass.",
      "change", "yes"),
