@@ -94,9 +94,9 @@ _COUNT_DEPS = frozenset({"nummod", "amod", "det", "quantmod", "compound", "advmo
 _MAX_UP = 4
 _MAX_PATH = 12
 # what stands between the items of a bare list ("A and B", "A, B or C")
-_LIST_JOINERS = frozenset({"and", "or", ",", "&", "and/or"})
+_LIST_JOINERS = frozenset({"and", "or", ",", "&", "and/or", "/"})
 #: the words between two readings offered for one finding ("scarring or atelectasis")
-_READINGS_JOINED = (["or"], ["and/or"], ["and", "/", "or"])
+_READINGS_JOINED = (["or"], ["and/or"], ["and", "/", "or"], ["/"])
 #: a vertebra or rib level ("T12", "L1", "9th")
 _LEVEL = re.compile(r"(?:[TLC]\d{1,2}|\d{1,2}(?:st|nd|rd|th))$", re.IGNORECASE)
 #: what ends the stretch of words a mention may take without a parse

@@ -232,7 +232,7 @@ def test_levels_joined_before_a_finding_keep_its_describing_words(read: Read) ->
                                      "tip_text": "cavoatrial junction"}),
         # tortuosity on its own is the aorta's, as the coders code it; "low volume lungs";
         # a "portacatheter" is a port
-        ("FINDINGS: Mild aortic ectasia/tortuosity.", "tortuous_aorta", {}),
+        ("FINDINGS: Mild aortic ectasia/tortuosity.", "tortuous_aorta", {"severity": "mild"}),
         ("FINDINGS: There is tortuosity and/or ectasia of the thoracic aorta.",
          "tortuous_aorta", {}),
         ("IMPRESSION: Low volume lungs.", "low_lung_volumes", {}),
@@ -595,3 +595,15 @@ def test_a_change_the_parse_leaves_alone_is_the_findings_before_it(read: Read) -
         "fourth anterior ribs which does not appear to be present on the prior study."
     )
     assert _one(found, "nodular_opacity").attributes.get("change") == "new"
+
+
+def test_readings_joined_by_a_slash_share_their_words(read: Read) -> None:
+    found = read("FINDINGS: Mild atelectasis/scarring at the left base.")
+    for concept in ("atelectasis", "scarring"):
+        assert _one(found, concept).attributes == {
+            "laterality": "left",
+            "location": ["basilar"],
+            "severity": "mild",
+        }
+    aorta = read("FINDINGS: Mild aortic ectasia/tortuosity.")
+    assert _one(aorta, "tortuous_aorta").attributes == {"severity": "mild"}
