@@ -420,6 +420,8 @@ class AttributeFinder:
                     and ev.value in _NAMING_CHANGES
                     and mention.start <= span.start < span.end <= mention.end
                     and span[0].lower_.endswith("ed")
+                    # "lung volumes are decreased from the prior": compared, so a change
+                    and not self._compared_after(doc, mention.end)
                 ):
                     # an adjective of the finding's own name ("increased interstitial
                     # markings", "decreased lung volumes") says what it is, not how it changed;
@@ -447,6 +449,14 @@ class AttributeFinder:
         if self.rules.comparison_words:
             _orphan_changes(doc, mentions, found, out, self.rules.comparison_words)
         return out
+
+    def _compared_after(self, doc: Doc, end: int) -> bool:
+        """Whether a comparison with an earlier study follows right after a mention ("from
+        the prior", "compared to")."""
+        after = [t.lower_ for t in doc[end : end + 2]]
+        return bool(after) and (
+            after[0] == "from" or any(w in self.rules.comparison_words for w in after)
+        )
 
     def _graded(self, doc: Doc, i: int) -> AttributeEvidence | None:
         """The severity a degree word at token `i` gives, if it is one."""

@@ -923,9 +923,16 @@ class QuestionParser:
         ):
             return None
         found = {self._strings[m] for m, _, _ in self._anatomy_matcher(doc)}
-        if len(found) != 1 or next(iter(found)) not in self.patterns.anatomy_normals:
+        if len(found) != 1:
             return None
-        return CONCEPT_PREFIX + found.pop()
+        part = found.pop()
+        # "Has the aorta changed?": the findings of that part ("stable tortuous aorta"),
+        # else its normal statements (`anatomy_normals`); "Which lung is bigger?" compares
+        # the lungs, it asks no change
+        asked_change = any(h.group == "open" and h.entry.get("type") == "change" for h in hits)
+        if part not in self.patterns.anatomy_normals and not asked_change:
+            return None
+        return CONCEPT_PREFIX + part
 
     def _organ_problem(self, doc: Doc) -> str | None:
         """`concept:<anatomy>` for a question that asks whether something is wrong with a

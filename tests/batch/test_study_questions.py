@@ -1208,6 +1208,14 @@ CLINICIANS = [
     ("Is the scarring new?", "FINDINGS: Chronic scarring at the left base.", "change", "no"),
     ("Is the effusion new?", "FINDINGS: Right pleural effusion.", "change", "unknown"),
     ("Is the effusion new?", "FINDINGS: New right pleural effusion.", "change", "yes"),
+    # "as before" is unchanged; a heart size said stable; a part's own findings' change
+    ("Is the hernia new?", "IMPRESSION: Prominent hiatal hernia as before.", "change", "no"),
+    ("Is the heart size different from before?", "IMPRESSION: Cardiac size stable. No "
+     "effusion.", "change", "unchanged"),
+    ("Has the aorta changed?", "FINDINGS: Normal heart size. Stable tortuous aorta.", "change",
+     "unchanged"),
+    ("Is there anything active on this X-ray?", "IMPRESSION: No evidence of active disease.",
+     "study", "no"),
     # "interval enlargement" of a finding is its growth
     ("Has the mass grown?", "IMPRESSION: Interval enlargement of the left upper lobe mass.",
      "change", "yes"),

@@ -607,3 +607,10 @@ def test_readings_joined_by_a_slash_share_their_words(read: Read) -> None:
         }
     aorta = read("FINDINGS: Mild aortic ectasia/tortuosity.")
     assert _one(aorta, "tortuous_aorta").attributes == {"severity": "mild"}
+
+
+def test_a_findings_own_word_compared_with_a_prior_is_a_change(read: Read) -> None:
+    found = read("FINDINGS: Lung volumes are decreased from the prior study.")
+    assert _one(found, "low_lung_volumes").attributes.get("change") == "decreased"
+    named = read("FINDINGS: Decreased lung volumes.")
+    assert "change" not in _one(named, "low_lung_volumes").attributes
