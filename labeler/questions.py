@@ -26,7 +26,7 @@ from spacy.matcher import PhraseMatcher
 from spacy.tokens import Doc, Token
 
 from labeler.aggregate import deciding_first
-from labeler.attributes import PLURAL_RULE, stated_count
+from labeler.attributes import PLURAL_RULE, load_attribute_rules, stated_count
 from labeler.components import ConceptMatcher
 from labeler.device_tips import load_tip_finder
 from labeler.errors import PatternFileError
@@ -2916,6 +2916,15 @@ def _dominant_side(target: _Target, patterns: QuestionPatterns) -> str | None:
             sizes[str(side)] = max(sizes.get(str(side), 0.0), float(size))
     if len(sizes) == 2 and sizes["left"] != sizes["right"]:
         return max(sizes, key=lambda k: sizes[k])
+    # "moderate right pleural effusion ... small left pleural effusion": the higher grade
+    order = load_attribute_rules().severity_order
+    grades: dict[str, int] = {}
+    for m in target.deciding:
+        side, grade = m.attributes.get("laterality"), m.attributes.get("severity")
+        if side in ("left", "right") and grade in order:
+            grades[str(side)] = max(grades.get(str(side), -1), order.index(str(grade)))
+    if len(grades) == 2 and grades["left"] != grades["right"]:
+        return max(grades, key=lambda k: grades[k])
     return None
 
 

@@ -1216,6 +1216,13 @@ CLINICIANS = [
      "unchanged"),
     ("Is there anything active on this X-ray?", "IMPRESSION: No evidence of active disease.",
      "study", "no"),
+    # the side with the higher grade where neither gives a size
+    ("Which side has the bigger effusion?", "FINDINGS: Moderate sized right pleural effusion. "
+     "Small left pleural effusion.", "position", ["right"]),
+    ("Which upper lobe is consolidated?", "FINDINGS: Left upper lobe consolidation.",
+     "position", ["left", "left upper lobe"]),
+    ("Any calcification in the vessels?", "FINDINGS: Vascular calcifications.", "presence",
+     "yes"),
     # "interval enlargement" of a finding is its growth
     ("Has the mass grown?", "IMPRESSION: Interval enlargement of the left upper lobe mass.",
      "change", "yes"),
