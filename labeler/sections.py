@@ -31,7 +31,7 @@ def _header_regex(sections: SectionSet) -> re.Pattern[str]:
         variants = sorted(
             {v for vals in sections.headers.values() for v in vals}, key=len, reverse=True
         )
-        alt = "|".join(r"\s+".join(map(re.escape, v.split())) for v in variants)
+        alt = _alternatives([r"\s+".join(map(re.escape, v.split())) for v in variants])
         # A header is (a) at a line start, followed by a colon or by the end of
         # its line, or (b) after a sentence end or line start, followed by a colon.
         _CACHE[key] = re.compile(
@@ -40,6 +40,24 @@ def _header_regex(sections: SectionSet) -> re.Pattern[str]:
             re.IGNORECASE,
         )
     return _CACHE[key]
+
+
+def _alternatives(patterns: list[str]) -> str:
+    """`"|".join(patterns)` with the patterns grouped by their first character, each group
+    in the given order: a sentence start ("There is ...") is tried against the few header
+    variants of its letter, not all 58 (a third of the sectioning time).
+
+    The same matches: case ignored, no character matches two ASCII characters, so only the
+    patterns of one group can match at a place, in their order. A pattern that starts with
+    anything else (an escape, a character that is not ASCII) leaves the list as it is.
+    """
+    groups: dict[str, list[str]] = {}
+    for p in patterns:
+        first = p[:1]
+        if not first.isascii() or not first.isalnum():
+            return "|".join(patterns)
+        groups.setdefault(first.lower(), []).append(p[1:])
+    return "|".join(f"{first}(?:{'|'.join(rest)})" for first, rest in groups.items())
 
 
 _LOOKUPS: dict[str, dict[str, str]] = {}
