@@ -107,10 +107,13 @@ def sentences_referring_back(
     starts = rules.refer_back_starts
     if not starts or len(sentences) < 2:
         return []
-    whole, heads = _lead_words(starts)
+    whole, heads, initials = _lead_words(starts)
     out = []
     for i in range(1, len(sentences)):
         s, e = sentences[i]
+        first = text[s : s + 1]
+        if first.isalpha() and first.lower()[:1] not in initials:
+            continue  # starts with its first word, and no word that refers back starts so
         sentence = text[s:e]
         lead = sentence[_LEAD.match(sentence).end() :].lower()  # type: ignore[union-attr]
         if lead in whole or lead.startswith(heads):
@@ -119,10 +122,14 @@ def sentences_referring_back(
 
 
 @functools.lru_cache(maxsize=8)
-def _lead_words(starts: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]]:
-    """The words that refer back, and each with the space after it: "lead == w or
-    lead.startswith(w + ' ')" for each w, in one C call each."""
-    return frozenset(starts), tuple(w + " " for w in starts)
+def _lead_words(
+    starts: tuple[str, ...],
+) -> tuple[frozenset[str], tuple[str, ...], frozenset[str]]:
+    """The words that refer back, each with the space after it ("lead == w or
+    lead.startswith(w + ' ')" for each w, in one C call each), and their first letters: a
+    sentence that starts with a letter (no list number or punctuation before its first
+    word) and not one of these needs no look at its lead."""
+    return frozenset(starts), tuple(w + " " for w in starts), frozenset(w[:1] for w in starts)
 
 
 def _before_own(sentence: str, end: int, own: int, length: int) -> bool:
