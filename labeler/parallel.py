@@ -6,41 +6,66 @@ flight, so memory stays bounded however long the input is.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing as mp
 from collections import deque
 from collections.abc import Iterable, Iterator
 from itertools import islice
 from multiprocessing.pool import AsyncResult
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from labeler.config import LabelerConfig
 from labeler.schema import ReportLabels
 
-__all__ = ["label_reports_parallel"]
+if TYPE_CHECKING:
+    from spacy.language import Language
+
+__all__ = ["label_reports_parallel", "loading"]
 
 _worker_state: dict[str, Any] = {}
 
 
 def _init_worker(config: LabelerConfig) -> None:
-    from labeler.pipeline import build_nlp
-
-    _worker_state["nlp"] = build_nlp(config)
+    _worker_state["nlp"] = _load(config)
     _worker_state["config"] = config
-    _freeze_heap()
 
 
-def _freeze_heap() -> None:
-    """Keep the loaded pipeline out of the garbage collector's full passes.
+def _load(config: LabelerConfig) -> Language:
+    """The pipeline for `config`, with what labelling with it needs (`prepare`: matchers,
+    the lexicon's phrase index), loaded and frozen (`loading`)."""
+    from labeler.pipeline import build_nlp, prepare
 
-    The spaCy model and pattern matchers are hundreds of thousands of objects
-    that live as long as the process; every generation-2 collection walked
-    them (about 5% of labelling time). Frozen, they are also not written to
-    by the collector, which keeps forked workers' pages shared. No collection
-    first: it walked the whole heap (0.03 s of every `cxr label`) to free the
-    few thousand objects that loading left in cycles, which now stay frozen.
+    with loading():
+        nlp = build_nlp(config)
+        prepare(nlp, config)
+    return nlp
+
+
+@contextlib.contextmanager
+def loading() -> Iterator[None]:
+    """A block that loads what lives as long as the process (modules, pattern files, the
+    pipeline): the collector does not run in it, and what it made is frozen at its end.
+
+    Young-generation collections walked the loaded objects again and again while they
+    were being made, to free nothing (4 collections, 0.025 s of `cxr label --findings`).
+    Frozen, the spaCy model and pattern matchers, hundreds of thousands of objects, stay
+    out of every later collection (each generation-2 one walked them: about 5% of
+    labelling time) and are not written to by the collector, which keeps forked workers'
+    pages shared. No collection first: it walked the whole heap (0.03 s of every
+    `cxr label`) to free the few thousand objects that loading left in cycles, which now
+    stay frozen. The collector's thresholds are back after the block.
+
+    Paused by a first threshold of 0, not `gc.disable()`: loading a spaCy model enables
+    the collector whatever it found (srsly's msgpack reader).
     """
-    gc.freeze()
+    thresholds = gc.get_threshold()
+    gc.set_threshold(0)
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.set_threshold(*thresholds)
 
 
 def _label_batch(
@@ -86,10 +111,9 @@ def label_reports_parallel(
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     if workers == 1:
-        from labeler.pipeline import build_nlp, label_reports
+        from labeler.pipeline import label_reports
 
-        nlp = build_nlp(config)
-        _freeze_heap()
+        nlp = _load(config)
         yield from label_reports(
             items, nlp=nlp, config=config, on_error=on_error, batch_size=batch_size
         )
@@ -99,7 +123,8 @@ def label_reports_parallel(
     method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
     ctx = mp.get_context(method)
     if method == "fork":
-        # Load the pipeline once here; forked workers share it copy-on-write.
+        # Load the pipeline and its matchers once here; forked workers share them
+        # copy-on-write.
         _init_worker(config)
         pool_args: dict[str, Any] = {}
     else:

@@ -56,7 +56,7 @@ from labeler.sections import labelled_spans, split_sentences
 from labeler.statements import StatementMatcher
 from labeler.vocabulary import load_sections
 
-__all__ = ["build_nlp", "label_report", "label_reports", "validate_report"]
+__all__ = ["build_nlp", "label_report", "label_reports", "prepare", "validate_report"]
 
 _PARSE_PIPES = ("tok2vec", "tagger", "parser")
 
@@ -117,6 +117,19 @@ def build_nlp(config: LabelerConfig) -> Language:
 @functools.lru_cache(maxsize=4)
 def _default_nlp(config: LabelerConfig) -> Language:
     return build_nlp(config)
+
+
+def prepare(nlp: Language, config: LabelerConfig) -> None:
+    """Build now, not on the first batch, what labelling with `nlp` and `config` needs
+    beyond the pipeline: the label set, the statement, attribute and finding matchers and
+    the lexicon's phrase index (`label_reports` builds them once per pipeline and
+    configuration). A caller that freezes what it loaded, or forks workers after loading
+    (`labeler.parallel`), keeps them with the pipeline.
+
+    Raises:
+        LabelerError: a pattern file is bad, or `nlp` lacks the labeler's components.
+    """
+    _engine(nlp, config)
 
 
 def validate_report(text: object, *, max_chars: int) -> str:

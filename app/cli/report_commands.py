@@ -189,9 +189,11 @@ def _label_from(args: argparse.Namespace, source: Path) -> int:
     from labeler.errors import LabelerError
     from labeler.files import count_reports, detect_input_format, iter_reports
     from labeler.labelsets import load_label_set
+    from labeler.parallel import loading
 
     try:
-        config = _labeler_config(args)
+        with loading():  # the pattern files and the lexicon, kept for the whole run
+            config = _labeler_config(args)
         label_set = load_label_set(config.label_set)
         fmt = args.input_format or detect_input_format(source)
         if fmt == "folder" and not source.is_dir():
@@ -218,7 +220,8 @@ def _label_from(args: argparse.Namespace, source: Path) -> int:
 
     from tqdm import tqdm
 
-    import_spacy_without_torch()
+    with loading():
+        import_spacy_without_torch()
     failed = labelled = 0
     for kind, name in (("output", args.output if to_file else None), ("rejects", args.rejects)):
         if name and _same_file(name, source):
