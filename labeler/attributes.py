@@ -302,9 +302,10 @@ class AttributeFinder:
             w for t in rules.terms for p in t.phrases for w in p.split()
         ) | frozenset(rules.units)
 
-    def may_apply(self, words: Iterable[str]) -> bool:
+    def may_apply(self, words: Sequence[str]) -> bool:
         """Whether a sentence of these lower-cased words can hold any attribute."""
-        return any(w in self.trigger_words or w[:1].isdigit() for w in words)
+        # the term words in one C call; the numbers (sizes, counts) then word by word
+        return not self.trigger_words.isdisjoint(words) or any(w[:1].isdigit() for w in words)
 
     def terms(
         self, doc: Doc, words: Sequence[str] | None = None, text: str | None = None

@@ -187,6 +187,7 @@ class DependencyRules:
         for ws, needs in self._cue_wordsets:
             if ws:
                 self._cues_by_word.setdefault(min(ws), []).append((ws, needs))
+        self._cue_starts = frozenset(self._cues_by_word)
         self._separators = frozenset(_FIELD_SEPARATORS)
         self._relation_preps = self.rule_set.relation_preps
 
@@ -196,12 +197,14 @@ class DependencyRules:
         A sentence for which this is False needs no parse: its mentions are positive.
         """
         present = set(words)
+        # the words that start a cue, picked out in C: most sentences have none
+        starts = present & self._cue_starts
+        if not starts:
+            return False
         field = not present.isdisjoint(self._separators)
         by_word = self._cues_by_word
         return any(
-            ws <= present and (field or not needs)
-            for word in present
-            for ws, needs in by_word.get(word, ())
+            ws <= present and (field or not needs) for word in starts for ws, needs in by_word[word]
         )
 
     def cues(self, doc: Doc, words: Sequence[str] | None = None) -> list[list[Span]]:

@@ -311,6 +311,8 @@ class _Engine:
     negex: Any = None
     # the words of each NegEx negation phrase: a sentence without one needs no NegEx
     negex_triggers: dict[str, tuple[frozenset[str], ...]] = field(default_factory=dict)
+    # the words `negex_triggers` files them under
+    negex_starts: frozenset[str] = frozenset()
     # sentence text -> verdicts of its mentions; insertion order = eviction order
     cache: dict[str, tuple[_Found, ...]] = field(default_factory=dict)
     # every finding the report names (`LabelerConfig.findings`), decided in a pass of its
@@ -704,7 +706,8 @@ class _Engine:
             return [None] * len(spans)
         present = set(words)
         triggers = self.negex_triggers
-        if not any(ws <= present for w in present for ws in triggers.get(w, ())):
+        starts = present & self.negex_starts  # in C: most sentences have none
+        if not any(ws <= present for w in starts for ws in triggers[w]):
             # no NegEx trigger phrase can match: it would affirm every mention
             return ["affirmed"] * len(spans)
         # The sentence is NegEx's whole scope. negspacy's own pass would find that out from
@@ -954,6 +957,7 @@ def _engine(nlp: Language, config: LabelerConfig) -> _Engine:
             else None
         )
         finder = AttributeFinder(nlp.make_doc, nlp.vocab, load_attribute_rules(config.attributes))
+        triggers = _negex_trigger_words(nlp)
         per_nlp[config] = _Engine(
             nlp,
             config,
@@ -964,7 +968,8 @@ def _engine(nlp: Language, config: LabelerConfig) -> _Engine:
             statements,
             load_certainty(label_set.certainty, config.certainty or label_set.certainty_profile),
             negex=nlp.get_pipe("negex") if config.negex and "negex" in nlp.pipe_names else None,
-            negex_triggers=_negex_trigger_words(nlp),
+            negex_triggers=triggers,
+            negex_starts=frozenset(triggers),
             findings=FindingMatcher(nlp, load_lexicon(config.lexicon)) if config.findings else None,
             tips=load_tip_finder(config.tips) if config.findings else None,
             levels=load_level_finder() if config.findings else None,
