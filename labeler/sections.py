@@ -266,7 +266,7 @@ def split_sentences(
     spans: list[tuple[int, int]] = []
     for s, e in out:
         chunk = text[s:e]
-        if "\n" in chunk.strip():
+        if "\n" in chunk and "\n" in chunk.strip():  # most sentences have no line break
             spans.extend(_split_lines(text, s, e, wrap_words, line_starters))
         else:
             _add(text, s, e, spans)
