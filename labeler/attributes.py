@@ -47,6 +47,7 @@ __all__ = [
     "AttributeTerm",
     "aggregate_findings",
     "conflicting",
+    "has_digit",
     "load_attribute_rules",
     "looks_plural",
     "merge_attributes",
@@ -584,7 +585,10 @@ class AttributeFinder:
         """Term and size matches: (token span, evidence), sizes winning over counts."""
         out: list[tuple[Span, AttributeEvidence]] = []
         size_tokens: set[int] = set()
-        for m in self.rules.size_pattern.finditer(text):
+        # a size holds a digit: most sentences have none, and the size regex tries each
+        # character (its look-behind gives it no first character to skip ahead to)
+        sizes = self.rules.size_pattern.finditer(text) if has_digit(text) else ()
+        for m in sizes:
             span = doc.char_span(m.start(), m.end(), alignment_mode="expand")
             if span is None:
                 continue
@@ -975,6 +979,18 @@ def _larger_count(a: str | int, b: str | int) -> str | int:
     if a == "multiple" or b == "multiple":
         return "multiple"
     return max(int(a), int(b))
+
+
+def has_digit(text: str) -> bool:
+    """Whether any character of `text` is a digit (`str.isdigit`, which `\\d` is not: "²"),
+    which a size or a count needs: in ASCII text the digits are 0-9, searched for at a
+    third of the time of mapping `str.isdigit` over the characters in C."""
+    if text.isascii():
+        return _ASCII_DIGIT.search(text) is not None
+    return any(map(str.isdigit, text))
+
+
+_ASCII_DIGIT = re.compile(r"[0-9]")
 
 
 def looks_plural(word: str) -> bool:
