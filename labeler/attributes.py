@@ -290,7 +290,6 @@ class AttributeFinder:
         for term in rules.terms:
             self._terms[term.id] = term
             self.matcher.add(term.id, [nlp_make_doc(p) for p in term.phrases])
-        self._strings = vocab.strings
         self._lobe_terms = {p: t for t in rules.terms for p in t.phrases if p.endswith(" lobe")}
         #: degree word -> its severity term ("mildly": severity.mild)
         self._degrees = {
@@ -602,7 +601,8 @@ class AttributeFinder:
                 (span, AttributeEvidence("size_mm", size, self.rules.size_rule, m.start(), m.end()))
             )
         coordinated = self._coordinated_lobes(doc, text, out)
-        spans = [Span(doc, s, e, label=self._strings[mid]) for mid, s, e in self.matcher(doc)]
+        # the match id is the label's hash: a Span takes it as is, without hashing the name
+        spans = [Span(doc, s, e, label=mid) for mid, s, e in self.matcher(doc)]
         kept = filter_spans(spans) if len(spans) > 1 else spans  # one: its own longest
         change_starts = {
             span.start

@@ -142,8 +142,8 @@ class ConceptMatcher:
             elif key.startswith(_HEDGED_PREFIX):
                 label = key[1:]
                 found.setdefault(label, []).append(Span(doc, start, end, label=label, kb_id=HEDGED))
-            else:
-                found.setdefault(key, []).append(Span(doc, start, end, label=key))
+            else:  # the match id is the label's hash: taken as is, without hashing `key`
+                found.setdefault(key, []).append(Span(doc, start, end, label=match_id))
         out: list[Span] = []
         for label, spans in found.items():
             blocked = excluded.get(label, [])

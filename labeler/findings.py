@@ -63,6 +63,9 @@ class FindingMatcher:
         self.lexicon = lexicon
         self.phrases = PhraseIndex(nlp, lexicon, skip_kinds={"anatomy"})
         self.open_heads = frozenset(lexicon.open_finding_heads)
+        # each concept id's hash, which a Span takes as its label without hashing the id
+        strings = nlp.vocab.strings
+        self._label_ids = {cid: strings.add(cid) for cid in lexicon.concepts}
 
     def find(self, doc: Doc, words: Sequence[str] | None = None) -> list[Span]:
         """Concepts (longest match wins) and open findings, in text order.
@@ -83,7 +86,8 @@ class FindingMatcher:
         placed = self.lexicon.placed
         if placed and any(m[0] in placed for m in matched):
             matched = _placed(matched, words, placed)
-        kept = [Span(doc, start, end, label=label) for label, start, end in matched]
+        ids = self._label_ids
+        kept = [Span(doc, start, end, label=ids.get(label, label)) for label, start, end in matched]
         heads = self.open_heads
         if heads.isdisjoint(words):
             return kept  # no finding word (most sentences)

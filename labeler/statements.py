@@ -51,7 +51,6 @@ class StatementMatcher:
             if kept and st.patterns:
                 self.statements[st.id] = Statement(st.id, st.status, kept, st.patterns)
                 self.matcher.add(st.id, [list(p) for p in st.patterns])
-        self._strings = vocab.strings
         self._anchor = _anchor_regex(st.patterns for st in self.statements.values())
         # where the caller has the words: the Matcher runs only on a sentence that holds a
         # word for every required token of one pattern (962 of 3,000 OpenI reports'
@@ -80,7 +79,8 @@ class StatementMatcher:
             return []
         if not self.may_match(doc.text if text is None else text):
             return []
-        spans = [Span(doc, s, e, label=self._strings[mid]) for mid, s, e in self.matcher(doc)]
+        # the match id is the statement id's hash: a Span takes it as is, without hashing
+        spans = [Span(doc, s, e, label=mid) for mid, s, e in self.matcher(doc)]
         by_id: dict[str, list[Span]] = {}
         for span in spans:
             by_id.setdefault(span.label_, []).append(span)
