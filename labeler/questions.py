@@ -1027,9 +1027,19 @@ class QuestionParser:
         links = self.patterns.reading_links
         if not between:
             # "Is the basal opacity atelectasis?", "Are the calcified nodules granulomas?": a
-            # finding pointed at, then its reading right after it
-            return first == end
+            # finding pointed at, then its reading right after it; not one name of it ("the
+            # right IJ line": a line is what an IJ catheter is)
+            reading = min(readings, key=lambda r: r[2])[0]
+            return first == end and not self._same_kind(spans[0][0], reading)
         return all(w in links for w in between)
+
+    def _same_kind(self, a: str, b: str) -> bool:
+        """Whether one of two lexicon concepts is the other or below it."""
+        lexicon = self.lexicon
+        ca, cb = _concept_id(a), _concept_id(b)
+        if lexicon is None or ca not in lexicon.concepts or cb not in lexicon.concepts:
+            return False
+        return ca == cb or cb in lexicon.ancestors(ca) or ca in lexicon.ancestors(cb)
 
     def _asks_dominant(self, words: list[str]) -> bool:
         """Whether the question asks which side has more ("Which effusion is larger?")."""

@@ -1223,6 +1223,9 @@ CLINICIANS = [
      "position", ["left", "left upper lobe"]),
     ("Any calcification in the vessels?", "FINDINGS: Vascular calcifications.", "presence",
      "yes"),
+    # a line named by its kind right after its own name is one device, not a reading
+    ("Is the right IJ line still in?", "IMPRESSION: Right internal jugular central line has "
+     "been removed.", "presence", "no"),
     # "interval enlargement" of a finding is its growth
     ("Has the mass grown?", "IMPRESSION: Interval enlargement of the left upper lobe mass.",
      "change", "yes"),
