@@ -1396,6 +1396,10 @@ class QuestionParser:
             if self._read_as(doc, [first], [then], hits):
                 # "Could the opacities be scarring?": the reading asked of the one pointed at
                 kept = [then]
+            elif [t.lower_ for t in doc[first[3] : then[2]]] in _WITH_THE_ONE:
+                # "Is there volume loss with the opacity?": the first is asked, beside the
+                # finding pointed at
+                kept = [first]
         if self.lexicon is not None and len(kept) > 1:
             # "the chest port catheter": a concept beside one of its own kinds is that one
             lexicon = self.lexicon
@@ -1597,6 +1601,10 @@ def _concept_words(
 
 
 _APPROXIMATELY = re.compile(r"^(?:approximately|about|roughly|approx\.?|~)\s*", re.IGNORECASE)
+
+
+#: the words between a finding asked about and the one it is asked beside
+_WITH_THE_ONE = (["with", "the"], ["with", "this"], ["with", "that"], ["associated", "with", "the"])
 
 
 def _content_word(t: Token) -> bool:

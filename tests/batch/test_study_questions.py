@@ -1226,6 +1226,9 @@ CLINICIANS = [
     # a line named by its kind right after its own name is one device, not a reading
     ("Is the right IJ line still in?", "IMPRESSION: Right internal jugular central line has "
      "been removed.", "presence", "no"),
+    # a finding asked about beside another pointed at
+    ("Is there volume loss with the opacity?", "FINDINGS: Complete opacification of the right "
+     "middle lobe without significant associated volume loss.", "presence", "no"),
     # "interval enlargement" of a finding is its growth
     ("Has the mass grown?", "IMPRESSION: Interval enlargement of the left upper lobe mass.",
      "change", "yes"),
