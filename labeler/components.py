@@ -80,6 +80,10 @@ class Verdict:
     cue_root: Token | None = field(default=None, compare=False)
 
 
+#: the verdict of a mention no rule reaches (immutable: one for all)
+_PLAIN = Verdict("positive", None)
+
+
 class ConceptMatcher:
     """Find mentions of the labels' concepts with a PhraseMatcher and a Matcher.
 
@@ -242,6 +246,18 @@ class DependencyRules:
         """
         if cues is None:
             cues = self.cues(mention.doc)
+        # the rules with a cue in the doc, in rule order: most have none
+        matched = cues.matched if isinstance(cues, _DocCues) else None
+        if matched is None:
+            matched = [
+                (rule, roots)
+                for rule, roots in zip(self.rule_set.rules, cues, strict=True)
+                if roots
+            ]
+            if isinstance(cues, _DocCues):
+                cues.matched = matched
+        if not matched:
+            return _PLAIN  # no cue: no rule applies, nothing to walk
         if isinstance(cues, _DocCues):
             if cues.list_index is None:
                 cues.list_index = _ListIndex(
@@ -267,11 +283,11 @@ class DependencyRules:
                 break
             tok = tok.head
             ancestors.add(tok.i)
-        for rule, roots in zip(self.rule_set.rules, cues, strict=True):
+        for rule, roots in matched:
             for cue in roots:
                 if self._applies(rule, cue, root, mention, index, ancestors, self._relation_preps):
                     return Verdict(rule.status, rule.id, cue.text, cue.root)
-        return Verdict("positive", None)
+        return _PLAIN
 
     @staticmethod
     def _applies(
@@ -390,6 +406,8 @@ class _DocCues(list[list[Span]]):
     tokens: _TokenTables | None = None
     #: the doc's lower-cased tokens, when the caller gave them
     words: Sequence[str] | None = None
+    #: (rule, its cue matches) of the rules with any, in rule order, once listed
+    matched: list[tuple[Rule, list[Span]]] | None = None
 
     def for_other_mentions(self) -> _DocCues:
         """The same cue matches, for another set of mentions of the same doc (set in
@@ -398,6 +416,7 @@ class _DocCues(list[list[Span]]):
         other = _DocCues(self)
         other.tokens = self.tokens
         other.words = self.words
+        other.matched = self.matched
         return other
 
 
