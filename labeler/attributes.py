@@ -290,6 +290,15 @@ class AttributeFinder:
         for term in rules.terms:
             self._terms[term.id] = term
             self.matcher.add(term.id, [nlp_make_doc(p) for p in term.phrases])
+        #: each term by its id's hash: the label of the spans its matches make
+        self._term_of = {vocab.strings.add(t.id): t for t in self._terms.values()}
+        #: the ids of the terms that say a change, and of those that give a severity
+        self._changing = frozenset(
+            t.id for t in self._terms.values() if any(key == "change" for key, _ in t.sets)
+        )
+        self._grading = frozenset(
+            t.id for t in self._terms.values() if any(key == "severity" for key, _ in t.sets)
+        )
         self._lobe_terms = {p: t for t in rules.terms for p in t.phrases if p.endswith(" lobe")}
         #: degree word -> its severity term ("mildly": severity.mild)
         self._degrees = {
@@ -541,13 +550,14 @@ class AttributeFinder:
             and (after + 1 == len(doc) or doc[after + 1].is_punct)
         )
 
-    def _degree_of_change(self, span: Span, change_starts: set[int]) -> bool:
-        """Whether a severity word grades a change ("slightly worse", "mildly improved").
+    def _degree_of_change(self, span: Span, text: str, change_starts: set[int]) -> bool:
+        """Whether a severity word (`span`, whose words are `text`) grades a change
+        ("slightly worse", "mildly improved").
 
         "Slight interval increase in the effusion" says how much it grew, not how
         big it is; "small new effusion" keeps its severity (only degree words count).
         """
-        if span.text.lower() not in self.rules.degree_words:
+        if text.lower() not in self.rules.degree_words:
             return False
         i = span.end
         doc = span.doc
@@ -604,31 +614,31 @@ class AttributeFinder:
         # the match id is the label's hash: a Span takes it as is, without hashing the name
         spans = [Span(doc, s, e, label=mid) for mid, s, e in self.matcher(doc)]
         kept = filter_spans(spans) if len(spans) > 1 else spans  # one: its own longest
-        change_starts = {
-            span.start
-            for span in kept
-            if any(key == "change" for key, _ in self._terms[span.label_].sets)
-        }
+        # each term span with its term (by the label's hash) and its words, cut from the
+        # sentence (spaCy builds `span.text` from a Token per word)
+        term_of = self._term_of
+        found = [
+            (span, term_of[span.label], text[span.start_char : span.end_char]) for span in kept
+        ]
+        change_starts = {span.start for span, term, _ in found if term.id in self._changing}
         # "slightly large": the degree word grades the size word, which gives no severity
         graded = {
             span.end
-            for span in kept
-            if span.text.lower() in self.rules.degree_words
-            and any(key == "severity" for key, _ in self._terms[span.label_].sets)
+            for span, term, words in found
+            if words.lower() in self.rules.degree_words and term.id in self._grading
         }
-        for span in kept:
+        for span, term, words in found:
             if any(i in size_tokens for i in range(span.start, span.end)):
                 continue  # "8" in "8 mm" is a size, not a count
-            if _masked_unit(doc, span):
+            if _masked_unit(doc, span, words):
                 continue  # "10 XXXX nodule": the masked word after the number is its unit
-            term = self._terms[span.label_]
             for key, value in term.sets:
                 if key == "location" and span.start in coordinated:
                     continue  # "upper" of "right upper and middle lobes": a lobe, given above
                 if key == "severity" and (
                     span.start in graded
                     or self._prior_state(span)
-                    or self._degree_of_change(span, change_starts)
+                    or self._degree_of_change(span, words, change_starts)
                 ):
                     continue
                 out.append(
@@ -637,10 +647,11 @@ class AttributeFinder:
         return out
 
 
-def _masked_unit(doc: Doc, span: Span) -> bool:
-    """Whether a number is followed by a masked word and then a singular noun ("10 XXXX
-    nodule": the de-identification hid "mm"), so it is no count; "2 XXXX masses" is one."""
-    if not span.text.isdigit() or span.end + 1 >= len(doc) or doc[span.end].lower_ != "xxxx":
+def _masked_unit(doc: Doc, span: Span, text: str) -> bool:
+    """Whether a number (`span`, whose words are `text`) is followed by a masked word and
+    then a singular noun ("10 XXXX nodule": the de-identification hid "mm"), so it is no
+    count; "2 XXXX masses" is one."""
+    if not text.isdigit() or span.end + 1 >= len(doc) or doc[span.end].lower_ != "xxxx":
         return False
     noun = doc[span.end + 1]
     return noun.is_alpha and not looks_plural(noun.lower_)
