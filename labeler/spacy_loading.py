@@ -18,7 +18,6 @@ imports spaCy.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.util
 import os
@@ -41,7 +40,6 @@ def import_spacy_without_torch() -> None:
     """
     if "spacy" in sys.modules or "torch" in sys.modules:
         return
-    _keep_entry_point_groups()
     stubs = _cli_stand_ins()
     sys.modules["torch"] = None  # type: ignore[assignment]  # makes `import torch` fail
     try:
@@ -53,48 +51,6 @@ def import_spacy_without_torch() -> None:
                 del sys.modules[name]
     if stubs:
         _defer_cli(spacy, stubs["spacy.cli.info"])
-
-
-def _keep_entry_point_groups() -> None:
-    """Let catalogue (spaCy's registries) select each group of entry points once.
-
-    catalogue reads the installed packages' entry points once, when imported, and selects
-    a registry's group from them on every `get_all()` and every look-up of a name the
-    registry lacks: spaCy registering its factories as it loads, srsly's msgpack reader on
-    each of a model's files. On Python 3.11 `entry_points().select(group=...)` flattens
-    every group and tests each entry point every time (0.24 ms; 112 look-ups, 0.026 s of
-    loading the labeler). Each group's selection is now kept: the same entry points in the
-    same order, from the same reading catalogue made. Does nothing without catalogue, or
-    where its entry points offer no `select` (catalogue then reads them as a dict).
-    """
-    try:
-        import catalogue
-    except ImportError:
-        return
-    available = getattr(catalogue, "AVAILABLE_ENTRY_POINTS", None)
-    base = type(available)
-    select = getattr(base, "select", None)
-    if select is None or getattr(base, "_groups_kept", False):
-        return
-    groups: dict[str, Any] = {}
-
-    def kept_select(self: Any, **params: Any) -> Any:
-        group = params.get("group")
-        if len(params) != 1 or not isinstance(group, str):
-            return select(self, **params)
-        found = groups.get(group)
-        if found is None:
-            found = groups[group] = select(self, group=group)
-        return found
-
-    kept = type(
-        base.__name__, (base,), {"select": kept_select, "_groups_kept": True, "__slots__": ()}
-    )
-    kept.__module__ = __name__
-    # the same object, given the subclass (a copy would read it through its deprecated
-    # dict interface); a layout the subclass cannot take leaves it as it was
-    with contextlib.suppress(TypeError):
-        available.__class__ = kept
 
 
 def _cli_stand_ins() -> dict[str, types.ModuleType]:

@@ -99,33 +99,3 @@ def test_import_spacy_without_torch_leaves_an_imported_spacy_alone() -> None:
     before = dict(vars(spacy))
     import_spacy_without_torch()
     assert dict(vars(spacy)) == before
-
-
-_ENTRY_POINTS_PROBE = """
-import json
-import importlib.metadata
-from labeler.spacy_loading import import_spacy_without_torch
-import_spacy_without_torch()
-import catalogue, spacy
-kept = catalogue.AVAILABLE_ENTRY_POINTS
-fresh = importlib.metadata.entry_points()
-groups = [*sorted(fresh.groups), "spacy_factories", "srsly_msgpack_decoders", "no_such"]
-print(json.dumps({
-    "same": all(list(kept.select(group=g)) == list(fresh.select(group=g)) for g in groups),
-    "kept": all(kept.select(group=g) is kept.select(group=g) for g in groups),
-    "others": list(kept.select(name="spacy")) == list(fresh.select(name="spacy")),
-    "registry": spacy.registry.architectures.get("spacy-legacy.Tok2Vec.v1") is not None,
-}))
-"""
-
-
-def test_catalogue_selects_each_group_of_entry_points_once() -> None:
-    """spaCy's registries look their group of entry points up on every `get_all`: the
-    selection is kept, the same entry points in the same order (an architecture that only
-    an entry point provides is still found)."""
-    assert _probe(_ENTRY_POINTS_PROBE) == {
-        "same": True,
-        "kept": True,
-        "others": True,
-        "registry": True,
-    }
