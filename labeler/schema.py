@@ -6,11 +6,8 @@ names (as strings, in checkpoints) so mined labels feed training directly.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from json.encoder import encode_basestring
 from typing import Any, Literal
 
 __all__ = [
@@ -221,116 +218,3 @@ class ReportLabels:
         if self.error is not None:
             out["error"] = self.error
         return out
-
-    def to_json(self) -> str:
-        """`to_dict()` as JSON text: exactly what `json.dumps(self.to_dict(),
-        ensure_ascii=False)` writes, one line.
-
-        Built from the fields: `cxr label --findings` writes 36,000 mentions and findings
-        for 3,000 reports, and building their dicts and walking them in the encoder was a
-        fifth of the writing. A field of another type than its annotation (a str subclass
-        aside) goes through `to_dict()` and the encoder, which write it as before.
-        """
-        try:
-            parts = [
-                '{"id": ',
-                encode_basestring(self.id),
-                ', "labels": ',
-                _value_json(dict(self.labels)),
-                ', "no_finding": ',
-                _value_json(self.no_finding),
-                ', "mentions": [',
-                ", ".join([_mention_json(m) for m in self.mentions]),
-                '], "findings": ',
-                _value_json(self.findings),
-            ]
-            if self.mentions_omitted:
-                parts += (', "mentions_omitted": ', _value_json(self.mentions_omitted))
-            if self.report_findings is not None:
-                parts += (
-                    ', "report_findings": [',
-                    ", ".join([_mention_json(f) for f in self.report_findings]),
-                    '], "normal": ',
-                    _value_json(self.normal),
-                )
-            if self.error is not None:
-                parts += (', "error": ', encode_basestring(self.error))
-        except TypeError:
-            return _value_json(self.to_dict())
-        parts.append("}")
-        return "".join(parts)
-
-
-def _json_encoder() -> Callable[[Any], str]:
-    """What writes a value as `json.dumps(value, ensure_ascii=False, check_circular=False)`
-    does: the C encoder that call sets up, set up once here (setting it up was most of the
-    time of writing a mention's small attribute dict); json's own encoder without the C
-    accelerator."""
-    base = json.JSONEncoder(ensure_ascii=False, check_circular=False)
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
-        return base.encode
-    encode = make(
-        None,  # no markers: check_circular=False
-        base.default,
-        encode_basestring,
-        base.indent,
-        base.key_separator,
-        base.item_separator,
-        base.sort_keys,
-        base.skipkeys,
-        base.allow_nan,
-    )
-
-    def value_json(value: Any) -> str:
-        return "".join(encode(value, 0))
-
-    return value_json
-
-
-_value_json = _json_encoder()
-
-
-def _mention_json(m: Mention) -> str:
-    """`m.to_dict()` as JSON text (`ReportLabels.to_json`); a subclass of its own through
-    its `to_dict`."""
-    try:
-        if type(m) is ReportFinding:
-            return (
-                f'{{"concept": {encode_basestring(m.label)}, "name": {encode_basestring(m.name)}, '
-                f'"kind": {encode_basestring(m.kind)}, "mesh": {encode_basestring(m.mesh)}, '
-                f'"radlex": {encode_basestring(m.radlex)}, {_fields_json(m)}}}'
-            )
-        if type(m) is Mention:
-            return f"{{{_fields_json(m)}}}"
-    except TypeError:
-        pass  # a field of another type than its annotation: as the encoder writes it
-    return _value_json(m.to_dict())
-
-
-def _fields_json(m: Mention) -> str:
-    """The keys `Mention._fill` adds, in its order, as JSON text without the braces.
-
-    Raises:
-        TypeError: a field's type is not its annotation's (`encode_basestring` raises it
-            for a value that is not a str; numbers are checked here).
-    """
-    start, end, rule, negex, section, cue = m.start, m.end, m.rule, m.negex, m.section, m.cue
-    if type(start) is not int or type(end) is not int:
-        raise TypeError("offsets that are not int")  # int's str() is JSON's; a bool's is not
-    # most mentions have neither attributes nor evidence: no call to the encoder for them
-    attributes, evidence = m.attributes, m.attribute_evidence
-    attributes_json = (
-        "{}" if type(attributes) is dict and not attributes else _value_json(attributes)
-    )
-    evidence_json = "[]" if type(evidence) is list and not evidence else _value_json(evidence)
-    return (
-        f'"label": {encode_basestring(m.label)}, "text": {encode_basestring(m.text)}, '
-        f'"start": {start}, "end": {end}, "sentence": {encode_basestring(m.context())}, '
-        f'"status": {encode_basestring(m.status)}, '
-        f'"rule": {"null" if rule is None else encode_basestring(rule)}, '
-        f'"negex": {"null" if negex is None else encode_basestring(negex)}, '
-        f'"section": {"null" if section is None else encode_basestring(section)}, '
-        f'"cue": {"null" if cue is None else encode_basestring(cue)}, '
-        f'"attributes": {attributes_json}, "attribute_evidence": {evidence_json}'
-    )

@@ -265,49 +265,6 @@ def test_report_labels_to_dict_covers_every_mention_field(
     assert result.to_dict()["mentions"] == fields
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        REPORT,
-        # non-ASCII words, a size, a device with its tip, a rib level, an open finding
-        "FINDINGS: Right PICC with tip in the SVC. 1.2 cm nodule in the left upper lobe. "
-        "Old right 5th rib fracture. Opacité « floue » near the ✓ mark; no effusion.",
-        # a sentence longer than the shown context: its window and "…"
-        "FINDINGS: " + "Stable appearance of the chest, " * 12 + "small left pleural effusion.",
-        "   ",  # a report that cannot be labelled: its error
-    ],
-)
-@pytest.mark.parametrize("findings", [False, True])
-def test_report_labels_to_json_is_json_dumps_of_to_dict(
-    nlp: Language, text: str, findings: bool
-) -> None:
-    import json
-
-    config = LabelerConfig(findings=findings, max_mentions=2)  # some mentions left out
-    (result,) = label_reports([("r1", text)], nlp=nlp, config=config)
-    assert result.to_json() == json.dumps(result.to_dict(), ensure_ascii=False)
-
-
-def test_report_labels_to_json_writes_fields_of_other_types_as_the_encoder_does(
-    label: Callable[[str], ReportLabels],
-) -> None:
-    import json
-
-    result = label(REPORT)
-    odd = dataclasses.replace(
-        result,
-        id=7,  # type: ignore[arg-type]
-        mentions=[
-            dataclasses.replace(result.mentions[0], start=True),
-            dataclasses.replace(result.mentions[1], rule=3),  # type: ignore[arg-type]
-            *result.mentions[2:],
-        ],
-    )
-    assert odd.to_json() == json.dumps(odd.to_dict(), ensure_ascii=False)
-    odd.id = "r1"
-    assert odd.to_json() == json.dumps(odd.to_dict(), ensure_ascii=False)
-
-
 def _parse_ops(nlp: Language) -> set[tuple[str, bool]]:
     """(ops name, uses BLIS) of every layer of the parse components."""
     out = set()
