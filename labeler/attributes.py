@@ -160,6 +160,12 @@ class AttributeRules:
     #: words after a length that make it a distance, not a size ("4.7 cm above the carina")
     distance_words: frozenset[str] = frozenset()
 
+    def is_distance(self, text: str, end: int) -> bool:
+        """Whether the length that ends at `end` of `text` is a distance, its next word one of
+        `distance_words` ("tip 4.7 cm above the carina"), not a size."""
+        after = _NEXT_WORD.match(text, end)
+        return after is not None and after.group(1).lower() in self.distance_words
+
     def size_mm(self, match: re.Match[str]) -> float:
         """The largest dimension of a `size_pattern` match, in millimetres."""
         unit = self.units[match.group(2).lower()]
@@ -605,7 +611,7 @@ class AttributeFinder:
             size_tokens.update(range(span.start, span.end))
             if size <= 0 or self._prior_state(span):
                 continue
-            if span.end < len(doc) and doc[span.end].lower_ in self.rules.distance_words:
+            if self.rules.is_distance(text, m.end()):
                 continue  # "tip 4.7 cm above the carina": how far, not how big
             out.append(
                 (span, AttributeEvidence("size_mm", size, self.rules.size_rule, m.start(), m.end()))
@@ -1002,6 +1008,8 @@ def has_digit(text: str) -> bool:
 
 
 _ASCII_DIGIT = re.compile(r"[0-9]")
+#: the word right after a position, past spaces only ("4.7 cm above": "above")
+_NEXT_WORD = re.compile(r"\s+([A-Za-z]+)")
 
 
 def looks_plural(word: str) -> bool:

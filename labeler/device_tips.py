@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from labeler.errors import PatternFileError
 from labeler.vocabulary import read_pattern_file
 
-__all__ = ["Tip", "TipFinder", "load_tip_finder"]
+__all__ = ["APPROXIMATELY", "Tip", "TipFinder", "load_tip_finder"]
 
 # "4.5 cm above the", "2 cm below", "3 cm proximal to the": a distance from the landmark
+#: the words a distance may be given with ("approximately 4.5 cm above the carina")
+APPROXIMATELY = r"(?:approximately|about|roughly|~)"
 _DISTANCE = (
-    r"(?:(?:approximately|about|roughly|~)\s+)?(?P<value>\d+(?:\.\d+)?)\s*"
+    rf"(?:{APPROXIMATELY}\s+)?(?P<value>\d+(?:\.\d+)?)\s*"
     r"(?P<unit>cm|mm|centimeters?|millimeters?)"
     r"\s+(?:above|below|proximal\s+to|distal\s+to|from|beyond|short\s+of)\s+(?:the\s+)?"
 )

@@ -28,7 +28,7 @@ from spacy.tokens import Doc, Token
 from labeler.aggregate import deciding_first
 from labeler.attributes import PLURAL_RULE, load_attribute_rules, stated_count
 from labeler.components import ConceptMatcher
-from labeler.device_tips import load_tip_finder
+from labeler.device_tips import APPROXIMATELY, load_tip_finder
 from labeler.errors import PatternFileError
 from labeler.findings import OPEN_PREFIX, is_abnormal, lexicon_matcher, singular
 from labeler.lexicon import KINDS
@@ -1600,7 +1600,7 @@ def _concept_words(
     return out
 
 
-_APPROXIMATELY = re.compile(r"^(?:approximately|about|roughly|approx\.?|~)\s*", re.IGNORECASE)
+_APPROXIMATELY = re.compile(rf"^{APPROXIMATELY}\s*", re.IGNORECASE)
 
 
 #: the words between a finding asked about and the one it is asked beside

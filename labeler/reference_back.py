@@ -162,7 +162,9 @@ def _sole_sizes(out: list[_M], text: str, rules: AttributeRules) -> list[_M]:
         if not has_digit(sentence):
             continue
         sizes = [
-            s for s in rules.size_pattern.finditer(sentence) if not _distance(sentence, s, rules)
+            s
+            for s in rules.size_pattern.finditer(sentence)
+            if not rules.is_distance(sentence, s.end())
         ]
         plural = looks_plural(m.text.lower())
         if (len(sizes) > 1 and not plural) or set(
@@ -181,12 +183,6 @@ def _sole_sizes(out: list[_M], text: str, rules: AttributeRules) -> list[_M]:
 
 
 _NOT_SIZED = frozenset({"normal", "device", "technique", "view"})
-
-
-def _distance(sentence: str, size: re.Match[str], rules: AttributeRules) -> bool:
-    """Whether a length is a distance ("tip 4.7 cm above the carina"), not a size."""
-    after = _WORD.search(sentence.lower(), size.end())
-    return after is not None and after.group(0) in rules.distance_words
 
 
 def _give(
