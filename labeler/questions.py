@@ -135,6 +135,13 @@ class QuestionPatterns:
     worse_changes: frozenset[str] = frozenset()
     #: words that count lobes ("How many lobes are involved?")
     lobe_words: frozenset[str] = frozenset()
+    #: "How many lungs show opacities?": the words after "how many" (a tuple) -> the places
+    #: counted (lobes, lungs, bases, levels), not the finding
+    place_units: Mapping[tuple[str, ...], str] = field(default_factory=dict)
+    #: words beside a finding that spread it over several levels ("multilevel")
+    multiple_places_words: tuple[tuple[str, ...], ...] = ()
+    #: words of a place on the spine ("midthoracic vertebral body")
+    spine_place_words: frozenset[str] = frozenset()
     #: "How many views were taken?": view concepts and the number of views each says, in
     #: the order they are looked for
     view_counts: Mapping[str, int] = field(default_factory=dict)
@@ -331,6 +338,15 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         acute_labels=frozenset(str(w) for w in data.get("acute_labels") or ()),
         worse_changes=_words(data, "worse_changes"),
         lobe_words=_words(data, "lobe_words"),
+        place_units={
+            tuple(str(p).lower().split()): str(unit)
+            for unit, phrases in _lists(data, "place_units").items()
+            for p in phrases
+        },
+        multiple_places_words=tuple(
+            tuple(str(p).lower().split()) for p in data.get("multiple_places_words") or ()
+        ),
+        spine_place_words=_words(data, "spine_place_words"),
         view_counts={str(k): int(v) for k, v in (data.get("view_counts") or {}).items()},
         yes_no_starts=_words(data, "yes_no_starts"),
         context_words=_words(data, "context_words"),
@@ -780,14 +796,16 @@ class QuestionParser:
                 h for h in hits
                 if h.group == "open" and h.entry.get("type") in ("size", "count", "severity")
             ]  # fmt: skip
+            unit = _place_unit(text, self.patterns)
             if (
                 measured
                 and measured[0].entry.get("type") == "count"
-                and any(w in self.patterns.lobe_words for w in words)
+                and (unit or any(w in self.patterns.lobe_words for w in words))
             ):
-                # "How many lobes are involved?": the lobes the abnormal findings name
+                # "How many lobes are involved?", "How many lung bases are involved?": the
+                # places the abnormal findings name
                 return ParsedQuestion(
-                    text, "study", open=True, asks="lobes",
+                    text, "study", open=True, asks=unit or "lobes",
                     rules=(cue.entry.id, measured[0].entry.id),
                 )  # fmt: skip
             if measured:
@@ -2304,15 +2322,20 @@ def answer_study(
             if concept in named:
                 return out(count, [named[concept]])
         return out("unknown", [], False)
-    if asks == "lobes":
-        seen = [f for f in abnormal if f.kind == "finding" and f.status == "positive"]
-        lobes = {
-            str(place)
-            for f in seen
-            for place in f.attributes.get("location") or ()
-            if _is_lobe(str(place))
-        }
-        return out(len(lobes), seen) if lobes else out("unknown", seen, False)
+    if asks in ("lobes", "lungs", "bases", "levels"):
+        # the places the abnormal findings name: in the lungs, or on the spine for levels;
+        # the positive ones, else the hedged ones ("density at the right base ... may
+        # represent right lower lobe pneumonia": one lobe)
+        if asks == "levels":
+            seen = [f for f in abnormal if _on_spine(f, patterns)]
+        else:
+            seen = [f for f in abnormal if f.kind == "finding"]
+        for status_seen in ("positive", "uncertain"):
+            these = [f for f in seen if f.status == status_seen]
+            counted = _places_counted(asks, these, patterns)
+            if counted is not None:
+                return out(counted, these)
+        return out("unknown", seen, False)
     if asks in ("worse", "better"):
         compared = [f for f in findings if f.attributes.get("change")]
         if not compared:
@@ -2610,6 +2633,107 @@ def _counts_lobes(text: str, patterns: QuestionPatterns) -> bool:
     return any(a == "many" and b in patterns.lobe_words for a, b in pairs)
 
 
+def _place_unit(text: str, patterns: QuestionPatterns) -> str | None:
+    """The places a count question counts: the unit of `place_units` whose words follow
+    "many" ("How many lung bases are involved?": bases), else None ("How many nodules?")."""
+    words = _WORD.findall(text.lower())
+    longest = max((len(k) for k in patterns.place_units), default=0)
+    for i, word in enumerate(words):
+        if word != "many":
+            continue
+        for n in range(min(longest, len(words) - i - 1), 0, -1):
+            unit = patterns.place_units.get(tuple(words[i + 1 : i + 1 + n]))
+            if unit is not None:
+                return unit
+    return None
+
+
+def _sides(mentions: Iterable[Mention]) -> set[str]:
+    """The sides the mentions name, bilateral as both."""
+    out: set[str] = set()
+    for m in mentions:
+        side = m.attributes.get("laterality")
+        out |= {"left", "right"} if side == "bilateral" else {str(side)} if side else set()
+    return out
+
+
+#: a zone called a lobe, on each side ("bilateral lower lobe opacities")
+_ZONE_LOBES = {
+    ("upper", "right"): "right upper lobe",
+    ("upper", "left"): "left upper lobe",
+    ("middle", "right"): "right middle lobe",
+    ("middle", "left"): "lingula",
+    ("lower", "right"): "right lower lobe",
+    ("lower", "left"): "left lower lobe",
+}
+
+
+def _lobes_named(mentions: Sequence[Mention]) -> set[str]:
+    """The lobes the mentions name: "right upper lobe", and a zone the report calls a lobe
+    once on each of its sides ("bilateral lower lobe opacities": both lower lobes; "lower
+    lobes" with no side: both)."""
+    lobes = {p for m in mentions for p in _place_values(m) if _is_lobe(p)}
+    for m in mentions:
+        for ev in m.attribute_evidence:
+            zone = ev.get("value")
+            if ev.get("attribute") != "location" or m.sentence_start is None:
+                continue
+            a, b = int(ev["start"]) - m.sentence_start, int(ev["end"]) - m.sentence_start
+            words = m.sentence[a:b].lower().split() if 0 <= a < b else []
+            if not any(w in ("lobe", "lobes") for w in words):
+                continue
+            sides = _sides([m]) or ({"left", "right"} if "lobes" in words else set())
+            lobes |= {
+                _ZONE_LOBES[(str(zone), side)] for side in sides if (zone, side) in _ZONE_LOBES
+            }
+    return lobes
+
+
+def _places_counted(
+    unit: str, mentions: Sequence[Mention], patterns: QuestionPatterns, label: str | None = None
+) -> int | str | None:
+    """How many places of `unit` (lobes, lungs, bases, levels) the mentions occupy, or
+    `multiple` where the report spreads them without a number; None where it does not say."""
+    if not mentions:
+        return None
+    if unit == "lobes":
+        return len(_lobes_named(mentions)) or None
+    if unit == "lungs":
+        return len(_sides(mentions)) or None
+    if unit == "bases":
+        lower = patterns.zone_includes.get("lower", frozenset())
+        basal = [m for m in mentions if _place_values(m) & lower]
+        return len(_sides(basal)) or None
+    levels = {
+        str(v)
+        for m in mentions
+        for v in m.attributes.get("levels") or ()
+        if not str(v).endswith(" rib")
+    }
+    if levels:
+        return len(levels)
+    near = _near_words(mentions, patterns.denying_words)
+    if any(all(w in near for w in words) for words in patterns.multiple_places_words):
+        return "multiple"  # "multilevel degenerative changes"
+    count = stated_count(mentions, PLURAL_RULE)
+    if count is not None:
+        return count
+    if any(_plural(m.text) for m in mentions):
+        return "multiple"  # "compression deformities"
+    if _concept_id(label or "") in patterns.uncounted or all(
+        m.label in patterns.uncounted for m in mentions
+    ):
+        return None  # "degenerative changes of the thoracic spine": how many levels unsaid
+    return 1
+
+
+def _on_spine(f: ReportFinding, patterns: QuestionPatterns) -> bool:
+    """Whether a finding lies on the spine: a vertebra numbered or a place of the spine."""
+    if any(not str(v).endswith(" rib") for v in f.attributes.get("levels") or ()):
+        return True
+    return any(w in patterns.spine_place_words for p in _place_values(f) for w in str(p).split())
+
+
 def _is_lobe(place: str) -> bool:
     return place.endswith(" lobe") or place == "lingula"
 
@@ -2839,10 +2963,14 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
                 # "mild airspace disease" grades how much, not how big
                 return out("unknown", False)
             return out("unknown", False)
-        if qtype == "count" and _counts_lobes(question.text, patterns):
-            # "How many lobes show collapse?": the lobes the finding's mentions name
-            lobes = {p for m in target.deciding for p in _place_values(m) if _is_lobe(p)}
-            return out(len(lobes)) if lobes else out("unknown", False)
+        unit = _place_unit(question.text, patterns) if qtype == "count" else None
+        if unit is None and qtype == "count" and _counts_lobes(question.text, patterns):
+            unit = "lobes"
+        if unit is not None:
+            # "How many lobes show collapse?", "How many lungs show opacities?": the places
+            # the finding's mentions name
+            counted = _places_counted(unit, target.deciding, patterns, question.label)
+            return out(counted) if counted is not None else out("unknown", False)
         if qtype == "count":
             count = finding.get("count")
             by_place = _count_by_place(target.deciding)

@@ -1023,6 +1023,27 @@ CLINICIANS = [
      "of the right middle lobe and partial collapse of the right lower lobe.", "count", 2),
     ("How many nodules are in the left lower lobe?", "FINDINGS: Three nodules in the left "
      "lower lobe.", "count", 3),
+    # places counted, not the finding: lobes (a zone called a lobe, on each side), lungs and
+    # bases by side, spinal levels numbered or spread ("multilevel"), unknown where unsaid;
+    # a finding in the lung still counted as itself
+    ("How many lobes have the opacities?", "FINDINGS: Bilateral lower lobe opacities.",
+     "count", 2),
+    ("How many lungs show interstitial opacities?", "FINDINGS: Mild bilateral interstitial "
+     "opacities.", "count", 2),
+    ("How many lungs show interstitial opacities?", "FINDINGS: Interstitial opacities in the "
+     "left lung.", "count", 1),
+    ("How many lung bases are involved?", "FINDINGS: Bibasilar atelectasis.", "study", 2),
+    ("How many lung bases are involved?", "FINDINGS: Left basilar atelectasis.", "study", 1),
+    ("How many levels of the thoracic spine are degenerate?", "FINDINGS: Multilevel "
+     "degenerative changes of the thoracic spine.", "count", "multiple"),
+    ("How many spinal levels are involved?", "FINDINGS: Degenerative changes of the thoracic "
+     "spine.", "study", "unknown"),
+    ("How many vertebrae are affected?", "FINDINGS: Compression deformities of T12 and L1.",
+     "study", 2),
+    ("How many lobes are involved?", "FINDINGS: Right basilar opacity, possibly right lower "
+     "lobe pneumonia.", "study", 1),
+    ("How many lung nodules are there?", "FINDINGS: Two nodules in the right lung.", "count",
+     2),
     # one statement of the mediastinum and the hila answers for both
     ("Have the hila changed?", "FINDINGS: Normal heart. Stable mediastinal and hilar "
      "contours.", "change", "unchanged"),
