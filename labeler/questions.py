@@ -1943,6 +1943,14 @@ def answer_from_report(
             target = _concept_target(parent, report, lexicon, patterns)
         if question.asks == "tip" and not target.finding.get("tip"):
             target = _tip_of_parts(target, concept, report, lexicon, patterns)
+        if question.type == "count" and question.open and target.status == "absent":
+            holders = _holders_named(concept, report, lexicon, patterns)
+            if holders:
+                # "How many leads?" over a pacemaker whose leads the report does not name,
+                # "How many vertebral deformities?" over "deformity in the midthoracic
+                # spine": how many is not said; 0 only where both are absent
+                shown = [_finding_evidence(f) for f in holders[:_MAX_SHOWN]]
+                return ReportAnswer("unknown", False, "absent", None, shown)
     elif label.startswith(OPEN_PREFIX):
         assert lexicon is not None
         target = _open_target(label[len(OPEN_PREFIX) :], report, lexicon)
@@ -2535,6 +2543,25 @@ def _concept_target(
     return dataclasses.replace(target, finding=finding)
 
 
+def _holders_named(
+    concept: str, report: ReportLabels, lexicon: Lexicon, patterns: QuestionPatterns
+) -> list[ReportFinding]:
+    """The report's findings, positive or hedged, that may hold `concept` unnamed: its
+    broader concept named as such ("deformity" for a vertebral deformity), or a device
+    whose parts it is (`tips_of`: a pacemaker for its leads)."""
+    parent = lexicon.concepts[concept].parent
+    devices = {d for d, parts in patterns.tips_of.items() if concept in parts}
+    return [
+        f
+        for f in report.report_findings or ()
+        if f.status in ("positive", "uncertain")
+        and (
+            (f.concept == parent and lexicon.concepts[parent].kind != "anatomy")
+            or f.concept in devices
+        )
+    ]
+
+
 def _findings_target(found: Sequence[ReportFinding], absent: str) -> _Target:
     """The findings of a question's target as one: the strongest status found, the
     attributes of its findings merged, and their evidence (`absent` when none is found)."""
@@ -2609,6 +2636,9 @@ def _described_parent(
             elif zone is not None:
                 # "basal opacities": an opacity whose place lies in the zone
                 accepts.append(patterns.zone_includes.get(str(zone.value), frozenset()))
+            elif word in patterns.place_parts:
+                # "degenerative thoracic spine": "thoracic" beside degenerative changes
+                accepts.append({word})
             else:
                 break  # a word nothing explains: not this concept
         else:

@@ -1044,6 +1044,16 @@ CLINICIANS = [
      "lobe pneumonia.", "study", 1),
     ("How many lung nodules are there?", "FINDINGS: Two nodules in the right lung.", "count",
      2),
+    # none only where the report rules it out or names neither it nor what may hold it: a
+    # device whose parts go unnamed, a broader finding named as such
+    ("How many leads are there?", "FINDINGS: Left chest wall pacemaker generator.", "count",
+     "unknown"),
+    ("How many leads are there?", "FINDINGS: The lungs are clear.", "count", 0),
+    ("How many vertebral compression deformities are there?", "FINDINGS: Stable deformity in "
+     "the midthoracic spine.", "count", "unknown"),
+    # a narrower concept found as its broader one with its place word beside it
+    ("How many levels of the thoracic spine are degenerate?", "FINDINGS: Multilevel "
+     "degenerative changes noted within the thoracic spine.", "count", "multiple"),
     # one statement of the mediastinum and the hila answers for both
     ("Have the hila changed?", "FINDINGS: Normal heart. Stable mediastinal and hilar "
      "contours.", "change", "unchanged"),
