@@ -162,6 +162,8 @@ class QuestionPatterns:
     one_per_side: frozenset[str] = frozenset()
     #: lexicon concepts that are a process, not things to count ("granulomatous disease")
     uncounted: frozenset[str] = frozenset()
+    #: words that name a finding by the process that makes it ("osteophyte formation")
+    process_heads: frozenset[str] = frozenset()
     #: lexicon concepts a report's silence does not rule out: "Is there cancer?" over a
     #: report that names none is unknown, not no
     unruled_by_silence: frozenset[str] = frozenset()
@@ -361,6 +363,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         dominance_study_comparatives=_words(data.get("dominance") or {}, "study_comparatives"),
         one_per_side=frozenset(str(w) for w in data.get("one_per_side") or ()),
         uncounted=frozenset(str(w) for w in data.get("uncounted") or ()),
+        process_heads=_words(data, "process_heads"),
         unruled_by_silence=frozenset(str(w) for w in data.get("unruled_by_silence") or ()),
         alternatives=_words(data, "alternatives"),
         probable_readings=_compiled(name, "probable_readings", data.get("probable_readings")),
@@ -2105,7 +2108,29 @@ def _plural(text: str) -> bool:
     """Whether a mention's last word is a plural ("rib fractures", "lymph XXXX")."""
     lowered = text.lower()
     words = lowered.split()
-    return bool(words) and (singular(words[-1]) != words[-1] or lowered.endswith(_MASKED_PLURALS))
+    if lowered.endswith(_MASKED_PLURALS):
+        return True
+    # a Greek or Latin singular is none ("atelectasis", "bullous", "thrombus")
+    return (
+        bool(words)
+        and not words[-1].endswith(_SINGULAR_ENDINGS)
+        and singular(words[-1]) != words[-1]
+    )
+
+
+_SINGULAR_ENDINGS = ("is", "us")
+
+
+def _process_head(m: Mention, patterns: QuestionPatterns) -> str | None:
+    """The word of `process_heads` a mention ends in or is followed by ("anterior osteophyte
+    formation"): the finding named by the process that makes it."""
+    words = m.text.lower().split()
+    if words and words[-1] in patterns.process_heads:
+        return words[-1]
+    if m.sentence_start is None:
+        return None
+    after = _WORD.findall(m.sentence[m.end - m.sentence_start :].lower())[:1]
+    return after[0] if after and after[0] in patterns.process_heads else None
 
 
 def _narrowed_to_part(
@@ -3012,6 +3037,12 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
                 and count in (None, "multiple", 1)
             ):
                 count = 2  # "bilateral pleural effusions": one in each pleural space
+            heads = {_process_head(m, patterns) for m in target.deciding} - {None}
+            if count is None and heads:
+                # "osteophyte formations": several; "osteophyte formation": how many unsaid
+                if any(_plural(str(h)) for h in heads):
+                    return out("multiple")
+                return out("unknown", False)
             if count is None and any(_plural(m.text) for m in target.deciding):
                 count = "multiple"  # "chronic left-sided rib fractures", no number
             if count is None and (
@@ -3020,6 +3051,8 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
             ):
                 # "How many granulomas?" over "prior granulomatous disease": not said
                 return out("unknown", False)
+            if count is None and lat == "bilateral":
+                count = "multiple"  # "left upper and right upper lobe bullous disease"
             return out(count if count is not None else 1)  # type: ignore[arg-type]
         if qtype == "change":
             change = finding.get("change")

@@ -1054,6 +1054,17 @@ CLINICIANS = [
     # a narrower concept found as its broader one with its place word beside it
     ("How many levels of the thoracic spine are degenerate?", "FINDINGS: Multilevel "
      "degenerative changes noted within the thoracic spine.", "count", "multiple"),
+    # a Greek or Latin singular is one; a finding named by its process ("formation") is
+    # counted by that word; one named once on both sides is several
+    ("How many areas of atelectasis?", "FINDINGS: Mild platelike atelectasis in the lingula.",
+     "count", 1),
+    ("How many osteophytes?", "FINDINGS: Anterior osteophyte formation in the thoracic spine.",
+     "count", "unknown"),
+    ("How many osteophytes?", "FINDINGS: Large anterior osteophyte formations in the thoracic "
+     "spine.", "count", "multiple"),
+    ("How many bullae are there?", "FINDINGS: Left upper and right upper lobe bullous "
+     "disease.", "count", "multiple"),
+    ("How many bullae are there?", "FINDINGS: Two bullae in the right upper lobe.", "count", 2),
     # one statement of the mediastinum and the hila answers for both
     ("Have the hila changed?", "FINDINGS: Normal heart. Stable mediastinal and hilar "
      "contours.", "change", "unchanged"),
