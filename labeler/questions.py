@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "QUESTION_TYPES",
     "CONCEPT_PREFIX",
+    "PART_PREFIX",
     "AnswerValue",
     "Qualifier",
     "QuestionParser",
@@ -73,6 +74,10 @@ QUESTION_TYPES: tuple[str, ...] = (
 AnswerValue = str | int | float | list[str]
 #: `ParsedQuestion.label` of a question about a lexicon concept: "concept:picc"
 CONCEPT_PREFIX = "concept:"
+#: `ParsedQuestion.label` of a question about a part of the body by a general word ("Which
+#: clavicle is abnormal?"): "part:clavicle" (a place of the attribute file) or "part:hilum"
+#: (an anatomy concept of the lexicon)
+PART_PREFIX = "part:"
 #: the rule of a normal statement named without its denial ("Any acute bony findings?"):
 #: the question asks the other way round
 DENIED_NORMAL_RULE = "normal.denied"
@@ -245,6 +250,15 @@ class QuestionPatterns:
     #: words between a finding pointed at and a reading asked of it ("Is the nodule a
     #: granuloma?", "Could the nodule be a granuloma?")
     reading_links: frozenset[str] = frozenset()
+    #: general words a question asks about a part of the body by ("Which clavicle is
+    #: abnormal?"), and those of them that ask about a change themselves ("Any change in
+    #: the heart?": a part question only where something else is asked of them)
+    part_general_words: frozenset[str] = frozenset()
+    part_change_words: frozenset[str] = frozenset()
+    #: places of the attribute file's `location` a question may name as a part of the body
+    #: ("clavicle", "AC joint"), and other words for them ("arm": humerus)
+    part_places: frozenset[str] = frozenset()
+    part_aliases: Mapping[str, str] = field(default_factory=dict)
 
 
 def _entries(name: str, data: object, key: str, *, values: bool = False) -> tuple[_Entry, ...]:
@@ -386,6 +400,12 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         tips_of=_lists(data, "tips_of"),
         not_new_words=_words(data, "not_new_words"),
         part_normal_parts=_words(data, "part_normal_parts"),
+        part_general_words=_words(data, "part_general_words"),
+        part_change_words=_words(data, "part_change_words"),
+        part_places=_words(data, "part_places"),
+        part_aliases={
+            str(k).lower(): str(v).lower() for k, v in (data.get("part_aliases") or {}).items()
+        },
         tip_devices=frozenset(str(w) for w in data.get("tip_devices") or ()),
         read_as_label=_lists(data, "read_as_label"),
         suggested_by=_lists(data, "suggested_by"),
@@ -611,6 +631,18 @@ class QuestionParser:
         )
         self.labels = frozenset(labels)
         self._sites = site_words(lexicon, self.patterns.site_generic_words) if lexicon else {}
+        # the attribute file's body places ("clavicle", "AC joint") name sites too
+        places = place_parts(self.patterns)
+        if lexicon:
+            sites = {w: set(v) for w, v in self._sites.items()}
+            for _, words in places.values():
+                for w in words:
+                    sites.setdefault(w, set()).update(words)
+            self._sites = {w: frozenset(v) for w, v in sites.items()}
+        self._part_matcher = PhraseMatcher(nlp.vocab, attr="LOWER")
+        for value, (phrases, _) in places.items():
+            aliases = [a for a, v in self.patterns.part_aliases.items() if v == value]
+            self._part_matcher.add(value, [nlp.make_doc(ph) for ph in (*phrases, *aliases)])
         self.cache_size = cache_size
         self._cache: dict[str, ParsedQuestion] = {}
         try:
@@ -762,6 +794,11 @@ class QuestionParser:
         labels = list(dict.fromkeys(lab for lab, *_ in found))
         study = [h for h in hits if h.group == "study"]
         said_of = self._part_normal(doc, hits) if not labels else None
+        asked_part = self._part_asked(doc, hits, found) if said_of is None else None
+        if asked_part is not None:
+            # "Which clavicle is abnormal?", "How bad are the AC joint changes?": the findings
+            # at that part of the body, asked about as one finding
+            found, labels = asked_part, [asked_part[0][0]]
         if said_of is not None:
             # "Is the spine normal?": whether a finding of the spine is read, the other way
             # round; not the whole study
@@ -934,6 +971,53 @@ class QuestionParser:
         return self._asks_dominant(words) and any(
             w in self.patterns.dominance_study_comparatives for w in words
         )
+
+    def _part_asked(
+        self, doc: Doc, hits: list[_Hit], found: list[tuple[str, str, int, int]]
+    ) -> list[tuple[str, str, int, int]] | None:
+        """The spans of a part of the body and of the general word a question asks about it
+        by ("Which clavicle is abnormal?": `part:clavicle`), as findings; else None.
+
+        The part is a place of the attribute file (`part_places`, the narrower: "AC joint"
+        rather than the shoulder) or, where none is named, an anatomy concept of the
+        lexicon; the general word one of `part_general_words`. A finding the question names
+        keeps the question (a lesion of the clavicle is asked about as a lesion there); so
+        does a part named inside a place ("in the right lung") and a count ("How many
+        vertebrae are affected?" counts places). A change word that is the question's only
+        cue asks whether the part changed (`_part_changed`).
+        """
+        if self._anatomy_matcher is None or found:
+            return None
+        p = self.patterns
+        general = [t.i for t in doc if t.lower_ in p.part_general_words]
+        if not general or any(h.group == "open" and h.entry.get("type") == "count" for h in hits):
+            return None  # "How many vertebrae are affected?" counts places, not findings
+        # a part inside a place ("in the right lung") says where, it is not asked about
+        places_named = [h for h in hits if h.group in _PLACE_KINDS]
+        by_matcher = [
+            [
+                (str(self._strings[m]), s, e)
+                for m, s, e in matcher(doc)
+                if not any(h.start <= s and e <= h.end for h in places_named)
+            ]
+            for matcher in (self._part_matcher, self._anatomy_matcher)
+        ]
+        named = by_matcher[0] or by_matcher[1]
+        if len({key for key, _, _ in named}) != 1:
+            return None
+        key = named[0][0]
+        spans = [(s, e) for _, s, e in named]
+        asking = [
+            h for h in hits
+            if (h.group == "open" or h.group in _QUALIFIER_KINDS)
+            and not any(h.start <= i < h.end for i in general)
+        ]  # fmt: skip
+        if all(doc[i].lower_ in p.part_change_words for i in general) and not asking:
+            return None  # "Any change in the heart?": whether the part changed
+        label = PART_PREFIX + key
+        return [(label, f"part.{key}", s, e) for s, e in spans] + [
+            (label, f"part.{key}", i, i + 1) for i in general
+        ]
 
     def _part_changed(self, doc: Doc, hits: list[_Hit]) -> str | None:
         """`concept:<anatomy>` for a change question about a part of the body whose normal
@@ -1305,7 +1389,13 @@ class QuestionParser:
             i = t.i - 1
             while (
                 i >= 0
-                and (i in covered or doc[i].is_punct or doc[i].lower_ in p.context_words)
+                and (
+                    i in covered
+                    or doc[i].is_punct
+                    or doc[i].lower_ in p.context_words
+                    # "the arm lesion": a site word before it
+                    or doc[i].lower_ in self._sites
+                )
                 and doc[i].lower_ not in pointing
             ):
                 i -= 1
@@ -1688,6 +1778,36 @@ def _site_words(lexicon: Lexicon, generic: frozenset[str]) -> dict[str, frozense
     return {w: frozenset(v) for w, v in out.items()}
 
 
+def place_parts(patterns: QuestionPatterns) -> dict[str, tuple[tuple[str, ...], frozenset[str]]]:
+    """Each body place of the attribute file a question may name (`part_places`) -> its
+    phrases, and the single words of them a report names it by ("clavicle", "clavicular");
+    built once per pattern file."""
+    cached = _PLACE_PARTS.get(id(patterns))
+    if cached is not None and cached[0] is patterns:
+        return cached[1]
+    phrases: dict[str, list[str]] = {}
+    for term in load_attribute_rules().terms:
+        for key, value in term.sets:
+            if key == "location" and str(value) in patterns.part_places:
+                phrases.setdefault(str(value), []).extend(term.phrases)
+    out = {
+        value: (
+            tuple(dict.fromkeys(found)),
+            frozenset(w for ph in found if " " not in ph for w in [ph])
+            | frozenset(a for a, v in patterns.part_aliases.items() if v == value),
+        )
+        for value, found in phrases.items()
+    }
+    if len(_PLACE_PARTS) >= 8:
+        _PLACE_PARTS.clear()
+    _PLACE_PARTS[id(patterns)] = (patterns, out)
+    return out
+
+
+_PlaceParts = dict[str, tuple[tuple[str, ...], frozenset[str]]]
+_PLACE_PARTS: dict[int, tuple[QuestionPatterns, _PlaceParts]] = {}
+
+
 def _concept_id(label: str) -> str:
     return label[len(CONCEPT_PREFIX) :] if label.startswith(CONCEPT_PREFIX) else ""
 
@@ -1917,7 +2037,7 @@ def answer_from_report(
         return _answer_several(question, report, patterns, lexicon)
     label = question.label or ""
     keys = _ATTRS_OF.get(question.type, ())
-    from_findings = label.startswith((CONCEPT_PREFIX, OPEN_PREFIX))
+    from_findings = label.startswith((CONCEPT_PREFIX, OPEN_PREFIX, PART_PREFIX))
     if from_findings and report.report_findings is None:
         why = "the report was labelled without its findings (LabelerConfig(findings=True))"
         return ReportAnswer("unknown", False, "absent", None, [{"kind": "absent", "text": why}])
@@ -1957,6 +2077,9 @@ def answer_from_report(
     elif label.startswith(OPEN_PREFIX):
         assert lexicon is not None
         target = _open_target(label[len(OPEN_PREFIX) :], report, lexicon)
+    elif label.startswith(PART_PREFIX):
+        assert lexicon is not None
+        target = _part_target(label[len(PART_PREFIX) :], report, lexicon, patterns)
     else:
         target = _label_target(label, report, keys)
         if question.type in ("size", "severity") and target.status in ("negative", "absent"):
@@ -2606,6 +2729,74 @@ def _open_target(word: str, report: ReportLabels, lexicon: Lexicon) -> _Target:
         wanted.update((concept, *lexicon.descendants(concept)))
     found = [f for f in report.report_findings or () if f.label in wanted]
     return _findings_target(found, f"no {word} is mentioned in the report")
+
+
+#: kinds of findings that are no abnormality of a part of the body
+_NOT_OF_PART = frozenset({"normal", "anatomy", "view", "technique", "device", "postop"})
+#: words after a finding in its clause that may name the part it is at ("irregularity of
+#: the distal left clavicle")
+_PART_AFTER = 6
+
+
+def _part_target(
+    part: str, report: ReportLabels, lexicon: Lexicon, patterns: QuestionPatterns
+) -> _Target:
+    """The report's abnormal findings at a part of the body, as one finding: those below its
+    anatomy concept, those at its place (`location`), and those with a word of the part in
+    their own phrase ("contour irregularity of the distal left clavicle"). Where none of
+    them was given a side, the side word just before the part's word in that phrase."""
+    concepts: set[str] = set()
+    words: set[str] = set()
+    entry = lexicon.concepts.get(part)
+    if entry is not None and entry.kind == "anatomy":
+        concepts = {part, *lexicon.descendants(part)}
+        words = {
+            w for ph in entry.phrases for w in ph.split() if w not in patterns.site_generic_words
+        }
+    place = place_parts(patterns).get(part)
+    values = {part} if place is not None else set()
+    if place is not None:
+        words |= place[1]
+    found: list[ReportFinding] = []
+    for f in report.report_findings or ():
+        if f.kind in _NOT_OF_PART:
+            continue
+        located = {str(p) for p in f.attributes.get("location") or ()}
+        if f.label in concepts or located & values or words.intersection(_phrase_words(f)):
+            found.append(f)
+    name = entry.name if entry is not None else part
+    target = _findings_target(found, f"nothing at the {name} is mentioned in the report")
+    if target.finding.get("laterality") or not target.deciding:
+        return target
+    sides = {
+        ph: str(e.value)
+        for e in patterns.qualifiers["side"]
+        for ph in e.phrases
+        if " " not in ph and e.value in ("left", "right", "bilateral")
+    }
+    said = {
+        sides[ws[j]]
+        for m in target.deciding
+        for ws in (_phrase_words(m),)
+        for i, w in enumerate(ws)
+        if w in words
+        for j in range(max(0, i - 3), i)
+        if ws[j] in sides
+    }
+    if len(said) != 1:
+        return target
+    return dataclasses.replace(target, finding={**target.finding, "laterality": said.pop()})
+
+
+def _phrase_words(m: Mention) -> list[str]:
+    """The words of a mention's own phrase, in order: two before it in its clause and
+    `_PART_AFTER` after it ("irregularity of the distal left clavicle")."""
+    if m.sentence_start is None:
+        return _WORD.findall(m.text.lower())
+    a, b = m.start - m.sentence_start, m.end - m.sentence_start
+    before = _WORD.findall(re.split(r"[,;:]|\band\b|\bor\b", m.sentence[:a])[-1].lower())
+    after = _WORD.findall(re.split(r"[,;:.]|\band\b", m.sentence[b:])[0].lower())
+    return [*before[-2:], *_WORD.findall(m.sentence[a:b].lower()), *after[:_PART_AFTER]]
 
 
 def _concepts_headed(lexicon: Lexicon) -> dict[str, frozenset[str]]:

@@ -1373,3 +1373,54 @@ def test_a_pronoun_that_is_not_a_finding_is_not_replaced(
     report = "FINDINGS: A 2 cm nodule in the right upper lobe."
     got = engine.ask(question, report=engine.label_reports([report])[report], referent="Effusion")
     assert "referent" not in str(got.evidence.get("question"))
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
+    ("question", "report", "label", "answer"),
+    [
+        # a part of the body asked about by a general word: its findings, by place or phrase
+        ("Which clavicle is abnormal?", "FINDINGS: Old deformity of the distal right clavicle. "
+         "Lungs are clear.", "part:clavicle", ["right"]),
+        ("Which clavicle is abnormal?", "FINDINGS: Chronic appearing irregularity of the distal "
+         "left clavicle and XXXX widening may be postsurgical.", "part:clavicle", ["left"]),
+        ("Is the scapula abnormal?", "FINDINGS: Fracture of the left clavicle.", "part:scapula",
+         "no"),
+        ("Which shoulder is affected?", "FINDINGS: Possible right shoulder calcific tendinitis.",
+         "part:shoulder", ["right"]),
+        ("Is the shoulder abnormal?", "FINDINGS: Possible right shoulder calcific tendinitis.",
+         "part:shoulder", "uncertain"),
+        ("How bad are the AC joint changes?", "FINDINGS: Moderate degenerative changes of both "
+         "acromioclavicular joints.", "part:acromioclavicular joint", "moderate"),
+        ("Is the clavicle change new?", "FINDINGS: Old healed fracture of the left clavicle.",
+         "part:clavicle", "no"),
+        ("Which hilum is abnormal?", "FINDINGS: Fullness of the left hilum.", "part:hilum",
+         ["left"]),
+        # a place word is a site of the finding named ("the arm lesion", "in the left humerus")
+        ("Is the arm lesion an enchondroma?", "FINDINGS: Stable left proximal humeral "
+         "enchondroma versus bone infarct.", "concept:enchondroma", "uncertain"),
+        ("Is the lesion in the left humerus?", "FINDINGS: Lucent lesion in the right humeral "
+         "head.", "open:lesion", "no"),
+    ],
+)  # fmt: skip
+def test_a_part_of_the_body_asked_about_by_a_general_word(
+    engine: StudyQuestions, question: str, report: str, label: str, answer: object
+) -> None:
+    got = engine.ask(question, report=engine.label_reports([report])[report])
+    assert (got.label, got.answer) == (label, answer)
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Any change in the heart?",  # a change word alone asks whether the part changed
+        "Any abnormality in the right lung?",  # a part inside a place says where
+        "How many vertebrae are affected?",  # counts places, not findings
+        "Which part of the spine shows degenerative change?",  # a finding named keeps it
+    ],
+)
+def test_a_general_word_that_is_no_part_question(engine: StudyQuestions, question: str) -> None:
+    report = "FINDINGS: Mild cardiomegaly. Degenerative changes of the thoracic spine."
+    got = engine.ask(question, report=engine.label_reports([report])[report])
+    assert not (got.label or "").startswith("part:")
