@@ -639,6 +639,7 @@ class QuestionParser:
                 for w in words:
                     sites.setdefault(w, set()).update(words)
             self._sites = {w: frozenset(v) for w, v in sites.items()}
+        self._part_words = frozenset(w for _, words in places.values() for w in words)
         self._part_matcher = PhraseMatcher(nlp.vocab, attr="LOWER")
         for value, (phrases, _) in places.items():
             aliases = [a for a, v in self.patterns.part_aliases.items() if v == value]
@@ -1251,13 +1252,23 @@ class QuestionParser:
         """The sites an open question names beside its finding ("Where is the mediastinal
         opacity?"): they pick the findings there among several (`_narrowed_to_place`)."""
         inside = {i for s, e in r.taken for i in range(s, e)}
+        # "Which shoulder is fractured?": a part of the body an open cue names
+        cued = {
+            i
+            for h in r.all_hits
+            if h.group == "open"
+            for i in range(h.start, h.end)
+            if r.doc[i].lower_ in self._part_words
+        } - {i for *_, s, e in r.found for i in range(s, e)}
         return tuple(
             self._site(t)
             for t in r.doc
             if t.lower_ in self._sites
-            and t.i not in inside
             and t.lower_ not in self.patterns.site_generic_words
-            and not any(h.start <= t.i < h.end for h in r.all_hits)
+            and (
+                t.i in cued
+                or (t.i not in inside and not any(h.start <= t.i < h.end for h in r.all_hits))
+            )
         )
 
     def _qualifiers(
@@ -2101,6 +2112,10 @@ def answer_from_report(
                 if suggested.status in ("positive", "uncertain"):
                     target = dataclasses.replace(suggested, status="uncertain")
     target = _narrowed_to_place(question, target, patterns)
+    if question.open and question.type == "position":
+        # "Which shoulder is fractured?": the side beside the site asked about
+        site = {str(w) for q in question.where if q.kind == "site" for w in q.accepts}
+        target = _side_before_site(target, site, patterns)
     target = _narrowed_to_part(question, target, patterns)
     if (
         target.status == "positive"
@@ -2766,7 +2781,16 @@ def _part_target(
             found.append(f)
     name = entry.name if entry is not None else part
     target = _findings_target(found, f"nothing at the {name} is mentioned in the report")
-    if target.finding.get("laterality") or not target.deciding:
+    return _side_before_site(target, words, patterns)
+
+
+def _side_before_site(
+    target: _Target, words: Collection[str], patterns: QuestionPatterns
+) -> _Target:
+    """A target read with no side given the side word just before a word of its site in
+    its findings' own phrases ("fracture-dislocation of the right shoulder"), where they
+    all say the same."""
+    if target.finding.get("laterality") or not target.deciding or not words:
         return target
     sides = {
         ph: str(e.value)

@@ -1401,6 +1401,9 @@ def test_a_pronoun_that_is_not_a_finding_is_not_replaced(
          "enchondroma versus bone infarct.", "concept:enchondroma", "uncertain"),
         ("Is the lesion in the left humerus?", "FINDINGS: Lucent lesion in the right humeral "
          "head.", "open:lesion", "no"),
+        # a part a side cue names picks the finding there, its side the one beside the part
+        ("Which shoulder is fractured?", "FINDINGS: Fracture-dislocation of the left shoulder. "
+         "Healed right rib fractures.", "concept:fracture", ["left"]),
     ],
 )  # fmt: skip
 def test_a_part_of_the_body_asked_about_by_a_general_word(
