@@ -1274,6 +1274,25 @@ CLINICIANS = [
     # "interval enlargement" of a finding is its growth
     ("Has the mass grown?", "IMPRESSION: Interval enlargement of the left upper lobe mass.",
      "change", "yes"),
+    # devices and what is worn: jewellery is foreign, not a finding of the chest
+    ("Is there a nipple ring?", "FINDINGS: Clear lungs. Left nipple ring.", "presence", "yes"),
+    ("Is there a nipple ring?", "FINDINGS: Clear lungs. No effusion.", "presence", "no"),
+    ("Is anything foreign projecting over the chest?", "FINDINGS: Clear lungs. Left nipple "
+     "piercing.", "presence", "yes"),
+    ("Is anything foreign projecting over the chest?", "FINDINGS: Clear lungs.", "presence",
+     "no"),
+    ("Any foreign body?", "FINDINGS: Possible retained metallic fragment in the left axilla.",
+     "presence", "uncertain"),
+    ("Is this chest film normal?", "FINDINGS: Clear lungs. No effusion. Right nipple ring "
+     "noted.", "study", "yes"),
+    ("Does she have breast implants?", "FINDINGS: Clear lungs. Bilateral breast prostheses.",
+     "presence", "yes"),
+    ("Is there a TIPS?", "IMPRESSION: No acute disease. TIPS shunt in the right upper "
+     "quadrant.", "presence", "yes"),
+    ("Can you see a TIPS?", "FINDINGS: Pacemaker with lead tips in the right heart.",
+     "presence", "no"),
+    ("Which side is the chest wall venous device on?", "FINDINGS: Left chest wall venous "
+     "access device, tip in the SVC.", "position", ["left"]),
 ]  # fmt: skip
 
 

@@ -614,3 +614,16 @@ def test_a_findings_own_word_compared_with_a_prior_is_a_change(read: Read) -> No
     assert _one(found, "low_lung_volumes").attributes.get("change") == "decreased"
     named = read("FINDINGS: Decreased lung volumes.")
     assert "change" not in _one(named, "low_lung_volumes").attributes
+
+
+def test_worn_jewellery_implants_and_shunts_are_devices_of_their_own(read: Read) -> None:
+    ring = _one(read("FINDINGS: Lungs are clear. Left nipple ring is seen."), "body_piercing")
+    assert (ring.kind, ring.attributes.get("laterality")) == ("technique", "left")
+    # the irregular plural the loader does not add
+    assert _one(read("FINDINGS: There are bilateral breast prostheses."), "breast_implant")
+    assert _one(read("IMPRESSION: A TIPS stent projects over the liver."), "tips_shunt")
+    # a report's "tips" alone is the ends of leads, not a shunt
+    leads = read("FINDINGS: Pacemaker generator with lead tips over the right ventricle.")
+    assert "tips_shunt" not in [f.concept for f in leads.report_findings or ()]
+    port = _one(read("FINDINGS: Left chest wall venous XXXX XXXX with tip in the SVC."), "port")
+    assert port.attributes.get("laterality") == "left"
