@@ -1293,6 +1293,19 @@ CLINICIANS = [
      "presence", "no"),
     ("Which side is the chest wall venous device on?", "FINDINGS: Left chest wall venous "
      "access device, tip in the SVC.", "position", ["left"]),
+    # broken hardware; a complication is the report's own word: asked of a device, the
+    # device is left out
+    ("Is any of the fixation hardware broken?", "FINDINGS: Plate and screw fixation of the "
+     "left clavicle. The medial screw is fractured.", "presence", "yes"),
+    ("Is the hardware broken?", "FINDINGS: Plate and screw fixation of the left clavicle, "
+     "intact.", "presence", "no"),
+    ("Is the hardware broken?", "FINDINGS: Two broken sternotomy wires.", "presence", "yes"),
+    ("Any complication from the device?", "IMPRESSION: Pacemaker in place, without evidence "
+     "of complication.", "presence", "no"),
+    ("Any complications of the line?", "IMPRESSION: Right PICC. Small apical pneumothorax, a "
+     "complication of line placement.", "presence", "yes"),
+    ("Are there any complications from the broken wires?", "IMPRESSION: Fractured sternotomy "
+     "wire. No complication.", "presence", "no"),
 ]  # fmt: skip
 
 

@@ -627,3 +627,11 @@ def test_worn_jewellery_implants_and_shunts_are_devices_of_their_own(read: Read)
     assert "tips_shunt" not in [f.concept for f in leads.report_findings or ()]
     port = _one(read("FINDINGS: Left chest wall venous XXXX XXXX with tip in the SVC."), "port")
     assert port.attributes.get("laterality") == "left"
+
+
+def test_broken_hardware_and_a_complication_the_report_rules_out(read: Read) -> None:
+    screw = _one(read("FINDINGS: The upper plate screw is fractured."), "fractured_hardware")
+    assert screw.status == "positive"
+    none = _one(read("IMPRESSION: Pacemaker in place without evidence of complication."),
+                "complication")  # fmt: skip
+    assert none.status == "negative"
