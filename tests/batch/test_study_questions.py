@@ -1306,6 +1306,15 @@ CLINICIANS = [
      "complication of line placement.", "presence", "yes"),
     ("Are there any complications from the broken wires?", "IMPRESSION: Fractured sternotomy "
      "wire. No complication.", "presence", "no"),
+    # the neck's fusion is its own device; a spinal fusion with "cervical" beside it is one
+    ("Has this patient had a cervical spine fusion?", "FINDINGS: Prior anterior cervical "
+     "fusion. Clear lungs.", "presence", "yes"),
+    ("Has the neck been fused?", "FINDINGS: Spinal fusion hardware in the lower cervical "
+     "spine.", "presence", "yes"),
+    ("Has the neck been fused?", "FINDINGS: Spinal fusion hardware in the lumbar spine.",
+     "presence", "no"),
+    ("Is there spinal fusion hardware?", "FINDINGS: Prior anterior cervical fusion.",
+     "presence", "yes"),
 ]  # fmt: skip
 
 

@@ -245,7 +245,7 @@ def test_levels_joined_before_a_finding_keep_its_describing_words(read: Read) ->
          {"laterality": "right", "location": ["acromioclavicular joint"]}),
         ("FINDINGS: Left humeral neck fracture.", "humerus_fracture",
          {"laterality": "left", "location": ["humerus"]}),
-        ("FINDINGS: Anterior cervical fusion.", "spinal_fusion_hardware",
+        ("FINDINGS: Anterior cervical fusion.", "cervical_spinal_fusion",
          {"location": ["cervical spine"]}),
         # and the upper abdomen under the diaphragm
         ("FINDINGS: Surgical clips in the right upper quadrant.", "cholecystectomy_clips",
@@ -635,3 +635,9 @@ def test_broken_hardware_and_a_complication_the_report_rules_out(read: Read) -> 
     none = _one(read("IMPRESSION: Pacemaker in place without evidence of complication."),
                 "complication")  # fmt: skip
     assert none.status == "negative"
+
+
+def test_the_necks_fusion_is_read_apart(read: Read) -> None:
+    neck = _one(read("FINDINGS: Prior anterior cervical fusion."), "cervical_spinal_fusion")
+    assert neck.status == "positive"
+    assert _one(read("FINDINGS: Posterior spinal fusion hardware."), "spinal_fusion_hardware")
