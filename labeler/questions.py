@@ -212,6 +212,9 @@ class QuestionPatterns:
     minor_acute_labels: frozenset[str] = frozenset()
     #: normal statements that say the study shows no acute disease (concept ids)
     no_acute_statements: frozenset[str] = frozenset()
+    #: what the reader calls the whole study ("Normal chest exam."): a normal statement's
+    #: words that make it normal whatever minor finding is read beside it
+    study_normal_statements: tuple[str, ...] = ()
     #: lexicon concepts that say the whole study is as before ("Stable chest.")
     unchanged_statements: frozenset[str] = frozenset()
     #: label -> lexicon concepts read as it where the report names the label nowhere
@@ -386,6 +389,9 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         stated_normal=_lists(data, "stated_normal"),
         anatomy_normals=_lists(data, "anatomy_normals"),
         no_acute_statements=frozenset(str(c) for c in data.get("no_acute_statements") or ()),
+        study_normal_statements=tuple(
+            " ".join(str(c).lower().split()) for c in data.get("study_normal_statements") or ()
+        ),
         unchanged_statements=frozenset(str(c) for c in data.get("unchanged_statements") or ()),
         minor_acute_labels=frozenset(str(c) for c in data.get("minor_acute_labels") or ()),
         place_parts=_words(data, "place_parts"),
@@ -2448,9 +2454,15 @@ def answer_study(
         # how the film was taken ("patient is slightly rotated") says nothing of the patient;
         # the coders' `normal` counts it (their "technical quality" heading), a clinician not
         seen = [f for f in abnormal if f.kind != "technique"]
-        normal = bool(report.normal) or (
-            not seen and all(v not in ("positive", "uncertain") for v in report.labels.values())
-        )
+        # the reader's own "Normal chest exam." outweighs a minor finding read beside it (a
+        # calcified granuloma), not a label's
+        called_normal = [
+            f
+            for f in stated
+            if " ".join(f.text.lower().split()).startswith(patterns.study_normal_statements)
+        ]
+        no_label = all(v not in ("positive", "uncertain") for v in report.labels.values())
+        normal = bool(report.normal) or (no_label and (not seen or bool(called_normal)))
         return out(_yes(normal if asks == "normal" else not normal), stated if normal else seen)
     if asks == "acute":
         acute = [v for k, v in report.labels.items() if k in patterns.acute_labels]

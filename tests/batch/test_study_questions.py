@@ -1315,6 +1315,13 @@ CLINICIANS = [
      "presence", "no"),
     ("Is there spinal fusion hardware?", "FINDINGS: Prior anterior cervical fusion.",
      "presence", "yes"),
+    # the reader's own "normal chest" outweighs a minor finding, not a label
+    ("Is the study normal?", "FINDINGS: Clear lungs. Small calcified granuloma in the right "
+     "lower lobe. IMPRESSION: Normal chest.", "study", "yes"),
+    ("Is the study normal?", "FINDINGS: Small calcified granuloma in the right lower lobe. "
+     "IMPRESSION: No acute disease.", "study", "no"),
+    ("Is the study normal?", "FINDINGS: Small left pleural effusion. IMPRESSION: Otherwise "
+     "normal chest.", "study", "no"),
 ]  # fmt: skip
 
 
