@@ -3185,7 +3185,13 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
         if status in ("negative", "absent") and qtype != "change":
             if qtype == "count":
                 return out(0)
-            if finding.get("stated_normal") and qtype in ("size", "severity"):
+            if (
+                finding.get("stated_normal")
+                and qtype in ("size", "severity")
+                # "What is the cardiothoracic ratio?", "How wide is the heart?": a normal
+                # heart gives no number
+                and question.asks != "measure"
+            ):
                 return out("normal")
             return out("unknown", False)
         if qtype == "position" and question.asks == "dominant":

@@ -1322,6 +1322,11 @@ CLINICIANS = [
      "IMPRESSION: No acute disease.", "study", "no"),
     ("Is the study normal?", "FINDINGS: Small left pleural effusion. IMPRESSION: Otherwise "
      "normal chest.", "study", "no"),
+    # a measurement of a normal heart is not given: unknown, not "normal"
+    ("What is the cardiothoracic ratio?", "FINDINGS: Normal heart size. Clear lungs.", "size",
+     "unknown"),
+    ("How wide is the heart?", "FINDINGS: Heart size is normal.", "size", "unknown"),
+    ("How big is the heart?", "FINDINGS: Heart size is normal.", "size", "normal"),
 ]  # fmt: skip
 
 
