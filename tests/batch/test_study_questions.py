@@ -1327,6 +1327,11 @@ CLINICIANS = [
      "unknown"),
     ("How wide is the heart?", "FINDINGS: Heart size is normal.", "size", "unknown"),
     ("How big is the heart?", "FINDINGS: Heart size is normal.", "size", "normal"),
+    # a view the question names is read through
+    ("Any effusion on the decubitus view?", "FINDINGS: No layering effusion on the decubitus "
+     "view.", "presence", "no"),
+    ("Any effusion on the decubitus view?", "FINDINGS: Small left effusion, layering on the "
+     "decubitus view.", "presence", "yes"),
 ]  # fmt: skip
 
 
