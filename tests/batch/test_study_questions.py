@@ -424,6 +424,15 @@ CLINICIANS = [
      "change", "unchanged"),
     ("Has the heart size changed?", "FINDINGS: Heart size within normal limits.", "change",
      "unknown"),
+    # ... said only by its change word; a change of another finding is not the heart's
+    ("Has the heart size changed?", "FINDINGS: Stable heart size. Small left effusion.",
+     "change", "unchanged"),
+    ("Has the heart changed in size?", "FINDINGS: Heart size and mediastinal contours are "
+     "unchanged.", "change", "unchanged"),
+    ("Has the heart size changed?", "FINDINGS: No cardiomegaly. Stable left effusion.",
+     "change", "unknown"),
+    ("Has the heart size changed?", "FINDINGS: Stable left pleural effusion. The heart is "
+     "not enlarged.", "change", "unknown"),
     # a nodular opacity is the nodule a clinician asks about, where no nodule is named
     ("How large is the left lung nodule?", "IMPRESSION: 17 mm nodular opacity in the left "
      "lung and 10 mm nodular opacity in the right lung.", "size", 17.0),

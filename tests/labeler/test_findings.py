@@ -138,6 +138,12 @@ def test_normal_statements_make_a_normal_report(read: Read) -> None:
         ("The thoracic aorta remains tortuous.", "tortuous_thoracic_aorta", "unchanged"),
         ("The aorta is unfolded.", "unfolded_aorta", None),
         ("Heart and mediastinum are normal.", "normal_mediastinum", None),
+        # a normal statement said only with its change word, before or after its part
+        ("Stable heart size.", "normal_heart_size", "unchanged"),
+        ("The heart size is unchanged.", "normal_heart_size", "unchanged"),
+        ("Heart size and mediastinal contours are unchanged.", "normal_mediastinum", "unchanged"),
+        ("Heart and mediastinal silhouette appear stable.", "normal_mediastinum", "unchanged"),
+        ("Heart size upper normal but stable.", "normal_heart_size", "unchanged"),
         # the OpenI de-identification's mask for "compression"
         (
             "Stable wedge XXXX deformity of a midthoracic vertebral body.",
