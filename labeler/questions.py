@@ -1101,7 +1101,9 @@ class QuestionParser:
     def _joined(self, doc: Doc, found: list[tuple[str, str, int, int]]) -> str | None:
         """ "or" / "and" when the findings named stand in a plain list ("effusion,
         pneumothorax or consolidation"), else None."""
-        spans = sorted((s, e) for _, _, s, e in found)
+        # one label named by two entries ("emphysema": the question's and the concepts') is
+        # one item of the list ("COPD or emphysema")
+        spans = sorted({(s, e) for _, _, s, e in found})
         joins: set[str] = set()
         for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
             between = [t.lower_ for t in doc[end:start]]

@@ -1341,6 +1341,39 @@ CLINICIANS = [
      "view.", "presence", "no"),
     ("Any effusion on the decubitus view?", "FINDINGS: Small left effusion, layering on the "
      "decubitus view.", "presence", "yes"),
+    # words that qualify the finding without asking another thing of it
+    ("Any superimposed pneumonia?", "FINDINGS: Chronic interstitial changes. No focal "
+     "consolidation or pneumonia.", "presence", "no"),
+    ("Any superimposed pneumonia?", "IMPRESSION: Emphysema with right lower lobe pneumonia.",
+     "presence", "yes"),
+    ("Is this a true nodule?", "FINDINGS: Possible left upper lobe nodule.", "presence",
+     "uncertain"),
+    ("Could it be a solid mass?", "IMPRESSION: Round opacity in the right lung, could be a "
+     "mass.", "presence", "uncertain"),
+    ("Any concern for pneumothorax?", "FINDINGS: No pneumothorax.", "presence", "no"),
+    ("Any sign of tumour recurrence?", "IMPRESSION: Postoperative left lung. No mass.",
+     "presence", "no"),
+    ("Any focus of pneumonia?", "FINDINGS: Focal right basilar pneumonia.", "presence", "yes"),
+    ("Any significant change since the last study?", "IMPRESSION: Stable chest.", "study",
+     "no"),
+    ("Any significant change since the last study?", "IMPRESSION: New right effusion.",
+     "study", "yes"),
+    # "just" offers the simpler reading; a focus of a finding is the finding
+    ("Could the nodular densities just be nipple shadows?", "FINDINGS: Bilateral nodular "
+     "densities consistent with nipple shadows.", "presence", "yes"),
+    ("Is that opacity a focus of pneumonia?", "FINDINGS: Right midlung opacity may represent "
+     "pneumonia.", "presence", "uncertain"),
+    # a clinician's short words for a finding
+    ("Any pneumo?", "FINDINGS: No pneumothorax or effusion.", "presence", "no"),
+    ("Any pneumo?", "FINDINGS: Small apical pneumothorax on the right.", "presence", "yes"),
+    ("Where are the streaks?", "FINDINGS: Streaky opacity at the left base.", "position",
+     ["left", "basilar", "base"]),
+    ("Could the streaks be atelectasis?", "FINDINGS: Streaky opacity at the left base, may "
+     "represent atelectasis.", "presence", "uncertain"),
+    # one label named by two entries is one item of an "or" list
+    ("Does this look like COPD or emphysema?", "IMPRESSION: Hyperinflated lungs with "
+     "emphysematous changes.", "presence", "yes"),
+    ("Is there emphysema or COPD?", "IMPRESSION: Normal chest.", "presence", "no"),
 ]  # fmt: skip
 
 

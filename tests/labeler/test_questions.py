@@ -207,6 +207,7 @@ def test_resolved_finding_answers_change(
         "Is the nodule lobulated?",  # a closed question with a word no entry explains
         "Is the effusion septated?",
         "Are both lungs clear of effusion?",  # negated and qualified
+        "Could this be TB reactivation?",  # an old infection active again: not its presence
     ],
 )
 def test_unsupported_questions_are_never_guessed(parser: QuestionParser, question: str) -> None:
