@@ -1195,6 +1195,18 @@ class QuestionParser:
                 )
             )
             and h.entry.get("type") not in closed_types
+            # "Are the lines where they were before?": a cue inside a longer qualifier's
+            # words is the qualifier's (a device unchanged), in a yes/no question
+            and not (
+                words[0] in self.patterns.yes_no_starts
+                and any(
+                    q.group in _QUALIFIER_KINDS
+                    and q.start <= h.start
+                    and h.end <= q.end
+                    and q.end - q.start > h.end - h.start
+                    for q in hits
+                )
+            )
         ]
         if not opens:
             return None

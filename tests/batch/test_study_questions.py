@@ -1374,6 +1374,15 @@ CLINICIANS = [
     ("Does this look like COPD or emphysema?", "IMPRESSION: Hyperinflated lungs with "
      "emphysematous changes.", "presence", "yes"),
     ("Is there emphysema or COPD?", "IMPRESSION: Normal chest.", "presence", "no"),
+    # a device asked whether it is where it was: its change, not its place
+    ("Are the lines and tubes where they were before?", "IMPRESSION: Lines and tubes in "
+     "stable position.", "change", "yes"),
+    ("Is the PICC in the same position?", "IMPRESSION: Right PICC, unchanged in position.",
+     "change", "yes"),
+    ("Is the PICC where it was before?", "IMPRESSION: Right PICC with tip in the SVC.",
+     "change", "unknown"),
+    ("Where is the PICC?", "IMPRESSION: Right PICC with tip in the SVC.", "position",
+     ["SVC", "superior vena cava"]),
 ]  # fmt: skip
 
 
