@@ -152,6 +152,9 @@ class QuestionPatterns:
     view_counts: Mapping[str, int] = field(default_factory=dict)
     yes_no_starts: frozenset[str] = frozenset()
     context_words: frozenset[str] = frozenset()
+    qualifier_before: frozenset[str] = frozenset()
+    qualifier_links: frozenset[str] = frozenset()
+    qualifier_after: frozenset[str] = frozenset()
     zone_includes: Mapping[str, frozenset[str]] = field(default_factory=dict)
     absorbed: Mapping[str, frozenset[str]] = field(default_factory=dict)
     #: words of the lexicon's anatomy phrases too general to name a site ("joint")
@@ -369,6 +372,9 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         view_counts={str(k): int(v) for k, v in (data.get("view_counts") or {}).items()},
         yes_no_starts=_words(data, "yes_no_starts"),
         context_words=_words(data, "context_words"),
+        qualifier_before=_words(data, "qualifier_before"),
+        qualifier_links=_words(data, "qualifier_links"),
+        qualifier_after=_words(data, "qualifier_after"),
         zone_includes={str(e.value): frozenset(e.accepts) for e in qualifiers["zone"]},
         absorbed={
             str(k): frozenset(str(i) for i in v) for k, v in (data.get("absorbed") or {}).items()
@@ -1439,6 +1445,21 @@ class QuestionParser:
         )
         if len(found) == 1 and found[0][1] == "lexicon":
             covered.update(i for sp in read if pointed(sp[0]) for i in range(sp.start, sp.end))
+        # a qualifier beside the finding's words ("Any superimposed pneumonia?", "Any concern
+        # for dissection?", "Any sign of tumour recurrence?")
+        starts = {s for _, _, s, _ in found}
+        ends = {e for _, _, _, e in found}
+        for t in doc:
+            if t.lower_ in p.qualifier_before:
+                i = t.i + 1
+                while i < len(doc) and (
+                    doc[i].lower_ in p.qualifier_before or doc[i].lower_ in p.qualifier_links
+                ):
+                    i += 1
+                if i in starts:
+                    covered.update(range(t.i, i))
+            elif t.lower_ in p.qualifier_after and t.i in ends:
+                covered.add(t.i)
         context = p.context_words | p.units.keys() | p.number_words.keys() | {"than", "a"}
         return [
             t

@@ -208,6 +208,9 @@ def test_resolved_finding_answers_change(
         "Is the effusion septated?",
         "Are both lungs clear of effusion?",  # negated and qualified
         "Could this be TB reactivation?",  # an old infection active again: not its presence
+        "Is the nodule solid?",  # a qualifier asked of the finding, not beside its words
+        "Is the nodule recurrent?",
+        "Is the nodule of concern?",
     ],
 )
 def test_unsupported_questions_are_never_guessed(parser: QuestionParser, question: str) -> None:
