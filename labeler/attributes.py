@@ -174,9 +174,11 @@ class AttributeRules:
 
     @functools.cached_property
     def change_pattern(self) -> re.Pattern[str]:
-        """Any of `change_phrases` as whole words, the longest first."""
-        words = sorted(map(re.escape, self.change_phrases), key=len, reverse=True)
-        return re.compile(rf"(?<![\w-])(?:{'|'.join(words) or '(?!)'})(?![\w-])", re.IGNORECASE)
+        """Any of `change_phrases` as whole words, the longest first: a trie of their
+        characters, which compiles and searches in a fraction of the time of an alternation
+        of 1,500 phrases (the spelled `forms`)."""
+        body = _trie_pattern(self.change_phrases) or "(?!)"
+        return re.compile(rf"(?<![\w-])(?:{body})(?![\w-])", re.IGNORECASE)
 
     @functools.cached_property
     def size_pattern(self) -> re.Pattern[str]:
@@ -186,6 +188,26 @@ class AttributeRules:
             rf"(?<![\w.,])({_NUMBER}(?:{_SEPARATOR}{_NUMBER}){{0,2}})\s*-?\s*({units})(?![a-z])",
             re.IGNORECASE,
         )
+
+
+def _trie_pattern(phrases: Iterable[str]) -> str:
+    """A regular expression that matches any of `phrases` and, where several match at a
+    position, tries the longest first (as an alternation sorted longest first does)."""
+    root: dict[str, Any] = {}
+    for phrase in phrases:
+        node = root
+        for char in phrase:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def pattern(node: dict[str, Any]) -> str:
+        alts = [re.escape(char) + pattern(child) for char, child in node.items() if char]
+        if not alts:
+            return ""
+        body = alts[0] if len(alts) == 1 else f"(?:{'|'.join(alts)})"
+        return f"(?:{body})?" if "" in node else body
+
+    return pattern(root)
 
 
 @dataclass(frozen=True)
@@ -221,7 +243,9 @@ def load_attribute_rules(name: str = "attributes.v1") -> AttributeRules:
             raise PatternFileError(f"{where} ({raw['id']}) needs a non-empty `sets` mapping")
         for key, value in sets.items():
             _check_value(where, str(raw["id"]), key, value, order)
-        phrases = tuple(str(p).lower() for p in raw["phrases"])
+        phrases = tuple(str(p).lower() for p in raw["phrases"]) + _forms(
+            raw.get("forms"), f"{where} ({raw['id']})"
+        )
         terms.append(AttributeTerm(str(raw["id"]), phrases, tuple(sets.items())))
     size = data.get("size") or {}
     units = size.get("units") or {}
@@ -260,6 +284,35 @@ def load_attribute_rules(name: str = "attributes.v1") -> AttributeRules:
         comparison_words=frozenset(str(x).lower() for x in data.get("comparison_words") or ()),
         distance_words=frozenset(str(x).lower() for x in size.get("distance_before") or ()),
     )
+
+
+def _forms(value: Any, where: str) -> tuple[str, ...]:
+    """The phrases a term's `forms` spell: each form a list of slots, each slot the words
+    that may fill it ("" leaves it out); every combination is a phrase ("not well seen on
+    the prior exam", "not visualized on prior")."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(
+        isinstance(form, list)
+        and form
+        and all(
+            isinstance(slot, list) and slot and all(isinstance(w, str) for w in slot)
+            for slot in form
+        )
+        for form in value
+    ):
+        raise PatternFileError(
+            f"{where}: forms must be a list of forms, each a list of slots of words "
+            '(quote "on", "no", "yes": YAML reads them as true or false)'
+        )
+    out: list[str] = []
+    for form in value:
+        for words in itertools.product(*form):
+            phrase = " ".join(w.lower() for w in words if w)
+            if not phrase:
+                raise PatternFileError(f"{where}: a form spells an empty phrase")
+            out.append(phrase)
+    return tuple(dict.fromkeys(out))
 
 
 def _check_value(where: str, term: str, key: str, value: Any, order: Sequence[str]) -> None:

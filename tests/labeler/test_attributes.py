@@ -298,6 +298,42 @@ def test_attribute_file_rejects_unknown_attribute(tmp_path: Path) -> None:
         load_attribute_rules(str(bad))
 
 
+@pytest.mark.issue(40)
+def test_attribute_term_forms_spell_every_combination(tmp_path: Path) -> None:
+    good = tmp_path / "attrs.yaml"
+    good.write_text(
+        "severity_order: [mild]\n"
+        "terms:\n  - id: change.new\n    phrases: [new]\n"
+        '    forms: [[["not"], ["", well], [seen], ["on"], [prior, previous]]]\n'
+        "    sets: {change: new}\n"
+        "size: {id: s, units: {mm: 1}}\n",
+        encoding="utf-8",
+    )
+    (term,) = load_attribute_rules(str(good)).terms
+    assert term.phrases == (
+        "new",
+        "not seen on prior",
+        "not seen on previous",
+        "not well seen on prior",
+        "not well seen on previous",
+    )
+
+
+@pytest.mark.issue(40)
+def test_attribute_term_forms_refuse_a_word_yaml_reads_as_true(tmp_path: Path) -> None:
+    bad = tmp_path / "attrs.yaml"
+    bad.write_text(
+        "severity_order: [mild]\n"
+        "terms:\n  - id: change.new\n    phrases: [new]\n"
+        "    forms: [[[not], [seen], [on], [prior]]]\n"
+        "    sets: {change: new}\n"
+        "size: {id: s, units: {mm: 1}}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(PatternFileError, match="quote"):
+        load_attribute_rules(str(bad))
+
+
 def test_packaged_attribute_file_loads() -> None:
     rules = load_attribute_rules()
     assert rules.severity_order == ("minimal", "mild", "moderate", "severe")

@@ -92,6 +92,31 @@ def test_a_change_in_the_next_sentence_goes_to_the_finding_before(
 
 
 @pytest.mark.issue(40)
+@pytest.mark.parametrize(
+    ("text", "change"),
+    [
+        # in the finding's sentence, after it; in the sentence after, referring back
+        ("FINDINGS: Right upper lobe nodule, not well seen on prior exam.", "new"),
+        ("FINDINGS: There is a left lung opacity, not well appreciated on prior.", "new"),
+        ("FINDINGS: Right midlung nodule noted, not visualized on the previous study.", "new"),
+        ("FINDINGS: Right midlung nodule. This was not well seen previously.", "new"),
+        ("FINDINGS: Right midlung nodule. It was not previously visualized.", "new"),
+        # hedged: the finding is new all the same
+        ("FINDINGS: Right midlung nodule, not seen on prior CT, may represent a granuloma.",
+         "new"),
+        # not seen on another view of this study: no change
+        ("FINDINGS: Right midlung nodule, not well seen on the lateral view.", None),
+        ("FINDINGS: Right midlung nodule. This is not well seen on the lateral view.", None),
+    ],
+)  # fmt: skip
+def test_a_finding_the_prior_did_not_show_is_new(
+    read: Callable[[str], ReportLabels], text: str, change: str | None
+) -> None:
+    nodule = [f for f in read(text).report_findings or [] if f.concept in ("nodule", "opacity")]
+    assert nodule[0].attributes.get("change") == change
+
+
+@pytest.mark.issue(40)
 def test_a_referred_change_keeps_its_evidence(read: Callable[[str], ReportLabels]) -> None:
     text = "IMPRESSION: Bilateral pulmonary nodules. These were not present on the prior study."
     nodule = next(m for m in read(text).mentions if m.label == "Nodule")
