@@ -647,3 +647,24 @@ def test_the_necks_fusion_is_read_apart(read: Read) -> None:
     neck = _one(read("FINDINGS: Prior anterior cervical fusion."), "cervical_spinal_fusion")
     assert neck.status == "positive"
     assert _one(read("FINDINGS: Posterior spinal fusion hardware."), "spinal_fusion_hardware")
+
+
+@pytest.mark.parametrize(
+    ("text", "concept", "where"),
+    [
+        ("FINDINGS: Mild subsegmental atelectasis posteriorly.", "subsegmental_atelectasis",
+         ["posterior"]),
+        ("FINDINGS: Small metallic foreign body in the posterior soft tissues.", "foreign_body",
+         ["posterior"]),
+        ("FINDINGS: Small bilateral effusions layering posteriorly.", "pleural_effusion",
+         ["posterior"]),
+        ("FINDINGS: Right basilar opacity extending laterally.", "basilar_opacity",
+         ["basilar", "lateral"]),
+        # a view is no place
+        ("FINDINGS: Opacity seen on the lateral view.", "opacity", None),
+    ],
+)  # fmt: skip
+def test_a_direction_places_a_finding(
+    read: Read, text: str, concept: str, where: list[str] | None
+) -> None:
+    assert _one(read(text), concept).attributes.get("location") == where
