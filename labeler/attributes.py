@@ -469,7 +469,7 @@ class AttributeFinder:
                     mention, roots, self.rules.links, self.rules.denials
                 )
             else:
-                scope, np_left = _window(doc, mentions, idx, self.rules.denials)
+                scope, np_left = _window(doc, mentions, idx, self.rules.denials, self.rules.links)
                 # "opacities consistent with atelectasis": one finding, two names
                 if idx and any(
                     doc[i].lower_ in self.rules.links
@@ -931,9 +931,17 @@ def _unbroken(doc: Doc, indices: Iterable[int]) -> list[int]:
 
 
 def _window(
-    doc: Doc, mentions: Sequence[Span], idx: int, denials: frozenset[str] = frozenset()
+    doc: Doc,
+    mentions: Sequence[Span],
+    idx: int,
+    denials: frozenset[str] = frozenset(),
+    links: frozenset[str] = frozenset(),
 ) -> tuple[set[int], set[int]]:
-    """Without a parse: the stretch between the neighbouring mentions, split at punctuation."""
+    """Without a parse: the stretch between the neighbouring mentions, split at punctuation.
+
+    The words between two mentions go to the following one, unless a word that says they
+    are one finding comes between them ("opacity in the left lower lobe XXXX represents
+    atelectasis"): the words before it are the first one's too."""
     mention = mentions[idx]
     lo = mentions[idx - 1].end if idx > 0 else 0
     hi = mentions[idx + 1].start if idx + 1 < len(mentions) else len(doc)
@@ -944,7 +952,7 @@ def _window(
                 break
     if idx + 1 < len(mentions):
         for i in range(mention.end, hi):
-            if _is_break(doc[i]):
+            if _is_break(doc[i]) or doc[i].lower_ in links:
                 hi = i
                 break
         else:

@@ -365,6 +365,28 @@ def test_a_finding_named_twice_shares_its_attributes(
     assert attrs(text, "Atelectasis") == expected
 
 
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
+    ("text", "name", "expected"),
+    [
+        # a place between a finding and the word that names it again is both names' (a
+        # masked word between, a sentence no cue word gets parsed)
+        ("Infiltrate in the left lower lobe XXXX represents atelectasis.", "Infiltration",
+         {"laterality": "left", "location": ["left lower lobe"]}),
+        ("Infiltrate in the left lower lobe XXXX represents atelectasis.", "Atelectasis",
+         {"laterality": "left", "location": ["left lower lobe"]}),
+        ("Nodule in the right upper lobe likely granuloma.", "Nodule",
+         {"laterality": "right", "location": ["right upper lobe"]}),
+        # no such word: the words between go to the finding after them
+        ("Infiltrate with left lower lobe atelectasis.", "Infiltration", {}),
+    ],
+)  # fmt: skip
+def test_a_place_before_a_finding_named_again_is_the_first_names_too(
+    attrs: Attrs, text: str, name: str, expected: dict[str, Any]
+) -> None:
+    assert attrs(text, name) == expected
+
+
 @pytest.mark.parametrize(
     ("text", "name", "key", "expected"),
     [
