@@ -668,3 +668,26 @@ def test_a_direction_places_a_finding(
     read: Read, text: str, concept: str, where: list[str] | None
 ) -> None:
     assert _one(read(text), concept).attributes.get("location") == where
+
+
+@pytest.mark.parametrize(
+    ("text", "concept"),
+    [
+        # a deformity placed in the spine, or at several levels, is a vertebral deformity
+        ("FINDINGS: The previously described XXXX deformity in the midthoracic spine is again "
+         "seen.", "vertebral_compression_deformity"),
+        ("FINDINGS: Mild deformity of the thoracic spine.", "vertebral_compression_deformity"),
+        ("FINDINGS: Osteopenia with multilevel XXXX deformities.",
+         "vertebral_compression_deformity"),
+        # elsewhere, or with no place: the deformity it was
+        ("FINDINGS: Deformity of the right clavicle.", "clavicle_deformity"),
+        ("FINDINGS: Deformity near the spine and a right rib fracture.", "deformity"),
+    ],
+)  # fmt: skip
+def test_a_deformity_in_the_spine_is_a_vertebral_deformity(
+    read: Read, text: str, concept: str
+) -> None:
+    concepts = [f.concept for f in read(text).report_findings or []]
+    assert concept in concepts
+    placed = {"vertebral_compression_deformity"}
+    assert concept in placed or placed.isdisjoint(concepts)
