@@ -682,12 +682,17 @@ def test_a_direction_places_a_finding(
         # elsewhere, or with no place: the deformity it was
         ("FINDINGS: Deformity of the right clavicle.", "clavicle_deformity"),
         ("FINDINGS: Deformity near the spine and a right rib fracture.", "deformity"),
+        # endplate changes placed in the thoracic spine are its degenerative change
+        ("FINDINGS: Minimal endplate degenerative changes of the midthoracic spine.",
+         "thoracic_endplate_degeneration"),
+        ("FINDINGS: Endplate changes in the thoracic spine.", "thoracic_endplate_degeneration"),
+        ("FINDINGS: Endplate changes of the spine.", "endplate_degeneration"),
     ],
 )  # fmt: skip
-def test_a_deformity_in_the_spine_is_a_vertebral_deformity(
+def test_a_spine_deformity_or_endplate_change_is_placed_in_the_spine(
     read: Read, text: str, concept: str
 ) -> None:
     concepts = [f.concept for f in read(text).report_findings or []]
     assert concept in concepts
-    placed = {"vertebral_compression_deformity"}
+    placed = {"vertebral_compression_deformity", "thoracic_endplate_degeneration"}
     assert concept in placed or placed.isdisjoint(concepts)

@@ -294,3 +294,22 @@ def test_every_concept_the_question_patterns_name_is_in_the_lexicon() -> None:
     # labels named as "concept:<id>" too
     named.update(c.removeprefix("concept:") for c in p.sized_by_grade if c.startswith("concept:"))
     assert named - known == set()
+
+
+@pytest.mark.issue(40)
+def test_endplate_changes_placed_in_the_thoracic_spine_answer_both_questions(
+    nlp: Language,
+) -> None:
+    from labeler.config import LabelerConfig
+    from labeler.pipeline import label_report
+
+    parser = QuestionParser(nlp, [str(label) for label in CHESTXRAY14], lexicon=load_lexicon())
+
+    report = label_report(
+        "FINDINGS: Minimal endplate degenerative changes of the midthoracic spine.",
+        nlp=nlp,
+        config=LabelerConfig(findings=True),
+    )
+    question = "How bad is the degenerative change in the thoracic spine?"
+    assert ask(parser, report, question)[1] == "minimal"
+    assert ask(parser, report, "Are there endplate changes?")[1] == "yes"
