@@ -86,6 +86,8 @@ class FindingMatcher:
         placed = self.lexicon.placed
         if placed and any(m[0] in placed for m in matched):
             matched = _placed(matched, words, placed)
+        if not self.lexicon.coordinated.isdisjoint(words) and len(matched) > 0:
+            matched = _coordinated(matched, words, self.lexicon)
         ids = self._label_ids
         kept = [Span(doc, start, end, label=ids.get(label, label)) for label, start, end in matched]
         heads = self.open_heads
@@ -136,6 +138,50 @@ def _placed(
                 out[i] = (rule.places[place], start, at + size)
                 break
     return out
+
+
+#: the word that joins two describing words of one head ("enlarged and tortuous aorta"); a
+#: comma lists them instead ("no displaced, acute rib fractures")
+_AND = frozenset({"and"})
+
+
+def _coordinated(
+    matched: list[tuple[str, int, int]], words: Sequence[str], lexicon: Lexicon
+) -> list[tuple[str, int, int]]:
+    """`matched` with each describing word joined by "and" to the finding after it read as
+    that finding's head described by the word: "moderately enlarged and tortuous calcified
+    aorta" is also the enlarged aorta, "mild unfolding and atherosclerotic calcification of
+    the aorta" the unfolding of the aorta (`Lexicon.coordinated`). The word is the new
+    finding's span, so each keeps its own degree; one after a predicate verb says what the
+    finding before is ("the heart is enlarged and ...") and is left alone."""
+    starts = {start: n for n, (_, start, _) in enumerate(matched)}
+    taken = {i for _, start, end in matched for i in range(start, end)}
+    added: list[tuple[str, int, int]] = []
+    for i, word in enumerate(words[:-2]):
+        n = starts.get(i + 2)
+        if word not in lexicon.coordinated or words[i + 1] not in _AND or n is None:
+            continue
+        if i in taken:
+            continue
+        before = i - 1
+        if before >= 0 and words[before] in lexicon.predicate_degrees:
+            before -= 1
+        if before >= 0 and words[before] in lexicon.predicate_verbs:
+            continue
+        # the finding after "and", with the findings right after it ("tortuous" + "calcified
+        # aorta"): the head is at its end
+        end = matched[n][2]
+        while n + 1 < len(matched) and matched[n + 1][1] == end:
+            n += 1
+            end = matched[n][2]
+        for j in range(i + 3, end):
+            ids = lexicon.by_phrase.get(" ".join([word, *words[j:end]]))
+            if ids and lexicon.concepts[ids[0]].kind != "anatomy":
+                added.append((ids[0], i, i + 1))
+                break
+    if not added:
+        return matched
+    return sorted([*matched, *added], key=lambda m: (m[1], m[2]))
 
 
 def _becomes(

@@ -107,6 +107,13 @@ class Lexicon:
     described: tuple[Described, ...] = ()
     #: findings read with the place named after them (`Placed`), by concept id
     placed: Mapping[str, Placed] = field(default_factory=lambda: MappingProxyType({}))
+    #: describing words that share the head of the finding after "and" ("mild unfolding and
+    #: atherosclerotic calcification of the aorta" is also the unfolding of the aorta): the
+    #: predicate adjectives and nominals; and the verbs and degree words of the predicates,
+    #: which make the word a predicate of what comes before ("the heart is enlarged and ...")
+    coordinated: frozenset[str] = frozenset()
+    predicate_verbs: frozenset[str] = frozenset()
+    predicate_degrees: frozenset[str] = frozenset()
 
     def _get(self, concept_id: str) -> LexiconConcept:
         try:
@@ -256,6 +263,7 @@ def load_lexicon(name: str = "lexicon.v1") -> Lexicon:
         predicate_phrases=frozenset(predicate_phrases),
         described=_described(concepts, data.get("described"), where),
         placed=_placed(concepts, data.get("placed"), where),
+        **_coordination(data.get("predicates")),
     )
     _check_clashes(lexicon, where)
     return lexicon
@@ -356,6 +364,20 @@ def _predicate_phrases(
                 out.setdefault(f"{noun} of the {rest}", concept.id)
                 out.setdefault(f"{noun} of {rest}", concept.id)
     return out
+
+
+def _coordination(value: Any) -> dict[str, frozenset[str]]:
+    """`Lexicon.coordinated` and the words that stop it, from `predicates` (checked by
+    `_predicate_phrases`)."""
+    if not isinstance(value, dict):
+        return {}
+    nominals = _nominals(value.get("nominals"), "predicates.nominals")
+    words = {" ".join(w.lower().split()) for w in value["adjectives"]}
+    return {
+        "coordinated": frozenset(words | {n for ns in nominals.values() for n in ns}),
+        "predicate_verbs": frozenset(w.lower() for w in value["verbs"]),
+        "predicate_degrees": frozenset(w.lower() for w in value["degrees"]),
+    }
 
 
 def _nominals(value: Any, at: str) -> dict[str, tuple[str, ...]]:

@@ -696,3 +696,28 @@ def test_a_spine_deformity_or_endplate_change_is_placed_in_the_spine(
     assert concept in concepts
     placed = {"vertebral_compression_deformity", "thoracic_endplate_degeneration"}
     assert concept in placed or placed.isdisjoint(concepts)
+
+
+@pytest.mark.parametrize(
+    ("text", "concept", "severity"),
+    [
+        # a describing word joined by "and" shares the head after it, with its own degree
+        ("FINDINGS: Mild unfolding and atherosclerotic calcification of the aorta.",
+         "unfolded_aorta", "mild"),
+        ("FINDINGS: Moderately enlarged and tortuous calcified aorta.", "ectatic_aorta",
+         "moderate"),
+        ("FINDINGS: Enlarged and tortuous aorta.", "ectatic_aorta", None),
+    ],
+)  # fmt: skip
+def test_coordinated_describing_words_share_their_head(
+    read: Read, text: str, concept: str, severity: str | None
+) -> None:
+    found = read(text).report_findings or []
+    assert _one(read(text), concept).attributes.get("severity") == severity
+    assert len({f.concept for f in found}) >= 2
+
+
+def test_a_predicate_before_and_shares_no_head(read: Read) -> None:
+    # "the heart is enlarged and ...": what the heart is, not an enlarged aorta
+    found = read("FINDINGS: The heart is enlarged and tortuous aorta is seen.").report_findings
+    assert "ectatic_aorta" not in [f.concept for f in found or []]
