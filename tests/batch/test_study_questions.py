@@ -1058,8 +1058,11 @@ CLINICIANS = [
     ("How many leads are there?", "FINDINGS: Left chest wall pacemaker generator.", "count",
      "unknown"),
     ("How many leads are there?", "FINDINGS: The lungs are clear.", "count", 0),
+    ("How many vertebral compression deformities are there?", "FINDINGS: Stable bony "
+     "deformity.", "count", "unknown"),
+    # ... and a deformity placed in the spine is a vertebral one
     ("How many vertebral compression deformities are there?", "FINDINGS: Stable deformity in "
-     "the midthoracic spine.", "count", "unknown"),
+     "the midthoracic spine.", "count", 1),
     # a narrower concept found as its broader one with its place word beside it
     ("How many levels of the thoracic spine are degenerate?", "FINDINGS: Multilevel "
      "degenerative changes noted within the thoracic spine.", "count", "multiple"),
