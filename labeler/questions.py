@@ -730,7 +730,25 @@ class QuestionParser:
         # "What is it?" asks what a thing is, not the state of the finding before
         if again.type == "unsupported" or again.label is None or again.asks == "state":
             return parsed
-        return dataclasses.replace(again, text=text, rules=(*again.rules, "referent"))
+        # the qualifiers' offsets back in the question's own words ("How marked is it:
+        # mild, moderate or severe?" answers in the grade it offered); one inside the
+        # name put in stands on the pronoun
+        pronoun, put = (token.idx, token.idx + len(token)), len(named) - len(text)
+
+        def back(q: Qualifier) -> Qualifier:
+            if q.start >= pronoun[1] + put:
+                return dataclasses.replace(q, start=q.start - put, end=q.end - put)
+            if q.end > pronoun[0]:
+                return dataclasses.replace(q, start=pronoun[0], end=pronoun[1])
+            return q
+
+        return dataclasses.replace(
+            again,
+            text=text,
+            rules=(*again.rules, "referent"),
+            qualifiers=tuple(map(back, again.qualifiers)),
+            where=tuple(map(back, again.where)),
+        )
 
     def _finding_name(self, label: str) -> str | None:
         """The words a question names a label or a lexicon concept by."""

@@ -1446,6 +1446,11 @@ def test_a_longer_concept_wins_over_a_label_and_the_study_needs_its_report(
          "Effusion", "Effusion", "yes"),
         ("How big is it?", "FINDINGS: A 2 cm mass. A 1 cm nodule.", "Nodule", "Nodule", 10.0),
         ("Are they new?", "FINDINGS: New bilateral effusions.", "Effusion", "Effusion", "yes"),
+        # the grades it offers, answered in its own words
+        ("How marked is it: mild, moderate or severe?", "FINDINGS: Slight streaky opacity "
+         "in the right lung.", "concept:linear_opacity", "concept:linear_opacity", "mild"),
+        ("How big is it: small, medium or large?", "FINDINGS: Large left pleural effusion.",
+         "Effusion", "Effusion", "large"),
         # without one, the report's only abnormal finding
         ("Has it grown?", "FINDINGS: A 2 cm nodule in the right upper lobe, increased from "
          "1.5 cm. Heart size normal.", None, "Nodule", "yes"),
