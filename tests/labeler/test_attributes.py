@@ -47,6 +47,7 @@ def attrs(label: Callable[[str], ReportLabels]) -> Attrs:
         ("Opacity in the left lower lobe consistent with pneumonia.", "Pneumonia", "left"),
         ("Consolidation in the right middle lobe.", "Consolidation", "right"),
         ("Atelectasis in the lingula.", "Atelectasis", "left"),
+        ("Middle lobe atelectasis.", "Atelectasis", "right"),
         ("Left and right pleural effusions.", "Effusion", "bilateral"),
         ("Effusion is seen at the left base.", "Effusion", "left"),
     ],
@@ -89,6 +90,10 @@ def test_laterality_stays_with_its_own_list_item(label: Callable[[str], ReportLa
         ("Atelectasis in the mid lung zone.", "Atelectasis", ["middle"]),
         ("Effusion in the left costophrenic angle.", "Effusion", ["costophrenic"]),
         ("Lingular atelectasis.", "Atelectasis", ["lingula"]),
+        # the only middle lobe is the right one
+        ("Middle lobe atelectasis.", "Atelectasis", ["right middle lobe"]),
+        ("Atelectasis in the middle lobe.", "Atelectasis", ["right middle lobe"]),
+        ("Atelectasis in the mid lung zone.", "Atelectasis", ["middle"]),
     ],
 )
 def test_location(attrs: Attrs, text: str, name: str, expected: list[str] | None) -> None:
