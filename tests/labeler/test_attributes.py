@@ -94,8 +94,12 @@ def test_laterality_stays_with_its_own_list_item(label: Callable[[str], ReportLa
         ("Middle lobe atelectasis.", "Atelectasis", ["right middle lobe"]),
         ("Atelectasis in the middle lobe.", "Atelectasis", ["right middle lobe"]),
         ("Atelectasis in the mid lung zone.", "Atelectasis", ["middle"]),
+        # the thoracic and lumbar spine together, not their junction
+        ("Nodule projecting over the thoracolumbar spine.", "Nodule", ["thoracolumbar spine"]),
+        ("Nodule projecting over the thoracolumbar junction.", "Nodule",
+         ["thoracolumbar junction"]),
     ],
-)
+)  # fmt: skip
 def test_location(attrs: Attrs, text: str, name: str, expected: list[str] | None) -> None:
     assert attrs(text, name).get("location") == expected
 
