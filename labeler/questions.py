@@ -1253,7 +1253,10 @@ class QuestionParser:
             tuple(
                 _qualifier(r.doc, h)
                 for h in hits
-                if h.group in _PLACE_KINDS and free(h) and qtype != "position"
+                if h.group in _PLACE_KINDS
+                and free(h)
+                # "Where is the scarring in the left lung?": of that side's findings
+                and (qtype != "position" or h.group == "side")
             )
             + self._sites_named(r)
             + tuple(
@@ -3274,6 +3277,9 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
             words = [tip_words, str(finding["tip"])]
             return out(list(dict.fromkeys(w for w in words if w)))
         if qtype == "position":
+            asked = {str(q.value) for q in question.where if q.kind == "side"}
+            if lat == "bilateral" and len(asked) == 1 and asked <= {"left", "right"}:
+                lat = asked.pop()  # "Where is the scarring in the left lung?": the left's
             terms: list[str] = [lat] if lat else []
             if question.asks != "side":
                 terms += [str(p) for p in finding.get("location") or ()]  # type: ignore[attr-defined]

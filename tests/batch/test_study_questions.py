@@ -1415,6 +1415,28 @@ def test_a_size_comes_in_the_unit_asked(
     assert (got.answer, got.unit) == (answer, unit)
 
 
+#: where a finding is, and how bad, as the report's reading gives them
+PLACES_AND_GRADES = [
+    # a side the question names: that side's findings, and that side of one on both
+    ("Where is the scarring in the left lung?", "FINDINGS: Fibrotic changes in the right "
+     "lung. Left apical pleural scarring.", ["left", "apical"]),
+    ("Where is the scarring on the right?", "FINDINGS: Bilateral apical scarring.",
+     ["right", "apical"]),
+    ("Where is the scarring?", "FINDINGS: Bilateral apical scarring.", ["bilateral", "apical"]),
+    ("Where is the scarring in the left lung?", "FINDINGS: Right apical scarring.",
+     ["right", "apical"]),
+]  # fmt: skip
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(("question", "report", "answer"), PLACES_AND_GRADES)
+def test_places_and_grades_as_the_report_reads_them(
+    engine: StudyQuestions, question: str, report: str, answer: object
+) -> None:
+    got = engine.ask(question, report=engine.label_reports([report])[report])
+    assert got.answer == answer
+
+
 @pytest.mark.issue(40)
 def test_several_findings_are_answered_from_the_report_not_the_image(
     engine: StudyQuestions,
