@@ -2235,11 +2235,15 @@ def _measured_as_label(
     """A label the report names without a size or place ("true pulmonary nodule is a
     possibility") takes them from the finding it reads as the label that has them ("6 mm
     nodular opacity in the right upper lobe"), when that one is positive and on no other
-    side."""
+    side; a label the report only rules out is that finding."""
     keys = _LENT[question.type]
     if keys[0] in target.finding or question.label is None:
         return target
     read = _read_as_label(target, question.label, report, lexicon, patterns)
+    if target.status == "negative" and read.status == "positive":
+        # "Where is the nodule?" over "no other nodules ... 1 cm nodular opacity in the
+        # left midlung": the one the report describes, not those it rules out
+        return read
     side, other = target.finding.get("laterality"), read.finding.get("laterality")
     if read is target or read.status != "positive" or (side and other and side != other):
         return target

@@ -1425,6 +1425,14 @@ PLACES_AND_GRADES = [
     ("Where is the scarring?", "FINDINGS: Bilateral apical scarring.", ["bilateral", "apical"]),
     ("Where is the scarring in the left lung?", "FINDINGS: Right apical scarring.",
      ["right", "apical"]),
+    # a label ruled out in general, beside the finding read as it that the report describes
+    ("Where is the nodule?", "FINDINGS: 9 mm nodular opacity in the right midlung. No other "
+     "nodules.", ["right", "middle", "midlung"]),
+    ("How big is the nodule?", "FINDINGS: 9 mm nodular opacity in the right midlung. No other "
+     "nodules.", 9.0),
+    ("Where is the nodule?", "FINDINGS: No nodules.", "unknown"),
+    ("Where is the nodule?", "FINDINGS: Possible nodular opacity in the right midlung. No "
+     "nodules.", "unknown"),
 ]  # fmt: skip
 
 
