@@ -2769,7 +2769,8 @@ def _concept_target(
             for w in dict.fromkeys([*words.split(), *f.text.lower().split()])
             if w not in asked and w in patterns.place_parts
         )
-        near = _near_words([f], patterns.denying_words) & patterns.place_parts
+        # not a word of the concept's own name ("aortic" of an aortic aneurysm)
+        near = (_near_words([f], patterns.denying_words) - asked) & patterns.place_parts
         # each word beside it a term of its own, in the report's order ("lower thoracic or
         # upper lumbar vertebra": thoracic, lumbar)
         parts += [own] if own else sorted(near, key=(f.sentence or "").lower().find)

@@ -1433,6 +1433,11 @@ PLACES_AND_GRADES = [
     ("Where is the nodule?", "FINDINGS: No nodules.", "unknown"),
     ("Where is the nodule?", "FINDINGS: Possible nodular opacity in the right midlung. No "
      "nodules.", "unknown"),
+    # the part of the aorta, not the word of the concept's own name
+    ("Which part of the aorta could be aneurysmal?", "FINDINGS: The aorta is tortuous; "
+     "cannot exclude a descending aortic aneurysm.", ["descending"]),
+    ("Which part of the aorta could be aneurysmal?", "FINDINGS: Cannot exclude aortic "
+     "aneurysm.", "unknown"),
 ]  # fmt: skip
 
 
