@@ -2622,6 +2622,7 @@ def _abnormal_there(
     ]
 
 
+_NEXT_WORD = re.compile(r"\s+([A-Za-z]+)\b")
 _WORD = re.compile(r"\b[a-z][a-z-]*\b")  # "5th" is no word: "old healed right 5th rib"
 #: words before and after a finding that may describe it ("old right rib fractures",
 #: "nodule is calcified", "thoracic aorta is mildly tortuous and calcified")
@@ -2647,14 +2648,17 @@ def _near_words(mentions: Iterable[Mention], denying: frozenset[str]) -> frozens
     return frozenset(out)
 
 
-def _place_words(mentions: Iterable[Mention]) -> list[str]:
-    """The report's own words for each place its location evidence names ("left base")."""
-    return _evidence_words(mentions, "location")
+def _place_words(mentions: Iterable[Mention], parts: Collection[str] = ()) -> list[str]:
+    """The report's own words for each place its location evidence names ("left base"); a
+    zone with the part it is of after it (`parts`: "lower mediastinum", not "lower")."""
+    return _evidence_words(mentions, "location", parts)
 
 
-def _evidence_words(mentions: Iterable[Mention], attribute: str) -> list[str]:
+def _evidence_words(
+    mentions: Iterable[Mention], attribute: str, parts: Collection[str] = ()
+) -> list[str]:
     """The report's own words for each value of `attribute` its mentions' evidence gives,
-    in order, once each."""
+    in order, once each, with the word after them where it is one of `parts`."""
     out: list[str] = []
     for m in mentions:
         if m.sentence_start is None:
@@ -2662,6 +2666,9 @@ def _evidence_words(mentions: Iterable[Mention], attribute: str) -> list[str]:
         for ev in m.attribute_evidence:
             if ev.get("attribute") == attribute:
                 a, b = int(ev["start"]) - m.sentence_start, int(ev["end"]) - m.sentence_start
+                after = _NEXT_WORD.match(m.sentence, b) if parts and 0 <= a < b else None
+                if after and after[1].lower() in parts:
+                    b = after.end()
                 words = " ".join(m.sentence[a:b].split()) if 0 <= a < b else ""
                 if words:
                     out.append(words)
@@ -3291,7 +3298,7 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
                 if not finding.get("location"):
                     terms += [str(p) for p in finding.get("parts") or ()]  # type: ignore[attr-defined]
                 # then the report's own words for them ("left base" for "basilar")
-                said = _place_words(target.deciding)
+                said = _place_words(target.deciding, patterns.place_parts)
                 terms += [w for w in said if w.lower() not in {t.lower() for t in terms}]
             return out(terms, True) if terms else out("unknown", False)
         if qtype == "size":

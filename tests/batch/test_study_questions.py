@@ -887,7 +887,7 @@ CLINICIANS = [
     ("Is there disc degeneration?", "FINDINGS: Normal thoracic spine.", "presence", "no"),
     # a site the question names picks the finding there among several
     ("Where is the mediastinal opacity?", "FINDINGS: Bibasilar airspace opacities. Stable "
-     "right upper mediastinal opacity.", "position", ["right", "upper"]),
+     "right upper mediastinal opacity.", "position", ["right", "upper", "upper mediastinal"]),
     # a describing word of an open question picks the finding so described among several;
     # supra- and infrahilar are perihilar places
     ("Where is the calcified nodule?", "FINDINGS: Right upper lobe nodule. Calcified nodule "
@@ -1438,6 +1438,11 @@ PLACES_AND_GRADES = [
      "cannot exclude a descending aortic aneurysm.", ["descending"]),
     ("Which part of the aorta could be aneurysmal?", "FINDINGS: Cannot exclude aortic "
      "aneurysm.", "unknown"),
+    # a bare zone with the part it is of after it, in the report's words
+    ("Where is the increased density?", "FINDINGS: Stable increased density overlying the "
+     "lower mediastinum.", ["lower", "lower mediastinum"]),
+    ("Where is the opacity?", "FINDINGS: Opacity in the left lower lung with mediastinal "
+     "shift.", ["left", "lower", "lower lung"]),
 ]  # fmt: skip
 
 
