@@ -1250,14 +1250,9 @@ class QuestionParser:
         if qtype == "count" and unit is not None:
             qtype = "size"  # "How many centimetres is the granuloma?"
         where = (
-            tuple(
-                _qualifier(r.doc, h)
-                for h in hits
-                if h.group in _PLACE_KINDS
-                and free(h)
-                # "Where is the scarring in the left lung?": of that side's findings
-                and (qtype != "position" or h.group == "side")
-            )
+            # "Where is the scarring in the left lung?", "Where are the granulomas below the
+            # diaphragm?": of the findings there
+            tuple(_qualifier(r.doc, h) for h in hits if h.group in _PLACE_KINDS and free(h))
             + self._sites_named(r)
             + tuple(
                 # "Where is the calcified nodule?": the one the report calls so

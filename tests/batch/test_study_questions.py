@@ -1443,6 +1443,13 @@ PLACES_AND_GRADES = [
      "lower mediastinum.", ["lower", "lower mediastinum"]),
     ("Where is the opacity?", "FINDINGS: Opacity in the left lower lung with mediastinal "
      "shift.", ["left", "lower", "lower lung"]),
+    # a zone the question names: the findings there; below the diaphragm, the upper abdomen
+    ("Where are the granulomas below the diaphragm?", "FINDINGS: Calcified hilar granulomas. "
+     "Calcified splenic granulomas.", ["spleen", "splenic"]),
+    ("Where are the granulomas?", "FINDINGS: Calcified hilar granulomas. Calcified splenic "
+     "granulomas.", ["perihilar", "spleen", "hilar", "splenic"]),
+    ("Where is the opacity in the lower lobe?", "FINDINGS: Right upper lobe opacity. Left "
+     "lower lobe opacity.", ["left", "left lower lobe"]),
 ]  # fmt: skip
 
 

@@ -98,6 +98,9 @@ def test_laterality_stays_with_its_own_list_item(label: Callable[[str], ReportLa
         ("Nodule projecting over the thoracolumbar spine.", "Nodule", ["thoracolumbar spine"]),
         ("Nodule projecting over the thoracolumbar junction.", "Nodule",
          ["thoracolumbar junction"]),
+        # the organs of the upper abdomen
+        ("Calcified nodule in the spleen.", "Nodule", ["spleen"]),
+        ("Splenic nodule.", "Nodule", ["spleen"]),
     ],
 )  # fmt: skip
 def test_location(attrs: Attrs, text: str, name: str, expected: list[str] | None) -> None:
