@@ -135,6 +135,9 @@ class AttributeRules:
     plural_rule: str
     plural_labels: frozenset[str]
     place_nouns: frozenset[str] = frozenset()
+    #: nouns of the lungs' places a run of pre-modifiers passes over ("moderate left basilar
+    #: lung consolidation")
+    run_place_nouns: frozenset[str] = frozenset()
     #: nouns a finding is counted in after "of" ("retrolisthesis of two vertebral bodies")
     counted_nouns: frozenset[str] = frozenset()
     links: frozenset[str] = frozenset()
@@ -270,6 +273,7 @@ def load_attribute_rules(name: str = "attributes.v1") -> AttributeRules:
         plural_rule=str(plural.get("id", PLURAL_RULE)),
         plural_labels=frozenset(str(x) for x in plural.get("labels") or ()),
         place_nouns=frozenset(str(x).lower() for x in data.get("place_nouns") or ()),
+        run_place_nouns=frozenset(str(x).lower() for x in data.get("run_place_nouns") or ()),
         counted_nouns=frozenset(str(x).lower() for x in data.get("counted_nouns") or ()),
         links=frozenset(str(x).lower() for x in data.get("same_finding_links") or ()),
         denials=frozenset(str(x).lower() for x in data.get("readings_denied_by") or ()),
@@ -461,7 +465,9 @@ class AttributeFinder:
         # Each mention's own pre-modifier terms, whatever the parse: a size written before
         # "spiculated mass" stays the mass's when a hedged diagnosis follows ("..., concerning
         # for malignancy") and the parse hangs the size on a word of its own.
-        owned = [_premodifier_terms(doc, m, term_tokens) for m in mentions]
+        owned = [
+            _premodifier_terms(doc, m, term_tokens, self.rules.run_place_nouns) for m in mentions
+        ]
         for idx, mention in enumerate(mentions):
             anchors = set(range(mention.start, mention.end))
             if parsed:
@@ -721,11 +727,14 @@ def _masked_unit(doc: Doc, span: Span, text: str) -> bool:
 _PASSABLE_TAGS = frozenset({"JJ", "JJR", "JJS", "VBN", "VBG", "VBD", "HYPH"})
 
 
-def _premodifier_terms(doc: Doc, mention: Span, term_tokens: set[int]) -> set[int]:
+def _premodifier_terms(
+    doc: Doc, mention: Span, term_tokens: set[int], place_nouns: frozenset[str] = frozenset()
+) -> set[int]:
     """The term tokens in the unbroken run of modifiers right before `mention`.
 
     Term words may be separated by adjectives and participles that are not terms
-    themselves; the run ends at any other word. On an unparsed doc (no tags), only
+    themselves, and by the place nouns a place word hangs on ("moderate left basilar lung
+    consolidation"); the run ends at any other word. On an unparsed doc (no tags), only
     term words make the run.
     """
     run: set[int] = set()
@@ -733,7 +742,7 @@ def _premodifier_terms(doc: Doc, mention: Span, term_tokens: set[int]) -> set[in
     while i >= 0:
         if i in term_tokens:
             run.add(i)
-        elif doc[i].tag_ not in _PASSABLE_TAGS:
+        elif doc[i].tag_ not in _PASSABLE_TAGS and doc[i].lower_ not in place_nouns:
             break
         i -= 1
     return run

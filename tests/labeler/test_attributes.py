@@ -486,8 +486,14 @@ def test_coordinated_lobes_are_each_a_lobe(
         # words right before the finding is still its own
         ("Newly seen left effusion.", "Effusion", {"change": "new", "laterality": "left"}),
         ("Small left effusion and right pneumothorax.", "Pneumothorax", {"laterality": "right"}),
+        # a noun of the lungs' places inside the run ("left" parsed as a verb again)
+        ("Moderate left basilar lung consolidation with mild right basilar opacities.",
+         "Consolidation", {"severity": "moderate", "laterality": "left"}),
+        # any other noun ends it
+        ("Increased retrosternal clear space suggesting emphysema.", "Emphysema",
+         {"change": None}),
     ],
-)
+)  # fmt: skip
 @pytest.mark.issue(12)
 def test_premodifier_run_belongs_to_the_finding_whatever_the_parse(
     attrs: Attrs, text: str, name: str, expected: dict[str, object]
