@@ -1450,6 +1450,10 @@ PLACES_AND_GRADES = [
      "granulomas.", ["perihilar", "spleen", "hilar", "splenic"]),
     ("Where is the opacity in the lower lobe?", "FINDINGS: Right upper lobe opacity. Left "
      "lower lobe opacity.", ["left", "left lower lobe"]),
+    # "very mild" is graded mild, in the report and in the question
+    ("How bad is the wedge deformity?", "FINDINGS: Very mild anterior wedge deformity of a "
+     "midthoracic vertebra.", "mild"),
+    ("Is the cardiomegaly very mild?", "FINDINGS: Mild cardiomegaly.", "yes"),
 ]  # fmt: skip
 
 

@@ -115,6 +115,8 @@ def test_location(attrs: Attrs, text: str, name: str, expected: list[str] | None
         ("Minimal atelectasis.", "Atelectasis", "minimal"),
         ("Small left effusion.", "Effusion", "mild"),
         ("Mild cardiomegaly.", "Cardiomegaly", "mild"),
+        ("Very mild cardiomegaly.", "Cardiomegaly", "mild"),
+        ("Very small left effusion.", "Effusion", "minimal"),
         ("Moderate pulmonary edema.", "Edema", "moderate"),
         ("Large right pleural effusion.", "Effusion", "severe"),
         ("Extensive consolidation.", "Consolidation", "severe"),
