@@ -466,7 +466,8 @@ class AttributeFinder:
         # "spiculated mass" stays the mass's when a hedged diagnosis follows ("..., concerning
         # for malignancy") and the parse hangs the size on a word of its own.
         owned = [
-            _premodifier_terms(doc, m, term_tokens, self.rules.run_place_nouns) for m in mentions
+            _premodifier_terms(doc, m, term_tokens, self.rules.run_place_nouns, self.rules.links)
+            for m in mentions
         ]
         for idx, mention in enumerate(mentions):
             anchors = set(range(mention.start, mention.end))
@@ -728,21 +729,32 @@ _PASSABLE_TAGS = frozenset({"JJ", "JJR", "JJS", "VBN", "VBG", "VBD", "HYPH"})
 
 
 def _premodifier_terms(
-    doc: Doc, mention: Span, term_tokens: set[int], place_nouns: frozenset[str] = frozenset()
+    doc: Doc,
+    mention: Span,
+    term_tokens: set[int],
+    place_nouns: frozenset[str] = frozenset(),
+    links: frozenset[str] = frozenset(),
 ) -> set[int]:
     """The term tokens in the unbroken run of modifiers right before `mention`.
 
     Term words may be separated by adjectives and participles that are not terms
     themselves, and by the place nouns a place word hangs on ("moderate left basilar lung
-    consolidation"); the run ends at any other word. On an unparsed doc (no tags), only
-    term words make the run.
+    consolidation"), and starts before a word written onto the mention with a slash ("mild
+    ectasia/tortuosity"); the run ends at any other word, and at a word that links two
+    findings (`links`: "slightly accentuated suggesting underlying emphysema" is no mild
+    emphysema). On an unparsed doc (no tags), only term words make the run.
     """
     run: set[int] = set()
     i = mention.start - 1
+    if i >= 1 and doc[i].text == "/" and not doc[i].whitespace_ and not doc[i - 1].whitespace_:
+        # the other reading written onto it ("mild ectasia/tortuosity"): the run before both
+        i -= 2
     while i >= 0:
         if i in term_tokens:
             run.add(i)
-        elif doc[i].tag_ not in _PASSABLE_TAGS and doc[i].lower_ not in place_nouns:
+        elif doc[i].lower_ in links or (
+            doc[i].tag_ not in _PASSABLE_TAGS and doc[i].lower_ not in place_nouns
+        ):
             break
         i -= 1
     return run

@@ -242,6 +242,12 @@ def test_levels_joined_before_a_finding_keep_its_describing_words(read: Read) ->
         ("FINDINGS: Mild aortic ectasia/tortuosity.", "tortuous_aorta", {"severity": "mild"}),
         ("FINDINGS: There is tortuosity and/or ectasia of the thoracic aorta.",
          "tortuous_aorta", {}),
+        # a word written onto the finding with a slash shares its pre-modifiers; a linking
+        # word ends them
+        ("FINDINGS: Aortic calcifications and mild ectasia/tortuosity.", "tortuous_aorta",
+         {"severity": "mild"}),
+        ("FINDINGS: Markings are slightly accentuated suggesting underlying emphysema.",
+         "emphysema", {}),
         ("IMPRESSION: Low volume lungs.", "low_lung_volumes", {}),
         ("IMPRESSION: Portacatheter is noted.", "port", {}),
         # a bone or joint is a finding's place; the zone word in a bone's name is the bone's
