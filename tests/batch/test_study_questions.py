@@ -1454,6 +1454,9 @@ PLACES_AND_GRADES = [
     ("How bad is the wedge deformity?", "FINDINGS: Very mild anterior wedge deformity of a "
      "midthoracic vertebra.", "mild"),
     ("Is the cardiomegaly very mild?", "FINDINGS: Mild cardiomegaly.", "yes"),
+    # the vessels' prominence, in the report's words and the question's
+    ("How prominent are the pulmonary vessels?", "FINDINGS: Slightly prominent pulmonary "
+     "vascularity.", "mild"),
 ]  # fmt: skip
 
 

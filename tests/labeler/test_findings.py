@@ -248,6 +248,9 @@ def test_levels_joined_before_a_finding_keep_its_describing_words(read: Read) ->
          {"severity": "mild"}),
         ("FINDINGS: Markings are slightly accentuated suggesting underlying emphysema.",
          "emphysema", {}),
+        # prominent pulmonary vessels are the lexicon's vascular congestion
+        ("FINDINGS: Slightly prominent pulmonary vascularity.", "pulmonary_vascular_congestion",
+         {"severity": "mild"}),
         ("IMPRESSION: Low volume lungs.", "low_lung_volumes", {}),
         ("IMPRESSION: Portacatheter is noted.", "port", {}),
         # a bone or joint is a finding's place; the zone word in a bone's name is the bone's
