@@ -731,3 +731,10 @@ def test_a_predicate_before_and_shares_no_head(read: Read) -> None:
     # "the heart is enlarged and ...": what the heart is, not an enlarged aorta
     found = read("FINDINGS: The heart is enlarged and tortuous aorta is seen.").report_findings
     assert "ectatic_aorta" not in [f.concept for f in found or []]
+
+
+def test_dissection_alone_is_the_aortas_and_the_operations_are_postoperative(read: Read) -> None:
+    assert _one(read("IMPRESSION: Concern for dissection, CT is recommended."), "aortic_dissection")
+    neck = read("FINDINGS: Status post right neck dissection. Clear lungs.")
+    assert "aortic_dissection" not in [f.concept for f in neck.report_findings or ()]
+    assert _one(neck, "postoperative_change")
