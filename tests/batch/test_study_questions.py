@@ -813,6 +813,16 @@ CLINICIANS = [
     ("Has the patient had a mastectomy?", "FINDINGS: Left mastectomy.", "presence", "yes"),
     # the cardiothoracic ratio is a measurement of the heart a report rarely gives
     ("What is the cardiothoracic ratio?", "FINDINGS: Mild cardiomegaly.", "size", "unknown"),
+    # how much height a vertebra lost, how much fluid in mL: a measurement, not the grade
+    ("How much height has the vertebra lost?", "FINDINGS: Slight wedge deformity of a "
+     "midthoracic vertebral body.", "size", "unknown"),
+    ("How much vertebral height is lost?", "FINDINGS: No compression deformity.", "size",
+     "unknown"),
+    ("Is there vertebral height loss?", "FINDINGS: Mild anterior wedging of a lower thoracic "
+     "vertebral body.", "presence", "yes"),
+    ("How much fluid is there in mL?", "FINDINGS: Small left pleural effusion.", "size",
+     "unknown"),
+    ("How much fluid is there?", "FINDINGS: Small left pleural effusion.", "severity", "mild"),
     ("Which arm is broken?", "FINDINGS: Fracture of the left humeral neck.", "position",
      ["left"]),
     # one finding by either of two names: where the report's reading is
