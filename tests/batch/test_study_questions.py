@@ -929,6 +929,10 @@ CLINICIANS = [
      "angle.", "position", ["left"]),
     ("Where are the surgical clips?", "FINDINGS: Surgical clips in the right upper quadrant.",
      "position", ["right", "right upper quadrant"]),
+    ("Where are the surgical clips?", "FINDINGS: Surgical clips in the epigastric region.",
+     "position", ["epigastrium", "epigastric region"]),
+    ("Are there clips below the diaphragm?", "FINDINGS: Surgical clips in the epigastrium.",
+     "position", "yes"),
     # a clinician's "spine changes"
     ("How severe are the spine changes?", "FINDINGS: Mild degenerative changes of the "
      "thoracic spine.", "severity", "mild"),

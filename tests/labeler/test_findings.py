@@ -266,6 +266,10 @@ def test_levels_joined_before_a_finding_keep_its_describing_words(read: Read) ->
         # and the upper abdomen under the diaphragm
         ("FINDINGS: Surgical clips in the right upper quadrant.", "cholecystectomy_clips",
          {"laterality": "right", "location": ["right upper quadrant"]}),
+        ("FINDINGS: Vascular clips project over the epigastrium.", "surgical_clips",
+         {"location": ["epigastrium"]}),
+        ("FINDINGS: Stable postoperative changes in the epigastric region.",
+         "postoperative_change", {"location": ["epigastrium"], "change": "unchanged"}),
         # lung volumes said low or decreased as a predicate; a hilum's prominence
         ("FINDINGS: Lung volumes are mildly decreased.", "low_lung_volumes",
          {"severity": "mild"}),
