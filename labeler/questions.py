@@ -223,6 +223,10 @@ class QuestionPatterns:
     #: label -> lexicon concepts read as it where the report names the label nowhere
     #: ("17 mm nodular opacity" is the nodule a clinician asks about)
     read_as_label: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: label or `concept:<id>` -> lexicon concepts of its family whose measured finding on
+    #: the same side and place is it, named twice ("3 cm nodule in the right hilum ...
+    #: right hilar mass"): a size question about it takes that size
+    measured_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: label -> lexicon concepts that only suggest it: read where the report names the label
     #: nowhere, as possible at most ("Is there pneumonia?" over "atelectasis or infiltrate")
     suggested_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -420,6 +424,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         },
         tip_devices=frozenset(str(w) for w in data.get("tip_devices") or ()),
         read_as_label=_lists(data, "read_as_label"),
+        measured_by=_lists(data, "measured_by"),
         suggested_by=_lists(data, "suggested_by"),
         pronouns=_words(data, "pronouns"),
         demonstratives=_words(data, "demonstratives"),
@@ -2134,6 +2139,8 @@ def answer_from_report(
             target = _concept_target(parent, report, lexicon, patterns)
         if question.asks == "tip" and not target.finding.get("tip"):
             target = _tip_of_parts(target, concept, report, lexicon, patterns)
+        if question.type == "size" and label in patterns.measured_by:
+            target = _measured_by(target, label, report, lexicon, patterns)
         if question.type == "count" and question.open and target.status == "absent":
             holders = _holders_named(concept, report, lexicon, patterns)
             if holders:
@@ -2162,6 +2169,8 @@ def answer_from_report(
                 target = _read_as_label(target, label, report, lexicon, patterns)
             elif question.type in _LENT and label in patterns.read_as_label:
                 target = _measured_as_label(question, target, report, lexicon, patterns)
+            if question.type == "size" and label in patterns.measured_by:
+                target = _measured_by(target, label, report, lexicon, patterns)
             if target.status == "absent" and label in patterns.suggested_by:
                 suggested = _read_as_label(
                     target, label, report, lexicon, patterns, patterns.suggested_by
@@ -2248,6 +2257,46 @@ def _measured_as_label(
     return dataclasses.replace(
         target, finding={**target.finding, **lent}, evidence=[*target.evidence, *read.evidence]
     )
+
+
+def _measured_by(
+    target: _Target,
+    label: str,
+    report: ReportLabels,
+    lexicon: Lexicon | None,
+    patterns: QuestionPatterns,
+) -> _Target:
+    """A finding the report names without a size ("unchanged right hilar mass") takes the
+    size of the finding of its family (`measured_by`) the report measures on the same side
+    and in the same place ("a 3.0 cm nodule ... within the right hilum"): one lesion, named
+    twice. A side or a place must be shared; one that differs is another lesion."""
+    if target.status != "positive" or target.finding.get("size_mm") is not None:
+        return target
+    if lexicon is None:
+        from labeler.lexicon import load_lexicon
+
+        lexicon = load_lexicon()
+    side = target.finding.get("laterality")
+    where = [str(p) for p in target.finding.get("location") or ()]  # type: ignore[attr-defined]
+    for concept in patterns.measured_by[label]:
+        if concept not in lexicon.concepts:
+            continue
+        other = _concept_target(concept, report, lexicon, patterns)
+        size = other.finding.get("size_mm")
+        if other.status != "positive" or size is None:
+            continue
+        o_side = other.finding.get("laterality")
+        o_where = [str(p) for p in other.finding.get("location") or ()]  # type: ignore[attr-defined]
+        if (side and o_side and side != o_side) or not _places_agree(where, o_where):
+            continue
+        if not ((side and side == o_side) or (where and o_where)):
+            continue  # nothing shared: no reason to read them as one
+        return dataclasses.replace(
+            target,
+            finding={**target.finding, "size_mm": size},
+            evidence=[*target.evidence, *other.evidence],
+        )
+    return target
 
 
 def _stated_normal(

@@ -813,6 +813,19 @@ CLINICIANS = [
     ("Has the patient had a mastectomy?", "FINDINGS: Left mastectomy.", "presence", "yes"),
     # the cardiothoracic ratio is a measurement of the heart a report rarely gives
     ("What is the cardiothoracic ratio?", "FINDINGS: Mild cardiomegaly.", "size", "unknown"),
+    # a nodule or mass named twice: once measured, once not, on the same side and place
+    ("How big is the hilar mass?", "FINDINGS: A 3.0 cm nodule is seen in the right hilum. "
+     "IMPRESSION: Unchanged right hilar mass.", "size", 30.0),
+    ("How big is the mass?", "FINDINGS: A 2 cm nodule in the left upper lobe. IMPRESSION: "
+     "Left upper lobe mass.", "size", 20.0),
+    ("How big is the nodule?", "FINDINGS: A 2 cm mass in the left upper lobe. IMPRESSION: "
+     "Left upper lobe nodule.", "size", 20.0),
+    ("How big is the hilar mass?", "FINDINGS: A 3.0 cm nodule in the left hilum. "
+     "IMPRESSION: Right hilar mass.", "size", "unknown"),
+    ("How big is the mass?", "FINDINGS: A 2 cm nodule in the left upper lobe. IMPRESSION: "
+     "Left lower lobe mass.", "size", "unknown"),
+    ("How big is the mass?", "FINDINGS: A 2 cm nodule in the left upper lobe. IMPRESSION: "
+     "Possible left upper lobe mass.", "size", "unknown"),
     # how much height a vertebra lost, how much fluid in mL: a measurement, not the grade
     ("How much height has the vertebra lost?", "FINDINGS: Slight wedge deformity of a "
      "midthoracic vertebral body.", "size", "unknown"),
