@@ -2181,6 +2181,11 @@ def answer_from_report(
     if question.open and question.type == "position":
         # "Which shoulder is fractured?": the side beside the site asked about
         site = {str(w) for q in question.where if q.kind == "site" for w in q.accepts}
+        if question.asks == "level" and not site:
+            # "Which rib is fractured?" over "fracture of the right lateral 9th rib": the
+            # side beside the rib or vertebra named
+            levels = target.finding.get("levels") or ()
+            site = {w for lv in levels for w in str(lv).lower().split()}  # type: ignore[attr-defined]
         target = _side_before_site(target, site, patterns)
     target = _narrowed_to_part(question, target, patterns)
     if (

@@ -1613,6 +1613,28 @@ def test_a_part_of_the_body_asked_about_by_a_general_word(
 
 @pytest.mark.issue(40)
 @pytest.mark.parametrize(
+    ("question", "report", "answer"),
+    [
+        # a bone finding read with no side: the side word just before its rib
+        ("Which rib is fractured?", "FINDINGS: Age-indeterminate fracture of the left lateral "
+         "7th rib.", ["left", "7th rib"]),
+        ("Which rib is fractured?", "FINDINGS: Possible fracture of the right posterior 5th "
+         "rib.", ["right", "5th rib"]),
+        # no side word beside the rib: none is given
+        ("Which rib is fractured?", "FINDINGS: Age-indeterminate fracture of the lateral 7th "
+         "rib.", ["7th rib"]),
+        ("Which rib is fractured?", "FINDINGS: No rib fracture.", "unknown"),
+    ],
+)  # fmt: skip
+def test_a_level_question_takes_the_side_beside_the_level(
+    engine: StudyQuestions, question: str, report: str, answer: object
+) -> None:
+    got = engine.ask(question, report=engine.label_reports([report])[report])
+    assert got.answer == answer
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
     "question",
     [
         "Any change in the heart?",  # a change word alone asks whether the part changed
