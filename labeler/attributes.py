@@ -851,6 +851,11 @@ def _scope(
             scope.update((parent.i, noun.i))
             anchors.update((parent.i, noun.i))
             scope.update(c.i for c in noun.children if c.dep_ in ("det", "amod", "compound", "neg"))
+            # "the appearance of the XXXX opacities in the bilateral lower lobes": the
+            # parse may hang the finding's place on the governing noun, after the finding
+            for c in noun.children:
+                if c.dep_ == "prep" and c.i >= mention.end and c.i != parent.i:
+                    scope |= _own_phrase(c, others)
             head = noun
             continue
         break

@@ -73,6 +73,30 @@ def test_laterality_stays_with_its_own_list_item(label: Callable[[str], ReportLa
     assert by_label["Pneumothorax"] == {"laterality": "right", "severity": "severe"}
 
 
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
+    ("text", "name", "side", "place"),
+    [
+        # a masked word before the finding: the parse hangs its place on the governing noun
+        ("No interval change in the appearance of the XXXX nodules in the right upper lobe.",
+         "Nodule", "right", ["right upper lobe"]),
+        ("Slight increase in the size of the XXXX nodule in the left lower lobe, possibly "
+         "malignant.", "Nodule", "left", ["left lower lobe"]),
+        # hedged: the place is still its own
+        ("Possible increase in the size of the XXXX nodule in the left lower lobe.", "Nodule",
+         "left", ["left lower lobe"]),
+        # another finding's place stays with it
+        ("No interval change in the appearance of the XXXX atelectasis, with a new effusion in "
+         "the right base.", "Atelectasis", None, None),
+    ],
+)  # fmt: skip
+def test_a_place_hung_on_the_governing_noun_is_the_findings(
+    attrs: Attrs, text: str, name: str, side: str | None, place: list[str] | None
+) -> None:
+    got = attrs(text, name)
+    assert (got.get("laterality"), got.get("location")) == (side, place)
+
+
 @pytest.mark.parametrize(
     ("text", "name", "expected"),
     [
