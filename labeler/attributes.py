@@ -64,6 +64,7 @@ _LATERALITIES = frozenset({"left", "right", "bilateral"})
 _CHANGES = frozenset(
     {"new", "increased", "decreased", "unchanged", "resolved", "improved", "worsened"}
 )
+_PLACES = frozenset({"laterality", "location"})
 _SETTABLE = frozenset({"laterality", "location", "severity", "count", "change"})
 _STATUS_RANK = {"positive": 3, "uncertain": 2, "negative": 1}
 
@@ -96,8 +97,9 @@ _MAX_UP = 4
 _MAX_PATH = 12
 # what stands between the items of a bare list ("A and B", "A, B or C")
 _LIST_JOINERS = frozenset({"and", "or", ",", "&", "and/or", "/"})
-#: the words between two readings offered for one finding ("scarring or atelectasis")
-_READINGS_JOINED = (["or"], ["and/or"], ["and", "/", "or"], ["/"])
+#: the words between two readings offered for one finding ("scarring or atelectasis",
+#: "effusion versus thickening")
+_READINGS_JOINED = (["or"], ["and/or"], ["and", "/", "or"], ["/"], ["versus"], ["vs"], ["vs", "."])
 #: a vertebra or rib level ("T12", "L1", "9th")
 _LEVEL = re.compile(r"(?:[TLC]\d{1,2}|\d{1,2}(?:st|nd|rd|th))$", re.IGNORECASE)
 #: what ends the stretch of words a mention may take without a parse
@@ -475,7 +477,10 @@ class AttributeFinder:
                 scope, np_left, anchors = _scope(
                     mention, roots, self.rules.links, self.rules.denials
                 )
+                tail, readings = _readings_tail(doc, mentions, idx, roots, self.rules.denials)
+                anchors |= readings
             else:
+                tail = set()
                 scope, np_left = _window(doc, mentions, idx, self.rules.denials, self.rules.links)
                 # "opacities consistent with atelectasis": one finding, two names
                 if idx and any(
@@ -516,7 +521,9 @@ class AttributeFinder:
                         mention, span
                     ):
                         continue
-                elif not any(i in scope for i in tokens):
+                elif not any(i in scope for i in tokens) and not (
+                    ev.attribute in _PLACES and any(i in tail for i in tokens)
+                ):
                     continue
                 if parsed and not self._hangs_on_places(span, anchors, term_tokens):
                     continue
@@ -758,6 +765,41 @@ def _premodifier_terms(
             break
         i -= 1
     return run
+
+
+def _readings_joined(doc: Doc, a: Span, b: Span) -> bool:
+    """Whether only a word offering readings, then `b`'s own pre-modifiers, come between two
+    mentions ("effusion versus minimal pleural thickening")."""
+    between = doc[a.end : b.start]
+    words = [t.lower_ for t in between]
+    for n in range(len(words), 0, -1):
+        if words[:n] in _READINGS_JOINED:
+            return all(
+                t.head.i in range(b.start, b.end) and t.dep_ in _COUNT_DEPS for t in between[n:]
+            )
+    return False
+
+
+def _readings_tail(
+    doc: Doc, mentions: Sequence[Span], idx: int, roots: set[int], denials: frozenset[str]
+) -> tuple[set[int], set[int]]:
+    """The words after the last of the readings offered for one finding that hang on any of
+    them, and the readings' own words: "pleural effusion versus pleural thickening
+    bilaterally" places both (not a list of what is not there: "no effusion or pneumothorax
+    on the left")."""
+    first = last = idx
+    while first > 0 and _readings_joined(doc, mentions[first - 1], mentions[first]):
+        first -= 1
+    while last + 1 < len(mentions) and _readings_joined(doc, mentions[last], mentions[last + 1]):
+        last += 1
+    if first == last or any(t.lower_ in denials for t in doc[: mentions[first].start]):
+        return set(), set()
+    end = mentions[last].end
+    tail: set[int] = set()
+    for m in mentions[first : last + 1]:
+        tail |= {i for i in _own_phrase(m.root, roots - {m.root.i}) if i >= end}
+    readings = {i for m in mentions[first : last + 1] for i in range(m.start, m.end)}
+    return tail, readings
 
 
 def _own_phrase(root: Token, other_roots: set[int]) -> set[int]:

@@ -97,6 +97,32 @@ def test_a_place_hung_on_the_governing_noun_is_the_findings(
     assert (got.get("laterality"), got.get("location")) == (side, place)
 
 
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
+    ("text", "name", "side", "place"),
+    [
+        # readings offered for one finding share the place said after the last
+        ("Mild atelectasis versus scarring in the right lung base.", "Atelectasis", "right",
+         ["basilar"]),
+        ("Small effusion versus pleural thickening on the left.", "Effusion", "left", None),
+        ("Possible pleural effusion or minimal pleural thickening bilaterally.", "Effusion",
+         "bilateral", None),
+        # not a list of what is not there
+        ("No effusion or pneumothorax on the left.", "Pneumothorax", None, None),
+    ],
+)  # fmt: skip
+def test_readings_of_one_finding_share_the_place_after_the_last(
+    attrs: Attrs, text: str, name: str, side: str | None, place: list[str] | None
+) -> None:
+    got = attrs(text, name)
+    assert (got.get("laterality"), got.get("location")) == (side, place)
+
+
+def test_readings_share_the_place_but_not_the_others_severity(attrs: Attrs) -> None:
+    got = attrs("Possible pleural effusion or minimal pleural thickening bilaterally.", "Effusion")
+    assert got.get("severity") is None
+
+
 @pytest.mark.parametrize(
     ("text", "name", "expected"),
     [
