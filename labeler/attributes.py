@@ -164,6 +164,9 @@ class AttributeRules:
     comparison_words: frozenset[str] = frozenset()
     #: words after a length that make it a distance, not a size ("4.7 cm above the carina")
     distance_words: frozenset[str] = frozenset()
+    #: lexicon kinds whose mentions name how the film was taken, not a finding ("seen on
+    #: the lateral view"): they hold no attribute, and the sentence's words are its findings'
+    unattributed_kinds: frozenset[str] = frozenset()
 
     def is_distance(self, text: str, end: int) -> bool:
         """Whether the length that ends at `end` of `text` is a distance, its next word one of
@@ -289,6 +292,7 @@ def load_attribute_rules(name: str = "attributes.v1") -> AttributeRules:
         sole_size_rule=str((size.get("sole_in_sentence") or {}).get("id") or ""),
         comparison_words=frozenset(str(x).lower() for x in data.get("comparison_words") or ()),
         distance_words=frozenset(str(x).lower() for x in size.get("distance_before") or ()),
+        unattributed_kinds=frozenset(str(x) for x in data.get("unattributed_kinds") or ()),
     )
 
 
@@ -346,10 +350,20 @@ class AttributeFinder:
             tokenizer (`nlp.make_doc`), used to build the phrase patterns.
         vocab: the pipeline's vocab.
         rules: the attribute vocabulary.
+        bare_labels: the labels of mentions that hold no attribute (the lexicon's
+            concepts of `rules.unattributed_kinds`): the other mentions read the
+            sentence as if they were not there.
     """
 
-    def __init__(self, nlp_make_doc: Any, vocab: Any, rules: AttributeRules) -> None:
+    def __init__(
+        self,
+        nlp_make_doc: Any,
+        vocab: Any,
+        rules: AttributeRules,
+        bare_labels: frozenset[str] = frozenset(),
+    ) -> None:
         self.rules = rules
+        self.bare_labels = bare_labels
         self.matcher = PhraseMatcher(vocab, attr="LOWER")
         self._terms: dict[str, AttributeTerm] = {}
         for term in rules.terms:
@@ -459,6 +473,16 @@ class AttributeFinder:
         found = self.terms(doc, words, text) if terms is None else terms
         if not found:
             return [[] for _ in mentions]
+        if self.bare_labels and any(m.label_ in self.bare_labels for m in mentions):
+            # "granuloma seen on the lateral view is stable": the view holds nothing, and
+            # the words after it are the granuloma's
+            kept = [i for i, m in enumerate(mentions) if m.label_ not in self.bare_labels]
+            out: list[list[AttributeEvidence]] = [[] for _ in mentions]
+            if kept:
+                sub = self.evidence(doc, [mentions[i] for i in kept], words, text, terms=found)
+                for i, held in zip(kept, sub, strict=True):
+                    out[i] = held
+            return out
         parsed = doc.has_annotation("DEP")
         roots = {m.root.i for m in mentions} if parsed else set()
         term_tokens = {i for span, _ in found for i in range(span.start, span.end)}

@@ -956,7 +956,18 @@ def _engine(nlp: Language, config: LabelerConfig) -> _Engine:
             if config.statements
             else None
         )
-        finder = AttributeFinder(nlp.make_doc, nlp.vocab, load_attribute_rules(config.attributes))
+        attribute_rules = load_attribute_rules(config.attributes)
+        lexicon = load_lexicon(config.lexicon) if config.findings else None
+        bare = (
+            frozenset(
+                c.id
+                for c in lexicon.concepts.values()
+                if c.kind in attribute_rules.unattributed_kinds
+            )
+            if lexicon is not None
+            else frozenset()
+        )
+        finder = AttributeFinder(nlp.make_doc, nlp.vocab, attribute_rules, bare)
         triggers = _negex_trigger_words(nlp)
         per_nlp[config] = _Engine(
             nlp,
@@ -970,7 +981,7 @@ def _engine(nlp: Language, config: LabelerConfig) -> _Engine:
             negex=nlp.get_pipe("negex") if config.negex and "negex" in nlp.pipe_names else None,
             negex_triggers=triggers,
             negex_starts=frozenset(triggers),
-            findings=FindingMatcher(nlp, load_lexicon(config.lexicon)) if config.findings else None,
+            findings=FindingMatcher(nlp, lexicon) if lexicon is not None else None,
             tips=load_tip_finder(config.tips) if config.findings else None,
             levels=load_level_finder() if config.findings else None,
         )

@@ -742,3 +742,31 @@ def test_dissection_alone_is_the_aortas_and_the_operations_are_postoperative(rea
     neck = read("FINDINGS: Status post right neck dissection. Clear lungs.")
     assert "aortic_dissection" not in [f.concept for f in neck.report_findings or ()]
     assert _one(neck, "postoperative_change")
+
+
+@pytest.mark.parametrize(
+    ("text", "concept", "expected"),
+    [
+        # a view names how the film was taken: the words after it are the finding's
+        ("Small nodule seen on the lateral view is unchanged.", "nodule", {"change": "unchanged"}),
+        ("Opacity seen posteriorly on the lateral view.", "opacity", {"location": ["posterior"]}),
+        (
+            "Granuloma on the frontal view is stable since the prior exam.",
+            "granuloma",
+            {"change": "unchanged"},
+        ),
+        # ... and it hides no finding's own words: nothing to give
+        ("Nodule is seen on the lateral view.", "nodule", {}),
+    ],
+)
+def test_a_view_holds_no_attribute(
+    read: Read, text: str, concept: str, expected: dict[str, object]
+) -> None:
+    result = read(f"FINDINGS: {text}")
+    found = _one(result, concept)
+    for key, value in expected.items():
+        assert found.attributes.get(key) == value
+    if not expected:
+        assert "change" not in found.attributes
+    assert result.report_findings is not None
+    assert all(not f.attributes for f in result.report_findings if f.concept.endswith("_view"))
