@@ -757,6 +757,12 @@ def _masked_unit(doc: Doc, span: Span, text: str) -> bool:
 #: part-of-speech tags of the words a pre-modifier run may pass over ("2.3 cm spiculated
 #: mass", "small well-defined nodule"): adjectives and participles that are not terms
 _PASSABLE_TAGS = frozenset({"JJ", "JJR", "JJS", "VBN", "VBG", "VBD", "HYPH"})
+#: words joining two describing words inside a run of pre-modifiers ("left upper and right
+#: upper lobe")
+_PLACES_JOINED = frozenset({"and", "or"})
+#: the tags of the describing words it joins: adjectives and adverbs, not a noun of another
+#: finding ("levoscoliosis and mild dextroscoliosis", "left shoulder and ... right shoulder")
+_JOINED_TAGS = frozenset({"JJ", "RB"})
 
 
 def _premodifier_terms(
@@ -783,6 +789,14 @@ def _premodifier_terms(
     while i >= 0:
         if i in term_tokens:
             run.add(i)
+        elif (
+            doc[i].lower_ in _PLACES_JOINED
+            and i - 1 in term_tokens
+            and i + 1 in run
+            and doc[i - 1].tag_ in _JOINED_TAGS
+            and doc[i + 1].tag_ in _JOINED_TAGS
+        ):
+            pass  # "stable appearing left upper and right upper lobe bullae": places joined
         elif doc[i].lower_ in links or (
             doc[i].tag_ not in _PASSABLE_TAGS and doc[i].lower_ not in place_nouns
         ):

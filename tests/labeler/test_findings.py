@@ -770,3 +770,38 @@ def test_a_view_holds_no_attribute(
         assert "change" not in found.attributes
     assert result.report_findings is not None
     assert all(not f.attributes for f in result.report_findings if f.concept.endswith("_view"))
+
+
+@pytest.mark.parametrize(
+    ("text", "concept", "expected"),
+    [
+        # describing words joined by "and" before one finding are all its own
+        (
+            "There are stable appearing left upper and right upper lobe bullae.",
+            "bulla",
+            {"change": "unchanged", "laterality": "bilateral"},
+        ),
+        (
+            "Stable mild left apical and right apical pleural thickening.",
+            "apical_pleural_thickening",
+            {"change": "unchanged", "laterality": "bilateral"},
+        ),
+        # ... but not across another finding's noun
+        (
+            "Stable moderate levoscoliosis and mild right basilar atelectasis.",
+            "basilar_atelectasis",
+            {"change": None, "laterality": "right"},
+        ),
+        (
+            "Stable left shoulder and right basilar atelectasis.",
+            "basilar_atelectasis",
+            {"change": None, "laterality": "right"},
+        ),
+    ],
+)
+def test_describing_words_joined_before_a_finding(
+    read: Read, text: str, concept: str, expected: dict[str, object]
+) -> None:
+    found = _one(read(f"FINDINGS: {text}"), concept)
+    for key, value in expected.items():
+        assert found.attributes.get(key) == value
