@@ -497,6 +497,7 @@ class AttributeFinder:
         ]
         for idx, mention in enumerate(mentions):
             anchors = set(range(mention.start, mention.end))
+            governing: set[int] = set()
             if parsed:
                 scope, np_left, anchors = _scope(
                     mention, roots, self.rules.links, self.rules.denials
@@ -506,6 +507,7 @@ class AttributeFinder:
             else:
                 tail = set()
                 scope, np_left = _window(doc, mentions, idx, self.rules.denials, self.rules.links)
+                governing = _governing_words(doc, mentions, idx)
                 # "opacities consistent with atelectasis": one finding, two names
                 if idx and any(
                     doc[i].lower_ in self.rules.links
@@ -520,6 +522,9 @@ class AttributeFinder:
             mine: list[AttributeEvidence] = []
             for span, ev in found:
                 tokens = range(span.start, span.end)
+                if not parsed and ev.attribute == "change" and all(i in governing for i in tokens):
+                    mine.append(ev)
+                    continue
                 if (
                     ev.attribute == "change"
                     and ev.value in _NAMING_CHANGES
@@ -976,6 +981,37 @@ def _orphan_changes(
         before = [i for i, m in enumerate(mentions) if m.end <= span.start]
         if before and not any(e.attribute == "change" for e in out[before[-1]]):
             out[before[-1]].append(ev)
+
+
+#: the prepositions after a governing noun ("unchanged appearance of", "no change in")
+_GOVERNING_PREPOSITIONS = frozenset({"of", "in"})
+#: how many words may join two items of such a list ("and scattered calcified")
+_LIST_GAP = 4
+
+
+def _governing_words(doc: Doc, mentions: Sequence[Span], idx: int) -> set[int]:
+    """Without a parse: the words of the noun that governs a list, before its preposition,
+    when mention `idx` is a later item of the list ("Grossly unchanged appearance of A and
+    scattered B": B takes the change of "unchanged appearance" as A does)."""
+    first = idx
+    while first > 0:
+        between = doc[mentions[first - 1].end : mentions[first].start]
+        if (
+            not len(between)
+            or between[0].lower_ not in _LIST_JOINERS
+            or len(between) > _LIST_GAP
+            or any(t.lower_ not in _LIST_JOINERS and _is_break(t) for t in between[1:])
+        ):
+            break
+        first -= 1
+    if first == idx:
+        return set()
+    floor = mentions[first - 1].end if first > 0 else 0
+    stretch = _unbroken(doc, range(mentions[first].start - 1, floor - 1, -1))
+    for k, i in enumerate(stretch):
+        if doc[i].lower_ in _GOVERNING_PREPOSITIONS:
+            return set(stretch[k + 1 :])
+    return set()
 
 
 def _linked_noun(root: Token, links: frozenset[str]) -> Token | None:

@@ -805,3 +805,34 @@ def test_describing_words_joined_before_a_finding(
     found = _one(read(f"FINDINGS: {text}"), concept)
     for key, value in expected.items():
         assert found.attributes.get(key) == value
+
+
+@pytest.mark.parametrize(
+    ("text", "concept", "changed"),
+    [
+        # items of a list governed by a noun share its change
+        (
+            "Stable appearance of the right hilar node calcifications and a few granulomas.",
+            "granuloma",
+            "unchanged",
+        ),
+        (
+            "Stable appearance of the aortic calcification and the calcified granuloma.",
+            "calcified_granuloma",
+            "unchanged",
+        ),
+        # ... not a finding after the governed list's sentence breaks
+        (
+            "Unchanged appearance of the granuloma, but new left effusion.",
+            "pleural_effusion",
+            "new",
+        ),
+        # no governing noun: the change word is the first item's own
+        ("Stable granuloma and small effusion.", "pleural_effusion", None),
+    ],
+)
+def test_a_list_governed_by_a_noun_shares_its_change(
+    read: Read, text: str, concept: str, changed: str | None
+) -> None:
+    found = _one(read(f"FINDINGS: {text}"), concept)
+    assert found.attributes.get("change") == changed
