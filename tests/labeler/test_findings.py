@@ -836,3 +836,21 @@ def test_a_list_governed_by_a_noun_shares_its_change(
 ) -> None:
     found = _one(read(f"FINDINGS: {text}"), concept)
     assert found.attributes.get("change") == changed
+
+
+@pytest.mark.parametrize(
+    ("text", "concept", "changed"),
+    [
+        # a device placed or an operation done since the last study is new
+        ("Interval placement of a left-sided catheter.", "vascular_catheter", "new"),
+        ("Interval performance of a cervical spinal fusion.", "cervical_spinal_fusion", "new"),
+        ("Interval insertion of a right chest tube.", "chest_tube", "new"),
+        # ... a device said without it is not
+        ("Left-sided catheter in place.", "vascular_catheter", None),
+    ],
+)
+def test_a_device_placed_in_the_interval_is_new(
+    read: Read, text: str, concept: str, changed: str | None
+) -> None:
+    found = _one(read(f"FINDINGS: {text}"), concept)
+    assert found.attributes.get("change") == changed
