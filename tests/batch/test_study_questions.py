@@ -369,6 +369,13 @@ CLINICIANS = [
     ("Is the heart enlarged?", "FINDINGS: Normal or mildly enlarged heart.", "presence",
      "uncertain"),
     ("Is the heart enlarged?", "FINDINGS: Mildly enlarged heart.", "presence", "yes"),
+    # its side and describing words do not part it from its alternative
+    ("Is there a pleural effusion?", "IMPRESSION: Basilar atelectasis and/or small right "
+     "pleural effusion.", "presence", "uncertain"),
+    ("Is there a pleural effusion?", "IMPRESSION: Pleural thickening and/or some loculated "
+     "effusion.", "presence", "uncertain"),
+    ("Is there a pleural effusion?", "IMPRESSION: Small right pleural effusion.", "presence",
+     "yes"),
     ("Is there pneumonia?", "FINDINGS: Right upper or middle lobe pneumonia.", "presence",
      "yes"),
     ("Is there a pneumothorax?", "FINDINGS: No pneumothorax or effusion.", "presence", "no"),
