@@ -2177,6 +2177,7 @@ def answer_from_report(
                 )
                 if suggested.status in ("positive", "uncertain"):
                     target = dataclasses.replace(suggested, status="uncertain")
+    target = _place_of_sentence(question, target, report)
     target = _narrowed_to_place(question, target, patterns)
     if question.open and question.type == "position":
         # "Which shoulder is fractured?": the side beside the site asked about
@@ -2502,6 +2503,51 @@ def _answer_several(
     status = {"yes": "positive", "uncertain": "uncertain"}.get(answer, "negative")
     evidence = [ev for a in answers for ev in a.evidence][:_MAX_SHOWN]
     return ReportAnswer(answer, True, status, None, evidence)
+
+
+#: the most words between a comma and the reading of the placed finding before it
+_READING_GAP = 3
+
+
+def _place_of_sentence(question: ParsedQuestion, target: _Target, report: ReportLabels) -> _Target:
+    """A finding with neither side nor place of its own, read after a comma as what a
+    finding placed earlier in its sentence may be ("opacities in the left base, atelectasis
+    versus infiltrate", "biapical opacities, possibly scarring"): that finding's side and
+    place, for a question that asks where."""
+    asks_where = question.type == "position" or any(
+        q.kind in _PLACE_KINDS for q in question.qualifiers
+    )
+    if (
+        not asks_where
+        or target.status not in ("positive", "uncertain")
+        or not target.deciding
+        or target.finding.get("laterality")
+        or target.finding.get("location")
+    ):
+        return target
+    for m in target.deciding:
+        if m.sentence_start is None:
+            continue
+        placed = [
+            f
+            for f in report.report_findings or ()
+            if f.sentence_start == m.sentence_start
+            and f.end <= m.start
+            and f.status in ("positive", "uncertain")
+            and f.kind == "finding"
+            and (f.attributes.get("laterality") or f.attributes.get("location"))
+        ]
+        if not placed:
+            continue
+        f = max(placed, key=lambda x: x.end)
+        between = m.sentence[f.end - m.sentence_start : m.start - m.sentence_start]
+        # the reading follows the comma closely ("..., possibly scarring", "..., atelectasis
+        # versus infiltrate"), not a clause of its own after it
+        if "," not in between or len(between.rsplit(",", 1)[1].split()) > _READING_GAP:
+            continue
+        place = {k: f.attributes[k] for k in ("laterality", "location") if f.attributes.get(k)}
+        return dataclasses.replace(target, finding={**target.finding, **place})
+    return target
 
 
 def _with_findings_attributes(target: _Target, findings: Sequence[ReportFinding]) -> _Target:

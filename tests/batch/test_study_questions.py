@@ -376,6 +376,17 @@ CLINICIANS = [
      "effusion.", "presence", "uncertain"),
     ("Is there a pleural effusion?", "IMPRESSION: Small right pleural effusion.", "presence",
      "yes"),
+    # a reading after a comma has the place of the finding it reads
+    ("Is there atelectasis in the right base?", "IMPRESSION: Streaky opacities in the right "
+     "base, atelectasis versus infiltrate.", "position", "uncertain"),
+    ("Is there atelectasis in the left base?", "IMPRESSION: Streaky opacities in the right "
+     "base, atelectasis versus infiltrate.", "position", "no"),
+    ("Is there scarring at the apices?", "FINDINGS: There are biapical opacities, scarring.",
+     "position", "yes"),
+    ("Is there atelectasis in the right base?", "IMPRESSION: Streaky opacities in the right "
+     "base. Atelectasis.", "position", "unknown"),
+    ("Is there atelectasis in the right base?", "IMPRESSION: Streaky opacities in the right "
+     "base, which the overlying clothing may explain as atelectasis.", "position", "unknown"),
     ("Is there pneumonia?", "FINDINGS: Right upper or middle lobe pneumonia.", "presence",
      "yes"),
     ("Is there a pneumothorax?", "FINDINGS: No pneumothorax or effusion.", "presence", "no"),
