@@ -966,7 +966,7 @@ class QuestionParser:
                     )
                 )
             ],
-            taken=[(s, e) for _, _, s, e in found],
+            taken=[(s, e) for _, _, s, e in found] + self._subject_of_reading(doc, found, hits),
         )
         if self._asks_dominant(r.words):
             # "Which effusion is larger?": the side with more of it
@@ -1175,6 +1175,30 @@ class QuestionParser:
             reading = min(readings, key=lambda r: r[2])[0]
             return first == end and not self._same_kind(spans[0][0], reading)
         return all(w in links for w in between)
+
+    def _subject_of_reading(
+        self, doc: Doc, found: list[tuple[str, str, int, int]], hits: list[_Hit]
+    ) -> list[tuple[int, int]]:
+        """The words of what a question points at and asks to be read as the finding named
+        after "be" or a reading verb ("Could the big pulmonary arteries be from pulmonary
+        hypertension?", "Could these changes be bronchitis?"): the spans of the cues among them
+        describe the thing pointed at, not the finding asked (no size or change asked); []
+        for another question."""
+        p = self.patterns
+        if len(doc) < 4 or doc[0].lower_ not in p.yes_no_starts:
+            return []
+        if doc[1].lower_ not in self._pointing or not found:
+            return []
+        link = next((t.i for t in doc[2:] if t.lower_ == "be" or t.lower_ in p.reading_words), None)
+        # the finding asked ends after the link ("Could the effusion be larger?" asks a size)
+        if link is None or any(e <= link + 1 for _, _, _, e in found):
+            return []
+        # its place stays asked ("Could the left opacity be pneumonia?": on the left)
+        return [
+            (h.start, h.end)
+            for h in hits
+            if h.start >= 1 and h.end <= link and h.group not in _PLACE_KINDS
+        ]
 
     def _same_kind(self, a: str, b: str) -> bool:
         """Whether one of two lexicon concepts is the other or below it."""

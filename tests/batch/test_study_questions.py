@@ -387,6 +387,16 @@ CLINICIANS = [
      "base. Atelectasis.", "position", "unknown"),
     ("Is there atelectasis in the right base?", "IMPRESSION: Streaky opacities in the right "
      "base, which the overlying clothing may explain as atelectasis.", "position", "unknown"),
+    # the words of what a reading question points at describe it, not the reading asked
+    ("Could the big pulmonary arteries be from pulmonary hypertension?", "IMPRESSION: "
+     "Enlarged pulmonary arteries, possibly pulmonary hypertension.", "presence", "uncertain"),
+    ("Could these changes be bronchitis?", "IMPRESSION: Prominent markings, possibly "
+     "bronchitic changes.", "presence", "uncertain"),
+    ("Could these changes be bronchitis?", "IMPRESSION: No bronchitis.", "presence", "no"),
+    ("Could the left opacity be pneumonia?", "IMPRESSION: Right lower lobe pneumonia.",
+     "position", "no"),
+    ("Could the effusion be large?", "IMPRESSION: Small right pleural effusion.", "severity",
+     "no"),
     ("Is there pneumonia?", "FINDINGS: Right upper or middle lobe pneumonia.", "presence",
      "yes"),
     ("Is there a pneumothorax?", "FINDINGS: No pneumothorax or effusion.", "presence", "no"),
