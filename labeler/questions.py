@@ -2046,6 +2046,11 @@ def _check(q: Qualifier, finding: Mapping[str, object], zones: Mapping[str, froz
             return "no"
         if any(w in near for w in q.accepts):
             return "yes"
+        kin = finding.get("kin_words")
+        if q.kind == "site" and isinstance(kin, frozenset) and any(w in kin for w in q.accepts):
+            # "Is there spondylosis of the spine?" over "thoracic spondylosis": a kind of
+            # degenerative spine is the spine's
+            return "yes"
         if not q.rejects:
             return "no"
         # "Is the fracture acute?": no where a word beside it says it is old; where none
@@ -2173,6 +2178,8 @@ def answer_from_report(
                 # spine": how many is not said; 0 only where both are absent
                 shown = [_finding_evidence(f) for f in holders[:_MAX_SHOWN]]
                 return ReportAnswer("unknown", False, "absent", None, shown)
+        if any(q.kind == "site" for q in question.qualifiers):
+            target = _with_kin_words(target, lexicon)
     elif label.startswith(OPEN_PREFIX):
         assert lexicon is not None
         target = _open_target(label[len(OPEN_PREFIX) :], report, lexicon)
@@ -2572,6 +2579,22 @@ def _place_of_sentence(question: ParsedQuestion, target: _Target, report: Report
         place = {k: f.attributes[k] for k in ("laterality", "location") if f.attributes.get(k)}
         return dataclasses.replace(target, finding={**target.finding, **place})
     return target
+
+
+def _with_kin_words(target: _Target, lexicon: Lexicon) -> _Target:
+    """The finding with the words of its concept's name and its broader concepts' names
+    (`kin_words`): a site one of them names is the finding's ("degenerative spine" for a
+    spondylosis)."""
+    kin = {
+        w
+        for f in target.deciding
+        if f.label in lexicon.concepts
+        for c in (f.label, *lexicon.ancestors(f.label))
+        for w in _WORD.findall(lexicon.concepts[c].name.lower())
+    }
+    if not kin:
+        return target
+    return dataclasses.replace(target, finding={**target.finding, "kin_words": frozenset(kin)})
 
 
 def _with_findings_attributes(target: _Target, findings: Sequence[ReportFinding]) -> _Target:

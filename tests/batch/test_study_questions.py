@@ -264,6 +264,12 @@ CLINICIANS = [
     ("Is the aorta calcified?", "FINDINGS: Calcified right hilar lymph node.", "presence",
      "no"),
     ("Are there spurs on the spine?", "FINDINGS: T-spine osteophytes.", "presence", "yes"),
+    # a site the finding's own concept or a broader one names is the finding's
+    ("Is there spondylosis of the spine?", "FINDINGS: Lumbar spondylosis.", "presence",
+     "yes"),
+    ("Is there spondylosis of the spine?", "FINDINGS: No spondylosis.", "presence", "no"),
+    ("Is there spondylosis of the spine?", "FINDINGS: Possible thoracic spondylosis.",
+     "presence", "uncertain"),
     ("Is there a shoulder mass?", "FINDINGS: Possible mass projecting over the right "
      "humeral head.", "presence", "uncertain"),
     # a concept named as a finding at a site, read as the broader finding with the site
