@@ -218,6 +218,7 @@ class QuestionPatterns:
     #: what the reader calls the whole study ("Normal chest exam."): a normal statement's
     #: words that make it normal whatever minor finding is read beside it
     study_normal_statements: tuple[str, ...] = ()
+    study_normal_not_after: frozenset[str] = frozenset()
     #: lexicon concepts that say the whole study is as before ("Stable chest.")
     unchanged_statements: frozenset[str] = frozenset()
     #: label -> lexicon concepts read as it where the report names the label nowhere
@@ -399,6 +400,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         stated_normal=_lists(data, "stated_normal"),
         anatomy_normals=_lists(data, "anatomy_normals"),
         no_acute_statements=frozenset(str(c) for c in data.get("no_acute_statements") or ()),
+        study_normal_not_after=_words(data, "study_normal_not_after"),
         study_normal_statements=tuple(
             " ".join(str(c).lower().split()) for c in data.get("study_normal_statements") or ()
         ),
@@ -2662,6 +2664,7 @@ def answer_study(
             f
             for f in stated
             if " ".join(f.text.lower().split()).startswith(patterns.study_normal_statements)
+            and _word_before(f) not in patterns.study_normal_not_after
         ]
         no_label = all(v not in ("positive", "uncertain") for v in report.labels.values())
         normal = bool(report.normal) or (no_label and (not seen or bool(called_normal)))
@@ -2769,6 +2772,14 @@ _WORD = re.compile(r"\b[a-z][a-z-]*\b")  # "5th" is no word: "old healed right 5
 #: words before and after a finding that may describe it ("old right rib fractures",
 #: "nodule is calcified", "thoracic aorta is mildly tortuous and calcified")
 _NEAR, _AFTER = 6, 14
+
+
+def _word_before(m: Mention) -> str:
+    """The word right before a mention in its sentence ("" at its start or without one)."""
+    if m.sentence_start is None:
+        return ""
+    before = _WORD.findall(m.sentence[: m.start - m.sentence_start].lower())
+    return before[-1] if before else ""
 
 
 def _near_words(mentions: Iterable[Mention], denying: frozenset[str]) -> frozenset[str]:

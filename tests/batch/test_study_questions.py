@@ -1395,6 +1395,8 @@ CLINICIANS = [
      "IMPRESSION: No acute disease.", "study", "no"),
     ("Is the study normal?", "FINDINGS: Small left pleural effusion. IMPRESSION: Otherwise "
      "normal chest.", "study", "no"),
+    ("Is this a normal chest x-ray?", "FINDINGS: The mediastinum is widened. IMPRESSION: "
+     "Otherwise normal chest x-ray.", "study", "no"),
     # a measurement of a normal heart is not given: unknown, not "normal"
     ("What is the cardiothoracic ratio?", "FINDINGS: Normal heart size. Clear lungs.", "size",
      "unknown"),
