@@ -2438,14 +2438,9 @@ def _narrowed_to_part(
 
 
 def _own_place_words(m: Mention) -> set[str]:
-    """The words of a mention's own phrase: two before it in its list item and four after it
-    ("thoracic levoscoliosis", "dextrocurvature of the thoracic spine")."""
-    if m.sentence_start is None:
-        return set()
-    a, b = m.start - m.sentence_start, m.end - m.sentence_start
-    before = _WORD.findall(re.split(r"[,;:]|\band\b|\bor\b", m.sentence[:a])[-1].lower())
-    after = _WORD.findall(re.split(r"[,;:.]|\band\b", m.sentence[b:])[0].lower())
-    return {*before[-2:], *_WORD.findall(m.sentence[a:b].lower()), *after[:4]}
+    """The words of a mention's own phrase with four after it ("thoracic levoscoliosis",
+    "dextrocurvature of the thoracic spine"); none without its sentence."""
+    return set(_phrase_words(m, after=4)) if m.sentence_start is not None else set()
 
 
 def _narrowed_to_place(
@@ -3045,15 +3040,16 @@ def _side_before_site(
     return dataclasses.replace(target, finding={**target.finding, "laterality": said.pop()})
 
 
-def _phrase_words(m: Mention) -> list[str]:
-    """The words of a mention's own phrase, in order: two before it in its clause and
-    `_PART_AFTER` after it ("irregularity of the distal left clavicle")."""
+def _phrase_words(m: Mention, after: int = _PART_AFTER) -> list[str]:
+    """The words of a mention's own phrase, in order: two before it in its list item and
+    `after` after it in its clause ("irregularity of the distal left clavicle"); its own
+    words without its sentence."""
     if m.sentence_start is None:
         return _WORD.findall(m.text.lower())
     a, b = m.start - m.sentence_start, m.end - m.sentence_start
-    before = _WORD.findall(re.split(r"[,;:]|\band\b|\bor\b", m.sentence[:a])[-1].lower())
-    after = _WORD.findall(re.split(r"[,;:.]|\band\b", m.sentence[b:])[0].lower())
-    return [*before[-2:], *_WORD.findall(m.sentence[a:b].lower()), *after[:_PART_AFTER]]
+    words_before = _WORD.findall(re.split(r"[,;:]|\band\b|\bor\b", m.sentence[:a])[-1].lower())
+    words_after = _WORD.findall(re.split(r"[,;:.]|\band\b", m.sentence[b:])[0].lower())
+    return [*words_before[-2:], *_WORD.findall(m.sentence[a:b].lower()), *words_after[:after]]
 
 
 def _concepts_headed(lexicon: Lexicon) -> dict[str, frozenset[str]]:
