@@ -495,6 +495,8 @@ class AttributeFinder:
             _premodifier_terms(doc, m, term_tokens, self.rules.run_place_nouns, self.rules.links)
             for m in mentions
         ]
+        # a list's governing noun lends only a change: sought where the sentence has one
+        changes = any(ev.attribute == "change" for _, ev in found)
         for idx, mention in enumerate(mentions):
             anchors = set(range(mention.start, mention.end))
             governing: set[int] = set()
@@ -507,7 +509,8 @@ class AttributeFinder:
             else:
                 tail = set()
                 scope, np_left = _window(doc, mentions, idx, self.rules.denials, self.rules.links)
-                governing = _governing_words(doc, mentions, idx)
+                if changes and idx:
+                    governing = _governing_words(doc, mentions, idx)
                 # "opacities consistent with atelectasis": one finding, two names
                 if idx and any(
                     doc[i].lower_ in self.rules.links
