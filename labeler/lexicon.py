@@ -244,7 +244,8 @@ def load_lexicon(name: str = "lexicon.v1") -> Lexicon:
         for phrase in concept.phrases:
             listed.setdefault(phrase, []).append(concept.id)
     by_phrase = {p: tuple(ids) for p, ids in listed.items()}
-    predicates = _predicate_phrases(concepts, data.get("predicates"), where)
+    words = _predicate_words(data.get("predicates"), where)
+    predicates = _predicate_phrases(concepts, words)
     predicate_phrases: set[str] = set()
     # 26,000 predicate forms, most of them new phrases: one look-up each
     for phrase, cid in predicates.items():
@@ -263,7 +264,7 @@ def load_lexicon(name: str = "lexicon.v1") -> Lexicon:
         predicate_phrases=frozenset(predicate_phrases),
         described=_described(concepts, data.get("described"), where),
         placed=_placed(concepts, data.get("placed"), where),
-        **_coordination(data.get("predicates")),
+        **_coordination(words),
     )
     _check_clashes(lexicon, where)
     return lexicon
@@ -331,27 +332,47 @@ def _check_known(concepts: Mapping[str, LexiconConcept], ids: Iterable[str], at:
         raise PatternFileError(f"{at}: unknown concept {unknown[0]!r}")
 
 
-def _predicate_phrases(
-    concepts: Mapping[str, LexiconConcept], value: Any, where: str
-) -> dict[str, str]:
-    """The predicate forms of the phrases that start with one of `predicates.adjectives`:
-    "tortuous aorta" -> "aorta is tortuous", "aorta remains mildly tortuous" (each verb,
-    with and without each degree word), to the concept that lists the phrase."""
+@dataclass(frozen=True)
+class _PredicateWords:
+    """`predicates` of the lexicon file, checked and lower-cased."""
+
+    adjectives: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = ()
+    degrees: tuple[str, ...] = ()
+    nominals: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+def _predicate_words(value: Any, where: str) -> _PredicateWords:
+    """`predicates`: its adjectives, verbs, degree words and nominals, checked."""
     if value is None:
-        return {}
+        return _PredicateWords()
     lists = {}
     for key in ("adjectives", "verbs", "degrees"):
         words = value.get(key) if isinstance(value, dict) else None
         if not isinstance(words, list) or not all(isinstance(w, str) and w.strip() for w in words):
             raise PatternFileError(f"{where}: `predicates.{key}` must be a list of words")
-        lists[key] = [" ".join(w.lower().split()) for w in words]
-    adjectives = set(lists["adjectives"])
-    nominals = _nominals(value.get("nominals"), f"{where}: `predicates.nominals`")
+        lists[key] = tuple(" ".join(w.lower().split()) for w in words)
+    return _PredicateWords(
+        lists["adjectives"],
+        lists["verbs"],
+        lists["degrees"],
+        _nominals(value.get("nominals"), f"{where}: `predicates.nominals`"),
+    )
+
+
+def _predicate_phrases(
+    concepts: Mapping[str, LexiconConcept], words: _PredicateWords
+) -> dict[str, str]:
+    """The predicate forms of the phrases that start with one of `predicates.adjectives`:
+    "tortuous aorta" -> "aorta is tortuous", "aorta remains mildly tortuous" (each verb,
+    with and without each degree word), to the concept that lists the phrase."""
+    adjectives = set(words.adjectives)
+    nominals = words.nominals
     # " is ", " is mildly ", " remains ", ...: each verb, without and with each degree word
     links = [
         f" {verb} {degree} " if degree else f" {verb} "
-        for verb in lists["verbs"]
-        for degree in ("", *lists["degrees"])
+        for verb in words.verbs
+        for degree in ("", *words.degrees)
     ]
     out: dict[str, str] = {}
     for concept in concepts.values():
@@ -366,17 +387,15 @@ def _predicate_phrases(
     return out
 
 
-def _coordination(value: Any) -> dict[str, frozenset[str]]:
-    """`Lexicon.coordinated` and the words that stop it, from `predicates` (checked by
-    `_predicate_phrases`)."""
-    if not isinstance(value, dict):
-        return {}
-    nominals = _nominals(value.get("nominals"), "predicates.nominals")
-    words = {" ".join(w.lower().split()) for w in value["adjectives"]}
+def _coordination(words: _PredicateWords) -> dict[str, frozenset[str]]:
+    """`Lexicon.coordinated` and the words that stop it: the predicate adjectives and
+    nominals, and the predicates' verbs and degree words."""
     return {
-        "coordinated": frozenset(words | {n for ns in nominals.values() for n in ns}),
-        "predicate_verbs": frozenset(w.lower() for w in value["verbs"]),
-        "predicate_degrees": frozenset(w.lower() for w in value["degrees"]),
+        "coordinated": frozenset(
+            {*words.adjectives, *(n for ns in words.nominals.values() for n in ns)}
+        ),
+        "predicate_verbs": frozenset(words.verbs),
+        "predicate_degrees": frozenset(words.degrees),
     }
 
 
