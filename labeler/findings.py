@@ -45,6 +45,9 @@ OPEN_PREFIX = "open:"
 _Node = dict[str, Any]
 #: The key of a phrase's concept in its last node: no token is the empty string.
 _END = ""
+#: A phrase's first word that holds it to the start of its sentence ("^ unchanged .": the
+#: sentence "Unchanged.", not "The nodule is unchanged.").
+_START = "^"
 #: Side words a phrase may hold in its midst without listing them.
 _SIDES = frozenset({"right", "left", "bilateral"})
 #: Kinds whose positive reading does not make a report abnormal.
@@ -267,6 +270,19 @@ class PhraseIndex:
                     step = node.get(words[end + 1])
                     end += step is not None
                 node = step
+                end += 1
+        node = root.get(_START)
+        if node is not None and n:
+            # a phrase held to the sentence's start ("^ no interval change .")
+            node = node.get(words[0])
+            end = 1
+            while node is not None:
+                concept_id = node.get(_END)
+                if concept_id is not None:
+                    found.append((concept_id, 0, end))
+                if end == n:
+                    break
+                node = node.get(words[end])
                 end += 1
         if len(found) > 1:
             # spacy.util.filter_spans on (label, start, end): longest, then first, wins

@@ -2238,6 +2238,15 @@ def answer_from_report(
         # "probable left basilar atelectasis", "opacities XXXX representing pneumonia": the
         # report's likely reading, not a finding it states (the labels count it positive)
         target = dataclasses.replace(target, status="uncertain")
+    if (
+        question.type == "change"
+        and target.status in ("positive", "uncertain")
+        and not target.finding.get("change")
+    ):
+        # a finding with no change of its own in a report that calls the study as before
+        # ("Stable appearing chest.", "Findings are grossly unchanged"): unchanged
+        findings = report.report_findings or ()
+        target = _normal_change(target, patterns.unchanged_statements, findings, patterns)
     return _answer(question, target, patterns)
 
 

@@ -961,6 +961,21 @@ CLINICIANS = [
     ("Has anything changed since the last film?", "FINDINGS: Heart size normal. "
      "IMPRESSION: Stable left chest wall pacemaker generator. New right effusion.", "study",
      "yes"),
+    ("Any change since the last film?", "IMPRESSION: Normal heart size. Lungs clear. "
+     "Unchanged.", "study", "no"),
+    ("Has anything changed compared with the old CT?", "IMPRESSION: Emphysema. Findings are "
+     "grossly unchanged compared with the prior CT.", "study", "no"),
+    ("Has anything changed compared with the old CT?", "IMPRESSION: Emphysema.", "study",
+     "unknown"),
+    # a finding with no change of its own in a study called as before is unchanged
+    ("Is this density new?", "IMPRESSION: Stable appearing chest. Small nodular density "
+     "at the left base, likely a granuloma.", "change", "no"),
+    ("Is this density new?", "IMPRESSION: Small nodular density at the left base, likely a "
+     "granuloma.", "change", "unknown"),
+    ("Is the effusion new?", "IMPRESSION: New right effusion. Otherwise unchanged.", "change",
+     "yes"),
+    ("Is the density new?", "IMPRESSION: Stable chest. Possible nodular density at the left "
+     "base.", "change", "no"),
     # "behind the heart" is a place, not the heart's size
     ("Any opacity behind the heart?", "FINDINGS: Subtle left retrocardiac density.",
      "position", "yes"),

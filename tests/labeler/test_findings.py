@@ -386,6 +386,23 @@ def test_a_stable_study_is_a_whole_sentence_statement(read: Read) -> None:
     ]
 
 
+def test_a_stable_study_in_other_words(read: Read) -> None:
+    def concepts(text: str) -> list[str]:
+        return [f.concept for f in read(text).report_findings or ()]
+
+    for text in (
+        "IMPRESSION: Unchanged.",
+        "IMPRESSION: No interval change.",
+        "IMPRESSION: Stable appearing chest.",
+        "IMPRESSION: Findings are grossly unchanged compared with the prior CT.",
+        "IMPRESSION: Mild cardiomegaly, otherwise unchanged.",
+    ):
+        assert "stable_study" in concepts(text), text
+    # "^": the sentence's start only, not a finding's own change
+    for text in ("FINDINGS: The nodule is unchanged.", "FINDINGS: Heart size is stable."):
+        assert "stable_study" not in concepts(text), text
+
+
 def test_reading_findings_leaves_the_labels_as_they_were(nlp: Language) -> None:
     reports = [
         "FINDINGS: No focal consolidation, effusion or pneumothorax. Right PICC.",
