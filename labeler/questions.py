@@ -860,6 +860,14 @@ class QuestionParser:
                     rules=(cue.entry.id, where[0].entry.id),
                 )  # fmt: skip
             asks = cue.entry.get("asks")
+            # "Has the right base abnormality changed?": how the findings there compare
+            # ("Is there anything new in the left lung?" asks no such thing)
+            changed = any(
+                h.group == "open" and h.entry.id == "open.change" and words[h.start] == "changed"
+                for h in hits
+            )
+            if asks == "abnormal" and changed:
+                asks = "change"
             if asks in ("views", "list"):
                 # "How many views were taken?", "What is abnormal in the left lung?": read off
                 # the report (the abnormal findings of the place it names)
@@ -893,7 +901,7 @@ class QuestionParser:
                     message="a size, count or severity is asked only of a finding",
                 )  # fmt: skip
             places = tuple(_qualifier(doc, h) for h in hits if h.group in ("side", "zone", "lobe"))
-            if places and asks not in ("normal", "abnormal"):
+            if places and asks not in ("normal", "abnormal") and not (asks == "change" and changed):
                 return ParsedQuestion(
                     text, "unsupported",
                     message="a place is asked about only for the study's normal or abnormal "
@@ -2691,15 +2699,22 @@ def answer_study(
         # a hedge ("could obscure a small nodule") under the reader's own "no acute disease"
         return out("no", said_none or stated)
     if asks == "change":
-        changed = [f for f in findings if f.attributes.get("change") in _CHANGED]
-        if changed:
-            return out("yes", changed)
-        same = [
+        said_same = [
             f
             for f in findings
-            if f.attributes.get("change") == "unchanged"
-            or (f.concept in patterns.unchanged_statements and f.status == "positive")
+            if f.concept in patterns.unchanged_statements and f.status == "positive"
         ]
+        pool: Sequence[ReportFinding] = findings
+        if question.qualifiers:
+            # "Has the right base abnormality changed?": the abnormal findings there, as
+            # before where the report calls the whole study so
+            pool = _abnormal_there(abnormal, question.qualifiers, patterns)
+            if not pool:
+                return out("unknown", [], False)
+        changed = [f for f in pool if f.attributes.get("change") in _CHANGED]
+        if changed:
+            return out("yes", changed)
+        same = [f for f in pool if f.attributes.get("change") == "unchanged"] + said_same
         return out("no", same) if same else out("unknown", [], False)
     if asks == "list":
         # the abnormal findings by name, those stated before those hedged

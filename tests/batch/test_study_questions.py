@@ -976,6 +976,17 @@ CLINICIANS = [
      "yes"),
     ("Is the density new?", "IMPRESSION: Stable chest. Possible nodular density at the left "
      "base.", "change", "no"),
+    # how the abnormal findings of a place compare
+    ("Has the right base abnormality changed since the prior?", "FINDINGS: Right basilar "
+     "opacity, decreased since the prior. Left lung clear.", "study", "yes"),
+    ("Has the left basal finding changed since the last film?", "FINDINGS: Stable left "
+     "basilar atelectasis.", "study", "no"),
+    ("Has the right base abnormality changed?", "FINDINGS: Small right basilar opacity.",
+     "study", "unknown"),
+    ("Has the left base abnormality changed?", "FINDINGS: Right basilar opacity, decreased "
+     "since the prior.", "study", "unknown"),
+    ("Is there an abnormality at the right base?", "FINDINGS: Small right basilar opacity.",
+     "study", "yes"),
     # "behind the heart" is a place, not the heart's size
     ("Any opacity behind the heart?", "FINDINGS: Subtle left retrocardiac density.",
      "position", "yes"),
