@@ -987,6 +987,11 @@ CLINICIANS = [
      "since the prior.", "study", "unknown"),
     ("Is there an abnormality at the right base?", "FINDINGS: Small right basilar opacity.",
      "study", "yes"),
+    # the comparison study named as such
+    ("Is the humeral deformity new?", "FINDINGS: Deformity of the left humeral neck. This is "
+     "not seen on the comparison.", "change", "yes"),
+    ("Is the humeral deformity new?", "FINDINGS: Deformity of the left humeral neck.",
+     "change", "unknown"),
     # "behind the heart" is a place, not the heart's size
     ("Any opacity behind the heart?", "FINDINGS: Subtle left retrocardiac density.",
      "position", "yes"),
