@@ -992,6 +992,11 @@ CLINICIANS = [
      "not seen on the comparison.", "change", "yes"),
     ("Is the humeral deformity new?", "FINDINGS: Deformity of the left humeral neck.",
      "change", "unknown"),
+    # stability given as the report's reason is the finding's change
+    ("Has the airspace disease changed?", "IMPRESSION: Right base airspace disease may "
+     "represent scar given the stability over time.", "change", "unchanged"),
+    ("Has the nodule changed?", "FINDINGS: Right lung nodule. Follow-up CT to assess "
+     "stability.", "change", "unknown"),
     # "behind the heart" is a place, not the heart's size
     ("Any opacity behind the heart?", "FINDINGS: Subtle left retrocardiac density.",
      "position", "yes"),
