@@ -2251,6 +2251,12 @@ def answer_from_report(
         and target.status in ("positive", "uncertain")
         and not target.finding.get("change")
     ):
+        target = _change_of_list(target, report.report_findings or ())
+    if (
+        question.type == "change"
+        and target.status in ("positive", "uncertain")
+        and not target.finding.get("change")
+    ):
         # a finding with no change of its own in a report that calls the study as before
         # ("Stable appearing chest.", "Findings are grossly unchanged"): unchanged
         findings = report.report_findings or ()
@@ -2389,6 +2395,44 @@ def _normal_change(
     return dataclasses.replace(
         target, finding={**target.finding, "change": change}, evidence=evidence
     )
+
+
+#: what may join the items of a list that share a change word ("A and B", "A, B")
+_LIST_JOINS = frozenset({"and", ","})
+
+
+def _change_of_list(target: _Target, findings: Sequence[ReportFinding]) -> _Target:
+    """A finding with no change of its own, listed with one that has a change word before
+    the whole list or after it ("Stable calcified hilar nodes and granulomas", "Emphysema
+    and scarring, unchanged"): the list's change is the finding's."""
+    for m in target.deciding:
+        if m.sentence_start is None:
+            continue
+        at = m.sentence_start
+        mates = sorted(
+            (f for f in findings if f.sentence_start == at and f.status != "negative"),
+            key=lambda f: f.start,
+        )
+        if not any(f.start == m.start and f.end == m.end for f in mates):
+            continue
+        for i in range(len(mates) - 1):
+            gap = m.sentence[mates[i].end - at : mates[i + 1].start - at].lower()
+            if not gap.split() or not set(gap.replace(",", " , ").split()) <= _LIST_JOINS:
+                mates = []  # not one list: "A with B", "A. B"
+                break
+        if len(mates) < 2:
+            continue
+        first, last = mates[0].start, mates[-1].end
+        for f in mates:
+            for ev in f.attribute_evidence:
+                if ev.get("attribute") != "change":
+                    continue
+                start, end = int(ev.get("start", -1)), int(ev.get("end", -1))
+                if end <= first or start >= last:
+                    evidence = [*target.evidence, _finding_evidence(f)]
+                    finding = {**target.finding, "change": ev["value"]}
+                    return dataclasses.replace(target, finding=finding, evidence=evidence)
+    return target
 
 
 def _probable_reading(m: Mention, patterns: QuestionPatterns) -> bool:

@@ -992,6 +992,17 @@ CLINICIANS = [
      "not seen on the comparison.", "change", "yes"),
     ("Is the humeral deformity new?", "FINDINGS: Deformity of the left humeral neck.",
      "change", "unknown"),
+    # a change word before or after a whole list is each item's
+    ("Any change in the granulomas since last time?", "FINDINGS: Stable calcified hilar "
+     "nodes and granulomas.", "change", "unchanged"),
+    ("Has the emphysema changed?", "FINDINGS: Emphysema and scarring, unchanged.", "change",
+     "unchanged"),
+    ("Is the effusion new?", "FINDINGS: Stable small nodule and new effusion.", "change",
+     "yes"),
+    ("Has the cardiomegaly changed?", "FINDINGS: Cardiomegaly with stable effusion.",
+     "change", "unknown"),
+    ("Has the granuloma changed?", "FINDINGS: Stable calcified hilar nodes. Granuloma.",
+     "change", "unknown"),
     # stability given as the report's reason is the finding's change
     ("Has the airspace disease changed?", "IMPRESSION: Right base airspace disease may "
      "represent scar given the stability over time.", "change", "unchanged"),
