@@ -270,6 +270,12 @@ class QuestionPatterns:
     #: ("clavicle", "AC joint"), and other words for them ("arm": humerus)
     part_places: frozenset[str] = frozenset()
     part_aliases: Mapping[str, str] = field(default_factory=dict)
+    #: a question's word for a site -> more words a report names that site by ("Any
+    #: arthritis in the bones?" over "arthritic changes of the skeletal structures")
+    site_aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: a word that names one level of the spine ("T9", "L1"): a site the report names by
+    #: the same word
+    site_level: re.Pattern[str] | None = None
 
 
 def _entries(name: str, data: object, key: str, *, values: bool = False) -> tuple[_Entry, ...]:
@@ -424,6 +430,11 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         part_aliases={
             str(k).lower(): str(v).lower() for k, v in (data.get("part_aliases") or {}).items()
         },
+        site_aliases={
+            str(k).lower(): tuple(w.lower() for w in v)
+            for k, v in _lists(data, "site_aliases").items()
+        },
+        site_level=re.compile(str(data["site_level"])) if data.get("site_level") else None,
         tip_devices=frozenset(str(w) for w in data.get("tip_devices") or ()),
         read_as_label=_lists(data, "read_as_label"),
         measured_by=_lists(data, "measured_by"),
@@ -657,6 +668,8 @@ class QuestionParser:
             for _, words in places.values():
                 for w in words:
                     sites.setdefault(w, set()).update(words)
+            for w, more in self.patterns.site_aliases.items():
+                sites.setdefault(w, {w}).update(more)
             self._sites = {w: frozenset(v) for w, v in sites.items()}
         self._part_words = frozenset(w for _, words in places.values() for w in words)
         self._part_matcher = PhraseMatcher(nlp.vocab, attr="LOWER")
@@ -1318,12 +1331,18 @@ class QuestionParser:
             where=where,
         )
 
+    def _is_site(self, t: Token) -> bool:
+        """Whether a word of a question names a site: one of an anatomy phrase or an
+        alias, or a level of the spine ("T9")."""
+        level = self.patterns.site_level
+        return t.lower_ in self._sites or (level is not None and bool(level.fullmatch(t.lower_)))
+
     def _site(self, t: Token) -> Qualifier:
         """The site qualifier of a site word: every word that names the same site."""
         return Qualifier(
             kind="site",
             value=t.lower_,
-            accepts=tuple(sorted(self._sites[t.lower_])),
+            accepts=tuple(sorted(self._sites.get(t.lower_, {t.lower_}))),
             rule=f"site.{t.lower_}",
             start=t.idx,
             end=t.idx + len(t),
@@ -1344,7 +1363,7 @@ class QuestionParser:
         return tuple(
             self._site(t)
             for t in r.doc
-            if t.lower_ in self._sites
+            if self._is_site(t)
             and t.lower_ not in self.patterns.site_generic_words
             and (
                 t.i in cued
@@ -1402,7 +1421,7 @@ class QuestionParser:
         if any(w in self._sites for w in words):
             # "in the shoulder joints": a site named, its general words say no more
             unknown = [t for t in unknown if t.lower_ not in self.patterns.site_generic_words]
-        if unknown and all(t.lower_ in self._sites for t in unknown):
+        if unknown and all(self._is_site(t) for t in unknown):
             # "Is there a shoulder fracture?": the site is read in the words beside the
             # finding ("fracture-dislocation of the right shoulder")
             quals = [*quals, *(self._site(t) for t in unknown)]
@@ -2832,6 +2851,8 @@ def _abnormal_there(
 
 _NEXT_WORD = re.compile(r"\s+([A-Za-z]+)\b")
 _WORD = re.compile(r"\b[a-z][a-z-]*\b")  # "5th" is no word: "old healed right 5th rib"
+# the words beside a finding keep a letter's level of the spine ("deformity of T9")
+_NEAR_WORD = re.compile(r"\b[a-z][a-z0-9-]*\b")
 #: words before and after a finding that may describe it ("old right rib fractures",
 #: "nodule is calcified", "thoracic aorta is mildly tortuous and calcified")
 _NEAR, _AFTER = 6, 14
@@ -2852,10 +2873,10 @@ def _near_words(mentions: Iterable[Mention], denying: frozenset[str]) -> frozens
         if m.sentence_start is None:  # a mention without its sentence: nothing beside it
             continue
         a, b = m.start - m.sentence_start, m.end - m.sentence_start
-        before = _WORD.findall(re.split(r"[,;:]", m.sentence[:a])[-1].lower())
-        after = _WORD.findall(re.split(r"[,;:.]", m.sentence[b:])[0].lower())
+        before = _NEAR_WORD.findall(re.split(r"[,;:]", m.sentence[:a])[-1].lower())
+        after = _NEAR_WORD.findall(re.split(r"[,;:.]", m.sentence[b:])[0].lower())
         # its predicate may come later ("nodule ... is unchanged and appears calcified")
-        words = [*before[-_NEAR:], *_WORD.findall(m.sentence[a:b].lower()), *after[:_AFTER]]
+        words = [*before[-_NEAR:], *_NEAR_WORD.findall(m.sentence[a:b].lower()), *after[:_AFTER]]
         # "not calcified" describes the finding as not calcified
         kept = [w for i, w in enumerate(words) if i == 0 or words[i - 1] not in denying]
         out.update(kept)

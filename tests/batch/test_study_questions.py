@@ -1730,3 +1730,28 @@ def test_a_general_word_that_is_no_part_question(engine: StudyQuestions, questio
     report = "FINDINGS: Mild cardiomegaly. Degenerative changes of the thoracic spine."
     got = engine.ask(question, report=engine.label_reports([report])[report])
     assert not (got.label or "").startswith("part:")
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
+    ("question", "report", "answer"),
+    [
+        # a site named by the report's other words for it (`site_aliases`)
+        ("Any arthritis in the bones?", "FINDINGS: Arthritic changes of the skeletal "
+         "structures. Lungs are clear.", "yes"),
+        ("Any arthritis in the neck?", "FINDINGS: Mild lower cervical arthritis.", "yes"),
+        ("Any arthritis in the spine?", "FINDINGS: Mild lower cervical arthritis.", "yes"),
+        ("Any arthritis in the neck?", "FINDINGS: Arthritis of the lumbar spine.", "no"),
+        ("Any arthritis in the bones?", "FINDINGS: Lungs are clear. No arthritis.", "no"),
+        # a level of the spine is a site the report names by the same word
+        ("Is the T9 deformity worse?", "FINDINGS: Deformity of T9 appears worse than on the "
+         "prior study.", "yes"),
+        ("Is there a deformity at T9?", "FINDINGS: Deformity of T9 is unchanged.", "yes"),
+        ("Is there a deformity at L1?", "FINDINGS: Deformity of T9 is unchanged.", "no"),
+    ],
+)  # fmt: skip
+def test_a_site_named_by_the_reports_other_words_or_a_spine_level(
+    engine: StudyQuestions, question: str, report: str, answer: object
+) -> None:
+    got = engine.ask(question, report=engine.label_reports([report])[report])
+    assert got.answer == answer
