@@ -1755,3 +1755,28 @@ def test_a_site_named_by_the_reports_other_words_or_a_spine_level(
 ) -> None:
     got = engine.ask(question, report=engine.label_reports([report])[report])
     assert got.answer == answer
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
+    ("question", "report", "answer"),
+    [
+        # the diaphragm's shapes in a clinician's and a report's other words
+        ("Are the hemidiaphragms flat?", "FINDINGS: Hyperinflated lungs with flattened "
+         "diaphragms.", "yes"),
+        ("Are the hemidiaphragms flat?", "FINDINGS: The hemidiaphragms are flat.", "yes"),
+        ("Are the hemidiaphragms flat?", "FINDINGS: Lungs are clear.", "no"),
+        ("How flat are the hemidiaphragms?", "FINDINGS: Mildly flattened diaphragms.", "mild"),
+        ("Which hemidiaphragm is up?", "FINDINGS: Elevated right hemidiaphragm.", ["right"]),
+        ("Which hemidiaphragm is up?", "FINDINGS: Lungs are clear.", "unknown"),
+        ("Which hemidiaphragm is eventrated?", "FINDINGS: Eventration of left hemidiaphragm.",
+         ["left"]),
+        ("Which side is the diaphragmatic hump on?", "FINDINGS: There is a right diaphragmatic "
+         "hump.", ["right"]),
+    ],
+)  # fmt: skip
+def test_the_diaphragms_shapes_in_other_words(
+    engine: StudyQuestions, question: str, report: str, answer: object
+) -> None:
+    got = engine.ask(question, report=engine.label_reports([report])[report])
+    assert got.answer == answer
