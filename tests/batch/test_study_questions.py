@@ -1780,3 +1780,23 @@ def test_the_diaphragms_shapes_in_other_words(
 ) -> None:
     got = engine.ask(question, report=engine.label_reports([report])[report])
     assert got.answer == answer
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
+    ("question", "report", "answer"),
+    [
+        # a hilum that is or looks full is an enlarged one; a distorted one its own finding
+        ("Which hilum looks full?", "FINDINGS: Mild fullness of the left hilum.", ["left"]),
+        ("Which hilum is full?", "FINDINGS: The right hilum is full.", ["right"]),
+        ("Is the right hilum full?", "FINDINGS: Mild fullness of the left hilum.", "no"),
+        ("Which hilum looks full?", "FINDINGS: Lungs are clear.", "unknown"),
+        ("Which hilum is distorted?", "FINDINGS: Distortion of the right hilum.", ["right"]),
+        ("Is the hilum distorted?", "FINDINGS: No hilar distortion.", "no"),
+    ],
+)  # fmt: skip
+def test_a_full_or_distorted_hilum(
+    engine: StudyQuestions, question: str, report: str, answer: object
+) -> None:
+    got = engine.ask(question, report=engine.label_reports([report])[report])
+    assert got.answer == answer
