@@ -329,7 +329,16 @@ class DependencyRules:
             if cue.head.i == cue.i:
                 return False
             targets = {cue.head.i}
-        if targets.isdisjoint(ancestors):
+        # a hedge after the mention that hangs on a word of it below its root hedges the
+        # mention ("air trapping versus inspiratory effort": "versus" on "trapping"); a
+        # negation does not ("the lungs are clear without ..."), nor a word before it
+        # ("age-indeterminate wedge deformity")
+        within = (
+            rule.status == "uncertain"
+            and cue_span.start >= mention.end
+            and any(mention.start <= t < mention.end for t in targets)
+        )
+        if not within and targets.isdisjoint(ancestors):
             return False
         # the parse joins "no A, mild B" by conj or appos (or hangs "no" on
         # B): an item of its own in an unclosed comma list is out of reach
@@ -338,6 +347,8 @@ class DependencyRules:
             and index.in_list(cue_span.end - 1, mention) == _CUT
         ):
             return False
+        if within:
+            return True
         tok = root
         for _ in range(_MAX_PATH):
             if tok.i in targets:

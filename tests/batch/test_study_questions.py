@@ -1800,3 +1800,23 @@ def test_a_full_or_distorted_hilum(
 ) -> None:
     got = engine.ask(question, report=engine.label_reports([report])[report])
     assert got.answer == answer
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
+    ("question", "report", "answer"),
+    [
+        # air trapping is its own finding: its hedge, not the hyperinflation beside it
+        ("Is there air trapping?", "FINDINGS: Hyperinflated lungs, air trapping versus "
+         "inspiratory effort.", "uncertain"),
+        ("Is there air trapping?", "FINDINGS: Hyperinflated lungs may represent air trapping.",
+         "uncertain"),
+        ("Is there air trapping?", "FINDINGS: Hyperinflated lungs with air trapping.", "yes"),
+        ("Is there air trapping?", "FINDINGS: Lungs are clear.", "no"),
+    ],
+)  # fmt: skip
+def test_air_trapping_is_its_own_finding(
+    engine: StudyQuestions, question: str, report: str, answer: object
+) -> None:
+    got = engine.ask(question, report=engine.label_reports([report])[report])
+    assert got.answer == answer

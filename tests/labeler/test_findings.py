@@ -871,3 +871,34 @@ def test_a_device_placed_in_the_interval_is_new(
 ) -> None:
     found = _one(read(f"FINDINGS: {text}"), concept)
     assert found.attributes.get("change") == changed
+
+
+@pytest.mark.parametrize(
+    ("text", "concept", "status", "side"),
+    [
+        # the diaphragm's shapes in a report's other words
+        ("The hemidiaphragms are flat.", "flattened_diaphragm", "positive", None),
+        ("Small right diaphragmatic hump.", "elevated_hemidiaphragm", "positive", "right"),
+        ("The left hemidiaphragm is eventrated.", "eventration", "positive", "left"),
+        ("Eventration of right hemidiaphragm.", "eventration", "positive", "right"),
+        # a hilum that is full or distorted
+        ("Mild fullness of the left hilum.", "hilar_enlargement", "positive", "left"),
+        ("The right hilum is full.", "hilar_enlargement", "positive", "right"),
+        ("Distortion of the right hilum.", "hilar_distortion", "positive", "right"),
+        ("No hilar distortion.", "hilar_distortion", "negative", None),
+        # air trapping is its own finding, hedged by a "versus" hung on its last word
+        ("Hyperinflated lungs, air trapping versus inspiratory effort.", "air_trapping",
+         "uncertain", None),
+        ("Hyperinflated lungs may represent air trapping.", "air_trapping", "uncertain", None),
+        ("Hyperinflated lungs with air trapping.", "air_trapping", "positive", None),
+        ("No air trapping.", "air_trapping", "negative", None),
+        # a hedge before the finding on a word of it is not read this way
+        ("Age-indeterminate wedge deformity of a vertebral body.",
+         "vertebral_compression_deformity", "positive", None),
+    ],
+)  # fmt: skip
+def test_diaphragm_hilum_and_air_trapping_words(
+    read: Read, text: str, concept: str, status: str, side: str | None
+) -> None:
+    found = _one(read(f"FINDINGS: {text}"), concept)
+    assert (found.status, found.attributes.get("laterality")) == (status, side)
