@@ -1813,9 +1813,15 @@ def test_a_full_or_distorted_hilum(
          "uncertain"),
         ("Is there air trapping?", "FINDINGS: Hyperinflated lungs with air trapping.", "yes"),
         ("Is there air trapping?", "FINDINGS: Lungs are clear.", "no"),
+        # a curve's side and grade, said before a curvature of the spine
+        ("Which way does the spine curve?", "FINDINGS: Mild dextro curvature of the thoracic "
+         "spine.", ["right"]),
+        ("Is the spinal curve to the left or the right?", "FINDINGS: Levo curvature of the "
+         "spine.", ["left"]),
+        ("How severe is the curvature?", "FINDINGS: Mild dextro curvature of the spine.", "mild"),
     ],
 )  # fmt: skip
-def test_air_trapping_is_its_own_finding(
+def test_air_trapping_and_a_curves_side(
     engine: StudyQuestions, question: str, report: str, answer: object
 ) -> None:
     got = engine.ask(question, report=engine.label_reports([report])[report])

@@ -886,6 +886,9 @@ def test_a_device_placed_in_the_interval_is_new(
         ("The right hilum is full.", "hilar_enlargement", "positive", "right"),
         ("Distortion of the right hilum.", "hilar_distortion", "positive", "right"),
         ("No hilar distortion.", "hilar_distortion", "negative", None),
+        # a curve's side said before it
+        ("Mild dextro curvature of the thoracic spine.", "dextroscoliosis", "positive", "right"),
+        ("Levo curvature of the spine.", "levoscoliosis", "positive", "left"),
         # air trapping is its own finding, hedged by a "versus" hung on its last word
         ("Hyperinflated lungs, air trapping versus inspiratory effort.", "air_trapping",
          "uncertain", None),
