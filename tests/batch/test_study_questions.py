@@ -1819,9 +1819,13 @@ def test_a_full_or_distorted_hilum(
         ("Is the spinal curve to the left or the right?", "FINDINGS: Levo curvature of the "
          "spine.", ["left"]),
         ("How severe is the curvature?", "FINDINGS: Mild dextro curvature of the spine.", "mild"),
+        # a reversed lordosis
+        ("Is the cervical lordosis reversed?", "FINDINGS: There is reversal of the normal "
+         "cervical lordosis.", "yes"),
+        ("Is the cervical lordosis reversed?", "FINDINGS: Lungs are clear.", "no"),
     ],
 )  # fmt: skip
-def test_air_trapping_and_a_curves_side(
+def test_air_trapping_a_curves_side_and_a_reversed_lordosis(
     engine: StudyQuestions, question: str, report: str, answer: object
 ) -> None:
     got = engine.ask(question, report=engine.label_reports([report])[report])

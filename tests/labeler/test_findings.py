@@ -895,12 +895,13 @@ def test_a_device_placed_in_the_interval_is_new(
         ("Hyperinflated lungs may represent air trapping.", "air_trapping", "uncertain", None),
         ("Hyperinflated lungs with air trapping.", "air_trapping", "positive", None),
         ("No air trapping.", "air_trapping", "negative", None),
+        ("Reversal of the normal cervical lordosis.", "reversed_lordosis", "positive", None),
         # a hedge before the finding on a word of it is not read this way
         ("Age-indeterminate wedge deformity of a vertebral body.",
          "vertebral_compression_deformity", "positive", None),
     ],
 )  # fmt: skip
-def test_diaphragm_hilum_and_air_trapping_words(
+def test_diaphragm_hilum_curve_and_air_trapping_words(
     read: Read, text: str, concept: str, status: str, side: str | None
 ) -> None:
     found = _one(read(f"FINDINGS: {text}"), concept)
