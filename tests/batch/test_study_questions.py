@@ -1823,6 +1823,8 @@ def test_a_full_or_distorted_hilum(
         ("Is the cervical lordosis reversed?", "FINDINGS: There is reversal of the normal "
          "cervical lordosis.", "yes"),
         ("Is the cervical lordosis reversed?", "FINDINGS: Lungs are clear.", "no"),
+        ("Any disc degeneration in the thoracic spine?", "FINDINGS: Degenerative disc change "
+         "at the thoracic spine.", "yes"),
     ],
 )  # fmt: skip
 def test_air_trapping_a_curves_side_and_a_reversed_lordosis(

@@ -896,6 +896,9 @@ def test_a_device_placed_in_the_interval_is_new(
         ("Hyperinflated lungs with air trapping.", "air_trapping", "positive", None),
         ("No air trapping.", "air_trapping", "negative", None),
         ("Reversal of the normal cervical lordosis.", "reversed_lordosis", "positive", None),
+        # a degenerative disc change placed in the thoracic spine is the thoracic spine's
+        ("Mild degenerative disc change at the thoracic spine.", "degenerative_thoracic_spine",
+         "positive", None),
         # a hedge before the finding on a word of it is not read this way
         ("Age-indeterminate wedge deformity of a vertebral body.",
          "vertebral_compression_deformity", "positive", None),
