@@ -39,6 +39,9 @@ class Tip:
     end: int
     #: the distance from the landmark the report gives ("4.5 cm above the carina"), in mm
     distance_mm: float | None = None
+    #: every landmark where the words join several ("leads in the right atrium and right
+    #: ventricle"), the first one first; empty where they name one
+    names: tuple[str, ...] = ()
 
 
 class TipFinder:
@@ -74,6 +77,26 @@ class TipFinder:
             re.IGNORECASE,
         )
         self._sided = frozenset(p.lower() for p in sided)
+        # "... and (the) right ventricle", "... and another lead tip in the right ventricle":
+        # a further landmark joined to the first
+        self._joined = re.compile(
+            r"\s*(?:,\s*(?:and\s+)?|and\s+)(?:(?:another|the\s+other|a\s+second|one)\s+"
+            r"(?:[\w-]+\s+){0,3}?tips?\s+(?:in|at|within|over|overlying|near|projecting\s+over)"
+            r"\s+)?(?:the\s+)?",
+            re.IGNORECASE,
+        )
+        # "right atrium and ventricle": a landmark's head word alone, its side the one before
+        self._heads = {
+            phrase.split(maxsplit=1)[1]: phrase
+            for phrase in self._by_phrase
+            if phrase.split(maxsplit=1)[0] in ("right", "left") and " " in phrase
+        }
+        self._head = re.compile(
+            r"(?P<head>"
+            + "|".join(re.escape(h) for h in sorted(self._heads, key=len, reverse=True))
+            + r")(?P<plural>s)?(?![\w-])",
+            re.IGNORECASE,
+        )
         self._back = re.compile(
             r"(?<![\w-])(?:"
             + "|".join(re.escape(w) for w in sorted(back_references, key=len, reverse=True))
@@ -103,7 +126,38 @@ class TipFinder:
         distance = None
         if m["distance"]:
             distance = float(m["value"]) * (1.0 if m["unit"].lower().startswith("m") else 10.0)
-        return Tip(rule, name, text[first : m.end()], first, m.end(), distance)
+        names, last = self._more(text, m.end(), len(text) if end is None else end, phrase, name)
+        return Tip(rule, name, text[first:last], first, last, distance, names)
+
+    def _more(
+        self, text: str, at: int, end: int, phrase: str, name: str
+    ) -> tuple[tuple[str, ...], int]:
+        """The landmarks joined to the one that ends at `at` ("right atrium and right
+        ventricle", "right atrium and ventricle"), with where the last ends; no names where
+        none is joined."""
+        names, last = [name], at
+        while True:
+            joint = self._joined.match(text, last, end)
+            if joint is None:
+                break
+            m = self._pattern.match(text, joint.end(), end)
+            if m is not None and not m["distance"]:
+                rule, landmark = self._by_phrase[m["landmark"].lower()]
+                side = m["side"] if m["side"] and landmark in self._sided else None
+                names.append(f"{side.lower()} {landmark}" if side else landmark)
+                phrase, last = m["landmark"].lower(), m.end()
+                continue
+            head = self._head.match(text, joint.end(), end)
+            side = phrase.split(maxsplit=1)[0]
+            if head is None or side not in ("right", "left"):
+                break
+            whole = self._heads[head["head"].lower()]
+            if not whole.startswith(side):
+                break
+            names.append(self._by_phrase[whole][1])
+            last = head.end()
+        names = list(dict.fromkeys(names))
+        return (tuple(names) if len(names) > 1 else ()), last
 
     def refers_back(self, text: str) -> bool:
         """Whether a sentence that names no device speaks of a tip ("The tip has moved")."""

@@ -168,6 +168,8 @@ class QuestionPatterns:
     dominance_study_comparatives: frozenset[str] = frozenset()
     #: findings of which there is one on each side at most (a pleural effusion)
     one_per_side: frozenset[str] = frozenset()
+    #: devices that end once each: as many as the landmarks their tips are joined in
+    counted_by_tips: frozenset[str] = frozenset()
     #: lexicon concepts that are a process, not things to count ("granulomatous disease")
     uncounted: frozenset[str] = frozenset()
     #: words that name a finding by the process that makes it ("osteophyte formation")
@@ -396,6 +398,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         dominance_patterns=dominance[2],
         dominance_study_comparatives=_words(data.get("dominance") or {}, "study_comparatives"),
         one_per_side=frozenset(str(w) for w in data.get("one_per_side") or ()),
+        counted_by_tips=frozenset(str(w) for w in data.get("counted_by_tips") or ()),
         uncounted=frozenset(str(w) for w in data.get("uncounted") or ()),
         process_heads=_words(data, "process_heads"),
         unruled_by_silence=frozenset(str(w) for w in data.get("unruled_by_silence") or ()),
@@ -2970,7 +2973,7 @@ def _tip_of_parts(
     atrium"): the parts' tip, where the device has none of its own (`tips_of`)."""
     for part in patterns.tips_of.get(concept, ()):
         found = _concept_target(part, report, lexicon, patterns)
-        tip = {k: found.finding[k] for k in ("tip", "tip_text") if found.finding.get(k)}
+        tip = {k: found.finding[k] for k in ("tip", "tip_text", "tips") if found.finding.get(k)}
         if tip:
             return dataclasses.replace(
                 target,
@@ -3426,7 +3429,7 @@ def _merged(findings: Sequence[Mention]) -> dict[str, object]:
     sizes = [float(f.attributes["size_mm"]) for f in findings if "size_mm" in f.attributes]
     if sizes:
         out["size_mm"] = max(sizes)
-    for key in ("severity", "change", "tip", "tip_text", "tip_distance_mm"):
+    for key in ("severity", "change", "tip", "tip_text", "tip_distance_mm", "tips"):
         value = next((f.attributes[key] for f in findings if f.attributes.get(key)), None)
         if value is not None:
             out[key] = value
@@ -3525,6 +3528,9 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
             # above the carina"): the answer is the distance
             tip_words = _APPROXIMATELY.sub("", str(finding.get("tip_text") or ""))
             words = [tip_words, str(finding["tip"])]
+            if finding.get("tips"):
+                # "leads in the right atrium and another in the right ventricle": each landmark
+                words = [str(t) for t in finding["tips"]]  # type: ignore[attr-defined]
             return out(list(dict.fromkeys(w for w in words if w)))
         if qtype == "position":
             asked = {str(q.value) for q in question.where if q.kind == "side"}
@@ -3570,6 +3576,13 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
             return out(counted) if counted is not None else out("unknown", False)
         if qtype == "count":
             count = finding.get("count")
+            tips = finding.get("tips")
+            if (
+                count in (None, "multiple")
+                and isinstance(tips, list)
+                and _concept_id(question.label or "") in patterns.counted_by_tips
+            ):
+                count = len(tips)  # "leads in the right atrium and right ventricle": two
             by_place = _count_by_place(target.deciding)
             if by_place is not None and (not isinstance(count, int) or by_place > count):
                 count = by_place

@@ -200,6 +200,10 @@ CLINICIANS = [
     ("Where is the tip of the ET tube?", _ETT, "position",
      ["4.5 cm above the carina", "carina"]),
     ("Where is the tip of the nodule?", _NODULE, "position", ["left", "left lower lobe"]),
+    # tips joined in one phrase: each landmark
+    ("Where are the lead tips?", "FINDINGS: Two pacer leads, with a tip in the right atrium "
+     "and another tip in the right ventricle.", "position",
+     ["right atrium", "right ventricle"]),
     # a device no longer there; a device whose name holds a blocked word
     ("Is the NG tube still in place?", "FINDINGS: Interval removal of the NG tube.",
      "presence", "no"),
@@ -323,6 +327,15 @@ CLINICIANS = [
      "count", 1),
     ("How many pacemaker leads are there?", "FINDINGS: Stable position of 2 pacemaker "
      "electrodes.", "count", 2),
+    # ... or by the landmarks their tips are joined in, one lead each; a line is not counted so
+    ("How many pacemaker leads are there?", "FINDINGS: Left pacer with leads in the right "
+     "atrium and ventricle.", "count", 2),
+    ("How many pacemaker leads are there?", "FINDINGS: Left pacer with leads in the right "
+     "atrium.", "count", "multiple"),
+    ("How many leads are there?", "FINDINGS: Pacer leads project over the right atrium, "
+     "right ventricle and coronary sinus.", "count", 3),
+    ("How many central lines are there?", "FINDINGS: Central lines with tips in the SVC and "
+     "right atrium.", "count", "multiple"),
     # what the findings reading adds to a label's finding over the same words
     ("Has the mass grown?", "FINDINGS: Lobulated right middle lobe mass measuring 4.5 x 6.8 "
      "cm, increased in size compared to prior study, most compatible with neoplasm.",
@@ -1327,9 +1340,10 @@ CLINICIANS = [
      "granulomas.", "presence", "uncertain"),
     # a device's leads, and its tip given to them
     ("Where do the leads end?", "FINDINGS: Cardiac XXXX with leads terminating in the right "
-     "atrium and right ventricle.", "position", ["right atrium"]),
+     "atrium and right ventricle.", "position", ["right atrium", "right ventricle"]),
     ("Where is the tip of the pacemaker?", "FINDINGS: Left chest wall pacemaker generator with "
-     "leads in the right atrium and right ventricle.", "position", ["right atrium"]),
+     "leads in the right atrium and right ventricle.", "position",
+     ["right atrium", "right ventricle"]),
     ("Which side is the pacemaker on?", "FINDINGS: Left chest wall pacemaker generator with "
      "leads in the right atrium and right ventricle.", "position", ["left"]),
     # a masked line known by its tip after a comma

@@ -42,6 +42,31 @@ def test_landmarks_in_the_reports_words(
     assert sentence[tip.start : tip.end] == words
 
 
+@pytest.mark.parametrize(
+    ("sentence", "names", "words"),
+    [
+        ("Leads in the right atrium and right ventricle.", ("right atrium", "right ventricle"),
+         "right atrium and right ventricle"),
+        # a head word alone takes the side of the landmark before it
+        ("Leads in the right atrium and ventricle.", ("right atrium", "right ventricle"),
+         "right atrium and ventricle"),
+        ("Leads over the right atrium, right ventricle and coronary sinus.",
+         ("right atrium", "right ventricle", "coronary sinus"),
+         "right atrium, right ventricle and coronary sinus"),
+        ("One tip in the right atrium and another lead tip in the right ventricle.",
+         ("right atrium", "right ventricle"),
+         "right atrium and another lead tip in the right ventricle"),
+        # one landmark, or a next clause that names none: no list
+        ("PICC tip in the SVC and no pneumothorax.", (), "SVC"),
+        ("Lead in the right atrium and stable heart size.", (), "right atrium"),
+    ],
+)  # fmt: skip
+def test_landmarks_joined_in_one_phrase(sentence: str, names: tuple[str, ...], words: str) -> None:
+    tip = load_tip_finder().find(sentence)
+    assert tip is not None
+    assert (tip.names, tip.text) == (names, words)
+
+
 def test_no_landmark_no_tip_and_words_inside_other_words_do_not_count() -> None:
     finder = load_tip_finder()
     assert finder.find("Right chest tube in place.") is None
