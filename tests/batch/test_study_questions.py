@@ -200,10 +200,14 @@ CLINICIANS = [
     ("Where is the tip of the ET tube?", _ETT, "position",
      ["4.5 cm above the carina", "carina"]),
     ("Where is the tip of the nodule?", _NODULE, "position", ["left", "left lower lobe"]),
-    # tips joined in one phrase: each landmark
+    # tips joined in one phrase: each landmark; past the GE junction is the stomach
     ("Where are the lead tips?", "FINDINGS: Two pacer leads, with a tip in the right atrium "
      "and another tip in the right ventricle.", "position",
      ["right atrium", "right ventricle"]),
+    ("Where is the tip of the NG tube?", "FINDINGS: NG tube with tip beyond the GE junction.",
+     "position", ["beyond the GE junction", "stomach"]),
+    ("Where is the tip of the NG tube?", "FINDINGS: NG tube with tip at the GE junction.",
+     "position", ["GE junction", "esophagus"]),
     # a device no longer there; a device whose name holds a blocked word
     ("Is the NG tube still in place?", "FINDINGS: Interval removal of the NG tube.",
      "presence", "no"),

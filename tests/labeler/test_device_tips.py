@@ -67,6 +67,18 @@ def test_landmarks_joined_in_one_phrase(sentence: str, names: tuple[str, ...], w
     assert (tip.names, tip.text) == (names, words)
 
 
+def test_past_the_ge_junction_is_the_stomach() -> None:
+    finder = load_tip_finder()
+    for sentence in (
+        "Tube tip distal to the gastroesophageal junction.",
+        "Tip below the GE junction.",
+    ):
+        tip = finder.find(sentence)
+        assert tip is not None and tip.name == "stomach"
+    tip = finder.find("Tube tip at the GE junction.")
+    assert tip is not None and tip.name == "esophagus"
+
+
 def test_no_landmark_no_tip_and_words_inside_other_words_do_not_count() -> None:
     finder = load_tip_finder()
     assert finder.find("Right chest tube in place.") is None
