@@ -45,10 +45,12 @@ class LevelFinder:
         ordinal = "|".join(sorted(map(re.escape, self.ordinals), key=len, reverse=True))
         joiner = "|".join(map(re.escape, (*range_words, *list_words)))
         self._range = frozenset(w.lower() for w in range_words)
-        # "4th, 5th, and 6th ribs", "5th through 9th anterior ribs", "left 9th rib"
+        # "4th, 5th, and 6th ribs", "5th through 9th anterior ribs", "left 9th rib", a side
+        # for each ("right 10th and left 9th posterolateral ribs")
         self._ordinal_ribs = re.compile(
-            rf"\b(?P<list>(?:{ordinal})(?:\s*(?:{joiner})\s*(?:and\s+)?(?:{ordinal}))*)"
-            rf"(?:\s+(?:left|right|anterior|posterior|lateral|upper|lower|[a-z]+ior))*"
+            rf"\b(?P<list>(?:{ordinal})(?:\s*(?:{joiner})\s*(?:and\s+)?(?:(?:left|right)\s+)?"
+            rf"(?:{ordinal}))*)"
+            rf"(?:\s+(?:left|right|anterior|posterior|lateral|upper|lower|[a-z]+ior|[a-z]+lateral))*"
             rf"\s+ribs?\b",
             re.IGNORECASE,
         )

@@ -257,6 +257,8 @@ CLINICIANS = [
      ["left", "9th rib"]),
     ("At what level is the fracture?", "FINDINGS: Wedge fracture of T12.", "position",
      ["T12"]),
+    ("How many rib fractures are there?", "FINDINGS: Healed right 8th and left 7th "
+     "posterolateral rib fracture.", "count", 2),
     ("How many ribs are fractured?", "FINDINGS: Multiple rib fractures, the right 5th "
      "through 9th ribs.", "count", 5),
     # a site the question names: read in the words beside the finding, by any word of

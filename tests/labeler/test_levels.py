@@ -24,6 +24,10 @@ pytestmark = pytest.mark.issue(40)
         ("Fractures of the right 5th through 9th anterior ribs.",
          ["5th rib", "6th rib", "7th rib", "8th rib", "9th rib"]),
         ("Healed left ninth rib fracture.", ["9th rib"]),
+        # a side for each level, a compound position word before "rib"
+        ("Healed right 8th and left 7th posterolateral rib fractures.", ["8th rib", "7th rib"]),
+        ("Old right 3rd, left 4th anterolateral ribs.", ["3rd rib", "4th rib"]),
+        ("Left 6th rib and right clavicle.", ["6th rib"]),
         ("A displaced fracture of right rib 4.", ["4th rib"]),
         ("Wedging at the T11 level.", ["T11"]),
         ("Degenerative change at L4-L5 and T12-L1.", ["L4", "L5", "T12", "L1"]),
