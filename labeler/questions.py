@@ -97,6 +97,8 @@ _TYPE_OF_KIND: dict[str, QuestionType] = {
 }
 # the qualifiers that say where a finding is: of several, they name the one asked about
 _PLACE_KINDS = ("side", "zone", "lobe")
+#: the keys of a pattern entry kept beside its phrases (`_Entry.get`)
+_ENTRY_KEYS = ("type", "asks", "side", "zone", "label", "op", "weak", "narrows_only", "narrows")
 _KIND_ORDER = ("size", "change", "count", "severity", "lobe", "side", "zone", "descriptor", "site")
 
 
@@ -292,10 +294,7 @@ def _entries(name: str, data: object, key: str, *, values: bool = False) -> tupl
             raise PatternFileError(f"{where} ({raw['id']}) needs a value")
         value = raw.get("value", raw.get("label", raw.get("op", "")))
         extra = tuple(
-            (str(k), str(v))
-            for k, v in raw.items()
-            if k in ("type", "asks", "side", "zone", "label", "op", "weak", "narrows_only")
-            and v is not None
+            (str(k), str(v)) for k, v in raw.items() if k in _ENTRY_KEYS and v is not None
         )
         bad = [
             ph
@@ -1307,7 +1306,16 @@ class QuestionParser:
         where = (
             # "Where is the scarring in the left lung?", "Where are the granulomas below the
             # diaphragm?": of the findings there
-            tuple(_qualifier(r.doc, h) for h in hits if h.group in _PLACE_KINDS and free(h))
+            tuple(
+                _qualifier(r.doc, h)
+                for h in hits
+                if h.group in _PLACE_KINDS
+                and (
+                    free(h)
+                    # "Which apex is the opacity in?": of the findings at an apex
+                    or (best.entry.get("narrows") and best.start <= h.start and h.end <= best.end)
+                )
+            )
             + self._sites_named(r)
             + tuple(
                 # "Where is the calcified nodule?": the one the report calls so

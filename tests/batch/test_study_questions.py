@@ -1238,6 +1238,11 @@ CLINICIANS = [
      ["left", "basilar"]),
     ("Which side is the scarring on?", "FINDINGS: Left basilar scarring.", "position",
      ["left"]),
+    # ... of the findings at the place the cue names, not those elsewhere
+    ("Which apex is the opacity in?", "FINDINGS: Small opacity in the left lung apex. Mild "
+     "right basilar opacity.", "position", ["left", "apical", "apex"]),
+    ("Which base has the opacity?", "FINDINGS: Small opacity in the left lung apex. Mild "
+     "right basilar opacity.", "position", ["right", "basilar"]),
     # volume loss is its own finding, and a report's atelectasis is volume loss
     ("Is there volume loss?", "FINDINGS: Right-sided volume loss.", "presence", "yes"),
     ("Is there volume loss?", "FINDINGS: Left basilar atelectasis.", "presence", "yes"),
