@@ -147,6 +147,9 @@ class QuestionPatterns:
     place_units: Mapping[tuple[str, ...], str] = field(default_factory=dict)
     #: words beside a finding that spread it over several levels ("multilevel")
     multiple_places_words: tuple[tuple[str, ...], ...] = ()
+    #: words beside a finding that spread it over both lungs ("diffuse interstitial
+    #: prominence"): where it is when the report names no side or place
+    spread_words: frozenset[str] = frozenset()
     #: words of a place on the spine ("midthoracic vertebral body")
     spine_place_words: frozenset[str] = frozenset()
     #: "How many views were taken?": view concepts and the number of views each says, in
@@ -377,6 +380,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
             for unit, phrases in _lists(data, "place_units").items()
             for p in phrases
         },
+        spread_words=_words(data, "spread_words"),
         multiple_places_words=tuple(
             tuple(str(p).lower().split()) for p in data.get("multiple_places_words") or ()
         ),
@@ -2896,6 +2900,23 @@ def _near_words(mentions: Iterable[Mention], denying: frozenset[str]) -> frozens
     return frozenset(out)
 
 
+def _spread(mentions: Iterable[Mention], patterns: QuestionPatterns) -> bool:
+    """Whether a word of `spread_words` stands just beside a mention, in its noun phrase
+    ("diffuse increased interstitial markings", "opacities diffusely")."""
+    for m in mentions:
+        if m.sentence_start is None:
+            continue
+        a, b = m.start - m.sentence_start, m.end - m.sentence_start
+        words = [
+            *_WORD.findall(m.sentence[:a].lower())[-2:],
+            *_WORD.findall(m.sentence[a:b].lower()),
+            *_WORD.findall(re.split(r"[,;:.]", m.sentence[b:])[0].lower())[:3],
+        ]
+        if patterns.spread_words.intersection(words):
+            return True
+    return False
+
+
 def _place_words(mentions: Iterable[Mention], parts: Collection[str] = ()) -> list[str]:
     """The report's own words for each place its location evidence names ("left base"); a
     zone with the part it is of after it (`parts`: "lower mediastinum", not "lower")."""
@@ -3552,6 +3573,13 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
                 # then the report's own words for them ("left base" for "basilar")
                 said = _place_words(target.deciding, patterns.place_parts)
                 terms += [w for w in said if w.lower() not in {t.lower() for t in terms}]
+            if (
+                not terms
+                and status in ("positive", "uncertain")
+                and _spread(target.deciding, patterns)
+            ):
+                # "mild diffuse interstitial prominence": both lungs, all over
+                terms = ["bilateral"] if question.asks == "side" else ["diffuse", "bilateral"]
             return out(terms, True) if terms else out("unknown", False)
         if qtype == "size":
             if finding.get("size_mm") is not None:

@@ -1243,6 +1243,15 @@ CLINICIANS = [
      "right basilar opacity.", "position", ["left", "apical", "apex"]),
     ("Which base has the opacity?", "FINDINGS: Small opacity in the left lung apex. Mild "
      "right basilar opacity.", "position", ["right", "basilar"]),
+    # a finding spread over both lungs with no side or place of its own
+    ("Where is the interstitial prominence?", "FINDINGS: Mild diffuse interstitial "
+     "prominence.", "position", ["diffuse", "bilateral"]),
+    ("Are the interstitial markings on one side or both?", "FINDINGS: Diffuse increased "
+     "interstitial markings.", "position", ["bilateral"]),
+    ("Where is the interstitial prominence?", "FINDINGS: Interstitial prominence. No diffuse "
+     "airspace disease.", "position", "unknown"),
+    ("Where is the interstitial prominence?", "FINDINGS: Diffuse interstitial prominence at "
+     "the left base.", "position", ["left", "basilar", "base"]),
     # volume loss is its own finding, and a report's atelectasis is volume loss
     ("Is there volume loss?", "FINDINGS: Right-sided volume loss.", "presence", "yes"),
     ("Is there volume loss?", "FINDINGS: Left basilar atelectasis.", "presence", "yes"),
