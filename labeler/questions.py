@@ -160,6 +160,9 @@ class QuestionPatterns:
     qualifier_before: frozenset[str] = frozenset()
     qualifier_links: frozenset[str] = frozenset()
     qualifier_after: frozenset[str] = frozenset()
+    #: general words for a device beside a device's name ("stimulator device", "implanted
+    #: pacemaker"): part of the name, not a qualifier
+    device_words: frozenset[str] = frozenset()
     zone_includes: Mapping[str, frozenset[str]] = field(default_factory=dict)
     absorbed: Mapping[str, frozenset[str]] = field(default_factory=dict)
     #: words of the lexicon's anatomy phrases too general to name a site ("joint")
@@ -391,6 +394,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         qualifier_before=_words(data, "qualifier_before"),
         qualifier_links=_words(data, "qualifier_links"),
         qualifier_after=_words(data, "qualifier_after"),
+        device_words=_words(data, "device_words"),
         zone_includes={str(e.value): frozenset(e.accepts) for e in qualifiers["zone"]},
         absorbed={
             str(k): frozenset(str(i) for i in v) for k, v in (data.get("absorbed") or {}).items()
@@ -1548,6 +1552,13 @@ class QuestionParser:
                 if i in starts:
                     covered.update(range(t.i, i))
             elif t.lower_ in p.qualifier_after and t.i in ends:
+                covered.add(t.i)
+        # "Is there a stimulator device?", "Any implanted pacemaker?": a device's general
+        # words just before or after a device's name
+        device_ends = {e for label, _, _, e in found if self._kind(label) == "device"}
+        device_starts = {s for label, _, s, _ in found if self._kind(label) == "device"}
+        for t in doc:
+            if t.lower_ in p.device_words and (t.i in device_ends or t.i + 1 in device_starts):
                 covered.add(t.i)
         context = p.context_words | p.units.keys() | p.number_words.keys() | {"than", "a"}
         return [

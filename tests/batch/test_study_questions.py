@@ -508,6 +508,12 @@ CLINICIANS = [
     # the OpenI de-identification's "Cardiac XXXX generator" is a pacemaker's
     ("Is there a pacemaker?", "FINDINGS: Cardiac XXXX generator leads over the right atrium "
      "and right ventricle.", "presence", "yes"),
+    # a device's general words beside its name are part of it; beside another finding, not
+    ("Is there a stimulator device?", "FINDINGS: A spinal stimulator is seen.", "presence",
+     "yes"),
+    ("Any implanted pacemaker?", "FINDINGS: Left chest wall pacemaker.", "presence", "yes"),
+    ("Any implanted pacemaker?", "FINDINGS: Clear lungs.", "presence", "no"),
+    ("Is there a nodule device?", "FINDINGS: Left lung nodule.", "unsupported", None),
     ("Is the left lung clear?", "FINDINGS: Clear left lung. Right middle lobe infiltrate.",
      "position", "yes"),
     ("Is the right lung clear?", "FINDINGS: Clear left lung. Right middle lobe infiltrate.",
