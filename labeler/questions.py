@@ -3335,6 +3335,12 @@ def _places_counted(
         lower = patterns.zone_includes.get("lower", frozenset())
         basal = [m for m in mentions if _place_values(m) & lower]
         return len(_sides(basal)) or None
+    if unit == "places":
+        # "In how many places are there clips?" over clips "over the left lung apex, as well
+        # as over the right upper quadrant": the places named, one named twice (a zone and
+        # the lobe it is in) once
+        named = [(None, None, frozenset({p})) for m in mentions for p in _place_values(m)]
+        return _distinct(named) if named else None
     levels = {
         str(v)
         for m in mentions

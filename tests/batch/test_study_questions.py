@@ -1176,6 +1176,14 @@ CLINICIANS = [
      "left lung.", "count", 1),
     ("How many lung bases are involved?", "FINDINGS: Bibasilar atelectasis.", "study", 2),
     ("How many lung bases are involved?", "FINDINGS: Left basilar atelectasis.", "study", 1),
+    # places of any kind: those named, a zone and the lobe it is in once; unknown where unsaid
+    ("In how many places are there surgical clips?", "FINDINGS: There are surgical clips "
+     "projecting over the left lung apex, as well as, over the right upper quadrant of the "
+     "abdomen.", "count", 2),
+    ("How many places show the nodules?", "FINDINGS: Nodules in the left upper lobe. Left "
+     "upper lung nodules.", "count", 1),
+    ("In how many places are there surgical clips?", "FINDINGS: Surgical clips.", "count",
+     "unknown"),
     ("How many levels of the thoracic spine are degenerate?", "FINDINGS: Multilevel "
      "degenerative changes of the thoracic spine.", "count", "multiple"),
     ("How many spinal levels are involved?", "FINDINGS: Degenerative changes of the thoracic "
