@@ -909,3 +909,29 @@ def test_diaphragm_hilum_curve_and_air_trapping_words(
 ) -> None:
     found = _one(read(f"FINDINGS: {text}"), concept)
     assert (found.status, found.attributes.get("laterality")) == (status, side)
+
+
+@pytest.mark.parametrize(
+    ("text", "concept"),
+    [
+        # a study called limited after its noun, or in the predicate form of "limited study"
+        ("FINDINGS: The study is limited by patient motion.", "technical_limitation"),
+        ("IMPRESSION: Exam limited on the lateral view by the arms.", "technical_limitation"),
+        ("FINDINGS: Limited film due to rotation.", "technical_limitation"),
+        # a heart called small in its own words
+        ("FINDINGS: Small sized heart. Clear lungs.", "small_heart"),
+        ("FINDINGS: The heart is small.", "small_heart"),
+    ],
+)
+def test_a_limited_study_and_a_small_heart_in_the_reports_words(
+    read: Read, text: str, concept: str
+) -> None:
+    assert _one(read(text), concept).status == "positive"
+
+
+def test_a_study_not_limited_is_no_limitation(read: Read) -> None:
+    result = read("FINDINGS: The study is not limited. The heart is normal in size.")
+    assert result.report_findings is not None
+    positive = [f.concept for f in result.report_findings if f.status == "positive"]
+    assert "technical_limitation" not in positive
+    assert "small_heart" not in positive
