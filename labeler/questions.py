@@ -1620,7 +1620,10 @@ class QuestionParser:
                 # "Which heart valve has been replaced?": the heart's size only by default,
                 # not where the question names a device or an operation
                 or (fallback and self._kind(concepts[0][0]) in ("device", "postop"))
-                or all(c[1] == "lexicon" and c[2] <= s[2] and s[3] <= c[3]
+                # ... or an entry's longer words hold the default's ("Is the heart on the
+                # small side?" is the small heart, not the heart's size)
+                or all((c[1] == "lexicon" or (fallback and c in named))
+                       and c[2] <= s[2] and s[3] <= c[3]
                        and c[3] - c[2] > s[3] - s[2] for s in spans for c in concepts[:1])
             ):  # fmt: skip
                 spans = concepts

@@ -1880,3 +1880,40 @@ def test_air_trapping_a_curves_side_and_a_reversed_lordosis(
 ) -> None:
     got = engine.ask(question, report=engine.label_reports([report])[report])
     assert got.answer == answer
+
+
+# how the study was taken, the heart's size and the measurements asked in clinicians' words
+STUDY_QUALITY_AND_SIZE = [
+    ("Is the study technically limited?", "FINDINGS: The study is limited by patient motion.",
+     "presence", "yes"),
+    ("Is the exam limited?", "IMPRESSION: Exam limited on the lateral view by the arms. No "
+     "effusion.", "presence", "yes"),
+    ("Is the film limited?", "FINDINGS: Limited film due to rotation.", "presence", "yes"),
+    ("Is the exam limited?", "FINDINGS: Clear lungs. No effusion.", "presence", "no"),
+    # "within normal range" is the heart's normal size
+    ("Is the heart size within normal range?", "FINDINGS: Heart size is normal.", "presence",
+     "yes"),
+    ("Is the heart size within normal range?", "FINDINGS: Moderate cardiomegaly.", "presence",
+     "no"),
+    ("Is the heart size within normal range?", "FINDINGS: Possible cardiomegaly.", "presence",
+     "uncertain"),
+    # a heart asked about as small is the small heart
+    ("Is the heart on the small side?", "FINDINGS: Small sized heart. Clear lungs.",
+     "presence", "yes"),
+    ("Is the heart small?", "FINDINGS: Heart size is normal.", "presence", "no"),
+    ("Is the heart small?", "FINDINGS: Mild cardiomegaly.", "presence", "no"),
+    # the projection a size is judged for is read through
+    ("Is the heart enlarged for an AP film?", "FINDINGS: Heart size is normal for AP "
+     "technique.", "presence", "no"),
+    ("Is the heart enlarged for a portable film?", "FINDINGS: Moderate cardiomegaly.",
+     "presence", "yes"),
+]  # fmt: skip
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(("question", "report", "qtype", "answer"), STUDY_QUALITY_AND_SIZE)
+def test_study_quality_heart_size_and_measurements(
+    engine: StudyQuestions, question: str, report: str, qtype: str, answer: object
+) -> None:
+    got = engine.ask(question, report=engine.label_reports([report])[report])
+    assert (got.type, got.answer) == (qtype, answer)
