@@ -1907,6 +1907,15 @@ STUDY_QUALITY_AND_SIZE = [
      "technique.", "presence", "no"),
     ("Is the heart enlarged for a portable film?", "FINDINGS: Moderate cardiomegaly.",
      "presence", "yes"),
+    # a length asked in its unit, a ratio or an angle by its name: a measurement
+    ("How many cm across is the heart?", "FINDINGS: Heart size is normal.", "size", "unknown"),
+    ("What's the CT ratio?", "FINDINGS: Normal heart size. Clear lungs.", "size", "unknown"),
+    ("What's the Cobb angle?", "FINDINGS: Mild thoracic dextroscoliosis.", "size", "unknown"),
+    # an aorta wider than normal is a dilated one
+    ("Is the thoracic aorta wider than normal?", "FINDINGS: Dilated thoracic aorta.",
+     "presence", "yes"),
+    ("Is the thoracic aorta wider than normal?", "FINDINGS: Normal mediastinal contours.",
+     "presence", "no"),
 ]  # fmt: skip
 
 
