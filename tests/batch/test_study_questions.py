@@ -1890,6 +1890,12 @@ STUDY_QUALITY_AND_SIZE = [
      "effusion.", "presence", "yes"),
     ("Is the film limited?", "FINDINGS: Limited film due to rotation.", "presence", "yes"),
     ("Is the exam limited?", "FINDINGS: Clear lungs. No effusion.", "presence", "no"),
+    ("Is the film limited?", "FINDINGS: The patient's chin obscures both lung apices.",
+     "presence", "yes"),
+    # lungs "well-expanded and clear" are well expanded
+    ("Are the lungs well expanded?", "IMPRESSION: Well-expanded and clear lungs.", "presence",
+     "yes"),
+    ("Are the lungs well expanded?", "IMPRESSION: Low lung volumes.", "presence", "no"),
     # "within normal range" is the heart's normal size
     ("Is the heart size within normal range?", "FINDINGS: Heart size is normal.", "presence",
      "yes"),

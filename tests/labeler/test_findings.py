@@ -918,6 +918,12 @@ def test_diaphragm_hilum_curve_and_air_trapping_words(
         ("FINDINGS: The study is limited by patient motion.", "technical_limitation"),
         ("IMPRESSION: Exam limited on the lateral view by the arms.", "technical_limitation"),
         ("FINDINGS: Limited film due to rotation.", "technical_limitation"),
+        # the patient's own chin or arms over the chest limit the study
+        ("FINDINGS: The patient's chin obscures both lung apices.", "overlying_body_part"),
+        (
+            "IMPRESSION: Lateral view limited by soft tissue and bony structures of the arms.",
+            "overlying_body_part",
+        ),
         # a heart called small in its own words
         ("FINDINGS: Small sized heart. Clear lungs.", "small_heart"),
         ("FINDINGS: The heart is small.", "small_heart"),
@@ -935,3 +941,10 @@ def test_a_study_not_limited_is_no_limitation(read: Read) -> None:
     positive = [f.concept for f in result.report_findings if f.status == "positive"]
     assert "technical_limitation" not in positive
     assert "small_heart" not in positive
+
+
+def test_well_expanded_and_clear_lungs_keep_both(read: Read) -> None:
+    found = read("IMPRESSION: Well-expanded and clear lungs. No effusion.")
+    assert {"clear_lungs", "normal_lung_volumes"} <= {
+        f.concept for f in found.report_findings or ()
+    }
