@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from labeler.errors import PatternFileError
-from labeler.vocabulary import read_pattern_file
+from labeler.vocabulary import opens_aside, read_pattern_file
 
 if TYPE_CHECKING:  # spaCy is imported by the pipeline, not by the configuration
     from spacy.tokens import Token
@@ -39,6 +39,8 @@ class CertaintyScale:
     #: whether a hedge of any level, not only one reported positive, is negative when its
     #: evidence is negated ("no opacity to suggest pneumonia" under `negbio`)
     negate_every_level: bool = False
+    #: words that open an aside: a negator before one does not negate a hedge after it
+    asides: frozenset[str] = frozenset()
 
     def level(self, cue: str) -> str:
         """The level of a cue's text (`possible` when the scale does not list it)."""
@@ -78,9 +80,18 @@ class CertaintyScale:
             # "there is no opacity to suggest A": the hedge hangs off the copula
             nouns += [c for c in head.children if c.dep_ in ("attr", "nsubj", "nsubjpass")]
         for noun in nouns:
-            if any(c.dep_ in ("det", "neg") and c.lower_ in self.negators for c in noun.children):
+            if any(
+                c.dep_ in ("det", "neg")
+                and c.lower_ in self.negators
+                and not self._aside_between(c, cue)
+                for c in noun.children
+            ):
                 return True
-            if noun.dep_ == "pobj" and noun.head.lower_ in self.negators:
+            if (
+                noun.dep_ == "pobj"
+                and noun.head.lower_ in self.negators
+                and not self._aside_between(noun.head, cue)
+            ):
                 return True
         # "clear lungs without consolidation to suggest A": an infinitive hedge after a
         # negated prepositional phrase (not "opacity without bronchograms, concerning for A")
@@ -88,6 +99,13 @@ class CertaintyScale:
         return infinitive and any(
             c.dep_ == "prep" and c.lower_ in self.negators for c in head.children
         )
+
+    def _aside_between(self, negator: Token, cue: Token) -> bool:
+        """Whether an aside opens between a negator and the hedge word after it."""
+        if not self.asides or negator.i >= cue.i:
+            return False
+        words = [t.lower_ for t in negator.doc[negator.i : cue.i + 2]]
+        return any(opens_aside(words, i, self.asides) for i in range(1, cue.i - negator.i))
 
 
 @functools.lru_cache(maxsize=8)
@@ -137,4 +155,5 @@ def load_certainty(name: str = "certainty.v1", profile: str = DEFAULT_PROFILE) -
         dict(statuses),
         negators,
         negate_every_level=profile in every,
+        asides=frozenset(str(w).lower() for w in data.get("evidence_asides") or ()),
     )

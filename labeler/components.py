@@ -27,7 +27,7 @@ from spacy.tokens import Doc, Span, Token
 from spacy.util import filter_spans, registry
 
 from labeler.required_words import RequiredWords
-from labeler.vocabulary import Rule, load_concepts, load_rules
+from labeler.vocabulary import Rule, load_concepts, load_rules, opens_aside
 
 __all__ = [
     "HEDGED",
@@ -264,6 +264,7 @@ class DependencyRules:
                     mention.doc,
                     self.rule_set.list_breakers,
                     self.rule_set.clause_breakers,
+                    self.rule_set.aside_openers,
                     tokens=cues.tokens,
                     words=cues.words,
                 )
@@ -271,7 +272,10 @@ class DependencyRules:
             index = cues.list_index
         else:
             index = _ListIndex(
-                mention.doc, self.rule_set.list_breakers, self.rule_set.clause_breakers
+                mention.doc,
+                self.rule_set.list_breakers,
+                self.rule_set.clause_breakers,
+                self.rule_set.aside_openers,
             )
         root = mention.root
         # the dependency walk only reaches the first _MAX_PATH tokens up from
@@ -314,6 +318,13 @@ class DependencyRules:
         ):
             # "opacities ..., however other etiologies cannot be excluded": the cue's clause
             # is one of its own, whatever the parse hangs on it
+            return False
+        if (
+            cue_span.end <= mention.start
+            and index.tokens.aside[cue_span.end] < index.tokens.aside[mention.start]
+        ):
+            # "no effusion (blunting may represent small effusions)": the aside is a
+            # statement of its own
             return False
         if rule.scope == "list":
             if rule.adjacent and index.has_comma(cue_span.end, mention.start):
@@ -445,6 +456,7 @@ class _TokenTables:
         breakers: frozenset[str],
         clause_breakers: frozenset[str] = frozenset(),
         words: Sequence[str] | None = None,
+        aside_openers: frozenset[str] = frozenset(),
     ):
         self.n = len(doc)
         self._doc = doc
@@ -453,6 +465,7 @@ class _TokenTables:
         self._lowers = [t.lower_ for t in doc] if words is None else words
         self._breakers = breakers
         self._clause_breakers = clause_breakers
+        self._aside_openers = aside_openers
 
     @cached_property
     def _tags(self) -> list[str]:
@@ -493,6 +506,13 @@ class _TokenTables:
         return _prefix(map(self._clause_breakers.__contains__, self._lowers))
 
     @cached_property
+    def aside(self) -> list[int]:
+        words, openers = self._lowers, self._aside_openers
+        if openers.isdisjoint(words):
+            return [0] * (self.n + 1)
+        return _prefix(opens_aside(words, i, openers) for i in range(self.n))
+
+    @cached_property
     def next_comma(self) -> list[int]:
         """next_comma[i]: the first comma at or after token i (n if none)."""
         return _next_where(self._lowers, ",".__eq__)
@@ -527,12 +547,13 @@ class _ListIndex:
         doc: Doc,
         breakers: frozenset[str] = frozenset(),
         clause_breakers: frozenset[str] = frozenset(),
+        aside_openers: frozenset[str] = frozenset(),
         *,
         tokens: _TokenTables | None = None,
         words: Sequence[str] | None = None,
     ):
         if tokens is None:
-            tokens = _TokenTables(doc, breakers, clause_breakers, words)
+            tokens = _TokenTables(doc, breakers, clause_breakers, words, aside_openers)
         self.tokens = tokens
         self.n = tokens.n
         # the doc's mentions now: a caller that decides another reader's puts a new group

@@ -8,6 +8,7 @@ package.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -30,10 +31,24 @@ __all__ = [
     "load_rules",
     "load_sections",
     "load_statements",
+    "opens_aside",
     "packaged_file",
     "plural_phrase",
     "read_pattern_file",
 ]
+
+#: the bracket that closes each opening one an aside may start with
+_CLOSING = {"(": ")", "[": "]"}
+
+
+def opens_aside(words: Sequence[str], i: int, openers: frozenset[str]) -> bool:
+    """Whether lower-cased word `i` opens an aside: one of `openers`, not a bracket round one
+    word ("diffuse idiopathic skeletal hyperostosis (DISH)" names the finding again)."""
+    if words[i] not in openers:
+        return False
+    closing = _CLOSING.get(words[i])
+    return closing is None or i + 2 >= len(words) or words[i + 2] != closing
+
 
 #: Label given to mentions of findings outside the 14 (they only decide No Finding).
 OTHER_LABEL = "Other"
@@ -99,6 +114,9 @@ class RuleSet:
     #: words that open a clause of its own ("..., however B cannot be excluded"): a cue after
     #: one does not reach a mention before it
     clause_breakers: frozenset[str] = frozenset()
+    #: words that open an aside ("no effusion (blunting may represent small effusions)"): a
+    #: cue before one does not reach a mention after it
+    aside_openers: frozenset[str] = frozenset()
     #: prepositions by which a predicate relates its subject to another finding ("A may be
     #: related to B", "due to B"): for `subject: if_no_object` they count as an object
     relation_preps: frozenset[str] = frozenset()
@@ -308,7 +326,7 @@ def load_rules(name: str = "rules.v1") -> RuleSet:
     ):
         raise PatternFileError(f"{name}: list_breakers must be a list of single words")
     words = {}
-    for key in ("clause_breakers", "relation_preps"):
+    for key in ("clause_breakers", "aside_openers", "relation_preps"):
         raw = data.get(key) or []
         if not isinstance(raw, list) or not all(
             isinstance(b, str) and len(b.split()) == 1 for b in raw

@@ -57,6 +57,13 @@ CHEXPERT_SCOPE = [
     ("Small effusion may be present.", {"Pleural Effusion": "uncertain"}),  # no relation
     ("Left basilar opacity may represent atelectasis versus consolidation.",
      {"Lung Opacity": "positive", "Atelectasis": "uncertain", "Consolidation": "uncertain"}),
+    # an aside in brackets is a statement of its own: a negation before it does not reach
+    # in, one inside it still negates
+    ("No consolidation or large pleural effusion (blunting of the costophrenic angles may "
+     "represent small effusions or pleural thickening).",
+     {"Consolidation": "negative", "Pleural Effusion": "uncertain"}),
+    ("No consolidation (no pleural effusion or pneumothorax).",
+     {"Consolidation": "negative", "Pleural Effusion": "negative", "Pneumothorax": "negative"}),
     # a negated rationale rules its diagnosis out
     ("No focal airspace opacities to suggest pneumonia.",
      {"Lung Opacity": "negative", "Pneumonia": "negative"}),
