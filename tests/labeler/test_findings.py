@@ -231,6 +231,10 @@ def test_levels_joined_before_a_finding_keep_its_describing_words(read: Read) ->
         # other words of the lexicon's: "to" the aorta, hypoventilation, UK spellings
         ("FINDINGS: There is mild tortuosity to the descending thoracic aorta.",
          "tortuous_thoracic_aorta", {"severity": "mild"}),
+        # "calcific" for "calcified"; an aneurysm "of" the aorta's named segment
+        ("FINDINGS: Calcific aorta.", "aortic_calcification", {}),
+        ("IMPRESSION: Focal contour abnormality, may reflect aneurysm of the descending "
+         "thoracic aorta.", "aortic_aneurysm", {}),
         ("IMPRESSION: Mild hypoventilation.", "low_lung_volumes", {"severity": "mild"}),
         ("FINDINGS: Splenic artery embolisation coils.", "embolization_coils",
          {"location": ["spleen"]}),
