@@ -1514,6 +1514,10 @@ CLINICIANS = [
     ("Any concern for pneumothorax?", "FINDINGS: No pneumothorax.", "presence", "no"),
     ("Any sign of tumour recurrence?", "IMPRESSION: Postoperative left lung. No mass.",
      "presence", "no"),
+    # how plain a finding is: read as "obvious" is
+    ("Any overt pulmonary oedema?", "FINDINGS: No overt edema.", "presence", "no"),
+    ("Any overt pulmonary oedema?", "FINDINGS: Mild interstitial edema.", "presence", "yes"),
+    ("Any overt pulmonary oedema?", "FINDINGS: Possible mild edema.", "presence", "uncertain"),
     ("Any focus of pneumonia?", "FINDINGS: Focal right basilar pneumonia.", "presence", "yes"),
     ("Any significant change since the last study?", "IMPRESSION: Stable chest.", "study",
      "no"),
