@@ -1518,6 +1518,17 @@ CLINICIANS = [
     ("Any overt pulmonary oedema?", "FINDINGS: No overt edema.", "presence", "no"),
     ("Any overt pulmonary oedema?", "FINDINGS: Mild interstitial edema.", "presence", "yes"),
     ("Any overt pulmonary oedema?", "FINDINGS: Possible mild edema.", "presence", "uncertain"),
+    # how long a finding has been there, by the report's word beside it: chronic or
+    # longstanding yes, new or acute no, neither unknown
+    ("Is there chronic granulomatous disease?", "FINDINGS: Calcified granulomas, evidence of "
+     "chronic granulomatous disease.", "presence", "yes"),
+    ("Is there chronic granulomatous disease?", "FINDINGS: The lungs are clear.", "presence",
+     "no"),
+    ("Is there chronic pleural thickening?", "FINDINGS: Longstanding left apical pleural "
+     "thickening.", "presence", "yes"),
+    ("Is there chronic pleural thickening?", "FINDINGS: New left apical pleural thickening.",
+     "presence", "no"),
+    ("Is there a chronic effusion?", "FINDINGS: Small left effusion.", "presence", "unknown"),
     ("Any focus of pneumonia?", "FINDINGS: Focal right basilar pneumonia.", "presence", "yes"),
     ("Any significant change since the last study?", "IMPRESSION: Stable chest.", "study",
      "no"),
