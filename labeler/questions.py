@@ -2236,6 +2236,14 @@ def answer_from_report(
                 # spine": how many is not said; 0 only where both are absent
                 shown = [_finding_evidence(f) for f in holders[:_MAX_SHOWN]]
                 return ReportAnswer("unknown", False, "absent", None, shown)
+        if question.type == "presence" and target.status == "absent" and parent is not None:
+            broader = [
+                f for f in _holders_named(concept, report, lexicon, patterns) if f.concept == parent
+            ]
+            if broader and all(f.status == "uncertain" for f in broader):
+                # "Could there be hilar lymphadenopathy?" over "hilar fullness, adenopathy
+                # cannot be excluded": the broader finding hedged, the narrower one possible
+                target = _findings_target(broader, "")
         if any(q.kind == "site" for q in question.qualifiers):
             target = _with_kin_words(target, lexicon)
     elif label.startswith(OPEN_PREFIX):

@@ -1529,6 +1529,14 @@ CLINICIANS = [
     ("Is there chronic pleural thickening?", "FINDINGS: New left apical pleural thickening.",
      "presence", "no"),
     ("Is there a chronic effusion?", "FINDINGS: Small left effusion.", "presence", "unknown"),
+    # a narrower concept the report does not name, over its broader one hedged: possible;
+    # over the broader one stated or absent, as before
+    ("Could there be hilar lymphadenopathy?", "FINDINGS: Increased left hilar fullness. "
+     "Adenopathy cannot be excluded.", "presence", "uncertain"),
+    ("Could there be hilar lymphadenopathy?", "FINDINGS: The lungs are clear.", "presence",
+     "no"),
+    ("Is there mediastinal lymphadenopathy?", "FINDINGS: No lymphadenopathy.", "presence",
+     "no"),
     ("Any focus of pneumonia?", "FINDINGS: Focal right basilar pneumonia.", "presence", "yes"),
     ("Any significant change since the last study?", "IMPRESSION: Stable chest.", "study",
      "no"),
