@@ -1537,6 +1537,11 @@ CLINICIANS = [
      "no"),
     ("Is there mediastinal lymphadenopathy?", "FINDINGS: No lymphadenopathy.", "presence",
      "no"),
+    # too much of something normal, in a clinician's words
+    ("Is there excess fat around the heart?", "FINDINGS: Prominent pericardial fat pad.",
+     "presence", "yes"),
+    ("Is there excess fat around the heart?", "FINDINGS: The lungs are clear.", "presence",
+     "no"),
     ("Any focus of pneumonia?", "FINDINGS: Focal right basilar pneumonia.", "presence", "yes"),
     ("Any significant change since the last study?", "IMPRESSION: Stable chest.", "study",
      "no"),
