@@ -241,6 +241,9 @@ class QuestionPatterns:
     #: label -> lexicon concepts that only suggest it: read where the report names the label
     #: nowhere, as possible at most ("Is there pneumonia?" over "atelectasis or infiltrate")
     suggested_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: label -> the concepts of mimics that explain its finding away, named after it in its
+    #: sentence ("nodular densities ... consistent with nipple shadows")
+    explained_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: what the words before a finding in its clause match when they give it as the
     #: report's probable reading only ("probable atelectasis", "XXXX representing")
     probable_readings: tuple[re.Pattern[str], ...] = ()
@@ -449,6 +452,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         read_as_label=_lists(data, "read_as_label"),
         measured_by=_lists(data, "measured_by"),
         suggested_by=_lists(data, "suggested_by"),
+        explained_by=_lists(data, "explained_by"),
         pronouns=_words(data, "pronouns"),
         demonstratives=_words(data, "demonstratives"),
         after_pronoun=_words(data, "after_pronoun"),
@@ -2317,7 +2321,31 @@ def answer_from_report(
         # ("Stable appearing chest.", "Findings are grossly unchanged"): unchanged
         findings = report.report_findings or ()
         target = _normal_change(target, patterns.unchanged_statements, findings, patterns)
+    mimics = patterns.explained_by.get(label, ())
+    if (
+        mimics
+        and question.type == "presence"
+        and target.status == "positive"
+        and target.deciding
+        and all(_explained_away(m, mimics, report) for m in target.deciding)
+    ):
+        # "Is there a lung nodule?" over "nodular densities ... are consistent with nipple
+        # shadows": what the report says the finding is, not the finding; a mention hedged
+        # elsewhere keeps it possible
+        hedged = any(e.get("status") == "uncertain" for e in target.evidence)
+        target = dataclasses.replace(target, status="uncertain" if hedged else "negative")
     return _answer(question, target, patterns)
+
+
+def _explained_away(m: Mention, mimics: Sequence[str], report: ReportLabels) -> bool:
+    """Whether a positive finding of a mimic concept is named after `m` in its sentence."""
+    return any(
+        f.concept in mimics
+        and f.status == "positive"
+        and f.sentence == m.sentence
+        and f.start >= m.end
+        for f in report.report_findings or ()
+    )
 
 
 def _read_as_label(

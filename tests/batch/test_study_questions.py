@@ -1542,6 +1542,14 @@ CLINICIANS = [
      "presence", "yes"),
     ("Is there excess fat around the heart?", "FINDINGS: The lungs are clear.", "presence",
      "no"),
+    # a finding the report explains as a mimic named after it is not there; hedged elsewhere,
+    # possible; a mimic in a sentence of its own explains nothing away
+    ("Is there a lung nodule?", "FINDINGS: Nodular densities over the lower ribs bilaterally "
+     "are consistent with nipple shadows.", "presence", "no"),
+    ("Is there a lung nodule?", "FINDINGS: Nodular opacity at the left base most likely "
+     "represents the nipple, though it may represent a lung nodule.", "presence", "uncertain"),
+    ("Is there a lung nodule?", "FINDINGS: Left lower lobe nodule. Bilateral nipple shadows.",
+     "presence", "yes"),
     ("Any focus of pneumonia?", "FINDINGS: Focal right basilar pneumonia.", "presence", "yes"),
     ("Any significant change since the last study?", "IMPRESSION: Stable chest.", "study",
      "no"),
