@@ -1028,6 +1028,14 @@ CLINICIANS = [
      "change", "unknown"),
     ("Has the granuloma changed?", "FINDINGS: Stable calcified hilar nodes. Granuloma.",
      "change", "unknown"),
+    # places beside the hilum
+    ("Has the retrohilar nodule grown?", "IMPRESSION: Stable right retrohilar nodule.",
+     "change", "no"),
+    ("Is the suprahilar opacity new?", "IMPRESSION: New right suprahilar opacity.", "change",
+     "yes"),
+    ("Is there a retrohilar nodule?", "IMPRESSION: Right retrohilar nodule.", "position",
+     "yes"),
+    ("Is there a retrohilar nodule?", "IMPRESSION: Right apical nodule.", "position", "no"),
     # stability given as the report's reason is the finding's change
     ("Has the airspace disease changed?", "IMPRESSION: Right base airspace disease may "
      "represent scar given the stability over time.", "change", "unchanged"),
