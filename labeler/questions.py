@@ -231,6 +231,11 @@ class QuestionPatterns:
     study_normal_not_after: frozenset[str] = frozenset()
     #: lexicon concepts that say the whole study is as before ("Stable chest.")
     unchanged_statements: frozenset[str] = frozenset()
+    #: what joins the items of a list that share a change word before or after it ("A and
+    #: B", "A, B", "A with B"), and the words that may stand beside such a join ("A and
+    #: changes of B as before", "A with a B ... unchanged")
+    change_list_joins: frozenset[str] = frozenset()
+    change_list_fillers: frozenset[str] = frozenset()
     #: label -> lexicon concepts read as it where the report names the label nowhere
     #: ("17 mm nodular opacity" is the nodule a clinician asks about)
     read_as_label: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -424,6 +429,8 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
             " ".join(str(c).lower().split()) for c in data.get("study_normal_statements") or ()
         ),
         unchanged_statements=frozenset(str(c) for c in data.get("unchanged_statements") or ()),
+        change_list_joins=_words(data, "change_list_joins"),
+        change_list_fillers=_words(data, "change_list_fillers"),
         minor_acute_labels=frozenset(str(c) for c in data.get("minor_acute_labels") or ()),
         place_parts=_words(data, "place_parts"),
         problem_cues=tuple(str(w).lower() for w in data.get("problem_cues") or ()),
@@ -2311,7 +2318,7 @@ def answer_from_report(
         and target.status in ("positive", "uncertain")
         and not target.finding.get("change")
     ):
-        target = _change_of_list(target, report.report_findings or ())
+        target = _change_of_list(target, report.report_findings or (), patterns)
     if (
         question.type == "change"
         and target.status in ("positive", "uncertain")
@@ -2481,14 +2488,15 @@ def _normal_change(
     )
 
 
-#: what may join the items of a list that share a change word ("A and B", "A, B")
-_LIST_JOINS = frozenset({"and", ","})
-
-
-def _change_of_list(target: _Target, findings: Sequence[ReportFinding]) -> _Target:
+def _change_of_list(
+    target: _Target, findings: Sequence[ReportFinding], patterns: QuestionPatterns
+) -> _Target:
     """A finding with no change of its own, listed with one that has a change word before
     the whole list or after it ("Stable calcified hilar nodes and granulomas", "Emphysema
-    and scarring, unchanged"): the list's change is the finding's."""
+    and scarring, unchanged", "Hyperexpansion and changes of COPD as before"): the list's
+    change is the finding's. The items are joined by `change_list_joins`, with only
+    `change_list_fillers` beside the join."""
+    joins, fillers = patterns.change_list_joins, patterns.change_list_fillers
     for m in target.deciding:
         if m.sentence_start is None:
             continue
@@ -2497,12 +2505,17 @@ def _change_of_list(target: _Target, findings: Sequence[ReportFinding]) -> _Targ
             (f for f in findings if f.sentence_start == at and f.status != "negative"),
             key=lambda f: f.start,
         )
-        if not any(f.start == m.start and f.end == m.end for f in mates):
+        if not any(f.start < m.end and m.start < f.end for f in mates):
             continue
         for i in range(len(mates) - 1):
-            gap = m.sentence[mates[i].end - at : mates[i + 1].start - at].lower()
-            if not gap.split() or not set(gap.replace(",", " , ").split()) <= _LIST_JOINS:
-                mates = []  # not one list: "A with B", "A. B"
+            gap = set(
+                m.sentence[mates[i].end - at : mates[i + 1].start - at]
+                .lower()
+                .replace(",", " , ")
+                .split()
+            )
+            if not gap & joins or not gap <= joins | fillers:
+                mates = []  # not one list: "A near B", "A. B"
                 break
         if len(mates) < 2:
             continue

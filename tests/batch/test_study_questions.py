@@ -1028,6 +1028,15 @@ CLINICIANS = [
      "change", "unknown"),
     ("Has the granuloma changed?", "FINDINGS: Stable calcified hilar nodes. Granuloma.",
      "change", "unknown"),
+    # ... whose items are joined with a word beside the join, or by "with"
+    ("Is the hyperinflation any different from before?", "IMPRESSION: Hyperinflation and "
+     "changes of emphysema as before.", "change", "unchanged"),
+    ("Has the nodule changed?", "FINDINGS: Calcified left lower lobe nodule with a "
+     "granuloma is again seen but unchanged.", "change", "unchanged"),
+    ("Has the nodule changed?", "FINDINGS: Calcified left lower lobe nodule near a stable "
+     "granuloma.", "change", "unknown"),
+    ("Has the hyperinflation changed?", "IMPRESSION: Hyperinflation and changes of emphysema "
+     "are noted.", "change", "unknown"),
     # places beside the hilum
     ("Has the retrohilar nodule grown?", "IMPRESSION: Stable right retrohilar nodule.",
      "change", "no"),
