@@ -2324,6 +2324,12 @@ def answer_from_report(
         and target.status in ("positive", "uncertain")
         and not target.finding.get("change")
     ):
+        target = _change_of_other_mention(target, report.report_findings or ())
+    if (
+        question.type == "change"
+        and target.status in ("positive", "uncertain")
+        and not target.finding.get("change")
+    ):
         # a finding with no change of its own in a report that calls the study as before
         # ("Stable appearing chest.", "Findings are grossly unchanged"): unchanged
         findings = report.report_findings or ()
@@ -2529,6 +2535,20 @@ def _change_of_list(
                     evidence = [*target.evidence, _finding_evidence(f)]
                     finding = {**target.finding, "change": ev["value"]}
                     return dataclasses.replace(target, finding=finding, evidence=evidence)
+    return target
+
+
+def _change_of_other_mention(target: _Target, findings: Sequence[ReportFinding]) -> _Target:
+    """A finding with no change of its own where another mention of the same concept, hedged
+    or not, has one ("There is prominence of the superior mediastinum ... Increasing
+    prominence of the superior mediastinum may be due to ..."): that mention's change."""
+    concepts = {m.label for m in target.deciding}
+    for f in findings:
+        change = f.attributes.get("change")
+        if change and f.label in concepts and f.status in ("positive", "uncertain"):
+            evidence = [*target.evidence, _finding_evidence(f)]
+            finding = {**target.finding, "change": change}
+            return dataclasses.replace(target, finding=finding, evidence=evidence)
     return target
 
 

@@ -1037,6 +1037,16 @@ CLINICIANS = [
      "granuloma.", "change", "unknown"),
     ("Has the hyperinflation changed?", "IMPRESSION: Hyperinflation and changes of emphysema "
      "are noted.", "change", "unknown"),
+    # a change said of another mention of the same finding, hedged or not
+    ("Has the mediastinal prominence changed?", "FINDINGS: There is prominence of the "
+     "superior mediastinum. IMPRESSION: Increasing prominence of the superior mediastinum "
+     "may be due to a goiter.", "change", "increased"),
+    ("Has the mediastinal prominence changed?", "FINDINGS: There is prominence of the "
+     "superior mediastinum. IMPRESSION: Prominence of the superior mediastinum may be due "
+     "to a goiter.", "change", "unknown"),
+    ("Has the mediastinal prominence changed?", "FINDINGS: There is prominence of the "
+     "superior mediastinum. IMPRESSION: No increasing prominence of the superior "
+     "mediastinum.", "change", "unknown"),
     # places beside the hilum
     ("Has the retrohilar nodule grown?", "IMPRESSION: Stable right retrohilar nodule.",
      "change", "no"),
