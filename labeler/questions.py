@@ -190,6 +190,12 @@ class QuestionPatterns:
     #: label -> the lexicon's normal statement that rules it out ("heart size within normal
     #: limits"): a change question about the label reads the statement's change
     stated_normal: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: the normal statements of a whole sentence ("A and B are within normal limits"), and
+    #: per label or part the words of a subject that make such a statement that part's
+    #: ("Cardiomediastinal silhouette and pulmonary vasculature are stable and within
+    #: normal limits" is the heart's and the mediastinum's)
+    sentence_normals: frozenset[str] = frozenset()
+    normal_subjects: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: anatomy concept -> the normal statements that say how it compares ("Has the
     #: mediastinum changed?" over "stable cardiomediastinal silhouette")
     anatomy_normals: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -422,6 +428,8 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         probable_within=_compiled(name, "probable_within", data.get("probable_within")),
         dating_clauses=_compiled(name, "dating_clauses", data.get("dating_clauses")),
         stated_normal=_lists(data, "stated_normal"),
+        sentence_normals=frozenset(str(c) for c in data.get("sentence_normals") or ()),
+        normal_subjects=_lists(data, "normal_subjects"),
         anatomy_normals=_lists(data, "anatomy_normals"),
         no_acute_statements=frozenset(str(c) for c in data.get("no_acute_statements") or ()),
         study_normal_not_after=_words(data, "study_normal_not_after"),
@@ -2222,7 +2230,8 @@ def answer_from_report(
         target = _concept_target(concept, report, lexicon, patterns)
         if question.type == "change" and target.status in ("negative", "absent"):
             normals = patterns.anatomy_normals.get(concept, ())
-            target = _normal_change(target, normals, report.report_findings or (), patterns)
+            findings = report.report_findings or ()
+            target = _normal_change(target, normals, findings, patterns, concept)
         parent = lexicon.concepts[concept].parent
         if (
             target.status == "absent"
@@ -2272,7 +2281,7 @@ def answer_from_report(
             target = _with_findings_attributes(target, report.report_findings)
             if question.type == "change" and target.status in ("negative", "absent"):
                 normals = patterns.stated_normal.get(label, ())
-                target = _normal_change(target, normals, report.report_findings, patterns)
+                target = _normal_change(target, normals, report.report_findings, patterns, label)
             if target.status == "absent" and label in patterns.read_as_label:
                 target = _read_as_label(target, label, report, lexicon, patterns)
             elif question.type in _LENT and label in patterns.read_as_label:
@@ -2480,11 +2489,27 @@ def _normal_change(
     normals: Collection[str],
     findings: Sequence[ReportFinding],
     patterns: QuestionPatterns,
+    subject: str = "",
 ) -> _Target:
     """A finding the report rules out, or a part of the body, with a normal statement
     (`normals`) that says how it compares ("heart size within normal limits and stable"):
-    the statement's change is the finding's."""
+    the statement's change is the finding's. So is that of a whole sentence's normal
+    statement (`sentence_normals`) whose words before it name the part (`normal_subjects`
+    of `subject`: "Cardiomediastinal silhouette and pulmonary vasculature are stable and
+    within normal limits")."""
     said = [f for f in findings if f.label in normals and f.status == "positive"]
+    words = patterns.normal_subjects.get(subject, ())
+    if words:
+        said += [
+            f
+            for f in findings
+            if f.label in patterns.sentence_normals
+            and f.status == "positive"
+            and f.sentence_start is not None
+            and any(
+                w in words for w in _WORD.findall(f.sentence[: f.start - f.sentence_start].lower())
+            )
+        ]
     change = next((f.attributes["change"] for f in said if f.attributes.get("change")), None)
     if change is None:
         return target

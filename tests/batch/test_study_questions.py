@@ -692,6 +692,15 @@ CLINICIANS = [
     ("Has the gallbladder been removed?", "FINDINGS: Surgical clips, perhaps from "
      "cholecystectomy.", "presence", "uncertain"),
     # a part of the body, changed or not: its normal statements' change
+    # a whole sentence's normal statement whose subject names the part
+    ("Any change in the heart or mediastinum?", "FINDINGS: Cardiomediastinal silhouette and "
+     "pulmonary vasculature are stable and within normal limits.", "change", "unchanged"),
+    ("Has the heart size changed?", "FINDINGS: Heart size and pulmonary vascularity are "
+     "unchanged and within normal limits.", "change", "unchanged"),
+    ("Has the mediastinum changed?", "FINDINGS: Lungs and pleura are stable and within "
+     "normal limits.", "change", "unknown"),
+    ("Has the heart size changed?", "FINDINGS: Heart size and pulmonary vascularity are "
+     "within normal limits.", "change", "unknown"),
     ("Has the mediastinum changed?", "FINDINGS: Stable cardiomediastinal silhouette.",
      "change", "unchanged"),
     ("Has the mediastinum changed?", "FINDINGS: Normal cardiomediastinal silhouette.",
