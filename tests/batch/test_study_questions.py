@@ -1069,6 +1069,15 @@ CLINICIANS = [
      "represent scar given the stability over time.", "change", "unchanged"),
     ("Has the nodule changed?", "FINDINGS: Right lung nodule. Follow-up CT to assess "
      "stability.", "change", "unknown"),
+    # a change ruled out is none, not the change it names
+    ("Has the effusion grown?", "FINDINGS: No increase in size of the left effusion.",
+     "change", "no"),
+    ("Has the effusion changed?", "FINDINGS: No interval increase in the small left effusion.",
+     "change", "unchanged"),
+    ("Has the nodule changed?", "FINDINGS: Right lung nodule, no interval growth.", "change",
+     "unchanged"),
+    ("Has the effusion grown?", "FINDINGS: Interval increase in the left effusion.", "change",
+     "yes"),
     # "behind the heart" is a place, not the heart's size
     ("Any opacity behind the heart?", "FINDINGS: Subtle left retrocardiac density.",
      "position", "yes"),
