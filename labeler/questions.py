@@ -3581,16 +3581,15 @@ def _merged(findings: Sequence[Mention]) -> dict[str, object]:
         # findings named one by one ("a 17 mm nodule on the left ... a 10 mm nodule on the
         # right", "a PICC ... an NG tube"): per concept, as many as differ in side, place or
         # size; a repeat in the impression is the same finding
-        described: dict[str, list[tuple[object, object, frozenset[str]]]] = {}
-        for f in findings:
-            a = f.attributes
-            where = frozenset(str(p) for p in a.get("location") or ())
-            described.setdefault(f.label, []).append((a.get("laterality"), a.get("size_mm"), where))
-        total = sum(_distinct(kinds) for kinds in described.values())
+        total = _described_count(findings)
         count = total if total > 1 else None
         if count is not None and any(_plural(f.text) for f in findings):
-            # "a 5 mm granuloma and left hilar granulomas": more than two, how many unsaid
-            count = "multiple"
+            # "a 5 mm granuloma and left hilar granulomas": more than two, how many unsaid;
+            # a plural that only sums up those named one by one ("a nodule at the right
+            # apex ... a right lower lobe nodule ... right lung nodules") adds none
+            single = [f for f in findings if not _plural(f.text)]
+            if _described_count(single) < 2 or _described_count(single) != total:
+                count = "multiple"
     levels = list(dict.fromkeys(str(v) for f in findings for v in f.attributes.get("levels") or ()))
     if levels:
         out["levels"] = levels
@@ -3599,6 +3598,17 @@ def _merged(findings: Sequence[Mention]) -> dict[str, object]:
     if count is not None:
         out["count"] = count
     return out
+
+
+def _described_count(findings: Sequence[Mention]) -> int:
+    """How many findings mentions describe, per concept, as differ in side, place or size
+    (`_distinct`); 0 for none."""
+    described: dict[str, list[tuple[object, object, frozenset[str]]]] = {}
+    for f in findings:
+        a = f.attributes
+        where = frozenset(str(p) for p in a.get("location") or ())
+        described.setdefault(f.label, []).append((a.get("laterality"), a.get("size_mm"), where))
+    return sum(_distinct(kinds) for kinds in described.values())
 
 
 def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPatterns) -> ReportAnswer:
@@ -3733,6 +3743,11 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
                 and _concept_id(question.label or "") in patterns.counted_by_tips
             ):
                 count = len(tips)  # "leads in the right atrium and right ventricle": two
+            things = [m for m in target.deciding if m.label not in patterns.uncounted]
+            if 0 < len(things) < len(target.deciding):
+                # "a calcified granuloma ... prior granulomatous disease": the process is not
+                # one more of the things counted
+                count = _merged(things).get("count")
             by_place = _count_by_place(target.deciding)
             if by_place is not None and (not isinstance(count, int) or by_place > count):
                 count = by_place

@@ -2013,3 +2013,30 @@ def test_study_quality_heart_size_and_measurements(
 ) -> None:
     got = engine.ask(question, report=engine.label_reports([report])[report])
     assert (got.type, got.answer) == (qtype, answer)
+
+
+COUNTS_SITES_AND_GRADES = [
+    # a process beside the things counted is not one more of them
+    ("How many granulomas?", "FINDINGS: A calcified granuloma in the right lower lobe. "
+     "IMPRESSION: Prior granulomatous disease.", "count", 1),
+    ("How many granulomas?", "IMPRESSION: Prior granulomatous disease.", "count", "unknown"),
+    # a plural that sums up findings named one by one adds none; one that adds a place does
+    ("How many nodules are there?", "FINDINGS: A nodule at the right apex. A 5 mm nodule in "
+     "the right lower lobe. IMPRESSION: Right lung nodules.", "count", 2),
+    ("How many granulomas are there?", "FINDINGS: A 4 mm granuloma in the right upper lobe. "
+     "Left hilar granulomas.", "count", "multiple"),
+    # "several vertebral bodies" beside a spine finding: several levels
+    ("How many vertebral bodies are wedged?", "FINDINGS: Wedging of several lower thoracic "
+     "vertebral bodies.", "count", "multiple"),
+    ("How many vertebral bodies are wedged?", "FINDINGS: Wedging of a lower thoracic "
+     "vertebral body.", "count", 1),
+]  # fmt: skip
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(("question", "report", "qtype", "answer"), COUNTS_SITES_AND_GRADES)
+def test_counts_sites_and_borderline_grades(
+    engine: StudyQuestions, question: str, report: str, qtype: str, answer: object
+) -> None:
+    got = engine.ask(question, report=engine.label_reports([report])[report])
+    assert (got.type, got.answer) == (qtype, answer)
