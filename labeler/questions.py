@@ -150,6 +150,8 @@ class QuestionPatterns:
     #: words beside a finding that spread it over both lungs ("diffuse interstitial
     #: prominence"): where it is when the report names no side or place
     spread_words: frozenset[str] = frozenset()
+    #: words beside a finding that grade it at the edge of normal ("borderline cardiomegaly")
+    borderline_words: frozenset[str] = frozenset()
     #: words of a place on the spine ("midthoracic vertebral body")
     spine_place_words: frozenset[str] = frozenset()
     #: "How many views were taken?": view concepts and the number of views each says, in
@@ -398,6 +400,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
             for p in phrases
         },
         spread_words=_words(data, "spread_words"),
+        borderline_words=_words(data, "borderline_words"),
         multiple_places_words=tuple(
             tuple(str(p).lower().split()) for p in data.get("multiple_places_words") or ()
         ),
@@ -3011,6 +3014,12 @@ def _near_words(mentions: Iterable[Mention], denying: frozenset[str]) -> frozens
 def _spread(mentions: Iterable[Mention], patterns: QuestionPatterns) -> bool:
     """Whether a word of `spread_words` stands just beside a mention, in its noun phrase
     ("diffuse increased interstitial markings", "opacities diffusely")."""
+    return _beside(mentions, patterns.spread_words)
+
+
+def _beside(mentions: Iterable[Mention], beside: frozenset[str]) -> bool:
+    """Whether one of the words stands just beside a mention, in its noun phrase: two
+    words before it, its own, three after it in its clause."""
     for m in mentions:
         if m.sentence_start is None:
             continue
@@ -3020,7 +3029,7 @@ def _spread(mentions: Iterable[Mention], patterns: QuestionPatterns) -> bool:
             *_WORD.findall(m.sentence[a:b].lower()),
             *_WORD.findall(re.split(r"[,;:.]", m.sentence[b:])[0].lower())[:3],
         ]
-        if patterns.spread_words.intersection(words):
+        if beside.intersection(words):
             return True
     return False
 
@@ -3779,6 +3788,9 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
             return out(_offered(question, str(change))) if change else out("unknown", False)
         if qtype == "severity":
             sev = finding.get("severity")
+            if not sev and _beside(target.deciding, patterns.borderline_words):
+                # "borderline cardiomegaly": borderline, the mildest grade where one is offered
+                sev = "borderline"
             return out(_offered(question, str(sev))) if sev else out("unknown", False)
         return out("unknown", False)
     # closed: every qualifier must hold

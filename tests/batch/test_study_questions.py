@@ -2030,6 +2030,12 @@ COUNTS_SITES_AND_GRADES = [
      "vertebral bodies.", "count", "multiple"),
     ("How many vertebral bodies are wedged?", "FINDINGS: Wedging of a lower thoracic "
      "vertebral body.", "count", 1),
+    # borderline: the mildest grade offered
+    ("How enlarged is the heart: mild, moderate or severe?", "FINDINGS: Borderline "
+     "cardiomegaly.", "severity", "mild"),
+    ("How enlarged is the heart?", "FINDINGS: Borderline cardiomegaly.", "severity",
+     "borderline"),
+    ("How enlarged is the heart?", "FINDINGS: Moderate cardiomegaly.", "severity", "moderate"),
 ]  # fmt: skip
 
 
