@@ -2231,6 +2231,12 @@ def answer_from_report(
         assert lexicon is not None
         concept = label[len(CONCEPT_PREFIX) :]
         target = _concept_target(concept, report, lexicon, patterns)
+        if target.status == "absent":
+            at_site = _broader_at_site(concept, report, lexicon, patterns)
+            if at_site:
+                # "Is there a sternal fracture?" over "old fractures of several ribs and the
+                # sternum": the broader finding at the site the name names
+                target = _findings_target(at_site, "")
         if question.type == "change" and target.status in ("negative", "absent"):
             normals = patterns.anatomy_normals.get(concept, ())
             findings = report.report_findings or ()
@@ -3188,6 +3194,29 @@ def _holders_named(
             (f.concept == parent and lexicon.concepts[parent].kind != "anatomy")
             or f.concept in devices
         )
+    ]
+
+
+def _broader_at_site(
+    concept: str, report: ReportLabels, lexicon: Lexicon, patterns: QuestionPatterns
+) -> list[ReportFinding]:
+    """The report's findings, positive or hedged, of the concept's broader one (or of one
+    below that) placed at the body part (`part_places`) the concept's name names: a
+    "sternal fracture" for "old fractures of several ribs and the sternum"."""
+    parent = lexicon.concepts[concept].parent
+    if parent is None or lexicon.concepts[parent].kind == "anatomy":
+        return []
+    name = set(_WORD.findall(lexicon.concepts[concept].name.lower()))
+    sites = {place for place, (_, words) in place_parts(patterns).items() if words & name}
+    if not sites:
+        return []
+    return [
+        f
+        for f in report.report_findings or ()
+        if f.status in ("positive", "uncertain")
+        and f.concept in lexicon.concepts
+        and (f.concept == parent or parent in lexicon.ancestors(f.concept))
+        and sites & _place_values(f)
     ]
 
 

@@ -2036,6 +2036,13 @@ COUNTS_SITES_AND_GRADES = [
     ("How enlarged is the heart?", "FINDINGS: Borderline cardiomegaly.", "severity",
      "borderline"),
     ("How enlarged is the heart?", "FINDINGS: Moderate cardiomegaly.", "severity", "moderate"),
+    # the broader finding at the body part a narrower one is named after
+    ("Is there a sternal fracture?", "FINDINGS: Old fractures of several ribs and the "
+     "sternum.", "presence", "yes"),
+    ("Is there a sternal fracture?", "FINDINGS: Old fractures of several ribs. Sternotomy "
+     "wires.", "presence", "no"),
+    ("Is there a clavicle fracture?", "FINDINGS: Old fractures of several ribs and the "
+     "sternum.", "presence", "no"),
 ]  # fmt: skip
 
 
