@@ -2043,6 +2043,13 @@ COUNTS_SITES_AND_GRADES = [
      "wires.", "presence", "no"),
     ("Is there a clavicle fracture?", "FINDINGS: Old fractures of several ribs and the "
      "sternum.", "presence", "no"),
+    # a question's "T-spine" is the thoracic spine
+    ("Any bony spurs on the T-spine?", "FINDINGS: Mild T-spine osteophytes.", "presence",
+     "yes"),
+    ("Any bony spurs on the T-spine?", "FINDINGS: Thoracic spine osteophytes.", "presence",
+     "yes"),
+    ("Any bony spurs on the T-spine?", "FINDINGS: Lower cervical spine osteophytes.",
+     "presence", "no"),
 ]  # fmt: skip
 
 
