@@ -2050,6 +2050,13 @@ COUNTS_SITES_AND_GRADES = [
      "yes"),
     ("Any bony spurs on the T-spine?", "FINDINGS: Lower cervical spine osteophytes.",
      "presence", "no"),
+    # a straightened kyphosis is no exaggerated one
+    ("Is the thoracic kyphosis exaggerated?", "FINDINGS: Mild straightening of the thoracic "
+     "kyphosis.", "presence", "no"),
+    ("Is the thoracic kyphosis straightened?", "FINDINGS: Mild straightening of the thoracic "
+     "kyphosis.", "presence", "yes"),
+    ("Is the thoracic kyphosis exaggerated?", "FINDINGS: Exaggerated thoracic kyphosis.",
+     "presence", "yes"),
 ]  # fmt: skip
 
 

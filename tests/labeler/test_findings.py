@@ -900,6 +900,10 @@ def test_a_device_placed_in_the_interval_is_new(
         ("Hyperinflated lungs with air trapping.", "air_trapping", "positive", None),
         ("No air trapping.", "air_trapping", "negative", None),
         ("Reversal of the normal cervical lordosis.", "reversed_lordosis", "positive", None),
+        # a straightened kyphosis is a finding of its own, not a kyphosis
+        ("Mild straightening of the thoracic kyphosis.", "straightened_kyphosis", "positive",
+         None),
+        ("Loss of the normal thoracic kyphosis.", "straightened_kyphosis", "positive", None),
         # a degenerative disc change placed in the thoracic spine is the thoracic spine's
         ("Mild degenerative disc change at the thoracic spine.", "degenerative_thoracic_spine",
          "positive", None),
@@ -952,3 +956,8 @@ def test_well_expanded_and_clear_lungs_keep_both(read: Read) -> None:
     assert {"clear_lungs", "normal_lung_volumes"} <= {
         f.concept for f in found.report_findings or ()
     }
+
+
+def test_a_straightened_kyphosis_is_no_kyphosis(read: Read) -> None:
+    found = read("FINDINGS: Straightening of the normal thoracic kyphosis.").report_findings
+    assert [f.concept for f in found or () if f.status == "positive"] == ["straightened_kyphosis"]
