@@ -2326,7 +2326,11 @@ def answer_from_report(
     if (
         target.status == "positive"
         and target.deciding
-        and all(_probable_reading(m, patterns) for m in target.deciding)
+        # a hedge word the asked concept is named by is no doubt ("borderline heart size")
+        and all(
+            _probable_reading(m, patterns, not _hedge_named(question, lexicon, patterns))
+            for m in target.deciding
+        )
     ):
         # "probable left basilar atelectasis", "opacities XXXX representing pneumonia": the
         # report's likely reading, not a finding it states (the labels count it positive)
@@ -2586,10 +2590,23 @@ def _change_of_other_mention(target: _Target, findings: Sequence[ReportFinding])
     return target
 
 
-def _probable_reading(m: Mention, patterns: QuestionPatterns) -> bool:
+def _hedge_named(
+    question: ParsedQuestion, lexicon: Lexicon | None, patterns: QuestionPatterns
+) -> bool:
+    """Whether the question's concept is named by a word of `probable_within` ("borderline
+    heart size"): asked about, that word is the finding, not a doubt about it."""
+    concept = _concept_id(question.label or "")
+    if lexicon is None or concept not in lexicon.concepts:
+        return False
+    name = lexicon.concepts[concept].name
+    return any(p.search(name) for p in patterns.probable_within)
+
+
+def _probable_reading(m: Mention, patterns: QuestionPatterns, within: bool = True) -> bool:
     """Whether the words before the mention in its sentence give it as a probable reading
-    ("probable atelectasis"), or its own words do ("heart size borderline enlarged")."""
-    if any(p.search(m.text) for p in patterns.probable_within):
+    ("probable atelectasis"), or, with `within`, its own words do ("heart size borderline
+    enlarged")."""
+    if within and any(p.search(m.text) for p in patterns.probable_within):
         return True
     if m.sentence_start is None or not patterns.probable_readings:
         return False

@@ -2036,6 +2036,15 @@ COUNTS_SITES_AND_GRADES = [
     ("How enlarged is the heart?", "FINDINGS: Borderline cardiomegaly.", "severity",
      "borderline"),
     ("How enlarged is the heart?", "FINDINGS: Moderate cardiomegaly.", "severity", "moderate"),
+    # a hedge word the asked concept is named by is no doubt; asked of the heart, it still is
+    ("Is there borderline cardiomegaly?", "FINDINGS: Borderline cardiomegaly.", "presence",
+     "yes"),
+    ("Is the heart size at the upper limits of normal?", "FINDINGS: Heart size is "
+     "borderline enlarged.", "presence", "yes"),
+    ("Is there borderline cardiomegaly?", "FINDINGS: Probable borderline cardiomegaly.",
+     "presence", "uncertain"),
+    ("Is there cardiomegaly?", "FINDINGS: Borderline cardiomegaly.", "presence", "uncertain"),
+    ("Is there borderline cardiomegaly?", "FINDINGS: Heart size is normal.", "presence", "no"),
     # the broader finding at the body part a narrower one is named after
     ("Is there a sternal fracture?", "FINDINGS: Old fractures of several ribs and the "
      "sternum.", "presence", "yes"),
