@@ -1701,6 +1701,10 @@ class QuestionParser:
                     for k in kept
                 )
             ]
+        if len(kept) > 1 and any(self._kind(k[0]) != "view" for k in kept):
+            # "Was the frontal view taken in a lordotic projection?", "Is there motion on the
+            # lateral view?": the view named beside another finding is where it is seen
+            kept = [k for k in kept if self._kind(k[0]) != "view"]
         return kept
 
     def _kind(self, label: str) -> str | None:
@@ -2369,7 +2373,31 @@ def answer_from_report(
         # elsewhere keeps it possible
         hedged = any(e.get("status") == "uncertain" for e in target.evidence)
         target = dataclasses.replace(target, status="uncertain" if hedged else "negative")
+    if question.asks == "view":
+        return _view_answer(target, report, lexicon)
     return _answer(question, target, patterns)
+
+
+def _view_answer(target: _Target, report: ReportLabels, lexicon: Lexicon | None) -> ReportAnswer:
+    """Which view a finding is seen on ("Which view has motion artifact?" over "The lateral
+    view is degraded by patient motion"): the views its sentences name; unknown where they
+    name none or the finding is not there."""
+    if lexicon is None:
+        from labeler.lexicon import load_lexicon
+
+        lexicon = load_lexicon()
+    status = target.status
+    starts = {m.sentence_start for m in target.deciding if m.sentence_start is not None}
+    views = [
+        f
+        for f in report.report_findings or ()
+        if f.kind == "view" and f.status == "positive" and f.sentence_start in starts
+    ]
+    if status not in ("positive", "uncertain") or not views:
+        return ReportAnswer("unknown", False, status, None, target.evidence)
+    names = [lexicon.concepts[f.concept].name for f in views if f.concept in lexicon.concepts]
+    shown = [*target.evidence, *(_finding_evidence(f) for f in views[:_MAX_SHOWN])]
+    return ReportAnswer(list(dict.fromkeys(names)), True, status, None, shown)
 
 
 def _explained_away(m: Mention, mimics: Sequence[str], report: ReportLabels) -> bool:

@@ -2076,3 +2076,33 @@ def test_counts_sites_and_borderline_grades(
 ) -> None:
     got = engine.ask(question, report=engine.label_reports([report])[report])
     assert (got.type, got.answer) == (qtype, answer)
+
+
+VIEWS = [
+    # which view a finding is seen on: the view its sentence names
+    ("Which view has motion artifact?", "FINDINGS: The lateral view is degraded by patient "
+     "motion. Clear lungs.", "position", ["lateral view"]),
+    ("Which view has motion artifact?", "FINDINGS: Patient motion limits the study. Clear "
+     "lungs.", "position", "unknown"),
+    ("Which view has motion artifact?", "FINDINGS: Frontal and lateral views. Clear lungs.",
+     "position", "unknown"),
+    # a view named beside another finding is where it is seen
+    ("Was the frontal view taken in a lordotic projection?", "FINDINGS: Lordotic frontal "
+     "view. Normal heart size.", "presence", "yes"),
+    ("Was the frontal view taken in a lordotic projection?", "FINDINGS: PA and lateral views. "
+     "Normal heart size.", "presence", "no"),
+    ("Is there motion artifact on the lateral view?", "FINDINGS: Lateral view limited by "
+     "patient motion.", "presence", "yes"),
+    # a view asked alone is still the view
+    ("Was a frontal view obtained?", "FINDINGS: Single frontal view. Normal heart size.",
+     "presence", "yes"),
+]  # fmt: skip
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(("question", "report", "qtype", "answer"), VIEWS)
+def test_views_asked_of_a_finding(
+    engine: StudyQuestions, question: str, report: str, qtype: str, answer: object
+) -> None:
+    got = engine.ask(question, report=engine.label_reports([report])[report])
+    assert (got.type, got.answer) == (qtype, answer)
