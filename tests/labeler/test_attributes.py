@@ -441,6 +441,11 @@ def test_a_finding_named_twice_shares_its_attributes(
          {"laterality": "left", "location": ["left lower lobe"]}),
         ("Nodule in the right upper lobe likely granuloma.", "Nodule",
          {"laterality": "right", "location": ["right upper lobe"]}),
+        # "related to" names it again too
+        ("Infiltrate in the left lower lobe XXXX related to atelectasis.", "Infiltration",
+         {"laterality": "left", "location": ["left lower lobe"]}),
+        ("Infiltrate in the left lower lobe possibly related to atelectasis.", "Atelectasis",
+         {"laterality": "left", "location": ["left lower lobe"]}),
         # no such word: the words between go to the finding after them
         ("Infiltrate with left lower lobe atelectasis.", "Infiltration", {}),
     ],
