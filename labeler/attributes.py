@@ -61,6 +61,8 @@ _SINGULAR_S = ("ss", "is", "us")
 #: change values a finding's own name may hold ("increased markings", "decreased volumes")
 _NAMING_CHANGES = frozenset({"increased", "decreased"})
 _LATERALITIES = frozenset({"left", "right", "bilateral"})
+#: the de-identification's mask of a word (OpenI "XXXX"), lower-cased
+_MASK = "xxxx"
 _CHANGES = frozenset(
     {"new", "increased", "decreased", "unchanged", "resolved", "improved", "worsened"}
 )
@@ -143,6 +145,9 @@ class AttributeRules:
     #: nouns a finding is counted in after "of" ("retrolisthesis of two vertebral bodies")
     counted_nouns: frozenset[str] = frozenset()
     links: frozenset[str] = frozenset()
+    #: words after which the de-identification's mask stands for a link word ("opacities
+    #: ... are XXXX atelectatic")
+    masked_link_after: frozenset[str] = frozenset()
     #: words before "X or Y" that make it a list of what is not there, not two readings
     #: of one finding ("no consolidation, large effusion or pneumothorax")
     denials: frozenset[str] = frozenset()
@@ -281,6 +286,7 @@ def load_attribute_rules(name: str = "attributes.v1") -> AttributeRules:
         run_place_nouns=frozenset(str(x).lower() for x in data.get("run_place_nouns") or ()),
         counted_nouns=frozenset(str(x).lower() for x in data.get("counted_nouns") or ()),
         links=frozenset(str(x).lower() for x in data.get("same_finding_links") or ()),
+        masked_link_after=frozenset(str(x).lower() for x in data.get("masked_link_after") or ()),
         denials=frozenset(str(x).lower() for x in data.get("readings_denied_by") or ()),
         prior_cues=frozenset(str(x).lower() for x in prior.get("cues") or ()),
         prior_skip=frozenset(str(x).lower() for x in prior.get("skip") or ()),
@@ -508,12 +514,14 @@ class AttributeFinder:
                 anchors |= readings
             else:
                 tail = set()
-                scope, np_left = _window(doc, mentions, idx, self.rules.denials, self.rules.links)
+                links = self.rules.links
+                after = self.rules.masked_link_after
+                scope, np_left = _window(doc, mentions, idx, self.rules.denials, links, after)
                 if changes and idx:
                     governing = _governing_words(doc, mentions, idx)
                 # "opacities consistent with atelectasis": one finding, two names
                 if idx and any(
-                    doc[i].lower_ in self.rules.links
+                    _is_link(doc, i, links, after)
                     for i in range(mentions[idx - 1].end, mention.start)
                 ):
                     scope = scope | previous
@@ -1070,6 +1078,14 @@ def _joins_levels(doc: Doc, i: int, mention: Span) -> bool:
     )
 
 
+def _is_link(doc: Doc, i: int, links: frozenset[str], masked_after: frozenset[str]) -> bool:
+    """Whether the word at `i` says two names are one finding: a link word, or the
+    de-identification's mask where one stood, right after a copula ("opacities in the left
+    upper lobe are XXXX atelectatic")."""
+    word = doc[i].lower_
+    return word in links or (word == _MASK and i > 0 and doc[i - 1].lower_ in masked_after)
+
+
 def _unbroken(doc: Doc, indices: Iterable[int]) -> list[int]:
     """The indices taken in order up to the first break."""
     return list(itertools.takewhile(lambda i: not _is_break(doc[i]), indices))
@@ -1081,6 +1097,7 @@ def _window(
     idx: int,
     denials: frozenset[str] = frozenset(),
     links: frozenset[str] = frozenset(),
+    masked_after: frozenset[str] = frozenset(),
 ) -> tuple[set[int], set[int]]:
     """Without a parse: the stretch between the neighbouring mentions, split at punctuation.
 
@@ -1097,7 +1114,7 @@ def _window(
                 break
     if idx + 1 < len(mentions):
         for i in range(mention.end, hi):
-            if _is_break(doc[i]) or doc[i].lower_ in links:
+            if _is_break(doc[i]) or _is_link(doc, i, links, masked_after):
                 hi = i
                 break
         else:

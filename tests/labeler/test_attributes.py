@@ -446,6 +446,13 @@ def test_a_finding_named_twice_shares_its_attributes(
          {"laterality": "left", "location": ["left lower lobe"]}),
         ("Infiltrate in the left lower lobe possibly related to atelectasis.", "Atelectasis",
          {"laterality": "left", "location": ["left lower lobe"]}),
+        # the mask right after a copula stands for a link word ("likely")
+        ("Infiltrate in the right upper lobe is XXXX atelectasis.", "Infiltration",
+         {"laterality": "right", "location": ["right upper lobe"]}),
+        ("Infiltrate in the right upper lobe is XXXX atelectasis.", "Atelectasis",
+         {"laterality": "right", "location": ["right upper lobe"]}),
+        # ... not elsewhere, where it may be a noun the place hangs on
+        ("Infiltrate XXXX in the right upper lobe atelectasis.", "Infiltration", {}),
         # no such word: the words between go to the finding after them
         ("Infiltrate with left lower lobe atelectasis.", "Infiltration", {}),
     ],
