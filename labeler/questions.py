@@ -1743,7 +1743,7 @@ class QuestionParser:
             for _, _, s, e in found:
                 if s < end and start < e:
                     start, end = min(start, s), max(end, e)
-            found = [(concept, rule, start, end)]
+            found = [(concept, rule, start, end), *by_words[1:]]
         found.sort(key=lambda c: -(c[3] - c[2]))
         return found
 
@@ -1768,7 +1768,40 @@ class QuestionParser:
         if best is None:
             return []
         tokens = [i for st in best[3] for i in at[st]]
-        return [(CONCEPT_PREFIX + best[2], "lexicon.words", min(tokens), max(tokens) + 1)]
+        named = [(CONCEPT_PREFIX + best[2], "lexicon.words", min(tokens), max(tokens) + 1)]
+        # the other word may be one a qualifier took ("calcified" describes, alone)
+        every: dict[str, list[int]] = {}
+        for t in doc:
+            if _content_word(t):
+                every.setdefault(_stem(t.lower_), []).append(t.i)
+        return named + self._by_other_word(doc, every, best[2], best[3], concept_words)
+
+    def _by_other_word(
+        self,
+        doc: Doc,
+        at: dict[str, list[int]],
+        concept: str,
+        stems: frozenset[str],
+        concept_words: list[tuple[str, frozenset[str]]] | None,
+    ) -> list[tuple[str, str, int, int]]:
+        """The other concepts a question offers by a word joined by "or" / "and" to one of
+        the best phrase's words, the rest of that phrase shared ("Is the aorta tortuous or
+        ectatic?": the ectatic aorta beside the tortuous one), each at its own word."""
+        other: list[tuple[str, str, int, int]] = []
+        for c, st in self._concept_words if concept_words is None else concept_words:
+            label = CONCEPT_PREFIX + c
+            if c == concept or len(st) != len(stems) or len(st - stems) != 1:
+                continue
+            if any(o[0] == label for o in other):
+                continue
+            (new,) = st - stems
+            (old,) = stems - st
+            if new not in at or len(at[new]) != 1 or len(at[old]) != 1:
+                continue
+            i, j = at[old][0], at[new][0]
+            if j - i == 2 and doc[i + 1].lower_ in ("or", "and"):
+                other.append((label, "lexicon.words", j, j + 1))
+        return other
 
     def _comparison(
         self, doc: Doc, hits: list[_Hit], words: list[str], free: Callable[[_Hit], bool]

@@ -1625,6 +1625,16 @@ CLINICIANS = [
      "change", "unknown"),
     ("Where is the PICC?", "IMPRESSION: Right PICC with tip in the SVC.", "position",
      ["SVC", "superior vena cava"]),
+    # two findings of one structure offered by "or": either said is yes, neither no
+    ("Is the aorta tortuous or ectatic?", "FINDINGS: The aorta is mildly tortuous.",
+     "presence", "yes"),
+    ("Is the aorta tortuous or calcified?", "FINDINGS: The aorta is mildly tortuous.",
+     "presence", "yes"),
+    ("Is the aorta tortuous or calcified?", "FINDINGS: Calcified aortic knob.", "presence",
+     "yes"),
+    ("Is the aorta tortuous or calcified?", "FINDINGS: The lungs are clear.", "presence", "no"),
+    ("Is the aorta tortuous or ectatic?", "FINDINGS: The aorta may be mildly tortuous.",
+     "presence", "uncertain"),
 ]  # fmt: skip
 
 
