@@ -280,6 +280,8 @@ class QuestionPatterns:
     degree_words: frozenset[str] = frozenset()
     #: words a bare finding question may hold besides the finding ("Any effusion?")
     bare_fillers: frozenset[str] = frozenset()
+    #: the study a bare finding question may end on ("Effusion on this film?"), as words
+    bare_studies: tuple[tuple[str, ...], ...] = ()
     #: words that deny the word after them ("not calcified")
     denying_words: frozenset[str] = frozenset()
     #: verbs that ask for a finding's reading ("Does the opacity represent pneumonia?")
@@ -478,6 +480,10 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         not_open_heads=_words(data, "not_open_heads"),
         degree_words=_words(data, "degree_words"),
         bare_fillers=_words(data, "bare_fillers"),
+        bare_studies=tuple(
+            tuple(w for w in p.split() if w not in _words(data, "bare_fillers"))
+            for p in sorted(_words(data, "bare_studies"))
+        ),
         denying_words=_words(data, "denying_words"),
         reading_words=_words(data, "reading_words"),
         reading_links=_words(data, "reading_words") | _words(data, "reading_links"),
@@ -1499,7 +1505,7 @@ class QuestionParser:
             )
         frames = [h for h in r.hits if h.group == "presence" and r.free(h)]
         starts_open = words[0] in self.patterns.question_words
-        if starts_open or not (frames or _is_bare(doc, r.taken, self.patterns.bare_fillers)):
+        if starts_open or not (frames or _is_bare(doc, r.taken, self.patterns)):
             return ParsedQuestion(
                 text,
                 "unsupported",
@@ -2055,14 +2061,17 @@ def _number(word: str, words: Mapping[str, float]) -> float | None:
     return words.get(word)
 
 
-def _is_bare(doc: Doc, taken: list[tuple[int, int]], fillers: frozenset[str]) -> bool:
-    """A question that is just a finding ("Pleural effusion?", "Effusion present")."""
+def _is_bare(doc: Doc, taken: list[tuple[int, int]], patterns: QuestionPatterns) -> bool:
+    """A question that is just a finding ("Pleural effusion?", "Effusion present"), maybe
+    on the study ("Low volumes on this film?")."""
     rest = [
-        t
+        t.lower_
         for t in doc
-        if not any(s <= t.i < e for s, e in taken) and not t.is_punct and t.lower_ not in fillers
+        if not any(s <= t.i < e for s, e in taken)
+        and not t.is_punct
+        and t.lower_ not in patterns.bare_fillers
     ]
-    return not rest
+    return not rest or any(tuple(rest) == study for study in patterns.bare_studies)
 
 
 # --- answering from a report ---------------------------------------------------------------

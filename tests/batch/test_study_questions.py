@@ -1635,6 +1635,11 @@ CLINICIANS = [
     ("Is the aorta tortuous or calcified?", "FINDINGS: The lungs are clear.", "presence", "no"),
     ("Is the aorta tortuous or ectatic?", "FINDINGS: The aorta may be mildly tortuous.",
      "presence", "uncertain"),
+    # a bare finding question may end on the study it asks of
+    ("Low volumes on this film?", "FINDINGS: Low lung volumes.", "presence", "yes"),
+    ("Effusion on the image?", "FINDINGS: No pleural effusion.", "presence", "no"),
+    ("Pneumothorax on this study?", "FINDINGS: Possible small apical pneumothorax.",
+     "presence", "uncertain"),
 ]  # fmt: skip
 
 
