@@ -292,6 +292,11 @@ def test_levels_joined_before_a_finding_keep_its_describing_words(read: Read) ->
         # a line whose name the de-identification masked, known by its tip
         ("FINDINGS: There is a left chest XXXX with tip in the mid SVC.", "vascular_catheter",
          {"laterality": "left", "tip": "superior vena cava", "tip_text": "mid SVC"}),
+        ("FINDINGS: Right chest XXXX is again seen with tip in the right atrium.",
+         "vascular_catheter", {"laterality": "right", "change": "unchanged",
+                               "tip": "right atrium", "tip_text": "right atrium"}),
+        ("FINDINGS: Right XXXX XXXX noted with tip in the lower SVC.", "vascular_catheter",
+         {"laterality": "right", "tip": "superior vena cava", "tip_text": "lower SVC"}),
         # a finding said as a noun of what follows "of"
         ("FINDINGS: Mild prominence of the central pulmonary arteries.",
          "pulmonary_artery_enlargement", {"severity": "mild"}),
@@ -321,6 +326,8 @@ def test_a_lung_zone_is_still_a_lung_zone(read: Read) -> None:
 
 def test_a_masked_word_of_the_chest_is_no_line(read: Read) -> None:
     found = read("FINDINGS: Visualized XXXX of the chest XXXX are within normal limits.")
+    assert "vascular_catheter" not in [f.concept for f in found.report_findings or ()]
+    found = read("FINDINGS: XXXX XXXX noted in the left upper quadrant.")
     assert "vascular_catheter" not in [f.concept for f in found.report_findings or ()]
 
 
