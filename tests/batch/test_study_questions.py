@@ -1640,6 +1640,11 @@ CLINICIANS = [
     ("Effusion on the image?", "FINDINGS: No pleural effusion.", "presence", "no"),
     ("Pneumothorax on this study?", "FINDINGS: Possible small apical pneumothorax.",
      "presence", "uncertain"),
+    # the mask that opens a reading after a comma stands for "likely"
+    ("Is the fracture pathologic?", "IMPRESSION: Healing left rib fracture, XXXX pathologic "
+     "fracture.", "presence", "uncertain"),
+    ("Is the fracture pathologic?", "IMPRESSION: Healing left rib fracture. Pathologic "
+     "fracture.", "presence", "yes"),
 ]  # fmt: skip
 
 
