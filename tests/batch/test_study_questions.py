@@ -1897,19 +1897,6 @@ def test_a_general_word_that_is_no_part_question(engine: StudyQuestions, questio
          "prior study.", "yes"),
         ("Is there a deformity at T9?", "FINDINGS: Deformity of T9 is unchanged.", "yes"),
         ("Is there a deformity at L1?", "FINDINGS: Deformity of T9 is unchanged.", "no"),
-    ],
-)  # fmt: skip
-def test_a_site_named_by_the_reports_other_words_or_a_spine_level(
-    engine: StudyQuestions, question: str, report: str, answer: object
-) -> None:
-    got = engine.ask(question, report=engine.label_reports([report])[report])
-    assert got.answer == answer
-
-
-@pytest.mark.issue(40)
-@pytest.mark.parametrize(
-    ("question", "report", "answer"),
-    [
         # the diaphragm's shapes in a clinician's and a report's other words
         ("Are the hemidiaphragms flat?", "FINDINGS: Hyperinflated lungs with flattened "
          "diaphragms.", "yes"),
@@ -1922,19 +1909,6 @@ def test_a_site_named_by_the_reports_other_words_or_a_spine_level(
          ["left"]),
         ("Which side is the diaphragmatic hump on?", "FINDINGS: There is a right diaphragmatic "
          "hump.", ["right"]),
-    ],
-)  # fmt: skip
-def test_the_diaphragms_shapes_in_other_words(
-    engine: StudyQuestions, question: str, report: str, answer: object
-) -> None:
-    got = engine.ask(question, report=engine.label_reports([report])[report])
-    assert got.answer == answer
-
-
-@pytest.mark.issue(40)
-@pytest.mark.parametrize(
-    ("question", "report", "answer"),
-    [
         # a hilum that is or looks full is an enlarged one; a distorted one its own finding
         ("Which hilum looks full?", "FINDINGS: Mild fullness of the left hilum.", ["left"]),
         ("Which hilum is full?", "FINDINGS: The right hilum is full.", ["right"]),
@@ -1942,19 +1916,6 @@ def test_the_diaphragms_shapes_in_other_words(
         ("Which hilum looks full?", "FINDINGS: Lungs are clear.", "unknown"),
         ("Which hilum is distorted?", "FINDINGS: Distortion of the right hilum.", ["right"]),
         ("Is the hilum distorted?", "FINDINGS: No hilar distortion.", "no"),
-    ],
-)  # fmt: skip
-def test_a_full_or_distorted_hilum(
-    engine: StudyQuestions, question: str, report: str, answer: object
-) -> None:
-    got = engine.ask(question, report=engine.label_reports([report])[report])
-    assert got.answer == answer
-
-
-@pytest.mark.issue(40)
-@pytest.mark.parametrize(
-    ("question", "report", "answer"),
-    [
         # air trapping is its own finding: its hedge, not the hyperinflation beside it
         ("Is there air trapping?", "FINDINGS: Hyperinflated lungs, air trapping versus "
          "inspiratory effort.", "uncertain"),
@@ -1976,7 +1937,7 @@ def test_a_full_or_distorted_hilum(
          "at the thoracic spine.", "yes"),
     ],
 )  # fmt: skip
-def test_air_trapping_a_curves_side_and_a_reversed_lordosis(
+def test_other_words_for_sites_shapes_hila_and_curves(
     engine: StudyQuestions, question: str, report: str, answer: object
 ) -> None:
     got = engine.ask(question, report=engine.label_reports([report])[report])
@@ -2024,15 +1985,6 @@ STUDY_QUALITY_AND_SIZE = [
     ("Is the thoracic aorta wider than normal?", "FINDINGS: Normal mediastinal contours.",
      "presence", "no"),
 ]  # fmt: skip
-
-
-@pytest.mark.issue(40)
-@pytest.mark.parametrize(("question", "report", "qtype", "answer"), STUDY_QUALITY_AND_SIZE)
-def test_study_quality_heart_size_and_measurements(
-    engine: StudyQuestions, question: str, report: str, qtype: str, answer: object
-) -> None:
-    got = engine.ask(question, report=engine.label_reports([report])[report])
-    assert (got.type, got.answer) == (qtype, answer)
 
 
 COUNTS_SITES_AND_GRADES = [
@@ -2089,15 +2041,6 @@ COUNTS_SITES_AND_GRADES = [
 ]  # fmt: skip
 
 
-@pytest.mark.issue(40)
-@pytest.mark.parametrize(("question", "report", "qtype", "answer"), COUNTS_SITES_AND_GRADES)
-def test_counts_sites_and_borderline_grades(
-    engine: StudyQuestions, question: str, report: str, qtype: str, answer: object
-) -> None:
-    got = engine.ask(question, report=engine.label_reports([report])[report])
-    assert (got.type, got.answer) == (qtype, answer)
-
-
 VIEWS = [
     # which view a finding is seen on: the view its sentence names
     ("Which view has motion artifact?", "FINDINGS: The lateral view is degraded by patient "
@@ -2120,8 +2063,11 @@ VIEWS = [
 
 
 @pytest.mark.issue(40)
-@pytest.mark.parametrize(("question", "report", "qtype", "answer"), VIEWS)
-def test_views_asked_of_a_finding(
+@pytest.mark.parametrize(
+    ("question", "report", "qtype", "answer"),
+    STUDY_QUALITY_AND_SIZE + COUNTS_SITES_AND_GRADES + VIEWS,
+)
+def test_study_quality_sizes_counts_grades_and_views(
     engine: StudyQuestions, question: str, report: str, qtype: str, answer: object
 ) -> None:
     got = engine.ask(question, report=engine.label_reports([report])[report])
