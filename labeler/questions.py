@@ -2381,27 +2381,8 @@ def answer_from_report(
         # "probable left basilar atelectasis", "opacities XXXX representing pneumonia": the
         # report's likely reading, not a finding it states (the labels count it positive)
         target = dataclasses.replace(target, status="uncertain")
-    if (
-        question.type == "change"
-        and target.status in ("positive", "uncertain")
-        and not target.finding.get("change")
-    ):
-        target = _change_of_list(target, report.report_findings or (), patterns)
-    if (
-        question.type == "change"
-        and target.status in ("positive", "uncertain")
-        and not target.finding.get("change")
-    ):
-        target = _change_of_other_mention(target, report.report_findings or ())
-    if (
-        question.type == "change"
-        and target.status in ("positive", "uncertain")
-        and not target.finding.get("change")
-    ):
-        # a finding with no change of its own in a report that calls the study as before
-        # ("Stable appearing chest.", "Findings are grossly unchanged"): unchanged
-        findings = report.report_findings or ()
-        target = _normal_change(target, patterns.unchanged_statements, findings, patterns)
+    if question.type == "change":
+        target = _change_said_elsewhere(target, report.report_findings or (), patterns)
     mimics = patterns.explained_by.get(label, ())
     if (
         mimics
@@ -2600,6 +2581,24 @@ def _normal_change(
     return dataclasses.replace(
         target, finding={**target.finding, "change": change}, evidence=evidence
     )
+
+
+def _change_said_elsewhere(
+    target: _Target, findings: Sequence[ReportFinding], patterns: QuestionPatterns
+) -> _Target:
+    """A finding there with no change of its own takes, in this order, the change of a list it
+    is an item of, of another mention of its concept, or of a report that calls the whole
+    study as before ("Stable appearing chest.", "Findings are grossly unchanged")."""
+    steps: tuple[Callable[[_Target], _Target], ...] = (
+        lambda t: _change_of_list(t, findings, patterns),
+        lambda t: _change_of_other_mention(t, findings),
+        lambda t: _normal_change(t, patterns.unchanged_statements, findings, patterns),
+    )
+    for take in steps:
+        if target.status not in ("positive", "uncertain") or target.finding.get("change"):
+            break
+        target = take(target)
+    return target
 
 
 def _change_of_list(
