@@ -2995,7 +2995,9 @@ def answer_study(
         changed = [f for f in pool if f.attributes.get("change") in _CHANGED]
         if changed:
             return out("yes", changed)
-        same = [f for f in pool if f.attributes.get("change") == "unchanged"] + said_same
+        same = [f for f in pool if f.attributes.get("change") == "unchanged"]
+        # a study statement that carries its own change is shown once
+        same += [f for f in said_same if not any(f is g for g in same)]
         return out("no", same) if same else out("unknown", [], False)
     if asks == "list":
         # the abnormal findings by name, those stated before those hedged

@@ -2072,3 +2072,12 @@ def test_study_quality_sizes_counts_grades_and_views(
 ) -> None:
     got = engine.ask(question, report=engine.label_reports([report])[report])
     assert (got.type, got.answer) == (qtype, answer)
+
+
+def test_a_whole_study_statement_is_shown_once_as_evidence(engine: StudyQuestions) -> None:
+    # the statement carries its own change and is the study's statement too: one span
+    report = "FINDINGS: Heart size normal. IMPRESSION: Stable chest."
+    got = engine.ask("Has anything changed?", report=engine.label_reports([report])[report])
+    spans = [(e.get("start"), e.get("end")) for e in got.evidence["report"]]
+    assert got.answer == "no"
+    assert spans and len(spans) == len(set(spans))
