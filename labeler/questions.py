@@ -697,6 +697,11 @@ class QuestionParser:
             if lexicon
             else ([], [])
         )
+        # each list's concepts by their phrase's word set, with their place in the list
+        self._by_stems = {
+            id(words): _by_stems(words)
+            for words in (self._concept_words, self._normal_words, self._denied_normal_words)
+        }
         self.labels = frozenset(labels)
         self._sites = site_words(lexicon, self.patterns.site_generic_words) if lexicon else {}
         # the attribute file's body places ("clavicle", "AC joint") name sites too
@@ -1793,16 +1798,21 @@ class QuestionParser:
         """The other concepts a question offers by a word joined by "or" / "and" to one of
         the best phrase's words, the rest of that phrase shared ("Is the aorta tortuous or
         ectatic?": the ectatic aorta beside the tortuous one), each at its own word."""
+        words = self._concept_words if concept_words is None else concept_words
+        index = self._by_stems.get(id(words)) or _by_stems(words)
+        # a phrase that differs by one word: one of the phrase's swapped for one asked
+        swapped = sorted(
+            (place, c, new, old)
+            for new in at.keys() - stems
+            for old in stems
+            for place, c in index.get((stems - {old}) | {new}, ())
+        )
         other: list[tuple[str, str, int, int]] = []
-        for c, st in self._concept_words if concept_words is None else concept_words:
+        for _, c, new, old in swapped:
             label = CONCEPT_PREFIX + c
-            if c == concept or len(st) != len(stems) or len(st - stems) != 1:
+            if c == concept or any(o[0] == label for o in other):
                 continue
-            if any(o[0] == label for o in other):
-                continue
-            (new,) = st - stems
-            (old,) = stems - st
-            if new not in at or len(at[new]) != 1 or len(at[old]) != 1:
+            if len(at[new]) != 1 or len(at[old]) != 1:
                 continue
             i, j = at[old][0], at[new][0]
             if j - i == 2 and doc[i + 1].lower_ in ("or", "and"):
@@ -1903,6 +1913,16 @@ def _pronoun_at(doc: Doc, patterns: QuestionPatterns) -> int | None:
             if after is None or after.is_punct or after.lower_ in patterns.after_pronoun:
                 return t.i
     return None
+
+
+def _by_stems(
+    words: list[tuple[str, frozenset[str]]],
+) -> dict[frozenset[str], list[tuple[int, str]]]:
+    """Concepts by their phrase's word set, each with its place in `words`."""
+    index: dict[frozenset[str], list[tuple[int, str]]] = {}
+    for place, (concept, stems) in enumerate(words):
+        index.setdefault(stems, []).append((place, concept))
+    return index
 
 
 def _concept_words(
