@@ -857,18 +857,6 @@ def test_describing_words_joined_before_a_finding(
         ),
         # no governing noun: the change word is the first item's own
         ("Stable granuloma and small effusion.", "pleural_effusion", None),
-    ],
-)
-def test_a_list_governed_by_a_noun_shares_its_change(
-    read: Read, text: str, concept: str, changed: str | None
-) -> None:
-    found = _one(read(f"FINDINGS: {text}"), concept)
-    assert found.attributes.get("change") == changed
-
-
-@pytest.mark.parametrize(
-    ("text", "concept", "changed"),
-    [
         # a device placed or an operation done since the last study is new
         ("Interval placement of a left-sided catheter.", "vascular_catheter", "new"),
         ("Interval performance of a cervical spinal fusion.", "cervical_spinal_fusion", "new"),
@@ -877,7 +865,7 @@ def test_a_list_governed_by_a_noun_shares_its_change(
         ("Left-sided catheter in place.", "vascular_catheter", None),
     ],
 )
-def test_a_device_placed_in_the_interval_is_new(
+def test_a_change_shared_by_a_governed_list_or_said_by_an_interval_placement(
     read: Read, text: str, concept: str, changed: str | None
 ) -> None:
     found = _one(read(f"FINDINGS: {text}"), concept)
