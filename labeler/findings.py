@@ -254,8 +254,11 @@ class PhraseIndex:
         found = []
         root = self.root
         n = len(words)
+        # the start marker is a key of the index, never a word of the text ("nodule ^
+        # unchanged" is no sentence that starts "unchanged"); looked for once a sentence
+        stray = _START in words
         for i, word in enumerate(words):
-            node = root.get(word)
+            node = None if stray and word == _START else root.get(word)
             end = i + 1
             while node is not None:
                 concept_id = node.get(_END)
