@@ -124,6 +124,18 @@ def test_normal_statements_make_a_normal_report(read: Read) -> None:
     assert read("FINDINGS: Possible small left effusion.").normal is False  # hedged counts
 
 
+def test_a_normal_template_that_names_the_finding_it_denies(read: Read) -> None:
+    # "engorgement ... within limits of normal" says the vessels are normal
+    said = read(
+        "FINDINGS: Cardiac size and pulmonary vascular engorgement appear within limits of normal."
+    )
+    assert _one(said, "normal_pulmonary_vascularity").status == "positive"
+    assert said.normal is True
+    engorged = read("FINDINGS: Mild pulmonary vascular engorgement.")
+    assert _one(engorged, "pulmonary_vascular_congestion").status == "positive"
+    assert engorged.normal is False
+
+
 @pytest.mark.parametrize(
     ("text", "concept", "changed"),
     [
