@@ -472,9 +472,7 @@ class _Engine:
                     if _cue_inside(f.cue, plan.text[s + a : s + b]):
                         # "no acute abnormality" states that all is normal
                         f = f._replace(status="positive")
-                side = f.attributes.get("laterality")
-                if parts and isinstance(side, str) and side:
-                    parts = (*parts, side)
+                mesh = _mesh_code(parts, f.attributes.get("laterality"))
                 sentence.append(
                     _mention(
                         ReportFinding,
@@ -484,7 +482,7 @@ class _Engine:
                         s,
                         sentence_text,
                         key,
-                        {"name": name, "kind": kind, "mesh": "/".join(parts), "radlex": radlex},
+                        {"name": name, "kind": kind, "mesh": mesh, "radlex": radlex},
                     )
                 )
             # most sentences have no device to place and no bone to level: no calls for them
@@ -564,11 +562,9 @@ class _Engine:
             known = self.findings.lexicon.concepts if self.findings is not None else {}
             if concept is not None and concept in known:
                 name, kind, parts, radlex = self._concept_naming(concept)
-                side = f.attributes.get("laterality")
-                if parts and isinstance(side, str) and side:
-                    parts = (*parts, side)
+                mesh = _mesh_code(parts, f.attributes.get("laterality"))
                 f = dataclasses.replace(
-                    f, label=concept, name=name, kind=kind, mesh="/".join(parts), radlex=radlex
+                    f, label=concept, name=name, kind=kind, mesh=mesh, radlex=radlex
                 )
             sentence[i] = f
         return sentence
@@ -998,3 +994,12 @@ def _evidence_dict(ev: AttributeEvidence, offset: int, key: ParseText) -> dict[s
         "start": start + offset,
         "end": end + offset,
     }
+
+
+def _mesh_code(parts: tuple[str, ...], side: object) -> str:
+    """The coders' code: heading and qualifiers, then the finding's side unless a qualifier
+    already names it ("Pulmonary Atelectasis/lower lobe/left" for a left lower lobe
+    collapse, not ".../left/left")."""
+    if parts and isinstance(side, str) and side and side not in parts[1:]:
+        parts = (*parts, side)
+    return "/".join(parts)

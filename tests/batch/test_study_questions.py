@@ -1645,6 +1645,12 @@ CLINICIANS = [
      "fracture.", "presence", "uncertain"),
     ("Is the fracture pathologic?", "IMPRESSION: Healing left rib fracture. Pathologic "
      "fracture.", "presence", "yes"),
+    # "lung scarring" is the report's scarring, not only the Fibrosis label's words
+    ("Is there lung scarring?", "FINDINGS: Mild scarring at the right apex.", "presence", "yes"),
+    ("Where is the lung scarring?", "FINDINGS: Mild scarring at the right apex.", "position",
+     ["right", "apical", "apex"]),
+    ("Is there lung scarring?", "FINDINGS: No focal scarring.", "presence", "no"),
+    ("Any scarring of the lung?", "FINDINGS: Chronic pulmonary fibrosis.", "presence", "yes"),
 ]  # fmt: skip
 
 

@@ -50,6 +50,13 @@ def test_a_device_is_read_with_its_heading_and_side(read: Read) -> None:
     assert picc.attributes["laterality"] == "right"
 
 
+def test_a_side_the_qualifiers_name_is_not_named_twice(read: Read) -> None:
+    collapse = _one(read("FINDINGS: Right middle lobe collapse."), "rml_collapse")
+    assert collapse.mesh == "Pulmonary Atelectasis/middle lobe/right"
+    effusion = _one(read("FINDINGS: Small right effusion."), "pleural_effusion")
+    assert effusion.mesh == "Pleural Effusion/right"
+
+
 @pytest.mark.parametrize(
     ("text", "concept", "radlex"),
     [
