@@ -768,6 +768,13 @@ CLINICIANS = [
     # a granuloma the report gives as granulomatous disease
     ("Is there a granuloma?", "FINDINGS: Nodule in the left base, suggesting prior "
      "granulomatous disease.", "presence", "uncertain"),
+    # lungs said to be poorly inflated or under-expanded have low volumes
+    ("Are the lungs poorly inflated?", "IMPRESSION: Low lung volumes, otherwise clear.",
+     "presence", "yes"),
+    ("Are the lungs under-expanded?", "FINDINGS: The lungs are well expanded and clear.",
+     "presence", "no"),
+    ("Are the lung volumes low?", "FINDINGS: Underexpanded lungs with basilar atelectasis.",
+     "presence", "yes"),
     # how many views: as the report names them
     ("How many views were taken?", "FINDINGS: PA and lateral views of the chest. Clear "
      "lungs.", "study", 2),
