@@ -768,6 +768,18 @@ CLINICIANS = [
     # a granuloma the report gives as granulomatous disease
     ("Is there a granuloma?", "FINDINGS: Nodule in the left base, suggesting prior "
      "granulomatous disease.", "presence", "uncertain"),
+    # ... and the granulomas a report sees are its old granulomatous disease
+    ("Any sign of old granulomatous disease?", "FINDINGS: Two calcified granulomas in the "
+     "right lung.", "presence", "yes"),
+    ("Any sign of old granulomatous disease?", "FINDINGS: No calcified granulomas.",
+     "presence", "no"),
+    ("Any sign of old granulomatous disease?", "FINDINGS: Right apical nodule, possibly a "
+     "granuloma.", "presence", "uncertain"),
+    # degenerative joint disease of the spine is its degenerative change
+    ("Is there DJD of the thoracic spine?", "FINDINGS: Moderate degenerative changes of the "
+     "thoracic spine.", "presence", "yes"),
+    ("Is there DJD of the thoracic spine?", "FINDINGS: Clear lungs. Normal heart size.",
+     "presence", "no"),
     # lungs said to be poorly inflated or under-expanded have low volumes
     ("Are the lungs poorly inflated?", "IMPRESSION: Low lung volumes, otherwise clear.",
      "presence", "yes"),
