@@ -2795,6 +2795,8 @@ def _narrowed_to_place(
     return dataclasses.replace(target, finding=_merged(there), deciding=there)
 
 
+#: the word the OpenI de-identification put in place of a masked one, lower-cased
+_MASK = "xxxx"
 _ALT_WORD = re.compile(r"[a-z]+(?:/[a-z]+)?|[,;:.]")
 
 
@@ -2806,10 +2808,11 @@ def _one_of_alternatives(m: Mention, patterns: QuestionPatterns) -> bool:
     if m.sentence_start is None or not words:
         return False
     a, b = m.start - m.sentence_start, m.end - m.sentence_start
-    after = _ALT_WORD.findall(m.sentence[b:].lower())[:1]
     # a degree word does not part the finding from its alternative ("normal or mildly
     # enlarged heart")
-    degree = patterns.degree_words
+    # nor does a masked word ("scarring or XXXX atelectasis")
+    degree = patterns.degree_words | {_MASK}
+    after = [w for w in _ALT_WORD.findall(m.sentence[b:].lower()) if w != _MASK][:1]
     before = [w for w in _ALT_WORD.findall(m.sentence[:a].lower()) if w not in degree][-1:]
     # a statement that holds both readings ("heart size is upper normal or mildly enlarged")
     inside = _ALT_WORD.findall(m.text.lower())[1:-1]

@@ -787,6 +787,16 @@ CLINICIANS = [
      "presence", "no"),
     ("Are the lung volumes low?", "FINDINGS: Underexpanded lungs with basilar atelectasis.",
      "presence", "yes"),
+    # one of two readings, a masked word between them or not
+    ("Is it atelectasis?", "FINDINGS: Small area of scarring or XXXX atelectasis in the "
+     "lingula.", "presence", "uncertain"),
+    ("Is it atelectasis?", "FINDINGS: Small area of XXXX atelectasis in the lingula.",
+     "presence", "yes"),
+    # a reading the report allows, not one it makes
+    ("Is there reactive airways disease?", "IMPRESSION: Perihilar opacity. These can be "
+     "manifestations of reactive airways disease.", "presence", "uncertain"),
+    ("Is there reactive airways disease?", "IMPRESSION: Perihilar opacity from reactive "
+     "airways disease.", "presence", "yes"),
     # how many views: as the report names them
     ("How many views were taken?", "FINDINGS: PA and lateral views of the chest. Clear "
      "lungs.", "study", 2),
