@@ -768,6 +768,11 @@ CLINICIANS = [
     # a granuloma the report gives as granulomatous disease
     ("Is there a granuloma?", "FINDINGS: Nodule in the left base, suggesting prior "
      "granulomatous disease.", "presence", "uncertain"),
+    # a previous granulomatous process is an old one
+    ("Is the nodule an old granuloma?", "FINDINGS: Dense left basilar nodule suggests a "
+     "previous granulomatous process.", "presence", "uncertain"),
+    ("Is the nodule an old granuloma?", "FINDINGS: Dense left basilar nodule suggests a "
+     "granulomatous process.", "presence", "no"),
     # ... and the granulomas a report sees are its old granulomatous disease
     ("Any sign of old granulomatous disease?", "FINDINGS: Two calcified granulomas in the "
      "right lung.", "presence", "yes"),
