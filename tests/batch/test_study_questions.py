@@ -773,6 +773,10 @@ CLINICIANS = [
      "previous granulomatous process.", "presence", "uncertain"),
     ("Is the nodule an old granuloma?", "FINDINGS: Dense left basilar nodule suggests a "
      "granulomatous process.", "presence", "no"),
+    # a finding called negative before it is ruled out
+    ("Is this film normal?", "IMPRESSION: Negative acute cardiopulmonary abnormality.",
+     "study", "yes"),
+    ("Is this film normal?", "IMPRESSION: Acute cardiopulmonary abnormality.", "study", "no"),
     # ... and the granulomas a report sees are its old granulomatous disease
     ("Any sign of old granulomatous disease?", "FINDINGS: Two calcified granulomas in the "
      "right lung.", "presence", "yes"),

@@ -55,6 +55,9 @@ FIRES: dict[str, list[tuple[str, str, str]]] = {
     "neg.resolved_modifier": [
         ("Resolved interstitial edema.", "Edema", "negative"),
     ],
+    "neg.negative_modifier": [
+        ("Negative acute pneumonia.", "Pneumonia", "negative"),
+    ],
     "neg.no_longer": [
         ("The pneumothorax is no longer seen.", "Pneumothorax", "negative"),
     ],
@@ -176,6 +179,14 @@ SPARED: dict[str, list[tuple[str, str, str]]] = {
         ("The effusion has resolved but atelectasis persists.", "Atelectasis", "positive"),
     ],
     "neg.resolved_modifier": [("Edema, now improved.", "Edema", "positive")],
+    "neg.negative_modifier": [
+        ("Pneumonia, tested negative for influenza.", "Pneumonia", "positive"),
+        (
+            "Minimal atelectasis at the left base otherwise negative for pneumonia.",
+            "Atelectasis",
+            "positive",
+        ),
+    ],
     "neg.no_longer": [("The pneumothorax is larger.", "Pneumothorax", "positive")],
     "neg.det": [
         ("No pneumothorax. Small left effusion.", "Effusion", "positive"),
