@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -81,6 +81,14 @@ class PipelineLabeler:
             return label_report(
                 text, report_id=report_id, nlp=self.nlp, config=self._config(findings)
             )
+
+    def label_with_words(self, text: str, words: Collection[str]) -> ReportLabels:
+        """Label one report with its findings, `words` read as open finding words too
+        (`labeler.pipeline.label_with_words`); a bad report gives a result with `.error`."""
+        from labeler.pipeline import label_with_words
+
+        with self._lock:
+            return label_with_words(text, words, nlp=self.nlp, config=self._config(True))
 
     def label_many(
         self, items: Sequence[tuple[str, str]], *, findings: bool = False

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from labeler.findings import OPEN_PREFIX, singular
 from labeler.questions import (
     CONCEPT_PREFIX,
     AnswerValue,
@@ -127,6 +128,8 @@ class StudyQuestions:
         self.parser = QuestionParser(labeler.nlp, labels, patterns, lexicon=self.lexicon)
         self.report_cache = report_cache
         self._reports: dict[str, ReportLabels] = {}
+        # (report text, word) -> the report read with that word as a finding word
+        self._read_with: dict[tuple[str, str], ReportLabels] = {}
 
     def label_reports(self, texts: Iterable[str]) -> dict[str, ReportLabels]:
         """Label the distinct report texts not yet cached, in one pass; return all asked."""
@@ -150,6 +153,7 @@ class StudyQuestions:
         image: ImageFindings | None = None,
         question_id: str = "",
         referent: str | None = None,
+        report_text: str | None = None,
     ) -> Answer:
         """Answer one question from a labelled report, an image's findings, or both.
 
@@ -165,6 +169,9 @@ class StudyQuestions:
             question_id: copied to the answer's `id`.
             referent: the label (or `concept:<id>`) the previous question about this study
                 asked about, if any.
+            report_text: the text `report` was labelled from: a question that names no
+                finding but a word the report names ("Where are the phleboliths?") is
+                answered from that word's mentions, read by the labeler's rules.
 
         Returns:
             The answer; `type == "unsupported"` with a message when the question is not
@@ -174,9 +181,48 @@ class StudyQuestions:
             parsed = self.parser.parse(question, referent=referent)
             if parsed.label is None and parsed.type == "unsupported" and report is not None:
                 parsed = self._sole_referent(question, parsed, report)
+        if parsed.label is None and report_text and report is not None and not report.error:
+            parsed, report = self._report_word(question, parsed, report, report_text)
         return answer_question(
             parsed, report=report, image=image, question_id=question_id, lexicon=self.lexicon
         )
+
+    def _report_word(
+        self, question: str, parsed: ParsedQuestion, report: ReportLabels, text: str
+    ) -> tuple[ParsedQuestion, ReportLabels]:
+        """A question that names no finding read as about a word of it the report names
+        (`QuestionParser.report_words`), and the report read with that word as a finding
+        word; else `parsed` and `report` as they are."""
+        with self.labeler.pipeline():
+            words = self.parser.report_words(question)
+        lowered = text.lower()
+        for word in words:
+            one = singular(word)
+            if one[: max(3, len(one) - 1)] not in lowered:
+                continue  # most refused questions: the report does not name it
+            forms = {word, one, one + "s", one + "es", one[:-1] + "ies"}
+            read = self._read_with.get((text, one))
+            if read is None:
+                read = self.labeler.label_with_words(text, forms)
+                if len(self._read_with) >= 64:
+                    del self._read_with[next(iter(self._read_with))]
+                self._read_with[(text, one)] = read
+            label = OPEN_PREFIX + one
+            found = read.report_findings or ()
+            if read.error:
+                continue
+            if not any(f.label == label for f in found):
+                # "Has the aneurysm changed?" over "thoracic aortic aneurysm": the one
+                # concept whose words in the report hold the word
+                holders = {f.label for f in found if forms.intersection(f.text.lower().split())}
+                if len(holders) != 1:
+                    continue
+                label = CONCEPT_PREFIX + holders.pop()
+            with self.labeler.pipeline():
+                again = self.parser.parse_report_word(question, word)
+            if again.label == OPEN_PREFIX + one and again.type != "unsupported":
+                return dataclasses.replace(again, label=label), read
+        return parsed, report
 
     def _sole_referent(
         self, question: str, parsed: ParsedQuestion, report: ReportLabels

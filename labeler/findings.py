@@ -10,6 +10,7 @@ own, so the label outputs do not change when findings are read.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -69,6 +70,13 @@ class FindingMatcher:
         # each concept id's hash, which a Span takes as its label without hashing the id
         strings = nlp.vocab.strings
         self._label_ids = {cid: strings.add(cid) for cid in lexicon.concepts}
+
+    def with_heads(self, words: Collection[str]) -> FindingMatcher:
+        """This matcher reading `words` as open finding words too (a word a question asks
+        about that no concept names: "Where are the phleboliths?")."""
+        out = copy.copy(self)
+        out.open_heads = self.open_heads | frozenset(words)
+        return out
 
     def find(self, doc: Doc, words: Sequence[str] | None = None) -> list[Span]:
         """Concepts (longest match wins) and open findings, in text order.

@@ -14,7 +14,7 @@ import contextlib
 import dataclasses
 import functools
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Literal, NamedTuple, TypeVar
@@ -56,7 +56,14 @@ from labeler.sections import labelled_spans, split_sentences
 from labeler.statements import StatementMatcher
 from labeler.vocabulary import load_sections
 
-__all__ = ["build_nlp", "label_report", "label_reports", "prepare", "validate_report"]
+__all__ = [
+    "build_nlp",
+    "label_report",
+    "label_reports",
+    "label_with_words",
+    "prepare",
+    "validate_report",
+]
 
 _PARSE_PIPES = ("tok2vec", "tagger", "parser")
 
@@ -227,6 +234,28 @@ def label_reports(
     it = iter(items)
     while batch := list(islice(it, batch_size)):
         yield from engine.label_batch(batch, on_error)
+
+
+def label_with_words(
+    text: str,
+    words: Collection[str],
+    *,
+    nlp: Language,
+    config: LabelerConfig,
+    report_id: str = "",
+) -> ReportLabels:
+    """Label one report with its findings, `words` read as open finding words too: each
+    mention of one is decided by the same negation, certainty and attribute rules as any
+    finding's (`open:<singular>`). For a question about a word no concept names; a bad
+    report gives a result with `error` set.
+    """
+    engine = _engine(nlp, dataclasses.replace(config, findings=True))
+    assert engine.findings is not None
+    # the labels' sentence cache holds; the findings' is read anew with the extra words
+    reader = dataclasses.replace(
+        engine, findings=engine.findings.with_heads(words), finding_cache={}
+    )
+    return reader.label_batch([(report_id, text)], "skip")[0]
 
 
 # --- the engine: per-pipeline state (components, sentence cache) ---------------------

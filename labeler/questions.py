@@ -43,6 +43,7 @@ __all__ = [
     "QUESTION_TYPES",
     "CONCEPT_PREFIX",
     "PART_PREFIX",
+    "REPORT_WORD_RULE",
     "AnswerValue",
     "Qualifier",
     "QuestionParser",
@@ -78,6 +79,11 @@ CONCEPT_PREFIX = "concept:"
 #: clavicle is abnormal?"): "part:clavicle" (a place of the attribute file) or "part:hilum"
 #: (an anatomy concept of the lexicon)
 PART_PREFIX = "part:"
+#: the rule of a question about a word no concept names, read where the report names it
+#: ("Where are the phleboliths?" over "pelvic phleboliths"): `QuestionParser.report_words`
+REPORT_WORD_RULE = "open.report_word"
+#: the message of a question that names no finding (the start of it)
+_NO_FINDING = "no finding of the label set is named in the question"
 #: the rule of a normal statement named without its denial ("Any acute bony findings?"):
 #: the question asks the other way round
 DENIED_NORMAL_RULE = "normal.denied"
@@ -275,6 +281,12 @@ class QuestionPatterns:
     before_pronoun: frozenset[str] = frozenset()
     #: the lexicon's open finding heads too general to ask about ("disease")
     not_open_heads: frozenset[str] = frozenset()
+    #: words of a question that never name what it asks about, read in a report
+    #: (`QuestionParser.report_words`): "patient", "side"
+    not_report_words: frozenset[str] = frozenset()
+    #: words that make a question one about the patient, never read in a report that way
+    #: ("Does the patient smoke?")
+    not_report_questions: frozenset[str] = frozenset()
     #: degree words, which do not part a finding from its alternative ("normal or mildly
     #: enlarged heart")
     degree_words: frozenset[str] = frozenset()
@@ -478,6 +490,8 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         after_pronoun=_words(data, "after_pronoun"),
         before_pronoun=_words(data, "before_pronoun"),
         not_open_heads=_words(data, "not_open_heads"),
+        not_report_words=_words(data, "not_report_words"),
+        not_report_questions=_words(data, "not_report_questions"),
         degree_words=_words(data, "degree_words"),
         bare_fillers=_words(data, "bare_fillers"),
         bare_studies=tuple(
@@ -685,6 +699,7 @@ class QuestionParser:
             else frozenset()
         )
         self._pointing = self.patterns.demonstratives | {"the"}
+        self._stop_words = frozenset(nlp.Defaults.stop_words)
         # "Are the lungs clear?": a normal statement, asked about when nothing else is named
         # "Any acute bony findings?" names "no acute bony findings" without its "no": it asks
         # about the abnormality that statement rules out
@@ -773,6 +788,46 @@ class QuestionParser:
         if referent is None or parsed.label is not None or parsed.type != "unsupported":
             return parsed
         return self._with_referent(text, parsed, referent)
+
+    def report_words(self, text: str) -> tuple[str, ...]:
+        """The words a question that names no finding may name what it asks about by, in
+        its order: the last of each run of words that are none of the question's own
+        pattern words, stop words, sites or `not_report_words` ("Where are the
+        phleboliths?": phleboliths; "the paratracheal soft tissues": tissues); none for any
+        other question, or one with a word of `not_report_questions` ("Does the patient
+        ...?"). A report that names one is read for it (`parse_report_word`)."""
+        parsed = self._parse_cached(text)
+        if parsed.label is not None or not (parsed.message or "").startswith(_NO_FINDING):
+            return ()
+        doc = self.nlp.make_doc(normalize_text(text))
+        if not self.patterns.not_report_questions.isdisjoint(t.lower_ for t in doc):
+            return ()  # "Does the patient smoke?": about the patient, not what is seen
+        taken = {i for h in self._hits(doc) for i in range(h.start, h.end)}
+        skip = self.patterns.not_report_words | self._stop_words
+        kept = [
+            t.i
+            for t in doc
+            if t.i not in taken
+            and t.is_alpha
+            and len(t) > 2
+            and t.lower_ not in skip
+            and not self._is_site(t)
+        ]
+        # the last of each run of such words, its head ("the paratracheal soft tissues")
+        heads = [i for i in kept if i + 1 not in kept]
+        return tuple(dict.fromkeys(doc[i].lower_ for i in heads))
+
+    def parse_report_word(self, text: str, word: str) -> ParsedQuestion:
+        """The question read with `word` (one of its `report_words`) as a general finding
+        word, `open:<singular>`, with the rule `REPORT_WORD_RULE`; not cached."""
+        heads = self._open_heads
+        self._open_heads = heads | {word}
+        try:
+            parsed = self._parse(normalize_text(text))
+        finally:
+            self._open_heads = heads
+        rules = tuple(REPORT_WORD_RULE if r == "open.head" else r for r in parsed.rules)
+        return dataclasses.replace(parsed, rules=rules)
 
     def refers_back(self, text: str) -> bool:
         """Whether the question stands a pronoun where its finding would be ("Has it
@@ -982,8 +1037,7 @@ class QuestionParser:
             return ParsedQuestion(
                 text,
                 "unsupported",
-                message="no finding of the label set is named in the question "
-                f"(known: {', '.join(sorted(self.labels))})",
+                message=f"{_NO_FINDING} (known: {', '.join(sorted(self.labels))})",
             )
         several = ParsedQuestion(
             text,

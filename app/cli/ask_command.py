@@ -205,6 +205,7 @@ def _ask(args: argparse.Namespace) -> int:
                     image=image,
                     question_id=str(r.get("id") or ""),
                     referent=previous[2] if study == previous[:2] else None,
+                    report_text=text or None,
                 )
                 previous = (*study, answer.label)
                 answer.demo_model = image is not None and images.demo

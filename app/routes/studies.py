@@ -207,7 +207,14 @@ async def ask_study(request: Request, state: StateDep, labeler: NlpDep) -> Study
                 referent = answers[-1].label if answers else None
                 qid = _qid(body.id, i, len(questions))
                 answers.append(
-                    engine.ask(q, report=report, image=image, question_id=qid, referent=referent)
+                    engine.ask(
+                        q,
+                        report=report,
+                        image=image,
+                        question_id=qid,
+                        referent=referent,
+                        report_text=body.report or None,
+                    )
                 )
         for answer in answers:
             answer.demo_model = demo

@@ -12,6 +12,7 @@ import pytest
 from batch.labeling import PipelineLabeler
 from batch.study_questions import StudyQuestions, discrepancy_of
 from labeler.config import LabelerConfig
+from labeler.questions import REPORT_WORD_RULE
 from models.boxes import Box
 from models.dicom import ImageMeta
 from models.image_findings import ImageFindings, image_findings
@@ -2125,3 +2126,50 @@ def test_a_whole_study_statement_is_shown_once_as_evidence(engine: StudyQuestion
     spans = [(e.get("start"), e.get("end")) for e in got.evidence["report"]]
     assert got.answer == "no"
     assert spans and len(spans) == len(set(spans))
+
+
+REPORT_WORDS = [
+    # a word no concept names, read where the report names it
+    ("Where are the phleboliths?", "FINDINGS: Several phleboliths over the left upper "
+     "quadrant. Lungs are clear.", "position", ["left", "left upper quadrant"]),
+    ("Is there a filament?", "FINDINGS: No retained filament. Lungs are clear.", "presence",
+     "no"),
+    ("Is there a filament?", "FINDINGS: Possible retained filament over the right apex.",
+     "presence", "uncertain"),
+    ("Has the beading changed?", "FINDINGS: Stable beading of the right hilar contour.",
+     "change", "unchanged"),
+    ("How big is the beading?", "FINDINGS: Beading of the right hilar contour.", "size",
+     "unknown"),
+]  # fmt: skip
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(("question", "report", "qtype", "answer"), REPORT_WORDS)
+def test_a_word_no_concept_names_is_read_where_the_report_names_it(
+    engine: StudyQuestions, question: str, report: str, qtype: str, answer: object
+) -> None:
+    got = engine.ask(question, report=engine.label_reports([report])[report], report_text=report)
+    assert (got.type, got.answer) == (qtype, answer)
+    assert REPORT_WORD_RULE in got.evidence["question"]["rules"]  # type: ignore[index]
+    spans = [e for e in got.evidence["report"] if e.get("kind") == "finding"]  # type: ignore[attr-defined]
+    assert spans and all(report[s["start"] : s["end"]].lower() in question.lower() for s in spans)
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
+    ("question", "report"),
+    [
+        # the word is not in the report: still refused
+        ("Where are the phleboliths?", "FINDINGS: Lungs are clear. No effusion."),
+        # a question about the patient, not what is seen
+        ("Does the patient smoke?", "FINDINGS: Patient smoke exposure. Lungs are clear."),
+        # without the report's text the question stays refused
+        ("Where are the phleboliths?", None),
+    ],
+)
+def test_a_word_the_report_does_not_read_stays_refused(
+    engine: StudyQuestions, question: str, report: str | None
+) -> None:
+    text = report or "FINDINGS: Pelvic phleboliths."
+    got = engine.ask(question, report=engine.label_reports([text])[text], report_text=report)
+    assert got.type == "unsupported" and got.answer is None

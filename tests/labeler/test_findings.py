@@ -19,7 +19,7 @@ from labeler.config import LabelerConfig
 from labeler.findings import PhraseIndex, lexicon_matcher
 from labeler.lexicon import Lexicon, load_lexicon
 from labeler.pattern_cache import cache_path
-from labeler.pipeline import label_report
+from labeler.pipeline import label_report, label_with_words
 from labeler.schema import Mention, ReportFinding, ReportLabels
 
 pytestmark = pytest.mark.issue(40)
@@ -118,6 +118,27 @@ def test_an_open_finding_is_a_finding_word_outside_the_lexicon(read: Read) -> No
     found = _one(read("FINDINGS: Irregularity of the left lateral ribs."), "open:irregularity")
     assert (found.kind, found.status, found.mesh) == ("finding", "positive", "")
     assert _one(read("FINDINGS: No focal lesion."), "open:lesion").status == "negative"
+
+
+@pytest.mark.parametrize(
+    ("text", "status", "side"),
+    [
+        ("FINDINGS: Several phleboliths over the left upper quadrant.", "positive", "left"),
+        ("FINDINGS: No phleboliths are seen.", "negative", None),
+        ("FINDINGS: Possible right phlebolith.", "uncertain", "right"),
+    ],
+)
+def test_a_word_asked_about_is_read_as_an_open_finding_with_the_same_rules(
+    nlp: Language, text: str, status: str, side: str | None
+) -> None:
+    words = {"phlebolith", "phleboliths"}
+    found = _one(label_with_words(text, words, nlp=nlp, config=FINDINGS), "open:phlebolith")
+    assert (found.status, found.attributes.get("laterality")) == (status, side)
+    # the labels and the ordinary reading do not change
+    plain = label_report(text, nlp=nlp, config=FINDINGS)
+    assert plain.report_findings is not None
+    assert not [f for f in plain.report_findings if f.concept == "open:phlebolith"]
+    assert label_with_words(text, words, nlp=nlp, config=FINDINGS).labels == plain.labels
 
 
 def test_normal_statements_make_a_normal_report(read: Read) -> None:
