@@ -27,6 +27,17 @@ def test_cxr_ask_one_question(capsys: pytest.CaptureFixture[str]) -> None:
     }
 
 
+def test_cxr_ask_reads_a_word_no_concept_names_in_the_report(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    report = "FINDINGS: Several phleboliths over the left upper quadrant. Lungs are clear."
+    status = main(["ask", "--report", report, "--question", "Where are the phleboliths?", "-q"])
+    out = json.loads(capsys.readouterr().out)
+    assert status == 0
+    assert (out["label"], out["answer"]) == ("open:phlebolith", ["left", "left upper quadrant"])
+    assert "open.report_word" in out["evidence"]["question"]["rules"]
+
+
 def test_cxr_ask_questions_csv(tmp_path: Path) -> None:
     src = tmp_path / "q.csv"
     with src.open("w", newline="") as f:

@@ -2163,6 +2163,12 @@ def test_a_word_no_concept_names_is_read_where_the_report_names_it(
         ("Where are the phleboliths?", "FINDINGS: Lungs are clear. No effusion."),
         # a question about the patient, not what is seen
         ("Does the patient smoke?", "FINDINGS: Patient smoke exposure. Lungs are clear."),
+        # what to do next, and a time, are no thing seen
+        ("How many weeks until followup?", "FINDINGS: Lungs are clear. Followup in 6 weeks."),
+        (
+            "How many weeks ago was the comparison?",
+            "FINDINGS: Lungs are clear. Prior film from 6 weeks ago.",
+        ),
         # without the report's text the question stays refused
         ("Where are the phleboliths?", None),
     ],
