@@ -245,6 +245,11 @@ class QuestionPatterns:
     study_normal_not_after: frozenset[str] = frozenset()
     #: lexicon concepts that say the whole study is as before ("Stable chest.")
     unchanged_statements: frozenset[str] = frozenset()
+    #: concepts whose denial ("No new acute abnormalities since the previous radiograph"), or
+    #: whose normal statement, dated against a prior by a phrase of `unchanged_denial_dates`
+    #: says the whole study is as before
+    unchanged_denials: frozenset[str] = frozenset()
+    unchanged_denial_dates: tuple[str, ...] = ()
     #: what joins the items of a list that share a change word before or after it ("A and
     #: B", "A, B", "A with B"), and the words that may stand beside such a join ("A and
     #: changes of B as before", "A with a B ... unchanged")
@@ -454,6 +459,11 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
             " ".join(str(c).lower().split()) for c in data.get("study_normal_statements") or ()
         ),
         unchanged_statements=frozenset(str(c) for c in data.get("unchanged_statements") or ()),
+        unchanged_denials=frozenset(str(c) for c in data.get("unchanged_denials") or ()),
+        unchanged_denial_dates=tuple(
+            f" {' '.join(str(c).lower().split())} "
+            for c in data.get("unchanged_denial_dates") or ()
+        ),
         change_list_joins=_words(data, "change_list_joins"),
         change_list_fillers=_words(data, "change_list_fillers"),
         minor_acute_labels=frozenset(str(c) for c in data.get("minor_acute_labels") or ()),
@@ -979,6 +989,13 @@ class QuestionParser:
             )
             if asks == "abnormal" and changed:
                 asks = "change"
+            part = self._part_changed(doc, hits) if asks == "change" else None
+            if part is not None:
+                # "Has the mediastinum changed since the last film?": that part's change, not
+                # the whole study's
+                return ParsedQuestion(
+                    text, "change", label=part, open=True, rules=("part.change", cue.entry.id)
+                )  # fmt: skip
             if asks in ("views", "list"):
                 # "How many views were taken?", "What is abnormal in the left lung?": read off
                 # the report (the abnormal findings of the place it names)
@@ -2337,6 +2354,16 @@ def answer_from_report(
     patterns = patterns or load_question_patterns()
     if question.also:
         return _answer_several(question, report, patterns, lexicon)
+    if question.rules[:1] == ("part.change",) and len(question.rules) > 1:
+        # "Has the mediastinum changed since the last film?" (a whole-study cue said of a
+        # part): the part's own change, else the whole study's
+        own = answer_from_report(
+            dataclasses.replace(question, rules=question.rules[:1]), report, patterns, lexicon
+        )
+        if own.known:
+            return own
+        study = dataclasses.replace(question, type="study", label=None, open=False, asks="change")
+        return answer_study(study, report, patterns)
     label = question.label or ""
     keys = _ATTRS_OF.get(question.type, ())
     from_findings = label.startswith((CONCEPT_PREFIX, OPEN_PREFIX, PART_PREFIX))
@@ -3062,6 +3089,7 @@ def answer_study(
             for f in findings
             if f.concept in patterns.unchanged_statements and f.status == "positive"
         ]
+        said_same += [f for f in findings if _denied_since_prior(f, patterns)]
         pool: Sequence[ReportFinding] = findings
         if question.qualifiers:
             # "Has the right base abnormality changed?": the abnormal findings there, as
@@ -3069,7 +3097,13 @@ def answer_study(
             pool = _abnormal_there(abnormal, question.qualifiers, patterns)
             if not pool:
                 return out("unknown", [], False)
-        changed = [f for f in pool if f.attributes.get("change") in _CHANGED]
+        # "No new opacity": a new finding denied is no change
+        changed = [
+            f
+            for f in pool
+            if f.attributes.get("change") in _CHANGED
+            and not (f.status == "negative" and f.attributes["change"] == "new")
+        ]
         if changed:
             return out("yes", changed)
         same = [f for f in pool if f.attributes.get("change") == "unchanged"]
@@ -3130,6 +3164,18 @@ def answer_study(
             terms += [str(p) for p in where.get("location") or ()]  # type: ignore[attr-defined]
         return out(terms, seen) if terms else out("unknown", seen, False)
     return out("unknown", [], False)
+
+
+def _denied_since_prior(f: ReportFinding, patterns: QuestionPatterns) -> bool:
+    """Whether `f` says nothing is new since a prior study: a denied abnormality, or the
+    reader's "no acute abnormality", dated against the prior ("No new acute abnormalities
+    since the previous chest radiograph.")."""
+    if f.concept not in patterns.unchanged_denials:
+        return False
+    if f.status != ("positive" if f.kind == "normal" else "negative"):
+        return False
+    sentence = " " + " ".join(re.sub(r"[^\w\s-]", " ", f.sentence.lower()).split()) + " "
+    return any(d in sentence for d in patterns.unchanged_denial_dates)
 
 
 def _abnormal_there(

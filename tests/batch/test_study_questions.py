@@ -1040,6 +1040,23 @@ CLINICIANS = [
      "grossly unchanged compared with the prior CT.", "study", "no"),
     ("Has anything changed compared with the old CT?", "IMPRESSION: Emphysema.", "study",
      "unknown"),
+    # an abnormality denied since the prior study: nothing is new
+    ("Anything new since the previous radiograph?", "IMPRESSION: Mild bibasilar "
+     "hypoventilation. No new acute abnormalities since the previous chest radiograph.",
+     "study", "no"),
+    ("Any new acute abnormality since the prior CXR?", "IMPRESSION: Subsegmental atelectasis "
+     "at the right base. No acute abnormality since the prior study.", "study", "no"),
+    ("Any new acute abnormality since the prior CXR?", "IMPRESSION: New right lower lobe "
+     "consolidation. No other acute abnormality.", "study", "yes"),
+    ("Anything new since the previous radiograph?", "IMPRESSION: Mild bibasilar "
+     "hypoventilation. No acute abnormalities.", "study", "unknown"),
+    # a whole-study change cue said of a part: the part's change, else the study's
+    ("Has the mediastinum changed since the last film?", "FINDINGS: The mediastinum is "
+     "stable. Increased opacities at the right base.", "change", "unchanged"),
+    ("Has the mediastinum changed since the last film?", "FINDINGS: Clear lungs and normal "
+     "mediastinal contour. Stable chest.", "change", "no"),
+    ("Has the mediastinum changed since the last film?", "FINDINGS: Clear lungs and normal "
+     "mediastinal contour.", "change", "unknown"),
     # a finding with no change of its own in a study called as before is unchanged
     ("Is this density new?", "IMPRESSION: Stable appearing chest. Small nodular density "
      "at the left base, likely a granuloma.", "change", "no"),
