@@ -1057,6 +1057,16 @@ CLINICIANS = [
      "mediastinal contour. Stable chest.", "change", "no"),
     ("Has the mediastinum changed since the last film?", "FINDINGS: Clear lungs and normal "
      "mediastinal contour.", "change", "unknown"),
+    # "Was X there before?": any change but new
+    ("Was the rib irregularity there before?", "FINDINGS: Irregularity of the right 7th rib.",
+     "change", "unknown"),
+    ("Was the effusion there before?", "FINDINGS: Small left effusion, increased.", "change",
+     "yes"),
+    ("Was the nodule present before?", "FINDINGS: New right upper lobe nodule.", "change",
+     "no"),
+    # "What has X done since ...?" asks its change
+    ("What has the left basal atelectasis done since the prior?", "IMPRESSION: Decrease in "
+     "left basilar atelectasis.", "change", "decreased"),
     # a finding with no change of its own in a study called as before is unchanged
     ("Is this density new?", "IMPRESSION: Stable appearing chest. Small nodular density "
      "at the left base, likely a granuloma.", "change", "no"),
