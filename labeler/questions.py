@@ -215,6 +215,9 @@ class QuestionPatterns:
     size_words: frozenset[str] = frozenset()
     #: findings whose grade is their size ("mild cardiomegaly": "How big is the heart?")
     sized_by_grade: frozenset[str] = frozenset()
+    #: words of a change question that ask about the size of such a finding ("Has the heart
+    #: size changed?"): where it is new, it grew
+    size_change_words: frozenset[str] = frozenset()
     #: "Where was the line inserted?" asks where it goes in, not where it ends
     insertion_words: frozenset[str] = frozenset()
     #: concept -> other concepts (and those below them) that answer a question about it
@@ -475,6 +478,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         insertion_words=_words(data, "insertion_words"),
         size_words=_words(data, "size_words"),
         sized_by_grade=frozenset(str(w) for w in data.get("sized_by_grade") or ()),
+        size_change_words=_words(data, "size_change_words"),
         answered_by=_lists(data, "answered_by"),
         tips_of=_lists(data, "tips_of"),
         not_new_words=_words(data, "not_new_words"),
@@ -4025,6 +4029,13 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
             return out(count if count is not None else 1)  # type: ignore[arg-type]
         if qtype == "change":
             change = finding.get("change")
+            size_asked = re.findall(r"\w+", question.text.lower())
+            if (
+                change == "new"
+                and question.label in patterns.sized_by_grade
+                and not patterns.size_change_words.isdisjoint(size_asked)
+            ):
+                change = "increased"  # "Has the heart size changed?" over new cardiomegaly
             return out(_offered(question, str(change))) if change else out("unknown", False)
         if qtype == "severity":
             sev = finding.get("severity")

@@ -1064,6 +1064,13 @@ CLINICIANS = [
      "yes"),
     ("Was the nodule present before?", "FINDINGS: New right upper lobe nodule.", "change",
      "no"),
+    # a new enlargement asked about by its size has grown
+    ("Has the heart size changed since last time?", "IMPRESSION: Interval development of "
+     "cardiomegaly.", "change", "increased"),
+    ("Has the heart changed since last time?", "IMPRESSION: Interval development of "
+     "cardiomegaly.", "change", "new"),
+    ("Has the nodule changed in size?", "IMPRESSION: New right upper lobe nodule.", "change",
+     "new"),
     # "What has X done since ...?" asks its change
     ("What has the left basal atelectasis done since the prior?", "IMPRESSION: Decrease in "
      "left basilar atelectasis.", "change", "decreased"),
