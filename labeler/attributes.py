@@ -508,7 +508,7 @@ class AttributeFinder:
             governing: set[int] = set()
             if parsed:
                 scope, np_left, anchors = _scope(
-                    mention, roots, self.rules.links, self.rules.denials
+                    mention, roots, self.rules.links, self.rules.denials, self.rules.run_place_nouns
                 )
                 tail, readings = _readings_tail(doc, mentions, idx, roots, self.rules.denials)
                 anchors |= readings
@@ -856,15 +856,26 @@ def _readings_tail(
     return tail, readings
 
 
-def _own_phrase(root: Token, other_roots: set[int]) -> set[int]:
-    """Token indices of the phrase headed by `root`, minus other items and mentions."""
+def _own_phrase(
+    root: Token, other_roots: set[int], places: frozenset[str] = frozenset()
+) -> set[int]:
+    """Token indices of the phrase headed by `root`, minus other items and mentions. A
+    place noun's list of places (`places`) is its own: "consolidation in the right upper
+    lobe and left lower lobe" is in both lobes, as are "nodules in the right apex and both
+    lung bases" where the parse hangs the second place on the finding."""
     keep: set[int] = set()
     stack = [root]
     while stack:
         tok = stack.pop()
         keep.add(tok.i)
         for child in tok.children:
-            if child.dep_ in _NOT_OWN or child.i in other_roots:
+            if child.i in other_roots:
+                continue
+            if child.dep_ in _NOT_OWN and not (
+                child.dep_ == "conj"
+                and child.lower_ in places
+                and (tok.lower_ in places or tok.i == root.i)
+            ):
                 continue
             stack.append(child)
     return keep
@@ -880,6 +891,7 @@ def _scope(
     mention_roots: set[int],
     links: frozenset[str] = frozenset(),
     denials: frozenset[str] = frozenset(),
+    places: frozenset[str] = frozenset(),
 ) -> tuple[set[int], set[int], set[int]]:
     """Tokens that may describe `mention` on the parse, its own pre-modifiers, and anchors.
 
@@ -889,7 +901,7 @@ def _scope(
     root = mention.root
     anchors = set(range(mention.start, mention.end))
     others = mention_roots - {root.i}
-    scope = _own_phrase(root, others) | set(range(mention.start, mention.end))
+    scope = _own_phrase(root, others, places) | set(range(mention.start, mention.end))
     np_left = {
         i
         for i in scope
@@ -923,7 +935,7 @@ def _scope(
             named = parent
             for _ in range(_MAX_UP):
                 if named.i in others:
-                    scope |= _own_phrase(named, others - {named.i})
+                    scope |= _own_phrase(named, others - {named.i}, places)
                     anchors.add(named.i)
                     break
                 if named.head.i == named.i:
@@ -937,7 +949,7 @@ def _scope(
                 if child.i == head.i or child.i in others:
                     continue
                 if child.dep_ in _PREDICATE_PARTS:
-                    scope |= _own_phrase(child, others)
+                    scope |= _own_phrase(child, others, places)
             break
         if head.dep_ == "pobj" and parent.dep_ == "prep":
             # "no change in A", "increase in the size of A": the governing noun
@@ -951,7 +963,7 @@ def _scope(
             # parse may hang the finding's place on the governing noun, after the finding
             for c in noun.children:
                 if c.dep_ == "prep" and c.i >= mention.end and c.i != parent.i:
-                    scope |= _own_phrase(c, others)
+                    scope |= _own_phrase(c, others, places)
             head = noun
             continue
         break

@@ -546,6 +546,30 @@ def test_coordinated_lobes_are_each_a_lobe(
 @pytest.mark.parametrize(
     ("text", "name", "expected"),
     [
+        # a list of places after the finding: each is its place
+        ("New consolidation has developed in the left upper lobe and both lower lobes.",
+         "Consolidation", {"laterality": "bilateral", "location": ["left upper lobe", "lower"]}),
+        ("Nodules in the right apex and both lung bases.", "Nodule",
+         {"laterality": "bilateral", "location": ["apical", "basilar"]}),
+        # hedged: the places are read the same
+        ("Possible consolidation involving both the right middle lobe and lingula.",
+         "Consolidation",
+         {"laterality": "bilateral", "location": ["right middle lobe", "lingula"]}),
+        # another finding in the list keeps its own place
+        ("Atelectasis at the left base and a small right effusion.", "Atelectasis",
+         {"laterality": "left", "location": ["basilar"]}),
+    ],
+)  # fmt: skip
+def test_listed_places_of_a_finding_are_each_its_place(
+    attrs: Attrs, text: str, name: str, expected: dict[str, object]
+) -> None:
+    found = attrs(text, name)
+    assert {k: found.get(k) for k in expected} == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "expected"),
+    [
         # parsed with "seen" as the root and "left" as a verb: the run of term
         # words right before the finding is still its own
         ("Newly seen left effusion.", "Effusion", {"change": "new", "laterality": "left"}),
