@@ -1384,6 +1384,11 @@ CLINICIANS = [
      "airspace disease.", "position", "unknown"),
     ("Where is the interstitial prominence?", "FINDINGS: Diffuse interstitial prominence at "
      "the left base.", "position", ["left", "basilar", "base"]),
+    # ... or spread "throughout" the chest
+    ("Where are the nodules?", "FINDINGS: Several small calcified nodules throughout the "
+     "chest.", "position", ["diffuse", "bilateral"]),
+    ("Where are the nodules?", "FINDINGS: No nodules throughout the chest.", "position",
+     "unknown"),
     # volume loss is its own finding, and a report's atelectasis is volume loss
     ("Is there volume loss?", "FINDINGS: Right-sided volume loss.", "presence", "yes"),
     ("Is there volume loss?", "FINDINGS: Left basilar atelectasis.", "presence", "yes"),
