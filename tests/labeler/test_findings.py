@@ -766,6 +766,10 @@ def test_a_direction_places_a_finding(
         ("FINDINGS: Mild deformity of the thoracic spine.", "vertebral_compression_deformity"),
         ("FINDINGS: Osteopenia with multilevel XXXX deformities.",
          "vertebral_compression_deformity"),
+        # ... or at a thoracic vertebra named by its level, hedged too
+        ("FINDINGS: Stable mild deformity of T7.", "vertebral_compression_deformity"),
+        ("FINDINGS: Possible XXXX deformity of the T11.", "vertebral_compression_deformity"),
+        ("FINDINGS: No deformity of T8.", "vertebral_compression_deformity"),
         # elsewhere, or with no place: the deformity it was
         ("FINDINGS: Deformity of the right clavicle.", "clavicle_deformity"),
         ("FINDINGS: Deformity near the spine and a right rib fracture.", "deformity"),
