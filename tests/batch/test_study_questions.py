@@ -2181,6 +2181,14 @@ REPORT_WORDS = [
      "unknown"),
 ]  # fmt: skip
 
+MEASURES_PARTS_AND_DEVICES = [
+    # a measurement asked by its name after "What is the ...": a number, never the grade
+    ("What is the aortic diameter?", "FINDINGS: Moderately ectatic thoracic aorta.", "size",
+     "unknown"),
+    ("What is the CTR?", "FINDINGS: Mild cardiomegaly.", "size", "unknown"),
+    ("What is the heart size?", "FINDINGS: Mild cardiomegaly.", "severity", "mild"),
+]  # fmt: skip
+
 
 @pytest.mark.issue(40)
 @pytest.mark.parametrize(("question", "report", "qtype", "answer"), REPORT_WORDS)
@@ -2218,3 +2226,12 @@ def test_a_word_the_report_does_not_read_stays_refused(
     text = report or "FINDINGS: Pelvic phleboliths."
     got = engine.ask(question, report=engine.label_reports([text])[text], report_text=report)
     assert got.type == "unsupported" and got.answer is None
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(("question", "report", "qtype", "answer"), MEASURES_PARTS_AND_DEVICES)
+def test_measures_parts_and_devices(
+    engine: StudyQuestions, question: str, report: str, qtype: str, answer: object
+) -> None:
+    got = engine.ask(question, report=engine.label_reports([report])[report])
+    assert (got.type, got.answer) == (qtype, answer)
