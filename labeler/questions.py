@@ -314,6 +314,9 @@ class QuestionPatterns:
     #: the heart?": a part question only where something else is asked of them)
     part_general_words: frozenset[str] = frozenset()
     part_change_words: frozenset[str] = frozenset()
+    #: anatomy concepts a size question may name for their findings ("How big are the lymph
+    #: nodes?": the nodes' findings, measured or not)
+    sized_parts: frozenset[str] = frozenset()
     #: places of the attribute file's `location` a question may name as a part of the body
     #: ("clavicle", "AC joint"), and other words for them ("arm": humerus)
     part_places: frozenset[str] = frozenset()
@@ -485,6 +488,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         part_normal_parts=_words(data, "part_normal_parts"),
         part_general_words=_words(data, "part_general_words"),
         part_change_words=_words(data, "part_change_words"),
+        sized_parts=_words(data, "sized_parts"),
         part_places=_words(data, "part_places"),
         part_aliases={
             str(k).lower(): str(v).lower() for k, v in (data.get("part_aliases") or {}).items()
@@ -958,6 +962,8 @@ class QuestionParser:
         study = [h for h in hits if h.group == "study"]
         said_of = self._part_normal(doc, hits) if not labels else None
         asked_part = self._part_asked(doc, hits, found) if said_of is None else None
+        if asked_part is None and said_of is None and not labels:
+            asked_part = self._part_sized(doc, hits)
         if asked_part is not None:
             # "Which clavicle is abnormal?", "How bad are the AC joint changes?": the findings
             # at that part of the body, asked about as one finding
@@ -1195,6 +1201,20 @@ class QuestionParser:
         return [(label, f"part.{key}", s, e) for s, e in spans] + [
             (label, f"part.{key}", i, i + 1) for i in general
         ]
+
+    def _part_sized(self, doc: Doc, hits: list[_Hit]) -> list[tuple[str, str, int, int]] | None:
+        """The spans of a part of the body (`sized_parts`) an open size question names and
+        no finding ("How big are the lymph nodes?": `concept:lymph_node`), as findings; else
+        None."""
+        if self._anatomy_matcher is None or not any(
+            h.group == "open" and h.entry.get("type") == "size" for h in hits
+        ):
+            return None
+        named = [(str(self._strings[m]), s, e) for m, s, e in self._anatomy_matcher(doc)]
+        if len({key for key, _, _ in named}) != 1 or named[0][0] not in self.patterns.sized_parts:
+            return None
+        label = CONCEPT_PREFIX + named[0][0]
+        return [(label, f"part.{named[0][0]}", s, e) for _, s, e in named]
 
     def _part_changed(self, doc: Doc, hits: list[_Hit]) -> str | None:
         """`concept:<anatomy>` for a change question about a part of the body whose normal

@@ -2187,6 +2187,15 @@ MEASURES_PARTS_AND_DEVICES = [
      "unknown"),
     ("What is the CTR?", "FINDINGS: Mild cardiomegaly.", "size", "unknown"),
     ("What is the heart size?", "FINDINGS: Mild cardiomegaly.", "severity", "mild"),
+    # the size of a part of the body's findings: measured, or unknown
+    ("How big are the lymph nodes?", "FINDINGS: Enlarged right paratracheal lymph nodes.",
+     "size", "unknown"),
+    ("How big are the lymph nodes?", "FINDINGS: Right hilar lymphadenopathy measuring 2 cm.",
+     "size", 20.0),
+    ("How big are the pulmonary arteries?", "FINDINGS: Prominent pulmonary arteries.", "size",
+     "unknown"),
+    ("How big are the lungs?", "FINDINGS: A 2 cm nodule in the right lung.", "unsupported",
+     None),
 ]  # fmt: skip
 
 
