@@ -2196,6 +2196,11 @@ MEASURES_PARTS_AND_DEVICES = [
      "unknown"),
     ("How big are the lungs?", "FINDINGS: A 2 cm nodule in the right lung.", "unsupported",
      None),
+    # a paired vein a line goes in by: its side
+    ("Which internal jugular vein was the line placed through?", "FINDINGS: Left IJ catheter "
+     "with tip in the mid SVC.", "position", ["left"]),
+    ("Which jugular vein is the catheter in?", "FINDINGS: Right internal jugular catheter "
+     "with tip in the lower SVC.", "position", ["right"]),
 ]  # fmt: skip
 
 
