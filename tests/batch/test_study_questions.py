@@ -2201,6 +2201,13 @@ MEASURES_PARTS_AND_DEVICES = [
      "with tip in the mid SVC.", "position", ["left"]),
     ("Which jugular vein is the catheter in?", "FINDINGS: Right internal jugular catheter "
      "with tip in the lower SVC.", "position", ["right"]),
+    # the chest wall: said by the report, or the device implanted there
+    ("Is there an implanted device in the chest wall?", "FINDINGS: Stable electronic device "
+     "in the left anterior chest wall.", "presence", "yes"),
+    ("Is there a device in the chest wall?", "FINDINGS: Left-sided pacemaker with leads in the "
+     "right atrium and right ventricle.", "presence", "yes"),
+    ("Is there a device in the chest wall?", "FINDINGS: Right IJ catheter with tip in the SVC.",
+     "presence", "no"),
 ]  # fmt: skip
 
 
