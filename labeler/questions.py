@@ -3958,6 +3958,14 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
                 # "leads in the right atrium and another in the right ventricle": each landmark
                 words = [str(t) for t in finding["tips"]]  # type: ignore[attr-defined]
             return out(list(dict.fromkeys(w for w in words if w)))
+        if (
+            qtype == "position"
+            and question.asks == "tip"
+            and patterns.tip_words & set(_WORD.findall(question.text.lower()))
+        ):
+            # "Where's the tip of the line?" over a line whose tip the report does not place:
+            # where the line runs is not where it ends
+            return out("unknown", False)
         if qtype == "position":
             asked = {str(q.value) for q in question.where if q.kind == "side"}
             if lat == "bilateral" and len(asked) == 1 and asked <= {"left", "right"}:

@@ -2208,6 +2208,11 @@ MEASURES_PARTS_AND_DEVICES = [
      "right atrium and right ventricle.", "presence", "yes"),
     ("Is there a device in the chest wall?", "FINDINGS: Right IJ catheter with tip in the SVC.",
      "presence", "no"),
+    # a tip the report does not place is not where the line runs
+    ("Where's the tip of the line?", "FINDINGS: Tunneled left central venous catheter "
+     "interrupted at the level of the clavicle. Normal heart size.", "position", "unknown"),
+    ("Where's the tip of the line?", "FINDINGS: Left central venous catheter with tip in the "
+     "lower SVC.", "position", ["lower SVC", "superior vena cava"]),
 ]  # fmt: skip
 
 
