@@ -2213,6 +2213,12 @@ MEASURES_PARTS_AND_DEVICES = [
      "interrupted at the level of the clavicle. Normal heart size.", "position", "unknown"),
     ("Where's the tip of the line?", "FINDINGS: Left central venous catheter with tip in the "
      "lower SVC.", "position", ["lower SVC", "superior vena cava"]),
+    # a heart larger than normal is an enlarged one
+    ("Is the heart larger than normal?", "FINDINGS: Mild cardiomegaly.", "presence", "yes"),
+    ("Is the heart larger than normal?", "FINDINGS: Heart size is at the upper limits of "
+     "normal.", "presence", "no"),
+    ("Is the heart larger than normal?", "FINDINGS: Borderline cardiomegaly.", "presence",
+     "uncertain"),
 ]  # fmt: skip
 
 
