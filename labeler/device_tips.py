@@ -22,7 +22,9 @@ __all__ = ["APPROXIMATELY", "Tip", "TipFinder", "load_tip_finder"]
 #: the words a distance may be given with ("approximately 4.5 cm above the carina")
 APPROXIMATELY = r"(?:approximately|about|roughly|~)"
 _DISTANCE = (
-    rf"(?:{APPROXIMATELY}\s+)?(?P<value>\d+(?:\.\d+)?)\s*"
+    # a range ("5-6 cm above the carina", "5 to 6 cm"): both ends
+    rf"(?:{APPROXIMATELY}\s+)?(?:(?P<low>\d+(?:\.\d+)?)\s*(?:-|\u2013|to)\s*)?"
+    r"(?P<value>\d+(?:\.\d+)?)\s*"
     r"(?P<unit>cm|mm|centimeters?|millimeters?)"
     r"\s+(?:above|below|proximal\s+to|distal\s+to|from|beyond|short\s+of)\s+(?:the\s+)?"
 )
@@ -42,6 +44,9 @@ class Tip:
     #: every landmark where the words join several ("leads in the right atrium and right
     #: ventricle"), the first one first; empty where they name one
     names: tuple[str, ...] = ()
+    #: a distance given as a range ("5-6 cm above the carina"): its ends, in mm (then
+    #: `distance_mm` is None)
+    distance_range_mm: tuple[float, float] | None = None
 
 
 class TipFinder:
@@ -124,10 +129,15 @@ class TipFinder:
             side = None
         name = f"{side.lower()} {landmark}" if side else landmark
         distance = None
+        span = None
         if m["distance"]:
-            distance = float(m["value"]) * (1.0 if m["unit"].lower().startswith("m") else 10.0)
+            per = 1.0 if m["unit"].lower().startswith("m") else 10.0
+            if m["low"]:
+                span = (float(m["low"]) * per, float(m["value"]) * per)
+            else:
+                distance = float(m["value"]) * per
         names, last = self._more(text, m.end(), len(text) if end is None else end, phrase, name)
-        return Tip(rule, name, text[first:last], first, last, distance, names)
+        return Tip(rule, name, text[first:last], first, last, distance, names, span)
 
     def _more(
         self, text: str, at: int, end: int, phrase: str, name: str

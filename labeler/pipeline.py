@@ -914,6 +914,11 @@ def _with_tip(finding: ReportFinding, tip: Tip) -> ReportFinding:
             "tip": tip.name,
             "tip_text": tip.text,
             **({} if tip.distance_mm is None else {"tip_distance_mm": tip.distance_mm}),
+            **(
+                {}
+                if tip.distance_range_mm is None
+                else {"tip_distance_range_mm": list(tip.distance_range_mm)}
+            ),
             **({"tips": list(tip.names)} if tip.names else {}),
         },
         attribute_evidence=[*kept, evidence],

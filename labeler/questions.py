@@ -639,6 +639,7 @@ class ParsedQuestion:
 
 #: unit words a size question may ask its answer in -> the short unit name
 _UNIT_NAMES = {1.0: "mm", 10.0: "cm", 1000.0: "m", 25.4: "in"}
+_MM_PER_UNIT = {name: per for per, name in _UNIT_NAMES.items()}
 # unit words that are also plain words ("in the lung", "m" as an initial)
 _AMBIGUOUS_UNITS = frozenset({"in", "m", '"'})
 
@@ -3845,7 +3846,10 @@ def _merged(findings: Sequence[Mention]) -> dict[str, object]:
     sizes = [float(f.attributes["size_mm"]) for f in findings if "size_mm" in f.attributes]
     if sizes:
         out["size_mm"] = max(sizes)
-    for key in ("severity", "change", "tip", "tip_text", "tip_distance_mm", "tips"):
+    for key in (
+        "severity", "change", "tip", "tip_text", "tip_distance_mm", "tip_distance_range_mm",
+        "tips",
+    ):  # fmt: skip
         value = next((f.attributes[key] for f in findings if f.attributes.get(key)), None)
         if value is not None:
             out[key] = value
@@ -3992,6 +3996,12 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
             if finding.get("tip_distance_mm") is not None:
                 # "How far above the carina is the ET tube tip?"
                 return out(float(finding["tip_distance_mm"]))  # type: ignore[arg-type]
+            span = finding.get("tip_distance_range_mm")
+            if isinstance(span, list) and len(span) == 2:
+                # "tip 5-6 cm above the carina": the range, in the unit asked (mm by default)
+                name = question.unit if question.unit in _MM_PER_UNIT else "mm"
+                low, high = (float(v) / _MM_PER_UNIT[name] for v in span)
+                return out(f"{low:g}-{high:g} {name}")
             if finding.get("severity") and not question.unit and question.asks != "measure":
                 # the report's size word ("small", "large") or its grade ("mild cardiomegaly"),
                 # unless the question asks for a measurement ("in cm", "What does it measure?")

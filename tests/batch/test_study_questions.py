@@ -2213,6 +2213,13 @@ MEASURES_PARTS_AND_DEVICES = [
      "interrupted at the level of the clavicle. Normal heart size.", "position", "unknown"),
     ("Where's the tip of the line?", "FINDINGS: Left central venous catheter with tip in the "
      "lower SVC.", "position", ["lower SVC", "superior vena cava"]),
+    # a distance given as a range: both ends, in the unit asked
+    ("How far above the carina does the trach tube end?", "FINDINGS: Tracheostomy tube with "
+     "tip approximately 5-6 cm above the carina.", "size", "50-60 mm"),
+    ("How many cm above the carina is the tube tip?", "FINDINGS: ET tube tip 3 to 4 cm above "
+     "the carina.", "size", "3-4 cm"),
+    ("How far above the carina is the tube tip?", "FINDINGS: ET tube tip 4 cm above the "
+     "carina.", "size", 40.0),
     # a heart larger than normal is an enlarged one
     ("Is the heart larger than normal?", "FINDINGS: Mild cardiomegaly.", "presence", "yes"),
     ("Is the heart larger than normal?", "FINDINGS: Heart size is at the upper limits of "

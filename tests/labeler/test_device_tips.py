@@ -111,6 +111,14 @@ def test_the_tips_words_give_the_device_no_side_or_size(nlp: Language) -> None:
     assert ett.attributes["tip_distance_mm"] == 45.0
 
 
+def test_a_distance_given_as_a_range_keeps_both_ends(nlp: Language) -> None:
+    (tube,) = _devices(nlp, "FINDINGS: Tracheostomy tube with tip about 5-6 cm above the carina.")
+    assert tube.attributes["tip_distance_range_mm"] == [50.0, 60.0]
+    assert "tip_distance_mm" not in tube.attributes and "size_mm" not in tube.attributes
+    tip = load_tip_finder().find("ET tube tip 3 to 4 centimeters above the carina.")
+    assert tip is not None and (tip.distance_mm, tip.distance_range_mm) == (None, (30.0, 40.0))
+
+
 def test_one_device_named_twice_in_a_row_and_a_tip_in_the_next_sentence(nlp: Language) -> None:
     found = _devices(nlp, "FINDINGS: PICC line catheter tip in the right atrium.")
     assert {f.attributes.get("tip") for f in found} == {"right atrium"}
