@@ -2226,6 +2226,13 @@ MEASURES_PARTS_AND_DEVICES = [
      "normal.", "presence", "no"),
     ("Is the heart larger than normal?", "FINDINGS: Borderline cardiomegaly.", "presence",
      "uncertain"),
+    # hardware named by what it does: a fixation, a stabilization
+    ("Is there fixation hardware in the humerus?", "FINDINGS: Interval fixation of the right "
+     "humeral fracture.", "presence", "yes"),
+    ("Is there any spinal fixation hardware?", "FINDINGS: Lumbar vertebral body "
+     "stabilization.", "presence", "yes"),
+    ("Is there any spinal fixation hardware?", "FINDINGS: Mild lumbar spondylosis.",
+     "presence", "no"),
 ]  # fmt: skip
 
 

@@ -1005,3 +1005,22 @@ def test_well_expanded_and_clear_lungs_keep_both(read: Read) -> None:
 def test_a_straightened_kyphosis_is_no_kyphosis(read: Read) -> None:
     found = read("FINDINGS: Straightening of the normal thoracic kyphosis.").report_findings
     assert [f.concept for f in found or () if f.status == "positive"] == ["straightened_kyphosis"]
+
+
+@pytest.mark.parametrize(
+    ("text", "concept"),
+    [
+        # the fixing of a fracture, or the stabilizing of the spine, is hardware
+        ("FINDINGS: Interval fixation of the left humeral fracture.", "orthopedic_hardware"),
+        ("FINDINGS: Lower lumbar vertebral body stabilization.", "spinal_fusion_hardware"),
+        ("FINDINGS: Prior spinal stabilization. Clear lungs.", "spinal_fusion_hardware"),
+    ],
+)
+def test_fixation_and_stabilization_are_hardware(read: Read, text: str, concept: str) -> None:
+    assert _one(read(text), concept).status == "positive"
+
+
+def test_no_fixation_is_no_hardware(read: Read) -> None:
+    assert _one(
+        read("FINDINGS: No internal fixation. Clear lungs."), "orthopedic_hardware"
+    ).status == ("negative")
