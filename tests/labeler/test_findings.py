@@ -1024,3 +1024,12 @@ def test_no_fixation_is_no_hardware(read: Read) -> None:
     assert _one(
         read("FINDINGS: No internal fixation. Clear lungs."), "orthopedic_hardware"
     ).status == ("negative")
+
+
+def test_a_flattened_posterior_diaphragm_keeps_its_degree(read: Read) -> None:
+    found = read("FINDINGS: Hyperinflated lungs with mildly flattened posterior diaphragm.")
+    diaphragm = _one(found, "flattened_diaphragm")
+    assert (diaphragm.status, diaphragm.attributes.get("severity")) == ("positive", "mild")
+    assert _one(
+        read("FINDINGS: No flattening of the posterior diaphragm."), "flattened_diaphragm"
+    ).status == ("negative")
