@@ -914,6 +914,14 @@ class QuestionParser:
         out = []
         for match_id, start, end in self._matcher(doc):
             group, entry = self._entries[self._strings[match_id]]
+            if (
+                group == "count"
+                and end - start == 1
+                and doc[start].lower_ == "one"
+                and start > 0
+                and doc[start - 1].lower_ in self.patterns.size_words
+            ):
+                continue  # "Is the effusion a large one?": "one" stands for the finding
             out.append(_Hit(group, entry, start, end))
         return out
 

@@ -2233,6 +2233,12 @@ MEASURES_PARTS_AND_DEVICES = [
      "stabilization.", "presence", "yes"),
     ("Is there any spinal fixation hardware?", "FINDINGS: Mild lumbar spondylosis.",
      "presence", "no"),
+    # "one" after a size word stands for the finding: no count
+    ("Is the effusion a large one?", "FINDINGS: Large right pleural effusion.", "severity",
+     "yes"),
+    ("Is the effusion a large one?", "FINDINGS: Small right pleural effusion.", "severity",
+     "no"),
+    ("Is there only one effusion?", "FINDINGS: Small right pleural effusion.", "count", "yes"),
 ]  # fmt: skip
 
 
