@@ -2532,7 +2532,8 @@ def answer_from_report(
         target = dataclasses.replace(target, status="uncertain" if hedged else "negative")
     if question.asks == "view":
         return _view_answer(target, report, lexicon)
-    return _answer(question, target, patterns)
+    asked = lexicon.concepts.get(_concept_id(label)) if lexicon is not None else None
+    return _answer(question, target, patterns, device=asked is not None and asked.kind == "device")
 
 
 def _view_answer(target: _Target, report: ReportLabels, lexicon: Lexicon | None) -> ReportAnswer:
@@ -3896,7 +3897,9 @@ def _described_count(findings: Sequence[Mention]) -> int:
     return sum(_distinct(kinds) for kinds in described.values())
 
 
-def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPatterns) -> ReportAnswer:
+def _answer(
+    question: ParsedQuestion, target: _Target, patterns: QuestionPatterns, device: bool = False
+) -> ReportAnswer:
     status, finding, evidence = target.status, target.finding, target.evidence
     side = finding.get("laterality")
     lat = str(side) if side else None
@@ -3972,11 +3975,12 @@ def _answer(question: ParsedQuestion, target: _Target, patterns: QuestionPattern
             return out(list(dict.fromkeys(w for w in words if w)))
         if (
             qtype == "position"
+            and device
             and question.asks == "tip"
             and patterns.tip_words & set(_WORD.findall(question.text.lower()))
         ):
             # "Where's the tip of the line?" over a line whose tip the report does not place:
-            # where the line runs is not where it ends
+            # where the line runs is not where it ends (a nodule's "tip" is its place)
             return out("unknown", False)
         if qtype == "position":
             asked = {str(q.value) for q in question.where if q.kind == "side"}

@@ -2213,6 +2213,8 @@ MEASURES_PARTS_AND_DEVICES = [
      "interrupted at the level of the clavicle. Normal heart size.", "position", "unknown"),
     ("Where's the tip of the line?", "FINDINGS: Left central venous catheter with tip in the "
      "lower SVC.", "position", ["lower SVC", "superior vena cava"]),
+    ("Where is the tip of the granuloma?", "FINDINGS: Calcified granuloma in the left apex.",
+     "position", ["left", "apical", "apex"]),
     # a distance given as a range: both ends, in the unit asked
     ("How far above the carina does the trach tube end?", "FINDINGS: Tracheostomy tube with "
      "tip approximately 5-6 cm above the carina.", "size", "50-60 mm"),
