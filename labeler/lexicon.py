@@ -340,6 +340,8 @@ class _PredicateWords:
     verbs: tuple[str, ...] = ()
     degrees: tuple[str, ...] = ()
     nominals: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: the adjectives said after their noun with no verb too ("Heart size normal.")
+    verbless: frozenset[str] = frozenset()
 
 
 def _predicate_words(value: Any, where: str) -> _PredicateWords:
@@ -352,11 +354,15 @@ def _predicate_words(value: Any, where: str) -> _PredicateWords:
         if not isinstance(words, list) or not all(isinstance(w, str) and w.strip() for w in words):
             raise PatternFileError(f"{where}: `predicates.{key}` must be a list of words")
         lists[key] = tuple(" ".join(w.lower().split()) for w in words)
+    verbless = value.get("verbless") or []
+    if not isinstance(verbless, list) or not set(verbless) <= set(lists["adjectives"]):
+        raise PatternFileError(f"{where}: `predicates.verbless` must list some of its adjectives")
     return _PredicateWords(
         lists["adjectives"],
         lists["verbs"],
         lists["degrees"],
         _nominals(value.get("nominals"), f"{where}: `predicates.nominals`"),
+        frozenset(verbless),
     )
 
 
@@ -374,12 +380,14 @@ def _predicate_phrases(
         for verb in words.verbs
         for degree in ("", *words.degrees)
     ]
+    # "Cardiomediastinal silhouette stable.": the report's shorthand drops the verb
+    bare = [f" {degree} " if degree else " " for degree in ("", *words.degrees)]
     out: dict[str, str] = {}
     for concept in concepts.values():
         for phrase in concept.phrases:
             first, _, rest = phrase.partition(" ")
             if first in adjectives and rest:
-                for link in links:
+                for link in links + bare if first in words.verbless else links:
                     out.setdefault(f"{rest}{link}{first}", concept.id)
             for noun in nominals.get(first, ()) if rest else ():
                 out.setdefault(f"{noun} of the {rest}", concept.id)

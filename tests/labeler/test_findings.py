@@ -184,6 +184,9 @@ def test_a_normal_template_that_names_the_finding_it_denies(read: Read) -> None:
         ("Heart size and mediastinal contours are unchanged.", "normal_mediastinum", "unchanged"),
         ("Heart and mediastinal silhouette appear stable.", "normal_mediastinum", "unchanged"),
         ("Heart size upper normal but stable.", "normal_heart_size", "unchanged"),
+        # the report's shorthand drops the verb
+        ("Cardiomediastinal silhouette stable.", "normal_mediastinum", "unchanged"),
+        ("Mediastinal contours normal.", "normal_mediastinum", None),
         # the OpenI de-identification's mask for "compression"
         (
             "Stable wedge XXXX deformity of a midthoracic vertebral body.",

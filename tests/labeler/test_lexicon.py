@@ -239,6 +239,25 @@ def test_lexicon_predicates_add_the_predicate_forms_of_a_phrase(tmp_path: Path) 
         load_lexicon.__wrapped__(str(path))
 
 
+def test_lexicon_verbless_adjectives_follow_their_noun_with_no_verb(tmp_path: Path) -> None:
+    path = tmp_path / "lexicon.yaml"
+    head = "predicates: {adjectives: [stable, tortuous], verbs: [is], degrees: [mildly], "
+    concepts = (
+        "concepts:\n"
+        "  - {id: same, name: a, kind: normal, phrases: [stable mediastinum]}\n"
+        "  - {id: tortuous_aorta, name: b, kind: finding, phrases: [tortuous aorta]}\n"
+    )
+    path.write_text(head + "verbless: [stable]}\n" + concepts, encoding="utf-8")
+    lexicon = load_lexicon.__wrapped__(str(path))
+    assert lexicon.by_phrase["mediastinum stable"] == ("same",)
+    assert lexicon.by_phrase["mediastinum mildly stable"] == ("same",)
+    assert "aorta tortuous" not in lexicon.by_phrase  # only the adjectives listed
+    assert lexicon.by_phrase["aorta is tortuous"] == ("tortuous_aorta",)
+    path.write_text(head + "verbless: [enlarged]}\n" + concepts, encoding="utf-8")
+    with pytest.raises(PatternFileError, match="`predicates.verbless` must list some"):
+        load_lexicon.__wrapped__(str(path))
+
+
 def test_lexicon_nominals_add_the_noun_forms_of_a_phrase(tmp_path: Path) -> None:
     path = tmp_path / "lexicon.yaml"
     head = "predicates: {adjectives: [dilated], verbs: [is], degrees: [], nominals: "
