@@ -635,6 +635,9 @@ class ParsedQuestion:
     also: tuple[str, ...] = ()
     joined: str | None = None
     where: tuple[Qualifier, ...] = ()
+    #: the lexicon concept the words that name `label` also name ("lung tumor": Mass, and
+    #: the lexicon's lung cancer): it answers where the report names the label nowhere
+    kin: str | None = None
 
 
 #: unit words a size question may ask its answer in -> the short unit name
@@ -901,12 +904,36 @@ class QuestionParser:
         if hit is None:
             # Read as a report's sentence is (invisible and look-alike characters); the
             # parse's offsets index the normalised text, which it carries.
-            hit = self._parse(normalize_text(text))
+            hit = self._with_kin(self._parse(normalize_text(text)))
             if self.cache_size:
                 if len(self._cache) >= self.cache_size:
                     del self._cache[next(iter(self._cache))]
                 self._cache[text] = hit
         return hit
+
+    def _with_kin(self, parsed: ParsedQuestion) -> ParsedQuestion:
+        """The parse with the lexicon concept named by the very words that name its label
+        ("Any lung tumor?": the lexicon's lung cancer), if one is."""
+        if parsed.label not in self.labels or self._lexicon_matcher is None:
+            return parsed
+        clean = parsed.text.strip()
+        for clause in self.patterns.dating_clauses:
+            clean = clause.sub("", clean)
+        doc = self.nlp.make_doc(clean)
+        named = {
+            (h.start, h.end)
+            for h in self._hits(doc)
+            if h.group == "finding" and h.entry.value == parsed.label
+        }
+        # the longest words that name both ("lung tumor", not its "tumor")
+        kin = sorted(
+            (start - end, self._strings[match_id])
+            for match_id, start, end in self._lexicon_matcher(doc)
+            if (start, end) in named
+        )
+        if not kin or (len(kin) > 1 and kin[1][0] == kin[0][0]):
+            return parsed
+        return dataclasses.replace(parsed, kin=kin[0][1])
 
     # --- parsing ---------------------------------------------------------------------
 
@@ -2467,6 +2494,15 @@ def answer_from_report(
             target = _stated_normal(target, label, report.report_findings or (), patterns)
         target = _side_named_alone(question, target, label, report)
         if report.report_findings:
+            if target.status == "absent" and question.kin is not None:
+                # "Any lung tumor?" over "right upper lobe lung tumor": the label's own words
+                # the report names as the lexicon concept they also name
+                if lexicon is None:
+                    from labeler.lexicon import load_lexicon
+
+                    lexicon = load_lexicon()
+                kin = _concept_target(question.kin, report, lexicon, patterns)
+                target = kin if kin.status != "absent" else target
             target = _with_findings_attributes(target, report.report_findings)
             if question.type == "change" and target.status in ("negative", "absent"):
                 normals = patterns.stated_normal.get(label, ())

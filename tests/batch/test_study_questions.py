@@ -1729,6 +1729,17 @@ CLINICIANS = [
      ["right", "apical", "apex"]),
     ("Is there lung scarring?", "FINDINGS: No focal scarring.", "presence", "no"),
     ("Any scarring of the lung?", "FINDINGS: Chronic pulmonary fibrosis.", "presence", "yes"),
+    # a label's own words that also name a lexicon concept the label does not count: the
+    # concept answers where the report names the label nowhere
+    ("Any lung tumor?", "FINDINGS: Right upper lobe lung tumor.", "presence", "yes"),
+    ("Is there a tumour?", "IMPRESSION: Tumour in the left hilum.", "presence", "yes"),
+    ("Any lung tumor?", "IMPRESSION: No evidence of lung cancer.", "presence", "no"),
+    ("Any lung tumor?", "IMPRESSION: Possible lung neoplasm in the right apex.", "presence",
+     "uncertain"),
+    ("Any lung tumor?", "FINDINGS: 3 cm right upper lobe mass concerning for malignancy.",
+     "presence", "yes"),
+    ("Which side is the lung tumor on?", "FINDINGS: Right upper lobe lung tumor.", "position",
+     ["right"]),
 ]  # fmt: skip
 
 

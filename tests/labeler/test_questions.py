@@ -313,3 +313,20 @@ def test_endplate_changes_placed_in_the_thoracic_spine_answer_both_questions(
     question = "How bad is the degenerative change in the thoracic spine?"
     assert ask(parser, report, question)[1] == "minimal"
     assert ask(parser, report, "Are there endplate changes?")[1] == "yes"
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
+    ("question", "label", "kin"),
+    [
+        ("Any lung tumor?", "Mass", "lung_cancer"),  # the longest words, not "tumor"
+        ("Is there a tumour?", "Mass", "malignancy"),
+        ("Is there water on the lung?", "Effusion", None),  # words no concept has
+    ],
+)
+def test_a_labels_words_that_also_name_a_lexicon_concept(
+    nlp: Language, question: str, label: str, kin: str | None
+) -> None:
+    parser = QuestionParser(nlp, [str(label) for label in CHESTXRAY14], lexicon=load_lexicon())
+    parsed = parser.parse(question)
+    assert (parsed.label, parsed.kin) == (label, kin)
