@@ -2494,15 +2494,8 @@ def answer_from_report(
             target = _stated_normal(target, label, report.report_findings or (), patterns)
         target = _side_named_alone(question, target, label, report)
         if report.report_findings:
-            if target.status == "absent" and question.kin is not None:
-                # "Any lung tumor?" over "right upper lobe lung tumor": the label's own words
-                # the report names as the lexicon concept they also name
-                if lexicon is None:
-                    from labeler.lexicon import load_lexicon
-
-                    lexicon = load_lexicon()
-                kin = _concept_target(question.kin, report, lexicon, patterns)
-                target = kin if kin.status != "absent" else target
+            if target.status == "absent":
+                target = _label_from_findings(question, target, label, report, lexicon, patterns)
             target = _with_findings_attributes(target, report.report_findings)
             if question.type == "change" and target.status in ("negative", "absent"):
                 normals = patterns.stated_normal.get(label, ())
@@ -2603,6 +2596,61 @@ def _explained_away(m: Mention, mimics: Sequence[str], report: ReportLabels) -> 
         and f.start >= m.end
         for f in report.report_findings or ()
     )
+
+
+def _label_from_findings(
+    question: ParsedQuestion,
+    target: _Target,
+    label: str,
+    report: ReportLabels,
+    lexicon: Lexicon | None,
+    patterns: QuestionPatterns,
+) -> _Target:
+    """A label the report names nowhere, from the findings of the lexicon concept the
+    question's words for it also name ("Any lung tumor?" over "right upper lobe lung tumor":
+    lung cancer), else of the concepts the lexicon maps to the label ("Any atelectasis?"
+    over "collapsed right upper lobe"), which the label's own reading did not count."""
+    if lexicon is None:
+        from labeler.lexicon import load_lexicon
+
+        lexicon = load_lexicon()
+    if question.kin is not None and question.kin in lexicon.concepts:
+        kin = _concept_target(question.kin, report, lexicon, patterns)
+        if kin.status != "absent":
+            return kin
+    # the label set the report was labelled with: the first packaged one that has its labels
+    names = set(report.labels)
+    of_set = next((of for known, of in _concepts_of_labels(lexicon) if names <= known), {})
+    mapped = of_set.get(label, frozenset())
+    found = [f for f in report.report_findings or () if f.concept in mapped]
+    return _findings_target(found, "") if found else target
+
+
+def _concepts_of_labels(
+    lexicon: Lexicon,
+) -> list[tuple[frozenset[str], dict[str, frozenset[str]]]]:
+    """Per packaged label set, its labels and each label -> the lexicon concepts that map
+    to it (their own mapping or their nearest ancestor's); built once per lexicon."""
+    from labeler.labelsets import PACKAGED, load_label_set
+
+    cached = _OF_LABELS.get(id(lexicon))
+    if cached is not None and cached[0] is lexicon:
+        return cached[1]
+    out = []
+    for label_set in PACKAGED:
+        of: dict[str, set[str]] = {}
+        for cid in lexicon.concepts:
+            for lab in lexicon.labels_for(cid, label_set):
+                of.setdefault(lab, set()).add(cid)
+        known = frozenset(load_label_set(label_set).labels)
+        out.append((known, {k: frozenset(v) for k, v in of.items()}))
+    if len(_OF_LABELS) >= 8:
+        _OF_LABELS.clear()
+    _OF_LABELS[id(lexicon)] = (lexicon, out)
+    return out
+
+
+_OF_LABELS: dict[int, tuple[Lexicon, list[tuple[frozenset[str], dict[str, frozenset[str]]]]]] = {}
 
 
 def _read_as_label(
@@ -2986,7 +3034,13 @@ def _answer_several(
     infiltrate?") is answered from the first the report names."""
     answers = [
         answer_from_report(
-            dataclasses.replace(question, label=label, also=(), joined=None),
+            dataclasses.replace(
+                question,
+                label=label,
+                also=(),
+                joined=None,
+                kin=question.kin if label == question.label else None,
+            ),
             report,
             patterns,
             lexicon,

@@ -1740,6 +1740,15 @@ CLINICIANS = [
      "presence", "yes"),
     ("Which side is the lung tumor on?", "FINDINGS: Right upper lobe lung tumor.", "position",
      ["right"]),
+    # the lexicon's concepts of a label that the report names and its labels missed
+    ("Any atelectasis?", "FINDINGS: Collapsed right upper lobe.", "presence", "yes"),
+    ("Is there a pleural effusion?", "FINDINGS: Small left hemothorax.", "presence", "yes"),
+    ("Which side is the effusion on?", "FINDINGS: Small left hemothorax.", "position",
+     ["left"]),
+    ("Is there a pleural effusion?", "FINDINGS: Possible small left hemothorax.", "presence",
+     "uncertain"),
+    ("Is there a pleural effusion?", "FINDINGS: No hemothorax.", "presence", "no"),
+    ("Any nodule?", "FINDINGS: Pulmonary hamartoma in the right lower lobe.", "presence", "yes"),
 ]  # fmt: skip
 
 
@@ -1750,6 +1759,17 @@ def test_questions_in_clinicians_words(
 ) -> None:
     got = engine.ask(question, report=engine.label_reports([report])[report])
     assert (got.type, got.answer) == (qtype, answer)
+
+
+@pytest.mark.issue(40)
+def test_a_labels_lexicon_concepts_are_those_of_the_reports_label_set() -> None:
+    # an enlarged cardiomediastinal silhouette is ChestX-ray14's Cardiomegaly, CheXpert's
+    # Enlarged Cardiomediastinum
+    report = "FINDINGS: Enlarged cardiomediastinal silhouette."
+    for label_set, answer in (("chestxray14", "yes"), ("chexpert", "no")):
+        engine = StudyQuestions(PipelineLabeler(LabelerConfig(label_set=label_set)))
+        got = engine.ask("Any cardiomegaly?", report=engine.label_reports([report])[report])
+        assert (got.label, got.answer) == ("Cardiomegaly", answer)
 
 
 @pytest.mark.issue(40)
