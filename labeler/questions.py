@@ -163,6 +163,13 @@ class QuestionPatterns:
     #: "How many views were taken?": view concepts and the number of views each says, in
     #: the order they are looked for
     view_counts: Mapping[str, int] = field(default_factory=dict)
+    #: "Is the lateral view adequate?": the lexicon concept whose narrower concepts limit a
+    #: study, those that do not, the words that name each view in a report's sentence, and
+    #: the concepts an aspect of the question's words narrows to ("inspiratory")
+    quality_limitation: str = ""
+    quality_not_limiting: frozenset[str] = frozenset()
+    quality_view_words: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    quality_aspects: Mapping[str, frozenset[str]] = field(default_factory=dict)
     yes_no_starts: frozenset[str] = frozenset()
     context_words: frozenset[str] = frozenset()
     qualifier_before: frozenset[str] = frozenset()
@@ -385,6 +392,9 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         "descriptor": _entries(name, data.get("descriptors"), "descriptors", values=True),
     }
     opens = _entries(name, data.get("open"), "open")
+    quality = data.get("quality") or {}
+    if not isinstance(quality, dict):
+        raise PatternFileError(f"{name}: `quality` must be a mapping")
     for e in opens:
         if e.get("type") not in QUESTION_TYPES:
             raise PatternFileError(
@@ -431,6 +441,10 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         ),
         spine_place_words=_words(data, "spine_place_words"),
         view_counts={str(k): int(v) for k, v in (data.get("view_counts") or {}).items()},
+        quality_limitation=str(quality.get("limitation") or ""),
+        quality_not_limiting=_words(quality, "not_limiting"),
+        quality_view_words={k: frozenset(v) for k, v in _lists(quality, "view_words").items()},
+        quality_aspects={k: frozenset(v) for k, v in _lists(quality, "aspects").items()},
         yes_no_starts=_words(data, "yes_no_starts"),
         context_words=_words(data, "context_words"),
         qualifier_before=_words(data, "qualifier_before"),
@@ -1011,6 +1025,15 @@ class QuestionParser:
             return ParsedQuestion(
                 text, "presence", label=concept, negated=cue.entry.get("asks") == "normal",
                 rules=("organ.normal", cue.entry.id),
+            )  # fmt: skip
+        quality = [h for h in study if h.entry.get("asks") == "quality"]
+        views = [lab for lab in labels if self._kind(lab) == "view"]
+        if quality and len(views) == len(labels) <= 1:
+            # "Is the lateral view adequate?", "Was this a technically good study?": whether
+            # the study, or the view named, was taken well
+            return ParsedQuestion(
+                text, "study", label=views[0] if views else None, asks="quality",
+                rules=(quality[0].entry.id,),
             )  # fmt: skip
         if not labels and study:
             # "Is this chest X-ray normal?": about the whole study; the longest cue wins
@@ -2565,6 +2588,49 @@ def answer_from_report(
     return _answer(question, target, patterns, device=asked is not None and asked.kind == "device")
 
 
+@functools.lru_cache(maxsize=8)
+def _limitations(limitation: str, not_limiting: frozenset[str]) -> frozenset[str]:
+    """The concepts of the lexicon that say a study was taken badly: `limitation` and those
+    under it, but those of `not_limiting` and theirs."""
+    from labeler.lexicon import load_lexicon
+
+    lexicon = load_lexicon()
+    if limitation not in lexicon.concepts:
+        return frozenset()
+    out = {limitation, *lexicon.descendants(limitation)}
+    for c in not_limiting & out:
+        out -= {c, *lexicon.descendants(c)}
+    return frozenset(out)
+
+
+def _limiting(
+    question: ParsedQuestion, findings: Sequence[ReportFinding], patterns: QuestionPatterns
+) -> list[ReportFinding]:
+    """The report's stated limitations of how the study (or the view the question names)
+    was taken; only those of an aspect the question names ("a good inspiratory film")."""
+    concepts = _limitations(patterns.quality_limitation, patterns.quality_not_limiting)
+    words = set(re.findall(r"[a-z]+", question.text.lower()))
+    aspects = [patterns.quality_aspects[w] for w in words if w in patterns.quality_aspects]
+    if aspects:
+        concepts = frozenset().union(*aspects)
+    view = _concept_id(question.label) if question.label else None
+    own = patterns.quality_view_words.get(view or "", frozenset())
+    others = (
+        frozenset().union(*(v for k, v in patterns.quality_view_words.items() if k != view)) - own
+    )
+    out = []
+    for f in findings:
+        if f.status != "positive" or f.concept not in concepts:
+            continue
+        if own:
+            # a limitation of another view only ("The frontal view is rotated") is not this one's
+            said = set(re.findall(r"[a-z]+", f.sentence.lower()))
+            if not said & own and said & others:
+                continue
+        out.append(f)
+    return out
+
+
 def _view_answer(target: _Target, report: ReportLabels, lexicon: Lexicon | None) -> ReportAnswer:
     """Which view a finding is seen on ("Which view has motion artifact?" over "The lateral
     view is degraded by patient motion"): the views its sentences name; unknown where they
@@ -3241,6 +3307,9 @@ def answer_study(
         names = [f.name if f.status == "positive" else f"possible {f.name}" for f in seen]
         names = list(dict.fromkeys(names))[:_MAX_SHOWN]
         return out(names, seen) if names else out("normal", stated)
+    if asks == "quality":
+        limits = _limiting(question, findings, patterns)
+        return out("no", limits) if limits else out("yes", [])
     if asks == "views":
         named = {f.concept: f for f in findings if f.status == "positive"}
         for concept, count in patterns.view_counts.items():

@@ -1749,6 +1749,30 @@ CLINICIANS = [
      "uncertain"),
     ("Is there a pleural effusion?", "FINDINGS: No hemothorax.", "presence", "no"),
     ("Any nodule?", "FINDINGS: Pulmonary hamartoma in the right lower lobe.", "presence", "yes"),
+    # whether the study, or the view named, was taken well: no over a limitation stated of
+    # it, yes otherwise; an aspect named narrows the limitations to its own
+    ("Was this a technically good study?", "IMPRESSION: Technically limited exam. Clear "
+     "lungs.", "study", "no"),
+    ("Is the study adequate?", "FINDINGS: The patient is rotated. Clear lungs.", "study", "no"),
+    ("Is this a diagnostic study?", "FINDINGS: Clear lungs. No effusion.", "study", "yes"),
+    ("Was this a good inspiratory film?", "FINDINGS: Shallow inspiration. Clear lungs.",
+     "study", "no"),
+    ("Was this a good inspiratory film?", "FINDINGS: Low lung volumes. Clear lungs.", "study",
+     "no"),
+    ("Was this a good inspiratory film?", "FINDINGS: The patient is rotated. Clear lungs.",
+     "study", "yes"),
+    ("Is this a standard PA film?", "FINDINGS: Apical lordotic frontal view. Clear lungs.",
+     "study", "no"),
+    ("Is the lateral view adequate?", "FINDINGS: PA and lateral views. The frontal view is "
+     "rotated. Clear lungs.", "study", "yes"),
+    ("Is the frontal view adequate?", "FINDINGS: PA and lateral views. The frontal view is "
+     "rotated. Clear lungs.", "study", "no"),
+    ("Is the lateral view adequate?", "FINDINGS: PA and lateral views. Limited study due to "
+     "motion. Clear lungs.", "study", "no"),
+    # ... and the other way round: a study called suboptimal is a limited one
+    ("Is the film suboptimal?", "FINDINGS: Suboptimal study due to patient motion.",
+     "presence", "yes"),
+    ("Is the film suboptimal?", "FINDINGS: Clear lungs. No effusion.", "presence", "no"),
 ]  # fmt: skip
 
 
