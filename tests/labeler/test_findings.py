@@ -973,6 +973,10 @@ def test_diaphragm_hilum_curve_and_air_trapping_words(
         ("FINDINGS: The study is limited by patient motion.", "technical_limitation"),
         ("IMPRESSION: Exam limited on the lateral view by the arms.", "technical_limitation"),
         ("FINDINGS: Limited film due to rotation.", "technical_limitation"),
+        # ... a study called suboptimal, and its inspiration
+        ("FINDINGS: The examination is suboptimal. Clear lungs.", "technical_limitation"),
+        ("FINDINGS: The film is suboptimal. Clear lungs.", "technical_limitation"),
+        ("FINDINGS: Inspiration is suboptimal. Clear lungs.", "poor_inspiration"),
         # the patient's own chin or arms over the chest limit the study
         ("FINDINGS: The patient's chin obscures both lung apices.", "overlying_body_part"),
         (
@@ -995,6 +999,11 @@ def test_a_study_not_limited_is_no_limitation(read: Read) -> None:
     assert result.report_findings is not None
     positive = [f.concept for f in result.report_findings if f.status == "positive"]
     assert "technical_limitation" not in positive
+    result = read("FINDINGS: The study is not suboptimal. Clear lungs.")
+    assert result.report_findings is not None
+    assert "technical_limitation" not in [
+        f.concept for f in result.report_findings if f.status == "positive"
+    ]
     assert "small_heart" not in positive
 
 
