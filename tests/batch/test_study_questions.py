@@ -1773,6 +1773,12 @@ CLINICIANS = [
     ("Is the film suboptimal?", "FINDINGS: Suboptimal study due to patient motion.",
      "presence", "yes"),
     ("Is the film suboptimal?", "FINDINGS: Clear lungs. No effusion.", "presence", "no"),
+    # a part of the chest left off the image, or one view of it
+    ("Was part of the chest cut off on the lateral view?", "FINDINGS: Clear lungs. The "
+     "posterior sulci are excluded on the lateral view.", "presence", "yes"),
+    ("Was part of the chest cut off?", "FINDINGS: Clear lungs. No effusion.", "presence", "no"),
+    ("Is the lateral view adequate?", "FINDINGS: Clear lungs. The posterior sulci are "
+     "excluded on the lateral view.", "study", "no"),
 ]  # fmt: skip
 
 

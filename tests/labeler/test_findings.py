@@ -977,6 +977,10 @@ def test_diaphragm_hilum_curve_and_air_trapping_words(
         ("FINDINGS: The examination is suboptimal. Clear lungs.", "technical_limitation"),
         ("FINDINGS: The film is suboptimal. Clear lungs.", "technical_limitation"),
         ("FINDINGS: Inspiration is suboptimal. Clear lungs.", "poor_inspiration"),
+        # a part left off one view, or cut off
+        ("FINDINGS: The posterior sulci are excluded on the lateral view.", "clipped_field"),
+        ("FINDINGS: The right costophrenic angle is excluded from the PA film.", "clipped_field"),
+        ("FINDINGS: The lung apices are cut off. Clear lungs.", "clipped_field"),
         # the patient's own chin or arms over the chest limit the study
         ("FINDINGS: The patient's chin obscures both lung apices.", "overlying_body_part"),
         (
