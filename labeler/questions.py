@@ -168,6 +168,7 @@ class QuestionPatterns:
     #: the concepts an aspect of the question's words narrows to ("inspiratory")
     quality_limitation: str = ""
     quality_not_limiting: frozenset[str] = frozenset()
+    quality_limiting_words: frozenset[str] = frozenset()
     quality_view_words: Mapping[str, frozenset[str]] = field(default_factory=dict)
     quality_aspects: Mapping[str, frozenset[str]] = field(default_factory=dict)
     yes_no_starts: frozenset[str] = frozenset()
@@ -443,6 +444,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         view_counts={str(k): int(v) for k, v in (data.get("view_counts") or {}).items()},
         quality_limitation=str(quality.get("limitation") or ""),
         quality_not_limiting=_words(quality, "not_limiting"),
+        quality_limiting_words=_words(quality, "limiting_words"),
         quality_view_words={k: frozenset(v) for k, v in _lists(quality, "view_words").items()},
         quality_aspects={k: frozenset(v) for k, v in _lists(quality, "aspects").items()},
         yes_no_starts=_words(data, "yes_no_starts"),
@@ -2620,6 +2622,13 @@ def _limiting(
     )
     out = []
     for f in findings:
+        if own and not aspects and f.kind == "view" and f.status == "positive":
+            # the view called limited in its own sentence ("The lateral projection is
+            # suboptimal")
+            said = set(re.findall(r"[a-z-]+", f.sentence.lower()))
+            if said & own and said & patterns.quality_limiting_words:
+                out.append(f)
+            continue
         if f.status != "positive" or f.concept not in concepts:
             continue
         if own:

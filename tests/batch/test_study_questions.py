@@ -1769,6 +1769,10 @@ CLINICIANS = [
      "rotated. Clear lungs.", "study", "no"),
     ("Is the lateral view adequate?", "FINDINGS: PA and lateral views. Limited study due to "
      "motion. Clear lungs.", "study", "no"),
+    ("Is the lateral view adequate?", "FINDINGS: PA and lateral views. The lateral "
+     "projection is suboptimal due to the arms. Clear lungs.", "study", "no"),
+    ("Is the frontal view adequate?", "FINDINGS: PA and lateral views. The lateral "
+     "projection is suboptimal due to the arms. Clear lungs.", "study", "yes"),
     # ... and the other way round: a study called suboptimal is a limited one
     ("Is the film suboptimal?", "FINDINGS: Suboptimal study due to patient motion.",
      "presence", "yes"),
