@@ -25,7 +25,7 @@ from labeler.questions import (
     answer_from_report,
     answer_study,
 )
-from labeler.schema import ReportLabels
+from labeler.schema import ReportFinding, ReportLabels
 
 if TYPE_CHECKING:
     from batch.labeling import PipelineLabeler
@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 __all__ = ["Answer", "StudyQuestions", "answer_question", "discrepancy_of"]
 
 Source = Literal["report", "image", "both"]
+
+#: the pipes that tag a sentence's words (a report word asked about must be a noun)
+_TAGGING = ("tok2vec", "tagger")
 
 
 @dataclass
@@ -211,6 +214,7 @@ class StudyQuestions:
             found = read.report_findings or ()
             if read.error:
                 continue
+            found = [f for f in found if f.label != label or self._named_as_noun(f)]
             if not any(f.label == label for f in found):
                 # "Has the aneurysm changed?" over "thoracic aortic aneurysm": the one
                 # concept whose words in the report hold the word
@@ -223,6 +227,19 @@ class StudyQuestions:
             if again.label == OPEN_PREFIX + one and again.type != "unsupported":
                 return dataclasses.replace(again, label=label), read
         return parsed, report
+
+    def _named_as_noun(self, f: ReportFinding) -> bool:
+        """Whether the report's word `f` is a common noun in its sentence's parse: a thing
+        seen ("phleboliths"), not a verb or a name ("findings discussed with Dr Smith")."""
+        if f.sentence_start is None:
+            return False
+        with self.labeler.pipeline() as nlp:
+            doc = nlp.make_doc(f.sentence)
+            for name, pipe in nlp.pipeline:
+                if name in _TAGGING:
+                    doc = pipe(doc)
+        span = doc.char_span(f.start - f.sentence_start, f.end - f.sentence_start)
+        return span is not None and span.root.tag_ in ("NN", "NNS")
 
     def _sole_referent(
         self, question: str, parsed: ParsedQuestion, report: ReportLabels

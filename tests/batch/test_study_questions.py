@@ -2337,6 +2337,10 @@ def test_a_word_no_concept_names_is_read_where_the_report_names_it(
         ),
         # without the report's text the question stays refused
         ("Where are the phleboliths?", None),
+        # the de-identification's mask, a name and a verb are no thing seen
+        ("Is there XXXX?", "FINDINGS: Right IJ XXXX with tip in the SVC."),
+        ("Is the smith present?", "FINDINGS: Lungs are clear. Discussed with Dr. Smith."),
+        ("Are the findings discussed?", "FINDINGS: Lungs are clear. Findings discussed."),
     ],
 )
 def test_a_word_the_report_does_not_read_stays_refused(
