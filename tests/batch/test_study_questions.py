@@ -487,6 +487,26 @@ CLINICIANS = [
      "change", "unknown"),
     ("Has the heart size changed?", "FINDINGS: Stable left pleural effusion. The heart is "
      "not enlarged.", "change", "unknown"),
+    # a heart at the top of normal is the normal heart size, with its change word
+    ("Has the heart size changed?", "FINDINGS: The heart size is at the upper limits of "
+     "normal but stable since the prior study.", "change", "unchanged"),
+    ("Has the heart size changed?", "FINDINGS: Heart size near the upper limits of normal.",
+     "change", "unknown"),
+    ("Is the heart enlarged?", "FINDINGS: The cardiac silhouette is top normal in size.",
+     "presence", "no"),
+    ("Is there cardiomegaly?", "FINDINGS: Heart size upper limits of normal. Lungs clear.",
+     "presence", "no"),
+    ("Is the heart enlarged?", "FINDINGS: Heart at upper limits of normal to borderline "
+     "enlarged.", "presence", "uncertain"),
+    # ... and a question about a heart at the top of normal is the borderline heart
+    ("Is the heart at the top end of normal size?", "FINDINGS: Heart size is at the upper "
+     "limits of normal.", "presence", "yes"),
+    ("Is the heart at the top end of normal size?", "IMPRESSION: Borderline cardiomegaly.",
+     "presence", "yes"),
+    ("Is the heart at the top end of normal size?", "FINDINGS: Normal heart size.",
+     "presence", "no"),
+    ("Is the heart size normal?", "FINDINGS: The heart is top normal in size.", "presence",
+     "yes"),
     # a nodular opacity is the nodule a clinician asks about, where no nodule is named
     ("How large is the left lung nodule?", "IMPRESSION: 17 mm nodular opacity in the left "
      "lung and 10 mm nodular opacity in the right lung.", "size", 17.0),

@@ -184,6 +184,18 @@ def test_a_normal_template_that_names_the_finding_it_denies(read: Read) -> None:
         ("Heart size and mediastinal contours are unchanged.", "normal_mediastinum", "unchanged"),
         ("Heart and mediastinal silhouette appear stable.", "normal_mediastinum", "unchanged"),
         ("Heart size upper normal but stable.", "normal_heart_size", "unchanged"),
+        # a heart at the top of normal is a normal heart size statement
+        (
+            "The heart size is at the upper limits of normal, unchanged.",
+            "top_normal_heart_size",
+            "unchanged",
+        ),
+        (
+            "Cardiac silhouette is near upper limits of normal in size.",
+            "top_normal_heart_size",
+            None,
+        ),
+        ("The heart is top normal in size.", "top_normal_heart_size", None),
         # the report's shorthand drops the verb
         ("Cardiomediastinal silhouette stable.", "normal_mediastinum", "unchanged"),
         ("Mediastinal contours normal.", "normal_mediastinum", None),
@@ -1049,3 +1061,23 @@ def test_a_flattened_posterior_diaphragm_keeps_its_degree(read: Read) -> None:
     assert _one(
         read("FINDINGS: No flattening of the posterior diaphragm."), "flattened_diaphragm"
     ).status == ("negative")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Heart size is at the upper limits of normal.", "The heart is near top normal in size."],
+)
+def test_a_heart_at_the_top_of_normal_keeps_the_report_normal(read: Read, text: str) -> None:
+    found = read(f"FINDINGS: {text} Lungs are clear.")
+    heart = _one(found, "top_normal_heart_size")
+    assert (heart.status, heart.mesh) == ("positive", "normal")
+    assert "borderline_cardiomegaly" not in {f.concept for f in found.report_findings or ()}
+    assert found.normal is True
+    # ... an enlargement as the other reading is borderline
+    for hedged_text in (
+        "Heart size at upper limits of normal to borderline enlarged.",
+        "The cardiac silhouette is at the upper limits of normal or mildly enlarged.",
+    ):
+        hedged = read(f"FINDINGS: {hedged_text}")
+        assert _one(hedged, "borderline_cardiomegaly").status == "positive"
+        assert hedged.normal is False
