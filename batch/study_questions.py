@@ -28,6 +28,8 @@ from labeler.questions import (
 from labeler.schema import ReportFinding, ReportLabels
 
 if TYPE_CHECKING:
+    from spacy.tokens import Doc
+
     from batch.labeling import PipelineLabeler
     from labeler.lexicon import Lexicon
     from models.image_findings import ImageFindings
@@ -214,7 +216,9 @@ class StudyQuestions:
             found = read.report_findings or ()
             if read.error:
                 continue
-            found = [f for f in found if f.label != label or self._named_as_noun(f)]
+            tagged: dict[str, Doc] = {}  # each sentence tagged once
+            found = [f for f in found if f.label != label or self._named_as_noun(f, tagged)]
+            read = dataclasses.replace(read, report_findings=found)
             if not any(f.label == label for f in found):
                 # "Has the aneurysm changed?" over "thoracic aortic aneurysm": the one
                 # concept whose words in the report hold the word
@@ -228,16 +232,20 @@ class StudyQuestions:
                 return dataclasses.replace(again, label=label), read
         return parsed, report
 
-    def _named_as_noun(self, f: ReportFinding) -> bool:
+    def _named_as_noun(self, f: ReportFinding, tagged: dict[str, Doc]) -> bool:
         """Whether the report's word `f` is a common noun in its sentence's parse: a thing
-        seen ("phleboliths"), not a verb or a name ("findings discussed with Dr Smith")."""
+        seen ("phleboliths"), not a verb or a name ("findings discussed with Dr Smith");
+        `tagged` holds the sentences tagged so far."""
         if f.sentence_start is None:
             return False
-        with self.labeler.pipeline() as nlp:
-            doc = nlp.make_doc(f.sentence)
-            for name, pipe in nlp.pipeline:
-                if name in _TAGGING:
-                    doc = pipe(doc)
+        doc = tagged.get(f.sentence)
+        if doc is None:
+            with self.labeler.pipeline() as nlp:
+                doc = nlp.make_doc(f.sentence)
+                for name, pipe in nlp.pipeline:
+                    if name in _TAGGING:
+                        doc = pipe(doc)
+            tagged[f.sentence] = doc
         span = doc.char_span(f.start - f.sentence_start, f.end - f.sentence_start)
         return span is not None and span.root.tag_ in ("NN", "NNS")
 

@@ -90,6 +90,8 @@ def _report_text(value: str | None) -> str | None:
 
     if value is None:
         return None
+    if not value.strip():
+        raise ValueError("--report: the report is empty; give a report file or its text")
     if len(value) < 4096 and "\n" not in value:
         path = Path(value)
         try:

@@ -67,6 +67,15 @@ def test_cxr_ask_a_report_path_that_is_not_a_file_is_an_error_not_a_no(
     assert captured.out == "" and f"--report {name}:" in captured.err
 
 
+@pytest.mark.parametrize("text", ["", "   "])
+def test_cxr_ask_an_empty_report_is_an_error_not_a_folder(
+    text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["ask", "--report", text, "--question", "Is there a pneumothorax?"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "the report is empty" in captured.err
+
+
 def test_cxr_ask_reads_a_report_file_and_takes_a_one_word_report(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
