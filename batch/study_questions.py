@@ -217,8 +217,10 @@ class StudyQuestions:
             if read.error:
                 continue
             tagged: dict[str, Doc] = {}  # each sentence tagged once
+            # the word must be a noun somewhere the report names it ("phleboliths"), not only
+            # a verb or a name; its mentions then answer as the labeler read them (the tagger
+            # errs on masked text: "XXXX fragments in ...")
             found = [f for f in found if f.label != label or self._named_as_noun(f, tagged)]
-            read = dataclasses.replace(read, report_findings=found)
             if not any(f.label == label for f in found):
                 # "Has the aneurysm changed?" over "thoracic aortic aneurysm": the one
                 # concept whose words in the report hold the word
