@@ -623,7 +623,9 @@ class ParsedQuestion:
             `open:<word>` for a general finding word ("lesion"); None when unsupported.
         open: True for an open question ("Where ...?"), False for yes/no.
         asks: for open position questions, `side`, `place`, `tip`, `level` or `dominant`;
-            `state` for "What is the heart size?"; for study questions, what they ask.
+            `state` for "What is the heart size?"; for study questions, what they ask;
+            `or_study` for a part's change asked by a whole-study cue ("Has the mediastinum
+            changed since the last film?": the part's change, else the whole study's).
         qualifiers: what a closed question asks to be true; all must hold.
         negated: a presence question asked the other way round ("Is the heart normal?").
         unit: for an open size question, the unit it asks the answer in ("cm" for "How
@@ -1065,7 +1067,8 @@ class QuestionParser:
                 # "Has the mediastinum changed since the last film?": that part's change, not
                 # the whole study's
                 return ParsedQuestion(
-                    text, "change", label=part, open=True, rules=("part.change", cue.entry.id)
+                    text, "change", label=part, open=True, asks="or_study",
+                    rules=("part.change", cue.entry.id),
                 )  # fmt: skip
             if asks in ("views", "list"):
                 # "How many views were taken?", "What is abnormal in the left lung?": read off
@@ -2439,11 +2442,11 @@ def answer_from_report(
     patterns = patterns or load_question_patterns()
     if question.also:
         return _answer_several(question, report, patterns, lexicon)
-    if question.rules[:1] == ("part.change",) and len(question.rules) > 1:
+    if question.type == "change" and question.asks == "or_study":
         # "Has the mediastinum changed since the last film?" (a whole-study cue said of a
         # part): the part's own change, else the whole study's
         own = answer_from_report(
-            dataclasses.replace(question, rules=question.rules[:1]), report, patterns, lexicon
+            dataclasses.replace(question, asks=None), report, patterns, lexicon
         )
         if own.known:
             return own
