@@ -355,7 +355,10 @@ def _predicate_words(value: Any, where: str) -> _PredicateWords:
             raise PatternFileError(f"{where}: `predicates.{key}` must be a list of words")
         lists[key] = tuple(" ".join(w.lower().split()) for w in words)
     verbless = value.get("verbless") or []
-    if not isinstance(verbless, list) or not set(verbless) <= set(lists["adjectives"]):
+    if not isinstance(verbless, list) or not all(isinstance(w, str) for w in verbless):
+        raise PatternFileError(f"{where}: `predicates.verbless` must list some of its adjectives")
+    verbless = [" ".join(w.lower().split()) for w in verbless]
+    if not set(verbless) <= set(lists["adjectives"]):
         raise PatternFileError(f"{where}: `predicates.verbless` must list some of its adjectives")
     return _PredicateWords(
         lists["adjectives"],
@@ -381,13 +384,13 @@ def _predicate_phrases(
         for degree in ("", *words.degrees)
     ]
     # "Cardiomediastinal silhouette stable.": the report's shorthand drops the verb
-    bare = [f" {degree} " if degree else " " for degree in ("", *words.degrees)]
+    verbless_links = links + [f" {degree} " if degree else " " for degree in ("", *words.degrees)]
     out: dict[str, str] = {}
     for concept in concepts.values():
         for phrase in concept.phrases:
             first, _, rest = phrase.partition(" ")
             if first in adjectives and rest:
-                for link in links + bare if first in words.verbless else links:
+                for link in verbless_links if first in words.verbless else links:
                     out.setdefault(f"{rest}{link}{first}", concept.id)
             for noun in nominals.get(first, ()) if rest else ():
                 out.setdefault(f"{noun} of the {rest}", concept.id)

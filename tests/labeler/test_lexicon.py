@@ -253,6 +253,9 @@ def test_lexicon_verbless_adjectives_follow_their_noun_with_no_verb(tmp_path: Pa
     assert lexicon.by_phrase["mediastinum mildly stable"] == ("same",)
     assert "aorta tortuous" not in lexicon.by_phrase  # only the adjectives listed
     assert lexicon.by_phrase["aorta is tortuous"] == ("tortuous_aorta",)
+    # written as the other lists may be: any case, any spacing
+    path.write_text(head + "verbless: [' Stable']}\n" + concepts, encoding="utf-8")
+    assert load_lexicon.__wrapped__(str(path)).by_phrase["mediastinum stable"] == ("same",)
     path.write_text(head + "verbless: [enlarged]}\n" + concepts, encoding="utf-8")
     with pytest.raises(PatternFileError, match="`predicates.verbless` must list some"):
         load_lexicon.__wrapped__(str(path))
