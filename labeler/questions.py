@@ -276,6 +276,10 @@ class QuestionPatterns:
     #: label -> lexicon concepts that only suggest it: read where the report names the label
     #: nowhere, as possible at most ("Is there pneumonia?" over "atelectasis or infiltrate")
     suggested_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: label -> lexicon concepts that suggest it only where the report itself hedges them:
+    #: read where the report names the label nowhere, as possible ("Could this be
+    #: pneumonia?" over "may represent atelectasis or airspace disease")
+    suggested_when_hedged: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: label -> the concepts of mimics that explain its finding away, named after it in its
     #: sentence ("nodular densities ... consistent with nipple shadows")
     explained_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -518,6 +522,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         read_as_label=_lists(data, "read_as_label"),
         measured_by=_lists(data, "measured_by"),
         suggested_by=_lists(data, "suggested_by"),
+        suggested_when_hedged=_lists(data, "suggested_when_hedged"),
         explained_by=_lists(data, "explained_by"),
         pronouns=_words(data, "pronouns"),
         demonstratives=_words(data, "demonstratives"),
@@ -2540,6 +2545,12 @@ def answer_from_report(
                 )
                 if suggested.status in ("positive", "uncertain"):
                     target = dataclasses.replace(suggested, status="uncertain")
+            if target.status == "absent" and label in patterns.suggested_when_hedged:
+                hinted = _read_as_label(
+                    target, label, report, lexicon, patterns, patterns.suggested_when_hedged
+                )
+                if hinted.status == "uncertain":
+                    target = hinted
     target = _place_of_sentence(question, target, report)
     target = _narrowed_to_place(question, target, patterns)
     if question.open and question.type == "position":

@@ -841,6 +841,17 @@ CLINICIANS = [
      "atelectasis.", "presence", "no"),
     ("Is there pneumonia?", "FINDINGS: No pneumonia. Streaky right basilar atelectasis or "
      "infiltrate.", "presence", "no"),
+    # airspace disease or a lung lesion the report itself hedges is a possible pneumonia or
+    # tumour; stated outright, or ruled out, it is not
+    ("Could this be pneumonia?", "IMPRESSION: Small right basilar opacity, may represent "
+     "subsegmental atelectasis or early airspace disease.", "presence", "uncertain"),
+    ("Could this be pneumonia?", "IMPRESSION: Right basilar airspace disease, likely "
+     "atelectasis.", "presence", "no"),
+    ("Could this be pneumonia?", "FINDINGS: No focal airspace disease.", "presence", "no"),
+    ("Could the density be a lung tumour?", "IMPRESSION: Rounded density over the left "
+     "second rib. An underlying pulmonary lesion cannot be excluded.", "presence", "uncertain"),
+    ("Could the density be a lung tumour?", "IMPRESSION: Rounded density over the left "
+     "second rib, likely bony. No pulmonary lesion.", "presence", "no"),
     # a part named with what was done to it ("replaced": its replacement); which valve
     ("Which shoulder has been replaced?", "FINDINGS: Right shoulder replacement.", "position",
      ["right"]),

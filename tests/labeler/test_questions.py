@@ -288,7 +288,7 @@ def test_every_concept_the_question_patterns_name_is_in_the_lexicon() -> None:
         *p.anatomy_normals,
     }
     for table in (p.stated_normal, p.anatomy_normals, p.answered_by, p.read_as_label,
-                  p.suggested_by):  # fmt: skip
+                  p.suggested_by, p.suggested_when_hedged):  # fmt: skip
         for concepts in table.values():
             named.update(concepts)
     # labels named as "concept:<id>" too
