@@ -1671,6 +1671,7 @@ class QuestionParser:
                 label=label,
                 qualifiers=tuple(quals),
                 rules=(*rules, *(q.rule for q in quals)),
+                asks="reading" if self._place_of_subject(r, quals) else None,
             )
         frames = [h for h in r.hits if h.group == "presence" and r.free(h)]
         starts_open = words[0] in self.patterns.question_words
@@ -1693,6 +1694,22 @@ class QuestionParser:
                 *(h.entry.id for h in negs[:1]),
             ),
         )
+
+    def _place_of_subject(self, r: _Reading, quals: list[Qualifier]) -> bool:
+        """Whether the places asked are those of the finding pointed at, before the reading
+        asked of it ("Is the basal opacity atelectasis?", "Could the left opacity be
+        pneumonia?"): a word of the subject stands between them and the reading."""
+        doc = r.doc
+        if len(doc) < 4 or doc[0].lower_ not in self.patterns.yes_no_starts:
+            return False
+        if doc[1].lower_ not in self._pointing or len(r.found) != 1:
+            return False
+        if not all(q.kind in _PLACE_KINDS for q in quals):
+            return False
+        start = r.found[0][2]
+        spans = [(_tok(doc, q.start), _tok(doc, q.end - 1) + 1) for q in quals]
+        last = max(e for _, e in spans)
+        return last < start and any(_content_word(t) for t in doc[last:start])
 
     def _unknown_words(
         self, doc: Doc, hits: list[_Hit], found: list[tuple[str, str, int, int]]
@@ -4312,6 +4329,10 @@ def _answer(
         return out("no")
     verdicts = [_check(q, finding, patterns.zone_includes) for q in question.qualifiers]
     combined = _combine(verdicts)
+    if combined == "unknown" and question.asks == "reading" and set(verdicts) == {"unknown"}:
+        # "Is the basal opacity atelectasis?" over "basilar opacities, scarring or
+        # atelectasis": the place is the opacity's; the reading, given none, is answered
+        return out("yes" if status == "positive" else "uncertain")
     if combined == "yes" and status == "uncertain":
         return out("uncertain")
     return out(combined, combined != "unknown")

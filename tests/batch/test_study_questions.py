@@ -421,6 +421,16 @@ CLINICIANS = [
     ("Could these changes be bronchitis?", "IMPRESSION: No bronchitis.", "presence", "no"),
     ("Could the left opacity be pneumonia?", "IMPRESSION: Right lower lobe pneumonia.",
      "position", "no"),
+    # the place of what is pointed at is the subject's: a reading the report gives no place
+    # of its own is answered as read there
+    ("Is the basal opacity atelectasis?", "FINDINGS: A few basilar opacities. These may "
+     "represent scarring or atelectasis.", "position", "uncertain"),
+    ("Could the left opacity be atelectasis?", "FINDINGS: Patchy left basilar opacity. This "
+     "is consistent with atelectasis.", "position", "yes"),
+    ("Could the left opacity be atelectasis?", "FINDINGS: Patchy left basilar opacity. No "
+     "atelectasis.", "position", "no"),
+    ("Is the atelectasis basal?", "FINDINGS: A few basilar opacities. These may represent "
+     "scarring or atelectasis.", "position", "unknown"),
     ("Could the effusion be large?", "IMPRESSION: Small right pleural effusion.", "severity",
      "no"),
     ("Is there pneumonia?", "FINDINGS: Right upper or middle lobe pneumonia.", "presence",
