@@ -174,6 +174,9 @@ class QuestionPatterns:
     yes_no_starts: frozenset[str] = frozenset()
     context_words: frozenset[str] = frozenset()
     qualifier_before: frozenset[str] = frozenset()
+    #: words that ask whether a finding is truly what it is called ("Is this a true
+    #: nodule?"): a report that doubts it anywhere makes it possible, not yes
+    verity_words: frozenset[str] = frozenset()
     qualifier_links: frozenset[str] = frozenset()
     qualifier_after: frozenset[str] = frozenset()
     #: general words for a device beside a device's name ("stimulator device", "implanted
@@ -454,6 +457,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         yes_no_starts=_words(data, "yes_no_starts"),
         context_words=_words(data, "context_words"),
         qualifier_before=_words(data, "qualifier_before"),
+        verity_words=_words(data, "verity_words"),
         qualifier_links=_words(data, "qualifier_links"),
         qualifier_after=_words(data, "qualifier_after"),
         device_words=_words(data, "device_words"),
@@ -2602,6 +2606,16 @@ def answer_from_report(
         target = dataclasses.replace(target, status="uncertain")
     if question.type == "change":
         target = _change_said_elsewhere(target, report.report_findings or (), patterns)
+    if (
+        question.type == "presence"
+        and target.status == "positive"
+        and patterns.verity_words & set(_ALT_WORD.findall(question.text.lower()))
+        and any(e.get("status") == "uncertain" for e in target.evidence)
+    ):
+        # "Is that a true pulmonary nodule?" over "nodular density ... could represent
+        # overlapping shadows or actual pulmonary nodule": whether it truly is one is what
+        # the report doubts
+        target = dataclasses.replace(target, status="uncertain")
     mimics = patterns.explained_by.get(label, ())
     if (
         mimics

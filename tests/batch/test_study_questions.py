@@ -421,6 +421,17 @@ CLINICIANS = [
     ("Could these changes be bronchitis?", "IMPRESSION: No bronchitis.", "presence", "no"),
     ("Could the left opacity be pneumonia?", "IMPRESSION: Right lower lobe pneumonia.",
      "position", "no"),
+    # "a true nodule" asks whether it truly is one: a doubt anywhere in the report makes it
+    # possible; a nodule stated without doubt is yes
+    ("Is that a true pulmonary nodule?", "FINDINGS: A 15 mm rounded opacity at the right "
+     "base looks more nodular than on the last study. IMPRESSION: This could represent "
+     "overlapping vessels or an actual pulmonary nodule.", "presence", "uncertain"),
+    ("Is there a pulmonary nodule?", "FINDINGS: A 15 mm rounded opacity at the right base "
+     "looks more nodular than on the last study. IMPRESSION: This could represent "
+     "overlapping vessels or an actual pulmonary nodule.", "presence", "yes"),
+    ("Is this a true nodule?", "FINDINGS: 8 mm nodule in the right upper lobe.", "presence",
+     "yes"),
+    ("Is this a true nodule?", "FINDINGS: No nodules.", "presence", "no"),
     # the place of what is pointed at is the subject's: a reading the report gives no place
     # of its own is answered as read there
     ("Is the basal opacity atelectasis?", "FINDINGS: A few basilar opacities. These may "
