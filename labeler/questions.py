@@ -199,6 +199,9 @@ class QuestionPatterns:
     counted_by_tips: frozenset[str] = frozenset()
     #: lexicon concepts that are a process, not things to count ("granulomatous disease")
     uncounted: frozenset[str] = frozenset()
+    #: lexicon concepts that are a normal structure's degree ("increased kyphosis"): a change
+    #: word that makes one of their phrases names them ("Is the kyphosis increased?")
+    graded_findings: frozenset[str] = frozenset()
     #: words that name a finding by the process that makes it ("osteophyte formation")
     process_heads: frozenset[str] = frozenset()
     #: lexicon concepts a report's silence does not rule out: "Is there cancer?" over a
@@ -473,6 +476,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         one_per_side=frozenset(str(w) for w in data.get("one_per_side") or ()),
         counted_by_tips=frozenset(str(w) for w in data.get("counted_by_tips") or ()),
         uncounted=frozenset(str(w) for w in data.get("uncounted") or ()),
+        graded_findings=frozenset(str(w) for w in data.get("graded_findings") or ()),
         process_heads=_words(data, "process_heads"),
         unruled_by_silence=frozenset(str(w) for w in data.get("unruled_by_silence") or ()),
         alternatives=_words(data, "alternatives"),
@@ -1833,6 +1837,8 @@ class QuestionParser:
                 # "Are the pulmonary arteries enlarged?": a qualifier's word that is the
                 # concept's own ("enlarged pulmonary artery") belongs to its name
                 concepts = self._concepts_named(doc, set())
+            elif concepts and not spans and asked:
+                concepts = self._change_word_named(doc, hits, concepts)
             if concepts and (
                 not spans
                 # "Which heart valve has been replaced?": the heart's size only by default,
@@ -1907,6 +1913,26 @@ class QuestionParser:
         """The lexicon kind of a `concept:<id>` label (None for another label)."""
         concept = self.lexicon.concepts.get(_concept_id(label)) if self.lexicon else None
         return concept.kind if concept is not None else None
+
+    def _change_word_named(
+        self, doc: Doc, hits: list[_Hit], concepts: list[tuple[str, str, int, int]]
+    ) -> list[tuple[str, str, int, int]]:
+        """`concepts`, the first named by a change word too where that word and its name are
+        one of its own phrases and it is a normal structure's degree (`graded_findings`: "Is the
+        kyphosis increased?" is increased kyphosis): the word says what the finding is, not
+        how it compares, unless the question names a prior ("since the last film")."""
+        if any(t.lower_ in self.patterns.prior_words for t in doc):
+            return concepts
+        if _concept_id(concepts[0][0]) not in self.patterns.graded_findings:
+            return concepts
+        whole = self._concepts_named(doc, set())
+        if not whole or whole[0][0] != concepts[0][0]:
+            return concepts
+        _, _, start, end = whole[0]
+        change = [h for h in hits if h.group == "change"]
+        if not change or not all(start <= h.start and h.end <= end for h in change):
+            return concepts
+        return [whole[0], *concepts[1:]]
 
     def _concepts_named(self, doc: Doc, asked: set[int]) -> list[tuple[str, str, int, int]]:
         """The lexicon concepts a question names, the longest first: by a phrase as

@@ -2410,3 +2410,29 @@ def test_measures_parts_and_devices(
 ) -> None:
     got = engine.ask(question, report=engine.label_reports([report])[report])
     assert (got.type, got.answer) == (qtype, answer)
+
+
+PRESENCE_FORMS = [
+    # a change word that makes a graded finding's phrase names it: presence, not change
+    ("Is the kyphosis increased?", "FINDINGS: Exaggerated thoracic kyphosis. Clear lungs.",
+     "presence", "yes"),
+    ("Is the kyphosis increased?", "FINDINGS: Clear lungs. Normal heart size.", "presence",
+     "no"),
+    ("Are the interstitial markings increased?", "FINDINGS: Coarse interstitial markings, "
+     "likely chronic.", "presence", "yes"),
+    ("Are the interstitial markings increased?", "FINDINGS: Possible mild interstitial "
+     "prominence.", "presence", "uncertain"),
+    # ... a prior named keeps the change question; another finding's increase is a change
+    ("Are the interstitial markings increased since the prior?", "FINDINGS: Coarse "
+     "interstitial markings.", "change", "unknown"),
+    ("Is the opacity increased?", "FINDINGS: Right basilar opacity.", "change", "unknown"),
+]  # fmt: skip
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(("question", "report", "qtype", "answer"), PRESENCE_FORMS)
+def test_presence_forms(
+    engine: StudyQuestions, question: str, report: str, qtype: str, answer: object
+) -> None:
+    got = engine.ask(question, report=engine.label_reports([report])[report])
+    assert (got.type, got.answer) == (qtype, answer)
