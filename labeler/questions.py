@@ -178,6 +178,9 @@ class QuestionPatterns:
     #: nodule?"): a report that doubts it anywhere makes it possible, not yes
     verity_words: frozenset[str] = frozenset()
     qualifier_links: frozenset[str] = frozenset()
+    #: the words between two findings that make the first the one asked, the second where
+    #: it is looked for ("Is there volume loss with the opacity?")
+    beside_links: tuple[tuple[str, ...], ...] = ()
     qualifier_after: frozenset[str] = frozenset()
     #: general words for a device beside a device's name ("stimulator device", "implanted
     #: pacemaker"): part of the name, not a qualifier
@@ -462,6 +465,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         qualifier_before=_words(data, "qualifier_before"),
         verity_words=_words(data, "verity_words"),
         qualifier_links=_words(data, "qualifier_links"),
+        beside_links=tuple(tuple(str(p).split()) for p in data.get("beside_links") or ()),
         qualifier_after=_words(data, "qualifier_after"),
         device_words=_words(data, "device_words"),
         zone_includes={str(e.value): frozenset(e.accepts) for e in qualifiers["zone"]},
@@ -1190,7 +1194,9 @@ class QuestionParser:
                     )
                 )
             ],
-            taken=[(s, e) for _, _, s, e in found] + self._subject_of_reading(doc, found, hits),
+            taken=[(s, e) for _, _, s, e in found]
+            + self._subject_of_reading(doc, found, hits)
+            + self._beside_spans(doc, found),
         )
         if self._asks_dominant(r.words):
             # "Which effusion is larger?": the side with more of it
@@ -1726,6 +1732,7 @@ class QuestionParser:
         calcified?"): answering it as a presence question would be a guess."""
         covered = {i for h in hits for i in range(h.start, h.end)}
         covered.update(i for _, _, s, e in found for i in range(s, e))
+        covered.update(i for s, e in self._beside_spans(doc, found) for i in range(s, e))
         p = self.patterns
         # "Could the opacity be pneumonia?", "Is that density a nodule?": the finding the
         # report may have seen, by its general word, asked to be read as the one named
@@ -1855,7 +1862,18 @@ class QuestionParser:
                 # "Is there an effusion or a pacemaker?": a concept listed with the labels
                 # named is a finding of its own (not "Is that density a nodule?")
                 apart = [c for c in concepts if not any(c[2] < s[3] and s[2] < c[3] for s in spans)]
-                if apart and self._joined(doc, spans + apart) is not None:
+                # (the longest of those nested: "airspace opacity", not its "opacity")
+                outer = [
+                    c for c in apart
+                    if not any(o[2] <= c[2] and c[3] <= o[3] and o[3] - o[2] > c[3] - c[2]
+                               for o in apart)
+                ]  # fmt: skip
+                if len(outer) == 1 == len({s[0] for s in spans}) and self._beside(
+                    doc, outer[0], min(spans, key=lambda s: s[2])
+                ):
+                    # "Any opacity to suggest pneumonia?": the sign asked, not the reading
+                    spans = outer
+                elif apart and self._joined(doc, spans + apart) is not None:
                     spans += apart
                 elif apart and self._read_as(doc, spans, apart, hits):
                     # "Is the nodule a granuloma?": the finding named after the one pointed
@@ -1886,7 +1904,7 @@ class QuestionParser:
             if self._read_as(doc, [first], [then], hits):
                 # "Could the opacities be scarring?": the reading asked of the one pointed at
                 kept = [then]
-            elif [t.lower_ for t in doc[first[3] : then[2]]] in _WITH_THE_ONE:
+            elif self._beside(doc, first, then):
                 # "Is there volume loss with the opacity?": the first is asked, beside the
                 # finding pointed at
                 kept = [first]
@@ -1913,6 +1931,28 @@ class QuestionParser:
         """The lexicon kind of a `concept:<id>` label (None for another label)."""
         concept = self.lexicon.concepts.get(_concept_id(label)) if self.lexicon else None
         return concept.kind if concept is not None else None
+
+    def _beside(
+        self, doc: Doc, first: tuple[str, str, int, int], then: tuple[str, str, int, int]
+    ) -> bool:
+        """Whether the words between two findings make the first the one asked
+        (`beside_links`: "Is there volume loss with the opacity?")."""
+        return tuple(t.lower_ for t in doc[first[3] : then[2]]) in self.patterns.beside_links
+
+    def _beside_spans(
+        self, doc: Doc, found: list[tuple[str, str, int, int]]
+    ) -> list[tuple[int, int]]:
+        """The words of a `beside_links` link right after a finding asked and before another
+        finding word ("on top of the" in "Any consolidation on top of the fibrosis?"): they
+        ask nothing of their own."""
+        words = [t.lower_ for t in doc]
+        spans: list[tuple[int, int]] = []
+        for _, _, _, end in found[:1]:
+            for link in self.patterns.beside_links:
+                stop = end + len(link)
+                if tuple(words[end:stop]) == link and stop < len(words) and doc[stop].is_alpha:
+                    spans.append((end, stop))
+        return spans[-1:] if spans else []
 
     def _change_word_named(
         self, doc: Doc, hits: list[_Hit], concepts: list[tuple[str, str, int, int]]
@@ -2166,9 +2206,6 @@ _APPROXIMATELY = re.compile(rf"^{APPROXIMATELY}\s*", re.IGNORECASE)
 
 
 #: the words between a finding asked about and the one it is asked beside
-_WITH_THE_ONE = (["with", "the"], ["with", "this"], ["with", "that"], ["associated", "with", "the"])
-
-
 def _content_word(t: Token) -> bool:
     """Whether a word says what a phrase names: not a stop word, unless it is a prefix
     joined by a hyphen ("over-expanded" is not "expanded")."""

@@ -2426,6 +2426,26 @@ PRESENCE_FORMS = [
     ("Are the interstitial markings increased since the prior?", "FINDINGS: Coarse "
      "interstitial markings.", "change", "unknown"),
     ("Is the opacity increased?", "FINDINGS: Right basilar opacity.", "change", "unknown"),
+    # a finding asked beside another (`beside_links`): the first is asked, the link's words
+    # ask nothing ("top" is no upper zone)
+    ("Any focal consolidation on top of the fibrosis?", "FINDINGS: Chronic pulmonary "
+     "fibrosis. No focal consolidation.", "presence", "no"),
+    ("Any consolidation superimposed on the emphysema?", "FINDINGS: Emphysema. New left "
+     "lower lobe consolidation.", "presence", "yes"),
+    ("Any consolidation on top of the fibrosis?", "FINDINGS: Fibrosis. Possible right "
+     "basilar consolidation.", "presence", "uncertain"),
+    # the sign asked, not the reading it suggests
+    ("Any airspace opacity to suggest pneumonia?", "FINDINGS: Clear lungs without airspace "
+     "opacity.", "presence", "no"),
+    ("Any airspace opacity to suggest pneumonia?", "FINDINGS: Left basilar airspace "
+     "opacity.", "presence", "yes"),
+    # how sharply a finding stands out narrows nothing the reading tells apart
+    ("Any discrete lung nodule?", "FINDINGS: No discrete nodules. Clear lungs.", "presence",
+     "no"),
+    ("Any discrete lung nodule?", "FINDINGS: 8 mm right upper lobe nodule.", "presence",
+     "yes"),
+    ("Is the nodule discrete?", "FINDINGS: 8 mm right upper lobe nodule.", "unsupported",
+     None),
 ]  # fmt: skip
 
 
