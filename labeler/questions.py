@@ -119,6 +119,9 @@ class _Entry:
     # a blocker's phrase followed by one of these words is no blocker ("compared with the
     # last film" dates a change; "compared with the right side" compares two findings)
     not_before: tuple[str, ...] = ()
+    # ... and a cue right after one of these words is a finding's noun, no cue ("bone
+    # changes", "post-op changes" name findings; they ask no change)
+    not_after: tuple[str, ...] = ()
 
     def get(self, key: str) -> str:
         return dict(self.extra).get(key, "")
@@ -181,6 +184,9 @@ class QuestionPatterns:
     #: the words between two findings that make the first the one asked, the second where
     #: it is looked for ("Is there volume loss with the opacity?")
     beside_links: tuple[tuple[str, ...], ...] = ()
+    #: the words that join a general finding to a narrower one of its kind it is asked of
+    #: ("post-operative changes from bypass surgery")
+    narrowing_links: tuple[tuple[str, ...], ...] = ()
     qualifier_after: frozenset[str] = frozenset()
     #: general words for a device beside a device's name ("stimulator device", "implanted
     #: pacemaker"): part of the name, not a qualifier
@@ -383,6 +389,7 @@ def _entries(name: str, data: object, key: str, *, values: bool = False) -> tupl
                 extra=extra,
                 rejects=tuple(str(a) for a in raw.get("rejects") or ()),
                 not_before=tuple(str(a).lower() for a in raw.get("not_before") or ()),
+                not_after=tuple(str(a).lower() for a in raw.get("not_after") or ()),
             )
         )
     return tuple(out)
@@ -466,6 +473,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         verity_words=_words(data, "verity_words"),
         qualifier_links=_words(data, "qualifier_links"),
         beside_links=tuple(tuple(str(p).split()) for p in data.get("beside_links") or ()),
+        narrowing_links=tuple(tuple(str(p).split()) for p in data.get("narrowing_links") or ()),
         qualifier_after=_words(data, "qualifier_after"),
         device_words=_words(data, "device_words"),
         zone_includes={str(e.value): frozenset(e.accepts) for e in qualifiers["zone"]},
@@ -984,6 +992,8 @@ class QuestionParser:
                 and doc[start - 1].lower_ in self.patterns.size_words
             ):
                 continue  # "Is the effusion a large one?": "one" stands for the finding
+            if start > 0 and doc[start - 1].lower_ in entry.not_after:
+                continue  # "Any bone changes of renal osteodystrophy?": a finding's noun
             out.append(_Hit(group, entry, start, end))
         return out
 
@@ -1733,6 +1743,7 @@ class QuestionParser:
         covered = {i for h in hits for i in range(h.start, h.end)}
         covered.update(i for _, _, s, e in found for i in range(s, e))
         covered.update(i for s, e in self._beside_spans(doc, found) for i in range(s, e))
+        covered.update(self._general_noun(doc, found))
         p = self.patterns
         # "Could the opacity be pneumonia?", "Is that density a nodule?": the finding the
         # report may have seen, by its general word, asked to be read as the one named
@@ -1904,6 +1915,10 @@ class QuestionParser:
             if self._read_as(doc, [first], [then], hits):
                 # "Could the opacities be scarring?": the reading asked of the one pointed at
                 kept = [then]
+            elif self._narrowed_by(doc, first, then):
+                # "Any post-operative changes from bypass surgery?": the narrower one of the
+                # kind the first names in general
+                kept = [then]
             elif self._beside(doc, first, then):
                 # "Is there volume loss with the opacity?": the first is asked, beside the
                 # finding pointed at
@@ -1931,6 +1946,46 @@ class QuestionParser:
         """The lexicon kind of a `concept:<id>` label (None for another label)."""
         concept = self.lexicon.concepts.get(_concept_id(label)) if self.lexicon else None
         return concept.kind if concept is not None else None
+
+    def _narrowed_by(
+        self, doc: Doc, first: tuple[str, str, int, int], then: tuple[str, str, int, int]
+    ) -> bool:
+        """Whether the first of two lexicon concepts is a more general one of the second's
+        kind, joined to it by `narrowing_links` ("post-operative changes from bypass
+        surgery", "changes of CABG")."""
+        lexicon = self.lexicon
+        a, b = _concept_id(first[0]), _concept_id(then[0])
+        if lexicon is None or a not in lexicon.concepts or b not in lexicon.concepts:
+            return False
+        between = tuple(t.lower_ for t in doc[first[3] : then[2]])
+        return (
+            between in self.patterns.narrowing_links
+            and lexicon.concepts[a].kind == lexicon.concepts[b].kind
+            and lexicon.depth(a) < lexicon.depth(b)
+        )
+
+    def _general_noun(self, doc: Doc, found: list[tuple[str, str, int, int]]) -> set[int]:
+        """The words of a general finding noun ("bone changes", "post-op changes": a cue's
+        word after one of its `not_after` words) joined by `narrowing_links` to the finding
+        asked ("Any bone changes of renal osteodystrophy?"): they name that finding."""
+        if not found:
+            return set()
+        start = found[0][2]
+        words = [t.lower_ for t in doc]
+        for link in self.patterns.narrowing_links:
+            k = start - len(link)
+            if k < 2 or tuple(words[k:start]) != link:
+                continue
+            before = {w for _, e in self._entries.values() if words[k - 1] in e.phrases
+                      for w in e.not_after}  # fmt: skip
+            i = k - 1
+            while i > 0 and (
+                words[i - 1] in before or doc[i - 1].is_punct or words[i - 1] == "post"
+            ):
+                i -= 1
+            if i < k - 1:
+                return set(range(i, k))
+        return set()
 
     def _beside(
         self, doc: Doc, first: tuple[str, str, int, int], then: tuple[str, str, int, int]

@@ -2446,6 +2446,19 @@ PRESENCE_FORMS = [
      "yes"),
     ("Is the nodule discrete?", "FINDINGS: 8 mm right upper lobe nodule.", "unsupported",
      None),
+    # "changes" after a finding's word is that finding's noun, joined to the one asked
+    ("Any post-op changes from bypass surgery?", "FINDINGS: Sternotomy wires from prior CABG. "
+     "Clear lungs.", "presence", "yes"),
+    ("Any post-op changes from bypass surgery?", "FINDINGS: Clear lungs. Normal heart size.",
+     "presence", "no"),
+    ("Any postoperative changes from bypass surgery?", "FINDINGS: Prior CABG. Clear lungs.",
+     "presence", "yes"),
+    ("Any bone changes of renal osteodystrophy?", "FINDINGS: Diffuse sclerosis compatible "
+     "with renal osteodystrophy.", "presence", "yes"),
+    ("Any bone changes of renal osteodystrophy?", "FINDINGS: Clear lungs. No acute bony "
+     "abnormality.", "presence", "no"),
+    # ... a change asked of a finding stays one
+    ("Any changes in the effusion?", "FINDINGS: Small left effusion.", "change", "unknown"),
 ]  # fmt: skip
 
 
