@@ -2358,6 +2358,11 @@ MEASURES_PARTS_AND_DEVICES = [
     ("Is the effusion a large one?", "FINDINGS: Small right pleural effusion.", "severity",
      "no"),
     ("Is there only one effusion?", "FINDINGS: Small right pleural effusion.", "count", "yes"),
+    # words that stress or point without asking more: "actually", "measured"
+    ("Is the heart actually normal in size?", "FINDINGS: Normal heart size.", "presence",
+     "yes"),
+    ("Is the measured nodule over a centimetre?", "FINDINGS: Right upper lobe nodule "
+     "measuring 6 mm.", "size", "no"),
 ]  # fmt: skip
 
 
