@@ -2463,6 +2463,9 @@ def _check(q: Qualifier, finding: Mapping[str, object], zones: Mapping[str, froz
         return "unknown"
     if q.kind == "severity":
         sev = finding.get("severity")
+        denied = finding.get("denied_severity") or ()
+        if not sev and any(str(d) in q.accepts for d in denied):  # type: ignore[attr-defined]
+            return "no"  # "no large effusion ... pleural effusion": a smaller one
         return _yes(sev in q.accepts) if sev else "unknown"
     if q.kind == "change":
         change = finding.get("change")
@@ -2702,6 +2705,8 @@ def answer_from_report(
             site = {w for lv in levels for w in str(lv).lower().split()}  # type: ignore[attr-defined]
         target = _side_before_site(target, site, patterns)
     target = _narrowed_to_part(question, target, patterns)
+    if target.status == "positive" and any(q.kind == "severity" for q in question.qualifiers):
+        target = _denied_grades(target, label, report)
     if (
         target.status == "positive"
         and target.deciding
@@ -2751,6 +2756,30 @@ def answer_from_report(
         return _view_answer(target, report, lexicon)
     asked = lexicon.concepts.get(_concept_id(label)) if lexicon is not None else None
     return _answer(question, target, patterns, device=asked is not None and asked.kind == "device")
+
+
+def _denied_grades(target: _Target, label: str, report: ReportLabels) -> _Target:
+    """A finding the report sees with no grade, where it rules out the same finding at a
+    grade ("no large pleural effusion ... pleural effusion"): those grades, as
+    `denied_severity`, which a closed question asks of it ("Is the effusion a large one?":
+    no, the one seen is smaller); else `target` as it is."""
+    if target.finding.get("severity"):
+        return target
+    if label.startswith(CONCEPT_PREFIX):
+        concept = label[len(CONCEPT_PREFIX) :]
+        same: Sequence[Mention] = [f for f in report.report_findings or () if f.concept == concept]
+    else:
+        same = [m for m in report.mentions if m.label == label]
+    denied = {
+        str(m.attributes["severity"])
+        for m in same
+        if m.status == "negative" and m.attributes.get("severity")
+    }
+    if not denied:
+        return target
+    return dataclasses.replace(
+        target, finding={**target.finding, "denied_severity": sorted(denied)}
+    )
 
 
 @functools.lru_cache(maxsize=8)

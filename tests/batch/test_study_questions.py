@@ -2358,6 +2358,15 @@ MEASURES_PARTS_AND_DEVICES = [
     ("Is the effusion a large one?", "FINDINGS: Small right pleural effusion.", "severity",
      "no"),
     ("Is there only one effusion?", "FINDINGS: Small right pleural effusion.", "count", "yes"),
+    # a finding seen with no grade, ruled out at a grade: not of that grade; another unsaid
+    ("Is the effusion a large one?", "FINDINGS: No pneumothorax or large pleural effusion. "
+     "IMPRESSION: Right pleural effusion.", "severity", "no"),
+    ("Is the effusion small?", "FINDINGS: No pneumothorax or large pleural effusion. "
+     "IMPRESSION: Right pleural effusion.", "severity", "unknown"),
+    ("Is the effusion large?", "FINDINGS: Pleural effusion.", "severity", "unknown"),
+    # ... only where it is seen: a hedged one's grade is still unsaid
+    ("Is the effusion large?", "FINDINGS: No large pleural effusion. Possible pleural "
+     "effusion.", "severity", "unknown"),
     # words that stress or point without asking more: "actually", "measured"
     ("Is the heart actually normal in size?", "FINDINGS: Normal heart size.", "presence",
      "yes"),
