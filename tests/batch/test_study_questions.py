@@ -1354,6 +1354,18 @@ CLINICIANS = [
      "upper lung nodules.", "count", 1),
     ("In how many places are there surgical clips?", "FINDINGS: Surgical clips.", "count",
      "unknown"),
+    # ... zones are places (an "area" of a finding is the finding); hila and hemidiaphragms
+    # are counted by side
+    ("How many lung zones does the opacity involve?", "FINDINGS: Patchy opacity in the "
+     "lingula and the right middle lobe.", "count", 2),
+    ("How many lung zones show opacity?", "FINDINGS: Patchy opacity in the lingula.",
+     "count", 1),
+    ("How many hila look prominent?", "FINDINGS: Bilateral hilar enlargement.", "count", 2),
+    ("How many hila are enlarged?", "FINDINGS: Enlarged right hilum.", "count", 1),
+    ("How many hemidiaphragms are elevated?", "FINDINGS: Elevated right hemidiaphragm.",
+     "count", 1),
+    ("How many lumbar vertebrae are involved?", "FINDINGS: Compression deformities of L1 "
+     "and L3.", "study", 2),
     ("How many levels of the thoracic spine are degenerate?", "FINDINGS: Multilevel "
      "degenerative changes of the thoracic spine.", "count", "multiple"),
     ("How many spinal levels are involved?", "FINDINGS: Degenerative changes of the thoracic "
