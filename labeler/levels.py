@@ -45,6 +45,7 @@ class LevelFinder:
         ordinal = "|".join(sorted(map(re.escape, self.ordinals), key=len, reverse=True))
         joiner = "|".join(map(re.escape, (*range_words, *list_words)))
         self._range = frozenset(w.lower() for w in range_words)
+        self._list = frozenset(w.lower() for w in list_words)
         # "4th, 5th, and 6th ribs", "5th through 9th anterior ribs", "left 9th rib", a side
         # for each ("right 10th and left 9th posterolateral ribs")
         self._ordinal_ribs = re.compile(
@@ -105,6 +106,11 @@ class LevelFinder:
                     names.append(f"{end_region}{last}")
             out += [(name, m.start(), m.end()) for name in names]
         return sorted(out, key=lambda x: x[1])
+
+    def joined(self, between: str) -> bool:
+        """Whether the text between two levels lists them together ("T5 and L2", "T5, L2")."""
+        words = between.replace(",", " , ").lower().split()
+        return bool(words) and all(w in self._list for w in words)
 
     def _rib_numbers(self, listed: str) -> list[int]:
         numbers: list[int] = []

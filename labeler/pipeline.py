@@ -580,9 +580,18 @@ class _Engine:
         if not bones:
             return sentence
         found: dict[int, list[str]] = {}
-        for level, a, b in self.levels.spans(text[s:e]):
+        clause = text[s:e]
+        last: tuple[int, int] | None = None  # the previous level's end and its finding
+        for level, a, b in self.levels.spans(clause):
             gaps = [max(0, sentence[i].start - (b + s), (a + s) - sentence[i].end) for i in bones]
-            found.setdefault(bones[gaps.index(min(gaps))], []).append(level)
+            bone = bones[gaps.index(min(gaps))]
+            # "fractures at T5 and L2 with sclerosis": a level listed after another is the
+            # same finding's, unless it names a finding right after it ("T5 fracture and
+            # L2 deformity")
+            if last is not None and min(gaps) > 1 and self.levels.joined(clause[last[0] : a]):
+                bone = last[1]
+            last = (b, bone)
+            found.setdefault(bone, []).append(level)
         for i, levels in found.items():
             f = sentence[i]
             levels = list(dict.fromkeys(levels))

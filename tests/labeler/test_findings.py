@@ -273,6 +273,18 @@ def test_levels_joined_before_a_finding_keep_its_describing_words(read: Read) ->
     assert _one(read(text), "density").attributes.get("laterality") == "right"
 
 
+def test_levels_listed_together_go_to_one_finding(read: Read) -> None:
+    # a level listed after another goes where the first went, not to a nearer finding
+    # after it ...
+    found = read("FINDINGS: Compression fractures at T7 and L3 with diffuse sclerosis.")
+    assert _one(found, "compression_fracture").attributes.get("levels") == ["T7", "L3"]
+    assert "levels" not in _one(found, "sclerotic_bone_lesion").attributes
+    # ... unless it names the finding right after it
+    found = read("FINDINGS: T7 compression fracture and L3 sclerosis.")
+    assert _one(found, "compression_fracture").attributes.get("levels") == ["T7"]
+    assert _one(found, "sclerotic_bone_lesion").attributes.get("levels") == ["L3"]
+
+
 @pytest.mark.parametrize(
     ("text", "concept", "attributes"),
     [
