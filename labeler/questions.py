@@ -3352,8 +3352,8 @@ def _place_of_sentence(question: ParsedQuestion, target: _Target, report: Report
         placed = [
             f
             for f in report.report_findings or ()
-            if f.sentence_start == m.sentence_start
-            and f.end <= m.start
+            if f.end <= m.start
+            and (f.sentence_start == m.sentence_start or _before_semicolon(f, m.sentence_start))
             and f.status in ("positive", "uncertain")
             and f.kind == "finding"
             and (f.attributes.get("laterality") or f.attributes.get("location"))
@@ -3361,7 +3361,11 @@ def _place_of_sentence(question: ParsedQuestion, target: _Target, report: Report
         if not placed:
             continue
         f = max(placed, key=lambda x: x.end)
-        between = m.sentence[f.end - m.sentence_start : m.start - m.sentence_start]
+        if f.sentence_start == m.sentence_start:
+            between = m.sentence[f.end - m.sentence_start : m.start - m.sentence_start]
+        else:  # "streaky bibasilar opacities; the appearance XXXX subsegmental atelectasis"
+            piece = m.sentence[: m.start - m.sentence_start]
+            between = "" if "," in piece else "," + piece
         # the reading follows the comma closely ("..., possibly scarring", "..., atelectasis
         # versus infiltrate"), not a clause of its own after it
         if "," not in between or len(between.rsplit(",", 1)[1].split()) > _READING_GAP:
@@ -3369,6 +3373,15 @@ def _place_of_sentence(question: ParsedQuestion, target: _Target, report: Report
         place = {k: f.attributes[k] for k in ("laterality", "location") if f.attributes.get(k)}
         return dataclasses.replace(target, finding={**target.finding, **place})
     return target
+
+
+def _before_semicolon(f: ReportFinding, start: int) -> bool:
+    """Whether finding `f` stands in the sentence piece that a semicolon ends right before
+    the sentence at `start` ("bibasilar opacities; ... atelectasis" is one statement)."""
+    if f.sentence_start is None:
+        return False
+    end = f.sentence_start + len(f.sentence)
+    return f.sentence.rstrip().endswith(";") and 0 <= start - end <= 2
 
 
 def _with_kin_words(target: _Target, lexicon: Lexicon) -> _Target:

@@ -409,6 +409,13 @@ CLINICIANS = [
      "base, atelectasis versus infiltrate.", "position", "no"),
     ("Is there scarring at the apices?", "FINDINGS: There are biapical opacities, scarring.",
      "position", "yes"),
+    # ... and so has one after a semicolon that ends the placed finding's statement
+    ("Is there atelectasis in the right base?", "IMPRESSION: Streaky opacities in the right "
+     "base; probable atelectasis.", "position", "uncertain"),
+    ("Is there atelectasis in the left base?", "IMPRESSION: Streaky opacities in the right "
+     "base; probable atelectasis.", "position", "no"),
+    ("Is there atelectasis in the right base?", "IMPRESSION: Streaky opacities in the right "
+     "base; the heart is enlarged, with atelectasis.", "position", "unknown"),
     ("Is there atelectasis in the right base?", "IMPRESSION: Streaky opacities in the right "
      "base. Atelectasis.", "position", "unknown"),
     ("Is there atelectasis in the right base?", "IMPRESSION: Streaky opacities in the right "
