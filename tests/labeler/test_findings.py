@@ -285,6 +285,16 @@ def test_levels_listed_together_go_to_one_finding(read: Read) -> None:
     assert _one(found, "sclerotic_bone_lesion").attributes.get("levels") == ["L3"]
 
 
+def test_rib_levels_make_a_deformity_a_rib_deformity_with_the_ribs_side(read: Read) -> None:
+    found = _one(read("FINDINGS: Old deformities of the left 6th and 7th ribs."), "rib_deformity")
+    assert found.attributes.get("laterality") == "left"
+    assert found.attributes.get("levels") == ["6th rib", "7th rib"]
+    # a vertebral level does not make it a rib deformity
+    result = read("FINDINGS: Deformity of T8.")
+    assert result.report_findings is not None
+    assert "rib_deformity" not in [f.concept for f in result.report_findings]
+
+
 @pytest.mark.parametrize(
     ("text", "concept", "attributes"),
     [
