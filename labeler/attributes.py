@@ -144,6 +144,9 @@ class AttributeRules:
     run_place_nouns: frozenset[str] = frozenset()
     #: nouns a finding is counted in after "of" ("retrolisthesis of two vertebral bodies")
     counted_nouns: frozenset[str] = frozenset()
+    #: verbs of a clause of the finding's predicate that place it ("atelectasis suggested
+    #: on the lateral view, probably involving the right middle lobe")
+    place_verbs: frozenset[str] = frozenset()
     links: frozenset[str] = frozenset()
     #: words after which the de-identification's mask stands for a link word ("opacities
     #: ... are XXXX atelectatic")
@@ -285,6 +288,7 @@ def load_attribute_rules(name: str = "attributes.v1") -> AttributeRules:
         place_nouns=frozenset(str(x).lower() for x in data.get("place_nouns") or ()),
         run_place_nouns=frozenset(str(x).lower() for x in data.get("run_place_nouns") or ()),
         counted_nouns=frozenset(str(x).lower() for x in data.get("counted_nouns") or ()),
+        place_verbs=frozenset(str(x).lower() for x in data.get("place_verbs") or ()),
         links=frozenset(str(x).lower() for x in data.get("same_finding_links") or ()),
         masked_link_after=frozenset(str(x).lower() for x in data.get("masked_link_after") or ()),
         denials=frozenset(str(x).lower() for x in data.get("readings_denied_by") or ()),
@@ -508,7 +512,12 @@ class AttributeFinder:
             governing: set[int] = set()
             if parsed:
                 scope, np_left, anchors = _scope(
-                    mention, roots, self.rules.links, self.rules.denials, self.rules.run_place_nouns
+                    mention,
+                    roots,
+                    self.rules.links,
+                    self.rules.denials,
+                    self.rules.run_place_nouns,
+                    self.rules.place_verbs,
                 )
                 tail, readings = _readings_tail(doc, mentions, idx, roots, self.rules.denials)
                 anchors |= readings
@@ -892,6 +901,7 @@ def _scope(
     links: frozenset[str] = frozenset(),
     denials: frozenset[str] = frozenset(),
     places: frozenset[str] = frozenset(),
+    place_verbs: frozenset[str] = frozenset(),
 ) -> tuple[set[int], set[int], set[int]]:
     """Tokens that may describe `mention` on the parse, its own pre-modifiers, and anchors.
 
@@ -948,7 +958,9 @@ def _scope(
             for child in parent.children:
                 if child.i == head.i or child.i in others:
                     continue
-                if child.dep_ in _PREDICATE_PARTS:
+                if child.dep_ in _PREDICATE_PARTS or (
+                    child.dep_ == "advcl" and child.lower_ in place_verbs
+                ):
                     scope |= _own_phrase(child, others, places)
             break
         if head.dep_ == "pobj" and parent.dep_ == "prep":

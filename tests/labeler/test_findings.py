@@ -295,6 +295,16 @@ def test_rib_levels_make_a_deformity_a_rib_deformity_with_the_ribs_side(read: Re
     assert "rib_deformity" not in [f.concept for f in result.report_findings]
 
 
+def test_a_clause_with_a_place_verb_places_the_finding(read: Read) -> None:
+    text = "FINDINGS: Atelectasis is suggested, possibly involving the right base."
+    found = _one(read(text), "atelectasis")
+    assert found.attributes.get("laterality") == "right"
+    assert found.attributes.get("location") == ["basilar"]
+    # another clause does not
+    text = "FINDINGS: Atelectasis is suggested, possibly since the right lung is small."
+    assert "laterality" not in _one(read(text), "atelectasis").attributes
+
+
 @pytest.mark.parametrize(
     ("text", "concept", "attributes"),
     [
