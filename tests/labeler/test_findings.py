@@ -295,6 +295,15 @@ def test_rib_levels_make_a_deformity_a_rib_deformity_with_the_ribs_side(read: Re
     assert "rib_deformity" not in [f.concept for f in result.report_findings]
 
 
+def test_the_sign_a_finding_is_evidenced_by_takes_its_side(read: Read) -> None:
+    text = "FINDINGS: Mild right-sided volume loss as evidenced by diaphragm elevation."
+    found = _one(read(text), "elevated_hemidiaphragm")
+    assert found.attributes.get("laterality") == "right"
+    # not across another word
+    text = "FINDINGS: Mild right-sided volume loss. Diaphragm elevation."
+    assert "laterality" not in _one(read(text), "elevated_hemidiaphragm").attributes
+
+
 def test_a_clause_with_a_place_verb_places_the_finding(read: Read) -> None:
     text = "FINDINGS: Atelectasis is suggested, possibly involving the right base."
     found = _one(read(text), "atelectasis")
