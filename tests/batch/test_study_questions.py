@@ -2343,6 +2343,16 @@ MEASURES_PARTS_AND_DEVICES = [
      "unknown"),
     ("How big are the lungs?", "FINDINGS: A 2 cm nodule in the right lung.", "unsupported",
      None),
+    # where a device is: the abdomen, the gastroesophageal junction, under the clavicle (not
+    # where its leads end)
+    ("Where are the surgical clips?", "FINDINGS: Surgical clips are present in the abdomen.",
+     "position", ["abdomen", "in the abdomen"]),
+    ("Where are the surgical clips?", "FINDINGS: Surgical clips near the gastroesophageal "
+     "junction.", "position", ["gastroesophageal junction"]),
+    ("Where is the pacemaker generator?", "FINDINGS: Left infraclavicular pacemaker "
+     "generator with leads in the right atrium.", "position", ["left", "infraclavicular"]),
+    ("Where are the surgical clips?", "FINDINGS: Surgical clips are present.", "position",
+     "unknown"),
     # a paired vein a line goes in by: its side
     ("Which internal jugular vein was the line placed through?", "FINDINGS: Left IJ catheter "
      "with tip in the mid SVC.", "position", ["left"]),

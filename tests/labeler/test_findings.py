@@ -370,6 +370,14 @@ def test_a_clause_with_a_place_verb_places_the_finding(read: Read) -> None:
          {"location": ["epigastrium"]}),
         ("FINDINGS: Stable postoperative changes in the epigastric region.",
          "postoperative_change", {"location": ["epigastrium"], "change": "unchanged"}),
+        # the abdomen named whole, the gastroesophageal junction, and the place under the
+        # clavicle where a generator sits
+        ("FINDINGS: Surgical clips are present in the abdomen.", "surgical_clips",
+         {"location": ["abdomen"]}),
+        ("FINDINGS: Surgical clips near the gastroesophageal junction.", "surgical_clips",
+         {"location": ["gastroesophageal junction"]}),
+        ("FINDINGS: Left infraclavicular pacemaker generator.", "pacemaker",
+         {"laterality": "left", "location": ["infraclavicular"]}),
         # lung volumes said low or decreased as a predicate; a hilum's prominence
         ("FINDINGS: Lung volumes are mildly decreased.", "low_lung_volumes",
          {"severity": "mild"}),
