@@ -1046,6 +1046,8 @@ CLINICIANS = [
      "severity", "mild"),
     ("How dense is the haziness?", "FINDINGS: Haziness at the right base.", "severity",
      "unknown"),
+    ("How low are the lung volumes?", "FINDINGS: Very low lung volumes.", "severity",
+     "severe"),
     ("How dense is the haziness?", "FINDINGS: No haziness. Lungs are clear.", "severity",
      "unknown"),
     ("Are the lungs over-expanded?", "FINDINGS: Mild hyperexpansion.", "presence", "yes"),

@@ -383,6 +383,9 @@ def test_a_clause_with_a_place_verb_places_the_finding(read: Read) -> None:
          {"severity": "mild"}),
         ("FINDINGS: The lung volumes are slightly on the low side.", "low_lung_volumes",
          {"severity": "mild"}),
+        ("FINDINGS: There are very low lung volumes.", "low_lung_volumes",
+         {"severity": "severe"}),
+        ("FINDINGS: Low lung volumes.", "low_lung_volumes", {}),
         ("FINDINGS: Mild prominence left hilar contour.", "hilar_enlargement",
          {"laterality": "left", "location": ["perihilar"], "severity": "mild"}),
         # sides compared are both sides, not a change; a masked word between two sides
