@@ -2360,6 +2360,12 @@ MEASURES_PARTS_AND_DEVICES = [
      "with tip in the mid SVC.", "position", ["left"]),
     ("Which jugular vein is the catheter in?", "FINDINGS: Right internal jugular catheter "
      "with tip in the lower SVC.", "position", ["right"]),
+    # a jugular line without "internal", or with its own name masked, is a central line
+    ("Which side is the central line on?", "FINDINGS: Right jugular XXXX catheter with tip "
+     "in the lower SVC.", "position", ["right"]),
+    ("Is there a central line?", "FINDINGS: Left jugular venous catheter in place.",
+     "presence", "yes"),
+    ("Is there a central line?", "FINDINGS: No jugular venous distension.", "presence", "no"),
     # the chest wall: said by the report, or the device implanted there
     ("Is there an implanted device in the chest wall?", "FINDINGS: Stable electronic device "
      "in the left anterior chest wall.", "presence", "yes"),

@@ -378,6 +378,10 @@ def test_a_clause_with_a_place_verb_places_the_finding(read: Read) -> None:
          {"location": ["gastroesophageal junction"]}),
         ("FINDINGS: Left infraclavicular pacemaker generator.", "pacemaker",
          {"laterality": "left", "location": ["infraclavicular"]}),
+        # a jugular line without "internal" or with its own name masked
+        ("FINDINGS: Right jugular XXXX catheter with tip in the lower SVC.",
+         "internal_jugular_catheter",
+         {"laterality": "right", "tip": "superior vena cava", "tip_text": "lower SVC"}),
         # lung volumes said low or decreased as a predicate; a hilum's prominence
         ("FINDINGS: Lung volumes are mildly decreased.", "low_lung_volumes",
          {"severity": "mild"}),
