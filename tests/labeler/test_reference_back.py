@@ -68,6 +68,12 @@ def test_a_referred_size_keeps_its_evidence(read: Callable[[str], ReportLabels])
          "Effusion", "unchanged"),
         ("FINDINGS: Moderate cardiomegaly. This shows interval increase in size.",
          "Cardiomegaly", "increased"),
+        ("FINDINGS: Right lower lobe nodule. This was seen on the prior study.", "Nodule",
+         "unchanged"),
+        ("FINDINGS: Small left pleural effusion. This has been present since last year.",
+         "Effusion", "unchanged"),
+        ("FINDINGS: Small left pleural effusion. This was not seen on the prior study.",
+         "Effusion", "new"),
         # negated, its own change, a ruled-out finding, a sentence with a finding of its own
         ("FINDINGS: Small left pleural effusion. This is not new.", "Effusion", None),
         ("FINDINGS: Stable small left pleural effusion. This is new.", "Effusion", "unchanged"),
