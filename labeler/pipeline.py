@@ -420,6 +420,7 @@ class _Engine:
                     sections.wrap_words,
                     sections.line_starters,
                     max_chars=self.config.max_sentence_chars,
+                    glued_starters=sections.glued_starters,
                 )
             ],
         )

@@ -231,6 +231,7 @@ def split_sentences(
     wrap_words: frozenset[str] = frozenset(),
     line_starters: frozenset[str] = frozenset(),
     max_chars: int | None = None,
+    glued_starters: frozenset[str] = frozenset(),
 ) -> list[tuple[int, int]]:
     """Split `text[start:end]` into sentences, without their list markers.
 
@@ -245,6 +246,9 @@ def split_sentences(
         start, end: the span to split.
         wrap_words: lower-cased words after which a line always continues.
         line_starters: lower-cased words that start a new finding on a new line.
+        glued_starters: capitalised words that start a new sentence right after a
+            lower-case word, where the period between them is missing ("granuloma,
+            stable The lungs are clear", "clips unchanged Visualized bones").
         max_chars: a longer sentence is cut into pieces of at most this many
             characters, at the last clause boundary (";", ",", ":") or else the
             last space before the limit (None: no limit). Parsing and the
@@ -263,6 +267,8 @@ def split_sentences(
         out.append((pos, m.end()))
         pos = m.end()
     out.append((pos, end))
+    if glued_starters:
+        out = [p for s, e in out for p in _glued_splits(text, s, e, glued_starters)]
     spans: list[tuple[int, int]] = []
     for s, e in out:
         chunk = text[s:e]
@@ -273,6 +279,23 @@ def split_sentences(
     if max_chars is not None and any(e - s > max_chars for s, e in spans):
         return [p for s, e in spans for p in _cut(text, s, e, max_chars, line_starters)]
     return spans
+
+
+_GLUED_START = re.compile(r"(?<=[a-z]{2})[ \t]+([A-Z][a-z]+)\b")
+
+
+def _glued_splits(
+    text: str, s: int, e: int, glued_starters: frozenset[str]
+) -> list[tuple[int, int]]:
+    """`text[s:e]` cut before each of `glued_starters` that follows a lower-case word."""
+    pieces: list[tuple[int, int]] = []
+    pos = s
+    for m in _GLUED_START.finditer(text, s, e):
+        if m.group(1) in glued_starters:
+            pieces.append((pos, m.start()))
+            pos = m.start(1)
+    pieces.append((pos, e))
+    return pieces
 
 
 _CLAUSE_ENDS = (";", ",", ":")

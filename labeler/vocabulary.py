@@ -134,6 +134,8 @@ class SectionSet:
     wrap_words: frozenset[str] = field(default_factory=frozenset)
     #: words that, starting a line, start a new sentence whatever their case
     line_starters: frozenset[str] = field(default_factory=frozenset)
+    #: capitalised words that start a new sentence after a lower-case word (no period)
+    glued_starters: frozenset[str] = field(default_factory=frozenset)
 
 
 def read_pattern_file(name: str) -> tuple[str, dict[str, Any]]:
@@ -381,6 +383,7 @@ def load_sections(name: str = "sections.v1", profile: str | None = None) -> Sect
         never_label=frozenset(str(s).lower() for s in data.get("never_label") or ()),
         wrap_words=frozenset(str(w).lower() for w in data.get("wrap_words") or ()),
         line_starters=frozenset(str(w).lower() for w in data.get("line_starters") or ()),
+        glued_starters=frozenset(str(w) for w in data.get("glued_starters") or ()),
     )
 
 

@@ -1867,6 +1867,21 @@ CLINICIANS = [
     ("Was part of the chest cut off?", "FINDINGS: Clear lungs. No effusion.", "presence", "no"),
     ("Is the lateral view adequate?", "FINDINGS: Clear lungs. The posterior sulci are "
      "excluded on the lateral view.", "study", "no"),
+    # a postposed change word whose period before the next sentence is missing is its
+    # finding's; the next sentence's own change word is not
+    ("Has the granuloma changed?", "FINDINGS: Left apical granuloma, stable The heart is "
+     "normal in size.", "change", "unchanged"),
+    ("Is the granuloma new?", "FINDINGS: Left upper lobe granuloma unchanged There is no "
+     "effusion.", "change", "no"),
+    ("Is the granuloma new?", "FINDINGS: Left apical granuloma, new The heart is normal.",
+     "change", "yes"),
+    ("Has the granuloma changed?", "FINDINGS: Left upper lobe granuloma The heart is stable.",
+     "change", "unknown"),
+    # a sentence that refers back: shown on the prior study, so not new
+    ("Is the granuloma new?", "FINDINGS: Small granuloma in the left upper lobe. This "
+     "was seen on the prior study.", "change", "no"),
+    ("Is the granuloma new?", "FINDINGS: Small granuloma in the left upper lobe. This "
+     "was not seen on the prior study.", "change", "yes"),
 ]  # fmt: skip
 
 

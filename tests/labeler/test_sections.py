@@ -85,6 +85,23 @@ def test_split_sentences_keeps_decimals_and_offsets() -> None:
     ]
 
 
+@pytest.mark.issue(40)
+def test_split_sentences_before_a_glued_capitalised_starter() -> None:
+    starters = SECTIONS.glued_starters
+    text = "Hilar nodule, stable The lungs are clear. Rib fracture unchanged Visualized bones"
+    spans = split_sentences(text, 0, len(text), glued_starters=starters)
+    assert [text[s:e] for s, e in spans] == [
+        "Hilar nodule, stable",
+        "The lungs are clear.",
+        "Rib fracture unchanged",
+        "Visualized bones",
+    ]
+    # not after a capitalised or masked word, nor before a word that is no starter
+    for text in ("Heart size normal. XXXX The lungs are clear.", "Left chest wall Mediport seen"):
+        spans = split_sentences(text, 0, len(text), glued_starters=starters)
+        assert len(spans) == (2 if "." in text[:-1] else 1)
+
+
 # pieces of which header-like text is made: headers, their separators, sentence ends
 _PIECES = ["FINDINGS", "Impression", "comparison", "History", ":", " :", ".", "!", "?", "\n",
            "\r\n", "\n\n", " ", "\t", "1.", "none", "x", "FINDINGS:", "\u2028"]  # fmt: skip
