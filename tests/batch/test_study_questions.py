@@ -1882,6 +1882,11 @@ CLINICIANS = [
      "was seen on the prior study.", "change", "no"),
     ("Is the granuloma new?", "FINDINGS: Small granuloma in the left upper lobe. This "
      "was not seen on the prior study.", "change", "yes"),
+    # the outline of the mediastinum is the mediastinum
+    ("Has the cardiomediastinal outline changed?", "FINDINGS: Stable cardiomediastinal "
+     "silhouette. Clear lungs.", "change", "unchanged"),
+    ("Has the mediastinal outline changed?", "FINDINGS: Clear lungs. No effusion.", "change",
+     "unknown"),
 ]  # fmt: skip
 
 
