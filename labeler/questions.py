@@ -2619,6 +2619,18 @@ def answer_from_report(
                 # "Is there a sternal fracture?" over "old fractures of several ribs and the
                 # sternum": the broader finding at the site the name names
                 target = _findings_target(at_site, "")
+        if target.status == "absent":
+            # "Has the vertebral deformity changed?" over "deformity of a midthoracic
+            # vertebra": the question's own words of the name, not all of them, decide
+            said = _described_parent(
+                concept,
+                report,
+                lexicon,
+                patterns,
+                said=frozenset(_WORD.findall(question.text.lower())),
+            )
+            if said:
+                target = _findings_target(said, "")
         if question.type == "change" and target.status in ("negative", "absent"):
             normals = patterns.anatomy_normals.get(concept, ())
             findings = report.report_findings or ()
@@ -3962,16 +3974,23 @@ _HEADED: dict[int, tuple[Lexicon, dict[str, frozenset[str]]]] = {}
 
 
 def _described_parent(
-    concept: str, report: ReportLabels, lexicon: Lexicon, patterns: QuestionPatterns
+    concept: str,
+    report: ReportLabels,
+    lexicon: Lexicon,
+    patterns: QuestionPatterns,
+    said: frozenset[str] | None = None,
 ) -> list[ReportFinding]:
     """The findings of a broader concept that carry the words `concept`'s name adds to the
     broader one's: a description ("healed" in "healed rib fracture", by a descriptor's
     report words) or a site ("shoulder" in "shoulder dislocation", by any word of that
     site's phrases: "dislocation of the right humeral head"). The nearest ancestor whose
-    name leaves no word unexplained is read, with every concept below it."""
+    name leaves no word unexplained is read, with every concept below it. With `said` (the
+    question's words), only the words of the name the question says need explaining."""
     entry = lexicon.concepts[concept]
     sites = site_words(lexicon, patterns.site_generic_words)
     wanted = set(entry.name.split())
+    if said is not None:
+        wanted &= said
     for broader in lexicon.ancestors(concept):
         if lexicon.concepts[broader].kind == "anatomy":
             continue

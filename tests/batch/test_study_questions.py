@@ -1882,6 +1882,15 @@ CLINICIANS = [
      "was seen on the prior study.", "change", "no"),
     ("Is the granuloma new?", "FINDINGS: Small granuloma in the left upper lobe. This "
      "was not seen on the prior study.", "change", "yes"),
+    # the broader finding with the words the question says of the narrower one beside it
+    ("Has the vertebral deformity changed?", "FINDINGS: Stable deformity of a lower thoracic "
+     "vertebra. Clear lungs.", "change", "unchanged"),
+    ("Is there a vertebral deformity?", "FINDINGS: Stable deformity of a lower thoracic "
+     "vertebra. Clear lungs.", "presence", "yes"),
+    ("Is there a compression deformity?", "FINDINGS: Stable deformity of a lower thoracic "
+     "vertebra. Clear lungs.", "presence", "no"),
+    ("Is there a vertebral deformity?", "FINDINGS: Old deformity of the left clavicle.",
+     "presence", "no"),
     # the outline of the mediastinum is the mediastinum
     ("Has the cardiomediastinal outline changed?", "FINDINGS: Stable cardiomediastinal "
      "silhouette. Clear lungs.", "change", "unchanged"),
