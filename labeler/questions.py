@@ -1979,9 +1979,7 @@ class QuestionParser:
             before = {w for _, e in self._entries.values() if words[k - 1] in e.phrases
                       for w in e.not_after}  # fmt: skip
             i = k - 1
-            while i > 0 and (
-                words[i - 1] in before or doc[i - 1].is_punct or words[i - 1] == "post"
-            ):
+            while i > 0 and (words[i - 1] in before or doc[i - 1].is_punct):
                 i -= 1
             if i < k - 1:
                 return set(range(i, k))
@@ -2260,7 +2258,6 @@ def _concept_words(
 _APPROXIMATELY = re.compile(rf"^{APPROXIMATELY}\s*", re.IGNORECASE)
 
 
-#: the words between a finding asked about and the one it is asked beside
 def _content_word(t: Token) -> bool:
     """Whether a word says what a phrase names: not a stop word, unless it is a prefix
     joined by a hyphen ("over-expanded" is not "expanded")."""
