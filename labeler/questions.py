@@ -2684,6 +2684,8 @@ def answer_from_report(
             if question.type == "change" and target.status in ("negative", "absent"):
                 normals = patterns.stated_normal.get(label, ())
                 target = _normal_change(target, normals, report.report_findings, patterns, label)
+            elif question.type == "change" and not target.finding.get("change"):
+                target = _change_of_label_findings(target, label, report, lexicon)
             if target.status == "absent" and label in patterns.read_as_label:
                 target = _read_as_label(target, label, report, lexicon, patterns)
             elif question.type in _LENT and label in patterns.read_as_label:
@@ -2894,12 +2896,38 @@ def _label_from_findings(
         kin = _concept_target(question.kin, report, lexicon, patterns)
         if kin.status != "absent":
             return kin
-    # the label set the report was labelled with: the first packaged one that has its labels
-    names = set(report.labels)
-    of_set = next((of for known, of in _concepts_of_labels(lexicon) if names <= known), {})
-    mapped = of_set.get(label, frozenset())
+    mapped = _label_concepts(label, report, lexicon)
     found = [f for f in report.report_findings or () if f.concept in mapped]
     return _findings_target(found, "") if found else target
+
+
+def _label_concepts(label: str, report: ReportLabels, lexicon: Lexicon) -> frozenset[str]:
+    """The lexicon concepts that map to `label` in the label set the report was labelled
+    with (the first packaged one that has its labels)."""
+    names = set(report.labels)
+    of_set = next((of for known, of in _concepts_of_labels(lexicon) if names <= known), {})
+    return of_set.get(label, frozenset())
+
+
+def _change_of_label_findings(
+    target: _Target, label: str, report: ReportLabels, lexicon: Lexicon | None
+) -> _Target:
+    """A label's finding with no change of its own where a finding of a concept the lexicon
+    maps to the label has one ("Cardiomegaly ..." over "interval increase in size of the
+    cardiac silhouette"): that finding's change."""
+    if lexicon is None:
+        from labeler.lexicon import load_lexicon
+
+        lexicon = load_lexicon()
+    mapped = _label_concepts(label, report, lexicon)
+    for f in report.report_findings or ():
+        change = f.attributes.get("change")
+        if change and f.concept in mapped and f.status in ("positive", "uncertain"):
+            evidence = [*target.evidence, _finding_evidence(f)]
+            return dataclasses.replace(
+                target, finding={**target.finding, "change": change}, evidence=evidence
+            )
+    return target
 
 
 def _concepts_of_labels(

@@ -1896,6 +1896,16 @@ CLINICIANS = [
      "silhouette. Clear lungs.", "change", "unchanged"),
     ("Has the mediastinal outline changed?", "FINDINGS: Clear lungs. No effusion.", "change",
      "unknown"),
+    # a label's change given by a finding the lexicon maps to it, not by the label's words
+    ("Has the heart got bigger since the last study?", "FINDINGS: Interval increase in size of "
+     "the cardiac silhouette. IMPRESSION: Cardiomegaly.", "change", "yes"),
+    ("Is the cardiomegaly worse?", "FINDINGS: Interval increase in size of the cardiac "
+     "silhouette. IMPRESSION: Cardiomegaly.", "change", "yes"),
+    ("Has the heart got bigger since the last study?", "FINDINGS: Cardiomegaly. Clear lungs.",
+     "change", "unknown"),
+    ("Any post-op changes?", "FINDINGS: Postop changes of the left breast. Clear lungs.",
+     "presence", "yes"),
+    ("Any post-op changes?", "FINDINGS: Clear lungs. Normal heart size.", "presence", "no"),
 ]  # fmt: skip
 
 

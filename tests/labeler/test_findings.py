@@ -1137,3 +1137,24 @@ def test_a_heart_at_the_top_of_normal_keeps_the_report_normal(read: Read, text: 
         hedged = read(f"FINDINGS: {hedged_text}")
         assert _one(hedged, "borderline_cardiomegaly").status == "positive"
         assert hedged.normal is False
+
+
+@pytest.mark.parametrize(
+    ("text", "change"),
+    [
+        ("There has been interval increase in size of the cardiac silhouette.", "increased"),
+        ("Moderate increase in the size of the cardiac silhouette.", "increased"),
+        ("Interval enlargement in the cardiac silhouette.", "increased"),
+    ],
+)
+def test_an_increase_in_size_of_the_cardiac_silhouette_is_its_enlargement(
+    read: Read, text: str, change: str
+) -> None:
+    found = read(f"FINDINGS: {text}")
+    heart = _one(found, "enlarged_cardiac_silhouette")
+    assert (heart.status, heart.mesh, heart.attributes.get("change")) == (
+        "positive",
+        "Cardiac Shadow/enlarged",
+        change,
+    )
+    assert found.normal is False
