@@ -191,6 +191,8 @@ def plural_phrase(phrase: str) -> str | None:
     effusions"), or None where it has none or cannot be guessed ("atelectasis")."""
     words = phrase.split()
     last = words[-1]
+    if last.isalpha() and last.endswith("ss"):  # "mass" -> "masses", "abscess" -> "abscesses"
+        return " ".join([*words[:-1], last + "es"])
     if not last.isalpha() or last.endswith(("s", "ic", "ed", "ing", "ous", "ive", "al", "ar")):
         return None
     if last.endswith("y") and last[-2:-1] not in "aeiou":

@@ -10,7 +10,7 @@ import pytest
 from labeler.errors import PatternFileError
 from labeler.labelsets import load_label_set
 from labeler.schema import Label, ReportLabels
-from labeler.vocabulary import load_concepts, load_rules, load_sections
+from labeler.vocabulary import load_concepts, load_rules, load_sections, plural_phrase
 
 
 @pytest.mark.parametrize(
@@ -59,6 +59,23 @@ def test_vocabulary_exclusions(
 def test_vocabulary_plurals_are_generated() -> None:
     effusion = next(c for c in load_concepts().concepts if c.label == "Effusion")
     assert "pleural effusions" in effusion.phrases
+
+
+@pytest.mark.parametrize(
+    ("phrase", "plural"),
+    [
+        ("lung mass", "lung masses"),
+        ("abscess", "abscesses"),
+        ("nodule", "nodules"),
+        ("opacity", "opacities"),
+        ("atelectasis", None),
+        ("nodules", None),
+        ("calcific", None),
+    ],
+)
+def test_a_plural_is_guessed_only_where_it_can_be(phrase: str, plural: str | None) -> None:
+    # a word ending in "ss" is singular ("mass"): its plural ("masses") is found too
+    assert plural_phrase(phrase) == plural
 
 
 def test_vocabulary_covers_all_labels() -> None:
