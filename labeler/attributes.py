@@ -507,6 +507,7 @@ class AttributeFinder:
         ]
         # a list's governing noun lends only a change: sought where the sentence has one
         changes = any(ev.attribute == "change" for _, ev in found)
+        joined = frozenset() if parsed else _places_joined(doc, mentions, found)
         for idx, mention in enumerate(mentions):
             anchors = set(range(mention.start, mention.end))
             governing: set[int] = set()
@@ -525,7 +526,9 @@ class AttributeFinder:
                 tail = set()
                 links = self.rules.links
                 after = self.rules.masked_link_after
-                scope, np_left = _window(doc, mentions, idx, self.rules.denials, links, after)
+                scope, np_left = _window(
+                    doc, mentions, idx, self.rules.denials, links, after, joined
+                )
                 if changes and idx:
                     governing = _governing_words(doc, mentions, idx)
                 # "opacities consistent with atelectasis": one finding, two names
@@ -1115,6 +1118,25 @@ def _unbroken(doc: Doc, indices: Iterable[int]) -> list[int]:
     return list(itertools.takewhile(lambda i: not _is_break(doc[i]), indices))
 
 
+def _places_joined(
+    doc: Doc, mentions: Sequence[Span], found: Sequence[tuple[Span, AttributeEvidence]]
+) -> frozenset[int]:
+    """The "and"/"or" words that join two place terms of one place after a finding ("in the
+    right mid and upper lung zone with clips"), not a place that runs into the next finding
+    as its own pre-modifier ("in the right base and left lower lobe opacity")."""
+    ends = {span.end for span, ev in found if ev.attribute in _PLACES}
+    after = {span.start: span.end for span, ev in found if ev.attribute in _PLACES}
+    starts = {m.start for m in mentions}
+    return frozenset(
+        i
+        for i in ends
+        if i < len(doc)
+        and doc[i].lower_ in _PLACES_JOINED
+        and after.get(i + 1) is not None
+        and after[i + 1] not in starts
+    )
+
+
 def _window(
     doc: Doc,
     mentions: Sequence[Span],
@@ -1122,12 +1144,14 @@ def _window(
     denials: frozenset[str] = frozenset(),
     links: frozenset[str] = frozenset(),
     masked_after: frozenset[str] = frozenset(),
+    places_joined: frozenset[int] = frozenset(),
 ) -> tuple[set[int], set[int]]:
     """Without a parse: the stretch between the neighbouring mentions, split at punctuation.
 
     The words between two mentions go to the following one, unless a word that says they
     are one finding comes between them ("opacity in the left lower lobe XXXX represents
-    atelectasis"): the words before it are the first one's too."""
+    atelectasis"): the words before it are the first one's too. A word of `places_joined`
+    ("and" between two place words of one place) does not split it."""
     mention = mentions[idx]
     lo = mentions[idx - 1].end if idx > 0 else 0
     hi = mentions[idx + 1].start if idx + 1 < len(mentions) else len(doc)
@@ -1138,6 +1162,8 @@ def _window(
                 break
     if idx + 1 < len(mentions):
         for i in range(mention.end, hi):
+            if i in places_joined:
+                continue  # "scarring in the right mid and upper lung zone with clips"
             if _is_break(doc[i]) or _is_link(doc, i, links, masked_after):
                 hi = i
                 break

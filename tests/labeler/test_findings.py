@@ -314,6 +314,17 @@ def test_a_clause_with_a_place_verb_places_the_finding(read: Read) -> None:
     assert "laterality" not in _one(read(text), "atelectasis").attributes
 
 
+def test_places_joined_by_and_stay_the_findings_before_the_next_finding(read: Read) -> None:
+    # two place words of one place joined by "and", another finding after: both places
+    text = "FINDINGS: Fibrosis in the left upper and mid lung zone with a small nodule."
+    assert _one(read(text), "pulmonary_fibrosis").attributes.get("location") == ["upper", "middle"]
+    # a place that runs into the next finding is that finding's own
+    text = "FINDINGS: Fibrosis at the left apex and right basilar atelectasis."
+    found = read(text)
+    assert _one(found, "pulmonary_fibrosis").attributes.get("location") == ["apical"]
+    assert _one(found, "basilar_atelectasis").attributes.get("laterality") == "right"
+
+
 @pytest.mark.parametrize(
     ("text", "concept", "attributes"),
     [
