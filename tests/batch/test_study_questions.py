@@ -1380,6 +1380,9 @@ CLINICIANS = [
      "lingula and the right middle lobe.", "count", 2),
     ("How many lung zones show opacity?", "FINDINGS: Patchy opacity in the lingula.",
      "count", 1),
+    ("How many lung regions does the scarring involve?", "FINDINGS: Scarring in the left "
+     "upper lobe and the right lower lobe.", "count", 2),
+    ("How many regions show scarring?", "FINDINGS: Scarring at the left apex.", "count", 1),
     ("How many hila look prominent?", "FINDINGS: Bilateral hilar enlargement.", "count", 2),
     ("How many hila are enlarged?", "FINDINGS: Enlarged right hilum.", "count", 1),
     ("How many hemidiaphragms are elevated?", "FINDINGS: Elevated right hemidiaphragm.",
