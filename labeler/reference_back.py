@@ -78,8 +78,10 @@ def attributes_referred_back(
         if target is None:
             continue
         size = rules.size_pattern.search(sentence) if has_digit(sentence) else None
+        targets = _with_described(out, target, text)
         if size is not None and _before_own(sentence, size.end(), own, e - s):
-            _give(out, target, "size_mm", rules.size_mm(size), rules.refer_back_rule, s, size)
+            for i in targets:
+                _give(out, i, "size_mm", rules.size_mm(size), rules.refer_back_rule, s, size)
         change = rules.change_pattern.search(sentence) if rules.change_refer_back_rule else None
         if (
             change is not None
@@ -87,8 +89,43 @@ def attributes_referred_back(
             and not _NEGATION.search(sentence, 0, change.start())
         ):
             value = rules.change_phrases[change.group(0).lower()]
-            _give(out, target, "change", value, rules.change_refer_back_rule, s, change)
+            for i in targets:
+                _give(out, i, "change", value, rules.change_refer_back_rule, s, change)
     return out
+
+
+#: how many words may come between a describing finding and the finding it describes
+#: ("cavitary bilateral pulmonary masses"), none of them a word that joins two findings
+_DESCRIBED_WITHIN = 3
+_BETWEEN = re.compile(r"[a-z-]+")
+_JOINING = frozenset({"and", "or", "with", "but", "of", "in", "versus", "vs"})
+
+
+def _with_described(out: Sequence[Mention], target: int, text: str) -> list[int]:
+    """`target` and the finding it describes right after it, when only describing words
+    come between them in one phrase ("Multiple cavitary bilateral pulmonary masses": the
+    cavitation and the masses are one lesion; what the next sentence says of it is said
+    of both)."""
+    first = out[target]
+    after = next(
+        (
+            i
+            for i, m in enumerate(out)
+            if m.sentence_start == first.sentence_start and m.start >= first.end
+        ),
+        None,
+    )
+    if after is None or out[after].status == "negative":
+        return [target]
+    between = text[first.end : out[after].start].lower()
+    words = between.split()
+    if (
+        len(words) > _DESCRIBED_WITHIN
+        or any(_BETWEEN.fullmatch(w) is None for w in words)
+        or set(words) & _JOINING
+    ):
+        return [target]
+    return [target, after]
 
 
 def sentences_referring_back(

@@ -157,3 +157,20 @@ def test_a_sentences_one_size_goes_to_its_one_finding(
     assert ("size.sole_in_sentence" in rules) == (given is not None)
     if given is not None:
         assert result.findings["Nodule"]["size_mm"] == given
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
+    ("text", "label", "size"),
+    [
+        # a describing finding right before the finding it describes: one lesion, both sized
+        ("FINDINGS: Several cavitary right pulmonary masses. These have grown, the largest "
+         "measuring 4 x 5 cm.", "Mass", 50.0),
+        # a finding joined by "and" is another one
+        ("FINDINGS: Right lower lobe opacity and left mass. This measures 3 cm.", "Mass", None),
+    ],
+)  # fmt: skip
+def test_a_referred_size_goes_to_the_finding_its_first_finding_describes(
+    read: Callable[[str], ReportLabels], text: str, label: str, size: float | None
+) -> None:
+    assert read(text).findings[label].get("size_mm") == size
