@@ -994,6 +994,8 @@ class QuestionParser:
                 continue  # "Is the effusion a large one?": "one" stands for the finding
             if start > 0 and doc[start - 1].lower_ in entry.not_after:
                 continue  # "Any bone changes of renal osteodystrophy?": a finding's noun
+            if group != "blocker" and end < len(doc) and doc[end].lower_ in entry.not_before:
+                continue  # "worse than on the old film": a prior study, no old finding
             out.append(_Hit(group, entry, start, end))
         return out
 

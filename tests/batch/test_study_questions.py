@@ -1909,6 +1909,13 @@ CLINICIANS = [
     ("Any post-op changes?", "FINDINGS: Postop changes of the left breast. Clear lungs.",
      "presence", "yes"),
     ("Any post-op changes?", "FINDINGS: Clear lungs. Normal heart size.", "presence", "no"),
+    # "the old film" is a prior study, not an old finding
+    ("Is the curve worse than on the old film?", "FINDINGS: Interval worsening of the "
+     "thoracolumbar scoliosis.", "change", "yes"),
+    ("Is the curve worse than on the older films?", "FINDINGS: Stable thoracolumbar "
+     "scoliosis.", "change", "no"),
+    ("Is the rib fracture old?", "FINDINGS: Old healed right rib fracture.", "presence", "yes"),
+    ("Is the left rib fracture old?", "FINDINGS: Acute left rib fracture.", "position", "no"),
 ]  # fmt: skip
 
 
