@@ -599,7 +599,7 @@ CLINICIANS = [
     ("Is there any acute process?", "FINDINGS: Patchy basilar atelectasis.", "study", "yes"),
     # the place a narrower concept's name adds; a describing word is no place
     ("Which part of the spine shows degenerative change?", "FINDINGS: Degenerative changes "
-     "of the thoracic spine.", "position", ["thoracic"]),
+     "of the thoracic spine.", "position", ["thoracic spine"]),
     ("Where is the granuloma?", "FINDINGS: Calcified granuloma.", "position", "unknown"),
     # "how many" with a unit asks a size; a size word is no measurement in that unit
     ("How many centimetres is the granuloma?", "FINDINGS: Large calcified granuloma in the "
@@ -1089,7 +1089,8 @@ CLINICIANS = [
     ("Is there disc degeneration?", "FINDINGS: Normal thoracic spine.", "presence", "no"),
     # a site the question names picks the finding there among several
     ("Where is the mediastinal opacity?", "FINDINGS: Bibasilar airspace opacities. Stable "
-     "right upper mediastinal opacity.", "position", ["right", "upper", "upper mediastinal"]),
+     "right upper mediastinal opacity.", "position",
+     ["right", "upper mediastinum", "upper mediastinal"]),
     # a describing word of an open question picks the finding so described among several;
     # supra- and infrahilar are perihilar places
     ("Where is the calcified nodule?", "FINDINGS: Right upper lobe nodule. Calcified nodule "
@@ -1495,7 +1496,7 @@ CLINICIANS = [
     ("Is there evidence of bypass surgery?", "FINDINGS: Sternotomy and bypass graft "
      "changes.", "presence", "yes"),
     ("Where are the degenerative changes?", "FINDINGS: Mild T-spine degenerative changes.",
-     "position", ["thoracic"]),
+     "position", ["thoracic spine", "T-spine"]),
     # a repeat of one finding in the impression, with a size or a narrower place added, is
     # the same finding; findings that differ in place are not
     ("How many nodules are there?", "FINDINGS: Small nodule in the right upper lung is "

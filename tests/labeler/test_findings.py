@@ -393,6 +393,19 @@ def test_places_joined_by_and_stay_the_findings_before_the_next_finding(read: Re
         ("FINDINGS: Right jugular XXXX catheter with tip in the lower SVC.",
          "internal_jugular_catheter",
          {"laterality": "right", "tip": "superior vena cava", "tip_text": "lower SVC"}),
+        # the places of the neck, the gullet, the upper mediastinum, the thoracic spine and
+        # the pelvis, each with its other forms; the bare mediastinum is the part a finding
+        # is of, no place
+        ("FINDINGS: Retained contrast in the distal esophagus.", "residual_contrast",
+         {"location": ["esophagus"]}),
+        ("FINDINGS: Soft tissue density in the superior mediastinum.", "soft_tissue_mass",
+         {"location": ["upper mediastinum"]}),
+        ("FINDINGS: The mediastinum is widened.", "widened_mediastinum", {}),
+        ("FINDINGS: Small T-spine osteophytes.", "osteophyte",
+         {"location": ["thoracic spine"], "severity": "mild"}),
+        ("IMPRESSION: Tiny density, possibly within a pyriform sinus.", "density",
+         {"location": ["piriform sinus"], "severity": "minimal"}),
+        ("FINDINGS: Surgical clips in the pelvis.", "surgical_clips", {"location": ["pelvis"]}),
         # lung volumes said low or decreased as a predicate; a hilum's prominence
         ("FINDINGS: Lung volumes are mildly decreased.", "low_lung_volumes",
          {"severity": "mild"}),
@@ -424,7 +437,7 @@ def test_places_joined_by_and_stay_the_findings_before_the_next_finding(read: Re
          "pulmonary_artery_enlargement", {"severity": "mild"}),
         ("FINDINGS: Tortuosity of the descending thoracic aorta.", "tortuous_thoracic_aorta", {}),
         ("FINDINGS: Stable widening of the upper mediastinum.", "widened_mediastinum",
-         {"change": "unchanged", "location": ["upper"]}),
+         {"change": "unchanged", "location": ["upper mediastinum"]}),
         # a change compared with an earlier study that the reading after it would lose
         ("FINDINGS: Right upper lobe mass measuring 5 cm, larger compared to the prior exam, "
          "most consistent with malignancy.", "mass",
