@@ -3820,10 +3820,17 @@ def _concept_target(
     parts: list[str] = []
     for f in deciding:
         words = lexicon.concepts[f.label].name if f.label in lexicon.concepts else ""
+        # in the report's order where it says them ("descending thoracic aorta")
+        text = f.text.lower()
         own = " ".join(
-            w
-            for w in dict.fromkeys([*words.split(), *f.text.lower().split()])
-            if w not in asked and w in patterns.place_parts
+            sorted(
+                (
+                    w
+                    for w in dict.fromkeys([*words.split(), *text.split()])
+                    if w not in asked and w in patterns.place_parts
+                ),
+                key=text.find,
+            )
         )
         # not a word of the concept's own name ("aortic" of an aortic aneurysm)
         near = (_near_words([f], patterns.denying_words) - asked) & patterns.place_parts

@@ -1980,6 +1980,10 @@ PLACES_AND_GRADES = [
      "cannot exclude a descending aortic aneurysm.", ["descending"]),
     ("Which part of the aorta could be aneurysmal?", "FINDINGS: Cannot exclude aortic "
      "aneurysm.", "unknown"),
+    # the parts in the report's order, not the concept name's
+    ("Which part of the aorta is tortuous?", "FINDINGS: Mild tortuosity of the descending "
+     "thoracic aorta.", ["descending thoracic"]),
+    ("Which part of the aorta is tortuous?", "FINDINGS: Tortuous thoracic aorta.", ["thoracic"]),
     # a bare zone with the part it is of after it, in the report's words
     ("Where is the increased density?", "FINDINGS: Stable increased density overlying the "
      "lower mediastinum.", ["lower", "lower mediastinum"]),
