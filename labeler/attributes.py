@@ -154,6 +154,9 @@ class AttributeRules:
     #: words before "X or Y" that make it a list of what is not there, not two readings
     #: of one finding ("no consolidation, large effusion or pneumothorax")
     denials: frozenset[str] = frozenset()
+    #: words that may stand after the joiner of a bare list, before its next item
+    #: ("consolidation and some atelectasis in the left lower lobe": both in that lobe)
+    list_determiners: frozenset[str] = frozenset()
     prior_cues: frozenset[str] = frozenset()
     prior_skip: frozenset[str] = frozenset()
     degree_words: frozenset[str] = frozenset()
@@ -292,6 +295,7 @@ def load_attribute_rules(name: str = "attributes.v1") -> AttributeRules:
         links=frozenset(str(x).lower() for x in data.get("same_finding_links") or ()),
         masked_link_after=frozenset(str(x).lower() for x in data.get("masked_link_after") or ()),
         denials=frozenset(str(x).lower() for x in data.get("readings_denied_by") or ()),
+        list_determiners=frozenset(str(x).lower() for x in data.get("list_determiners") or ()),
         prior_cues=frozenset(str(x).lower() for x in prior.get("cues") or ()),
         prior_skip=frozenset(str(x).lower() for x in prior.get("skip") or ()),
         degree_words=frozenset(str(x).lower() for x in data.get("degree_of_change") or ()),
@@ -526,8 +530,9 @@ class AttributeFinder:
                 tail = set()
                 links = self.rules.links
                 after = self.rules.masked_link_after
+                determiners = self.rules.list_determiners
                 scope, np_left = _window(
-                    doc, mentions, idx, self.rules.denials, links, after, joined
+                    doc, mentions, idx, self.rules.denials, links, after, joined, determiners
                 )
                 if changes and idx:
                     governing = _governing_words(doc, mentions, idx)
@@ -1145,6 +1150,7 @@ def _window(
     links: frozenset[str] = frozenset(),
     masked_after: frozenset[str] = frozenset(),
     places_joined: frozenset[int] = frozenset(),
+    determiners: frozenset[str] = frozenset(),
 ) -> tuple[set[int], set[int]]:
     """Without a parse: the stretch between the neighbouring mentions, split at punctuation.
 
@@ -1171,10 +1177,12 @@ def _window(
             hi = mention.end
     scope = set(range(lo, hi))
     # "consolidation and atelectasis have developed in the right lower lobe": the items of
-    # a bare list share what follows its last item
+    # a bare list share what follows its last item, a determiner after its joiner too
+    # ("consolidation and some atelectasis")
     last = idx
     while last + 1 < len(mentions) and all(
-        doc[i].lower_ in _LIST_JOINERS for i in range(mentions[last].end, mentions[last + 1].start)
+        doc[i].lower_ in _LIST_JOINERS or (i > mentions[last].end and doc[i].lower_ in determiners)
+        for i in range(mentions[last].end, mentions[last + 1].start)
     ):
         last += 1
     if last > idx:

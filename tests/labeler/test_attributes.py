@@ -75,6 +75,29 @@ def test_laterality_stays_with_its_own_list_item(label: Callable[[str], ReportLa
 
 @pytest.mark.issue(40)
 @pytest.mark.parametrize(
+    ("text", "name", "place"),
+    [
+        # a quantity word after the list's joiner: the items still share the place after it
+        ("Consolidation and some atelectasis are present in the right lower lobe.",
+         "Consolidation", ["right lower lobe"]),
+        ("Consolidation and some atelectasis are present in the right lower lobe.",
+         "Atelectasis", ["right lower lobe"]),
+        # hedged alike
+        ("Consolidation and some atelectasis are possibly present in the left upper lobe.",
+         "Consolidation", ["left upper lobe"]),
+        # not after a denial, nor after an article: the next item's place only
+        ("Consolidation and no atelectasis in the right lower lobe.", "Consolidation", None),
+        ("Small effusion and a pleural plaque in the left hemithorax.", "Effusion", None),
+    ],
+)  # fmt: skip
+def test_list_items_share_the_place_past_a_quantity_word(
+    attrs: Attrs, text: str, name: str, place: list[str] | None
+) -> None:
+    assert attrs(text, name).get("location") == place
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
     ("text", "name", "side", "place"),
     [
         # a masked word before the finding: the parse hangs its place on the governing noun
