@@ -1980,6 +1980,12 @@ PLACES_AND_GRADES = [
      "cannot exclude a descending aortic aneurysm.", ["descending"]),
     ("Which part of the aorta could be aneurysmal?", "FINDINGS: Cannot exclude aortic "
      "aneurysm.", "unknown"),
+    # a recess of the costophrenic angle is its place, and still a place of the lower zone
+    ("Where is the nodular density?", "IMPRESSION: 2 cm nodular density in the anterior "
+     "costophrenic sulcus on the lateral view.",
+     ["anterior costophrenic", "anterior costophrenic sulcus"]),
+    ("Is the effusion at the base?", "FINDINGS: Small left effusion blunting the posterior "
+     "costophrenic angle.", "yes"),
     # the parts in the report's order, not the concept name's
     ("Which part of the aorta is tortuous?", "FINDINGS: Mild tortuosity of the descending "
      "thoracic aorta.", ["descending thoracic"]),

@@ -406,6 +406,13 @@ def test_places_joined_by_and_stay_the_findings_before_the_next_finding(read: Re
         ("IMPRESSION: Tiny density, possibly within a pyriform sinus.", "density",
          {"location": ["piriform sinus"], "severity": "minimal"}),
         ("FINDINGS: Surgical clips in the pelvis.", "surgical_clips", {"location": ["pelvis"]}),
+        # the front and back recesses of the costophrenic angle, and the angle itself
+        ("IMPRESSION: 2 cm nodular density in the anterior costophrenic sulcus.",
+         "nodular_opacity", {"location": ["anterior costophrenic"], "size_mm": 20.0}),
+        ("FINDINGS: Blunting of the posterior costophrenic angles.",
+         "blunted_posterior_sulcus", {"location": ["posterior costophrenic"]}),
+        ("FINDINGS: Blunting of the left costophrenic angle.", "blunted_costophrenic_angle",
+         {"laterality": "left", "location": ["costophrenic"]}),
         # lung volumes said low or decreased as a predicate; a hilum's prominence
         ("FINDINGS: Lung volumes are mildly decreased.", "low_lung_volumes",
          {"severity": "mild"}),
