@@ -1025,6 +1025,15 @@ class QuestionParser:
                 for label, _, _, e in found
             )
             and not (h.end < len(doc) and doc[h.end].lower_ in h.entry.not_before)
+            # ... and one inside a longer qualifier's phrase is the qualifier's ("of uncertain
+            # age": the finding's age, not the patient's)
+            and not any(
+                q.group in _QUALIFIER_KINDS
+                and q.start <= h.start
+                and h.end <= q.end
+                and q.end - q.start > h.end - h.start
+                for q in hits
+            )
         ]
         if blockers:
             b = blockers[0]

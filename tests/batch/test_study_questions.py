@@ -1917,6 +1917,20 @@ CLINICIANS = [
      "scoliosis.", "change", "no"),
     ("Is the rib fracture old?", "FINDINGS: Old healed right rib fracture.", "presence", "yes"),
     ("Is the left rib fracture old?", "FINDINGS: Acute left rib fracture.", "position", "no"),
+    # a finding's age left open: the finding's, not the patient's
+    ("Which vertebra has the deformity of uncertain age?", "FINDINGS: Clear lungs. "
+     "Age-indeterminate compression deformity of T8. Mild deformity of L1, unchanged.",
+     "position", ["T8"]),
+    ("Is the fracture of uncertain age?", "FINDINGS: Clear lungs. Left rib fracture of "
+     "indeterminate age.", "presence", "yes"),
+    ("Is the fracture of uncertain age?", "FINDINGS: Clear lungs. Acute left rib fracture.",
+     "presence", "no"),
+    ("What is the age of the patient?", "FINDINGS: Clear lungs.", "unsupported", None),
+    # an operation the patient had is read off the report's postoperative changes; what
+    # should be done stays unanswered
+    ("Which side had surgery?", "FINDINGS: Postoperative changes of the left chest. Clear "
+     "lungs.", "position", ["left"]),
+    ("Does the patient need surgery?", "FINDINGS: Clear lungs.", "unsupported", None),
 ]  # fmt: skip
 
 
