@@ -1931,6 +1931,21 @@ CLINICIANS = [
     ("Which side had surgery?", "FINDINGS: Postoperative changes of the left chest. Clear "
      "lungs.", "position", ["left"]),
     ("Does the patient need surgery?", "FINDINGS: Clear lungs.", "unsupported", None),
+    # a part of the body asked about as irregular; a broken bone by its name; the axilla by
+    # its side
+    ("Which rib is irregular?", "FINDINGS: Clear lungs. Irregularity of the left 5th rib.",
+     "position", ["left"]),
+    ("Which humerus was broken?", "FINDINGS: Clear lungs. Healed fracture of the left "
+     "humerus.", "position", ["left"]),
+    ("Is the humerus broken?", "FINDINGS: Clear lungs. Mild degenerative change of the right "
+     "shoulder.", "presence", "no"),
+    ("Which axilla are the clips in?", "FINDINGS: Clear lungs. Right axillary surgical clips.",
+     "position", ["right"]),
+    # focal or diffuse: one place or both lungs
+    ("Is the edema focal or diffuse?", "FINDINGS: Diffuse interstitial pulmonary edema.",
+     "position", ["bilateral"]),
+    ("Is the opacity focal or diffuse?", "FINDINGS: Focal opacity in the left lower lobe.",
+     "position", ["left"]),
 ]  # fmt: skip
 
 
