@@ -1946,6 +1946,10 @@ CLINICIANS = [
      "position", ["bilateral"]),
     ("Is the opacity focal or diffuse?", "FINDINGS: Focal opacity in the left lower lobe.",
      "position", ["left"]),
+    # the reading in a clause on the finding pointed at picks the one read so
+    ("Where is the opacity that looks like scar?", "FINDINGS: Hazy opacity at the left base. "
+     "Right upper lobe opacity which may represent scarring.", "position",
+     ["right", "right upper lobe"]),
 ]  # fmt: skip
 
 
