@@ -2270,6 +2270,38 @@ def test_other_words_for_sites_shapes_hila_and_curves(
     assert got.answer == answer
 
 
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
+    ("question", "report", "answer"),
+    [
+        # a fat pad said with both layers of the pericardium
+        ("Is there a prominent epicardial fat pad?", "FINDINGS: There is prominent "
+         "epipericardial fat.", "yes"),
+        ("Is there a prominent epicardial fat pad?", "FINDINGS: Lungs are clear.", "no"),
+        # a curve of the spine said as the spine's curvature, or by the side of its apex
+        ("Is there scoliosis?", "FINDINGS: S-shaped spine curvature is present.", "yes"),
+        ("Is there scoliosis?", "FINDINGS: No spine curvature.", "no"),
+        ("Is there scoliosis?", "FINDINGS: Possible mild spine curvature.", "uncertain"),
+        ("Is there a curve in the spine?", "FINDINGS: Mild left apex curvature of the thoracic "
+         "spine.", "yes"),
+        ("Which way does the spine curve?", "FINDINGS: Mild left apex curvature of the thoracic "
+         "spine.", ["left"]),
+        ("Where is the spinal curvature?", "FINDINGS: Mild right apex curvature of the lower "
+         "thoracic spine.", ["right", "lower thoracic spine"]),
+        # shadowing of the airspaces is airspace disease
+        ("Any airspace shadowing to suggest pneumonia?", "FINDINGS: The lungs are clear "
+         "without focal airspace opacity.", "no"),
+        ("Is there airspace shadowing?", "FINDINGS: Patchy air space shadowing at the right "
+         "base.", "yes"),
+    ],
+)  # fmt: skip
+def test_findings_said_in_other_words_of_their_family(
+    engine: StudyQuestions, question: str, report: str, answer: object
+) -> None:
+    got = engine.ask(question, report=engine.label_reports([report])[report])
+    assert got.answer == answer
+
+
 # how the study was taken, the heart's size and the measurements asked in clinicians' words
 STUDY_QUALITY_AND_SIZE = [
     ("Is the study technically limited?", "FINDINGS: The study is limited by patient motion.",
