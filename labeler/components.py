@@ -369,6 +369,8 @@ class DependencyRules:
                 dep = "amod"  # "and left effusion": see _is_verb_left
             if tok.head.i == tok.i or dep not in rule.via:
                 return False
+            if dep == "relcl" and _runs_on(tok):
+                return False
             if (
                 tok.head.i in targets
                 and tok.dep_ in _SUBJECTS
@@ -408,6 +410,17 @@ class DependencyRules:
             span._.cxr_status = verdict.status
             span._.cxr_rule = verdict.rule
         return doc
+
+
+def _runs_on(clause: Token) -> bool:
+    """Whether a clause the parser hangs on a noun as a relative clause is a sentence run on
+    after it: its subject is a noun phrase with a determiner of its own, not a relative
+    pronoun ("There is no pneumothorax the lungs are hyperinflated": the lungs are).
+    """
+    return any(
+        c.dep_ in _SUBJECTS and c.tag_.startswith("NN") and any(d.dep_ == "det" for d in c.children)
+        for c in clause.children
+    )
 
 
 def _is_verb_left(tok: Token) -> bool:

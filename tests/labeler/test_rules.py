@@ -78,6 +78,8 @@ FIRES: dict[str, list[tuple[str, str, str]]] = {
         ("No pleural effusion or pneumothorax.", "Pneumothorax", "negative"),
         ("No focal opacity to suggest pneumonia.", "Pneumonia", "negative"),
         ("No definite consolidation.", "Consolidation", "negative"),
+        # a relative clause with its relative pronoun stays in the negation's reach
+        ("No focal opacity which would suggest pneumonia.", "Pneumonia", "negative"),
     ],
     "neg.not": [
         ("The heart is not enlarged.", "Cardiomegaly", "negative"),
@@ -191,6 +193,9 @@ SPARED: dict[str, list[tuple[str, str, str]]] = {
     "neg.det": [
         ("No pneumothorax. Small left effusion.", "Effusion", "positive"),
         ("No pneumothorax, but there is a small effusion.", "Effusion", "positive"),
+        # a sentence run on after the negated noun, its own subject with its own article
+        ("There is no pneumothorax the heart is enlarged.", "Cardiomegaly", "positive"),
+        ("There is no effusion the right lower lobe is consolidated.", "Consolidation", "positive"),
     ],
     "neg.not": [
         ("The heart is enlarged and the aorta is not tortuous.", "Cardiomegaly", "positive"),
