@@ -40,6 +40,7 @@ class LevelFinder:
         specific: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         self.specific = {k: dict(v) for k, v in (specific or {}).items()}
+        self._rib_concepts = frozenset(v["rib"] for v in self.specific.values() if "rib" in v)
         self.ordinals = {k.lower(): v for k, v in ordinals.items()}
         self.ribs, self.vertebrae = ribs, {k.upper(): v for k, v in vertebrae.items()}
         ordinal = "|".join(sorted(map(re.escape, self.ordinals), key=len, reverse=True))
@@ -74,6 +75,13 @@ class LevelFinder:
         if all(not level.endswith(" rib") for level in levels):
             return by_kind.get("vertebra")
         return None
+
+    def of_ribs(self, concept: str, levels: list[str]) -> bool:
+        """Whether a bone finding is of the ribs: a rib concept of `specific`, or levels that
+        are all ribs."""
+        if concept in self._rib_concepts:
+            return True
+        return bool(levels) and all(level.endswith(" rib") for level in levels)
 
     def find(self, text: str) -> list[str]:
         """The levels `text` names, in order, each once: "4th rib", "T11"."""

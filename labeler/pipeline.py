@@ -597,16 +597,38 @@ class _Engine:
             f = sentence[i]
             levels = list(dict.fromkeys(levels))
             f = dataclasses.replace(f, attributes={**f.attributes, "levels": levels})
-            concept = self.levels.specific_concept(f.label, levels)
-            known = self.findings.lexicon.concepts if self.findings is not None else {}
-            if concept is not None and concept in known:
-                name, kind, parts, radlex = self._concept_naming(concept)
-                mesh = _mesh_code(parts, f.attributes.get("laterality"))
-                f = dataclasses.replace(
-                    f, label=concept, name=name, kind=kind, mesh=mesh, radlex=radlex
-                )
-            sentence[i] = f
+            sentence[i] = self._named_anew(f, self.levels.specific_concept(f.label, levels))
+        # "rib deformities compatible with old fractures": a general finding with no level or
+        # site of its own, after a finding of the ribs that it explains, is of the ribs where
+        # every other bone finding of the sentence is ("deformity near the spine and a rib
+        # fracture" stays a deformity)
+        general = [
+            i
+            for i in bones
+            if i not in found
+            and sentence[i].label in self.levels.specific
+            and "location" not in sentence[i].attributes
+        ]
+        others = [i for i in bones if i not in general]
+        if others and all(
+            self.levels.of_ribs(sentence[i].label, sentence[i].attributes.get("levels", []))
+            for i in others
+        ):
+            for i in general:
+                if others[0] < i:
+                    rib = self.levels.specific[sentence[i].label].get("rib")
+                    sentence[i] = self._named_anew(sentence[i], rib)
         return sentence
+
+    def _named_anew(self, f: ReportFinding, concept: str | None) -> ReportFinding:
+        """`f` as the more specific `concept`, named and coded anew; `f` itself where there is
+        none or the lexicon does not know it."""
+        known = self.findings.lexicon.concepts if self.findings is not None else {}
+        if concept is None or concept not in known:
+            return f
+        name, kind, parts, radlex = self._concept_naming(concept)
+        mesh = _mesh_code(parts, f.attributes.get("laterality"))
+        return dataclasses.replace(f, label=concept, name=name, kind=kind, mesh=mesh, radlex=radlex)
 
     def _concept_naming(self, label: str) -> tuple[str, str, tuple[str, ...], str]:
         """A finding label's name, kind, MeSH parts (heading, qualifiers) and RadLex id; no

@@ -56,6 +56,34 @@ def test_each_level_goes_to_the_nearest_bone_finding_and_specialises_it(nlp: Lan
 
 
 @pytest.mark.parametrize(
+    ("text", "mention", "concept"),
+    [
+        # an acute or healed fracture whose levels are ribs is an acute or healed rib fracture
+        ("Sharp lucency through the left 9th rib, worrisome for acute fracture.",
+         "acute fracture", "acute_rib_fracture"),
+        ("Healed fracture of the right 4th rib.", "Healed fracture", "healed_rib_fracture"),
+        # no level of its own, but every other bone finding of the sentence is of the ribs
+        ("Bilateral rib contour deformities consistent with old fractures.",
+         "old fractures", "healed_rib_fracture"),
+        ("Deformity of the lateral left 3rd rib, if tender there, suspect acute fracture.",
+         "acute fracture", "acute_rib_fracture"),
+        # another bone finding that is not of the ribs: the fracture stays general
+        ("Old rib deformity and a T9 wedge deformity, which may be an old fracture.",
+         "old fracture", "healed_fracture"),
+        # alone in its sentence: no site
+        ("Old rib deformity. There is an old fracture.", "old fracture", "healed_fracture"),
+    ],
+)  # fmt: skip
+def test_a_fracture_of_the_ribs_is_a_rib_fracture(
+    nlp: Language, text: str, mention: str, concept: str
+) -> None:
+    result = label_report("FINDINGS: " + text, nlp=nlp, config=LabelerConfig(findings=True))
+    assert result.report_findings is not None
+    by_text = {f.text: f for f in result.report_findings}
+    assert by_text[mention].concept == concept
+
+
+@pytest.mark.parametrize(
     ("body", "message"),
     [
         ("ribs: 12\nvertebrae: {T: 12}\n", "`ordinals`"),
