@@ -298,6 +298,9 @@ class QuestionPatterns:
     #: label -> the concepts of mimics that explain its finding away, named after it in its
     #: sentence ("nodular densities ... consistent with nipple shadows")
     explained_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: label -> the concepts that say its part could not be judged ("heart size cannot be
+    #: assessed"): a presence or size question the report does not answer is unknown
+    unassessed_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: what the words before a finding in its clause match when they give it as the
     #: report's probable reading only ("probable atelectasis", "XXXX representing")
     probable_readings: tuple[re.Pattern[str], ...] = ()
@@ -544,6 +547,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         suggested_by=_lists(data, "suggested_by"),
         suggested_when_hedged=_lists(data, "suggested_when_hedged"),
         explained_by=_lists(data, "explained_by"),
+        unassessed_by=_lists(data, "unassessed_by"),
         pronouns=_words(data, "pronouns"),
         demonstratives=_words(data, "demonstratives"),
         after_pronoun=_words(data, "after_pronoun"),
@@ -2776,6 +2780,14 @@ def answer_from_report(
         target = dataclasses.replace(target, status="uncertain" if hedged else "negative")
     if question.asks == "view":
         return _view_answer(target, report, lexicon)
+    unjudged = patterns.unassessed_by.get(label, ())
+    if unjudged and question.type in ("presence", "size") and target.status == "absent":
+        # "Is the heart enlarged?" over "the cardiac silhouette is not fully evaluated": the
+        # part the report could not judge, not a finding it rules out
+        said = [f for f in report.report_findings or () if f.concept in unjudged]
+        if said:
+            shown = [_finding_evidence(f) for f in said[:_MAX_SHOWN]]
+            return ReportAnswer("unknown", False, "absent", None, shown)
     asked = lexicon.concepts.get(_concept_id(label)) if lexicon is not None else None
     return _answer(question, target, patterns, device=asked is not None and asked.kind == "device")
 

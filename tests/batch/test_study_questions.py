@@ -1950,6 +1950,21 @@ CLINICIANS = [
     ("Where is the opacity that looks like scar?", "FINDINGS: Hazy opacity at the left base. "
      "Right upper lobe opacity which may represent scarring.", "position",
      ["right", "right upper lobe"]),
+    # a part the report could not judge: a finding of it not stated is unknown, not no; a
+    # finding stated outright keeps its answer
+    ("Is the heart enlarged?", "FINDINGS: The cardiac silhouette is not well evaluated due to "
+     "overlying density. Lungs are clear.", "presence", "unknown"),
+    ("Is the heart enlarged?", "FINDINGS: Heart size cannot be assessed. Lungs are clear.",
+     "presence", "unknown"),
+    ("Is the heart enlarged?", "FINDINGS: The cardiac silhouette is not fully evaluated. The "
+     "heart is markedly enlarged.", "presence", "yes"),
+    ("Is the heart enlarged?", "FINDINGS: Lungs are clear. No pneumothorax.", "presence", "no"),
+    ("Is the mediastinum widened?", "IMPRESSION: Limited mediastinal evaluation owing to "
+     "patient rotation. Lungs are clear.", "presence", "unknown"),
+    ("Is the mediastinum widened?", "IMPRESSION: Limited mediastinal evaluation. The "
+     "mediastinum is widened.", "presence", "yes"),
+    ("Is the heart enlarged?", "IMPRESSION: Limited mediastinal evaluation. Lungs are clear.",
+     "presence", "no"),
 ]  # fmt: skip
 
 
