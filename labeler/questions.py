@@ -301,6 +301,10 @@ class QuestionPatterns:
     #: label -> the concepts that say its part could not be judged ("heart size cannot be
     #: assessed"): a presence or size question the report does not answer is unknown
     unassessed_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: label -> the words that call the study so before its noun with its reason between
+    #: ("Limited low lung volume exam"); `study_nouns`: the study's nouns
+    called_limited: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    study_nouns: frozenset[str] = frozenset()
     #: what the words before a finding in its clause match when they give it as the
     #: report's probable reading only ("probable atelectasis", "XXXX representing")
     probable_readings: tuple[re.Pattern[str], ...] = ()
@@ -548,6 +552,8 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         suggested_when_hedged=_lists(data, "suggested_when_hedged"),
         explained_by=_lists(data, "explained_by"),
         unassessed_by=_lists(data, "unassessed_by"),
+        called_limited=_lists(data, "called_limited"),
+        study_nouns=_words(data, "study_nouns"),
         pronouns=_words(data, "pronouns"),
         demonstratives=_words(data, "demonstratives"),
         after_pronoun=_words(data, "after_pronoun"),
@@ -2679,6 +2685,8 @@ def answer_from_report(
                 # "Could there be hilar lymphadenopathy?" over "hilar fullness, adenopathy
                 # cannot be excluded": the broader finding hedged, the narrower one possible
                 target = _findings_target(broader, "")
+        if question.type == "presence" and target.status == "absent":
+            target = _called_limited(target, label, report, patterns)
         if any(q.kind == "site" for q in question.qualifiers):
             target = _with_kin_words(target, lexicon)
     elif label.startswith(OPEN_PREFIX):
@@ -2790,6 +2798,31 @@ def answer_from_report(
             return ReportAnswer("unknown", False, "absent", None, shown)
     asked = lexicon.concepts.get(_concept_id(label)) if lexicon is not None else None
     return _answer(question, target, patterns, device=asked is not None and asked.kind == "device")
+
+
+_CALLED_GAP = 4  # the words a study's reason may take between "limited" and "exam"
+
+
+def _called_limited(
+    target: _Target, label: str, report: ReportLabels, patterns: QuestionPatterns
+) -> _Target:
+    """The study the report calls limited with its reason between the word and the study's
+    noun ("Limited low lung volume exam", "Limited portable study"): positive, with the
+    findings of that sentence as evidence; else `target` as it is."""
+    words = patterns.called_limited.get(label)
+    if not words:
+        return target
+    seen: set[str] = set()
+    for f in report.report_findings or ():
+        if f.sentence in seen:
+            continue
+        seen.add(f.sentence)
+        tokens = _WORD.findall(f.sentence.lower())
+        for i, token in enumerate(tokens):
+            if token in words and patterns.study_nouns & set(tokens[i + 2 : i + 2 + _CALLED_GAP]):
+                said = [g for g in report.report_findings or () if g.sentence == f.sentence]
+                return _Target("positive", {}, [_finding_evidence(g) for g in said[:_MAX_SHOWN]])
+    return target
 
 
 def _denied_grades(target: _Target, label: str, report: ReportLabels) -> _Target:

@@ -1965,6 +1965,11 @@ CLINICIANS = [
      "mediastinum is widened.", "presence", "yes"),
     ("Is the heart enlarged?", "IMPRESSION: Limited mediastinal evaluation. Lungs are clear.",
      "presence", "no"),
+    # a study called limited with its reason between the word and the study's noun
+    ("Is this a limited study?", "IMPRESSION: Limited supine portable film. No acute disease.",
+     "presence", "yes"),
+    ("Is this a limited study?", "FINDINGS: Portable supine exam. Lungs are clear.",
+     "presence", "no"),
 ]  # fmt: skip
 
 
