@@ -243,6 +243,10 @@ class QuestionPatterns:
     size_change_words: frozenset[str] = frozenset()
     #: "Where was the line inserted?" asks where it goes in, not where it ends
     insertion_words: frozenset[str] = frozenset()
+    #: "Which side was the PICC on?": a question in the past tense asks where a finding the
+    #: report says is gone (`gone_rules`, the rule ids that read it so) was
+    past_words: frozenset[str] = frozenset()
+    gone_rules: frozenset[str] = frozenset()
     #: concept -> other concepts (and those below them) that answer a question about it
     #: ("heart surgery" by a CABG, which the lexicon places under the sternotomy)
     answered_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -526,6 +530,8 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         history_kinds=_words(data, "history_kinds"),
         tip_words=_words(data, "tip_words"),
         insertion_words=_words(data, "insertion_words"),
+        past_words=_words(data, "past_words"),
+        gone_rules=frozenset(str(w) for w in data.get("gone_rules") or ()),
         size_words=_words(data, "size_words"),
         sized_by_grade=frozenset(str(w) for w in data.get("sized_by_grade") or ()),
         size_change_words=_words(data, "size_change_words"),
@@ -4366,6 +4372,22 @@ def _merged(findings: Sequence[Mention]) -> dict[str, object]:
     return out
 
 
+def _asks_where_it_was(
+    question: ParsedQuestion, target: _Target, patterns: QuestionPatterns
+) -> bool:
+    """Whether an open question in the past tense asks where a finding was that the
+    report says is gone ("Which side was the PICC on?" over "the right PICC has been
+    removed"): every deciding mention is read as gone and names a side or place."""
+    return (
+        question.type == "position"
+        and target.status == "negative"
+        and bool(target.deciding)
+        and bool(patterns.past_words & set(_WORD.findall(question.text.lower())))
+        and all(m.rule in patterns.gone_rules for m in target.deciding)
+        and bool(target.finding.get("laterality") or target.finding.get("location"))
+    )
+
+
 def _described_count(findings: Sequence[Mention]) -> int:
     """How many findings mentions describe, per concept, as differ in side, place or size
     (`_distinct`); 0 for none."""
@@ -4412,6 +4434,10 @@ def _answer(
             ans = "no" if ans == "yes" else "yes"
         return out(ans)
     if question.open:
+        if _asks_where_it_was(question, target, patterns):
+            # "Which side was the PICC on?" over "the right PICC has been removed": where
+            # the finding the report says is gone was
+            status = "positive"
         if status in ("negative", "absent") and qtype != "change":
             if qtype == "count":
                 return out(0)

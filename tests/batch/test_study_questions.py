@@ -890,6 +890,12 @@ CLINICIANS = [
      "position", ["right ventricle"]),
     ("Where was the central line inserted?", "FINDINGS: Left internal jugular catheter with "
      "its tip in the SVC.", "position", ["left", "internal jugular"]),
+    # a question in the past tense asks where a finding the report says is gone was
+    ("Which side was the PICC on?", "FINDINGS: The left arm PICC has since been removed.",
+     "position", ["left"]),
+    ("Which side is the PICC on?", "FINDINGS: The left arm PICC has since been removed.",
+     "position", "unknown"),
+    ("Which side was the PICC on?", "FINDINGS: No PICC. Clear lungs.", "position", "unknown"),
     # a part called stable in a predicate; lungs "expanded" have not changed
     ("Has the mediastinum changed?", "FINDINGS: The mediastinum is stable. Clear lungs.",
      "change", "unchanged"),
