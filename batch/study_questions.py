@@ -24,6 +24,8 @@ from labeler.questions import (
     abnormal_findings_named,
     answer_from_report,
     answer_study,
+    load_question_patterns,
+    superlative_place,
 )
 from labeler.schema import ReportFinding, ReportLabels
 
@@ -189,7 +191,12 @@ class StudyQuestions:
         if parsed.label is None and report_text and report is not None and not report.error:
             parsed, report = self._report_word(question, parsed, report, report_text)
         return answer_question(
-            parsed, report=report, image=image, question_id=question_id, lexicon=self.lexicon
+            parsed,
+            report=report,
+            image=image,
+            question_id=question_id,
+            lexicon=self.lexicon,
+            report_text=report_text,
         )
 
     def _report_word(
@@ -286,9 +293,12 @@ def answer_question(
     image: ImageFindings | None,
     question_id: str = "",
     lexicon: Lexicon | None = None,
+    report_text: str | None = None,
 ) -> Answer:
     """Fuse the report's and the image's answers to a parsed question (see the module doc);
-    `lexicon` is the one the question's concept, if any, comes from."""
+    `lexicon` is the one the question's concept, if any, comes from; `report_text`, the
+    text `report` was labelled from, names which one of several a superlative asks for
+    ("Where is the largest nodule?")."""
     base = Answer(question_id, parsed.text, parsed.type, parsed.label, None, None)
     base.evidence["question"] = {"rules": list(parsed.rules)}
     if parsed.type == "study":
@@ -314,6 +324,8 @@ def answer_question(
     rep: ReportAnswer | None = (
         answer_from_report(parsed, report, lexicon=lexicon) if report is not None else None
     )
+    if rep is not None and report_text:
+        rep = superlative_place(parsed, rep, report_text, load_question_patterns())
     img: tuple[AnswerValue, bool] | None = (
         _answer_from_image(parsed, image) if image is not None else None
     )

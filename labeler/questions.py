@@ -54,6 +54,7 @@ __all__ = [
     "abnormal_findings_named",
     "answer_from_report",
     "answer_study",
+    "superlative_place",
     "compare",
     "load_question_patterns",
 ]
@@ -246,6 +247,9 @@ class QuestionPatterns:
     #: "Which side was the PICC on?": a question in the past tense asks where a finding the
     #: report says is gone (`gone_rules`, the rule ids that read it so) was
     past_words: frozenset[str] = frozenset()
+    #: "Where is the largest nodule?": each direction -> the words that ask it and that a
+    #: report names the one so by ("the largest in the left base")
+    superlatives: Mapping[str, frozenset[str]] = field(default_factory=dict)
     gone_rules: frozenset[str] = frozenset()
     #: concept -> other concepts (and those below them) that answer a question about it
     #: ("heart surgery" by a CABG, which the lexicon places under the sternotomy)
@@ -531,6 +535,10 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         tip_words=_words(data, "tip_words"),
         insertion_words=_words(data, "insertion_words"),
         past_words=_words(data, "past_words"),
+        superlatives={
+            str(k): frozenset(str(w).lower() for w in v or ())
+            for k, v in (data.get("superlatives") or {}).items()
+        },
         gone_rules=frozenset(str(w) for w in data.get("gone_rules") or ()),
         size_words=_words(data, "size_words"),
         sized_by_grade=frozenset(str(w) for w in data.get("sized_by_grade") or ()),
@@ -4370,6 +4378,87 @@ def _merged(findings: Sequence[Mention]) -> dict[str, object]:
     if count is not None:
         out["count"] = count
     return out
+
+
+def superlative_place(
+    question: ParsedQuestion, answer: ReportAnswer, text: str, patterns: QuestionPatterns
+) -> ReportAnswer:
+    """The place of the one a report calls the largest or the smaller ("Where is the largest
+    nodule?" over "... nodules; the largest in the left base"), for an open question that
+    asks it of a finding the report holds: the place after the report's word of the
+    same direction, in a sentence of the answer's evidence or the one right after it; else
+    `answer` as it is."""
+    if (
+        question.type != "position"
+        or not question.open
+        or question.asks not in ("place", "side", "dominant")
+        # "Which effusion is larger?" keeps the side the report says is worse
+        or (question.asks == "dominant" and answer.answer != "unknown")
+        or answer.status not in ("positive", "uncertain")
+        or not (isinstance(answer.answer, list) or answer.answer == "unknown")
+    ):
+        return answer
+    asked = set(_WORD.findall(question.text.lower()))
+    directions = [d for d, words in patterns.superlatives.items() if words & asked]
+    if len(directions) != 1:
+        return answer
+    starts = sorted(
+        int(str(e["start"])) for e in answer.evidence if "start" in e and "attribute" not in e
+    )
+    if not starts:
+        return answer
+    lowered = text.lower()
+    bounds = [0, *(m.end() for m in _SENTENCE_END.finditer(lowered)), len(lowered)]
+    spans = {
+        (bounds[i], bounds[min(i + 2, len(bounds) - 1)])
+        for start in starts
+        for i in range(len(bounds) - 1)
+        if bounds[i] <= start < bounds[i + 1]
+    }
+    pattern = _superlative_pattern(patterns, directions[0])
+    for a, b in sorted(spans):
+        found = pattern.search(lowered, a, b)
+        if found:
+            place = " ".join(found.group("place").split())
+            if question.asks in ("side", "dominant"):
+                side = next((w for w in place.split() if w in ("left", "right")), None)
+                if side is None:
+                    return answer
+                place = side
+            return dataclasses.replace(answer, answer=[place], known=True)
+    return answer
+
+
+_SENTENCE_END = re.compile(r"[.!?](?=\s)|\n")
+
+
+def _superlative_pattern(patterns: QuestionPatterns, direction: str) -> re.Pattern[str]:
+    """A report's word of `direction` ("largest") and the place after it ("in the left
+    base"), built once per pattern file and direction."""
+    key = (id(patterns), direction)
+    cached = _SUPERLATIVE.get(key)
+    if cached is not None and cached[0] is patterns:
+        return cached[1]
+    phrases = {
+        ph
+        for term in load_attribute_rules().terms
+        if any(k in ("location", "laterality") for k, _ in term.sets)
+        for ph in term.phrases
+        if len(ph) > 2
+    }
+    place = "|".join(re.escape(ph) for ph in sorted(phrases, key=len, reverse=True))
+    words = "|".join(re.escape(w) for w in sorted(patterns.superlatives[direction]))
+    compiled = re.compile(
+        rf"\b(?:{words})\b(?:\s+[a-z]+){{0,5}}?\s+(?:in|within|at|over|overlying|involving)"
+        rf"\s+(?:the\s+)?(?P<place>(?:{place})(?:\s+(?:lung\s+)?(?:{place})){{0,2}})\b"
+    )
+    if len(_SUPERLATIVE) >= 8:
+        _SUPERLATIVE.clear()
+    _SUPERLATIVE[key] = (patterns, compiled)
+    return compiled
+
+
+_SUPERLATIVE: dict[tuple[int, str], tuple[QuestionPatterns, re.Pattern[str]]] = {}
 
 
 def _asks_where_it_was(

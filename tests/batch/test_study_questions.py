@@ -2682,3 +2682,30 @@ def test_presence_forms(
 ) -> None:
     got = engine.ask(question, report=engine.label_reports([report])[report])
     assert (got.type, got.answer) == (qtype, answer)
+
+
+@pytest.mark.issue(40)
+@pytest.mark.parametrize(
+    ("question", "report", "answer"),
+    [
+        # the one the report calls the largest or the smaller, in the next sentence
+        ("Where is the largest nodule?", "FINDINGS: Several bilateral pulmonary nodules. "
+         "These have grown, with the largest in the right base measuring 2 cm.",
+         ["right base"]),
+        ("Where is the smaller nodule?", "FINDINGS: Two nodules measuring 8 mm and 14 mm. The "
+         "smaller one lies within the left upper lobe and the other in the right base.",
+         ["left upper lobe"]),
+        ("Which side is the biggest mass on?", "FINDINGS: Bilateral lung masses, the biggest "
+         "in the left lower lobe.", ["left"]),
+        # a word of the other direction, or none, names no one
+        ("Where is the smallest nodule?", "FINDINGS: Several bilateral pulmonary nodules. The "
+         "largest is in the right base.", ["bilateral"]),
+        ("Where is the largest nodule?", "FINDINGS: Several bilateral pulmonary nodules.",
+         ["bilateral"]),
+    ],
+)  # fmt: skip
+def test_a_superlative_asks_the_place_of_the_one_the_report_calls_so(
+    engine: StudyQuestions, question: str, report: str, answer: object
+) -> None:
+    got = engine.ask(question, report=engine.label_reports([report])[report], report_text=report)
+    assert (got.type, got.answer) == ("position", answer)

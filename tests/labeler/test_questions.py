@@ -15,6 +15,7 @@ from labeler.questions import (
     answer_from_report,
     compare,
     load_question_patterns,
+    superlative_place,
 )
 from labeler.schema import CHESTXRAY14, ReportLabels
 
@@ -330,3 +331,31 @@ def test_a_labels_words_that_also_name_a_lexicon_concept(
     parser = QuestionParser(nlp, [str(label) for label in CHESTXRAY14], lexicon=load_lexicon())
     parsed = parser.parse(question)
     assert (parsed.label, parsed.kin) == (label, kin)
+
+
+@pytest.mark.parametrize(
+    ("question", "text", "answer"),
+    [
+        ("Where is the largest nodule?", "Bilateral nodules, the largest in the left base.",
+         ["left base"]),
+        ("Which side is the largest nodule on?", "Bilateral nodules. The largest lies in the "
+         "right upper lobe.", ["right"]),
+        # another direction, or a word two sentences on, names none
+        ("Where is the smallest nodule?", "Bilateral nodules, the largest in the left base.",
+         None),
+        ("Where is the largest nodule?", "Bilateral nodules. Clear lungs otherwise. The "
+         "largest is in the left base.", None),
+    ],
+)  # fmt: skip
+def test_superlative_place(
+    parser: QuestionParser,
+    label: Callable[[str], ReportLabels],
+    question: str,
+    text: str,
+    answer: list[str] | None,
+) -> None:
+    parsed = parser.parse(question)
+    got = answer_from_report(parsed, label(text))
+    placed = superlative_place(parsed, got, text, load_question_patterns())
+    assert placed.answer == (got.answer if answer is None else answer)
+    assert answer is None or got.answer != answer
