@@ -618,6 +618,11 @@ def delete_batch_job(session: Session, job: BatchJobRow) -> list[str]:
         (display copies, heatmaps), that nothing references any more: the caller deletes
         the files.
     """
+    # Lock the job first: a scan still adding items (a cancel is seen between files) then
+    # waits for this delete and finds the job gone, instead of adding items after the items
+    # are deleted and before the job is, which fails the delete (PostgreSQL; SQLite writes
+    # one at a time and ignores the lock).
+    session.execute(select(BatchJobRow.id).where(BatchJobRow.id == job.id).with_for_update())
     kept = _kept_review_images(session, BatchItem.job_id == job.id)
     items = select(BatchItem.id).where(BatchItem.job_id == job.id)
     session.execute(delete(WorklistReview).where(WorklistReview.batch_item_id.in_(items)))

@@ -335,6 +335,9 @@ class BatchRunner:
         except _Paused:
             log.info("batch job %s paused during its scan; it rescans at next start", job_id)
         except Exception as exc:  # noqa: BLE001 - a job's failure must not kill the worker
+            if job_id in self._cancelled:  # a write raced the DELETE: the job is gone
+                log.info("batch job %s cancelled (%s)", job_id, type(exc).__name__)
+                return
             log.exception("batch job %s failed", job_id)
             try:
                 with self.sessions() as session:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import threading
 import time
 import zipfile
@@ -25,7 +26,10 @@ from service_fixtures import (
 )
 from troubled_decoder import troubled_load
 
+from app import crud
+from app.db.models import BatchItem
 from app.jobs import BatchRunner
+from batch.interfaces import SourceItem
 
 pytestmark = pytest.mark.issue(7)
 
@@ -291,3 +295,72 @@ def test_batch_zip_with_corrupt_member_fails_that_member_with_its_reason(
     assert lines["PAT/IM1"]["state"] == "failed" and "corrupt" in lines["PAT/IM1"]["error"]
     assert "internal error" not in lines["PAT/IM1"]["error"]
     assert lines["PAT/IM2"]["state"] == "done", lines["PAT/IM2"]
+
+
+def test_deleting_a_job_while_its_scan_adds_items_deletes_them_all(
+    make_client: Callable[..., TestClient],
+) -> None:
+    # A cancel is seen between files, so the scan can still be writing a chunk of items
+    # when the DELETE runs. PostgreSQL failed the DELETE (an item added after the items
+    # were deleted still named the job); now the DELETE waits for the chunk and takes it.
+    client = make_client(model=False, run_batch_jobs=False)
+    sessions = client.app.state.cxr.sessions  # type: ignore[attr-defined]
+    with sessions() as session:
+        job = crud.create_batch_job(session, source_kind="folder", source="x", reports_path=None)
+        crud.add_batch_items(session, job.id, [SourceItem("IM0", "image")])
+        job_id = job.id
+    errors: list[BaseException] = []
+
+    def delete_job() -> None:
+        try:
+            with sessions() as session:
+                found = crud.get_batch_job(session, job_id)
+                assert found is not None
+                crud.delete_batch_job(session, found)
+                session.commit()
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    with sessions() as scan:
+        scan.add(BatchItem(job_id=job_id, path="IM1", kind="image", state="pending"))
+        scan.flush()  # the chunk is written, not yet committed
+        deleter = threading.Thread(target=delete_job)
+        deleter.start()
+        deleter.join(0.5)
+        scan.commit()
+    deleter.join(30)
+    assert not deleter.is_alive() and not errors, errors
+    with sessions() as session:
+        assert crud.get_batch_job(session, job_id) is None
+        assert crud.batch_counts(session, job_id) == {
+            "pending": 0, "done": 0, "skipped": 0, "failed": 0,
+        }  # fmt: skip
+
+
+def test_a_write_failing_after_the_delete_is_a_cancel_not_a_failure(
+    make_client: Callable[..., TestClient], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    build_export(tmp_path / "roots" / "export1")
+    client = make_client(batch_roots=[tmp_path / "roots"], run_batch_jobs=False)
+    job_id = client.post("/v1/batches", json={"path": "export1"}).json()["id"]
+    state = client.app.state.cxr  # type: ignore[attr-defined]
+    runner = BatchRunner(
+        sessions=state.sessions,
+        labeler=state.labeler,
+        predictor=None,
+        storage_root=state.storage.root,
+        zip_limits=state.zip_limits,
+        chunk_size=1,
+    )
+
+    def deleted_under_the_write(chunks: int) -> None:
+        runner.cancel(job_id)
+        assert client.delete(f"/v1/batches/{job_id}").status_code == 204
+        raise RuntimeError("insert violates foreign key constraint")  # the racing write
+
+    with caplog.at_level(logging.INFO, logger="app.jobs"):
+        runner.run_job(job_id, after_chunk=deleted_under_the_write)
+    failed = [r for r in caplog.records if r.name == "app.jobs" and r.levelno >= logging.ERROR]
+    assert not failed, caplog.text
+    assert "cancelled (RuntimeError)" in caplog.text
+    assert client.get(f"/v1/batches/{job_id}").status_code == 404
