@@ -806,6 +806,10 @@ class QuestionParser:
             id(words): _by_stems(words)
             for words in (self._concept_words, self._normal_words, self._denied_normal_words)
         }
+        self._by_least_stem = {
+            id(words): _by_least_stem(words)
+            for words in (self._concept_words, self._normal_words, self._denied_normal_words)
+        }
         self.labels = frozenset(labels)
         self._sites = site_words(lexicon, self.patterns.site_generic_words) if lexicon else {}
         # the attribute file's body places ("clavicle", "AC joint") name sites too
@@ -2110,7 +2114,12 @@ class QuestionParser:
             if _content_word(t) and t.i not in asked:
                 at.setdefault(_stem(t.lower_), []).append(t.i)
         best: tuple[int, int, str, frozenset[str]] | None = None
-        for concept, stems in self._concept_words if concept_words is None else concept_words:
+        words = self._concept_words if concept_words is None else concept_words
+        index = self._by_least_stem.get(id(words)) or _by_least_stem(words)
+        # a phrase can stand only where its least stem does: look at those phrases alone,
+        # in the list's order (thousands of phrases, a question's few words)
+        candidates = sorted(entry for stem in at if stem in index for entry in index[stem])
+        for _, concept, stems in candidates:
             if stems <= at.keys():
                 depth = self.lexicon.depth(concept) if self.lexicon else 0
                 if best is None or (len(stems), depth) > best[:2]:
@@ -2261,6 +2270,17 @@ def _by_stems(
     index: dict[frozenset[str], list[tuple[int, str]]] = {}
     for place, (concept, stems) in enumerate(words):
         index.setdefault(stems, []).append((place, concept))
+    return index
+
+
+def _by_least_stem(
+    words: list[tuple[str, frozenset[str]]],
+) -> dict[str, list[tuple[int, str, frozenset[str]]]]:
+    """Each phrase under its least stem, with its place in `words`."""
+    index: dict[str, list[tuple[int, str, frozenset[str]]]] = {}
+    for place, (concept, stems) in enumerate(words):
+        if stems:
+            index.setdefault(min(stems), []).append((place, concept, stems))
     return index
 
 
