@@ -321,6 +321,9 @@ class QuestionPatterns:
     #: "Any pneumothorax after the line went in?": a clause that only dates the question,
     #: left out before it is read
     dating_clauses: tuple[re.Pattern[str], ...] = ()
+    #: "Could this be an infiltrate rather than collapse?": the reading set against the one
+    #: asked, left out before the question is read (the question asks about the first)
+    contrast_clauses: tuple[re.Pattern[str], ...] = ()
     #: words a question refers back with ("Has it grown?"; "Is this new?")
     pronouns: frozenset[str] = frozenset()
     demonstratives: frozenset[str] = frozenset()
@@ -510,6 +513,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         probable_readings=_compiled(name, "probable_readings", data.get("probable_readings")),
         probable_within=_compiled(name, "probable_within", data.get("probable_within")),
         dating_clauses=_compiled(name, "dating_clauses", data.get("dating_clauses")),
+        contrast_clauses=_compiled(name, "contrast_clauses", data.get("contrast_clauses")),
         stated_normal=_lists(data, "stated_normal"),
         sentence_normals=frozenset(str(c) for c in data.get("sentence_normals") or ()),
         normal_subjects=_lists(data, "normal_subjects"),
@@ -988,7 +992,7 @@ class QuestionParser:
         if parsed.label not in self.labels or self._lexicon_matcher is None:
             return parsed
         clean = parsed.text.strip()
-        for clause in self.patterns.dating_clauses:
+        for clause in (*self.patterns.dating_clauses, *self.patterns.contrast_clauses):
             clean = clause.sub("", clean)
         doc = self.nlp.make_doc(clean)
         named = {
@@ -1035,7 +1039,7 @@ class QuestionParser:
             return ParsedQuestion(
                 text, "unsupported", message="the question is longer than 500 characters"
             )
-        for clause in self.patterns.dating_clauses:
+        for clause in (*self.patterns.dating_clauses, *self.patterns.contrast_clauses):
             clean = clause.sub("", clean)
         doc = self.nlp.make_doc(clean)
         words = [t.lower_ for t in doc]
@@ -1493,6 +1497,21 @@ class QuestionParser:
             if h.start >= 1 and h.end <= link and h.group not in _PLACE_KINDS
         ]
 
+    def _pointed_words(self, doc: Doc, found: list[tuple[str, str, int, int]]) -> range:
+        """The words between the pointing word and "be" (or a reading verb) of a question
+        that asks the thing pointed at to be read as a finding named after them ("Could the
+        band opacities be atelectasis?", "Could the hilar distortion be from a tumour?"):
+        they say what is pointed at, which the report's reading of the finding answers."""
+        p = self.patterns
+        if len(doc) < 4 or doc[0].lower_ not in p.yes_no_starts or not found:
+            return range(0)
+        if doc[1].lower_ not in self._pointing:
+            return range(0)
+        link = next((t.i for t in doc[2:] if t.lower_ == "be" or t.lower_ in p.reading_words), None)
+        if link is None or any(s <= link for _, _, s, _ in found):
+            return range(0)
+        return range(2, link)
+
     def _same_kind(self, a: str, b: str) -> bool:
         """Whether one of two lexicon concepts is the other or below it."""
         lexicon = self.lexicon
@@ -1817,6 +1836,7 @@ class QuestionParser:
         )
         if len(found) == 1 and found[0][1] == "lexicon":
             covered.update(i for sp in read if pointed(sp[0]) for i in range(sp.start, sp.end))
+        covered.update(self._pointed_words(doc, found))
         # a qualifier beside the finding's words ("Any superimposed pneumonia?", "Any concern
         # for dissection?", "Any sign of tumour recurrence?")
         starts = {s for _, _, s, _ in found}

@@ -428,6 +428,26 @@ CLINICIANS = [
     ("Could these changes be bronchitis?", "IMPRESSION: No bronchitis.", "presence", "no"),
     ("Could the left opacity be pneumonia?", "IMPRESSION: Right lower lobe pneumonia.",
      "position", "no"),
+    # ... even words no entry explains ("band", "distortion"): they say what is pointed at
+    ("Could the band opacities be atelectasis?", "FINDINGS: Linear opacities at both bases, "
+     "scarring or atelectasis.", "presence", "uncertain"),
+    ("Could the band opacities be atelectasis?", "FINDINGS: Bibasilar linear atelectasis.",
+     "presence", "yes"),
+    ("Could the band opacities be atelectasis?", "FINDINGS: Linear scarring at both bases. No "
+     "atelectasis.", "presence", "no"),
+    ("Could the wedge shadow represent pneumonia?", "FINDINGS: Lungs clear.", "presence",
+     "no"),
+    ("Could the wedge shadow represent pneumonia?", "FINDINGS: Wedge-shaped right basilar "
+     "opacity, possibly pneumonia.", "presence", "uncertain"),
+    # a reading set against the one asked ("rather than", "instead of") is left out
+    ("Could this be an infiltrate rather than collapse?", "IMPRESSION: Streaky basal "
+     "opacities, atelectasis versus infiltrate.", "presence", "uncertain"),
+    ("Is it atelectasis instead of pneumonia?", "IMPRESSION: Right basilar atelectasis.",
+     "presence", "yes"),
+    ("Is it pneumonia as opposed to atelectasis?", "IMPRESSION: Right basilar atelectasis.",
+     "presence", "no"),
+    ("Is the effusion on the left rather than the right?", "FINDINGS: Small left pleural "
+     "effusion.", "position", "yes"),
     # "a true nodule" asks whether it truly is one: a doubt anywhere in the report makes it
     # possible; a nodule stated without doubt is yes
     ("Is that a true pulmonary nodule?", "FINDINGS: A 15 mm rounded opacity at the right "
