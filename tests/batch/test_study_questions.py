@@ -487,6 +487,15 @@ CLINICIANS = [
     ("Is there pneumonia?", "FINDINGS: Opacity, probably atelectasis. IMPRESSION: Left lower "
      "lobe pneumonia.", "presence", "yes"),
     ("Is there atelectasis?", "FINDINGS: Probably no atelectasis.", "presence", "no"),
+    # ... and so is each of a list of readings it offers, the last after "or" or two commas
+    ("Is there a pleural effusion?", "IMPRESSION: Hazy lung bases, XXXX mix of atelectasis, "
+     "consolidation, effusions.", "presence", "uncertain"),
+    ("Is there a pleural effusion?", "IMPRESSION: Hazy bases, probable atelectasis, "
+     "consolidation or effusion.", "presence", "uncertain"),
+    ("Is there a pleural effusion?", "IMPRESSION: Hazy bases, probable atelectasis, "
+     "effusion.", "presence", "yes"),
+    ("Is there a pleural effusion?", "IMPRESSION: Hazy bases, probable atelectasis, "
+     "consolidation. No effusion.", "presence", "no"),
     # "resolving or developing": one of two phases, not a resolution
     ("Is there pneumonia?", "IMPRESSION: This may represent resolving or developing "
      "pneumonia.", "presence", "uncertain"),
