@@ -2783,6 +2783,7 @@ def answer_from_report(
                     target = hinted
     target = _place_of_sentence(question, target, report)
     target = _narrowed_to_place(question, target, patterns)
+    target = _hedged_at_place(question, target, report, patterns)
     if question.open and question.type == "position":
         # "Which shoulder is fractured?": the side beside the site asked about
         site = {str(w) for q in question.where if q.kind == "site" for w in q.accepts}
@@ -3406,6 +3407,35 @@ def _narrowed_to_place(
     # the findings there, with their own attributes: not those the label's other mentions
     # (a resolved effusion on the other side) lend its summary
     return dataclasses.replace(target, finding=_merged(there), deciding=there)
+
+
+def _hedged_at_place(
+    question: ParsedQuestion, target: _Target, report: ReportLabels, patterns: QuestionPatterns
+) -> _Target:
+    """A finding seen only elsewhere, and only hedged at the place a closed question asks
+    about, is possible there, not absent: "Is there a nodule in the right upper lobe?" over "left
+    lower lobe nodule ... possible right upper lobe nodule" (the positive one decides the
+    label, and its place is not the one asked)."""
+    places = tuple(q for q in question.qualifiers if q.kind in _PLACE_KINDS)
+    if question.open or not places or target.status != "positive" or not target.deciding:
+        return target
+    zones = patterns.zone_includes
+
+    def at(m: Mention) -> bool:
+        return all(_check(q, m.attributes, zones) == "yes" for q in places)
+
+    # each positive one placed elsewhere (one with no place may be the one asked about)
+    if not all(
+        any(_check(q, m.attributes, zones) == "no" for q in places) for m in target.deciding
+    ):
+        return target
+    kinds = {m.label for m in target.deciding}
+    said: list[Mention] = [*report.mentions, *(report.report_findings or ())]
+    there = [m for m in said if m.label in kinds and m.status == "uncertain" and at(m)]
+    if not there:
+        return target
+    evidence = [ev for m in there[:_MAX_SHOWN] for ev in _mention_evidence(m)]
+    return _Target("uncertain", _merged(there), evidence + target.evidence, there)
 
 
 #: the word the OpenI de-identification put in place of a masked one, lower-cased

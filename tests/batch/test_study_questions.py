@@ -439,6 +439,15 @@ CLINICIANS = [
      "no"),
     ("Could the wedge shadow represent pneumonia?", "FINDINGS: Wedge-shaped right basilar "
      "opacity, possibly pneumonia.", "presence", "uncertain"),
+    # a finding seen only elsewhere and hedged at the place asked is possible there
+    ("Is there a nodule in the right upper lobe?", "FINDINGS: 6 mm nodule in the left lower "
+     "lobe. Questionable second nodule in the right upper lobe.", "position", "uncertain"),
+    ("Is there a nodule in the left lower lobe?", "FINDINGS: 6 mm nodule in the left lower "
+     "lobe. Questionable second nodule in the right upper lobe.", "position", "yes"),
+    ("Is there a nodule in the right lower lobe?", "FINDINGS: 6 mm nodule in the left lower "
+     "lobe. Questionable second nodule in the right upper lobe.", "position", "no"),
+    ("Is there a nodule in the right upper lobe?", "FINDINGS: 6 mm nodule in the left lower "
+     "lobe. No right upper lobe nodule.", "position", "no"),
     # a reading set against the one asked ("rather than", "instead of") is left out
     ("Could this be an infiltrate rather than collapse?", "IMPRESSION: Streaky basal "
      "opacities, atelectasis versus infiltrate.", "presence", "uncertain"),
