@@ -76,6 +76,9 @@ QUESTION_TYPES: tuple[str, ...] = (
 AnswerValue = str | int | float | list[str]
 #: `ParsedQuestion.label` of a question about a lexicon concept: "concept:picc"
 CONCEPT_PREFIX = "concept:"
+#: the rule of a word no entry explains, just before the reading a question asks ("Could the
+#: density be a pericardial mass?"): read beside the finding, and unknown where not there
+_READ_WORD_RULE = "reading.word"
 #: `ParsedQuestion.label` of a question about a part of the body by a general word ("Which
 #: clavicle is abnormal?"): "part:clavicle" (a place of the attribute file) or "part:hilum"
 #: (an anatomy concept of the lexicon)
@@ -1502,15 +1505,22 @@ class QuestionParser:
         that asks the thing pointed at to be read as a finding named after them ("Could the
         band opacities be atelectasis?", "Could the hilar distortion be from a tumour?"):
         they say what is pointed at, which the report's reading of the finding answers."""
+        link = self._reading_link(doc, found)
+        return range(0) if link is None else range(2, link)
+
+    def _reading_link(self, doc: Doc, found: list[tuple[str, str, int, int]]) -> int | None:
+        """The index of "be" (or a reading verb) in a question that asks what it points at
+        to be read as the findings named after it ("Could this be a pericardial mass?");
+        None for another question."""
         p = self.patterns
         if len(doc) < 4 or doc[0].lower_ not in p.yes_no_starts or not found:
-            return range(0)
+            return None
         if doc[1].lower_ not in self._pointing:
-            return range(0)
+            return None
         link = next((t.i for t in doc[2:] if t.lower_ == "be" or t.lower_ in p.reading_words), None)
         if link is None or any(s <= link for _, _, s, _ in found):
-            return range(0)
-        return range(2, link)
+            return None
+        return link
 
     def _same_kind(self, a: str, b: str) -> bool:
         """Whether one of two lexicon concepts is the other or below it."""
@@ -1723,6 +1733,22 @@ class QuestionParser:
             # "Is there a shoulder fracture?": the site is read in the words beside the
             # finding ("fracture-dislocation of the right shoulder")
             quals = [*quals, *(self._site(t) for t in unknown)]
+            unknown = []
+        link = self._reading_link(doc, r.found)
+        starts = {s for _, _, s, _ in r.found}
+        if (
+            unknown
+            and link is not None
+            and all(t.i > link for t in unknown)
+            and {t.i + 1 for t in unknown} <= {t.i for t in unknown} | starts
+        ):
+            # "Could the density be a pericardial mass?": the words just before the reading
+            # asked name the kind asked, read beside the finding ("pericardial mass"); not
+            # said there, the report may say it in other words (`_READ_WORD_RULE`)
+            quals = [
+                *quals,
+                *(dataclasses.replace(self._site(t), rule=_READ_WORD_RULE) for t in unknown),
+            ]
             unknown = []
         if unknown:
             return ParsedQuestion(
@@ -4793,7 +4819,11 @@ def _answer(
     ):
         # "Is the scarring new?" over "chronic scarring", "old healed rib fracture": no
         return out("no")
-    verdicts = [_check(q, finding, patterns.zone_includes) for q in question.qualifiers]
+    verdicts = [
+        "unknown" if v == "no" and q.rule == _READ_WORD_RULE else v
+        for q in question.qualifiers
+        for v in (_check(q, finding, patterns.zone_includes),)
+    ]
     combined = _combine(verdicts)
     if combined == "unknown" and question.asks == "reading" and set(verdicts) == {"unknown"}:
         # "Is the basal opacity atelectasis?" over "basilar opacities, scarring or

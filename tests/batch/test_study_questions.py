@@ -448,6 +448,16 @@ CLINICIANS = [
      "lobe. Questionable second nodule in the right upper lobe.", "position", "no"),
     ("Is there a nodule in the right upper lobe?", "FINDINGS: 6 mm nodule in the left lower "
      "lobe. No right upper lobe nodule.", "position", "no"),
+    # a word no entry explains just before the reading asked is read beside the finding;
+    # where the report does not say it there, it may say it in other words: unknown
+    ("Could the shadow be a pericardial mass?", "IMPRESSION: Shadow at the right heart "
+     "border, possibly a fat pad or a pericardial mass.", "presence", "uncertain"),
+    ("Could the shadow be a pericardial mass?", "IMPRESSION: Pericardial mass at the right "
+     "heart border.", "presence", "yes"),
+    ("Could the shadow be a pericardial mass?", "IMPRESSION: Shadow at the right heart "
+     "border, possibly a fat pad or a pleural mass.", "presence", "unknown"),
+    ("Could the shadow be a pericardial mass?", "IMPRESSION: Clear lungs. No mass.",
+     "presence", "no"),
     # a reading set against the one asked ("rather than", "instead of") is left out
     ("Could this be an infiltrate rather than collapse?", "IMPRESSION: Streaky basal "
      "opacities, atelectasis versus infiltrate.", "presence", "uncertain"),

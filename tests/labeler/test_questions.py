@@ -217,6 +217,7 @@ def test_resolved_finding_answers_change(
         "Could the effusion be drained?",
         "Could the opacity be treated with antibiotics?",
         "Could the opacity be treated with antibiotics rather than surgery?",
+        "Is the mass pericardial?",  # the word asked of the finding, not before its reading
     ],
 )
 def test_unsupported_questions_are_never_guessed(parser: QuestionParser, question: str) -> None:
