@@ -711,6 +711,10 @@ CLINICIANS = [
     # out of a report's reach
     ("What is the prognosis?", _PICC, "unsupported", None),
     ("What is the heart rate?", _PICC, "unsupported", None),
+    # management, though "operation" names post-operative change and "fixation" a device
+    ("Is the patient cleared for the operation?", _PICC, "unsupported", None),
+    ("Does the effusion need an operation?", _EFFUSION, "unsupported", None),
+    ("Does the PICC need to be pulled back?", _PICC, "unsupported", None),
     # a normal statement named without its "no" asks about the abnormality it rules out;
     # over a report silent on it the answer is unknown
     ("Any acute bony findings?", "FINDINGS: No acute bony findings.", "presence", "no"),
