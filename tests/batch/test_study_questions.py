@@ -1631,6 +1631,18 @@ CLINICIANS = [
      "presence", "no"),
     ("Are the sternotomy wires intact?", "FINDINGS: Sternotomy wires remain intact.",
      "presence", "yes"),
+    # findings said in other words
+    ("Any AC joint arthritis?", "FINDINGS: Left acromioclavicular joint degenerative change.",
+     "presence", "yes"),
+    ("Any AC joint arthritis?", "FINDINGS: Possible acromioclavicular joint degenerative "
+     "change.", "presence", "uncertain"),
+    ("How severe is the gastric distension?", "FINDINGS: Marked gas distending the stomach.",
+     "severity", "severe"),
+    ("Is the stomach distended?", "FINDINGS: No distension of the stomach.", "presence", "no"),
+    ("Any endplate degenerative change?", "FINDINGS: Endplate sclerosis in the thoracic spine.",
+     "presence", "yes"),
+    ("Are the interstitial markings increased?", "FINDINGS: Chronic interstitial marking "
+     "throughout.", "presence", "yes"),
     ("Which shoulder has a prosthesis?", "FINDINGS: Prosthetic left shoulder.", "position",
      ["left"]),
     # "anything" said of a place asks about the abnormal findings there

@@ -916,6 +916,20 @@ def test_a_predicate_before_and_shares_no_head(read: Read) -> None:
     assert "ectatic_aorta" not in [f.concept for f in found or []]
 
 
+@pytest.mark.parametrize(
+    ("text", "concept"),
+    [
+        ("FINDINGS: Mild acromioclavicular joint degenerative change on the left.",
+         "acromioclavicular_arthritis"),
+        ("FINDINGS: Air distending the stomach.", "gastric_distention"),
+        ("FINDINGS: Coarse interstitial marking at the bases.", "interstitial_markings"),
+        ("FINDINGS: Endplate degenerative change in the lumbar spine.", "endplate_degeneration"),
+    ],
+)  # fmt: skip
+def test_more_findings_and_hardware_words(read: Read, text: str, concept: str) -> None:
+    assert concept in [f.concept for f in read(text).report_findings or []]
+
+
 def test_dissection_alone_is_the_aortas_and_the_operations_are_postoperative(read: Read) -> None:
     assert _one(read("IMPRESSION: Concern for dissection, CT is recommended."), "aortic_dissection")
     neck = read("FINDINGS: Status post right neck dissection. Clear lungs.")
