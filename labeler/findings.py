@@ -99,6 +99,7 @@ class FindingMatcher:
             matched = _placed(matched, words, placed)
         if not self.lexicon.coordinated.isdisjoint(words) and len(matched) > 0:
             matched = _coordinated(matched, words, self.lexicon)
+            matched = _shared_subject(matched, words, self.lexicon)
         ids = self._label_ids
         kept = [Span(doc, start, end, label=ids.get(label, label)) for label, start, end in matched]
         heads = self.open_heads
@@ -190,6 +191,38 @@ def _coordinated(
             if ids and lexicon.concepts[ids[0]].kind != "anatomy":
                 added.append((ids[0], i, i + 1))
                 break
+    if not added:
+        return matched
+    return sorted([*matched, *added], key=lambda m: (m[1], m[2]))
+
+
+def _shared_subject(
+    matched: list[tuple[str, int, int]], words: Sequence[str], lexicon: Lexicon
+) -> list[tuple[str, int, int]]:
+    """`matched` with a predicate adjective joined by "and" to a predicate before it read
+    as a predicate of the same subject: "the aorta is tortuous and ectatic" is also the
+    ectatic aorta, "lungs are normally inflated and clear" the clear lungs, when the lexicon
+    knows "<subject> <verb> <adjective>" as another concept than the first or its ancestors.
+    The adjective is the new finding's span, so it keeps its own degree word."""
+    taken = {i for _, start, end in matched for i in range(start, end)}
+    added: list[tuple[str, int, int]] = []
+    for first, start, end in matched:
+        if end >= len(words) or words[end] not in _AND:
+            continue
+        verb = next((v for v in range(start + 1, end) if words[v] in lexicon.predicate_verbs), None)
+        k = end + 1
+        if k < len(words) and words[k] in lexicon.predicate_degrees:
+            k += 1
+        if verb is None or k >= len(words) or k in taken or words[k] not in lexicon.coordinated:
+            continue
+        ids = lexicon.by_phrase.get(" ".join([*words[start : verb + 1], words[k]]))
+        if not ids or lexicon.concepts[ids[0]].kind == "anatomy":
+            continue
+        # "normal and unchanged", "upper limits of normal and stable": the second word only
+        # says the first again, or its change
+        if ids[0] == first or ids[0] in lexicon.ancestors(first):
+            continue
+        added.append((ids[0], k, k + 1))
     if not added:
         return matched
     return sorted([*matched, *added], key=lambda m: (m[1], m[2]))

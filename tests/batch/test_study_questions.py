@@ -1631,7 +1631,12 @@ CLINICIANS = [
      "presence", "no"),
     ("Are the sternotomy wires intact?", "FINDINGS: Sternotomy wires remain intact.",
      "presence", "yes"),
-    # findings said in other words
+    # findings said in other words, and said of a subject already named after "and"
+    ("Is the aorta ectatic?", "FINDINGS: The aorta is tortuous and ectatic.", "presence", "yes"),
+    ("Is the aorta ectatic?", "FINDINGS: The aorta is tortuous and not ectatic.", "presence",
+     "no"),
+    ("Are the lungs clear?", "FINDINGS: The lungs are well inflated and clear.", "presence",
+     "yes"),
     ("Any AC joint arthritis?", "FINDINGS: Left acromioclavicular joint degenerative change.",
      "presence", "yes"),
     ("Any AC joint arthritis?", "FINDINGS: Possible acromioclavicular joint degenerative "

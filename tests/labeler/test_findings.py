@@ -917,6 +917,38 @@ def test_a_predicate_before_and_shares_no_head(read: Read) -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "concept", "severity"),
+    [
+        # a predicate adjective after "and" says it of the same subject, with its own degree
+        ("FINDINGS: The aorta is tortuous and mildly ectatic.", "ectatic_aorta", "mild"),
+        ("FINDINGS: The lungs are well-expanded and clear.", "clear_lungs", None),
+        ("FINDINGS: Lungs are expanded and clear of consolidation.", "clear_lungs", None),
+    ],
+)  # fmt: skip
+def test_a_predicate_after_and_shares_its_subject(
+    read: Read, text: str, concept: str, severity: str | None
+) -> None:
+    assert _one(read(text), concept).attributes.get("severity") == severity
+
+
+@pytest.mark.parametrize(
+    ("text", "concepts"),
+    [
+        # "and" then no adjective: the next clause has its own subject
+        ("FINDINGS: The heart is enlarged and the lungs are clear.",
+         ["cardiomegaly", "clear_lungs"]),
+        # the second word says the first again, or only its change: nothing new
+        ("FINDINGS: The mediastinum is normal and unchanged.", ["normal_mediastinum"]),
+        ("FINDINGS: Heart size is upper limits of normal and stable.", ["top_normal_heart_size"]),
+    ],
+)  # fmt: skip
+def test_a_predicate_after_and_adds_no_finding_the_first_already_is(
+    read: Read, text: str, concepts: list[str]
+) -> None:
+    assert [f.concept for f in read(text).report_findings or []] == concepts
+
+
+@pytest.mark.parametrize(
     ("text", "concept"),
     [
         ("FINDINGS: Mild acromioclavicular joint degenerative change on the left.",
