@@ -2594,6 +2594,10 @@ def _check(q: Qualifier, finding: Mapping[str, object], zones: Mapping[str, froz
         near = finding.get("near_words")
         if not isinstance(near, frozenset):
             return "no"
+        if q.kind == "descriptor" and any(w in near for w in q.rejects):
+            # "stable sternotomy wires, several of which are interrupted": the word that
+            # says it does not hold outweighs one that only says it has not changed
+            return "no"
         if any(w in near for w in q.accepts):
             return "yes"
         kin = finding.get("kin_words")

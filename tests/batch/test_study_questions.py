@@ -1631,6 +1631,14 @@ CLINICIANS = [
      "presence", "no"),
     ("Are the sternotomy wires intact?", "FINDINGS: Sternotomy wires remain intact.",
      "presence", "yes"),
+    # a word that says the wire is broken outweighs one that says it is unchanged; the
+    # closure of a sternotomy is its wires
+    ("Are the sternal wires intact?", "FINDINGS: Stable interrupted sternal wire.",
+     "presence", "no"),
+    ("Is the sternotomy closure intact?", "FINDINGS: The lower sternotomy wire is disrupted.",
+     "presence", "no"),
+    ("Is the sternotomy closure intact?", "FINDINGS: Stable intact sternotomy wires.",
+     "presence", "yes"),
     # findings said in other words, and said of a subject already named after "and"
     ("Is the aorta ectatic?", "FINDINGS: The aorta is tortuous and ectatic.", "presence", "yes"),
     ("Is the aorta ectatic?", "FINDINGS: The aorta is tortuous and not ectatic.", "presence",

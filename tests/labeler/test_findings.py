@@ -956,6 +956,8 @@ def test_a_predicate_after_and_adds_no_finding_the_first_already_is(
         ("FINDINGS: Air distending the stomach.", "gastric_distention"),
         ("FINDINGS: Coarse interstitial marking at the bases.", "interstitial_markings"),
         ("FINDINGS: Endplate degenerative change in the lumbar spine.", "endplate_degeneration"),
+        ("FINDINGS: One sternotomy wire is interrupted.", "fractured_sternal_wire"),
+        ("FINDINGS: Two disrupted sternal wires.", "fractured_sternal_wire"),
     ],
 )  # fmt: skip
 def test_more_findings_and_hardware_words(read: Read, text: str, concept: str) -> None:
