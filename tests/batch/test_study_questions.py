@@ -1656,6 +1656,10 @@ CLINICIANS = [
      "presence", "yes"),
     ("Are the interstitial markings increased?", "FINDINGS: Chronic interstitial marking "
      "throughout.", "presence", "yes"),
+    # the finding's own state word after "how" asks its grade
+    ("How ectatic is the aorta?", "FINDINGS: The thoracic aorta is moderately ectatic.",
+     "severity", "moderate"),
+    ("How unfolded is the aorta?", "FINDINGS: Mild unfolding of the aorta.", "severity", "mild"),
     ("Which shoulder has a prosthesis?", "FINDINGS: Prosthetic left shoulder.", "position",
      ["left"]),
     # "anything" said of a place asks about the abnormal findings there
