@@ -259,6 +259,11 @@ class QuestionPatterns:
     answered_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: words beside a finding that say it is not new ("chronic", "old", "healed")
     not_new_words: frozenset[str] = frozenset()
+    #: change words before a finding that may only describe it ("increased opacity": denser)
+    #: and the words of a report that compares with an earlier study; a report without any
+    #: of the latter says nothing of a change by the former
+    uncompared_change_words: frozenset[str] = frozenset()
+    comparison_words: frozenset[str] = frozenset()
     #: device -> the concepts of its parts whose tip is the device's tip (its leads)
     tips_of: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: parts of the body a whole-study "normal" cue may be said of ("Is the spine normal?")
@@ -553,6 +558,8 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         answered_by=_lists(data, "answered_by"),
         tips_of=_lists(data, "tips_of"),
         not_new_words=_words(data, "not_new_words"),
+        uncompared_change_words=_words(data, "uncompared_change_words"),
+        comparison_words=_words(data, "comparison_words"),
         part_normal_parts=_words(data, "part_normal_parts"),
         part_general_words=_words(data, "part_general_words"),
         part_change_words=_words(data, "part_change_words"),
@@ -2847,7 +2854,18 @@ def answer_from_report(
         # report's likely reading, not a finding it states (the labels count it positive)
         target = dataclasses.replace(target, status="uncertain")
     if question.type == "change":
-        target = _change_said_elsewhere(target, report.report_findings or (), patterns)
+        compared: Sequence[ReportFinding] = report.report_findings or ()
+        if not _compares(report, patterns):
+            # "mild increased airspace opacity" in a report that compares with nothing: a
+            # denser opacity; whether it changed is not said
+            if any(_descriptive_change(m, patterns) for m in target.deciding) and not any(
+                m.attributes.get("change") and not _descriptive_change(m, patterns)
+                for m in target.deciding
+            ):
+                kept = {k: v for k, v in target.finding.items() if k != "change"}
+                target = dataclasses.replace(target, finding=kept)
+            compared = [f for f in compared if not _descriptive_change(f, patterns)]
+        target = _change_said_elsewhere(target, compared, patterns)
     if (
         question.type == "presence"
         and target.status == "positive"
@@ -3245,6 +3263,26 @@ def _normal_change(
     return dataclasses.replace(
         target, finding={**target.finding, "change": change}, evidence=evidence
     )
+
+
+def _compares(report: ReportLabels, patterns: QuestionPatterns) -> bool:
+    """Whether a sentence of the report speaks of an earlier study ("compared to prior")."""
+    sentences = {m.sentence for m in (*report.mentions, *(report.report_findings or ()))}
+    return any(set(_WORD.findall(s.lower())) & patterns.comparison_words for s in sentences)
+
+
+def _descriptive_change(m: Mention, patterns: QuestionPatterns) -> bool:
+    """Whether `m`'s change is only a word before it that may describe it ("mild increased
+    airspace opacity": denser), not a comparison."""
+    said = [e for e in m.attribute_evidence if e.get("attribute") == "change"]
+    if not said or m.sentence_start is None:
+        return False
+    for ev in said:
+        start, end = int(ev.get("start", -1)), int(ev.get("end", -1))
+        words = m.sentence[start - m.sentence_start : end - m.sentence_start].lower()
+        if end > m.start or words not in patterns.uncompared_change_words:
+            return False
+    return True
 
 
 def _change_said_elsewhere(
@@ -3657,6 +3695,10 @@ def answer_study(
     asks = question.asks
     if report.normal is None:
         return out("unknown", [], False)
+    if asks in ("change", "worse", "better") and not _compares(report, patterns):
+        # "mild increased airspace opacity" in a report that compares with nothing: no change
+        findings = [f for f in findings if not _descriptive_change(f, patterns)]
+        abnormal = [f for f in abnormal if not _descriptive_change(f, patterns)]
     if asks in ("normal", "abnormal") and question.qualifiers:
         # "Is the left lung affected?": an abnormal finding there
         there = _abnormal_there(abnormal, question.qualifiers, patterns)

@@ -2790,3 +2790,35 @@ def test_a_superlative_asks_the_place_of_the_one_the_report_calls_so(
 ) -> None:
     got = engine.ask(question, report=engine.label_reports([report])[report], report_text=report)
     assert (got.type, got.answer) == ("position", answer)
+
+
+DESCRIBING_CHANGE_WORDS = [
+    # "increased" before a finding in a report that compares with no earlier study may only
+    # say the finding is denser: whether it changed is not said
+    ("Has the opacity changed?", "FINDINGS: Mild increased airspace opacity at the right "
+     "base. No effusion.", "unknown"),
+    ("Has the airspace opacity increased?", "FINDINGS: Mild increased airspace opacity at the "
+     "right base. No effusion.", "unknown"),
+    ("Is the chest worse than before?", "FINDINGS: Mild increased airspace opacity at the "
+     "right base. No effusion.", "unknown"),
+    ("Has anything changed since the last film?", "FINDINGS: Mild increased airspace opacity "
+     "at the right base. No effusion.", "unknown"),
+    # a report that compares keeps it
+    ("Has the opacity changed?", "FINDINGS: Mild increased airspace opacity at the right base "
+     "compared to the prior study. No effusion.", "increased"),
+    ("Has the airspace opacity increased?", "FINDINGS: Mild increased airspace opacity at the "
+     "right base. Stable cardiomegaly.", "yes"),
+    ("Is the chest worse than before?", "FINDINGS: Mild increased airspace opacity at the "
+     "right base since the last film. No effusion.", "yes"),
+    # after the finding, the word says how it changed
+    ("Has the effusion increased?", "FINDINGS: Left effusion, increased. No pneumothorax.",
+     "yes"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("question", "report", "answer"), DESCRIBING_CHANGE_WORDS)
+def test_a_describing_change_word_in_a_report_that_compares_with_nothing(
+    engine: StudyQuestions, question: str, report: str, answer: str
+) -> None:
+    a = engine.ask(question, report=engine.label_reports([report])[report], report_text=report)
+    assert a.answer == answer
