@@ -259,6 +259,8 @@ class QuestionPatterns:
     answered_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: words beside a finding that say it is not new ("chronic", "old", "healed")
     not_new_words: frozenset[str] = frozenset()
+    #: words that join a finding to another finding it is of ("fracture of the wire")
+    complement_joins: frozenset[str] = frozenset()
     #: change words before a finding that may only describe it ("increased opacity": denser)
     #: and the words of a report that compares with an earlier study; a report without any
     #: of the latter says nothing of a change by the former
@@ -558,6 +560,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         answered_by=_lists(data, "answered_by"),
         tips_of=_lists(data, "tips_of"),
         not_new_words=_words(data, "not_new_words"),
+        complement_joins=_words(data, "complement_joins"),
         uncompared_change_words=_words(data, "uncompared_change_words"),
         comparison_words=_words(data, "comparison_words"),
         part_normal_parts=_words(data, "part_normal_parts"),
@@ -2648,6 +2651,9 @@ def _mention_evidence(m: Mention, keys: Iterable[str] = ()) -> list[dict[str, ob
 # mention a finding a few times; a text that repeats it thousands of times must not make
 # every answer repeat them all).
 _MAX_SHOWN = 10
+#: most words between a finding and the finding it is of ("fracture of the superior sternotomy
+#: wire")
+_COMPLEMENT_GAP = 4
 
 _ATTRS_OF: dict[str, tuple[str, ...]] = {
     "presence": (),
@@ -3293,6 +3299,7 @@ def _change_said_elsewhere(
     study as before ("Stable appearing chest.", "Findings are grossly unchanged")."""
     steps: tuple[Callable[[_Target], _Target], ...] = (
         lambda t: _change_of_list(t, findings, patterns),
+        lambda t: _change_of_complement(t, findings, patterns),
         lambda t: _change_of_other_mention(t, findings),
         lambda t: _normal_change(t, patterns.unchanged_statements, findings, patterns),
     )
@@ -3341,6 +3348,33 @@ def _change_of_list(
                     continue
                 start, end = int(ev.get("start", -1)), int(ev.get("end", -1))
                 if end <= first or start >= last:
+                    evidence = [*target.evidence, _finding_evidence(f)]
+                    finding = {**target.finding, "change": ev["value"]}
+                    return dataclasses.replace(target, finding=finding, evidence=evidence)
+    return target
+
+
+def _change_of_complement(
+    target: _Target, findings: Sequence[ReportFinding], patterns: QuestionPatterns
+) -> _Target:
+    """A finding with no change of its own whose complement is another finding ("Fracture of
+    the sternotomy wire is unchanged", "blunting of the right costophrenic angle, stable"):
+    the change said after the complement is the whole phrase's. The complement follows one
+    of `complement_joins` within `_COMPLEMENT_GAP` words, all in one clause."""
+    for m in target.deciding:
+        if m.sentence_start is None:
+            continue
+        at = m.sentence_start
+        for f in findings:
+            if f.sentence_start != at or f.start < m.end or f.status == "negative":
+                continue
+            gap = m.sentence[m.end - at : f.start - at].lower().split()
+            if not gap or gap[0] not in patterns.complement_joins or len(gap) > _COMPLEMENT_GAP:
+                continue
+            if any(not w.isalpha() for w in gap):
+                continue  # "fracture, and the wire is unchanged": another clause
+            for ev in f.attribute_evidence:
+                if ev.get("attribute") == "change" and int(ev.get("start", -1)) >= f.end:
                     evidence = [*target.evidence, _finding_evidence(f)]
                     finding = {**target.finding, "change": ev["value"]}
                     return dataclasses.replace(target, finding=finding, evidence=evidence)

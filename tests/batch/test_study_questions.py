@@ -2822,3 +2822,28 @@ def test_a_describing_change_word_in_a_report_that_compares_with_nothing(
 ) -> None:
     a = engine.ask(question, report=engine.label_reports([report])[report], report_text=report)
     assert a.answer == answer
+
+
+CHANGE_OF_A_COMPLEMENT = [
+    # a change said after the finding another finding is of is the whole phrase's
+    ("Has the fracture changed?", "FINDINGS: Fracture of the upper sternotomy wire is "
+     "unchanged. Clear lungs.", "change", "unchanged"),
+    ("Is the fracture new?", "FINDINGS: There is a fracture of a sternotomy wire, stable. "
+     "Clear lungs.", "change", "no"),
+    ("Is the fracture new?", "FINDINGS: Fracture of the third sternotomy wire, not seen on "
+     "the prior exam.", "change", "yes"),
+    # a change word before the second finding is that finding's only
+    ("Has the fracture changed?", "FINDINGS: Fracture of a stable sternotomy wire. Clear "
+     "lungs.", "change", "unknown"),
+    # in another clause, it is not the first finding's
+    ("Has the fracture changed?", "FINDINGS: Rib fracture. Sternotomy wires are unchanged.",
+     "change", "unknown"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("question", "report", "qtype", "answer"), CHANGE_OF_A_COMPLEMENT)
+def test_a_change_said_after_a_findings_complement_is_the_findings(
+    engine: StudyQuestions, question: str, report: str, qtype: str, answer: str
+) -> None:
+    got = engine.ask(question, report=engine.label_reports([report])[report])
+    assert (got.type, got.answer) == (qtype, answer)
