@@ -3330,12 +3330,15 @@ def _change_of_list(
         if not any(f.start < m.end and m.start < f.end for f in mates):
             continue
         for i in range(len(mates) - 1):
-            gap = set(
-                m.sentence[mates[i].end - at : mates[i + 1].start - at]
-                .lower()
-                .replace(",", " , ")
-                .split()
-            )
+            base = mates[i].end
+            text = list(m.sentence[base - at : mates[i + 1].start - at])
+            for ev in mates[i].attribute_evidence:
+                # the item's own words after it ("calcified hilar XXXX": its place)
+                lo = max(int(ev.get("start", -1)) - base, 0)
+                hi = min(int(ev.get("end", -1)) - base, len(text))
+                if hi > lo:
+                    text[lo:hi] = [" "] * (hi - lo)
+            gap = set("".join(text).lower().replace(",", " , ").split())
             if not gap & joins or not gap <= joins | fillers:
                 mates = []  # not one list: "A near B", "A. B"
                 break

@@ -2847,3 +2847,26 @@ def test_a_change_said_after_a_findings_complement_is_the_findings(
 ) -> None:
     got = engine.ask(question, report=engine.label_reports([report])[report])
     assert (got.type, got.answer) == (qtype, answer)
+
+
+LISTS_WITH_AN_ITEMS_OWN_WORDS = [
+    # an item's own place words after it, and the de-identification's mask of its noun,
+    # still make one list with the next item: the change word before the list is each one's
+    ("Any change in the granulomas?", "FINDINGS: Stable calcified right hilar XXXX and "
+     "granulomas. Lungs are clear.", "change", "unchanged"),
+    ("Are the granulomas new?", "FINDINGS: Stable calcified right hilar XXXX and granulomas. "
+     "Lungs are clear.", "change", "no"),
+    # another sentence, or another joining word, makes no list
+    ("Any change in the granulomas?", "FINDINGS: Stable calcified hilar XXXX. Granulomas. "
+     "Lungs are clear.", "change", "unknown"),
+    ("Any change in the granulomas?", "FINDINGS: Stable calcified hilar XXXX near "
+     "granulomas. Lungs are clear.", "change", "unknown"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("question", "report", "qtype", "answer"), LISTS_WITH_AN_ITEMS_OWN_WORDS)
+def test_a_list_item_keeps_its_own_words_after_it(
+    engine: StudyQuestions, question: str, report: str, qtype: str, answer: str
+) -> None:
+    got = engine.ask(question, report=engine.label_reports([report])[report])
+    assert (got.type, got.answer) == (qtype, answer)
