@@ -2871,7 +2871,7 @@ def answer_from_report(
                 kept = {k: v for k, v in target.finding.items() if k != "change"}
                 target = dataclasses.replace(target, finding=kept)
             compared = [f for f in compared if not _descriptive_change(f, patterns)]
-        target = _change_said_elsewhere(target, compared, patterns)
+        target = _change_said_elsewhere(target, compared, patterns, lexicon)
     if (
         question.type == "presence"
         and target.status == "positive"
@@ -3292,15 +3292,20 @@ def _descriptive_change(m: Mention, patterns: QuestionPatterns) -> bool:
 
 
 def _change_said_elsewhere(
-    target: _Target, findings: Sequence[ReportFinding], patterns: QuestionPatterns
+    target: _Target,
+    findings: Sequence[ReportFinding],
+    patterns: QuestionPatterns,
+    lexicon: Lexicon | None = None,
 ) -> _Target:
     """A finding there with no change of its own takes, in this order, the change of a list it
-    is an item of, of another mention of its concept, or of a report that calls the whole
-    study as before ("Stable appearing chest.", "Findings are grossly unchanged")."""
+    is an item of, of the finding it is of, of another mention of its concept, of a broader
+    or narrower concept at the same place, or of a report that calls the whole study as
+    before ("Stable appearing chest.", "Findings are grossly unchanged")."""
     steps: tuple[Callable[[_Target], _Target], ...] = (
         lambda t: _change_of_list(t, findings, patterns),
         lambda t: _change_of_complement(t, findings, patterns),
         lambda t: _change_of_other_mention(t, findings),
+        lambda t: _change_of_kin_there(t, findings, lexicon),
         lambda t: _normal_change(t, patterns.unchanged_statements, findings, patterns),
     )
     for take in steps:
@@ -3381,6 +3386,48 @@ def _change_of_complement(
                     evidence = [*target.evidence, _finding_evidence(f)]
                     finding = {**target.finding, "change": ev["value"]}
                     return dataclasses.replace(target, finding=finding, evidence=evidence)
+    return target
+
+
+def _lineage(concept: str, lexicon: Lexicon) -> set[str]:
+    """`concept` and every concept above it in the lexicon."""
+    out: set[str] = set()
+    at: str | None = concept
+    while at is not None and at in lexicon.concepts and at not in out:
+        out.add(at)
+        at = lexicon.concepts[at].parent
+    return out
+
+
+def _change_of_kin_there(
+    target: _Target, findings: Sequence[ReportFinding], lexicon: Lexicon | None
+) -> _Target:
+    """A finding with no change of its own where a mention of a broader or narrower concept
+    on the same side and at the same place has one ("The opacity at the left lung base is
+    stable. ... Left basilar opacity, likely atelectasis": the basilar opacity is
+    unchanged)."""
+    if lexicon is None:
+        return target
+    for m in target.deciding:
+        if m.label not in lexicon.concepts:
+            continue
+        side, places = m.attributes.get("laterality"), set(m.attributes.get("location") or ())
+        if not side or not places:
+            continue  # a place not said: which of several it is is not known
+        above = _lineage(m.label, lexicon)
+        for f in findings:
+            change = f.attributes.get("change")
+            if not change or f.status not in ("positive", "uncertain") or f.label == m.label:
+                continue
+            if f.label not in above and m.label not in _lineage(f.label, lexicon):
+                continue
+            if f.attributes.get("laterality") != side:
+                continue
+            if not places & set(f.attributes.get("location") or ()):
+                continue
+            evidence = [*target.evidence, _finding_evidence(f)]
+            finding = {**target.finding, "change": change}
+            return dataclasses.replace(target, finding=finding, evidence=evidence)
     return target
 
 

@@ -2870,3 +2870,25 @@ def test_a_list_item_keeps_its_own_words_after_it(
 ) -> None:
     got = engine.ask(question, report=engine.label_reports([report])[report])
     assert (got.type, got.answer) == (qtype, answer)
+
+
+CHANGE_OF_A_BROADER_NAME_THERE = [
+    # a broader or narrower name on the same side and at the same place lends its change
+    ("Has the left basal opacity changed?", "FINDINGS: The opacity at the left lung base is "
+     "stable. IMPRESSION: Left basilar opacity, likely scarring.", "change", "unchanged"),
+    ("Is the left basal opacity new?", "FINDINGS: The opacity at the left lung base is "
+     "stable. IMPRESSION: Left basilar opacity, likely scarring.", "change", "no"),
+    # another side or another place does not
+    ("Has the left basal opacity changed?", "FINDINGS: The opacity at the right lung base is "
+     "stable. IMPRESSION: Left basilar opacity, likely scarring.", "change", "unknown"),
+    ("Has the left basal opacity changed?", "FINDINGS: The opacity in the left upper lobe is "
+     "stable. IMPRESSION: Left basilar opacity, likely scarring.", "change", "unknown"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("question", "report", "qtype", "answer"), CHANGE_OF_A_BROADER_NAME_THERE)
+def test_a_broader_name_at_the_same_place_lends_its_change(
+    engine: StudyQuestions, question: str, report: str, qtype: str, answer: str
+) -> None:
+    got = engine.ask(question, report=engine.label_reports([report])[report])
+    assert (got.type, got.answer) == (qtype, answer)
