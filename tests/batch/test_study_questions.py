@@ -2892,3 +2892,22 @@ def test_a_broader_name_at_the_same_place_lends_its_change(
 ) -> None:
     got = engine.ask(question, report=engine.label_reports([report])[report])
     assert (got.type, got.answer) == (qtype, answer)
+
+
+@pytest.mark.parametrize(
+    ("report", "answer"),
+    [
+        ("FINDINGS: Small granuloma. No significant interval change compared to prior exam.",
+         "no"),
+        ("FINDINGS: Possible small nodule at the right apex. Otherwise no significant interval "
+         "change compared to prior films.", "no"),
+        ("FINDINGS: Small granuloma. No prior study for comparison.", "unknown"),
+    ],
+)  # fmt: skip
+def test_a_no_change_sentence_dated_against_the_prior_calls_the_study_as_before(
+    engine: StudyQuestions, report: str, answer: str
+) -> None:
+    got = engine.ask(
+        "Has anything changed since the last film?", report=engine.label_reports([report])[report]
+    )
+    assert (got.type, got.answer) == ("study", answer)

@@ -549,12 +549,18 @@ def test_a_stable_study_in_other_words(read: Read) -> None:
         "IMPRESSION: Stable appearing chest.",
         "IMPRESSION: Findings are grossly unchanged compared with the prior CT.",
         "IMPRESSION: Mild cardiomegaly, otherwise unchanged.",
+        # dated against the prior, from the sentence's start or after "otherwise"
+        "IMPRESSION: No significant interval change compared to prior radiographs.",
+        "IMPRESSION: No interval change since the prior exam.",
+        "FINDINGS: Small granuloma. Otherwise no significant interval change compared to prior "
+        "films.",
     ):
         assert "stable_study" in concepts(text), text
     # "^": the sentence's start only, not a finding's own change
     for text in (
         "FINDINGS: The nodule is unchanged.",
         "FINDINGS: Heart size is stable.",
+        "FINDINGS: Effusion with no interval change compared to prior exam.",
         # the marker is no word of the text: a stray "^" starts no sentence
         "FINDINGS: Right lung nodule ^ unchanged.",
     ):
