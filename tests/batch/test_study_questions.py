@@ -304,6 +304,13 @@ CLINICIANS = [
      "right.", "position", ["right"]),
     ("Which effusion is bigger?", "FINDINGS: Small left pleural effusion.", "position",
      ["left"]),
+    # "more <word> on the side", with or without "the"
+    ("Which side are the opacities worse on?", "FINDINGS: Patchy opacities in both lung "
+     "bases, more pronounced on the left than the right.", "position", ["left"]),
+    ("Which side is the effusion worse on?", "FINDINGS: Bilateral effusions, more on right "
+     "than left side.", "position", ["right"]),
+    ("Which side are the opacities worse on?", "FINDINGS: Patchy opacities in both lung "
+     "bases, more evident on the prior study.", "position", "unknown"),
     ("Which nodule is larger?", "FINDINGS: A 17 mm nodule in the left lung. A 10 mm nodule "
      "in the right lung.", "position", ["left"]),
     ("Which effusion is larger?", "FINDINGS: Small bilateral pleural effusions.", "position",
