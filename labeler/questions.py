@@ -944,14 +944,32 @@ class QuestionParser:
         grown?", "Is this new?")."""
         return _pronoun_at(self.nlp.make_doc(text), self.patterns) is not None
 
+    def _elliptic(self, text: str, parsed: ParsedQuestion, name: str) -> ParsedQuestion:
+        """A question of the engine's own words alone, its finding left out ("Which lobe?",
+        "How big?" after a question about the pneumonia), read as asked of the referent:
+        the finding put after it; only an open question of where, how big or how bad."""
+        if not (parsed.message or "").startswith(_NO_FINDING):
+            return parsed
+        doc = self.nlp.make_doc(normalize_text(text))
+        taken = {i for h in self._hits(doc) for i in range(h.start, h.end)}
+        if any(t.is_alpha and t.i not in taken and t.lower_ not in self._stop_words for t in doc):
+            return parsed  # a word of its own ("Where is the trachea?") names what it asks
+        again = self._parse_cached(f"{text.rstrip(' ?.')} is the {name}?")
+        # not a change: "Is there anything that has changed?" asks it of the whole study
+        if not again.open or again.type not in _ELLIPTIC or again.label is None:
+            return parsed
+        return dataclasses.replace(again, text=text, rules=(*again.rules, "referent.elliptic"))
+
     def _with_referent(self, text: str, parsed: ParsedQuestion, referent: str) -> ParsedQuestion:
         """The question read with its pronoun replaced by the referent's name, when that
         reading is supported; else `parsed`."""
         doc = self.nlp.make_doc(text)
         at = _pronoun_at(doc, self.patterns)
         name = self._finding_name(referent)
-        if at is None or name is None:
+        if name is None:
             return parsed
+        if at is None:
+            return self._elliptic(text, parsed, name)
         token = doc[at]
         named = f"{text[: token.idx]}the {name}{text[token.idx + len(token) :]}"
         again = self._parse_cached(named)
@@ -3616,6 +3634,8 @@ def _one_of_alternatives(m: Mention, patterns: QuestionPatterns) -> bool:
 
 #: open question types asked of one finding by either of two names
 _OF_EITHER = frozenset({"position", "size", "severity", "change"})
+#: open question types that may leave their finding out ("Which lobe?", "How big?")
+_ELLIPTIC = frozenset({"position", "size", "severity"})
 
 
 def _answer_several(

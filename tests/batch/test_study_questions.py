@@ -2210,6 +2210,10 @@ def test_a_longer_concept_wins_over_a_label_and_the_study_needs_its_report(
         ("Is this new?", "FINDINGS: New left pleural effusion.", None, "Effusion", "yes"),
         ("Where is it?", "FINDINGS: Left basilar opacity. Opacity at the left base.", None,
          "concept:opacity", ["left", "basilar", "base"]),
+        # a question of its asking words alone, the finding left out
+        ("Which lobe?", "FINDINGS: Patchy left lower lobe airspace disease. IMPRESSION: "
+         "Left lower lobe pneumonia.", "Pneumonia", "Pneumonia", ["left", "left lower lobe"]),
+        ("How big?", "FINDINGS: A 2 cm mass. A 1 cm nodule.", "Nodule", "Nodule", 10.0),
         # several, or none: refused, never guessed
         ("Has it grown?", "FINDINGS: A 2 cm mass. Small left effusion.", None, None, None),
         ("Has it grown?", "FINDINGS: Normal chest.", None, None, None),
@@ -2235,7 +2239,14 @@ def test_a_pronoun_stands_for_the_previous_or_the_only_finding(
 @pytest.mark.issue(40)
 @pytest.mark.parametrize(
     "question",
-    ["Is this chest X-ray normal?", "Is there anything that has changed?", "What is it?"],
+    [
+        "Is this chest X-ray normal?",
+        "Is there anything that has changed?",
+        "What is it?",
+        # a word of its own names what it asks about, whether or not the engine knows it
+        "Where is the trachea?",
+        "What is the patient's sodium?",
+    ],
 )
 def test_a_pronoun_that_is_not_a_finding_is_not_replaced(
     engine: StudyQuestions, question: str
