@@ -2745,7 +2745,9 @@ def answer_from_report(
     if label.startswith(CONCEPT_PREFIX):
         assert lexicon is not None
         concept = label[len(CONCEPT_PREFIX) :]
-        target = _concept_target(concept, report, lexicon, patterns)
+        # a place, size, grade or change is the asked finding's own, where the report has it
+        own_first = question.open and question.type in _OF_EITHER
+        target = _concept_target(concept, report, lexicon, patterns, own_first=own_first)
         if target.status == "absent":
             at_site = _broader_at_site(concept, report, lexicon, patterns)
             if at_site:
@@ -4107,18 +4109,29 @@ def _tip_of_parts(
 
 
 def _concept_target(
-    concept: str, report: ReportLabels, lexicon: Lexicon, patterns: QuestionPatterns
+    concept: str,
+    report: ReportLabels,
+    lexicon: Lexicon,
+    patterns: QuestionPatterns,
+    *,
+    own_first: bool = False,
 ) -> _Target:
     """The report's findings of `concept` or a concept below it, as one finding.
 
     A concept named by a describing word and its parent ("healed rib fracture") is also
     found as its parent with a word of that description beside it ("old right rib
-    fractures"), from the pattern file's descriptors.
+    fractures"), from the pattern file's descriptors. With `own_first`, the findings of
+    the concepts that answer it (`answered_by`) count only where it has none of its own.
     """
-    wanted = {concept, *lexicon.descendants(concept)}
+    itself = {concept, *lexicon.descendants(concept)}
+    wanted = set(itself)
     for other in patterns.answered_by.get(concept, ()):
         wanted.update((other, *lexicon.descendants(other)))
     found = [f for f in report.report_findings or () if f.concept in wanted]
+    if own_first and any(f.concept in itself and f.status != "negative" for f in found):
+        # "Where's the calcified granuloma?" over a left granuloma and a right calcified
+        # nodule: the granuloma's place, not both
+        found = [f for f in found if f.concept in itself]
     if not found:
         found = _described_parent(concept, report, lexicon, patterns)
     name = lexicon.concepts[concept].name

@@ -1030,6 +1030,12 @@ CLINICIANS = [
     # other names of the same thing
     ("How many calcified granulomas are there?", "FINDINGS: Scattered calcified nodules "
      "compatible with granulomatous disease.", "count", "multiple"),
+    # ... a place, size or grade is the named one's own where the report has it
+    ("Where is the calcified granuloma?", "FINDINGS: Calcified granuloma in the right upper "
+     "lung and a calcified nodule at the left base.", "position", ["right", "upper",
+     "upper lung"]),
+    ("Where is the calcified granuloma?", "FINDINGS: Calcified nodule at the left base.",
+     "position", ["left", "basilar", "base"]),
     ("Is there a coronary stent?", "FINDINGS: Coronary vascular stent.", "presence", "yes"),
     ("Is there calcium in the aorta?", "FINDINGS: Aortic calcification.", "presence", "yes"),
     ("Which lungs have nodules?", "FINDINGS: Nodules in both lungs.", "position",
