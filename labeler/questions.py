@@ -107,6 +107,8 @@ _TYPE_OF_KIND: dict[str, QuestionType] = {
 }
 # the qualifiers that say where a finding is: of several, they name the one asked about
 _PLACE_KINDS = ("side", "zone", "lobe")
+#: the attributes that place a mention
+_PLACE_ATTRS = ("laterality", "location", "lobe")
 #: the keys of a pattern entry kept beside its phrases (`_Entry.get`)
 _ENTRY_KEYS = ("type", "asks", "side", "zone", "label", "op", "weak", "narrows_only", "narrows")
 _KIND_ORDER = ("size", "change", "count", "severity", "lobe", "side", "zone", "descriptor", "site")
@@ -3576,6 +3578,15 @@ def _narrowed_to_place(
         return target
     if len(target.deciding) == 1 and worded:
         return target  # a site or describing word picks nothing among one
+    graded = any(m.attributes.get("severity") for m in there)
+    if question.type in ("size", "severity") and not graded:
+        # "How bad are the opacities at the bases?" over "opacities in both lung bases ...
+        # IMPRESSION: Mild opacities": a graded mention that names no place restates them
+        there += [
+            m
+            for m in target.deciding
+            if m.attributes.get("severity") and not any(m.attributes.get(k) for k in _PLACE_ATTRS)
+        ]
     # the findings there, with their own attributes: not those the label's other mentions
     # (a resolved effusion on the other side) lend its summary
     return dataclasses.replace(target, finding=_merged(there), deciding=there)

@@ -1036,6 +1036,11 @@ CLINICIANS = [
      "upper lung"]),
     ("Where is the calcified granuloma?", "FINDINGS: Calcified nodule at the left base.",
      "position", ["left", "basilar", "base"]),
+    # a grade said of the finding again without its place: the placed one's grade
+    ("How bad are the opacities at the bases?", "FINDINGS: Streaky opacities at both lung "
+     "bases. IMPRESSION: Mild opacities, likely atelectasis.", "severity", "mild"),
+    ("How bad are the opacities at the bases?", "FINDINGS: Streaky opacities at both lung "
+     "bases. IMPRESSION: Mild left upper lobe opacity.", "severity", "unknown"),
     ("Is there a coronary stent?", "FINDINGS: Coronary vascular stent.", "presence", "yes"),
     ("Is there calcium in the aorta?", "FINDINGS: Aortic calcification.", "presence", "yes"),
     ("Which lungs have nodules?", "FINDINGS: Nodules in both lungs.", "position",
