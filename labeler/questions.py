@@ -162,6 +162,9 @@ class QuestionPatterns:
     place_units: Mapping[tuple[str, ...], str] = field(default_factory=dict)
     #: words beside a finding that spread it over several levels ("multilevel")
     multiple_places_words: tuple[tuple[str, ...], ...] = ()
+    #: a paired structure's plural where a finding is placed ("of the acromioclavicular
+    #: joints"): both of the pair where no side is said
+    paired_plurals: frozenset[str] = frozenset()
     #: words beside a finding that spread it over both lungs ("diffuse interstitial
     #: prominence"): where it is when the report names no side or place
     spread_words: frozenset[str] = frozenset()
@@ -487,6 +490,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         },
         spread_words=_words(data, "spread_words"),
         borderline_words=_words(data, "borderline_words"),
+        paired_plurals=_words(data, "paired_plurals"),
         multiple_places_words=tuple(
             tuple(str(p).lower().split()) for p in data.get("multiple_places_words") or ()
         ),
@@ -4473,8 +4477,11 @@ def _places_counted(
         return None
     if unit == "lobes":
         return len(_lobes_named(mentions)) or None
-    if unit == "lungs":
-        return len(_sides(mentions)) or None
+    if unit in ("lungs", "pairs"):
+        sides = _sides(mentions)
+        if not sides and _placed_in_plural(mentions, patterns.paired_plurals):
+            return 2  # "degenerative changes of the acromioclavicular joints": both
+        return len(sides) or None
     if unit == "bases":
         lower = patterns.zone_includes.get("lower", frozenset())
         basal = [m for m in mentions if _place_values(m) & lower]
@@ -4506,6 +4513,21 @@ def _places_counted(
     ):
         return None  # "degenerative changes of the thoracic spine": how many levels unsaid
     return 1
+
+
+def _placed_in_plural(mentions: Iterable[Mention], plurals: frozenset[str]) -> bool:
+    """Whether a mention's place is written with one of `plurals` ("degenerative changes of
+    the acromioclavicular joints"), the words of its place as the report gives them."""
+    for m in mentions:
+        if m.sentence_start is None:
+            continue
+        for ev in m.attribute_evidence:
+            if ev.get("attribute") != "location":
+                continue
+            a, b = int(ev["start"]) - m.sentence_start, int(ev["end"]) - m.sentence_start
+            if 0 <= a < b and plurals & set(_WORD.findall(m.sentence[a:b].lower())):
+                return True
+    return False
 
 
 def _on_spine(f: ReportFinding, patterns: QuestionPatterns) -> bool:

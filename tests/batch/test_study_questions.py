@@ -1464,6 +1464,14 @@ CLINICIANS = [
     ("How many hila are enlarged?", "FINDINGS: Enlarged right hilum.", "count", 1),
     ("How many hemidiaphragms are elevated?", "FINDINGS: Elevated right hemidiaphragm.",
      "count", 1),
+    # paired joints are counted by side too; named in the plural with no side, both of them
+    ("How many AC joints show arthritis?", "FINDINGS: Mild degenerative changes of the "
+     "acromioclavicular joints.", "count", 2),
+    ("How many AC joints show arthritis?", "FINDINGS: Mild degenerative changes of the left "
+     "acromioclavicular joint.", "count", 1),
+    ("How many shoulders show degenerative change?", "FINDINGS: Degenerative changes of "
+     "both shoulders.", "count", 2),
+    ("How many AC joints show arthritis?", "FINDINGS: The lungs are clear.", "count", 0),
     ("How many lumbar vertebrae are involved?", "FINDINGS: Compression deformities of L1 "
      "and L3.", "study", 2),
     ("How many levels of the thoracic spine are degenerate?", "FINDINGS: Multilevel "
