@@ -4515,6 +4515,22 @@ def _places_counted(
     return 1
 
 
+def _chambers_named(mentions: Iterable[Mention]) -> int | None:
+    """How many landmarks a device's own words name joined before its noun ("right atrial
+    and right ventricular leads": two), the tip rules' landmarks; None where fewer than two."""
+    finder = load_tip_finder()
+    for m in mentions:
+        if m.sentence_start is None:
+            continue
+        a, b = m.start - m.sentence_start, m.end - m.sentence_start
+        clause = len(re.split(r"[,;:]", m.sentence[:a])[-1])
+        tip = finder.find(m.sentence[:b], a - clause)
+        # the landmarks run into the device's own words, not a place of the clause before it
+        if tip is not None and len(tip.names) > 1 and a < tip.end <= b:
+            return len(tip.names)
+    return None
+
+
 def _placed_in_plural(mentions: Iterable[Mention], plurals: frozenset[str]) -> bool:
     """Whether a mention's place is written with one of `plurals` ("degenerative changes of
     the acromioclavicular joints"), the words of its place as the report gives them."""
@@ -4933,6 +4949,11 @@ def _answer(
                 and _concept_id(question.label or "") in patterns.counted_by_tips
             ):
                 count = len(tips)  # "leads in the right atrium and right ventricle": two
+            if count in (None, "multiple") and _concept_id(question.label or "") in (
+                patterns.counted_by_tips
+            ):
+                # "right atrial and right ventricular leads": one for each chamber named
+                count = _chambers_named(target.deciding) or count
             things = [m for m in target.deciding if m.label not in patterns.uncounted]
             if 0 < len(things) < len(target.deciding):
                 # "a calcified granuloma ... prior granulomatous disease": the process is not

@@ -1489,6 +1489,13 @@ CLINICIANS = [
     ("How many leads are there?", "FINDINGS: Left chest wall pacemaker generator.", "count",
      "unknown"),
     ("How many leads are there?", "FINDINGS: The lungs are clear.", "count", 0),
+    # leads named by their chambers, joined before the noun: one for each chamber
+    ("How many pacer leads?", "FINDINGS: Pacemaker generator over the left chest with right "
+     "atrial and right ventricular leads.", "count", 2),
+    ("How many pacer leads?", "FINDINGS: Pacemaker generator over the left chest with right "
+     "ventricular leads.", "count", "multiple"),
+    ("How many leads are there?", "FINDINGS: Dual chamber pacemaker with right atrial and "
+     "right ventricular lead.", "count", 2),
     ("How many vertebral compression deformities are there?", "FINDINGS: Stable bony "
      "deformity.", "count", "unknown"),
     # ... and a deformity placed in the spine is a vertebral one
