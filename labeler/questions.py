@@ -2931,8 +2931,52 @@ def answer_from_report(
         if said:
             shown = [_finding_evidence(f) for f in said[:_MAX_SHOWN]]
             return ReportAnswer("unknown", False, "absent", None, shown)
+    if question.type == "count" and question.open:
+        target = _counted_by_readings(target, report.report_findings or (), patterns)
     asked = lexicon.concepts.get(_concept_id(label)) if lexicon is not None else None
     return _answer(question, target, patterns, device=asked is not None and asked.kind == "device")
+
+
+def _counted_by_readings(
+    target: _Target, findings: Sequence[ReportFinding], patterns: QuestionPatterns
+) -> _Target:
+    """A process counted (`uncounted`: "How many granulomas?" over "old granulomatous
+    disease") by the things the report reads it from, joined to it by a word of
+    `same_finding_links` in its sentence ("two calcified nodules consistent with old
+    granulomatous disease": two); the target as it is where none is."""
+    if target.status not in ("positive", "uncertain") or not target.deciding:
+        return target
+    if any(m.label not in patterns.uncounted for m in target.deciding):
+        return target
+    links = load_attribute_rules().links
+    things: list[ReportFinding] = []
+    for process in target.deciding:
+        for f in findings:
+            if (
+                f.kind != "finding"
+                or f.status != process.status
+                or f.label in patterns.uncounted
+                or process.sentence_start is None
+                or f.sentence_start != process.sentence_start
+                or f.end > process.start
+            ):
+                continue
+            at = process.sentence_start or 0
+            between = set(_WORD.findall(process.sentence[f.end - at : process.start - at].lower()))
+            if links & between and f not in things:
+                things.append(f)
+    if not things:
+        return target
+    count = stated_count(things, PLURAL_RULE)
+    if count is None and any(_plural(f.text) for f in things):
+        count = "multiple"  # "calcified nodules consistent with granulomatous disease"
+    shown = [_finding_evidence(f) for f in things[:_MAX_SHOWN]]
+    return dataclasses.replace(
+        target,
+        finding={**target.finding, "count": 1 if count is None else count},
+        evidence=[*target.evidence, *shown],
+        deciding=things,
+    )
 
 
 _CALLED_GAP = 4  # the words a study's reason may take between "limited" and "exam"

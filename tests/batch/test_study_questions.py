@@ -2501,6 +2501,15 @@ COUNTS_SITES_AND_GRADES = [
     ("How many granulomas?", "FINDINGS: A calcified granuloma in the right lower lobe. "
      "IMPRESSION: Prior granulomatous disease.", "count", 1),
     ("How many granulomas?", "IMPRESSION: Prior granulomatous disease.", "count", "unknown"),
+    # ... and a process the report reads from things is counted by them
+    ("How many granulomas are there?", "FINDINGS: Two calcified nodules consistent with old "
+     "granulomatous disease.", "count", 2),
+    ("How many granulomas are there?", "FINDINGS: Scattered calcified nodules, likely old "
+     "granulomatous disease.", "count", "multiple"),
+    ("How many granulomas are there?", "FINDINGS: A calcified nodule in the left lung "
+     "consistent with old granulomatous disease.", "count", 1),
+    ("How many granulomas are there?", "FINDINGS: Calcified nodules in both lungs. Old "
+     "granulomatous disease.", "count", "unknown"),
     # a plural that sums up findings named one by one adds none; one that adds a place does
     ("How many nodules are there?", "FINDINGS: A nodule at the right apex. A 5 mm nodule in "
      "the right lower lobe. IMPRESSION: Right lung nodules.", "count", 2),
