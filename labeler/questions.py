@@ -4520,7 +4520,16 @@ def _places_counted(
     if not mentions:
         return None
     if unit == "lobes":
-        return len(_lobes_named(mentions)) or None
+        lobes = _lobes_named(mentions)
+        # "bibasilar airspace disease": a base is its side's lower lobe, on a side where no
+        # lobe is named ("right basilar opacity ... right middle lobe pneumonia": one)
+        sided = {"left" if lobe == "lingula" else lobe.split()[0] for lobe in lobes}
+        lower = patterns.zone_includes.get("lower", frozenset())
+        basal = [m for m in mentions if _place_values(m) & lower]
+        lobes |= {
+            _ZONE_LOBES[("lower", s)] for s in _sides(basal) - sided if ("lower", s) in _ZONE_LOBES
+        }
+        return len(lobes) or None
     if unit in ("lungs", "pairs"):
         sides = _sides(mentions)
         if not sides and _placed_in_plural(mentions, patterns.paired_plurals):

@@ -1437,6 +1437,14 @@ CLINICIANS = [
     # a finding in the lung still counted as itself
     ("How many lobes have the opacities?", "FINDINGS: Bilateral lower lobe opacities.",
      "count", 2),
+    # ... a base its side's lower lobe, where no lobe of that side is named
+    ("How many lobes have airspace disease?", "FINDINGS: Consolidation in the left lower "
+     "lobe. IMPRESSION: Bibasilar airspace disease.", "count", 2),
+    ("How many lobes show atelectasis?", "FINDINGS: Left basilar atelectasis.", "count", 1),
+    ("How many lobes have opacity?", "FINDINGS: Right basilar opacity. IMPRESSION: Right "
+     "middle lobe pneumonia.", "count", 1),
+    ("How many lobes show atelectasis?", "FINDINGS: Basilar atelectasis.", "count", "unknown"),
+    ("How many lobes are involved?", "FINDINGS: Bibasilar atelectasis.", "study", 2),
     ("How many lungs show interstitial opacities?", "FINDINGS: Mild bilateral interstitial "
      "opacities.", "count", 2),
     ("How many lungs show interstitial opacities?", "FINDINGS: Interstitial opacities in the "
