@@ -920,6 +920,9 @@ CLINICIANS = [
     ("How many views were taken?", "FINDINGS: Single AP view of the chest. Clear lungs.",
      "study", 1),
     ("How many views were taken?", "FINDINGS: Clear lungs.", "study", "unknown"),
+    # a number of views the report states in words
+    ("How many images were taken?", "FINDINGS: Three total images. Clear lungs.", "study", 3),
+    ("How many views were taken?", "FINDINGS: 3 views of the chest. Clear lungs.", "study", 3),
     # an infiltrate offered as a reading is a possible pneumonia; airspace opacity called
     # atelectasis is not
     ("Is there pneumonia?", "FINDINGS: Streaky right basilar opacity, atelectasis or "
