@@ -19,6 +19,7 @@ import functools
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import TYPE_CHECKING, Literal
 
 from spacy.language import Language
@@ -4568,6 +4569,30 @@ def _places_counted(
     return 1
 
 
+def _joined_places(mentions: Sequence[Mention]) -> int | None:
+    """How many places joined by "and" stand before a singular finding's noun, in its own
+    noun phrase ("left hilar and medial left base granuloma": two); None where fewer than
+    two, or where a mention is plural."""
+    best = 0
+    for m in mentions:
+        if m.sentence_start is None or _plural(m.text):
+            return None
+        a = m.start - m.sentence_start
+        spans = sorted(
+            (int(ev["start"]) - m.sentence_start, int(ev["end"]) - m.sentence_start)
+            for ev in m.attribute_evidence
+            if ev.get("attribute") == "location"
+        )
+        if len(spans) < 2 or not all(0 <= e <= a for _, e in spans):
+            continue
+        gaps = [_WORD.findall(m.sentence[e:b].lower()) for (_, e), (b, _) in pairwise(spans)]
+        tail = _WORD.findall(m.sentence[spans[-1][1] : a].lower())
+        # each gap a joiner with at most a side or a part word; nothing but the noun after
+        if all("and" in g and len(g) <= 3 for g in gaps) and not tail:
+            best = max(best, len(spans))
+    return best or None
+
+
 def _chambers_named(mentions: Iterable[Mention]) -> int | None:
     """How many landmarks a device's own words name joined before its noun ("right atrial
     and right ventricular leads": two), the tip rules' landmarks; None where fewer than two."""
@@ -5022,6 +5047,11 @@ def _answer(
             ):
                 count = 2  # "bilateral pleural effusions": one in each pleural space
             heads = {_process_head(m, patterns) for m in target.deciding} - {None}
+            if count is None and not heads and lat != "bilateral":
+                # "left hilar and left basilar granuloma": one in each place joined before it;
+                # places on both sides stay several ("left upper and right upper lobe bullous
+                # disease" is disease in each, not one bulla each)
+                count = _joined_places(target.deciding)
             if count is None and heads:
                 # "osteophyte formations": several; "osteophyte formation": how many unsaid
                 if any(_plural(str(h)) for h in heads):

@@ -1526,6 +1526,11 @@ CLINICIANS = [
     ("How many bullae are there?", "FINDINGS: Left upper and right upper lobe bullous "
      "disease.", "count", "multiple"),
     ("How many bullae are there?", "FINDINGS: Two bullae in the right upper lobe.", "count", 2),
+    # a singular finding after places of one side joined by "and": one in each place
+    ("How many granulomas?", "IMPRESSION: Left hilar and left basilar granuloma.", "count", 2),
+    ("How many granulomas?", "IMPRESSION: Left basilar granuloma.", "count", 1),
+    ("How many granulomas?", "IMPRESSION: Left hilar and left basilar granulomas.", "count",
+     "multiple"),
     # one statement of the mediastinum and the hila answers for both
     ("Have the hila changed?", "FINDINGS: Normal heart. Stable mediastinal and hilar "
      "contours.", "change", "unchanged"),
