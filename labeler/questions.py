@@ -2934,8 +2934,35 @@ def answer_from_report(
             return ReportAnswer("unknown", False, "absent", None, shown)
     if question.type == "count" and question.open:
         target = _counted_by_readings(target, report.report_findings or (), patterns)
+        target = _counted_by_longer_name(target, report.report_findings or ())
     asked = lexicon.concepts.get(_concept_id(label)) if lexicon is not None else None
     return _answer(question, target, patterns, device=asked is not None and asked.kind == "device")
+
+
+def _counted_by_longer_name(target: _Target, findings: Sequence[ReportFinding]) -> _Target:
+    """A label's plural ("nodules": `multiple`, read from the plural alone) counted by the
+    number of the longer name it is part of ("two calcified nodules": the finding
+    "calcified nodules", counted two); the target as it is where none gives a number."""
+    if target.finding.get("count") != "multiple" or not target.deciding:
+        return target
+    numbers: list[int] = []
+    for m in target.deciding:
+        rules = {ev.get("rule") for ev in m.attribute_evidence if ev.get("attribute") == "count"}
+        if rules != {PLURAL_RULE}:
+            return target  # "multiple nodules": a word that says several
+        longer = [
+            f.attributes["count"]
+            for f in findings
+            if f.status == m.status
+            and f.start <= m.start
+            and m.end <= f.end
+            and (f.start, f.end) != (m.start, m.end)
+            and isinstance(f.attributes.get("count"), int)
+        ]
+        if not longer:
+            return target
+        numbers.append(max(longer))
+    return dataclasses.replace(target, finding={**target.finding, "count": max(numbers)})
 
 
 def _counted_by_readings(

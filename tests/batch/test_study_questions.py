@@ -2517,6 +2517,13 @@ COUNTS_SITES_AND_GRADES = [
     ("How many granulomas?", "FINDINGS: A calcified granuloma in the right lower lobe. "
      "IMPRESSION: Prior granulomatous disease.", "count", 1),
     ("How many granulomas?", "IMPRESSION: Prior granulomatous disease.", "count", "unknown"),
+    # a label's plural inside a longer name is counted by that name's number
+    ("How many nodules are there?", "FINDINGS: Two calcified nodules in the left base.",
+     "count", 2),
+    ("How many nodules are there?", "FINDINGS: A couple of calcified nodules in the left "
+     "base.", "count", 2),
+    ("How many nodules are there?", "FINDINGS: Calcified nodules in the left base.", "count",
+     "multiple"),
     # ... and a process the report reads from things is counted by them
     ("How many granulomas are there?", "FINDINGS: Two calcified nodules consistent with old "
      "granulomatous disease.", "count", 2),
