@@ -272,6 +272,10 @@ class QuestionPatterns:
     #: of the latter says nothing of a change by the former
     uncompared_change_words: frozenset[str] = frozenset()
     comparison_words: frozenset[str] = frozenset()
+    #: change words that only say a finding is still there ("persistent") and the changes
+    #: of a course that another mention of it states over them ("decreasing")
+    persistence_words: frozenset[str] = frozenset()
+    course_changes: frozenset[str] = frozenset()
     #: device -> the concepts of its parts whose tip is the device's tip (its leads)
     tips_of: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: parts of the body a whole-study "normal" cue may be said of ("Is the spine normal?")
@@ -570,6 +574,8 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         complement_joins=_words(data, "complement_joins"),
         uncompared_change_words=_words(data, "uncompared_change_words"),
         comparison_words=_words(data, "comparison_words"),
+        persistence_words=_words(data, "persistence_words"),
+        course_changes=_words(data, "course_changes"),
         part_normal_parts=_words(data, "part_normal_parts"),
         part_general_words=_words(data, "part_general_words"),
         part_change_words=_words(data, "part_change_words"),
@@ -2898,6 +2904,7 @@ def answer_from_report(
                 kept = {k: v for k, v in target.finding.items() if k != "change"}
                 target = dataclasses.replace(target, finding=kept)
             compared = [f for f in compared if not _descriptive_change(f, patterns)]
+        target = _course_over_persistence(target, patterns)
         target = _change_said_elsewhere(target, compared, patterns, lexicon)
     if (
         question.type == "presence"
@@ -3387,6 +3394,35 @@ def _descriptive_change(m: Mention, patterns: QuestionPatterns) -> bool:
         if end > m.start or words not in patterns.uncompared_change_words:
             return False
     return True
+
+
+def _change_words(m: Mention) -> list[str]:
+    """The report's words that gave `m` its change ("persistent", "decreasing")."""
+    if m.sentence_start is None:
+        return []
+    return [
+        m.sentence[int(ev["start"]) - m.sentence_start : int(ev["end"]) - m.sentence_start].lower()
+        for ev in m.attribute_evidence
+        if ev.get("attribute") == "change" and "start" in ev and "end" in ev
+    ]
+
+
+def _course_over_persistence(target: _Target, patterns: QuestionPatterns) -> _Target:
+    """`target` with the course another mention states ("Decreasing right pleural effusion")
+    where its change is only that it is still there ("Persistent small right pleural
+    effusion"): the direction answers how it changed, the persistence does not."""
+    if target.finding.get("change") != "unchanged":
+        return target
+    courses: list[str] = []
+    for m in target.deciding:
+        change = m.attributes.get("change")
+        if change in patterns.course_changes:
+            courses.append(str(change))
+        elif change and not set(_change_words(m) or ["?"]) <= patterns.persistence_words:
+            return target  # "stable" beside "decreasing": the report does not agree
+    if len(set(courses)) != 1:
+        return target
+    return dataclasses.replace(target, finding={**target.finding, "change": courses[0]})
 
 
 def _change_said_elsewhere(

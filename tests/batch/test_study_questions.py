@@ -2106,6 +2106,18 @@ CLINICIANS = [
      "presence", "yes"),
     ("Is this a limited study?", "FINDINGS: Portable supine exam. Lungs are clear.",
      "presence", "no"),
+    # a word that only says a finding is still there gives way to the course another
+    # mention of it states; a word of stability beside a course does not
+    ("Is the pneumothorax getting better or worse?", "FINDINGS: Persistent small left "
+     "pneumothorax. IMPRESSION: Decreasing left pneumothorax.", "change", "better"),
+    ("Has the effusion changed?", "FINDINGS: Left effusion remains. IMPRESSION: Increasing "
+     "left pleural effusion.", "change", "increased"),
+    ("Is the effusion stable?", "FINDINGS: Persistent right effusion. IMPRESSION: Decreasing "
+     "right pleural effusion.", "change", "no"),
+    ("Has the effusion changed?", "FINDINGS: Stable small right effusion. IMPRESSION: "
+     "Decreasing right pleural effusion.", "change", "unchanged"),
+    ("Has the effusion changed?", "FINDINGS: Persistent small right effusion.", "change",
+     "unchanged"),
 ]  # fmt: skip
 
 
