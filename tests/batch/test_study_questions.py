@@ -2118,6 +2118,13 @@ CLINICIANS = [
      "Decreasing right pleural effusion.", "change", "unchanged"),
     ("Has the effusion changed?", "FINDINGS: Persistent small right effusion.", "change",
      "unchanged"),
+    # a finding this study does not show, named against an earlier one, is gone
+    ("What happened to the nodule seen before?", "FINDINGS: The previously noted left basal "
+     "nodule is not well seen on today's exam.", "change", "resolved"),
+    ("Has the nodule resolved?", "FINDINGS: The left basal nodule is not visualized on this "
+     "study.", "change", "yes"),
+    ("Has the nodule resolved?", "FINDINGS: No nodule is seen on this study.", "change",
+     "no"),
 ]  # fmt: skip
 
 

@@ -264,6 +264,15 @@ def test_count(attrs: Attrs, text: str, name: str, expected: int | str | None) -
         ("Worsening bilateral pulmonary edema.", "Edema", "worsened"),
         ("A 9 mm nodule in the right lung, not seen on prior exams.", "Nodule", "new"),
         ("There has been development of multiple nodules.", "Nodule", "new"),
+        # not shown by this study, named against an earlier one
+        (
+            "The earlier right apical nodule is not well seen on today's study.",
+            "Nodule",
+            "resolved",
+        ),
+        ("The left basal nodule is not well-seen on the current exam.", "Nodule", "resolved"),
+        ("The left basal nodule is not visualized on this study.", "Nodule", "resolved"),
+        ("No nodule is seen on this study.", "Nodule", None),
         ("Left pleural effusion.", "Effusion", None),
     ],
 )
