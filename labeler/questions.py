@@ -276,6 +276,10 @@ class QuestionPatterns:
     #: of a course that another mention of it states over them ("decreasing")
     persistence_words: frozenset[str] = frozenset()
     course_changes: frozenset[str] = frozenset()
+    #: a word right before a device or an operation (lexicon kinds `interval_new_kinds`)
+    #: that says it is new ("interval CABG")
+    interval_new_words: frozenset[str] = frozenset()
+    interval_new_kinds: frozenset[str] = frozenset()
     #: device -> the concepts of its parts whose tip is the device's tip (its leads)
     tips_of: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: parts of the body a whole-study "normal" cue may be said of ("Is the spine normal?")
@@ -576,6 +580,8 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         comparison_words=_words(data, "comparison_words"),
         persistence_words=_words(data, "persistence_words"),
         course_changes=_words(data, "course_changes"),
+        interval_new_words=_words(data, "interval_new_words"),
+        interval_new_kinds=_words(data, "interval_new_kinds"),
         part_normal_parts=_words(data, "part_normal_parts"),
         part_general_words=_words(data, "part_general_words"),
         part_change_words=_words(data, "part_change_words"),
@@ -2905,6 +2911,7 @@ def answer_from_report(
                 target = dataclasses.replace(target, finding=kept)
             compared = [f for f in compared if not _descriptive_change(f, patterns)]
         target = _course_over_persistence(target, patterns)
+        target = _placed_in_interval(target, patterns, lexicon)
         target = _change_said_elsewhere(target, compared, patterns, lexicon)
     if (
         question.type == "presence"
@@ -3405,6 +3412,34 @@ def _change_words(m: Mention) -> list[str]:
         for ev in m.attribute_evidence
         if ev.get("attribute") == "change" and "start" in ev and "end" in ev
     ]
+
+
+def _placed_in_interval(
+    target: _Target, patterns: QuestionPatterns, lexicon: Lexicon | None
+) -> _Target:
+    """`target` as new where the report puts a word of `interval_new_words` right before a
+    device or an operation it names ("There has been interval CABG", "Interval left chest
+    pacemaker") and gives it no change of its own."""
+    if lexicon is None or target.finding.get("change") or target.status != "positive":
+        return target
+    for m in target.deciding:
+        entry = lexicon.concepts.get(m.label)
+        if entry is None or entry.kind not in patterns.interval_new_kinds:
+            continue
+        if m.sentence_start is None:
+            continue
+        # the words of its own modifiers before it count with it ("interval left chest
+        # pacemaker"), where nothing but words lies between
+        starts = [int(ev.get("start", m.start)) for ev in m.attribute_evidence]
+        first = min([s for s in starts if m.sentence_start <= s < m.start] + [m.start])
+        if re.search(
+            r"[^\w\s-]", m.sentence[first - m.sentence_start : m.start - m.sentence_start]
+        ):
+            first = m.start
+        before = _WORD.findall(m.sentence[: first - m.sentence_start].lower())
+        if before and before[-1] in patterns.interval_new_words:
+            return dataclasses.replace(target, finding={**target.finding, "change": "new"})
+    return target
 
 
 def _course_over_persistence(target: _Target, patterns: QuestionPatterns) -> _Target:

@@ -2125,6 +2125,19 @@ CLINICIANS = [
      "study.", "change", "yes"),
     ("Has the nodule resolved?", "FINDINGS: No nodule is seen on this study.", "change",
      "no"),
+    # "interval" right before a device or an operation: placed or done since the last study
+    ("Is the bypass surgery new?", "FINDINGS: There has been interval CABG. Lungs are "
+     "clear.", "change", "yes"),
+    ("Is the pacemaker new?", "IMPRESSION: Interval left chest pacemaker. No pneumothorax.",
+     "change", "yes"),
+    ("Is the pacemaker new?", "IMPRESSION: Left chest pacemaker. No pneumothorax.", "change",
+     "unknown"),
+    ("Is the opacity new?", "FINDINGS: There has been interval increase in the left basilar "
+     "opacity.", "change", "no"),
+    ("Is the pacemaker new?", "FINDINGS: Left chest pacemaker, unchanged in the interval.",
+     "change", "no"),
+    ("Is the nodule new?", "FINDINGS: Right upper lobe nodule, unchanged in the interval.",
+     "change", "no"),
 ]  # fmt: skip
 
 
