@@ -260,6 +260,8 @@ class QuestionPatterns:
     #: report names the one so by ("the largest in the left base")
     superlatives: Mapping[str, frozenset[str]] = field(default_factory=dict)
     gone_rules: frozenset[str] = frozenset()
+    #: ... or the changes that say it is gone (a finding not seen on this study)
+    gone_changes: frozenset[str] = frozenset()
     #: concept -> other concepts (and those below them) that answer a question about it
     #: ("heart surgery" by a CABG, which the lexicon places under the sternotomy)
     answered_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -569,6 +571,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
             for k, v in (data.get("superlatives") or {}).items()
         },
         gone_rules=frozenset(str(w) for w in data.get("gone_rules") or ()),
+        gone_changes=_words(data, "gone_changes"),
         size_words=_words(data, "size_words"),
         sized_by_grade=frozenset(str(w) for w in data.get("sized_by_grade") or ()),
         size_change_words=_words(data, "size_change_words"),
@@ -4950,13 +4953,17 @@ def _asks_where_it_was(
 ) -> bool:
     """Whether an open question in the past tense asks where a finding was that the
     report says is gone ("Which side was the PICC on?" over "the right PICC has been
-    removed"): every deciding mention is read as gone and names a side or place."""
+    removed", "Where was the nodule?" over "the nodule is not seen on today's study"): every
+    deciding mention is read as gone and names a side or place."""
     return (
         question.type == "position"
         and target.status == "negative"
         and bool(target.deciding)
         and bool(patterns.past_words & set(_WORD.findall(question.text.lower())))
-        and all(m.rule in patterns.gone_rules for m in target.deciding)
+        and all(
+            m.rule in patterns.gone_rules or m.attributes.get("change") in patterns.gone_changes
+            for m in target.deciding
+        )
         and bool(target.finding.get("laterality") or target.finding.get("location"))
     )
 

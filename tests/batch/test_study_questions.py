@@ -958,6 +958,12 @@ CLINICIANS = [
     ("Which side is the PICC on?", "FINDINGS: The left arm PICC has since been removed.",
      "position", "unknown"),
     ("Which side was the PICC on?", "FINDINGS: No PICC. Clear lungs.", "position", "unknown"),
+    # ... or as not seen on this study, named against an earlier one
+    ("Where was the nodule?", "FINDINGS: The earlier left upper lobe nodule is not well seen "
+     "on today's exam.", "position", ["left", "left upper lobe"]),
+    ("Where is the nodule?", "FINDINGS: The earlier left upper lobe nodule is not well seen "
+     "on today's exam.", "position", "unknown"),
+    ("Where was the nodule?", "FINDINGS: No left upper lobe nodule.", "position", "unknown"),
     # a part called stable in a predicate; lungs "expanded" have not changed
     ("Has the mediastinum changed?", "FINDINGS: The mediastinum is stable. Clear lungs.",
      "change", "unchanged"),
