@@ -142,6 +142,9 @@ class AttributeRules:
     #: nouns of the lungs' places a run of pre-modifiers passes over ("moderate left basilar
     #: lung consolidation")
     run_place_nouns: frozenset[str] = frozenset()
+    #: words joining a grade to a change inside a run of pre-modifiers ("small but
+    #: increasing right effusion")
+    grade_change_joiners: frozenset[str] = frozenset()
     #: nouns a finding is counted in after "of" ("retrolisthesis of two vertebral bodies")
     counted_nouns: frozenset[str] = frozenset()
     #: verbs of a clause of the finding's predicate that place it ("atelectasis suggested
@@ -290,6 +293,9 @@ def load_attribute_rules(name: str = "attributes.v1") -> AttributeRules:
         plural_labels=frozenset(str(x) for x in plural.get("labels") or ()),
         place_nouns=frozenset(str(x).lower() for x in data.get("place_nouns") or ()),
         run_place_nouns=frozenset(str(x).lower() for x in data.get("run_place_nouns") or ()),
+        grade_change_joiners=frozenset(
+            str(x).lower() for x in data.get("grade_change_joiners") or ()
+        ),
         counted_nouns=frozenset(str(x).lower() for x in data.get("counted_nouns") or ()),
         place_verbs=frozenset(str(x).lower() for x in data.get("place_verbs") or ()),
         links=frozenset(str(x).lower() for x in data.get("same_finding_links") or ()),
@@ -502,11 +508,24 @@ class AttributeFinder:
         term_tokens = {i for span, _ in found for i in range(span.start, span.end)}
         out = []
         previous: set[int] = set()
+        # a grade joined to a change after it ("small but increasing right effusion")
+        grade_then_change = (
+            {span.end for span, ev in found if ev.attribute == "severity"},
+            {span.start for span, ev in found if ev.attribute == "change"},
+        )
         # Each mention's own pre-modifier terms, whatever the parse: a size written before
         # "spiculated mass" stays the mass's when a hedged diagnosis follows ("..., concerning
         # for malignancy") and the parse hangs the size on a word of its own.
         owned = [
-            _premodifier_terms(doc, m, term_tokens, self.rules.run_place_nouns, self.rules.links)
+            _premodifier_terms(
+                doc,
+                m,
+                term_tokens,
+                self.rules.run_place_nouns,
+                self.rules.links,
+                self.rules.grade_change_joiners,
+                grade_then_change,
+            )
             for m in mentions
         ]
         # a list's governing noun lends only a change: sought where the sentence has one
@@ -804,13 +823,17 @@ def _premodifier_terms(
     term_tokens: set[int],
     place_nouns: frozenset[str] = frozenset(),
     links: frozenset[str] = frozenset(),
+    joiners: frozenset[str] = frozenset(),
+    grade_then_change: tuple[set[int], set[int]] = (set(), set()),
 ) -> set[int]:
     """The term tokens in the unbroken run of modifiers right before `mention`.
 
     Term words may be separated by adjectives and participles that are not terms
     themselves, and by the place nouns a place word hangs on ("moderate left basilar lung
     consolidation"), and starts before a word written onto the mention with a slash ("mild
-    ectasia/tortuosity"); the run ends at any other word, and at a word that links two
+    ectasia/tortuosity"); a grade joined by one of `joiners` to a change after it is in the
+    run too (`grade_then_change`: the ends of grade terms, the starts of change terms); the run
+    ends at any other word, and at a word that links two
     findings (`links`: "slightly accentuated suggesting underlying emphysema" is no mild
     emphysema). On an unparsed doc (no tags), only term words make the run.
     """
@@ -830,6 +853,13 @@ def _premodifier_terms(
             and doc[i + 1].tag_ in _JOINED_TAGS
         ):
             pass  # "stable appearing left upper and right upper lobe bullae": places joined
+        elif (
+            doc[i].lower_ in joiners
+            and i in grade_then_change[0]
+            and i + 1 in grade_then_change[1]
+            and i + 1 in run
+        ):
+            pass  # a grade joined to a change: "small but increasing right effusion"
         elif doc[i].lower_ in links or (
             doc[i].tag_ not in _PASSABLE_TAGS and doc[i].lower_ not in place_nouns
         ):

@@ -204,6 +204,36 @@ def test_severity(attrs: Attrs, text: str, name: str, expected: str | None) -> N
 
 
 @pytest.mark.parametrize(
+    ("text", "name", "severity", "change"),
+    [
+        # a grade joined to a change keeps both, whatever the rest of the sentence
+        (
+            "Old rib fractures and granulomas with tiny but growing left pneumothorax.",
+            "Pneumothorax",
+            "minimal",
+            "increased",
+        ),
+        ("Moderate but improving right effusion.", "Effusion", "moderate", "improved"),
+        ("Mild and stable left basilar atelectasis.", "Atelectasis", "mild", "unchanged"),
+        # a change before the grade is no grade joined to a change
+        ("Heart size is stable. Small right effusion.", "Effusion", "mild", None),
+        # not joined: the grade belongs to the other finding
+        (
+            "Mild scarring but increasing left effusion.",
+            "Effusion",
+            None,
+            "increased",
+        ),
+    ],
+)
+def test_a_grade_joined_to_a_change_is_the_findings(
+    attrs: Attrs, text: str, name: str, severity: str | None, change: str | None
+) -> None:
+    got = attrs(text, name)
+    assert (got.get("severity"), got.get("change")) == (severity, change)
+
+
+@pytest.mark.parametrize(
     ("text", "name", "expected"),
     [
         ("A 4.5 x 3.2 cm mass in the right upper lobe.", "Mass", 45.0),
