@@ -545,6 +545,9 @@ class AttributeFinder:
                 )
                 tail, readings = _readings_tail(doc, mentions, idx, roots, self.rules.denials)
                 anchors |= readings
+                scope |= _place_joined_after(
+                    doc, mention, scope, found, roots, self.rules.run_place_nouns
+                )
             else:
                 tail = set()
                 links = self.rules.links
@@ -1151,6 +1154,42 @@ def _is_link(doc: Doc, i: int, links: frozenset[str], masked_after: frozenset[st
 def _unbroken(doc: Doc, indices: Iterable[int]) -> list[int]:
     """The indices taken in order up to the first break."""
     return list(itertools.takewhile(lambda i: not _is_break(doc[i]), indices))
+
+
+def _place_joined_after(
+    doc: Doc,
+    mention: Span,
+    scope: set[int],
+    found: Sequence[tuple[Span, AttributeEvidence]],
+    roots: set[int],
+    place_nouns: frozenset[str],
+) -> set[int]:
+    """The place terms joined by "and"/"or" to a place of the finding after it, whatever the
+    parse ("haziness in the right lung and left base", where "left" may be read as a verb);
+    not a place that runs into the next finding as its own pre-modifier ("in the right base
+    and left lower lobe opacity")."""
+    places = {span.start: span.end for span, ev in found if ev.attribute in _PLACES}
+    out: set[int] = set()
+    for start, end in sorted(places.items()):
+        j = start - 1
+        if (
+            j <= mention.end
+            or doc[j].lower_ not in _PLACES_JOINED
+            or j - 1 not in scope
+            or j - 1 in out
+        ):
+            continue
+        before = doc[j - 1].lower_
+        if before not in place_nouns and not any(e == j for e in places.values()):
+            continue
+        # the place's own nouns after it ("left lung base"), then no finding of its own
+        k = end
+        while k < len(doc) and doc[k].lower_ in place_nouns:
+            k += 1
+        if k < len(doc) and (k in roots or doc[k].tag_.startswith("NN")):
+            continue
+        out.update(range(start, k))
+    return out
 
 
 def _places_joined(

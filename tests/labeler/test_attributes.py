@@ -141,6 +141,29 @@ def test_readings_of_one_finding_share_the_place_after_the_last(
     assert (got.get("laterality"), got.get("location")) == (side, place)
 
 
+@pytest.mark.parametrize(
+    ("text", "name", "side", "place"),
+    [
+        # a second place joined to the finding's own, whatever the parse makes of its side
+        ("There is patchy consolidation in the right lung and left base.", "Consolidation",
+         "bilateral", ["basilar"]),
+        ("There are infiltrates in the right lung and left base.", "Infiltration",
+         "bilateral", ["basilar"]),
+        # hedged: still both places
+        ("There may be infiltrates in the right lung and left base.", "Infiltration",
+         "bilateral", ["basilar"]),
+        # a place that runs into the next finding is that finding's
+        ("Consolidation in the left lung and right base atelectasis.", "Consolidation",
+         "left", None),
+    ],
+)  # fmt: skip
+def test_a_place_joined_to_the_findings_place_is_its_own(
+    attrs: Attrs, text: str, name: str, side: str | None, place: list[str] | None
+) -> None:
+    got = attrs(text, name)
+    assert (got.get("laterality"), got.get("location")) == (side, place)
+
+
 def test_readings_share_the_place_but_not_the_others_severity(attrs: Attrs) -> None:
     got = attrs("Possible pleural effusion or minimal pleural thickening bilaterally.", "Effusion")
     assert got.get("severity") is None
