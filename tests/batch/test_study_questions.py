@@ -3025,3 +3025,28 @@ def test_a_no_change_sentence_dated_against_the_prior_calls_the_study_as_before(
         "Has anything changed since the last film?", report=engine.label_reports([report])[report]
     )
     assert (got.type, got.answer) == ("study", answer)
+
+
+@pytest.mark.parametrize(
+    ("question", "report", "want"),
+    [
+        # a clinician's short word for a finding: its size unstated is unknown, not refused
+        ("How large are the left hilar calcs?", "FINDINGS: Calcified left hilar nodes.", "unknown"),
+        ("What is the width of the main PA?", "FINDINGS: Prominent pulmonary arteries.",
+         "unknown"),
+        ("How thick is the apical pleura?", "FINDINGS: Right apical pleural thickening.",
+         "unknown"),
+        # the same words asked for presence and place
+        ("Are there any calcs?", "FINDINGS: Calcified granuloma in the right lower lobe.", "yes"),
+        ("Are there any calcs?", "FINDINGS: Lungs are clear. No calcified nodules.", "no"),
+        ("Are there any calcs?", "FINDINGS: Possible calcified granuloma in the right lung.",
+         "uncertain"),
+        ("Where are the calcs?", "FINDINGS: Calcified granuloma in the right lower lobe.",
+         ["right", "right lower lobe"]),
+    ],
+)  # fmt: skip
+def test_a_short_word_for_a_finding_is_read_as_it(
+    engine: StudyQuestions, question: str, report: str, want: object
+) -> None:
+    a = engine.ask(question, report=engine.label_reports([report])[report], report_text=report)
+    assert a.answer == want
