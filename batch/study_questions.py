@@ -232,6 +232,15 @@ class StudyQuestions:
                 # "Has the aneurysm changed?" over "thoracic aortic aneurysm": the one
                 # concept whose words in the report hold the word
                 holders = {f.label for f in found if forms.intersection(f.text.lower().split())}
+                if not holders and len(one) > _STEM_FROM:
+                    # "How big is the cavity?" over "cavitary lesion": the one concept with a
+                    # word of the word's stem (one letter off, as the report was searched)
+                    stem = one[:-1]
+                    holders = {
+                        f.label
+                        for f in found
+                        if any(w.startswith(stem) for w in f.text.lower().split())
+                    }
                 if len(holders) != 1:
                     continue
                 label = CONCEPT_PREFIX + holders.pop()
@@ -284,6 +293,11 @@ class StudyQuestions:
             "abnormal finding it could be; name the finding"
         )
         return dataclasses.replace(parsed, message=message)
+
+
+#: the shortest word whose stem may name a concept's word ("cavity" in "cavitary"): shorter
+#: stems start too many words
+_STEM_FROM = 5
 
 
 def answer_question(

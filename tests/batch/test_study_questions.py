@@ -3050,3 +3050,23 @@ def test_a_short_word_for_a_finding_is_read_as_it(
 ) -> None:
     a = engine.ask(question, report=engine.label_reports([report])[report], report_text=report)
     assert a.answer == want
+
+
+@pytest.mark.parametrize(
+    ("question", "report", "want"),
+    [
+        # a word the report writes only by its stem is the one concept holding it
+        ("Where is the cavity?", "FINDINGS: Thick-walled cavitary nodule in the left upper lobe.",
+         ["left", "left upper lobe"]),
+        ("How big is the cavity?", "FINDINGS: Thick-walled cavitary nodule in the left upper lobe.",
+         "unknown"),
+        ("Is there a cavity?", "FINDINGS: No cavitary nodule. Lungs are clear.", "no"),
+        ("Is there a cavity?", "FINDINGS: Possible cavitary nodule in the left upper lobe.",
+         "uncertain"),
+    ],
+)  # fmt: skip
+def test_a_word_the_report_writes_by_its_stem_is_its_concept(
+    engine: StudyQuestions, question: str, report: str, want: object
+) -> None:
+    a = engine.ask(question, report=engine.label_reports([report])[report], report_text=report)
+    assert a.answer == want
