@@ -845,6 +845,12 @@ class QuestionParser:
             id(words): _by_stems(words)
             for words in (self._concept_words, self._normal_words, self._denied_normal_words)
         }
+        # the words of each concept's phrases: a blocker inside the span of a concept named
+        # by scattered words is the concept's only when it is one of them
+        self._phrase_stems: dict[str, frozenset[str]] = {}
+        for concept, stems in self._concept_words:
+            key = CONCEPT_PREFIX + concept
+            self._phrase_stems[key] = self._phrase_stems.get(key, frozenset()) | stems
         self._by_least_stem = {
             id(words): _by_least_stem(words)
             for words in (self._concept_words, self._normal_words, self._denied_normal_words)
@@ -1104,7 +1110,18 @@ class QuestionParser:
             h
             for h in hits
             if h.group == "blocker"
-            and not any(s <= h.start and h.end <= e for *_, s, e in found)
+            and not any(
+                s <= h.start
+                and h.end <= e
+                and (
+                    rule != "lexicon.words"
+                    or all(
+                        _stem(t.lower_) in self._phrase_stems.get(label, frozenset())
+                        for t in doc[h.start : h.end]
+                    )
+                )
+                for label, rule, s, e in found
+            )
             and not any(
                 e == h.start and self._kind(label) in ("postop", "device")
                 for label, _, _, e in found

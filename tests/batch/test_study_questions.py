@@ -722,6 +722,10 @@ CLINICIANS = [
     ("Is the patient cleared for the operation?", _PICC, "unsupported", None),
     ("Does the effusion need an operation?", _EFFUSION, "unsupported", None),
     ("Does the PICC need to be pulled back?", _PICC, "unsupported", None),
+    # ... and a blocker between the scattered words that name a concept is no word of it
+    ("Does the rib fracture need surgical fixation?", "FINDINGS: Old right rib fracture.",
+     "unsupported", None),
+    ("Is there rib fixation hardware?", "FINDINGS: Old right rib fracture.", "presence", "no"),
     # a normal statement named without its "no" asks about the abnormality it rules out;
     # over a report silent on it the answer is unknown
     ("Any acute bony findings?", "FINDINGS: No acute bony findings.", "presence", "no"),
