@@ -230,9 +230,10 @@ def load_lexicon(name: str = "lexicon.v1") -> Lexicon:
     raw = data.get("concepts")
     if not isinstance(raw, list) or not raw:
         raise PatternFileError(f"{where}: missing `concepts:` list")
+    spellings = _spellings(data.get("spellings"), where)
     concepts: dict[str, LexiconConcept] = {}
     for i, entry in enumerate(raw):
-        concept = _parse_concept(entry, i, where)
+        concept = _parse_concept(entry, i, where, spellings)
         if concept.id in concepts:
             raise PatternFileError(
                 f"{where}: concept id {concept.id!r} appears twice; ids must be unique"
@@ -427,7 +428,9 @@ def _nominals(value: Any, at: str) -> dict[str, tuple[str, ...]]:
     return out
 
 
-def _parse_concept(entry: Any, index: int, where: str) -> LexiconConcept:
+def _parse_concept(
+    entry: Any, index: int, where: str, spellings: Mapping[str, tuple[str, ...]]
+) -> LexiconConcept:
     if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
         raise PatternFileError(f"{where}: concept #{index} needs a string `id`")
     cid = entry["id"]
@@ -458,7 +461,7 @@ def _parse_concept(entry: Any, index: int, where: str) -> LexiconConcept:
         id=cid,
         name=name.strip(),
         kind=kind,
-        phrases=_phrases(entry.get("phrases"), at),
+        phrases=_phrases(entry.get("phrases"), at, spellings),
         parent=parent,
         labels=_labels(entry.get("labels"), at),
         mesh=_mesh(entry.get("mesh"), at),
@@ -467,7 +470,9 @@ def _parse_concept(entry: Any, index: int, where: str) -> LexiconConcept:
     )
 
 
-def _phrases(values: Any, at: str) -> tuple[str, ...]:
+def _phrases(
+    values: Any, at: str, spellings: Mapping[str, tuple[str, ...]] = MappingProxyType({})
+) -> tuple[str, ...]:
     if not isinstance(values, list) or not values:
         raise PatternFileError(f"{at}: `phrases` must be a non-empty list of strings")
     out: dict[str, None] = {}
@@ -475,11 +480,39 @@ def _phrases(values: Any, at: str) -> tuple[str, ...]:
         phrase = " ".join(value.lower().split()) if isinstance(value, str) else ""
         if not phrase:
             raise PatternFileError(f"{at}: phrase {value!r} is empty or not a string")
-        out[phrase] = None
-        plural = plural_phrase(phrase)
-        if plural is not None:
-            out[plural] = None
+        for form in _spelled(phrase, spellings):
+            out[form] = None
+            plural = plural_phrase(form)
+            if plural is not None:
+                out[plural] = None
     return tuple(out)
+
+
+def _spelled(phrase: str, spellings: Mapping[str, tuple[str, ...]]) -> list[str]:
+    # every other spelling of each word ("lymphangitic spread of tumor" is also "... of
+    # tumour"): a phrase lists one spelling, a question or report may use the other
+    forms = [""]
+    for word in phrase.split():
+        options = (word, *spellings.get(word, ()))
+        forms = [f"{f} {o}".strip() for f in forms for o in options]
+    return forms
+
+
+def _spellings(value: Any, where: str) -> Mapping[str, tuple[str, ...]]:
+    if value is None:
+        return MappingProxyType({})
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, list) and all(isinstance(w, str) for w in v)
+        for k, v in value.items()
+    ):
+        raise PatternFileError(f"{where}: `spellings` must map a word to a list of its spellings")
+    # both ways: a phrase may be listed in either spelling
+    out: dict[str, list[str]] = {}
+    for word, others in value.items():
+        group = [word.lower(), *(w.lower() for w in others)]
+        for w in group:
+            out.setdefault(w, []).extend(o for o in group if o != w and o not in out[w])
+    return MappingProxyType({w: tuple(o) for w, o in out.items()})
 
 
 def _labels(value: Any, at: str) -> Mapping[str, tuple[str, ...]]:

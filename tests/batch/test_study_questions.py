@@ -3074,3 +3074,14 @@ def test_a_word_the_report_writes_by_its_stem_is_its_concept(
 ) -> None:
     a = engine.ask(question, report=engine.label_reports([report])[report], report_text=report)
     assert a.answer == want
+
+
+def test_a_question_in_the_other_spelling_of_a_phrase_word(engine: StudyQuestions) -> None:
+    text = "Heart normal. The reticular pattern may reflect lymphangitic spread of tumor."
+    report = engine.label_reports([text])[text]
+    for q in ("Could this be lymphangitic spread of tumour?", "Is there lymphangitic spread?"):
+        assert engine.ask(q, report=report, report_text=text).answer == "uncertain"
+    text = "Heart normal. No lymphangitic spread of tumor."
+    report = engine.label_reports([text])[text]
+    a = engine.ask("Any lymphangitic spread of tumour?", report=report, report_text=text)
+    assert a.answer == "no"

@@ -131,6 +131,14 @@ def test_lexicon_plurals_of_last_words(lexicon: Lexicon) -> None:
     assert "atelectasises" not in lexicon.by_phrase
 
 
+def test_lexicon_other_spellings_inside_phrases(lexicon: Lexicon) -> None:
+    # the file lists one spelling; the loader adds the other, in either direction
+    assert lexicon.by_phrase["lymphangitic spread of tumour"] == ("lymphangitic_carcinomatosis",)
+    assert "lymphangitic spread of tumours" in lexicon.by_phrase
+    assert lexicon.by_phrase["pulmonary haemorrhage"] == ("pulmonary_hemorrhage",)
+    assert "tumoour" not in lexicon.by_phrase
+
+
 def test_lexicon_mesh_headings(lexicon: Lexicon) -> None:
     meshes = [c.mesh for c in lexicon.concepts.values() if c.mesh is not None]
     assert meshes
