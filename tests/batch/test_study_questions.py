@@ -3085,3 +3085,23 @@ def test_a_question_in_the_other_spelling_of_a_phrase_word(engine: StudyQuestion
     report = engine.label_reports([text])[text]
     a = engine.ask("Any lymphangitic spread of tumour?", report=report, report_text=text)
     assert a.answer == "no"
+
+
+def test_calcified_granulomatous_disease_is_calcified_granulomas(engine: StudyQuestions) -> None:
+    # one finding, coded as the disease, that answers the granulomas and the calcification
+    text = "Heart normal. Old calcified granulomatous disease in both upper lobes."
+    report = engine.label_reports([text])[text]
+    for q in (
+        "Any calcified granulomas?",
+        "Is there granulomatous disease?",
+        "Is there calcification?",
+    ):
+        assert engine.ask(q, report=report, report_text=text).answer == "yes", q
+    for text, want in (
+        ("Heart normal. Possible calcified granulomatous disease.", "uncertain"),
+        ("Heart normal. No calcified granulomatous disease.", "no"),
+        ("Heart normal. Granulomatous disease.", "no"),
+    ):
+        report = engine.label_reports([text])[text]
+        a = engine.ask("Are there calcified granulomas?", report=report, report_text=text)
+        assert a.answer == want, text

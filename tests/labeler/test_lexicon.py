@@ -119,6 +119,7 @@ def test_lexicon_labels_exist_in_their_label_sets(lexicon: Lexicon) -> None:
         ("lungs are clear", "clear_lungs"),
         ("no acute cardiopulmonary abnormality", "no_acute_abnormality"),
         ("underpenetrated", "underpenetration"),
+        ("calcified granulomatous disease", "calcified_granulomatous_disease"),
     ],
 )
 def test_lexicon_phrases_resolve(lexicon: Lexicon, phrase: str, concept_id: str) -> None:
