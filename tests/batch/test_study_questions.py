@@ -3105,3 +3105,20 @@ def test_calcified_granulomatous_disease_is_calcified_granulomas(engine: StudyQu
         report = engine.label_reports([text])[text]
         a = engine.ask("Are there calcified granulomas?", report=report, report_text=text)
         assert a.answer == want, text
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("Lungs clear. The aorta is heavily calcified.", "severe"),
+        ("Lungs clear. There is dense calcification of the aortic arch.", "severe"),
+        ("Lungs clear. Densely calcified aorta.", "severe"),
+        ("Lungs clear. Mild calcification of the aorta.", "mild"),
+        ("Lungs clear. Calcified aorta.", "unknown"),
+    ],
+)
+def test_a_heavy_or_dense_calcification_is_severe(
+    engine: StudyQuestions, text: str, want: str
+) -> None:
+    report = engine.label_reports([text])[text]
+    assert engine.ask("How calcified is the aorta?", report=report, report_text=text).answer == want

@@ -220,6 +220,9 @@ def test_location(attrs: Attrs, text: str, name: str, expected: list[str] | None
         ("Small to moderate left effusion.", "Effusion", "moderate"),
         ("The heart is significantly enlarged.", "Cardiomegaly", "moderate"),
         ("Left pleural effusion.", "Effusion", None),
+        # "dense" grades a calcification only: a dense nodule is an opaque one
+        ("Dense consolidation in the left base.", "Consolidation", None),
+        ("Dense nodule in the right lower lobe.", "Nodule", None),
     ],
 )
 def test_severity(attrs: Attrs, text: str, name: str, expected: str | None) -> None:
