@@ -274,6 +274,7 @@ class PhraseIndex:
         self, nlp: Language, lexicon: Lexicon, *, skip_kinds: Collection[str] = ()
     ) -> None:
         by_concept = lexicon.phrases_by_concept(skip_kinds)
+        self.read_through = lexicon.read_through
         packaged = packaged_file(lexicon.name)
         key = _trie_key(nlp, by_concept) if packaged is not None else None
         #: a trie of the phrases' words as nested dicts: word -> the node after it; a
@@ -294,6 +295,7 @@ class PhraseIndex:
         """
         found = []
         root = self.root
+        through = self.read_through
         n = len(words)
         # the start marker is a key of the index, never a word of the text ("nodule ^
         # unchanged" is no sentence that starts "unchanged"); looked for once a sentence
@@ -308,9 +310,10 @@ class PhraseIndex:
                 if end == n:
                     break
                 step = node.get(words[end])
-                if step is None and words[end] in _SIDES and end + 1 < n:
+                if step is None and end + 1 < n and (words[end] in _SIDES or words[end] in through):
                     # a side inside a phrase ("degenerative changes of the right shoulder",
-                    # "elevation of the left hemidiaphragm"): the phrase without it
+                    # "elevation of the left hemidiaphragm"), or a word the lexicon reads
+                    # through ("ectatic appearing ascending aorta"): the phrase without it
                     step = node.get(words[end + 1])
                     end += step is not None
                 node = step

@@ -112,6 +112,9 @@ class Lexicon:
     #: predicate adjectives and nominals; and the verbs and degree words of the predicates,
     #: which make the word a predicate of what comes before ("the heart is enlarged and ...")
     coordinated: frozenset[str] = frozenset()
+    #: words a phrase is read through where it has no word of its own there ("ectatic
+    #: appearing ascending aorta" is the ectatic ascending aorta), as a side word is
+    read_through: frozenset[str] = frozenset()
     predicate_verbs: frozenset[str] = frozenset()
     predicate_degrees: frozenset[str] = frozenset()
 
@@ -265,6 +268,7 @@ def load_lexicon(name: str = "lexicon.v1") -> Lexicon:
         predicate_phrases=frozenset(predicate_phrases),
         described=_described(concepts, data.get("described"), where),
         placed=_placed(concepts, data.get("placed"), where),
+        read_through=_heads(data.get("read_through"), where, "read_through"),
         **_coordination(words),
     )
     _check_clashes(lexicon, where)
@@ -559,13 +563,13 @@ def _mesh(value: Any, at: str) -> Mesh | None:
     return Mesh(heading.strip(), tuple(q.strip() for q in qualifiers))
 
 
-def _heads(value: Any, where: str) -> frozenset[str]:
+def _heads(value: Any, where: str, key: str = "open_finding_heads") -> frozenset[str]:
     if value is None:
         return frozenset()
     if not isinstance(value, list) or not all(
         isinstance(v, str) and len(v.split()) == 1 for v in value
     ):
-        raise PatternFileError(f"{where}: `open_finding_heads` must be a list of single words")
+        raise PatternFileError(f"{where}: `{key}` must be a list of single words")
     # each form listed: a head noun's plural is too often irregular (focus, foci)
     return frozenset(v.lower() for v in value)
 

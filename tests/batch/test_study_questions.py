@@ -3122,3 +3122,14 @@ def test_a_heavy_or_dense_calcification_is_severe(
 ) -> None:
     report = engine.label_reports([text])[text]
     assert engine.ask("How calcified is the aorta?", report=report, report_text=text).answer == want
+
+
+def test_an_appearing_inside_a_finding_phrase(engine: StudyQuestions) -> None:
+    text = "Heart normal. Tortuous aorta with a slightly ectatic appearing ascending aorta."
+    report = engine.label_reports([text])[text]
+    a = engine.ask("Is the ascending aorta dilated?", report=report, report_text=text)
+    assert a.answer == "yes"
+    text = "Heart normal. Tortuous aorta."
+    report = engine.label_reports([text])[text]
+    a = engine.ask("Is the ascending aorta dilated?", report=report, report_text=text)
+    assert a.answer == "no"

@@ -687,6 +687,31 @@ def test_the_phrase_index_reads_a_phrase_with_a_side_in_its_midst(
     assert index(["degenerative", "changes", "of", "the", "old", "shoulder"]) == [("change", 0, 2)]
 
 
+def test_the_phrase_index_reads_through_the_lexicons_read_through_words(
+    nlp: Language, tmp_path: Path
+) -> None:
+    path = tmp_path / "lexicon.yaml"
+    path.write_text(
+        "read_through: [appearing]\n"
+        "concepts:\n"
+        "  - {id: wide_vessel, name: Wide vessel, kind: finding, phrases: [wide upper vessel]}\n",
+        encoding="utf-8",
+    )
+    index = PhraseIndex(nlp, load_lexicon(str(path)))
+    assert index(["a", "wide", "appearing", "upper", "vessel"]) == [("wide_vessel", 1, 5)]
+    assert index(["wide", "upper", "vessel"]) == [("wide_vessel", 0, 3)]
+    # only where the phrase has no word there, and never a word that is not listed
+    assert index(["wide", "looking", "upper", "vessel"]) == []
+    assert index(["wide", "appearing"]) == []
+
+
+def test_an_appearing_between_a_describing_word_and_its_noun_is_read_through(read: Read) -> None:
+    aorta = _one(read("FINDINGS: Mildly ectatic appearing ascending aorta."), "ectatic_aorta")
+    assert aorta.status == "positive"
+    no = read("FINDINGS: No ectatic appearing aorta.")
+    assert _one(no, "ectatic_aorta").status == "negative"
+
+
 def test_a_packaged_lexicons_phrase_index_is_kept_beside_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
