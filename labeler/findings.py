@@ -160,20 +160,28 @@ _AND = frozenset({"and"})
 def _coordinated(
     matched: list[tuple[str, int, int]], words: Sequence[str], lexicon: Lexicon
 ) -> list[tuple[str, int, int]]:
-    """`matched` with each describing word joined by "and" to the finding after it read as
-    that finding's head described by the word: "moderately enlarged and tortuous calcified
-    aorta" is also the enlarged aorta, "mild unfolding and atherosclerotic calcification of
-    the aorta" the unfolding of the aorta (`Lexicon.coordinated`). The word is the new
-    finding's span, so each keeps its own degree; one after a predicate verb says what the
-    finding before is ("the heart is enlarged and ...") and is left alone."""
+    """`matched` with each describing word joined by "and" to the finding after it, or
+    right before it, read as that finding's head described by the word: "moderately
+    enlarged and tortuous calcified aorta" is also the enlarged aorta, "dilated tortuous
+    aorta" the dilated one (a `Lexicon.stacked` word), "mild unfolding and atherosclerotic
+    calcification of the aorta" the unfolding of the aorta (`Lexicon.coordinated`). The
+    word is the new finding's span, so each keeps its own degree; one after a predicate
+    verb says what the finding before is ("the heart is enlarged and ...") and is left
+    alone."""
     starts = {start: n for n, (_, start, _) in enumerate(matched)}
     taken = {i for _, start, end in matched for i in range(start, end)}
     added: list[tuple[str, int, int]] = []
-    for i, word in enumerate(words[:-2]):
-        n = starts.get(i + 2)
-        if word not in lexicon.coordinated or words[i + 1] not in _AND or n is None:
+    for i, word in enumerate(words[:-1]):
+        if word not in lexicon.coordinated or i in taken:
             continue
-        if i in taken:
+        # "enlarged and tortuous aorta", or stacked with no "and": "dilated tortuous aorta"
+        if words[i + 1] in _AND:
+            n = starts.get(i + 2)
+        elif word in lexicon.stacked:
+            n = starts.get(i + 1)
+        else:
+            continue
+        if n is None:
             continue
         before = i - 1
         if before >= 0 and words[before] in lexicon.predicate_degrees:
@@ -186,7 +194,7 @@ def _coordinated(
         while n + 1 < len(matched) and matched[n + 1][1] == end:
             n += 1
             end = matched[n][2]
-        for j in range(i + 3, end):
+        for j in range(matched[n][1] + 1, end):
             ids = lexicon.by_phrase.get(" ".join([word, *words[j:end]]))
             if ids and lexicon.concepts[ids[0]].kind != "anatomy":
                 added.append((ids[0], i, i + 1))

@@ -112,6 +112,9 @@ class Lexicon:
     #: predicate adjectives and nominals; and the verbs and degree words of the predicates,
     #: which make the word a predicate of what comes before ("the heart is enlarged and ...")
     coordinated: frozenset[str] = frozenset()
+    #: the describing words of `coordinated` that share the head with no "and" between
+    #: ("dilated tortuous aorta" is also the dilated aorta)
+    stacked: frozenset[str] = frozenset()
     #: words a phrase is read through where it has no word of its own there ("ectatic
     #: appearing ascending aorta" is the ectatic ascending aorta), as a side word is
     read_through: frozenset[str] = frozenset()
@@ -347,6 +350,9 @@ class _PredicateWords:
     nominals: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: the adjectives said after their noun with no verb too ("Heart size normal.")
     verbless: frozenset[str] = frozenset()
+    #: the adjectives that describe the head also when stacked before another describing
+    #: word with no "and" ("dilated tortuous aorta")
+    stacked: frozenset[str] = frozenset()
 
 
 def _predicate_words(value: Any, where: str) -> _PredicateWords:
@@ -365,12 +371,16 @@ def _predicate_words(value: Any, where: str) -> _PredicateWords:
     verbless = [" ".join(w.lower().split()) for w in verbless]
     if not set(verbless) <= set(lists["adjectives"]):
         raise PatternFileError(f"{where}: `predicates.verbless` must list some of its adjectives")
+    stacked = [" ".join(w.lower().split()) for w in value.get("stacked") or []]
+    if not set(stacked) <= set(lists["adjectives"]):
+        raise PatternFileError(f"{where}: `predicates.stacked` must list some of its adjectives")
     return _PredicateWords(
         lists["adjectives"],
         lists["verbs"],
         lists["degrees"],
         _nominals(value.get("nominals"), f"{where}: `predicates.nominals`"),
         frozenset(verbless),
+        frozenset(stacked),
     )
 
 
@@ -410,6 +420,7 @@ def _coordination(words: _PredicateWords) -> dict[str, frozenset[str]]:
         "coordinated": frozenset(
             {*words.adjectives, *(n for ns in words.nominals.values() for n in ns)}
         ),
+        "stacked": words.stacked,
         "predicate_verbs": frozenset(words.verbs),
         "predicate_degrees": frozenset(words.degrees),
     }

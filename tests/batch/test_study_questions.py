@@ -3133,3 +3133,13 @@ def test_an_appearing_inside_a_finding_phrase(engine: StudyQuestions) -> None:
     report = engine.label_reports([text])[text]
     a = engine.ask("Is the ascending aorta dilated?", report=report, report_text=text)
     assert a.answer == "no"
+
+
+def test_a_stacked_describing_word_of_the_aorta(engine: StudyQuestions) -> None:
+    for text, want in (
+        ("Heart normal. Dilated tortuous calcified aortic XXXX.", "yes"),
+        ("Heart normal. Ectatic tortuous aorta.", "yes"),
+        ("Heart normal. Tortuous calcified aortic XXXX.", "no"),
+    ):
+        report = engine.label_reports([text])[text]
+        assert engine.ask("Is the aorta dilated?", report=report, report_text=text).answer == want

@@ -712,6 +712,19 @@ def test_an_appearing_between_a_describing_word_and_its_noun_is_read_through(rea
     assert _one(no, "ectatic_aorta").status == "negative"
 
 
+def test_a_stacked_describing_word_shares_the_head_of_the_finding_after_it(read: Read) -> None:
+    # no "and" between them: "dilated" describes the aorta as "tortuous" does
+    got = read("FINDINGS: Slightly dilated tortuous calcified aorta.")
+    assert _one(got, "ectatic_aorta").status == "positive"
+    assert _one(got, "tortuous_aorta").status == "positive"
+    # its head masked ("aortic XXXX"): the aortic arch or knob
+    assert _one(read("FINDINGS: Dilated tortuous aortic XXXX."), "ectatic_aorta").text == "Dilated"
+    # a word of state is not stacked: the silhouette stays enlarged, not normal
+    got = read("FINDINGS: Stable enlarged cardiomediastinal silhouette.")
+    assert got.report_findings is not None
+    assert "normal_mediastinum" not in {f.concept for f in got.report_findings}
+
+
 def test_a_packaged_lexicons_phrase_index_is_kept_beside_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
