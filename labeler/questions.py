@@ -1796,11 +1796,6 @@ class QuestionParser:
         if any(w in self._sites for w in words):
             # "in the shoulder joints": a site named, its general words say no more
             unknown = [t for t in unknown if t.lower_ not in self.patterns.site_generic_words]
-        if unknown and all(self._is_site(t) for t in unknown):
-            # "Is there a shoulder fracture?": the site is read in the words beside the
-            # finding ("fracture-dislocation of the right shoulder")
-            quals = [*quals, *(self._site(t) for t in unknown)]
-            unknown = []
         link = self._reading_link(doc, r.found)
         starts = {s for _, _, s, _ in r.found}
         if (
@@ -1811,11 +1806,17 @@ class QuestionParser:
         ):
             # "Could the density be a pericardial mass?": the words just before the reading
             # asked name the kind asked, read beside the finding ("pericardial mass"); not
-            # said there, the report may say it in other words (`_READ_WORD_RULE`)
+            # said there, the report may say it in other words (`_READ_WORD_RULE`); a site
+            # word too ("Could the calcification be a liver cyst?" over "calcified cyst")
             quals = [
                 *quals,
                 *(dataclasses.replace(self._site(t), rule=_READ_WORD_RULE) for t in unknown),
             ]
+            unknown = []
+        if unknown and all(self._is_site(t) for t in unknown):
+            # "Is there a shoulder fracture?": the site is read in the words beside the
+            # finding ("fracture-dislocation of the right shoulder")
+            quals = [*quals, *(self._site(t) for t in unknown)]
             unknown = []
         if unknown:
             return ParsedQuestion(

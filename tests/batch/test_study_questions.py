@@ -3143,3 +3143,29 @@ def test_a_stacked_describing_word_of_the_aorta(engine: StudyQuestions) -> None:
     ):
         report = engine.label_reports([text])[text]
         assert engine.ask("Is the aorta dilated?", report=report, report_text=text).answer == want
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        (
+            "Round calcification below the right hemidiaphragm, possibly a calcified hepatic cyst.",
+            "uncertain",
+        ),
+        (
+            "Round calcification below the right hemidiaphragm, possibly a calcified liver cyst.",
+            "uncertain",
+        ),
+        # the organ not said: the report may say it in other words
+        (
+            "Round calcification below the right hemidiaphragm, possibly a calcified cyst.",
+            "unknown",
+        ),
+    ],
+)
+def test_an_organ_asked_by_its_noun_is_the_reports_adjective(
+    engine: StudyQuestions, text: str, want: str
+) -> None:
+    report = engine.label_reports([text])[text]
+    a = engine.ask("Could the calcification be a liver cyst?", report=report, report_text=text)
+    assert a.answer == want

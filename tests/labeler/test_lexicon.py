@@ -120,6 +120,7 @@ def test_lexicon_labels_exist_in_their_label_sets(lexicon: Lexicon) -> None:
         ("no acute cardiopulmonary abnormality", "no_acute_abnormality"),
         ("underpenetrated", "underpenetration"),
         ("calcified granulomatous disease", "calcified_granulomatous_disease"),
+        ("enlarged liver", "hepatomegaly"),
     ],
 )
 def test_lexicon_phrases_resolve(lexicon: Lexicon, phrase: str, concept_id: str) -> None:
