@@ -3169,3 +3169,17 @@ def test_an_organ_asked_by_its_noun_is_the_reports_adjective(
     report = engine.label_reports([text])[text]
     a = engine.ask("Could the calcification be a liver cyst?", report=report, report_text=text)
     assert a.answer == want
+
+
+@pytest.mark.parametrize(
+    ("text", "question", "want"),
+    [
+        ("Lungs clear. Diminutive left hilar silhouette.", "Is the left hilum small?", "yes"),
+        ("Lungs clear. Diminutive left hilar silhouette.", "Is the right hilum small?", "no"),
+        ("Lungs clear. Small right hilum.", "Which hilum is small?", ["right"]),
+        ("Lungs clear. Normal hila.", "Is the left hilum small?", "no"),
+    ],
+)
+def test_a_small_hilum(engine: StudyQuestions, text: str, question: str, want: object) -> None:
+    report = engine.label_reports([text])[text]
+    assert engine.ask(question, report=report, report_text=text).answer == want

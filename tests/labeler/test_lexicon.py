@@ -121,6 +121,7 @@ def test_lexicon_labels_exist_in_their_label_sets(lexicon: Lexicon) -> None:
         ("underpenetrated", "underpenetration"),
         ("calcified granulomatous disease", "calcified_granulomatous_disease"),
         ("enlarged liver", "hepatomegaly"),
+        ("diminutive hilar silhouette", "small_hilum"),
     ],
 )
 def test_lexicon_phrases_resolve(lexicon: Lexicon, phrase: str, concept_id: str) -> None:
