@@ -2733,6 +2733,9 @@ class _Target:
     #: the mentions of the deciding status: the words beside them, read when a question
     #: asks for them (a describing word, the report's own words for a place)
     deciding: Sequence[Mention] = ()
+    #: an absent finding whose broader kind the report places outside the zone its name
+    #: says ("basal opacities" over "opacities in both upper lobes")
+    elsewhere: bool = False
 
 
 def answer_from_report(
@@ -2806,6 +2809,8 @@ def answer_from_report(
             )
             if said:
                 target = _findings_target(said, "")
+            elif _placed_elsewhere(concept, report, lexicon, patterns):
+                target = dataclasses.replace(target, elsewhere=True)
         if question.type == "change" and target.status in ("negative", "absent"):
             normals = patterns.anatomy_normals.get(concept, ())
             findings = report.report_findings or ()
@@ -4568,6 +4573,26 @@ def _described_parent(
     return []
 
 
+def _placed_elsewhere(
+    concept: str, report: ReportLabels, lexicon: Lexicon, patterns: QuestionPatterns
+) -> bool:
+    """Whether the report places a finding of a broader kind than `concept` while the name
+    of `concept` adds a zone ("basal opacity" over "opacities in both upper lobes"): the
+    asked finding is then not there, not merely unnamed (read after `_described_parent`
+    found none in the zone)."""
+    words = set(lexicon.concepts[concept].name.split())
+    if not any(words.intersection(z.phrases) for z in patterns.qualifiers["zone"]):
+        return False
+    kinds: set[str] = set()
+    for broader in lexicon.ancestors(concept):
+        if lexicon.concepts[broader].kind != "anatomy":
+            kinds |= {broader, *lexicon.descendants(broader)}
+    return any(
+        f.concept in kinds and f.status in ("positive", "uncertain") and _place_values(f)
+        for f in report.report_findings or ()
+    )
+
+
 def _counts_lobes(text: str, patterns: QuestionPatterns) -> bool:
     """Whether a count question counts lobes ("How many lobes show collapse?"), not a
     finding in one ("How many nodules are in the left lower lobe?")."""
@@ -5223,6 +5248,10 @@ def _answer(
         if changes and question.label in patterns.stated_normal:
             # "Has the heart got bigger?" over a normal heart compared with nothing: a heart
             # is always there, so whether it grew is not said
+            return out("unknown", False)
+        if changes and status == "absent" and not target.elsewhere:
+            # "Has the aortic calcification progressed?" over a report that never names it:
+            # whether it changed is not said (a finding the report denies did not appear)
             return out("unknown", False)
         return out("no")
     if (

@@ -3183,3 +3183,22 @@ def test_an_organ_asked_by_its_noun_is_the_reports_adjective(
 def test_a_small_hilum(engine: StudyQuestions, text: str, question: str, want: object) -> None:
     report = engine.label_reports([text])[text]
     assert engine.ask(question, report=report, report_text=text).answer == want
+
+
+@pytest.mark.parametrize(
+    ("report", "answer"),
+    [
+        ("FINDINGS: Patchy opacities in both upper lobes, worse than before.", "no"),
+        ("FINDINGS: Patchy opacities at both lung bases, worse than before.", "yes"),
+        ("FINDINGS: The heart is normal in size. Old rib fracture on the left.", "unknown"),
+        ("FINDINGS: The heart is normal in size. No pleural effusion.", "unknown"),
+    ],
+)
+def test_change_of_a_finding_the_report_never_names_is_unknown(
+    engine: StudyQuestions, report: str, answer: str
+) -> None:
+    # a zone-named finding whose broader kind the report places elsewhere is not there
+    got = engine.ask(
+        "Have the basal opacities increased?", report=engine.label_reports([report])[report]
+    )
+    assert (got.type, got.answer) == ("change", answer)

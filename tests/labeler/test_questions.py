@@ -193,6 +193,22 @@ def test_resolved_finding_answers_change(
 
 
 @pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        ("Heart size is normal. Scattered granulomas in both lungs.", "unknown"),  # unnamed
+        ("No pleural effusion. The heart is normal in size.", "no"),  # denied: none appeared
+        ("Small right pleural effusion, new since the prior study.", "yes"),
+        ("Small right pleural effusion, unchanged from the prior exam.", "no"),
+    ],
+)
+def test_change_of_a_finding_the_report_never_names_is_unknown(
+    parser: QuestionParser, label: Callable[[str], ReportLabels], text: str, answer: str
+) -> None:
+    parsed = parser.parse("Is the pleural effusion worse than before?")
+    assert answer_from_report(parsed, label(text)).answer == answer
+
+
+@pytest.mark.parametrize(
     "question",
     [
         "Why is there an effusion?",
