@@ -1818,6 +1818,19 @@ class QuestionParser:
             # finding ("fracture-dislocation of the right shoulder")
             quals = [*quals, *(self._site(t) for t in unknown)]
             unknown = []
+        if (
+            unknown
+            and "change" in kind_values
+            and {t.i + 1 for t in unknown} <= {t.i for t in unknown} | starts
+        ):
+            # "Are the axillary densities new?": words just before the finding whose change
+            # is asked name which one, read beside it ("bilateral axillary densities"); not
+            # said there, the report may say it in other words (`_READ_WORD_RULE`)
+            quals = [
+                *quals,
+                *(dataclasses.replace(self._site(t), rule=_READ_WORD_RULE) for t in unknown),
+            ]
+            unknown = []
         if unknown:
             return ParsedQuestion(
                 text,

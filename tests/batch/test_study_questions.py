@@ -3202,3 +3202,26 @@ def test_change_of_a_finding_the_report_never_names_is_unknown(
         "Have the basal opacities increased?", report=engine.label_reports([report])[report]
     )
     assert (got.type, got.answer) == ("change", answer)
+
+
+@pytest.mark.parametrize(
+    ("question", "report", "answer"),
+    [
+        ("Are the axillary densities new?", "FINDINGS: Small rounded axillary densities, not "
+         "seen on the prior study.", "yes"),
+        ("Are the axillary densities new?", "FINDINGS: Small rounded axillary densities, "
+         "unchanged from the prior study.", "no"),
+        # the words not said beside the finding: the report may say them in other words
+        ("Is the axillary density new?", "FINDINGS: New opacity in the right lower lobe.",
+         "unknown"),
+        ("Is the paratracheal fullness worse?", "FINDINGS: Fullness of the right paratracheal "
+         "stripe, increased since the prior exam.", "yes"),
+        ("Is the paratracheal fullness worse?", "FINDINGS: Prominent paratracheal soft "
+         "tissues. Lungs clear.", "unknown"),
+    ],
+)  # fmt: skip
+def test_change_of_a_finding_named_with_words_no_entry_explains(
+    engine: StudyQuestions, question: str, report: str, answer: str
+) -> None:
+    got = engine.ask(question, report=engine.label_reports([report])[report])
+    assert (got.type, got.answer) == ("change", answer)
