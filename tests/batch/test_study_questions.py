@@ -1107,6 +1107,13 @@ CLINICIANS = [
      "pneumothorax.", "presence", "no"),
     ("Any pneumothorax after the line went in?", "FINDINGS: Right PICC. Small right apical "
      "pneumothorax.", "presence", "yes"),
+    # ... or by a procedure the film is taken ahead of
+    ("Any acute findings before surgery?", "FINDINGS: Lungs are clear. Old granulomas. "
+     "IMPRESSION: No acute findings.", "study", "no"),
+    ("Any acute findings prior to the procedure?", "FINDINGS: Dense right lower lobe "
+     "consolidation.", "study", "yes"),
+    ("Is there a pneumothorax ahead of the procedure?", "FINDINGS: Small left apical "
+     "pneumothorax.", "presence", "yes"),
     ("Any sign of active TB?", "IMPRESSION: No evidence of active tuberculosis.", "presence",
      "no"),
     ("Any arthritis in the spine?", "FINDINGS: Degenerative changes of the thoracic spine.",
