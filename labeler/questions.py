@@ -1202,6 +1202,12 @@ class QuestionParser:
             )
             if asks == "abnormal" and changed:
                 asks = "change"
+            # "Is the left basal abnormality worse?": whether the findings there changed so
+            told = [h for h in hits if h.group == "change"]
+            placed = any(h.group in ("side", "zone", "lobe") for h in hits)
+            told_there = asks == "abnormal" and bool(told) and placed
+            if told_there:
+                asks, changed = "change", True
             part = self._part_changed(doc, hits) if asks == "change" else None
             if part is not None:
                 # "Has the mediastinum changed since the last film?": that part's change, not
@@ -1242,7 +1248,8 @@ class QuestionParser:
                     text, "unsupported", rules=(cue.entry.id, measured[0].entry.id),
                     message="a size, count or severity is asked only of a finding",
                 )  # fmt: skip
-            places = tuple(_qualifier(doc, h) for h in hits if h.group in ("side", "zone", "lobe"))
+            kinds = ("side", "zone", "lobe", *(("change",) if told_there else ()))
+            places = tuple(_qualifier(doc, h) for h in hits if h.group in kinds)
             if places and asks not in ("normal", "abnormal") and not (asks == "change" and changed):
                 return ParsedQuestion(
                     text, "unsupported",
@@ -4047,10 +4054,12 @@ def answer_study(
         ]
         said_same += [f for f in findings if _denied_since_prior(f, patterns)]
         pool: Sequence[ReportFinding] = findings
-        if question.qualifiers:
+        places = [q for q in question.qualifiers if q.kind != "change"]
+        told = [q for q in question.qualifiers if q.kind == "change"]
+        if places:
             # "Has the right base abnormality changed?": the abnormal findings there, as
             # before where the report calls the whole study so
-            pool = _abnormal_there(abnormal, question.qualifiers, patterns)
+            pool = _abnormal_there(abnormal, places, patterns)
             if not pool:
                 return out("unknown", [], False)
         # "No new opacity": a new finding denied is no change
@@ -4060,6 +4069,10 @@ def answer_study(
             if f.attributes.get("change") in _CHANGED
             and not (f.status == "negative" and f.attributes["change"] == "new")
         ]
+        if changed and told:
+            # "Is the left basal abnormality worse?": the change asked, else another
+            asked = [f for f in changed if any(f.attributes["change"] in q.accepts for q in told)]
+            return out("yes", asked) if asked else out("no", changed)
         if changed:
             return out("yes", changed)
         same = [f for f in pool if f.attributes.get("change") == "unchanged"]

@@ -3232,3 +3232,24 @@ def test_change_of_a_finding_named_with_words_no_entry_explains(
 ) -> None:
     got = engine.ask(question, report=engine.label_reports([report])[report])
     assert (got.type, got.answer) == ("change", answer)
+
+
+@pytest.mark.parametrize(
+    ("report", "answer"),
+    [
+        ("FINDINGS: Left basilar opacity, increased since the prior study.", "yes"),
+        ("FINDINGS: Left basilar opacity, improved since the prior study.", "no"),
+        ("FINDINGS: Left basilar opacity, unchanged from the prior study.", "no"),
+        # the change said of a finding elsewhere is not the place's
+        ("FINDINGS: Left basilar opacity. Right upper lobe opacity, increased since the prior "
+         "study.", "unknown"),
+        ("FINDINGS: Lungs clear.", "unknown"),
+    ],
+)  # fmt: skip
+def test_a_places_abnormality_asked_worse_reads_the_change_there(
+    engine: StudyQuestions, report: str, answer: str
+) -> None:
+    got = engine.ask(
+        "Is the left basal abnormality worse?", report=engine.label_reports([report])[report]
+    )
+    assert (got.type, got.answer) == ("study", answer)
