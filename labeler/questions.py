@@ -2831,6 +2831,12 @@ def answer_from_report(
                 target = _findings_target(said, "")
             elif _placed_elsewhere(concept, report, lexicon, patterns):
                 target = dataclasses.replace(target, elsewhere=True)
+        if target.status == "absent" and question.type == "position":
+            # "Where is the compression deformity?" over "deformity of an upper lumbar
+            # vertebral body": the broader finding at the name's site places it
+            at = _described_parent(concept, report, lexicon, patterns, by_site=True)
+            if at:
+                target = _findings_target(at, "")
         if question.type == "change" and target.status in ("negative", "absent"):
             normals = patterns.anatomy_normals.get(concept, ())
             findings = report.report_findings or ()
@@ -4550,13 +4556,17 @@ def _described_parent(
     lexicon: Lexicon,
     patterns: QuestionPatterns,
     said: frozenset[str] | None = None,
+    by_site: bool = False,
 ) -> list[ReportFinding]:
     """The findings of a broader concept that carry the words `concept`'s name adds to the
     broader one's: a description ("healed" in "healed rib fracture", by a descriptor's
     report words) or a site ("shoulder" in "shoulder dislocation", by any word of that
     site's phrases: "dislocation of the right humeral head"). The nearest ancestor whose
     name leaves no word unexplained is read, with every concept below it. With `said` (the
-    question's words), only the words of the name the question says need explaining."""
+    question's words), only the words of the name the question says need explaining. With
+    `by_site`, a word nothing explains is passed over where a site word of the name is
+    explained ("vertebral compression deformity" over "deformity of a lumbar vertebral
+    body": where it is, not what kind it is)."""
     entry = lexicon.concepts[concept]
     sites = site_words(lexicon, patterns.site_generic_words)
     wanted = set(entry.name.split())
@@ -4570,6 +4580,7 @@ def _described_parent(
         # "osteoarthritis")
         extra = {w for w in wanted if not any(w in n for n in names)}
         accepts: list[Collection[str]] = []
+        unexplained = False
         for word in extra:
             match = next((d for d in patterns.qualifiers["descriptor"] if word in d.phrases), None)
             zone = next((z for z in patterns.qualifiers["zone"] if word in z.phrases), None)
@@ -4583,11 +4594,15 @@ def _described_parent(
             elif word in patterns.place_parts:
                 # "degenerative thoracic spine": "thoracic" beside degenerative changes
                 accepts.append({word})
+            elif by_site:
+                unexplained = True
             else:
                 break  # a word nothing explains: not this concept
         else:
             if not accepts:
                 return []
+            if unexplained and not any(w in sites for w in extra):
+                break  # only a site makes the broader finding the asked one
             kinds = {broader, *lexicon.descendants(broader)}
             return [
                 f

@@ -2048,6 +2048,16 @@ CLINICIANS = [
      "vertebra. Clear lungs.", "presence", "no"),
     ("Is there a vertebral deformity?", "FINDINGS: Old deformity of the left clavicle.",
      "presence", "no"),
+    # where it is: the broader finding at the site the narrower name says, its kind unsaid
+    ("Where is the compression deformity?", "FINDINGS: Clear lungs. Wedge deformity of a "
+     "lower thoracic vertebral body.", "position",
+     ["lower thoracic spine", "lower thoracic vertebral body"]),
+    ("Which vertebra has the compression deformity?", "FINDINGS: Clear lungs. Mild T9 "
+     "vertebral body deformity.", "position", ["T9"]),
+    ("Where is the compression deformity?", "FINDINGS: Old deformity of the left clavicle.",
+     "position", "unknown"),
+    ("Where is the compression deformity?", "FINDINGS: No deformity of the thoracic spine.",
+     "position", "unknown"),
     # the outline of the mediastinum is the mediastinum
     ("Has the cardiomediastinal outline changed?", "FINDINGS: Stable cardiomediastinal "
      "silhouette. Clear lungs.", "change", "unchanged"),
