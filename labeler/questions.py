@@ -265,6 +265,10 @@ class QuestionPatterns:
     #: concept -> other concepts (and those below them) that answer a question about it
     #: ("heart surgery" by a CABG, which the lexicon places under the sternotomy)
     answered_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: concept -> a concept whose finding answers it where a finding of one of the others
+    #: stands in the same sentence ("calcifications ... of old granulomatous disease" are
+    #: calcified granulomas)
+    read_together: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: words beside a finding that say it is not new ("chronic", "old", "healed")
     not_new_words: frozenset[str] = frozenset()
     #: words that join a finding to another finding it is of ("fracture of the wire")
@@ -576,6 +580,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         sized_by_grade=frozenset(str(w) for w in data.get("sized_by_grade") or ()),
         size_change_words=_words(data, "size_change_words"),
         answered_by=_lists(data, "answered_by"),
+        read_together=_lists(data, "read_together"),
         tips_of=_lists(data, "tips_of"),
         not_new_words=_words(data, "not_new_words"),
         complement_joins=_words(data, "complement_joins"),
@@ -2831,6 +2836,10 @@ def answer_from_report(
                 target = _findings_target(said, "")
             elif _placed_elsewhere(concept, report, lexicon, patterns):
                 target = dataclasses.replace(target, elsewhere=True)
+        if target.status == "absent" and concept in patterns.read_together:
+            together = _read_together(concept, report, lexicon, patterns)
+            if together:
+                target = _findings_target(together, "")
         if target.status == "absent" and question.type == "position":
             # "Where is the compression deformity?" over "deformity of an upper lumbar
             # vertebral body": the broader finding at the name's site places it
@@ -4383,6 +4392,31 @@ def _concept_target(
     if any(parts):
         finding["parts"] = list(dict.fromkeys(p for p in parts if p))
     return dataclasses.replace(target, finding=finding)
+
+
+def _read_together(
+    concept: str, report: ReportLabels, lexicon: Lexicon, patterns: QuestionPatterns
+) -> list[ReportFinding]:
+    """The positive or hedged findings of the first concept of `read_together[concept]`
+    (itself: a narrower one names its own kind, as an aortic calcification) whose sentence
+    also reads a finding of one of the others, or one below it, that is not denied
+    ("calcifications in the left base, old granulomatous disease": calcified granulomas
+    there)."""
+    first, *others = patterns.read_together.get(concept, ())
+    beside = {k for o in others for k in (o, *lexicon.descendants(o))}
+    findings = report.report_findings or ()
+    sentences = {
+        f.sentence_start
+        for f in findings
+        if f.concept in beside and f.status != "negative" and f.sentence_start is not None
+    }
+    return [
+        f
+        for f in findings
+        if f.concept == first
+        and f.status in ("positive", "uncertain")
+        and f.sentence_start in sentences
+    ]
 
 
 def _holders_named(

@@ -2048,6 +2048,16 @@ CLINICIANS = [
      "vertebra. Clear lungs.", "presence", "no"),
     ("Is there a vertebral deformity?", "FINDINGS: Old deformity of the left clavicle.",
      "presence", "no"),
+    # calcifications the same sentence calls granulomatous disease are calcified granulomas
+    ("Where are the calcified granulomas?", "FINDINGS: Clear lungs. Scattered calcifications "
+     "in the right upper lobe, likely sequelae of prior granulomatous disease.", "position",
+     ["right", "right upper lobe"]),
+    ("Are there calcified granulomas?", "FINDINGS: Bilateral calcified foci from old "
+     "granulomatous infection. Normal heart.", "presence", "yes"),
+    ("Are there calcified granulomas?", "FINDINGS: Calcification of the aortic knob. Normal "
+     "heart. Clear lungs.", "presence", "no"),
+    ("Are there calcified granulomas?", "FINDINGS: Calcification in the right upper lobe. "
+     "No evidence of granulomatous disease.", "presence", "no"),
     # where it is: the broader finding at the site the narrower name says, its kind unsaid
     ("Where is the compression deformity?", "FINDINGS: Clear lungs. Wedge deformity of a "
      "lower thoracic vertebral body.", "position",

@@ -308,10 +308,11 @@ def test_every_concept_the_question_patterns_name_is_in_the_lexicon() -> None:
         *p.uncounted,
         *p.tip_devices,
         *p.answered_by,
+        *p.read_together,
         *p.anatomy_normals,
     }
-    for table in (p.stated_normal, p.anatomy_normals, p.answered_by, p.read_as_label,
-                  p.suggested_by, p.suggested_when_hedged):  # fmt: skip
+    for table in (p.stated_normal, p.anatomy_normals, p.answered_by, p.read_together,
+                  p.read_as_label, p.suggested_by, p.suggested_when_hedged):  # fmt: skip
         for concepts in table.values():
             named.update(concepts)
     # labels named as "concept:<id>" too
