@@ -269,6 +269,9 @@ class QuestionPatterns:
     #: stands in the same sentence ("calcifications ... of old granulomatous disease" are
     #: calcified granulomas)
     read_together: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: words that may join a finding to the finding it is said of ("prominence of soft
+    #: tissue density"), which places it
+    joining_words: frozenset[str] = frozenset()
     #: words beside a finding that say it is not new ("chronic", "old", "healed")
     not_new_words: frozenset[str] = frozenset()
     #: words that join a finding to another finding it is of ("fracture of the wire")
@@ -581,6 +584,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         size_change_words=_words(data, "size_change_words"),
         answered_by=_lists(data, "answered_by"),
         read_together=_lists(data, "read_together"),
+        joining_words=_words(data, "joining_words"),
         tips_of=_lists(data, "tips_of"),
         not_new_words=_words(data, "not_new_words"),
         complement_joins=_words(data, "complement_joins"),
@@ -2924,7 +2928,7 @@ def answer_from_report(
                 )
                 if hinted.status == "uncertain":
                     target = hinted
-    target = _place_of_sentence(question, target, report)
+    target = _place_of_sentence(question, target, report, patterns)
     target = _narrowed_to_place(question, target, patterns)
     target = _hedged_at_place(question, target, report, patterns)
     if question.open and question.type == "position":
@@ -3900,11 +3904,14 @@ def _answer_several(
 _READING_GAP = 3
 
 
-def _place_of_sentence(question: ParsedQuestion, target: _Target, report: ReportLabels) -> _Target:
+def _place_of_sentence(
+    question: ParsedQuestion, target: _Target, report: ReportLabels, patterns: QuestionPatterns
+) -> _Target:
     """A finding with neither side nor place of its own, read after a comma as what a
     finding placed earlier in its sentence may be ("opacities in the left base, atelectasis
-    versus infiltrate", "biapical opacities, possibly scarring"): that finding's side and
-    place, for a question that asks where."""
+    versus infiltrate", "biapical opacities, possibly scarring"), or running straight into
+    the placed finding it is said of (`_joined_placed`): that finding's side and place, for
+    a question that asks where."""
     asks_where = question.type == "position" or any(
         q.kind in _PLACE_KINDS for q in question.qualifiers
     )
@@ -3919,6 +3926,14 @@ def _place_of_sentence(question: ParsedQuestion, target: _Target, report: Report
     for m in target.deciding:
         if m.sentence_start is None:
             continue
+        joined = _joined_placed(m, report, patterns)
+        if joined is not None:
+            place = {
+                k: joined.attributes[k]
+                for k in ("laterality", "location")
+                if joined.attributes.get(k)
+            }
+            return dataclasses.replace(target, finding={**target.finding, **place})
         placed = [
             f
             for f in report.report_findings or ()
@@ -3943,6 +3958,30 @@ def _place_of_sentence(question: ParsedQuestion, target: _Target, report: Report
         place = {k: f.attributes[k] for k in ("laterality", "location") if f.attributes.get(k)}
         return dataclasses.replace(target, finding={**target.finding, **place})
     return target
+
+
+def _joined_placed(
+    m: Mention, report: ReportLabels, patterns: QuestionPatterns
+) -> ReportFinding | None:
+    """The placed finding that `m` runs straight into, as its describing word or joined by
+    words of `joining_words` ("prominence of soft tissue density in the upper mediastinum",
+    "left upper quadrant calcified focus"): what `m` is said of, so where it is."""
+    if m.sentence_start is None:
+        return None
+    for f in report.report_findings or ():
+        if (
+            f.sentence_start != m.sentence_start
+            or f.start < m.end
+            or f.status not in ("positive", "uncertain")
+            or not (f.attributes.get("laterality") or f.attributes.get("location"))
+        ):
+            continue
+        between = m.sentence[m.end - m.sentence_start : f.start - m.sentence_start]
+        if set(_WORD.findall(between.lower())) <= patterns.joining_words and not re.search(
+            r"[^\w\s]", between
+        ):
+            return f
+    return None
 
 
 def _before_semicolon(f: ReportFinding, start: int) -> bool:

@@ -2048,6 +2048,15 @@ CLINICIANS = [
      "vertebra. Clear lungs.", "presence", "no"),
     ("Is there a vertebral deformity?", "FINDINGS: Old deformity of the left clavicle.",
      "presence", "no"),
+    # a finding with no place of its own that runs into the placed finding it is said of
+    ("Where is the prominence?", "FINDINGS: Clear lungs. Prominence of soft tissue density "
+     "in the upper mediastinum, unchanged.", "position", ["upper mediastinum"]),
+    ("Where is the prominence?", "FINDINGS: Clear lungs. Mild prominence is noted. Soft "
+     "tissue density in the upper mediastinum.", "position", "unknown"),
+    ("Where is the calcified focus?", "FINDINGS: Clear lungs. Right upper quadrant densely "
+     "calcified focus, likely a gallstone.", "position", ["right", "right upper quadrant"]),
+    ("Where is the calcified focus?", "FINDINGS: Clear lungs. Calcified focus. Right upper "
+     "quadrant surgical clips.", "position", "unknown"),
     # calcifications the same sentence calls granulomatous disease are calcified granulomas
     ("Where are the calcified granulomas?", "FINDINGS: Clear lungs. Scattered calcifications "
      "in the right upper lobe, likely sequelae of prior granulomatous disease.", "position",
