@@ -2048,6 +2048,13 @@ CLINICIANS = [
      "vertebra. Clear lungs.", "presence", "no"),
     ("Is there a vertebral deformity?", "FINDINGS: Old deformity of the left clavicle.",
      "presence", "no"),
+    # the heart's shadow is its silhouette; a shadow alone is an opacity
+    ("Which side of the heart shadow looks prominent?", "FINDINGS: Clear lungs. Stable "
+     "prominence of the right cardiac silhouette.", "position", ["right"]),
+    ("Is the heart shadow enlarged?", "FINDINGS: Patchy opacity in the left lower lobe. "
+     "Normal heart size.", "presence", "no"),
+    ("Is there a shadow in the lungs?", "FINDINGS: Patchy opacity in the left lower lobe. "
+     "Normal heart size.", "presence", "yes"),
     # a finding with no place of its own that runs into the placed finding it is said of
     ("Where is the prominence?", "FINDINGS: Clear lungs. Prominence of soft tissue density "
      "in the upper mediastinum, unchanged.", "position", ["upper mediastinum"]),
