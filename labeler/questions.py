@@ -269,6 +269,9 @@ class QuestionPatterns:
     #: stands in the same sentence ("calcifications ... of old granulomatous disease" are
     #: calcified granulomas)
     read_together: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: open word -> open words of the same sight, read where the report has none of its own
+    #: ("paratracheal fullness" over "paratracheal prominence")
+    open_alike: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: words that may join a finding to the finding it is said of ("prominence of soft
     #: tissue density"), which places it
     joining_words: frozenset[str] = frozenset()
@@ -584,6 +587,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         size_change_words=_words(data, "size_change_words"),
         answered_by=_lists(data, "answered_by"),
         read_together=_lists(data, "read_together"),
+        open_alike=_lists(data, "open_alike"),
         joining_words=_words(data, "joining_words"),
         tips_of=_lists(data, "tips_of"),
         not_new_words=_words(data, "not_new_words"),
@@ -2892,7 +2896,7 @@ def answer_from_report(
             target = _with_kin_words(target, lexicon)
     elif label.startswith(OPEN_PREFIX):
         assert lexicon is not None
-        target = _open_target(label[len(OPEN_PREFIX) :], report, lexicon)
+        target = _open_target(label[len(OPEN_PREFIX) :], report, lexicon, patterns)
     elif label.startswith(PART_PREFIX):
         assert lexicon is not None
         target = _part_target(label[len(PART_PREFIX) :], report, lexicon, patterns)
@@ -4510,11 +4514,16 @@ def _findings_target(found: Sequence[ReportFinding], absent: str) -> _Target:
     return _Target(status, _merged(deciding), evidence, deciding)
 
 
-def _open_target(word: str, report: ReportLabels, lexicon: Lexicon) -> _Target:
+def _open_target(
+    word: str, report: ReportLabels, lexicon: Lexicon, patterns: QuestionPatterns
+) -> _Target:
     """A finding the question names by a general word ("Where is the lesion?"): the report's
     open findings of that word, and its concepts whose name or a phrase ends in it, with
-    every concept below them ("lung lesion": a nodule, a mass)."""
+    every concept below them ("lung lesion": a nodule, a mass). Where the report has none,
+    those of a word of the same sight (`open_alike`: a fullness is a prominence)."""
     wanted = {OPEN_PREFIX + word}
+    if not any(f.label == OPEN_PREFIX + word for f in report.report_findings or ()):
+        wanted.update(OPEN_PREFIX + w for w in patterns.open_alike.get(word, ()))
     for concept in _concepts_headed(lexicon).get(word, ()):
         wanted.update((concept, *lexicon.descendants(concept)))
     found = [f for f in report.report_findings or () if f.label in wanted]

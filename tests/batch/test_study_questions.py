@@ -2055,6 +2055,14 @@ CLINICIANS = [
      "Normal heart size.", "presence", "no"),
     ("Is there a shadow in the lungs?", "FINDINGS: Patchy opacity in the left lower lobe. "
      "Normal heart size.", "presence", "yes"),
+    # a general word the report says by another of the same sight, where it has none of
+    # its own
+    ("Which side is the paratracheal fullness on?", "FINDINGS: Clear lungs. Left "
+     "paratracheal prominence, likely vascular.", "position", ["left"]),
+    ("Which side is the fullness on?", "FINDINGS: Clear lungs. Fullness in the right "
+     "paratracheal region. Left paratracheal prominence.", "position", ["right"]),
+    ("Which side is the paratracheal fullness on?", "FINDINGS: Clear lungs. Normal heart "
+     "size.", "position", "unknown"),
     # a finding with no place of its own that runs into the placed finding it is said of
     ("Where is the prominence?", "FINDINGS: Clear lungs. Prominence of soft tissue density "
      "in the upper mediastinum, unchanged.", "position", ["upper mediastinum"]),
