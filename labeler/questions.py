@@ -4772,12 +4772,34 @@ def _lobes_named(mentions: Sequence[Mention]) -> set[str]:
             a, b = int(ev["start"]) - m.sentence_start, int(ev["end"]) - m.sentence_start
             words = m.sentence[a:b].lower().split() if 0 <= a < b else []
             if not any(w in ("lobe", "lobes") for w in words):
-                continue
-            sides = _sides([m]) or ({"left", "right"} if "lobes" in words else set())
+                # "right upper and right middle lobes": the zone shares the lobe after it
+                words = [*words, *_joined_to_lobe(m.sentence[b:])]
+                if not words or words[-1] not in ("lobe", "lobes"):
+                    continue
+            before = _WORD.findall(m.sentence[:a].lower())[-1:]
+            said = {w for w in [*before, *words] if w in ("left", "right")}
+            sides = said or _sides([m]) or ({"left", "right"} if "lobes" in words else set())
             lobes |= {
                 _ZONE_LOBES[(str(zone), side)] for side in sides if (zone, side) in _ZONE_LOBES
             }
     return lobes
+
+
+#: the words between a zone and the lobe it shares ("right middle and right lower lobe")
+_LOBE_JOINED = frozenset({"and", "or", "right", "left", "upper", "middle", "lower"})
+
+
+def _joined_to_lobe(after: str) -> list[str]:
+    """The words after a zone that join it to the lobe named next, whose noun it shares
+    ("and right lower lobe" after "middle" in "right middle and right lower lobe
+    opacification"), ending with that noun; [] where none follows."""
+    words = _WORD.findall(after.lower())[:6]
+    for i, w in enumerate(words):
+        if w in ("lobe", "lobes"):
+            return [w] if i == 0 or words[0] in ("and", "or") else []
+        if w not in _LOBE_JOINED:
+            return []
+    return []
 
 
 def _places_counted(
@@ -4877,9 +4899,12 @@ def _chambers_named(mentions: Iterable[Mention]) -> int | None:
 
 
 def _placed_in_plural(mentions: Iterable[Mention], plurals: frozenset[str]) -> bool:
-    """Whether a mention's place is written with one of `plurals` ("degenerative changes of
-    the acromioclavicular joints"), the words of its place as the report gives them."""
+    """Whether a mention's place, or its own words, is written with one of `plurals`
+    ("degenerative changes of the acromioclavicular joints", "bihilar prominence",
+    "flattening of the hemidiaphragms"), the words as the report gives them."""
     for m in mentions:
+        if plurals & set(_WORD.findall(m.text.lower())):
+            return True
         if m.sentence_start is None:
             continue
         for ev in m.attribute_evidence:

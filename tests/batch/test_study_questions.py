@@ -1471,6 +1471,26 @@ CLINICIANS = [
      "left lung.", "count", 1),
     ("How many lung bases are involved?", "FINDINGS: Bibasilar atelectasis.", "study", 2),
     ("How many lung bases are involved?", "FINDINGS: Left basilar atelectasis.", "study", 1),
+    # a pair in the plural or with a "bi-" word, in the place or the finding's own words,
+    # is both; a side named is one, and a zone with no side is not counted
+    ("How many apices show scarring?", "FINDINGS: Mild scarring at both lung apices.",
+     "count", 2),
+    ("How many apices show scarring?", "FINDINGS: Mild scarring at the left lung apex.",
+     "count", 1),
+    ("How many apices show scarring?", "FINDINGS: Mild apical scarring.", "count", "unknown"),
+    ("How many hila are enlarged?", "FINDINGS: Mild bihilar prominence is seen.", "count", 2),
+    ("How many hila are enlarged?", "FINDINGS: Mild left hilar prominence is seen.", "count", 1),
+    ("How many hemidiaphragms are flattened?", "FINDINGS: Hyperinflated lungs with "
+     "flattening of the hemidiaphragms.", "count", 2),
+    ("How many hemidiaphragms are flattened?", "FINDINGS: Flattening of the right "
+     "hemidiaphragm.", "count", 1),
+    # a zone joined to the lobe after it shares its noun, on its own side
+    ("How many lobes are involved?", "FINDINGS: Patchy right upper and right middle lobe "
+     "airspace disease.", "study", 2),
+    ("How many lobes have consolidation?", "FINDINGS: Consolidation in the left upper and "
+     "lower lobes.", "count", 2),
+    ("How many lobes have consolidation?", "FINDINGS: Consolidation in the right middle and "
+     "upper abdomen.", "count", "unknown"),
     # places of any kind: those named, a zone and the lobe it is in once; unknown where unsaid
     ("In how many places are there surgical clips?", "FINDINGS: There are surgical clips "
      "projecting over the left lung apex, as well as, over the right upper quadrant of the "
