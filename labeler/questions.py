@@ -163,6 +163,8 @@ class QuestionPatterns:
     place_units: Mapping[tuple[str, ...], str] = field(default_factory=dict)
     #: words beside a finding that spread it over several levels ("multilevel")
     multiple_places_words: tuple[tuple[str, ...], ...] = ()
+    spine_parts: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    single_words: frozenset[str] = frozenset()
     #: a paired structure's plural where a finding is placed ("of the acromioclavicular
     #: joints"): both of the pair where no side is said
     paired_plurals: frozenset[str] = frozenset()
@@ -512,6 +514,8 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         spread_words=_words(data, "spread_words"),
         borderline_words=_words(data, "borderline_words"),
         paired_plurals=_words(data, "paired_plurals"),
+        spine_parts={str(k).lower(): str(v) for k, v in (data.get("spine_parts") or {}).items()},
+        single_words=_words(data, "single_words"),
         multiple_places_words=tuple(
             tuple(str(p).lower().split()) for p in data.get("multiple_places_words") or ()
         ),
@@ -4163,7 +4167,7 @@ def answer_study(
             seen = [f for f in abnormal if f.kind == "finding"]
         for status_seen in ("positive", "uncertain"):
             these = [f for f in seen if f.status == status_seen]
-            counted = _places_counted(asks, these, patterns)
+            counted = _places_counted(asks, these, patterns, asked=question.text)
             if counted is not None:
                 return out(counted, these)
         return out("unknown", seen, False)
@@ -4802,11 +4806,50 @@ def _joined_to_lobe(after: str) -> list[str]:
     return []
 
 
+def _part_counts(
+    mentions: Sequence[Mention], part: str, patterns: QuestionPatterns
+) -> list[int | str]:
+    """How many vertebrae each place of the spine's `part` the mentions name holds, by the
+    words around that place in the report ("a single upper lumbar vertebral body": 1,
+    "two thoracic vertebrae": 2, "lumbar vertebral bodies": multiple); [] where no mention
+    names a place of several parts, one of them `part` (a mention on one part alone is
+    counted as the levels are)."""
+    out: list[int | str] = []
+    for m in mentions:
+        places = [str(p) for p in _place_values(m)]
+        parts = {w for p in places for w in p.split() if w in patterns.spine_parts}
+        if part not in parts or len(parts) < 2 or m.sentence_start is None:
+            continue
+        for ev in m.attribute_evidence:
+            if ev.get("attribute") != "location" or part not in str(ev.get("value")).split():
+                continue
+            a, b = int(ev["start"]) - m.sentence_start, int(ev["end"]) - m.sentence_start
+            before = _WORD.findall(re.split(r"[,;:]|\band\b", m.sentence[:a])[-1].lower())
+            after = _WORD.findall(re.split(r"[,;:.]|\band\b", m.sentence[b:])[0].lower())
+            # the place's own zone words ("upper") stand between a number and the part
+            before = [w for w in before if w not in ("upper", "mid", "middle", "lower")][-1:]
+            said = [_number(w, patterns.number_words) for w in before]
+            if said and said[0] is not None:
+                out.append(int(said[0]))
+            elif before and before[0] in patterns.single_words:
+                out.append(1)
+            else:
+                noun = " ".join([*m.sentence[a:b].lower().split(), *after[:2]])
+                out.append("multiple" if _plural(noun) else 1)
+    return out
+
+
 def _places_counted(
-    unit: str, mentions: Sequence[Mention], patterns: QuestionPatterns, label: str | None = None
+    unit: str,
+    mentions: Sequence[Mention],
+    patterns: QuestionPatterns,
+    label: str | None = None,
+    asked: str = "",
 ) -> int | str | None:
     """How many places of `unit` (lobes, lungs, bases, levels) the mentions occupy, or
-    `multiple` where the report spreads them without a number; None where it does not say."""
+    `multiple` where the report spreads them without a number; None where it does not say.
+    Levels asked of one part of the spine (`asked`, the question: "How many lumbar
+    vertebrae ...?") are that part's."""
     if not mentions:
         return None
     if unit == "lobes":
@@ -4835,12 +4878,20 @@ def _places_counted(
         # the lobe it is in) once
         named = [(None, None, frozenset({p})) for m in mentions for p in _place_values(m)]
         return _distinct(named) if named else None
+    part = next((w for w in _WORD.findall(asked.lower()) if w in patterns.spine_parts), None)
     levels = {
         str(v)
         for m in mentions
         for v in m.attributes.get("levels") or ()
         if not str(v).endswith(" rib")
     }
+    if part is not None:
+        # "How many lumbar vertebrae are fractured?": that part's levels and places only
+        letter = patterns.spine_parts[part].upper()
+        levels = {v for v in levels if v.upper().startswith(letter)}
+        on_part = _part_counts(mentions, part, patterns)
+        if not levels and on_part:
+            return "multiple" if "multiple" in on_part else sum(int(n) for n in on_part)
     if levels:
         return len(levels)
     near = _near_words(mentions, patterns.denying_words)
@@ -5312,7 +5363,9 @@ def _answer(
         if unit is not None:
             # "How many lobes show collapse?", "How many lungs show opacities?": the places
             # the finding's mentions name
-            counted = _places_counted(unit, target.deciding, patterns, question.label)
+            counted = _places_counted(
+                unit, target.deciding, patterns, question.label, question.text
+            )
             return out(counted) if counted is not None else out("unknown", False)
         if qtype == "count":
             count = finding.get("count")

@@ -1491,6 +1491,18 @@ CLINICIANS = [
      "lower lobes.", "count", 2),
     ("How many lobes have consolidation?", "FINDINGS: Consolidation in the right middle and "
      "upper abdomen.", "count", "unknown"),
+    # vertebrae of one part of the spine: its numbered levels, else the words around it
+    ("How many lumbar vertebrae are compressed?", "FINDINGS: Compression deformities of "
+     "several midthoracic vertebral bodies and one lumbar vertebral body.", "count", 1),
+    ("How many thoracic vertebrae are compressed?", "FINDINGS: Compression deformities of "
+     "two lower thoracic vertebrae and a single lumbar vertebra.", "count", 2),
+    ("How many thoracic vertebrae are compressed?", "FINDINGS: Compression deformities of "
+     "lower thoracic vertebral bodies and an upper lumbar vertebral body.", "count",
+     "multiple"),
+    ("How many thoracic vertebrae are compressed?", "FINDINGS: Compression deformities of "
+     "T6, T9 and L2.", "count", 2),
+    ("How many vertebrae are compressed?", "FINDINGS: Compression deformities of T6, T9 and "
+     "L2.", "count", 3),
     # places of any kind: those named, a zone and the lobe it is in once; unknown where unsaid
     ("In how many places are there surgical clips?", "FINDINGS: There are surgical clips "
      "projecting over the left lung apex, as well as, over the right upper quadrant of the "
