@@ -164,6 +164,8 @@ class QuestionPatterns:
     #: words beside a finding that spread it over several levels ("multilevel")
     multiple_places_words: tuple[tuple[str, ...], ...] = ()
     spine_parts: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    exchange_words: frozenset[str] = frozenset()
+    exchange_nouns: frozenset[str] = frozenset()
     single_words: frozenset[str] = frozenset()
     #: a paired structure's plural where a finding is placed ("of the acromioclavicular
     #: joints"): both of the pair where no side is said
@@ -516,6 +518,8 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         paired_plurals=_words(data, "paired_plurals"),
         spine_parts={str(k).lower(): str(v) for k, v in (data.get("spine_parts") or {}).items()},
         single_words=_words(data, "single_words"),
+        exchange_words=_words(data, "exchange_words"),
+        exchange_nouns=_words(data, "exchange_nouns"),
         multiple_places_words=tuple(
             tuple(str(p).lower().split()) for p in data.get("multiple_places_words") or ()
         ),
@@ -5066,6 +5070,30 @@ def _places_agree(a: Collection[str], b: Collection[str]) -> bool:
     return any(p in words_b for p in a) or any(p in words_a for p in b)
 
 
+def _exchanged(m: Mention, others: Sequence[Mention], patterns: QuestionPatterns) -> bool:
+    """Whether a mention is the thing its sentence says was exchanged for another mention
+    after it (`exchange_words`: "the right catheter has been exchanged for a left central
+    venous catheter"), so no longer there; or one that names the exchange itself, right
+    before one of `exchange_nouns` ("interval central catheter exchange"), where others are
+    counted."""
+    if m.sentence_start is None:
+        return False
+    following = _WORD.findall(m.sentence[m.end - m.sentence_start :].lower())[:1]
+    if patterns.exchange_nouns.intersection(following) and len(others) > 1:
+        return True  # "interval central catheter exchange": the exchange, not one more
+    for o in others:
+        if o is m or o.sentence_start != m.sentence_start or o.start <= m.end:
+            continue
+        gap = " ".join(
+            _WORD.findall(m.sentence[m.end - m.sentence_start : o.start - o.sentence_start].lower())
+        )
+        if len(gap.split()) <= 12 and any(
+            re.search(rf"\b{re.escape(w)}\b", gap) for w in patterns.exchange_words
+        ):
+            return True
+    return False
+
+
 def _merged(findings: Sequence[Mention]) -> dict[str, object]:
     """The attributes of several mentions of one concept, as one finding's."""
     out: dict[str, object] = {}
@@ -5224,6 +5252,11 @@ def _described_count(findings: Sequence[Mention]) -> int:
 def _answer(
     question: ParsedQuestion, target: _Target, patterns: QuestionPatterns, device: bool = False
 ) -> ReportAnswer:
+    if question.type == "count":
+        kept = [m for m in target.deciding if not _exchanged(m, target.deciding, patterns)]
+        if 0 < len(kept) < len(target.deciding):
+            # "the right catheter has been exchanged for a left one": one there now
+            target = dataclasses.replace(target, finding=_merged(kept), deciding=kept)
     status, finding, evidence = target.status, target.finding, target.evidence
     side = finding.get("laterality")
     lat = str(side) if side else None

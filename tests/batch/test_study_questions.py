@@ -1491,6 +1491,17 @@ CLINICIANS = [
      "lower lobes.", "count", 2),
     ("How many lobes have consolidation?", "FINDINGS: Consolidation in the right middle and "
      "upper abdomen.", "count", "unknown"),
+    # a device exchanged for another in its sentence is gone, not counted
+    ("How many central lines are in now?", "FINDINGS: The right subclavian catheter has been "
+     "exchanged for a left internal jugular central venous catheter.", "count", 1),
+    ("How many central lines are there?", "FINDINGS: The right subclavian line was "
+     "exchanged over a wire for a left subclavian central venous catheter. A right internal "
+     "jugular catheter is also present.", "count", 2),
+    ("How many central lines are in now?", "FINDINGS: The old right line has been replaced "
+     "by a left subclavian central venous catheter. IMPRESSION: Interval central catheter "
+     "exchange.", "count", 1),
+    ("How many central lines are there?", "FINDINGS: A right subclavian catheter and a left "
+     "internal jugular central venous catheter.", "count", 2),
     # vertebrae of one part of the spine: its numbered levels, else the words around it
     ("How many lumbar vertebrae are compressed?", "FINDINGS: Compression deformities of "
      "several midthoracic vertebral bodies and one lumbar vertebral body.", "count", 1),
