@@ -4843,6 +4843,24 @@ def _part_counts(
     return out
 
 
+def _sides_left_hanging(mentions: Iterable[Mention]) -> set[str]:
+    """The sides a mention's clause names right before "and" with no noun of their own,
+    sharing the mention's place ("right" in "increase in right and decrease in left basilar
+    atelectasis"), the mention itself sided."""
+    out: set[str] = set()
+    for m in mentions:
+        if m.sentence_start is None or m.attributes.get("laterality") not in ("left", "right"):
+            continue
+        clause = re.split(r"[,;:]", m.sentence[: m.start - m.sentence_start])[-1]
+        words = _WORD.findall(clause.lower())
+        out |= {
+            w
+            for w, nxt in zip(words, words[1:], strict=False)
+            if w in ("left", "right") and nxt in ("and", "or")
+        }
+    return out
+
+
 def _places_counted(
     unit: str,
     mentions: Sequence[Mention],
@@ -4868,14 +4886,14 @@ def _places_counted(
         }
         return len(lobes) or None
     if unit in ("lungs", "pairs"):
-        sides = _sides(mentions)
+        sides = _sides(mentions) | _sides_left_hanging(mentions)
         if not sides and _placed_in_plural(mentions, patterns.paired_plurals):
             return 2  # "degenerative changes of the acromioclavicular joints": both
         return len(sides) or None
     if unit == "bases":
         lower = patterns.zone_includes.get("lower", frozenset())
         basal = [m for m in mentions if _place_values(m) & lower]
-        return len(_sides(basal)) or None
+        return len(_sides(basal) | _sides_left_hanging(basal)) or None
     if unit == "places":
         # "In how many places are there clips?" over clips "over the left lung apex, as well
         # as over the right upper quadrant": the places named, one named twice (a zone and

@@ -1484,6 +1484,11 @@ CLINICIANS = [
      "flattening of the hemidiaphragms.", "count", 2),
     ("How many hemidiaphragms are flattened?", "FINDINGS: Flattening of the right "
      "hemidiaphragm.", "count", 1),
+    # a side left hanging before "and" shares the sided finding's place after it
+    ("How many lung bases have atelectasis?", "IMPRESSION: Worse on the right and better on "
+     "the left basilar atelectasis.", "count", 2),
+    ("How many lung bases have atelectasis?", "IMPRESSION: Small right effusion and left "
+     "basilar atelectasis.", "count", 1),
     # a zone joined to the lobe after it shares its noun, on its own side
     ("How many lobes are involved?", "FINDINGS: Patchy right upper and right middle lobe "
      "airspace disease.", "study", 2),
