@@ -32,6 +32,7 @@ from labeler.components import ConceptMatcher
 from labeler.device_tips import APPROXIMATELY, load_tip_finder
 from labeler.errors import PatternFileError
 from labeler.findings import OPEN_PREFIX, is_abnormal, lexicon_matcher, singular
+from labeler.levels import LevelFinder, load_level_finder
 from labeler.lexicon import KINDS
 from labeler.normalize import normalize_text
 from labeler.schema import Mention, ReportFinding, ReportLabels
@@ -166,6 +167,7 @@ class QuestionPatterns:
     spine_parts: Mapping[str, str] = dataclasses.field(default_factory=dict)
     exchange_words: frozenset[str] = frozenset()
     exchange_nouns: frozenset[str] = frozenset()
+    place_study_words: frozenset[str] = frozenset()
     single_words: frozenset[str] = frozenset()
     #: a paired structure's plural where a finding is placed ("of the acromioclavicular
     #: joints"): both of the pair where no side is said
@@ -520,6 +522,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         single_words=_words(data, "single_words"),
         exchange_words=_words(data, "exchange_words"),
         exchange_nouns=_words(data, "exchange_nouns"),
+        place_study_words=_words(data, "place_study_words"),
         multiple_places_words=tuple(
             tuple(str(p).lower().split()) for p in data.get("multiple_places_words") or ()
         ),
@@ -1199,6 +1202,19 @@ class QuestionParser:
             return ParsedQuestion(
                 text, "study", label=views[0] if views else None, asks="quality",
                 rules=(quality[0].entry.id,),
+            )  # fmt: skip
+        unit = _place_unit(text, self.patterns)
+        counting = [h for h in hits if h.group == "open" and h.entry.get("type") == "count"]
+        if (
+            not labels
+            and not study
+            and unit is not None
+            and counting
+            and self.patterns.place_study_words & set(words)
+        ):
+            # "How many ribs are abnormal?": the places the abnormal findings name
+            return ParsedQuestion(
+                text, "study", open=True, asks=unit, rules=(counting[0].entry.id,)
             )  # fmt: skip
         if not labels and study:
             # "Is this chest X-ray normal?": about the whole study; the longest cue wins
@@ -4161,12 +4177,14 @@ def answer_study(
             if concept in named:
                 return out(count, [named[concept]])
         return out("unknown", [], False)
-    if asks in ("lobes", "lungs", "bases", "levels"):
+    if asks in ("lobes", "lungs", "bases", "levels", "ribs"):
         # the places the abnormal findings name: in the lungs, or on the spine for levels;
         # the positive ones, else the hedged ones ("density at the right base ... may
         # represent right lower lobe pneumonia": one lobe)
         if asks == "levels":
             seen = [f for f in abnormal if _on_spine(f, patterns)]
+        elif asks == "ribs":
+            seen = [f for f in abnormal if _ribs_of(f)]
         else:
             seen = [f for f in abnormal if f.kind == "finding"]
         for status_seen in ("positive", "uncertain"):
@@ -4843,6 +4861,21 @@ def _part_counts(
     return out
 
 
+def _ribs_of(m: Mention) -> list[str]:
+    """The ribs a mention is placed on: its rib levels, else those its own phrase names
+    after it ("irregularity of the 7th posterior right rib"), not a later clause's."""
+    ribs = [str(v) for v in m.attributes.get("levels") or () if str(v).endswith(" rib")]
+    if ribs or m.sentence_start is None:
+        return ribs
+    after = re.split(r"[,;:.]|\bwith\b|\band\b", m.sentence[m.end - m.sentence_start :])[0]
+    return [level for level, _, _ in _level_finder().spans(after) if level.endswith(" rib")]
+
+
+@functools.cache
+def _level_finder() -> LevelFinder:
+    return load_level_finder()
+
+
 def _sides_left_hanging(mentions: Iterable[Mention]) -> set[str]:
     """The sides a mention's clause names right before "and" with no noun of their own,
     sharing the mention's place ("right" in "increase in right and decrease in left basilar
@@ -4894,6 +4927,10 @@ def _places_counted(
         lower = patterns.zone_includes.get("lower", frozenset())
         basal = [m for m in mentions if _place_values(m) & lower]
         return len(_sides(basal) | _sides_left_hanging(basal)) or None
+    if unit == "ribs":
+        # "How many ribs are abnormal?": the ribs numbered, by side
+        ribs = {(m.attributes.get("laterality"), rib) for m in mentions for rib in _ribs_of(m)}
+        return len(ribs) or None
     if unit == "places":
         # "In how many places are there clips?" over clips "over the left lung apex, as well
         # as over the right upper quadrant": the places named, one named twice (a zone and
@@ -5417,7 +5454,9 @@ def _answer(
             counted = _places_counted(
                 unit, target.deciding, patterns, question.label, question.text
             )
-            return out(counted) if counted is not None else out("unknown", False)
+            if counted is not None or unit != "ribs":
+                return out(counted) if counted is not None else out("unknown", False)
+            # "How many ribs are fractured?" with no rib numbered: the fractures counted
         if qtype == "count":
             count = finding.get("count")
             tips = finding.get("tips")

@@ -1507,6 +1507,19 @@ CLINICIANS = [
      "exchange.", "count", 1),
     ("How many central lines are there?", "FINDINGS: A right subclavian catheter and a left "
      "internal jugular central venous catheter.", "count", 2),
+    # ribs counted by the ribs numbered, by side; a finding counted as itself where none is
+    ("How many ribs are abnormal?", "FINDINGS: Irregularity of the 6th anterior left rib "
+     "with adjacent pleural thickening. IMPRESSION: Irregular anterior left 6th rib.", "study",
+     1),
+    ("How many ribs are affected?", "FINDINGS: Healed fractures of the left 4th and 5th "
+     "ribs.", "study", 2),
+    ("How many ribs are abnormal?", "FINDINGS: Clear lungs.", "study", "unknown"),
+    ("How many ribs are fractured?", "FINDINGS: Old right 4th and left 6th rib fractures.",
+     "count", 2),
+    ("How many ribs are fractured?", "FINDINGS: Several old left rib fractures.", "count",
+     "multiple"),
+    ("What structures are abnormal?", "FINDINGS: Left basilar atelectasis.", "unsupported",
+     None),
     # vertebrae of one part of the spine: its numbered levels, else the words around it
     ("How many lumbar vertebrae are compressed?", "FINDINGS: Compression deformities of "
      "several midthoracic vertebral bodies and one lumbar vertebral body.", "count", 1),
