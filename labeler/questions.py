@@ -2291,7 +2291,7 @@ class QuestionParser:
         # in the list's order (thousands of phrases, a question's few words)
         candidates = sorted(entry for stem in at if stem in index for entry in index[stem])
         for _, concept, stems in candidates:
-            if stems <= at.keys():
+            if stems <= at.keys() and not _across_or(doc, {i for st in stems for i in at[st]}):
                 depth = self.lexicon.depth(concept) if self.lexicon else 0
                 if best is None or (len(stems), depth) > best[:2]:
                     best = (len(stems), depth, concept, stems)
@@ -2482,6 +2482,16 @@ def _concept_words(
 
 
 _APPROXIMATELY = re.compile(rf"^{APPROXIMATELY}\s*", re.IGNORECASE)
+
+
+def _across_or(doc: Doc, tokens: Collection[int]) -> bool:
+    """Whether two of a phrase's words stand just either side of an "or": offered as
+    alternatives ("a pacer or defibrillator" asks about either device, not the combined
+    one; "a pacemaker or similar cardiac device" is still one phrase)."""
+    return any(
+        doc[i].lower_ == "or" and i - 1 in tokens and i + 1 in tokens
+        for i in range(min(tokens), max(tokens))
+    )
 
 
 def _content_word(t: Token) -> bool:

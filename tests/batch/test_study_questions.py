@@ -296,6 +296,13 @@ CLINICIANS = [
     ("Is there a pacemaker?", "FINDINGS: Left chest wall pacemaker/defibrillator.",
      "presence", "yes"),
     ("Is there an AICD?", "FINDINGS: Left chest wall pacemaker.", "presence", "no"),
+    # two devices joined by "or" are alternatives, not the one combined device
+    ("Is there a pacer or defibrillator?", "FINDINGS: Right chest cardiac generator with "
+     "leads in the right atrium and right ventricle.", "presence", "yes"),
+    ("Is there a pacemaker or defibrillator?", "FINDINGS: No lines or tubes. Clear lungs.",
+     "presence", "no"),
+    ("Is there a pacemaker or similar cardiac device?", "FINDINGS: An electronic cardiac "
+     "device projects over the left chest.", "presence", "yes"),
     # which side has more: one side's finding, the report's comparison of the sides, or
     # the larger stated size; none of these: unknown
     ("Which effusion is larger?", "FINDINGS: Small bilateral pleural effusions, left "
