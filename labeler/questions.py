@@ -298,6 +298,9 @@ class QuestionPatterns:
     #: that says it is new ("interval CABG")
     interval_new_words: frozenset[str] = frozenset()
     interval_new_kinds: frozenset[str] = frozenset()
+    #: lexicon kinds (an operation) named by a word inside another finding's
+    #: mention ("CABG clips" says a CABG was done), where the report names none of its own
+    named_within_kinds: frozenset[str] = frozenset()
     #: device -> the concepts of its parts whose tip is the device's tip (its leads)
     tips_of: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: parts of the body a whole-study "normal" cue may be said of ("Is the spine normal?")
@@ -609,6 +612,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         course_changes=_words(data, "course_changes"),
         interval_new_words=_words(data, "interval_new_words"),
         interval_new_kinds=_words(data, "interval_new_kinds"),
+        named_within_kinds=_words(data, "named_within_kinds"),
         part_normal_parts=_words(data, "part_normal_parts"),
         part_general_words=_words(data, "part_general_words"),
         part_change_words=_words(data, "part_change_words"),
@@ -4438,6 +4442,8 @@ def _concept_target(
         found = [f for f in found if f.concept in itself]
     if not found:
         found = _described_parent(concept, report, lexicon, patterns)
+    if not found and lexicon.concepts[concept].kind in patterns.named_within_kinds:
+        found = _named_within(itself, report, lexicon)
     name = lexicon.concepts[concept].name
     target = _findings_target(found, f"{name} is not mentioned in the report")
     deciding = target.deciding
@@ -4495,6 +4501,19 @@ def _read_together(
         if f.concept == first
         and f.status in ("positive", "uncertain")
         and f.sentence_start in sentences
+    ]
+
+
+def _named_within(
+    concepts: Collection[str], report: ReportLabels, lexicon: Lexicon
+) -> list[ReportFinding]:
+    """The findings of other concepts whose mention holds a phrase of one of `concepts`
+    as its own words ("CABG clips", a finding of clips, names the CABG they come from)."""
+    phrases = {p for c in concepts for p in lexicon.concepts[c].phrases}
+    return [
+        f
+        for f in report.report_findings or ()
+        if any(re.search(rf"\b{re.escape(p)}\b", f.text.lower()) for p in phrases)
     ]
 
 

@@ -296,6 +296,18 @@ CLINICIANS = [
     ("Is there a pacemaker?", "FINDINGS: Left chest wall pacemaker/defibrillator.",
      "presence", "yes"),
     ("Is there an AICD?", "FINDINGS: Left chest wall pacemaker.", "presence", "no"),
+    # an operation named inside another finding's mention ("CABG clips") was done; a
+    # device's is not ("pacer pads" are no pacer)
+    ("Any evidence of previous CABG?", "FINDINGS: Sternotomy wires and CABG clips. Clear "
+     "lungs.", "presence", "yes"),
+    ("Has the patient had bypass surgery?", "FINDINGS: Median sternotomy wires, CABG clips "
+     "in the mediastinum.", "presence", "yes"),
+    ("Any evidence of previous CABG?", "FINDINGS: No CABG clips. Clear lungs.", "presence",
+     "no"),
+    ("Any evidence of previous CABG?", "FINDINGS: Surgical clips in the left axilla.",
+     "presence", "no"),
+    ("Is there a pacemaker?", "FINDINGS: External pacer pads over the chest.", "presence",
+     "no"),
     # two devices joined by "or" are alternatives, not the one combined device
     ("Is there a pacer or defibrillator?", "FINDINGS: Right chest cardiac generator with "
      "leads in the right atrium and right ventricle.", "presence", "yes"),
