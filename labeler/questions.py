@@ -301,6 +301,10 @@ class QuestionPatterns:
     #: lexicon kinds (an operation) named by a word inside another finding's
     #: mention ("CABG clips" says a CABG was done), where the report names none of its own
     named_within_kinds: frozenset[str] = frozenset()
+    #: words that open a clause after a comma describing the finding before it ("wires,
+    #: several of which are interrupted"), and the words that keep it off ("none of which")
+    relative_words: frozenset[str] = frozenset()
+    relative_denying: frozenset[str] = frozenset()
     #: device -> the concepts of its parts whose tip is the device's tip (its leads)
     tips_of: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: parts of the body a whole-study "normal" cue may be said of ("Is the spine normal?")
@@ -613,6 +617,8 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         interval_new_words=_words(data, "interval_new_words"),
         interval_new_kinds=_words(data, "interval_new_kinds"),
         named_within_kinds=_words(data, "named_within_kinds"),
+        relative_words=_words(data, "relative_words"),
+        relative_denying=_words(data, "relative_denying"),
         part_normal_parts=_words(data, "part_normal_parts"),
         part_general_words=_words(data, "part_general_words"),
         part_change_words=_words(data, "part_change_words"),
@@ -3822,7 +3828,7 @@ def _narrowed_to_place(
         m
         for m in target.deciding
         for seen in (
-            {**m.attributes, "near_words": _near_words([m], patterns.denying_words)}
+            {**m.attributes, "near_words": _near_words([m], patterns.denying_words, patterns)}
             if worded
             else m.attributes,
         )
@@ -4279,15 +4285,32 @@ def _word_before(m: Mention) -> str:
     return before[-1] if before else ""
 
 
-def _near_words(mentions: Iterable[Mention], denying: frozenset[str]) -> frozenset[str]:
-    """The words of each mention, up to six before it and fourteen after it within its clause."""
+def _near_words(
+    mentions: Iterable[Mention],
+    denying: frozenset[str],
+    patterns: QuestionPatterns | None = None,
+) -> frozenset[str]:
+    """The words of each mention, up to six before it and fourteen after it within its
+    clause; with `patterns`, also the relative clause right after its clause's comma
+    ("wires, several of which are interrupted": interrupted) unless a word denies it."""
     out: set[str] = set()
     for m in mentions:
         if m.sentence_start is None:  # a mention without its sentence: nothing beside it
             continue
         a, b = m.start - m.sentence_start, m.end - m.sentence_start
         before = _NEAR_WORD.findall(re.split(r"[,;:]", m.sentence[:a])[-1].lower())
-        after = _NEAR_WORD.findall(re.split(r"[,;:.]", m.sentence[b:])[0].lower())
+        clauses = re.split(r"[,;:.]", m.sentence[b:])
+        after = _NEAR_WORD.findall(clauses[0].lower())
+        if (
+            patterns is not None
+            and len(clauses) > 1
+            and re.match(r"\s*,", m.sentence[b:][len(clauses[0]) :])
+        ):
+            relative = _NEAR_WORD.findall(clauses[1].lower())
+            if set(relative[:4]) & patterns.relative_words and not set(relative) & (
+                denying | patterns.relative_denying
+            ):
+                after += relative
         # its predicate may come later ("nodule ... is unchanged and appears calcified")
         words = [*before[-_NEAR:], *_NEAR_WORD.findall(m.sentence[a:b].lower()), *after[:_AFTER]]
         # "not calcified" describes the finding as not calcified
@@ -5556,7 +5579,7 @@ def _answer(
     # closed: every qualifier must hold
     if any(q.kind in ("descriptor", "site") for q in question.qualifiers):
         # the words beside the finding, and its change as read ("stable": "unchanged")
-        near = _near_words(target.deciding, patterns.denying_words)
+        near = _near_words(target.deciding, patterns.denying_words, patterns)
         change = finding.get("change")
         finding = {**finding, "near_words": near | {str(change)} if change else near}
     changes = [q for q in question.qualifiers if q.kind == "change"]

@@ -308,6 +308,13 @@ CLINICIANS = [
      "presence", "no"),
     ("Is there a pacemaker?", "FINDINGS: External pacer pads over the chest.", "presence",
      "no"),
+    # a relative clause after the finding's comma describes it, unless it denies
+    ("Are the sternal wires intact?", "FINDINGS: Median sternotomy wires, a few of which are "
+     "fractured, and mediastinal clips.", "presence", "no"),
+    ("Are the sternal wires intact?", "FINDINGS: Median sternotomy wires, none of which are "
+     "broken.", "presence", "unknown"),
+    ("Are the nodules calcified?", "FINDINGS: Several bilateral nodules, most of which appear "
+     "calcified.", "presence", "yes"),
     # two devices joined by "or" are alternatives, not the one combined device
     ("Is there a pacer or defibrillator?", "FINDINGS: Right chest cardiac generator with "
      "leads in the right atrium and right ventricle.", "presence", "yes"),
