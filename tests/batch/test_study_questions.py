@@ -308,6 +308,9 @@ CLINICIANS = [
      "presence", "no"),
     ("Is there a pacemaker?", "FINDINGS: External pacer pads over the chest.", "presence",
      "no"),
+    # a device's tip at a vertebral level
+    ("At what level is the stimulator tip?", "FINDINGS: Spinal cord stimulator with its tip "
+     "projecting over the T10 vertebral body.", "position", ["T10 vertebral body", "T10"]),
     # a relative clause after the finding's comma describes it, unless it denies
     ("Are the sternal wires intact?", "FINDINGS: Median sternotomy wires, a few of which are "
      "fractured, and mediastinal clips.", "presence", "no"),

@@ -31,6 +31,10 @@ pytestmark = pytest.mark.issue(40)
         ("ETT tip 12 mm above the carina.", "carina", "12 mm above the carina", 12.0),
         ("Enteric tube courses below the diaphragm.", "below the diaphragm",
          "below the diaphragm", None),
+        # a vertebral level where the report names no organ
+        ("Stimulator lead with tip over the T11 vertebral body.", "T11", "T11 vertebral body",
+         None),
+        ("Drain tip at the L2 level.", "L2", "L2 level", None),
     ],
 )  # fmt: skip
 def test_landmarks_in_the_reports_words(
