@@ -305,6 +305,9 @@ class QuestionPatterns:
     #: several of which are interrupted"), and the words that keep it off ("none of which")
     relative_words: frozenset[str] = frozenset()
     relative_denying: frozenset[str] = frozenset()
+    #: words after a device that say another took its place ("the right IJ line has been
+    #: exchanged for a left IJ catheter": the right one is gone)
+    replaced_words: tuple[str, ...] = ()
     #: device -> the concepts of its parts whose tip is the device's tip (its leads)
     tips_of: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: parts of the body a whole-study "normal" cue may be said of ("Is the spine normal?")
@@ -619,6 +622,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         named_within_kinds=_words(data, "named_within_kinds"),
         relative_words=_words(data, "relative_words"),
         relative_denying=_words(data, "relative_denying"),
+        replaced_words=tuple(_words(data, "replaced_words")),
         part_normal_parts=_words(data, "part_normal_parts"),
         part_general_words=_words(data, "part_general_words"),
         part_change_words=_words(data, "part_change_words"),
@@ -4458,7 +4462,9 @@ def _concept_target(
     wanted = set(itself)
     for other in patterns.answered_by.get(concept, ()):
         wanted.update((other, *lexicon.descendants(other)))
-    found = [f for f in report.report_findings or () if f.concept in wanted]
+    found = _not_replaced(
+        [f for f in report.report_findings or () if f.concept in wanted], patterns
+    )
     if own_first and any(f.concept in itself and f.status != "negative" for f in found):
         # "Where's the calcified granuloma?" over a left granuloma and a right calcified
         # nodule: the granuloma's place, not both
@@ -4525,6 +4531,25 @@ def _read_together(
         and f.status in ("positive", "uncertain")
         and f.sentence_start in sentences
     ]
+
+
+def _not_replaced(found: list[ReportFinding], patterns: QuestionPatterns) -> list[ReportFinding]:
+    """`found` less a finding a later one of them took the place of: one followed within
+    its clause by a word of `replaced_words` ("has been exchanged for") and then by
+    another of `found`."""
+    if len(found) < 2 or not patterns.replaced_words:
+        return found
+    gone = []
+    for f in found:
+        if f.sentence_start is None:
+            continue
+        after = re.split(r"[;:.]", f.sentence[f.end - f.sentence_start :])[0].lower()
+        words = " ".join(_NEAR_WORD.findall(after)[: _NEAR + 2])
+        if any(re.search(rf"\b{re.escape(w)}\b", words) for w in patterns.replaced_words) and any(
+            g.sentence_start == f.sentence_start and g.start > f.end for g in found
+        ):
+            gone.append(f)
+    return [f for f in found if f not in gone] if len(gone) < len(found) else found
 
 
 def _named_within(

@@ -308,6 +308,14 @@ CLINICIANS = [
      "presence", "no"),
     ("Is there a pacemaker?", "FINDINGS: External pacer pads over the chest.", "presence",
      "no"),
+    # a device another took the place of is gone: the one after it is the line now
+    ("Which side is the new central line on?", "FINDINGS: The right internal jugular "
+     "catheter has been exchanged for a left internal jugular catheter.", "position",
+     ["left"]),
+    ("Which side is the line on?", "FINDINGS: The left subclavian catheter was replaced by a "
+     "right subclavian catheter with its tip in the SVC.", "position", ["right"]),
+    ("Which side is the central line on?", "FINDINGS: Right internal jugular catheter in "
+     "place and a new left internal jugular catheter.", "position", ["bilateral"]),
     # a device's tip at a vertebral level
     ("At what level is the stimulator tip?", "FINDINGS: Spinal cord stimulator with its tip "
      "projecting over the T10 vertebral body.", "position", ["T10 vertebral body", "T10"]),
