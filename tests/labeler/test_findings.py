@@ -439,6 +439,9 @@ def test_places_joined_by_and_stay_the_findings_before_the_next_finding(read: Re
                                "tip": "right atrium", "tip_text": "right atrium"}),
         ("FINDINGS: Right XXXX XXXX noted with tip in the lower SVC.", "vascular_catheter",
          {"laterality": "right", "tip": "superior vena cava", "tip_text": "lower SVC"}),
+        ("FINDINGS: There is a right chest XXXX, with its distal tip in the upper SVC.",
+         "vascular_catheter", {"laterality": "right", "tip": "superior vena cava",
+                               "tip_text": "upper SVC"}),
         # a finding said as a noun of what follows "of"
         ("FINDINGS: Mild prominence of the central pulmonary arteries.",
          "pulmonary_artery_enlargement", {"severity": "mild"}),
