@@ -316,6 +316,10 @@ CLINICIANS = [
      "right subclavian catheter with its tip in the SVC.", "position", ["right"]),
     ("Which side is the central line on?", "FINDINGS: Right internal jugular catheter in "
      "place and a new left internal jugular catheter.", "position", ["bilateral"]),
+    ("Are there any graft markers?", "FINDINGS: Sternotomy wires and CABG markers.",
+     "presence", "yes"),
+    ("Are there skin markers?", "FINDINGS: Sternotomy wires and CABG markers.", "presence",
+     "no"),
     # a device's tip at a vertebral level
     ("At what level is the stimulator tip?", "FINDINGS: Spinal cord stimulator with its tip "
      "projecting over the T10 vertebral body.", "position", ["T10 vertebral body", "T10"]),

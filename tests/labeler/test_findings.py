@@ -439,6 +439,8 @@ def test_places_joined_by_and_stay_the_findings_before_the_next_finding(read: Re
                                "tip": "right atrium", "tip_text": "right atrium"}),
         ("FINDINGS: Right XXXX XXXX noted with tip in the lower SVC.", "vascular_catheter",
          {"laterality": "right", "tip": "superior vena cava", "tip_text": "lower SVC"}),
+        # the markers of a bypass graft are the operation's
+        ("FINDINGS: Median sternotomy wires and coronary bypass graft markers.", "cabg", {}),
         ("FINDINGS: There is a right chest XXXX, with its distal tip in the upper SVC.",
          "vascular_catheter", {"laterality": "right", "tip": "superior vena cava",
                                "tip_text": "upper SVC"}),
