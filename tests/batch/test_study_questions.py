@@ -320,6 +320,13 @@ CLINICIANS = [
      "presence", "yes"),
     ("Are there skin markers?", "FINDINGS: Sternotomy wires and CABG markers.", "presence",
      "no"),
+    # an object said to lie outside the patient, hedged or not; a line in a vein is not
+    ("Could the catheter be outside the patient?", "FINDINGS: A catheter over the left "
+     "hilum may be outside the patient.", "presence", "uncertain"),
+    ("Is the tubing outside the patient?", "FINDINGS: Tubing external to the patient "
+     "overlies the right chest.", "presence", "yes"),
+    ("Is the catheter outside the patient?", "FINDINGS: Left PICC with tip in the SVC.",
+     "presence", "no"),
     # a device's tip at a vertebral level
     ("At what level is the stimulator tip?", "FINDINGS: Spinal cord stimulator with its tip "
      "projecting over the T10 vertebral body.", "position", ["T10 vertebral body", "T10"]),
