@@ -172,6 +172,7 @@ class QuestionPatterns:
     #: a paired structure's plural where a finding is placed ("of the acromioclavicular
     #: joints"): both of the pair where no side is said
     paired_plurals: frozenset[str] = frozenset()
+    one_of_pair: frozenset[str] = frozenset()
     #: words beside a finding that spread it over both lungs ("diffuse interstitial
     #: prominence"): where it is when the report names no side or place
     spread_words: frozenset[str] = frozenset()
@@ -528,6 +529,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         spread_words=_words(data, "spread_words"),
         borderline_words=_words(data, "borderline_words"),
         paired_plurals=_words(data, "paired_plurals"),
+        one_of_pair=_words(data, "one_of_pair"),
         spine_parts={str(k).lower(): str(v) for k, v in (data.get("spine_parts") or {}).items()},
         single_words=_words(data, "single_words"),
         exchange_words=_words(data, "exchange_words"),
@@ -2870,7 +2872,13 @@ def answer_from_report(
         assert lexicon is not None
         concept = label[len(CONCEPT_PREFIX) :]
         # a place, size, grade or change is the asked finding's own, where the report has it
-        own_first = question.open and question.type in _OF_EITHER
+        # ... unless the question names the site of one that answers it ("Which AC joints
+        # are degenerative?" over arthritis of the AC joints and degenerative spine)
+        own_first = (
+            question.open
+            and question.type in _OF_EITHER
+            and not any(q.kind == "site" for q in question.where)
+        )
         target = _concept_target(concept, report, lexicon, patterns, own_first=own_first)
         if target.status == "absent":
             at_site = _broader_at_site(concept, report, lexicon, patterns)
@@ -4997,7 +5005,7 @@ def _places_counted(
         return len(lobes) or None
     if unit in ("lungs", "pairs"):
         sides = _sides(mentions) | _sides_left_hanging(mentions)
-        if not sides and _placed_in_plural(mentions, patterns.paired_plurals):
+        if not sides and _placed_in_plural(mentions, patterns):
             return 2  # "degenerative changes of the acromioclavicular joints": both
         return len(sides) or None
     if unit == "bases":
@@ -5085,22 +5093,43 @@ def _chambers_named(mentions: Iterable[Mention]) -> int | None:
     return None
 
 
-def _placed_in_plural(mentions: Iterable[Mention], plurals: frozenset[str]) -> bool:
-    """Whether a mention's place, or its own words, is written with one of `plurals`
+def _placed_in_plural(mentions: Iterable[Mention], patterns: QuestionPatterns) -> bool:
+    """Whether a mention's place, or its own words, is written with one of `paired_plurals`
     ("degenerative changes of the acromioclavicular joints", "bihilar prominence",
-    "flattening of the hemidiaphragms"), the words as the report gives them."""
+    "flattening of the hemidiaphragms"), the words as the report gives them, and not as one
+    of them (`one_of_pair`: "a nodule within one of the lung bases")."""
+    plurals = patterns.paired_plurals
     for m in mentions:
-        if plurals & set(_WORD.findall(m.text.lower())):
-            return True
-        if m.sentence_start is None:
-            continue
-        for ev in m.attribute_evidence:
-            if ev.get("attribute") != "location":
-                continue
-            a, b = int(ev["start"]) - m.sentence_start, int(ev["end"]) - m.sentence_start
-            if 0 <= a < b and plurals & set(_WORD.findall(m.sentence[a:b].lower())):
-                return True
+        spans = [(m.start, m.end)]
+        spans += [
+            (int(ev["start"]), int(ev["end"]))
+            for ev in m.attribute_evidence
+            if ev.get("attribute") == "location"
+        ]
+        for start, end in spans:
+            if m.sentence_start is None:
+                words, before = m.text.lower(), ""
+            else:
+                a, b = start - m.sentence_start, end - m.sentence_start
+                if not 0 <= a < b:
+                    continue
+                words, before = m.sentence[a:b].lower(), m.sentence[:a].lower()
+            for hit in _WORD.finditer(words):
+                if hit[0] in plurals and not _ends_with_one_of(
+                    before + words[: hit.start()], patterns.one_of_pair
+                ):
+                    return True
     return False
+
+
+def _ends_with_one_of(text: str, phrases: Collection[str]) -> bool:
+    """Whether one of `phrases` is among the last words of `text` ("one of the lung")."""
+    tail = f" {' '.join(_WORD.findall(text)[-_ONE_OF_WORDS:])} "
+    return any(f" {ph} " in tail for ph in phrases)
+
+
+#: words before a paired plural that may pick one of the pair ("one of the lung bases")
+_ONE_OF_WORDS = 4
 
 
 def _on_spine(f: ReportFinding, patterns: QuestionPatterns) -> bool:
@@ -5479,6 +5508,13 @@ def _answer(
             asked = {str(q.value) for q in question.where if q.kind == "side"}
             if lat == "bilateral" and len(asked) == 1 and asked <= {"left", "right"}:
                 lat = asked.pop()  # "Where is the scarring in the left lung?": the left's
+            if (
+                lat is None
+                and status in ("positive", "uncertain")
+                and _placed_in_plural([m for m in target.deciding if m.status == status], patterns)
+            ):
+                # "degenerative changes of the acromioclavicular joints": both of the pair
+                lat = "bilateral"
             terms: list[str] = [lat] if lat else []
             if question.asks != "side":
                 terms += [str(p) for p in finding.get("location") or ()]  # type: ignore[attr-defined]

@@ -2538,6 +2538,35 @@ def test_a_part_of_the_body_asked_about_by_a_general_word(
     assert (got.label, got.answer) == (label, answer)
 
 
+@pytest.mark.parametrize(
+    ("question", "report", "answer"),
+    [
+        # a paired place named in the plural with no side: both of the pair
+        ("Which AC joints are degenerative?", "FINDINGS: Moderate degenerative changes are "
+         "seen in the acromioclavicular joints. Degenerative changes of the spine.",
+         ["bilateral"]),
+        # a joint's arthritis is the degenerative change asked about
+        ("Which AC joints are degenerative?", "FINDINGS: Osteoarthritis of the acromioclavicular "
+         "joints. Degenerative disc disease of the spine.", ["bilateral"]),
+        ("Which side has the pleural thickening?", "FINDINGS: Mild pleural thickening at "
+         "both lung apices.", ["bilateral"]),
+        # a side said is that side; the site named picks its finding among several
+        ("Which AC joint is degenerative?", "FINDINGS: Degenerative change of the left "
+         "acromioclavicular joint. Degenerative changes of the spine.", ["left"]),
+        # one of the pair is no side said
+        ("Which side is the nodule on?", "FINDINGS: A small nodule projects over one of the "
+         "lung bases.", "unknown"),
+        ("Which side is the nodule on?", "FINDINGS: Possible nodule at either of the lung "
+         "bases.", "unknown"),
+    ],
+)  # fmt: skip
+def test_a_side_question_over_a_pair_named_in_the_plural(
+    engine: StudyQuestions, question: str, report: str, answer: object
+) -> None:
+    got = engine.ask(question, report=engine.label_reports([report])[report])
+    assert got.answer == answer
+
+
 @pytest.mark.issue(40)
 @pytest.mark.parametrize(
     ("question", "report", "answer"),
