@@ -173,6 +173,7 @@ class QuestionPatterns:
     #: joints"): both of the pair where no side is said
     paired_plurals: frozenset[str] = frozenset()
     one_of_pair: frozenset[str] = frozenset()
+    place_wholes: frozenset[str] = frozenset()
     #: words beside a finding that spread it over both lungs ("diffuse interstitial
     #: prominence"): where it is when the report names no side or place
     spread_words: frozenset[str] = frozenset()
@@ -530,6 +531,7 @@ def load_question_patterns(name: str = "questions.v1") -> QuestionPatterns:
         borderline_words=_words(data, "borderline_words"),
         paired_plurals=_words(data, "paired_plurals"),
         one_of_pair=_words(data, "one_of_pair"),
+        place_wholes=_words(data, "place_wholes"),
         spine_parts={str(k).lower(): str(v) for k, v in (data.get("spine_parts") or {}).items()},
         single_words=_words(data, "single_words"),
         exchange_words=_words(data, "exchange_words"),
@@ -4511,6 +4513,10 @@ def _concept_target(
         # each word beside it a term of its own, in the report's order ("lower thoracic or
         # upper lumbar vertebra": thoracic, lumbar)
         parts += [own] if own else sorted(near, key=(f.sentence or "").lower().find)
+        if not own and not near:
+            # "Where is the degenerative change?" over "degenerative changes of the spine":
+            # the whole part a narrower concept's name adds, where nothing narrower is said
+            parts += [w for w in words.split() if w not in asked and w in patterns.place_wholes]
     if any(parts):
         finding["parts"] = list(dict.fromkeys(p for p in parts if p))
     return dataclasses.replace(target, finding=finding)

@@ -703,6 +703,15 @@ CLINICIANS = [
     # the place a narrower concept's name adds; a describing word is no place
     ("Which part of the spine shows degenerative change?", "FINDINGS: Degenerative changes "
      "of the thoracic spine.", "position", ["thoracic spine"]),
+    # the whole part a narrower name adds where no narrower part is said (`place_wholes`)
+    ("Where is the degenerative change?", "FINDINGS: Mild degenerative disease of the "
+     "spine.", "position", ["spine"]),
+    ("Where is the degenerative change?", "FINDINGS: Degenerative changes of the lumbar "
+     "spine.", "position", ["lumbar spine"]),
+    ("Where is the degenerative change?", "FINDINGS: Possible degenerative changes of the "
+     "spine.", "position", ["spine"]),
+    ("Where is the degenerative change?", "FINDINGS: No degenerative changes of the "
+     "spine.", "position", "unknown"),
     ("Where is the granuloma?", "FINDINGS: Calcified granuloma.", "position", "unknown"),
     # "how many" with a unit asks a size; a size word is no measurement in that unit
     ("How many centimetres is the granuloma?", "FINDINGS: Large calcified granuloma in the "
