@@ -4658,8 +4658,9 @@ def _part_target(
     part: str, report: ReportLabels, lexicon: Lexicon, patterns: QuestionPatterns
 ) -> _Target:
     """The report's abnormal findings at a part of the body, as one finding: those below its
-    anatomy concept, those at its place (`location`), and those with a word of the part in
-    their own phrase ("contour irregularity of the distal left clavicle"). Where none of
+    anatomy concept, those at its place (`location`) or one of its levels ("9th rib"), and
+    those with a word of the part in their own phrase ("contour irregularity of the distal
+    left clavicle"). Where none of
     them was given a side, the side word just before the part's word in that phrase."""
     concepts: set[str] = set()
     words: set[str] = set()
@@ -4678,7 +4679,14 @@ def _part_target(
         if f.kind in _NOT_OF_PART:
             continue
         located = {str(p) for p in f.attributes.get("location") or ()}
-        if f.label in concepts or located & values or words.intersection(_phrase_words(f)):
+        # a level of the part is at it ("the 9th rib ... may be the site of an old fracture")
+        leveled = {w for v in f.attributes.get("levels") or () for w in _WORD.findall(str(v))}
+        if (
+            f.label in concepts
+            or located & values
+            or words.intersection(_phrase_words(f))
+            or words & leveled
+        ):
             found.append(f)
     name = entry.name if entry is not None else part
     target = _findings_target(found, f"nothing at the {name} is mentioned in the report")

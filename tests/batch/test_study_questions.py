@@ -2598,6 +2598,22 @@ def test_a_level_question_takes_the_side_beside_the_level(
     assert got.answer == answer
 
 
+@pytest.mark.parametrize(
+    ("report", "answer"),
+    [
+        # a finding at a level of the part is at the part, its own phrase naming no rib
+        ("FINDINGS: The left 6th rib shows an old healed fracture.", ["left", "6th rib"]),
+        ("FINDINGS: The 9th right rib may be the site of an old healed fracture.", ["9th rib"]),
+        ("FINDINGS: The 6th rib is intact. No fracture.", "unknown"),
+    ],
+)  # fmt: skip
+def test_a_part_question_takes_the_findings_at_a_level_of_the_part(
+    engine: StudyQuestions, report: str, answer: object
+) -> None:
+    got = engine.ask("Which rib is abnormal?", report=engine.label_reports([report])[report])
+    assert (got.label, got.answer) == ("part:rib", answer)
+
+
 @pytest.mark.issue(40)
 @pytest.mark.parametrize(
     "question",
