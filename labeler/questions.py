@@ -5532,8 +5532,17 @@ def _answer(
             terms: list[str] = [lat] if lat else []
             if question.asks != "side":
                 terms += [str(p) for p in finding.get("location") or ()]  # type: ignore[attr-defined]
-                if not finding.get("location"):
-                    terms += [str(p) for p in finding.get("parts") or ()]  # type: ignore[attr-defined]
+                # a part the finding's own words name where a place was read too
+                # ("calcified mediastinal and hilar lymph nodes", read as hilar): one no
+                # term says
+                said_words = {w for t in terms for w in _WORD.findall(t.lower())}
+                own_words = {w for m in target.deciding for w in _WORD.findall(m.text.lower())}
+                terms += [
+                    str(p)
+                    for p in finding.get("parts") or ()  # type: ignore[attr-defined]
+                    for ws in (set(_WORD.findall(str(p))),)
+                    if not finding.get("location") or (ws <= own_words and not ws <= said_words)
+                ]
                 # then the report's own words for them ("left base" for "basilar")
                 said = _place_words(target.deciding, patterns.place_parts)
                 terms += [w for w in said if w.lower() not in {t.lower() for t in terms}]

@@ -2614,6 +2614,28 @@ def test_a_part_question_takes_the_findings_at_a_level_of_the_part(
     assert (got.label, got.answer) == ("part:rib", answer)
 
 
+@pytest.mark.parametrize(
+    ("question", "report", "answer"),
+    [
+        # a place the finding's own words name beside the one read ("hilar"): both
+        ("Where are the calcified nodes?", "FINDINGS: Calcified mediastinal and hilar lymph "
+         "nodes from old granulomatous disease.", ["perihilar", "mediastinal", "hilar"]),
+        ("Where are the calcified nodes?", "FINDINGS: Possible calcified mediastinal and "
+         "hilar lymph nodes.", ["perihilar", "mediastinal", "hilar"]),
+        ("Where are the calcified nodes?", "FINDINGS: No calcified mediastinal or hilar lymph "
+         "nodes.", "unknown"),
+        # a place only beside it, another finding's, is not the finding's
+        ("Where is the granuloma?", "FINDINGS: Calcified right paratracheal node and a "
+         "calcified granuloma in the right upper lobe.", ["right", "right upper lobe"]),
+    ],
+)  # fmt: skip
+def test_a_placed_finding_keeps_the_parts_its_own_words_name(
+    engine: StudyQuestions, question: str, report: str, answer: object
+) -> None:
+    got = engine.ask(question, report=engine.label_reports([report])[report])
+    assert got.answer == answer
+
+
 @pytest.mark.issue(40)
 @pytest.mark.parametrize(
     "question",
