@@ -2906,6 +2906,13 @@ def answer_from_report(
             together = _read_together(concept, report, lexicon, patterns)
             if together:
                 target = _findings_target(together, "")
+        if target.status in ("absent", "negative") and question.open:
+            worded = _worded_with_descriptor(concept, question, report, lexicon)
+            if worded:
+                # "Where is the calcified density?" over "a calcific density in the left
+                # midlung", read as a calcification (and "no airspace opacities" of the
+                # density's kin ruled out): the finding its words name so
+                target = _findings_target(worded, "")
         if target.status == "absent" and question.type == "position":
             # "Where is the compression deformity?" over "deformity of an upper lumbar
             # vertebral body": the broader finding at the name's site places it
@@ -4020,6 +4027,27 @@ def _place_of_sentence(
         place = {k: f.attributes[k] for k in ("laterality", "location") if f.attributes.get(k)}
         return dataclasses.replace(target, finding={**target.finding, **place})
     return target
+
+
+def _worded_with_descriptor(
+    concept: str, question: ParsedQuestion, report: ReportLabels, lexicon: Lexicon
+) -> list[ReportFinding]:
+    """The report's positive or hedged findings of another concept whose own words are the
+    question's: a one-word phrase of `concept` with a word its describing qualifier accepts
+    ("calcific density" read as a calcification, asked as a calcified density)."""
+    accepts = {
+        w for q in question.where if q.kind == "descriptor" for w in q.accepts if " " not in w
+    }
+    heads = {ph for ph in lexicon.concepts[concept].phrases if " " not in ph}
+    if not accepts or not heads:
+        return []
+    return [
+        f
+        for f in report.report_findings or ()
+        if f.status in ("positive", "uncertain")
+        for words in (set(_WORD.findall(f.text.lower())),)
+        if words & heads and words & accepts
+    ]
 
 
 def _joined_placed(

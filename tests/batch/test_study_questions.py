@@ -2636,6 +2636,29 @@ def test_a_placed_finding_keeps_the_parts_its_own_words_name(
     assert got.answer == answer
 
 
+@pytest.mark.parametrize(
+    ("question", "report", "answer"),
+    [
+        # a finding read as another concept whose own words are the question's ("calcific
+        # density", read as a calcification), over a kin of the density ruled out
+        ("Where is the calcified density?", "FINDINGS: No focal airspace opacities. A "
+         "calcific density is seen in the left midlung zone.",
+         ["left", "middle", "midlung"]),
+        ("Where is the calcified density?", "FINDINGS: Possible calcified density in the "
+         "right apex.", ["right", "apical", "apex"]),
+        ("How many calcified densities?", "FINDINGS: No focal airspace opacity. Multiple "
+         "scattered calcific densities of old granulomatous disease.", "multiple"),
+        ("Where is the calcified density?", "FINDINGS: No calcific density. No airspace "
+         "opacity.", "unknown"),
+    ],
+)  # fmt: skip
+def test_an_open_question_takes_a_finding_worded_as_its_descriptor_and_concept(
+    engine: StudyQuestions, question: str, report: str, answer: object
+) -> None:
+    got = engine.ask(question, report=engine.label_reports([report])[report])
+    assert got.answer == answer
+
+
 @pytest.mark.issue(40)
 @pytest.mark.parametrize(
     "question",
