@@ -2097,6 +2097,11 @@ class QuestionParser:
                        and c[3] - c[2] > s[3] - s[2] for s in spans for c in concepts[:1])
             ):  # fmt: skip
                 spans = concepts
+            elif named and all(n[2] <= s[2] and s[3] <= n[3] for s in spans for n in named[:1]):
+                # an entry's words that hold all of a label's ("Is the heart size
+                # borderline?") are what is asked: the label's concept counts the same words
+                # under it only as the labeler codes them
+                spans = named[:1]
             elif concepts:
                 # "Is there an effusion or a pacemaker?": a concept listed with the labels
                 # named is a finding of its own (not "Is that density a nodule?")

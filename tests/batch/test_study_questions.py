@@ -636,6 +636,18 @@ CLINICIANS = [
      "presence", "yes"),
     ("Is the heart at the top end of normal size?", "FINDINGS: Normal heart size.",
      "presence", "no"),
+    # ... asked as borderline with the heart's size named, and the top of normal said
+    # without "of"
+    ("Is the heart size borderline?", "IMPRESSION: Heart size upper limits normal. Lungs "
+     "clear.", "presence", "yes"),
+    ("Is the heart size borderline?", "FINDINGS: The heart is at upper limits normal.",
+     "presence", "yes"),
+    ("Is the heart size borderline?", "FINDINGS: The heart is normal in size.", "presence",
+     "no"),
+    ("Is the heart size borderline?", "FINDINGS: Heart size is borderline enlarged.",
+     "presence", "yes"),
+    ("Is there cardiomegaly?", "FINDINGS: Heart size is upper limits normal.", "presence",
+     "no"),
     ("Is the heart size normal?", "FINDINGS: The heart is top normal in size.", "presence",
      "yes"),
     # a nodular opacity is the nodule a clinician asks about, where no nodule is named

@@ -196,6 +196,8 @@ def test_a_normal_template_that_names_the_finding_it_denies(read: Read) -> None:
             None,
         ),
         ("The heart is top normal in size.", "top_normal_heart_size", None),
+        # ... also said without "of"
+        ("Heart size is at upper limits normal.", "top_normal_heart_size", None),
         # the report's shorthand drops the verb
         ("Cardiomediastinal silhouette stable.", "normal_mediastinum", "unchanged"),
         ("Mediastinal contours normal.", "normal_mediastinum", None),
