@@ -648,6 +648,12 @@ CLINICIANS = [
      "presence", "yes"),
     ("Is there cardiomegaly?", "FINDINGS: Heart size is upper limits normal.", "presence",
      "no"),
+    # a hilum's size is its enlargement's: graded where the report grades it, else unknown
+    ("How large are the hila?", "FINDINGS: Both hila are prominent. Lungs clear.", "size",
+     "unknown"),
+    ("What is the size of the hila?", "FINDINGS: Moderately enlarged left hilum.", "size",
+     "moderate"),
+    ("How big is the hilum?", "FINDINGS: The lungs are clear.", "size", "unknown"),
     ("Is the heart size normal?", "FINDINGS: The heart is top normal in size.", "presence",
      "yes"),
     # a nodular opacity is the nodule a clinician asks about, where no nodule is named
