@@ -5741,9 +5741,20 @@ def _answer(
         # "Is the basal opacity atelectasis?" over "basilar opacities, scarring or
         # atelectasis": the place is the opacity's; the reading, given none, is answered
         return out("yes" if status == "positive" else "uncertain")
-    if combined == "yes" and status == "uncertain":
+    if combined == "yes" and status == "uncertain" and not _measure_of_pointed(question, patterns):
         return out("uncertain")
     return out(combined, combined != "unknown")
+
+
+def _measure_of_pointed(question: ParsedQuestion, patterns: QuestionPatterns) -> bool:
+    """Whether a closed question compares only the size of a finding it points at ("Is that
+    opacity over a centimetre?", "Is it bigger than 2 cm?"): the report's measurement answers
+    it, though the finding is hedged; "Is there a nodule over 1 cm?" asks whether there is one."""
+    if not question.qualifiers or any(q.kind != "size" for q in question.qualifiers):
+        return False
+    words = re.findall(r"[a-z]+", question.text.lower())
+    pointing = patterns.demonstratives | patterns.pronouns | {"the"}
+    return len(words) > 1 and words[1] in pointing
 
 
 def _severity_word(mentions: Sequence[Mention]) -> str | None:

@@ -654,6 +654,14 @@ CLINICIANS = [
     ("What is the size of the hila?", "FINDINGS: Moderately enlarged left hilum.", "size",
      "moderate"),
     ("How big is the hilum?", "FINDINGS: The lungs are clear.", "size", "unknown"),
+    # a hedged finding's stated size answers a comparison of the finding pointed at; one
+    # that asks whether there is such a finding stays hedged
+    ("Is the nodule over a centimetre?", "IMPRESSION: Possible 1.8 cm nodule in the left "
+     "lung base.", "size", "yes"),
+    ("Is that nodule bigger than 3 cm?", "IMPRESSION: Possible 1.8 cm nodule in the left "
+     "lung base.", "size", "no"),
+    ("Is there a nodule bigger than 1 cm?", "IMPRESSION: Possible 1.8 cm nodule in the left "
+     "lung base.", "size", "uncertain"),
     ("Is the heart size normal?", "FINDINGS: The heart is top normal in size.", "presence",
      "yes"),
     # a nodular opacity is the nodule a clinician asks about, where no nodule is named
