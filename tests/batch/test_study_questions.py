@@ -3244,14 +3244,6 @@ CHANGE_OF_A_COMPLEMENT = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("question", "report", "qtype", "answer"), CHANGE_OF_A_COMPLEMENT)
-def test_a_change_said_after_a_findings_complement_is_the_findings(
-    engine: StudyQuestions, question: str, report: str, qtype: str, answer: str
-) -> None:
-    got = engine.ask(question, report=engine.label_reports([report])[report])
-    assert (got.type, got.answer) == (qtype, answer)
-
-
 LISTS_WITH_AN_ITEMS_OWN_WORDS = [
     # an item's own place words after it, and the de-identification's mask of its noun,
     # still make one list with the next item: the change word before the list is each one's
@@ -3265,14 +3257,6 @@ LISTS_WITH_AN_ITEMS_OWN_WORDS = [
     ("Any change in the granulomas?", "FINDINGS: Stable calcified hilar XXXX near "
      "granulomas. Lungs are clear.", "change", "unknown"),
 ]  # fmt: skip
-
-
-@pytest.mark.parametrize(("question", "report", "qtype", "answer"), LISTS_WITH_AN_ITEMS_OWN_WORDS)
-def test_a_list_item_keeps_its_own_words_after_it(
-    engine: StudyQuestions, question: str, report: str, qtype: str, answer: str
-) -> None:
-    got = engine.ask(question, report=engine.label_reports([report])[report])
-    assert (got.type, got.answer) == (qtype, answer)
 
 
 CHANGE_OF_A_BROADER_NAME_THERE = [
@@ -3289,10 +3273,14 @@ CHANGE_OF_A_BROADER_NAME_THERE = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("question", "report", "qtype", "answer"), CHANGE_OF_A_BROADER_NAME_THERE)
-def test_a_broader_name_at_the_same_place_lends_its_change(
+@pytest.mark.parametrize(
+    ("question", "report", "qtype", "answer"),
+    CHANGE_OF_A_COMPLEMENT + LISTS_WITH_AN_ITEMS_OWN_WORDS + CHANGE_OF_A_BROADER_NAME_THERE,
+)
+def test_a_change_said_of_another_mention_reaches_the_finding(
     engine: StudyQuestions, question: str, report: str, qtype: str, answer: str
 ) -> None:
+    # after a finding's complement, across a list item's own words, from a broader name there
     got = engine.ask(question, report=engine.label_reports([report])[report])
     assert (got.type, got.answer) == (qtype, answer)
 
