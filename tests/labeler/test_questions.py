@@ -78,6 +78,8 @@ def test_presence_answers(
         ("No pleural effusion.", "no"),
         ("Possible pleural effusion.", "uncertain"),
         ("Pleural effusion cannot be excluded.", "uncertain"),
+        ("Pleural effusion cannot be confidently excluded.", "uncertain"),
+        ("A pleural effusion is confidently excluded.", "no"),
         ("Small right pleural effusion.", "yes"),
         ("The lungs are clear.", "no"),
     ],

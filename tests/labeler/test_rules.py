@@ -35,6 +35,10 @@ FIRES: dict[str, list[tuple[str, str, str]]] = {
         ("Mild edema is not excluded.", "Edema", "uncertain"),
         ("It is difficult to exclude a small effusion.", "Effusion", "uncertain"),
         ("It is difficult to completely exclude early pneumonia.", "Pneumonia", "uncertain"),
+        # an adverb of certainty inside the cue still leaves the finding open
+        ("A small mass cannot be confidently excluded.", "Mass", "uncertain"),
+        ("Early pneumonia could not be definitively ruled out.", "Pneumonia", "uncertain"),
+        ("We cannot reliably exclude a tiny apical pneumothorax.", "Pneumothorax", "uncertain"),
         (
             "Recommend follow-up until cleared to ensure that there is no underlying mass.",
             "Mass",
@@ -43,6 +47,7 @@ FIRES: dict[str, list[tuple[str, str, str]]] = {
     ],
     "unc.cannot_exclude_head": [
         ("Small effusion not excluded.", "Effusion", "uncertain"),
+        ("Subtle consolidation not confidently excluded.", "Consolidation", "uncertain"),
     ],
     "unc.phase_alternatives": [
         ("Resolving or developing pneumonia in the left lower lobe.", "Pneumonia", "uncertain"),
