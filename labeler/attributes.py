@@ -508,6 +508,8 @@ class AttributeFinder:
         term_tokens = {i for span, _ in found for i in range(span.start, span.end)}
         out = []
         previous: set[int] = set()
+        # whether the mention before took the words of the finding its link names
+        linked_before = False
         # a grade joined to a change after it ("small but increasing right effusion")
         grade_then_change = (
             {span.end for span, ev in found if ev.attribute == "severity"},
@@ -559,11 +561,21 @@ class AttributeFinder:
                 if changes and idx:
                     governing = _governing_words(doc, mentions, idx)
                 # "opacities consistent with atelectasis": one finding, two names
-                if idx and any(
+                linked = idx > 0 and any(
                     _is_link(doc, i, links, after)
                     for i in range(mentions[idx - 1].end, mention.start)
-                ):
+                )
+                # "opacities consistent with scarring or atelectasis": the second reading
+                # offered names the same finding as the first
+                offered = (
+                    idx > 0
+                    and linked_before
+                    and [t.lower_ for t in doc[mentions[idx - 1].end : mention.start]]
+                    in _READINGS_JOINED
+                )
+                if linked or offered:
                     scope = scope | previous
+                linked_before = bool(linked or offered)
                 previous = scope
             # The unbroken run of term words right before the mention is its own
             # pre-modifiers whatever the parse says ("Newly seen left effusion" is

@@ -760,3 +760,26 @@ def test_readings_joined_by_or_share_their_describing_words(
 ) -> None:
     found = attrs(text, name)
     assert {k: found.get(k) for k in expected} == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "expected"),
+    [
+        # a link names one finding again; each reading it offers is that finding
+        ("Streaky opacity in the left lung base compatible with fibrosis or atelectasis.",
+         "Atelectasis", {"laterality": "left", "location": ["basilar"]}),
+        ("Opacity in the right lower lobe may represent scar versus atelectasis.",
+         "Atelectasis", {"laterality": "right", "location": ["right lower lobe"]}),
+        # a second finding joined by "and" is not a reading of the first
+        ("Opacity in the left lower lobe consistent with pneumonia and pleural effusion.",
+         "Effusion", {"laterality": None, "location": None}),
+        # no link: readings in a sentence of their own do not take the opacity's place
+        ("Opacity in the left upper lobe. Scarring or atelectasis.", "Atelectasis",
+         {"laterality": None, "location": None}),
+    ],
+)  # fmt: skip
+def test_every_reading_a_link_offers_takes_the_findings_place(
+    attrs: Attrs, text: str, name: str, expected: dict[str, object]
+) -> None:
+    got = attrs(text, name)
+    assert {k: got.get(k) for k in expected} == expected

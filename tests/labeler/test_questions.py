@@ -384,3 +384,19 @@ def test_superlative_place(
     placed = superlative_place(parsed, got, text, load_question_patterns())
     assert placed.answer == (got.answer if answer is None else answer)
     assert answer is None or got.answer != answer
+
+
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        ("Is there atelectasis at the right base?", "uncertain"),
+        ("Is there atelectasis in the left lung?", "no"),
+    ],
+)
+def test_a_reading_offered_after_a_link_is_placed_where_the_opacity_is(
+    parser: QuestionParser, label: Callable[[str], ReportLabels], question: str, answer: str
+) -> None:
+    # "opacity ... consistent with scarring or atelectasis": both readings are at the base
+    text = "Streaky opacities in the right lung base are consistent with fibrosis or atelectasis."
+    parsed, got = ask(parser, label(text), question)
+    assert (parsed.type, got) == ("position", answer)
