@@ -1036,6 +1036,18 @@ def _scope(
     if linked is not None:
         scope |= _own_phrase(linked, others - {linked.i})
         anchors.add(linked.i)
+    if (
+        # the parser tags a noun before a noun "amod" at times ("mass progression")
+        root.dep_ in ("compound", "amod")
+        and root.head.tag_.startswith("NN")
+        and root.head.i == mention.end
+        and root.head.i not in others
+        and not any(t.lower_ in denials for t in doc[mention.sent.start : mention.start])
+    ):
+        # "possible tumor progression": the noun the finding's name modifies says its course
+        # (not where it is denied: "no tumor progression" is no change, not a worse tumor)
+        scope.add(root.head.i)
+        anchors.add(root.head.i)
     return scope, np_left, anchors
 
 

@@ -783,3 +783,21 @@ def test_every_reading_a_link_offers_takes_the_findings_place(
 ) -> None:
     got = attrs(text, name)
     assert {k: got.get(k) for k in expected} == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "expected"),
+    [
+        # the noun a finding's name modifies says its course, hedged or not
+        ("Findings may reflect mass progression.", "Mass", {"change": "worsened"}),
+        ("Possible nodule growth in the right upper lobe.", "Nodule", {"change": "increased"}),
+        # ... not where the course is denied
+        ("No evidence of mass progression.", "Mass", {"change": None}),
+        ("No nodule growth.", "Nodule", {"change": None}),
+    ],
+)
+def test_a_change_noun_after_the_findings_name_is_its_course(
+    attrs: Attrs, text: str, name: str, expected: dict[str, object]
+) -> None:
+    got = attrs(text, name)
+    assert {k: got.get(k) for k in expected} == expected

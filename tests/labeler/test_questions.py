@@ -400,3 +400,17 @@ def test_a_reading_offered_after_a_link_is_placed_where_the_opacity_is(
     text = "Streaky opacities in the right lung base are consistent with fibrosis or atelectasis."
     parsed, got = ask(parser, label(text), question)
     assert (parsed.type, got) == ("position", answer)
+
+
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        ("Findings may reflect mass progression.", "uncertain"),
+        ("No evidence of mass progression.", "no"),
+    ],
+)
+def test_a_hedged_course_named_after_the_finding_is_possible(
+    parser: QuestionParser, label: Callable[[str], ReportLabels], text: str, answer: str
+) -> None:
+    parsed, got = ask(parser, label(text), "Could the mass have progressed?")
+    assert (parsed.type, got) == ("change", answer)
