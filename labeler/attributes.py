@@ -176,6 +176,8 @@ class AttributeRules:
     #: words of a comparison with an earlier study ("prior", "since"): a change no
     #: mention's scope holds, followed by one, is the change of the mention before it
     comparison_words: frozenset[str] = frozenset()
+    #: words that make a side after them the one a finding is measured against
+    reference_side_words: frozenset[str] = frozenset()
     #: words after a length that make it a distance, not a size ("4.7 cm above the carina")
     distance_words: frozenset[str] = frozenset()
     #: lexicon kinds whose mentions name how the film was taken, not a finding ("seen on
@@ -311,6 +313,9 @@ def load_attribute_rules(name: str = "attributes.v1") -> AttributeRules:
         change_refer_back_rule=str(change_back.get("id") or ""),
         sole_size_rule=str((size.get("sole_in_sentence") or {}).get("id") or ""),
         comparison_words=frozenset(str(x).lower() for x in data.get("comparison_words") or ()),
+        reference_side_words=frozenset(
+            str(x).lower() for x in data.get("reference_side_words") or ()
+        ),
         distance_words=frozenset(str(x).lower() for x in size.get("distance_before") or ()),
         unattributed_kinds=frozenset(str(x) for x in data.get("unattributed_kinds") or ()),
     )
@@ -584,6 +589,11 @@ class AttributeFinder:
             mine: list[AttributeEvidence] = []
             for span, ev in found:
                 tokens = range(span.start, span.end)
+                if ev.attribute == "laterality" and any(
+                    t.lower_ in self.rules.reference_side_words
+                    for t in doc[max(span.start - _REFERENCE_WITHIN, 0) : span.start]
+                ):
+                    continue  # "compared to the left": the side measured against
                 if not parsed and ev.attribute == "change" and all(i in governing for i in tokens):
                     mine.append(ev)
                     continue
@@ -1049,6 +1059,11 @@ def _scope(
         scope.add(root.head.i)
         anchors.add(root.head.i)
     return scope, np_left, anchors
+
+
+#: how many words before a side a word that makes it the reference may come ("compared to
+#: the left", "than on the left")
+_REFERENCE_WITHIN = 3
 
 
 #: how many words after a change term its comparison may come ("increased in size compared

@@ -801,3 +801,19 @@ def test_a_change_noun_after_the_findings_name_is_its_course(
 ) -> None:
     got = attrs(text, name)
     assert {k: got.get(k) for k in expected} == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # the side a finding is measured against is not its own
+        ("A nodule at the right apex is larger compared to the left.", "right"),
+        ("There is a nodule at the left base, denser compared with the right base.", "left"),
+        # a comparison with a prior study leaves the side alone
+        ("Compared to the prior study there is a new nodule in the left base.", "left"),
+    ],
+)
+def test_a_side_the_finding_is_compared_with_is_not_its_own(
+    attrs: Attrs, text: str, expected: str
+) -> None:
+    assert attrs(text, "Nodule").get("laterality") == expected

@@ -414,3 +414,11 @@ def test_a_hedged_course_named_after_the_finding_is_possible(
 ) -> None:
     parsed, got = ask(parser, label(text), "Could the mass have progressed?")
     assert (parsed.type, got) == ("change", answer)
+
+
+def test_the_side_a_finding_is_compared_with_is_not_involved(
+    parser: QuestionParser, label: Callable[[str], ReportLabels]
+) -> None:
+    text = "A nodule at the right base is denser compared to the left."
+    assert ask(parser, label(text), "Is there a nodule on the left?")[1] == "no"
+    assert ask(parser, label(text), "Is there a nodule on the right?")[1] == "yes"
