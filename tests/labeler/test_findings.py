@@ -102,6 +102,12 @@ def test_a_findings_json_is_its_mentions_with_its_concept() -> None:
         ("FINDINGS: Opacity at the right base may represent atelectasis.", "atelectasis",
          "uncertain"),
         ("FINDINGS: Opacity at the right base may represent atelectasis.", "opacity", "positive"),
+        # lymphoid tissue named for the nodes, hedged, plain and denied
+        ("FINDINGS: Wide hila, possibly from lymphoid enlargement.", "lymphadenopathy",
+         "uncertain"),
+        ("FINDINGS: Mild enlarged lymphoid tissue at the left hilum.", "lymphadenopathy",
+         "positive"),
+        ("FINDINGS: No lymphoid enlargement.", "lymphadenopathy", "negative"),
     ],
 )  # fmt: skip
 def test_findings_get_the_labels_rules(read: Read, text: str, concept: str, status: str) -> None:
