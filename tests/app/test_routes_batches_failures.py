@@ -34,6 +34,18 @@ from batch.interfaces import SourceItem
 pytestmark = pytest.mark.issue(7)
 
 
+def _runner(state: Any, *, chunk_size: int) -> BatchRunner:
+    """A runner of its own (no model) on the service's database, storage and labeler."""
+    return BatchRunner(
+        sessions=state.sessions,
+        labeler=state.labeler,
+        predictor=None,
+        storage_root=state.storage.root,
+        zip_limits=state.zip_limits,
+        chunk_size=chunk_size,
+    )
+
+
 def _results(client: TestClient, job_id: str) -> dict[str, dict[str, Any]]:
     response = client.get(f"/v1/batches/{job_id}/results")
     assert response.status_code == 200
@@ -180,14 +192,7 @@ def test_batch_file_that_kills_the_process_is_failed_after_two_starts(
     state = client.app.state.cxr  # type: ignore[attr-defined]
 
     def start() -> None:  # one life of the service: a fresh runner resuming the job
-        BatchRunner(
-            sessions=state.sessions,
-            labeler=state.labeler,
-            predictor=None,
-            storage_root=state.storage.root,
-            zip_limits=state.zip_limits,
-            chunk_size=8,
-        ).run_job(job_id)
+        _runner(state, chunk_size=8).run_job(job_id)
 
     for _ in range(2):
         with pytest.raises(_ProcessDeath):
@@ -344,14 +349,7 @@ def test_a_write_failing_after_the_delete_is_a_cancel_not_a_failure(
     client = make_client(batch_roots=[tmp_path / "roots"], run_batch_jobs=False)
     job_id = client.post("/v1/batches", json={"path": "export1"}).json()["id"]
     state = client.app.state.cxr  # type: ignore[attr-defined]
-    runner = BatchRunner(
-        sessions=state.sessions,
-        labeler=state.labeler,
-        predictor=None,
-        storage_root=state.storage.root,
-        zip_limits=state.zip_limits,
-        chunk_size=1,
-    )
+    runner = _runner(state, chunk_size=1)
 
     def deleted_under_the_write(chunks: int) -> None:
         runner.cancel(job_id)

@@ -753,18 +753,6 @@ def test_attribute_terms_read_once_serve_every_set_of_mentions(nlp: Language) ->
          {"severity": None}),
         ("No large pleural effusion or pneumothorax.", "Pneumothorax", {"severity": None}),
         ("Mild cardiomegaly and pleural effusion.", "Effusion", {"severity": None}),
-    ],
-)  # fmt: skip
-def test_readings_joined_by_or_share_their_describing_words(
-    attrs: Attrs, text: str, name: str, expected: dict[str, object]
-) -> None:
-    found = attrs(text, name)
-    assert {k: found.get(k) for k in expected} == expected
-
-
-@pytest.mark.parametrize(
-    ("text", "name", "expected"),
-    [
         # a link names one finding again; each reading it offers is that finding
         ("Streaky opacity in the left lung base compatible with fibrosis or atelectasis.",
          "Atelectasis", {"laterality": "left", "location": ["basilar"]}),
@@ -778,11 +766,11 @@ def test_readings_joined_by_or_share_their_describing_words(
          {"laterality": None, "location": None}),
     ],
 )  # fmt: skip
-def test_every_reading_a_link_offers_takes_the_findings_place(
+def test_readings_offered_for_one_finding_share_its_words_and_place(
     attrs: Attrs, text: str, name: str, expected: dict[str, object]
 ) -> None:
-    got = attrs(text, name)
-    assert {k: got.get(k) for k in expected} == expected
+    found = attrs(text, name)
+    assert {k: found.get(k) for k in expected} == expected
 
 
 @pytest.mark.parametrize(
