@@ -3532,22 +3532,30 @@ def _descriptive_change(m: Mention, patterns: QuestionPatterns) -> bool:
     """Whether `m`'s change is only a word before it that may describe it ("mild increased
     airspace opacity": denser), not a comparison."""
     said = [e for e in m.attribute_evidence if e.get("attribute") == "change"]
-    if not said or m.sentence_start is None:
-        return False
-    for ev in said:
-        start, end = int(ev.get("start", -1)), int(ev.get("end", -1))
-        words = m.sentence[start - m.sentence_start : end - m.sentence_start].lower()
-        if end > m.start or words not in patterns.uncompared_change_words:
-            return False
-    return True
+    spans = _change_spans(m)
+    return (
+        bool(said)
+        and len(spans) == len(said)
+        and all(end <= m.start and w in patterns.uncompared_change_words for end, w in spans)
+    )
 
 
 def _change_words(m: Mention) -> list[str]:
     """The report's words that gave `m` its change ("persistent", "decreasing")."""
+    return [words for _, words in _change_spans(m)]
+
+
+def _change_spans(m: Mention) -> list[tuple[int, str]]:
+    """Where each of the report's words that gave `m` its change ends, with the words."""
     if m.sentence_start is None:
         return []
     return [
-        m.sentence[int(ev["start"]) - m.sentence_start : int(ev["end"]) - m.sentence_start].lower()
+        (
+            int(ev["end"]),
+            m.sentence[
+                int(ev["start"]) - m.sentence_start : int(ev["end"]) - m.sentence_start
+            ].lower(),
+        )
         for ev in m.attribute_evidence
         if ev.get("attribute") == "change" and "start" in ev and "end" in ev
     ]
@@ -3697,16 +3705,6 @@ def _change_of_complement(
     return target
 
 
-def _lineage(concept: str, lexicon: Lexicon) -> set[str]:
-    """`concept` and every concept above it in the lexicon."""
-    out: set[str] = set()
-    at: str | None = concept
-    while at is not None and at in lexicon.concepts and at not in out:
-        out.add(at)
-        at = lexicon.concepts[at].parent
-    return out
-
-
 def _change_of_kin_there(
     target: _Target, findings: Sequence[ReportFinding], lexicon: Lexicon | None
 ) -> _Target:
@@ -3722,12 +3720,13 @@ def _change_of_kin_there(
         side, places = m.attributes.get("laterality"), set(m.attributes.get("location") or ())
         if not side or not places:
             continue  # a place not said: which of several it is is not known
-        above = _lineage(m.label, lexicon)
+        above = {m.label, *lexicon.ancestors(m.label)}
         for f in findings:
             change = f.attributes.get("change")
             if not change or f.status not in ("positive", "uncertain") or f.label == m.label:
                 continue
-            if f.label not in above and m.label not in _lineage(f.label, lexicon):
+            below = f.label in lexicon.concepts and m.label in lexicon.ancestors(f.label)
+            if f.label not in above and not below:
                 continue
             if f.attributes.get("laterality") != side:
                 continue
